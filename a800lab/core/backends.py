@@ -1,0 +1,81 @@
+"""Optional back ends, detected once at import: CUDA (through torch), Triton and NVML.
+
+    from a800lab.core.backends import HAS_CUDA, HAS_TRITON, HAS_NVML, why_unavailable
+    if not HAS_TRITON:
+        print(why_unavailable("triton"))
+
+Detection never raises: a missing driver, library or GPU only turns a flag off and records why.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+_REASONS: dict[str, str] = {}
+
+
+def _detect_cuda() -> bool:
+    try:
+        import torch
+    except ImportError as exc:  # torch is a hard dependency, but say so plainly if it is broken
+        _REASONS["cuda"] = f"torch is not importable: {exc}"
+        return False
+    if torch.version.cuda is None:
+        _REASONS["cuda"] = (
+            f"torch {torch.__version__} is a CPU-only build; install a CUDA build of torch"
+        )
+        return False
+    if not torch.cuda.is_available():
+        _REASONS["cuda"] = (
+            f"torch {torch.__version__} was built for CUDA {torch.version.cuda} but sees no "
+            "usable GPU (no NVIDIA driver, no device, or CUDA_VISIBLE_DEVICES hides them)"
+        )
+        return False
+    return True
+
+
+def _detect_triton() -> bool:
+    if importlib.util.find_spec("triton") is None:
+        _REASONS["triton"] = "the triton package is not installed (pip install triton, Linux only)"
+        return False
+    return True
+
+
+def _detect_nvml() -> bool:
+    try:
+        import pynvml
+    except ImportError:
+        _REASONS["nvml"] = "the nvidia-ml-py package (module pynvml) is not installed"
+        return False
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        _REASONS["nvml"] = f"NVML could not start (no NVIDIA driver?): {exc}"
+        return False
+    return True
+
+
+HAS_CUDA: bool = _detect_cuda()
+HAS_TRITON: bool = _detect_triton()
+HAS_NVML: bool = _detect_nvml()
+
+
+def why_unavailable(name: str) -> str:
+    """Why back end `name` ("cuda", "triton" or "nvml") is off; "" when it is available."""
+    if name not in ("cuda", "triton", "nvml"):
+        raise ValueError(f"unknown back end {name!r}: use 'cuda', 'triton' or 'nvml'")
+    return _REASONS.get(name, "")
+
+
+def resolve_device(device: str = "auto") -> str:
+    """Map "auto" to "cuda" when a GPU is usable, else "cpu"; validate explicit choices."""
+    if device == "auto":
+        return "cuda" if HAS_CUDA else "cpu"
+    if device == "cpu":
+        return "cpu"
+    if device == "cuda" or device.startswith("cuda:"):
+        if not HAS_CUDA:
+            raise ValueError(f"device {device!r} requested but {why_unavailable('cuda')}; "
+                             "use device='cpu' or 'auto'")
+        return device
+    raise ValueError(f"unknown device {device!r}: use 'auto', 'cpu', 'cuda' or 'cuda:N'")

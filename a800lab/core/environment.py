@@ -1,0 +1,80 @@
+"""The environment a measurement came from, and a short fingerprint of it.
+
+    env = environment()          # dict: python, torch, cuda, cudnn, nccl, driver, device_name, ...
+    fingerprint(env)             # "3f2a9c01b7de": same machine + software -> same fingerprint
+
+Every result record carries both, so a recorded run names the device it came from and a resumed
+sweep only skips points measured in the same environment.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import platform
+import socket
+
+import torch
+
+from .backends import HAS_CUDA
+
+# Keys that identify "the same environment" for resume; free-form extras do not change it.
+_FINGERPRINT_KEYS = ("hostname", "device_name", "device_count", "torch", "cuda", "driver",
+                     "python")
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> dict:
+    """Machine and software facts for a result record (computed once per process)."""
+    env = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "hostname": socket.gethostname(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if HAS_CUDA else None,
+        "nccl": _nccl_version(),
+        "driver": _driver_version(),
+        "cpu_model": cpu_model(),
+        "device_count": torch.cuda.device_count() if HAS_CUDA else 0,
+    }
+    env["device_name"] = torch.cuda.get_device_name(0) if HAS_CUDA else f"CPU: {env['cpu_model']}"
+    return env
+
+
+def fingerprint(env: dict) -> str:
+    """12 hex characters identifying machine + software (the resume key)."""
+    stable = {key: env.get(key) for key in _FINGERPRINT_KEYS}
+    return hashlib.sha256(json.dumps(stable, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name from /proc/cpuinfo, else platform.processor()."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def _nccl_version() -> str | None:
+    if not HAS_CUDA:
+        return None
+    try:
+        version = torch.cuda.nccl.version()
+    except (AttributeError, RuntimeError):
+        return None
+    return ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
+
+
+def _driver_version() -> str | None:
+    from .nvml import nvml_call
+
+    version = nvml_call("nvmlSystemGetDriverVersion")
+    if not version:  # NotAvailable is falsy
+        return None
+    return version.decode() if isinstance(version, bytes) else str(version)

@@ -1,0 +1,174 @@
+"""The one timing function of the lab: `measure(fn)` -> Timing with the raw samples.
+
+    from a800lab.core.timing import measure
+    t = measure(lambda: torch.matmul(a, b), budget_s=0.5)
+    print(t.median_ms, t.iqr_ms, t.noisy)
+
+On CUDA every call is bracketed by CUDA events, the L2 cache is flushed (a buffer larger than
+L2 is zeroed) before each call so a small problem cannot run from a warm cache, and the device is
+synchronised once before the events are read. On CPU each call is timed with the clock
+(`time.perf_counter` unless injected; tests pass a fake clock). Warm-up and repetition counts
+follow a time budget with minimum counts; a cancel token is honoured between repetitions.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from .backends import resolve_device
+from .cancel import CancelToken
+
+NOISE_IQR_OVER_MEDIAN = 0.10  # above this spread a result is flagged as noisy
+_L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current L2 (H100/H200: 50 MB, A100: 40 MB)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Raw per-call samples in milliseconds and their summary statistics."""
+
+    samples_ms: tuple[float, ...]
+    warmup: int
+    device: str
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.samples_ms)
+
+    @property
+    def mean_ms(self) -> float:
+        return statistics.fmean(self.samples_ms)
+
+    @property
+    def min_ms(self) -> float:
+        return min(self.samples_ms)
+
+    @property
+    def q25_ms(self) -> float:
+        return self._quartiles()[0]
+
+    @property
+    def q75_ms(self) -> float:
+        return self._quartiles()[2]
+
+    @property
+    def iqr_ms(self) -> float:
+        q25, _, q75 = self._quartiles()
+        return q75 - q25
+
+    @property
+    def noisy(self) -> bool:
+        """True when IQR/median exceeds 10%: the median is not a stable figure."""
+        return self.median_ms > 0 and self.iqr_ms / self.median_ms > NOISE_IQR_OVER_MEDIAN
+
+    @property
+    def noise_warning(self) -> str:
+        if not self.noisy:
+            return ""
+        return (f"noisy timing: IQR {self.iqr_ms:.4g} ms is "
+                f"{100 * self.iqr_ms / self.median_ms:.0f}% of the median {self.median_ms:.4g} ms; "
+                "close other work on the device or raise budget_s")
+
+    def _quartiles(self) -> tuple[float, float, float]:
+        if len(self.samples_ms) == 1:
+            x = self.samples_ms[0]
+            return x, x, x
+        q = statistics.quantiles(self.samples_ms, n=4, method="inclusive")
+        return q[0], q[1], q[2]
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["samples_ms"] = list(self.samples_ms)
+        d.update(median_ms=self.median_ms, iqr_ms=self.iqr_ms, min_ms=self.min_ms,
+                 noisy=self.noisy)
+        return d
+
+
+def measure(
+    fn: Callable[[], object],
+    *,
+    device: str = "auto",
+    budget_s: float = 0.5,
+    min_reps: int = 5,
+    max_reps: int = 1000,
+    min_warmup: int = 2,
+    warmup_s: float = 0.1,
+    flush_l2: bool = True,
+    clock: Callable[[], float] = time.perf_counter,
+    cancel: CancelToken | None = None,
+) -> Timing:
+    """Time `fn()` repeatedly and return every sample.
+
+    Warm-up runs at least `min_warmup` calls and for at least `warmup_s` seconds; its mean
+    sets the repetition count so the timed part takes about `budget_s`, within
+    [min_reps, max_reps]. `device` is "auto", "cpu" or "cuda[:N]".
+    """
+    if min_reps < 1 or max_reps < min_reps:
+        raise ValueError(f"need 1 <= min_reps <= max_reps, got min_reps={min_reps}, "
+                         f"max_reps={max_reps}")
+    if budget_s < 0 or warmup_s < 0 or min_warmup < 0:
+        raise ValueError(f"budget_s, warmup_s and min_warmup must be >= 0, got {budget_s}, "
+                         f"{warmup_s}, {min_warmup}")
+    device = resolve_device(device)
+    sync = _cuda_sync if device.startswith("cuda") else _no_sync
+
+    warmup, t0 = 0, clock()
+    while warmup < min_warmup or (clock() - t0 < warmup_s and warmup < max_reps):
+        _check(cancel)
+        fn()
+        sync()  # without it CUDA launches queue up unboundedly ahead of the clock
+        warmup += 1
+    per_call_s = (clock() - t0) / warmup if warmup else 0.0
+    reps = max_reps if per_call_s <= 0 else int(budget_s / per_call_s)
+    reps = max(min_reps, min(max_reps, reps))
+
+    if device.startswith("cuda"):
+        samples = _time_cuda(fn, reps, flush_l2, cancel)
+    else:
+        samples = _time_cpu(fn, reps, clock, cancel)
+    return Timing(samples_ms=tuple(samples), warmup=warmup, device=device)
+
+
+def _check(cancel: CancelToken | None) -> None:
+    if cancel is not None:
+        cancel.raise_if_cancelled()
+
+
+def _no_sync() -> None:
+    pass
+
+
+def _cuda_sync() -> None:
+    import torch
+
+    torch.cuda.synchronize()
+
+
+def _time_cpu(fn, reps: int, clock, cancel) -> list[float]:
+    samples = []
+    for _ in range(reps):
+        _check(cancel)
+        start = clock()
+        fn()
+        samples.append((clock() - start) * 1e3)
+    return samples
+
+
+def _time_cuda(fn, reps: int, flush_l2: bool, cancel) -> list[float]:
+    import torch
+
+    flush = torch.empty(_L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda") if flush_l2 else None
+    events = []
+    for _ in range(reps):
+        _check(cancel)
+        if flush is not None:
+            flush.zero_()  # evict L2 outside the timed span
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        events.append((start, end))
+    torch.cuda.synchronize()
+    return [start.elapsed_time(end) for start, end in events]
