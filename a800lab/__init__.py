@@ -1,1 +1,13 @@
-"""a800lab."""
+"""a800lab: an interactive GPU-tuning lab for NVIDIA A800-class accelerators.
+
+    import a800lab
+    df = a800lab.load_results("runs.jsonl")       # a sweep recorded with `python -m a800lab sweep`
+
+Panels live in `a800lab.widgets`, plots in `a800lab.plots`, the measurement core in
+`a800lab.core` (see DESIGN.md for the layers).
+"""
+
+from .core.results import load_results
+
+__version__ = "0.1.0"
+__all__ = ["load_results", "__version__"]

@@ -121,7 +121,7 @@ def measure(
         sync()  # without it CUDA launches queue up unboundedly ahead of the clock
         warmup += 1
     per_call_s = (clock() - t0) / warmup if warmup else 0.0
-    reps = max_reps if per_call_s <= 0 else int(budget_s / per_call_s)
+    reps = max_reps if per_call_s <= 0 else round(budget_s / per_call_s)
     reps = max(min_reps, min(max_reps, reps))
 
     if device.startswith("cuda"):

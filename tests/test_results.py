@@ -1,0 +1,112 @@
+"""Result records and the JSON Lines store: round trip, torn lines, bad files."""
+
+import json
+import math
+
+import pytest
+
+from a800lab.core.results import (
+    SCHEMA_VERSION,
+    Record,
+    append_record,
+    load_results,
+    read_records,
+)
+
+
+def ok_record(m=256, throughput=1.5, **kw):
+    return Record(workload="matmul", params={"m": m, "precision": "fp32"}, outcome="ok",
+                  throughput=throughput, throughput_unit="TFLOP/s", time_ms=(1.0, 2.0, 3.0),
+                  metrics={"rel_error": 1e-7}, memory={"peak_allocated_bytes": 1024},
+                  env={"device_name": "NVIDIA H200", "fingerprint": "abc"}, **kw)
+
+
+def test_round_trip_to_frame(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    append_record(path, ok_record(256))
+    append_record(path, Record(workload="matmul", params={"m": 512, "precision": "fp32"},
+                               outcome="oom", message="CUDA out of memory",
+                               env={"device_name": "NVIDIA H200"}))
+    df = load_results(path)
+    assert list(df["m"]) == [256, 512]
+    assert list(df["outcome"]) == ["ok", "oom"]
+    assert df.loc[0, "throughput"] == 1.5 and math.isnan(df.loc[1, "throughput"])
+    assert df.loc[0, "median_ms"] == 2.0 and df.loc[0, "iqr_ms"] == 1.0
+    assert df.loc[0, "time_ms"] == [1.0, 2.0, 3.0]
+    assert df.loc[0, "rel_error"] == 1e-7
+    assert df.loc[0, "peak_allocated_bytes"] == 1024
+    assert df.loc[0, "label"] == "NVIDIA H200" and df.loc[0, "device_name"] == "NVIDIA H200"
+    assert read_records(path)[1].message == "CUDA out of memory"
+
+
+def test_each_record_is_one_complete_line(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    for m in (1, 2, 3):
+        append_record(path, ok_record(m))
+    lines = path.read_text().splitlines()
+    assert len(lines) == 3
+    assert json.loads(lines[2])["params"]["m"] == 3
+    assert json.loads(lines[0])["schema_version"] == SCHEMA_VERSION
+
+
+def test_torn_last_line_is_skipped_with_warning(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    append_record(path, ok_record(1))
+    with open(path, "a") as f:
+        f.write(ok_record(2).to_json()[:40])  # writer killed mid-line
+    with pytest.warns(UserWarning, match="torn last line"):
+        records = read_records(path)
+    assert [r.params["m"] for r in records] == [1]
+
+
+def test_append_after_torn_line_cuts_the_fragment(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    append_record(path, ok_record(1))
+    with open(path, "a") as f:
+        f.write('{"workload": "matm')
+    with pytest.warns(UserWarning, match="dropping a torn last line"):
+        append_record(path, ok_record(3))
+    assert [r.params["m"] for r in read_records(path)] == [1, 3]
+
+
+def test_malformed_middle_line_names_file_and_line(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    path.write_text(ok_record(1).to_json() + "\n{not json\n" + ok_record(2).to_json() + "\n")
+    with pytest.raises(ValueError, match=r"runs.jsonl:2: malformed"):
+        read_records(path)
+
+
+def test_other_schema_version_is_refused(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    d = json.loads(ok_record(1).to_json())
+    d["schema_version"] = 99
+    path.write_text(json.dumps(d) + "\n")
+    with pytest.raises(ValueError, match=r"runs.jsonl:1: .*schema_version 99"):
+        load_results(path)
+
+
+def test_directory_path_and_missing_file(tmp_path):
+    with pytest.raises(ValueError, match="is a directory"):
+        append_record(tmp_path, ok_record())
+    with pytest.raises(FileNotFoundError, match="no results file"):
+        load_results(tmp_path / "nope.jsonl")
+
+
+def test_record_validation():
+    with pytest.raises(ValueError, match="positive finite throughput"):
+        Record(workload="w", params={}, outcome="ok", throughput=0)
+    with pytest.raises(ValueError, match="outcome 'fine'"):
+        Record(workload="w", params={}, outcome="fine")
+    with pytest.raises(ValueError, match="reserved"):
+        Record(workload="w", params={"outcome": 1}, outcome="error")
+    with pytest.raises(ValueError, match="both a parameter and a metric"):
+        Record(workload="w", params={"x": 1}, metrics={"x": 2}, outcome="error")
+    with pytest.raises(ValueError, match="not storable"):
+        Record(workload="w", params={"x": object()}, outcome="error")
+
+
+def test_non_finite_metrics_are_stored_as_null(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    append_record(path, Record(workload="w", params={"x": 1}, outcome="wrong",
+                               metrics={"rel_error": float("nan")}))
+    assert read_records(path)[0].metrics["rel_error"] is None
