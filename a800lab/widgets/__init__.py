@@ -1,0 +1,10 @@
+"""ipywidgets panels: thin views over the core objects (see DESIGN.md).
+
+    from a800lab.widgets import Explorer, Range
+    Explorer(my_step, params={"batch_size": Range(1, 256, default=32), "precision": ["fp32"]})
+"""
+
+from .explorer import Explorer
+from .params import Choice, Fixed, Range
+
+__all__ = ["Choice", "Explorer", "Fixed", "Range"]
