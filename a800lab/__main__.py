@@ -62,7 +62,8 @@ def _peak(args) -> int:
     from .core.peak import measure_peak
 
     report = measure_peak(device=args.device, precisions=args.precision,
-                          on_progress=lambda msg: print(msg, file=sys.stderr))
+                          on_progress=lambda done, total, what: print(
+                              f"[{done}/{total}] {what}", file=sys.stderr))
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.format())
     return 0
 

@@ -38,7 +38,10 @@ def check_doctor() -> dict:
 def check_peak() -> dict:
     from a800lab.core.peak import measure_peak
 
-    return measure_peak(device="cuda", on_progress=lambda msg: print(" ", msg)).to_dict()
+    def show(done, total, what):
+        print(f"  [{done}/{total}] {what}", flush=True)
+
+    return measure_peak(device="cuda", on_progress=show).to_dict()
 
 
 def check_timing() -> dict:

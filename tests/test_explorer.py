@@ -21,7 +21,8 @@ def step(batch_size, precision, accum_steps=1):
 
 def panel(**kw):
     return Explorer(step, params={"batch_size": Range(1, 64, default=8),
-                                  "precision": ["fp32", "bf16"], "accum_steps": Range(0, 4, default=1)},
+                                  "precision": ["fp32", "bf16"],
+                                  "accum_steps": Range(0, 4, default=1)},
                     sweep="batch_size", **kw)
 
 

@@ -154,3 +154,15 @@ def test_sigkill_mid_sweep_loses_no_completed_record(tmp_path):
                     workload="slow", out=out)
     assert res.skipped == completed and [r.params["m"] for r in res.records] == [
         completed + 1, completed + 2]
+
+
+def test_point_functions_that_take_cancel_get_the_token():
+    token, seen = CancelToken(), []
+
+    def fn(m, cancel=None):
+        seen.append(cancel)
+        return point(m)
+
+    run_sweep(fn, {"m": [1]}, cancel=token)
+    run_sweep(fn, {"m": [1]})
+    assert seen == [token, None]

@@ -42,15 +42,11 @@ def _detect_triton() -> bool:
 
 
 def _detect_nvml() -> bool:
-    try:
-        import pynvml
-    except ImportError:
-        _REASONS["nvml"] = "the nvidia-ml-py package (module pynvml) is not installed"
-        return False
-    try:
-        pynvml.nvmlInit()
-    except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
-        _REASONS["nvml"] = f"NVML could not start (no NVIDIA driver?): {exc}"
+    from .nvml import NotAvailable, ensure_init
+
+    started = ensure_init()
+    if isinstance(started, NotAvailable):
+        _REASONS["nvml"] = started.reason
         return False
     return True
 

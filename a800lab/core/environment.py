@@ -75,6 +75,4 @@ def _driver_version() -> str | None:
     from .nvml import nvml_call
 
     version = nvml_call("nvmlSystemGetDriverVersion")
-    if not version:  # NotAvailable is falsy
-        return None
-    return version.decode() if isinstance(version, bytes) else str(version)
+    return str(version) if version else None  # NotAvailable is falsy

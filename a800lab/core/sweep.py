@@ -16,6 +16,8 @@ an "error" record with its message; the sweep goes on. Cancelling stops after th
 
 from __future__ import annotations
 
+import functools
+import inspect
 import itertools
 import math
 import time
@@ -96,7 +98,7 @@ def run_sweep(
             try:
                 record = measure_point(point_fn, params, workload=workload, device=device,
                                        env=env, throughput_key=throughput_key, label=label,
-                                       sample_telemetry=sample_telemetry)
+                                       sample_telemetry=sample_telemetry, cancel=cancel)
             except Cancelled:
                 result.cancelled = True
                 break
@@ -116,9 +118,14 @@ def run_sweep(
 
 def measure_point(point_fn, params: dict, *, workload: str, device: str, env: dict,
                   throughput_key: str | None = None, label: str = "",
-                  sample_telemetry: bool = False) -> Record:
-    """Run one point and turn whatever happens (result, OOM, exception) into a Record."""
+                  sample_telemetry: bool = False, cancel: CancelToken | None = None) -> Record:
+    """Run one point and turn whatever happens (result, OOM, exception) into a Record.
+
+    A point function with a `cancel` parameter gets the token, so Stop can end it mid-timing.
+    """
     base = {"workload": workload, "params": params, "env": env, "label": label}
+    if cancel is not None and _accepts(point_fn, "cancel"):
+        point_fn = functools.partial(point_fn, cancel=cancel)
     reset_peak(device)
     try:
         if sample_telemetry and device.startswith("cuda") and HAS_NVML:
@@ -179,6 +186,13 @@ def _done_keys(out, env_fingerprint: str) -> set[str]:
         return set()
     return {r.point_key() for r in read_records(out)
             if r.env.get("fingerprint") == env_fingerprint and r.outcome != "error"}
+
+
+def _accepts(fn, name: str) -> bool:
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # builtins without a signature
+        return False
 
 
 def _positive(x) -> bool:

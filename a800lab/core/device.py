@@ -1,0 +1,393 @@
+"""What hardware is here: GPUs (through NVML and torch), the CPU, and the GPU-GPU topology.
+
+    from a800lab.core.device import discover_gpus, system_info, cpu_info, topology
+    gpus = discover_gpus()            # list[GpuInfo], or NotAvailable(reason) without NVML
+    topo = topology(gpus)             # Topology: matrix of "X"/"NV#"/"PIX"/"PXB"/"PHB"/"NODE"/"SYS"
+    topo.to_dict(); gpus[0].to_dict(); system_info().to_dict(); cpu_info().to_dict()
+
+Every function takes `nvml=` (a fake pynvml for tests). Any field NVML or torch cannot give is a
+`NotAvailable(reason)`; `to_dict()` writes it as {"available": false, "reason": "..."}.
+GPU indices are NVML's (PCI bus order, like nvidia-smi), not CUDA_VISIBLE_DEVICES order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .backends import HAS_CUDA, why_unavailable
+from .environment import cpu_model
+from .nvml import (
+    NotAvailable,
+    cuda_version_string,
+    device_count,
+    device_handle,
+    milli_to_unit,
+    nvml_call,
+    nvml_const,
+    throttle_reasons,
+    to_jsonable,
+)
+
+# The link classes of `nvidia-smi topo -m`, best first.
+LINK_LEGEND = {
+    "X": "Self",
+    "NV#": "Connection traversing a bonded set of # NVLinks",
+    "PIX": "Connection traversing at most a single PCIe bridge",
+    "PXB": "Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)",
+    "PHB": "Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)",
+    "NODE": "Connection traversing PCIe as well as the interconnect between PCIe Host Bridges "
+            "within a NUMA node",
+    "SYS": "Connection traversing PCIe as well as the SMP interconnect between NUMA nodes "
+           "(e.g., QPI/UPI)",
+    "n/a": "NVML could not tell",
+}
+_ANCESTOR_CLASS = {"NVML_TOPOLOGY_INTERNAL": "PIX", "NVML_TOPOLOGY_SINGLE": "PIX",
+                   "NVML_TOPOLOGY_MULTIPLE": "PXB", "NVML_TOPOLOGY_HOSTBRIDGE": "PHB",
+                   "NVML_TOPOLOGY_NODE": "NODE", "NVML_TOPOLOGY_SYSTEM": "SYS"}
+# nvmlDeviceGetCpuAffinity wants the mask length in 64-bit words; ask for at least 256 CPUs so a
+# box bigger than os.cpu_count() suggests (e.g. inside a container) is not cut off.
+_AFFINITY_WORDS = max(4, -(-(os.cpu_count() or 1) // 64))
+
+
+class _Record:
+    """to_dict() for the dataclasses below: fields in order, NotAvailable as its JSON form."""
+
+    def to_dict(self) -> dict:
+        return {f.name: to_jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuInfo(_Record):
+    """One GPU as NVML (and torch, for the SM count) sees it. Units are in the names."""
+
+    index: int
+    name: Any
+    uuid: Any
+    pci_bus_id: Any
+    compute_capability: Any          # "8.0"
+    sm_count: Any
+    memory_total_bytes: Any
+    memory_free_bytes: Any
+    ecc_enabled: Any
+    ecc_errors: dict                 # volatile/aggregate x corrected/uncorrected -> count
+    mig_enabled: Any
+    sm_clock_mhz: Any
+    sm_clock_max_mhz: Any
+    mem_clock_mhz: Any
+    mem_clock_max_mhz: Any
+    power_w: Any
+    power_limit_w: Any
+    temperature_c: Any
+    throttle_reasons: Any            # tuple of names, e.g. ("sw_power_cap",); () = full speed
+    pcie_gen: Any
+    pcie_gen_max: Any
+    pcie_width: Any
+    pcie_width_max: Any
+    nvlink_active_links: Any
+    nvlink_remote_bus_ids: tuple     # per active link: a GPU's or NVSwitch's bus id, or "unknown"
+    cpu_affinity: Any                # compact CPU list, e.g. "0-31,64-95"
+    numa_node: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class SystemInfo(_Record):
+    """Driver and library versions plus the torch settings that change matmul results."""
+
+    driver_version: Any
+    cuda_driver_version: Any         # highest CUDA the driver supports, e.g. "12.2"
+    torch_version: str
+    torch_cuda_version: Any          # CUDA torch was built with, e.g. "12.4"
+    cudnn_version: Any
+    nccl_version: Any
+    torch_cuda_usable: Any           # True, or NotAvailable(why torch cannot use a GPU)
+    float32_matmul_precision: str    # "highest" = no TF32 for float32 matmuls
+    cudnn_allow_tf32: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class CpuInfo(_Record):
+    """The host CPU and memory, and what torch uses of it."""
+
+    model: str
+    logical_cores: int
+    physical_cores: Any
+    numa_nodes: Any
+    memory_total_bytes: Any
+    torch_threads: int
+    isa: str                         # torch's CPU kernel level, e.g. "AVX512"
+
+
+@dataclasses.dataclass(frozen=True)
+class Topology(_Record):
+    """GPU-to-GPU link classes (like `nvidia-smi topo -m`) and each GPU's host affinity."""
+
+    labels: tuple                    # ("GPU0", "GPU1", ...)
+    matrix: tuple                    # matrix[i][j]: "X", "NV4", "PXB", "SYS", ...
+    cpu_affinity: tuple
+    numa_node: tuple
+    nvlink_peers: tuple              # per GPU: {peer index: number of direct NVLinks}
+    nvswitch_links: tuple            # per GPU: active links that end on an NVSwitch
+    legend: dict = dataclasses.field(default_factory=lambda: dict(LINK_LEGEND))
+
+
+def cpu_list(mask_words: Any) -> str:
+    """A CPU bitmask (64-bit words, lowest CPUs first) as a compact list: "0-31,64-95"."""
+    cpus = [64 * w + bit for w, word in enumerate(mask_words) for bit in range(64)
+            if int(word) >> bit & 1]
+    ranges: list[list[int]] = []
+    for cpu in cpus:
+        if ranges and cpu == ranges[-1][1] + 1:
+            ranges[-1][1] = cpu
+        else:
+            ranges.append([cpu, cpu])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
+
+
+def normalise_bus_id(bus_id: Any) -> str:
+    """"00000000:07:00.0" or b"0000:07:00.0" -> "0000:07:00.0" (the sysfs spelling)."""
+    text = bus_id.decode() if isinstance(bus_id, bytes) else str(bus_id)
+    domain, bus, devfn = text.strip().lower().split(":")
+    return f"{int(domain, 16):04x}:{bus}:{devfn}"
+
+
+def _bus_id(pci: Any) -> Any:
+    if isinstance(pci, NotAvailable):
+        return pci
+    return normalise_bus_id(getattr(pci, "busId", b"") or pci.busIdLegacy)
+
+
+def _cuda_props_by_uuid(cuda_properties: list) -> dict:
+    """torch device properties keyed by bare lower-case UUID (torch drops NVML's "GPU-")."""
+    return {str(getattr(p, "uuid", "")).lower().removeprefix("gpu-"): p for p in cuda_properties}
+
+
+def _sm_count(uuid: Any, index: int, cuda_properties: list) -> Any:
+    by_uuid = _cuda_props_by_uuid(cuda_properties)
+    key = str(uuid).lower().removeprefix("gpu-")
+    if key in by_uuid:
+        return by_uuid[key].multi_processor_count
+    if not cuda_properties:
+        return NotAvailable(f"SM count comes from torch: {why_unavailable('cuda') or 'no CUDA'}")
+    return NotAvailable(f"torch sees no CUDA device with the UUID of NVML GPU {index} "
+                        "(hidden by CUDA_VISIBLE_DEVICES?)")
+
+
+def _ecc_errors(handle: Any, nvml: Any) -> dict:
+    counts = {}
+    for counter in ("volatile", "aggregate"):
+        for kind in ("corrected", "uncorrected"):
+            counts[f"{counter}_{kind}"] = nvml_call(
+                "nvmlDeviceGetTotalEccErrors", handle,
+                nvml_const(f"NVML_MEMORY_ERROR_TYPE_{kind.upper()}", nvml),
+                nvml_const(f"NVML_{counter.upper()}_ECC", nvml), nvml=nvml)
+    return counts
+
+
+def _nvlinks(handle: Any, nvml: Any) -> tuple[Any, tuple]:
+    """(number of active links or NotAvailable, remote bus id of each active link)."""
+    max_links = nvml_const("NVML_NVLINK_MAX_LINKS", nvml)
+    if isinstance(max_links, NotAvailable):
+        return max_links, ()
+    enabled = nvml_const("NVML_FEATURE_ENABLED", nvml)
+    remotes, answered, first_failure = [], False, None
+    for link in range(max_links):
+        state = nvml_call("nvmlDeviceGetNvLinkState", handle, link, nvml=nvml)
+        if isinstance(state, NotAvailable):  # links past the device's count answer this way
+            first_failure = state if first_failure is None else first_failure
+            continue
+        answered = True
+        if state == enabled:
+            pci = nvml_call("nvmlDeviceGetNvLinkRemotePciInfo", handle, link, nvml=nvml)
+            remotes.append("unknown" if isinstance(pci, NotAvailable) else _bus_id(pci))
+    return (len(remotes) if answered else first_failure), tuple(remotes)
+
+
+def _enabled(pair: Any, on_value: Any) -> Any:
+    """NVML's [current, pending] mode pair -> is the current mode on?"""
+    return pair if isinstance(pair, NotAvailable) else pair[0] == on_value
+
+
+def _numa_node(handle: Any, bus_id: Any, nvml: Any) -> Any:
+    node = nvml_call("nvmlDeviceGetNumaNodeId", handle, nvml=nvml)
+    if not isinstance(node, NotAvailable) or isinstance(bus_id, NotAvailable):
+        return node
+    # Older drivers lack nvmlDeviceGetNumaNodeId; the kernel knows the PCI device's node.
+    try:
+        sysfs_node = int(Path(f"/sys/bus/pci/devices/{bus_id}/numa_node").read_text())
+    except (OSError, ValueError):
+        return node
+    return sysfs_node if sysfs_node >= 0 else NotAvailable(f"kernel reports no NUMA node for "
+                                                           f"{bus_id}")
+
+
+def gpu_info(index: int, nvml: Any = None, cuda_properties: list | None = None) -> GpuInfo:
+    """Everything about NVML GPU `index`; fields NVML cannot give are NotAvailable."""
+    h = device_handle(index, nvml)
+
+    def call(fn_name: str, *args: Any) -> Any:
+        return nvml_call(fn_name, h, *args, nvml=nvml)
+
+    sm, mem = nvml_const("NVML_CLOCK_SM", nvml), nvml_const("NVML_CLOCK_MEM", nvml)
+    uuid, bus_id = call("nvmlDeviceGetUUID"), _bus_id(call("nvmlDeviceGetPciInfo"))
+    cc = call("nvmlDeviceGetCudaComputeCapability")
+    memory = call("nvmlDeviceGetMemoryInfo")
+    affinity = call("nvmlDeviceGetCpuAffinity", _AFFINITY_WORDS)
+    reasons = throttle_reasons(h, nvml=nvml)
+    links, remotes = _nvlinks(h, nvml)
+    return GpuInfo(
+        index=index, name=call("nvmlDeviceGetName"), uuid=uuid, pci_bus_id=bus_id,
+        compute_capability=cc if isinstance(cc, NotAvailable) else f"{cc[0]}.{cc[1]}",
+        sm_count=_sm_count(uuid, index, _default_props(cuda_properties)),
+        memory_total_bytes=memory if isinstance(memory, NotAvailable) else memory.total,
+        memory_free_bytes=memory if isinstance(memory, NotAvailable) else memory.free,
+        ecc_enabled=_enabled(call("nvmlDeviceGetEccMode"), nvml_const("NVML_FEATURE_ENABLED",
+                                                                       nvml)),
+        ecc_errors=_ecc_errors(h, nvml),
+        mig_enabled=_enabled(call("nvmlDeviceGetMigMode"), nvml_const("NVML_DEVICE_MIG_ENABLE",
+                                                                       nvml)),
+        sm_clock_mhz=call("nvmlDeviceGetClockInfo", sm),
+        sm_clock_max_mhz=call("nvmlDeviceGetMaxClockInfo", sm),
+        mem_clock_mhz=call("nvmlDeviceGetClockInfo", mem),
+        mem_clock_max_mhz=call("nvmlDeviceGetMaxClockInfo", mem),
+        power_w=milli_to_unit(call("nvmlDeviceGetPowerUsage")),
+        power_limit_w=milli_to_unit(call("nvmlDeviceGetEnforcedPowerLimit")),
+        temperature_c=call("nvmlDeviceGetTemperature", nvml_const("NVML_TEMPERATURE_GPU", nvml)),
+        throttle_reasons=reasons if isinstance(reasons, NotAvailable) else tuple(reasons),
+        pcie_gen=call("nvmlDeviceGetCurrPcieLinkGeneration"),
+        pcie_gen_max=call("nvmlDeviceGetMaxPcieLinkGeneration"),
+        pcie_width=call("nvmlDeviceGetCurrPcieLinkWidth"),
+        pcie_width_max=call("nvmlDeviceGetMaxPcieLinkWidth"),
+        nvlink_active_links=links, nvlink_remote_bus_ids=remotes,
+        cpu_affinity=affinity if isinstance(affinity, NotAvailable) else cpu_list(affinity),
+        numa_node=_numa_node(h, bus_id, nvml),
+    )
+
+
+def _default_props(cuda_properties: list | None) -> list:
+    if cuda_properties is not None:
+        return cuda_properties
+    if not HAS_CUDA:
+        return []
+    return [torch.cuda.get_device_properties(i) for i in range(torch.cuda.device_count())]
+
+
+def discover_gpus(nvml: Any = None, cuda_properties: list | None = None) -> Any:
+    """All GPUs NVML sees, as GpuInfo in NVML order; NotAvailable(reason) when there are none.
+
+    cuda_properties: torch.cuda.get_device_properties() of each CUDA device (default: asked from
+    torch when CUDA works); used for the SM count, matched by UUID. When NVML cannot run but torch
+    sees GPUs (e.g. a container without libnvidia-ml), the GPUs come from torch in CUDA order
+    with the NVML-only fields NotAvailable.
+    """
+    count = device_count(nvml)
+    props = _default_props(cuda_properties)
+    if not isinstance(count, NotAvailable):
+        return [gpu_info(i, nvml=nvml, cuda_properties=props) for i in range(count)]
+    if not props:
+        return count
+    return [dataclasses.replace(
+        gpu_info(i, nvml=nvml, cuda_properties=props), name=p.name,
+        uuid=str(getattr(p, "uuid", NotAvailable("torch gives no UUID"))),
+        compute_capability=f"{p.major}.{p.minor}", sm_count=p.multi_processor_count,
+        memory_total_bytes=p.total_memory) for i, p in enumerate(props)]
+
+
+def topology(gpus: list[GpuInfo], nvml: Any = None) -> Topology:
+    """The GPU-GPU link matrix of `nvidia-smi topo -m` for `gpus` (from discover_gpus)."""
+    index_of_bus = {g.pci_bus_id: g.index for g in gpus if isinstance(g.pci_bus_id, str)}
+    peers, switch_links = [], []
+    for g in gpus:
+        direct: dict[int, int] = {}
+        for remote in g.nvlink_remote_bus_ids:
+            if remote in index_of_bus:
+                direct[index_of_bus[remote]] = direct.get(index_of_bus[remote], 0) + 1
+        peers.append(direct)
+        switch_links.append(sum(1 for remote in g.nvlink_remote_bus_ids
+                                if remote not in index_of_bus and remote != "unknown"))
+    ancestor_class = {nvml_const(name, nvml): cls for name, cls in _ANCESTOR_CLASS.items()}
+    handles = [device_handle(g.index, nvml) for g in gpus]
+    matrix = []
+    for i in range(len(gpus)):
+        row = []
+        for j, gj in enumerate(gpus):
+            if i == j:
+                row.append("X")
+            elif peers[i].get(gj.index):
+                row.append(f"NV{peers[i][gj.index]}")
+            elif switch_links[i] and switch_links[j]:  # both on the NVSwitch fabric
+                row.append(f"NV{min(switch_links[i], switch_links[j])}")
+            else:
+                level = nvml_call("nvmlDeviceGetTopologyCommonAncestor", handles[i], handles[j],
+                                  nvml=nvml)
+                row.append(ancestor_class.get(level, "n/a"))
+        matrix.append(tuple(row))
+    return Topology(
+        labels=tuple(f"GPU{g.index}" for g in gpus), matrix=tuple(matrix),
+        cpu_affinity=tuple(g.cpu_affinity for g in gpus),
+        numa_node=tuple(g.numa_node for g in gpus),
+        nvlink_peers=tuple(peers), nvswitch_links=tuple(switch_links))
+
+
+def system_info(nvml: Any = None) -> SystemInfo:
+    """Driver, CUDA, cuDNN and NCCL versions, and torch's float32 matmul settings."""
+    cpu_build = NotAvailable(f"torch {torch.__version__} is a CPU-only build")
+    try:
+        nccl = ".".join(map(str, torch.cuda.nccl.version()))
+    except (AttributeError, RuntimeError, TypeError):  # CPU build: torch._C has no _nccl_version
+        nccl = NotAvailable("this torch build has no NCCL")
+    return SystemInfo(
+        driver_version=nvml_call("nvmlSystemGetDriverVersion", nvml=nvml),
+        cuda_driver_version=cuda_version_string(
+            nvml_call("nvmlSystemGetCudaDriverVersion", nvml=nvml)),
+        torch_version=torch.__version__,
+        torch_cuda_version=torch.version.cuda or cpu_build,
+        cudnn_version=torch.backends.cudnn.version() or NotAvailable("torch has no cuDNN"),
+        nccl_version=nccl,
+        torch_cuda_usable=True if HAS_CUDA else NotAvailable(why_unavailable("cuda")),
+        float32_matmul_precision=torch.get_float32_matmul_precision(),
+        cudnn_allow_tf32=bool(torch.backends.cudnn.allow_tf32),
+    )
+
+
+def _meminfo_total_bytes() -> Any:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024  # the kernel writes kB (KiB)
+    except OSError as exc:
+        return NotAvailable(f"cannot read /proc/meminfo: {exc}")
+    return NotAvailable("/proc/meminfo has no MemTotal line")
+
+
+def _physical_cores() -> Any:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError as exc:
+        return NotAvailable(f"cannot read /proc/cpuinfo: {exc}")
+    cores, physical_id = set(), "0"
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "physical id":
+            physical_id = value.strip()
+        elif key.strip() == "core id":
+            cores.add((physical_id, value.strip()))
+    return len(cores) or NotAvailable("/proc/cpuinfo lists no core ids")
+
+
+def _numa_node_count() -> Any:
+    nodes = list(Path("/sys/devices/system/node").glob("node[0-9]*"))
+    return len(nodes) or NotAvailable("no /sys/devices/system/node (not Linux, or no NUMA)")
+
+
+def cpu_info() -> CpuInfo:
+    """CPU model, cores, NUMA nodes, memory, torch threads and torch's CPU ISA level."""
+    return CpuInfo(model=cpu_model(), logical_cores=os.cpu_count() or 1,
+                   physical_cores=_physical_cores(), numa_nodes=_numa_node_count(),
+                   memory_total_bytes=_meminfo_total_bytes(),
+                   torch_threads=torch.get_num_threads(),
+                   isa=torch.backends.cpu.get_cpu_capability())

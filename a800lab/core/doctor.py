@@ -1,0 +1,248 @@
+"""`a800lab doctor`: the environment and topology report, with advice on what to fix.
+
+    python -m a800lab doctor            # human-readable tables
+    python -m a800lab doctor --json     # the same report as JSON
+
+    from a800lab.core.doctor import build_report, advice, format_report
+    report = build_report()             # plain dict: system, cpu, gpus, topology, advice
+    print(format_report(report))
+
+The report is JSON-ready: values NVML or torch could not give appear as
+{"available": false, "reason": "..."}. Each GPU's CPU and NUMA affinity is in report["gpus"] and,
+as the `nvidia-smi topo -m` columns, in report["topology"]. `advice(report)` works on the dict
+alone, so a report saved on another machine can be re-read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from .device import LINK_LEGEND, cpu_info, discover_gpus, system_info, topology
+from .nvml import NotAvailable, is_not_available
+
+# What each throttle reason usually means, for the advice line.
+_THROTTLE_HINTS = {
+    "sw_power_cap": "at its power limit (nvidia-smi -q -d POWER)",
+    "hw_slowdown": "hardware slowdown (power supply or overheating)",
+    "hw_power_brake": "external power brake asserted (power supply)",
+    "sw_thermal_slowdown": "too hot, driver lowered clocks (check cooling)",
+    "hw_thermal_slowdown": "too hot, hardware lowered clocks (check cooling/airflow)",
+    "applications_clocks_setting": "application clocks set below max (nvidia-smi -rac resets)",
+    "sync_boost": "held to the clocks of its sync-boost group",
+    "display_clock_setting": "held by the display clock setting",
+}
+
+
+def build_report(nvml: Any = None, cuda_properties: list | None = None) -> dict:
+    """Collect system, CPU, GPU and topology facts plus advice lines into one JSON-ready dict."""
+    gpus = discover_gpus(nvml=nvml, cuda_properties=cuda_properties)
+    system = system_info(nvml=nvml).to_dict()
+    report: dict[str, Any] = {"system": system, "cpu": cpu_info().to_dict()}
+    if isinstance(gpus, NotAvailable) or not gpus:
+        torch_reason = system["torch_cuda_usable"]
+        why = gpus.reason if isinstance(gpus, NotAvailable) else "NVML lists no GPUs"
+        if is_not_available(torch_reason):
+            why += f"; torch: {torch_reason['reason']}"
+        report.update(gpu_found=False, no_gpu_reason=why, gpus=[], topology=None)
+    else:
+        report.update(gpu_found=True, no_gpu_reason="", gpus=[g.to_dict() for g in gpus],
+                      topology=topology(gpus, nvml=nvml).to_dict())
+    report["advice"] = advice(report)
+    return report
+
+
+def _num(value: Any) -> Any:
+    """A number from the report, or None where it is not available."""
+    return None if value is None or is_not_available(value) else value
+
+
+def _version(text: Any) -> tuple[int, ...] | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return tuple(int(part) for part in text.split(".")[:2])
+    except ValueError:
+        return None
+
+
+def _nvlink_groups(report: dict) -> list[list[int]]:
+    """GPUs joined by NVLink (connected components of NV# entries), else by NUMA node."""
+    topo, gpus = report["topology"], report["gpus"]
+    parent = {g["index"]: g["index"] for g in gpus}
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    nvlinked = False
+    for a, row in zip(gpus, topo["matrix"], strict=True):
+        for b, link in zip(gpus, row, strict=True):
+            if link.startswith("NV"):
+                nvlinked = True
+                parent[root(a["index"])] = root(b["index"])
+    groups: dict[Any, list[int]] = {}
+    for g in gpus:
+        key = root(g["index"]) if nvlinked else str(g["numa_node"])
+        groups.setdefault(key, []).append(g["index"])
+    return list(groups.values())
+
+
+def _topology_advice(report: dict) -> list[str]:
+    topo, gpus = report["topology"], report["gpus"]
+    numa = {g["index"]: _num(g["numa_node"]) for g in gpus}
+    far = []
+    for i, (a, row) in enumerate(zip(gpus, topo["matrix"], strict=True)):
+        for b, link in list(zip(gpus, row, strict=True))[i + 1:]:
+            cross_numa = None not in (numa[a["index"]], numa[b["index"]]) and \
+                numa[a["index"]] != numa[b["index"]]
+            if not link.startswith("NV") and (link == "SYS" or cross_numa):
+                far.append(f"{a['index']}-{b['index']}")
+    if not far:
+        return []
+    groups = _nvlink_groups(report)
+    best = groups[0]
+    node = numa[best[0]]
+    numactl = f"numactl --cpunodebind={node} --membind={node} " if node is not None else ""
+    described = "; ".join(f"GPUs {','.join(map(str, g))} (NUMA node {numa[g[0]]})"
+                          for g in groups)
+    return [f"GPU pairs joined only through SYS / across NUMA nodes (no NVLink): {', '.join(far)}."
+            f" Collective traffic between them crosses the CPU interconnect. Keep a job inside "
+            f"one NVLink group / NUMA node: {described}; e.g. "
+            f"CUDA_VISIBLE_DEVICES={','.join(map(str, best))} {numactl}python train.py"]
+
+
+def _gpu_advice(gpu: dict) -> list[str]:
+    lines, i = [], gpu["index"]
+    ecc = {key: _num(count) or 0 for key, count in gpu["ecc_errors"].items()}
+    if any(ecc.values()):
+        lines.append(
+            f"GPU {i} has ECC errors: uncorrected {ecc.get('volatile_uncorrected', 0)} since "
+            f"boot / {ecc.get('aggregate_uncorrected', 0)} lifetime, corrected "
+            f"{ecc.get('volatile_corrected', 0)} / {ecc.get('aggregate_corrected', 0)}. "
+            f"Uncorrected errors can corrupt results or kill jobs: check "
+            f"`nvidia-smi -q -d ECC,ROW_REMAPPER -i {i}` and drain the GPU if they grow.")
+    reasons = [r for r in _num(gpu["throttle_reasons"]) or () if r != "gpu_idle"]
+    if reasons:
+        why = "; ".join(f"{r}: {_THROTTLE_HINTS.get(r, 'see nvidia-smi -q -d PERFORMANCE')}"
+                        for r in reasons)
+        lines.append(
+            f"GPU {i} clocks are throttled ({', '.join(reasons)}): SM "
+            f"{_fmt(gpu['sm_clock_mhz'])}/{_fmt(gpu['sm_clock_max_mhz'])} MHz, "
+            f"{_fmt(gpu['temperature_c'])} C, {_fmt(gpu['power_w'])}/{_fmt(gpu['power_limit_w'])}"
+            f" W. {why}. Measurements on it will be low.")
+    return lines
+
+
+def advice(report: dict) -> list[str]:
+    """Plain-language advice lines for a report from build_report (possibly re-read from JSON)."""
+    system = report["system"]
+    if not report["gpu_found"]:
+        return [f"No NVIDIA GPU found: {report['no_gpu_reason']}. The lab runs in CPU fallback "
+                f"mode (small sizes, CPU timings)."]
+    gpus, lines = report["gpus"], []
+    if is_not_available(system["torch_cuda_usable"]):
+        lines.append(f"NVML sees {len(gpus)} GPU(s) but torch cannot use them: "
+                     f"{system['torch_cuda_usable']['reason']}.")
+    ampere = [g["index"] for g in gpus
+              if (_version(_num(g["compute_capability"])) or (0,)) >= (8, 0)]
+    if ampere and system["float32_matmul_precision"] == "highest":
+        lines.append(
+            f"TF32 is off for float32 matmuls (torch.get_float32_matmul_precision() == 'highest')"
+            f" although GPU(s) {','.join(map(str, ampere))} have TF32 TensorCores: float32 "
+            "matmuls run several times slower. If ~1e-3 relative error is fine, call "
+            "torch.set_float32_matmul_precision('high') (or set "
+            "torch.backends.cuda.matmul.allow_tf32 = True).")
+    built, supported = _version(_num(system["torch_cuda_version"])), _version(
+        _num(system["cuda_driver_version"]))
+    if built and supported and built > supported:
+        lines.append(
+            f"torch was built with CUDA {system['torch_cuda_version']} but driver "
+            f"{_fmt(system['driver_version'])} supports CUDA up to {system['cuda_driver_version']}"
+            ": kernels may fail to load (PTX JIT) or CUDA may not start. Upgrade the NVIDIA "
+            "driver, or install a torch build for CUDA "
+            f"{system['cuda_driver_version']} or older.")
+    mig = [str(g["index"]) for g in gpus if _num(g["mig_enabled"])]
+    if mig:
+        lines.append(
+            f"MIG is on for GPU(s) {','.join(mig)}: CUDA sees MIG instances (slices of SMs and "
+            "memory), not whole GPUs, and no NVLink between them; numbers measured here describe "
+            "one slice. To use whole GPUs: sudo nvidia-smi -i <index> -mig 0, then reset the GPU.")
+    for gpu in gpus:
+        lines.extend(_gpu_advice(gpu))
+    if report["topology"]:
+        lines.extend(_topology_advice(report))
+    return lines
+
+
+def _fmt(value: Any, scale: float = 1.0, digits: int = 0) -> str:
+    """A report value as table text: "n/a" where not available, numbers scaled and rounded."""
+    value = _num(value)
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, int | float):
+        return f"{value / scale:.{digits}f}"
+    if isinstance(value, list | tuple):
+        return ",".join(map(str, value)) or "-"
+    return str(value)
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows,
+                                                                      strict=True)]
+    return ["  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+            for row in [headers, *rows]]
+
+
+def format_report(report: dict) -> str:
+    """The report as plain text: system lines, GPU table, topology matrix, legend, advice."""
+    s, c = report["system"], report["cpu"]
+    out = [
+        f"Driver {_fmt(s['driver_version'])} (CUDA {_fmt(s['cuda_driver_version'])}) | torch "
+        f"{s['torch_version']} (CUDA {_fmt(s['torch_cuda_version'])}, cuDNN "
+        f"{_fmt(s['cudnn_version'])}, NCCL {_fmt(s['nccl_version'])}) | float32 matmul "
+        f"precision {s['float32_matmul_precision']}",
+        f"CPU {c['model']}: {c['logical_cores']} logical / {_fmt(c['physical_cores'])} physical "
+        f"cores, {_fmt(c['numa_nodes'])} NUMA node(s), {_fmt(c['memory_total_bytes'], 2**30)} "
+        f"GiB RAM, torch {c['torch_threads']} threads, ISA {c['isa']}",
+        "",
+    ]
+    if report["gpus"]:
+        rows = [[str(g["index"]), _fmt(g["name"]), _fmt(g["compute_capability"]),
+                 _fmt(g["sm_count"]),
+                 f"{_fmt(g['memory_free_bytes'], 2**30)}/{_fmt(g['memory_total_bytes'], 2**30)}",
+                 _fmt(g["ecc_enabled"]), _fmt(g["mig_enabled"]),
+                 f"{_fmt(g['sm_clock_mhz'])}/{_fmt(g['sm_clock_max_mhz'])}",
+                 f"{_fmt(g['power_w'])}/{_fmt(g['power_limit_w'])}", _fmt(g["temperature_c"]),
+                 f"gen{_fmt(g['pcie_gen'])} x{_fmt(g['pcie_width'])}",
+                 _fmt(g["nvlink_active_links"]), _fmt(g["throttle_reasons"])]
+                for g in report["gpus"]]
+        out += _table(["GPU", "name", "CC", "SMs", "free/total GiB", "ECC", "MIG", "SM MHz",
+                       "power W", "temp C", "PCIe", "NVLinks", "throttle"], rows)
+        out.append("")
+    topo = report["topology"]
+    if topo:
+        rows = [[label, *row, _fmt(aff), _fmt(node)] for label, row, aff, node in zip(
+            topo["labels"], topo["matrix"], topo["cpu_affinity"], topo["numa_node"], strict=True)]
+        out += _table(["", *topo["labels"], "CPU Affinity", "NUMA Affinity"], rows)
+        out += ["", "Legend:"] + [f"  {key:<4} = {text}" for key, text in LINK_LEGEND.items()]
+        out.append("")
+    out.append("Advice:")
+    out += [f"  - {line}" for line in report["advice"]] or ["  - nothing to fix found."]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None, nvml: Any = None) -> int:
+    """`doctor [--json]`: print the report; returns the exit code (0)."""
+    parser = argparse.ArgumentParser(
+        prog="a800lab doctor",
+        description="Report GPUs, topology, NUMA affinity, drivers and what to fix.")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    args = parser.parse_args(argv)
+    report = build_report(nvml=nvml)
+    print(json.dumps(report, indent=2) if args.json else format_report(report))
+    return 0

@@ -1,0 +1,217 @@
+"""Matmul precisions: names, input dtypes, error tolerances and where each one can run.
+
+    from a800lab.core.precision import parse_precision, check_supported, matmul_precision
+    prec = parse_precision("bfloat16")          # Precision(name="bf16", dtype=torch.bfloat16, ...)
+    check_supported(prec, "cuda")               # ValueError saying why and what to use instead
+    with matmul_precision("tf32"):              # fp32 tensors, TF32 tensor-core math inside
+        c = a @ b
+
+`Precision.rtol` is the largest relative Frobenius error ||C - C_ref|| / ||C_ref|| accepted for a
+product of N(0, 1) inputs with inner dimension K <= 65536, where C_ref is the float64 product of
+the original float32 data (so the input rounding to the precision counts). Each bound is about
+10x the error that rounding alone produces (input rounding ~ sqrt(2/3) * u for unit roundoff u,
+fp32 accumulation ~ u32 * sqrt(K)), so normal rounding passes and a wrong kernel (error ~ 1) fails.
+
+tf32 is a CUDA tensor-core mode only: on CPU torch computes fp32, so a CPU "tf32" point would be
+an fp32 point under another name. It is rejected on CPU rather than silently relabelled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+
+from .backends import resolve_device
+
+PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
+FP8_MULTIPLE = 16  # torch._scaled_mm needs every dimension to be a multiple of 16
+_FP8_MAX = 448.0  # largest finite float8_e4m3fn
+
+
+@dataclass(frozen=True)
+class Precision:
+    """A matmul precision: input dtype, TF32 mode, size and the accepted error vs float64."""
+
+    name: str
+    dtype: torch.dtype
+    tf32: bool
+    bytes_per_element: int
+    rtol: float
+    min_compute_capability: tuple[int, int] | None  # None: any CUDA GPU
+
+
+_TABLE: dict[str, Precision] = {
+    # fp64: inputs are the float32 data widened exactly; only fp64 accumulation error remains
+    "fp64": Precision("fp64", torch.float64, False, 8, 1e-10, None),
+    # fp32 (IEEE, TF32 off): inputs exact, accumulation error u32 * sqrt(K) ~ 1.5e-5 at K = 64k
+    "fp32": Precision("fp32", torch.float32, False, 4, 1e-4, None),
+    # tf32: 10-bit mantissa inside the tensor core, u = 2^-11 -> ~4e-4 error
+    "tf32": Precision("tf32", torch.float32, True, 4, 5e-3, (8, 0)),
+    # fp16: u = 2^-11 for inputs and the fp16 output -> ~5e-4
+    "fp16": Precision("fp16", torch.float16, False, 2, 5e-3, None),
+    # bf16: u = 2^-8 for inputs and output -> ~4e-3
+    "bf16": Precision("bf16", torch.bfloat16, False, 2, 3e-2, (8, 0)),
+    # fp8 e4m3: u = 2^-4, per-tensor scaled inputs, bf16 output -> ~5e-2
+    "fp8": Precision("fp8", torch.float8_e4m3fn, False, 1, 0.2, (8, 9)),
+}
+
+_ALIASES = {
+    "float64": "fp64", "double": "fp64", "f64": "fp64",
+    "float32": "fp32", "float": "fp32", "f32": "fp32", "ieee": "fp32",
+    "tensorfloat32": "tf32",
+    "float16": "fp16", "half": "fp16", "f16": "fp16",
+    "bfloat16": "bf16",
+    "float8": "fp8", "float8_e4m3fn": "fp8", "e4m3": "fp8", "fp8_e4m3": "fp8",
+}
+
+
+def parse_precision(name: str | Precision) -> Precision:
+    """Precision for a name or alias ("fp32", "float16", "half", "bfloat16", ...), any case."""
+    if isinstance(name, Precision):
+        return name
+    if not isinstance(name, str):
+        raise ValueError(f"precision must be a string such as 'bf16', got {name!r} "
+                         f"({type(name).__name__}); valid: {', '.join(PRECISIONS)}")
+    key = name.strip().lower().removeprefix("torch.")
+    key = _ALIASES.get(key, key)
+    if key not in _TABLE:
+        raise ValueError(f"unknown precision {name!r}: use one of {', '.join(PRECISIONS)} "
+                         f"(aliases: {', '.join(sorted(_ALIASES))})")
+    return _TABLE[key]
+
+
+def unsupported_reason(precision: str | Precision, device: str = "auto",
+                       capability: tuple[int, int] | None = None) -> str:
+    """Why `precision` cannot run on `device`, with what to use instead; "" when it can.
+
+    `capability` overrides the queried CUDA compute capability (to plan for another GPU).
+    """
+    prec = parse_precision(precision)
+    if capability is None:
+        device = resolve_device(device)
+    if device == "cpu":
+        if prec.name == "tf32":
+            return ("tf32 is a CUDA tensor-core mode; on CPU torch computes plain fp32, so use "
+                    "precision 'fp32' on CPU")
+        if prec.name == "fp8":
+            return ("fp8 matmul (torch._scaled_mm) needs a CUDA GPU with compute capability "
+                    ">= 8.9 (Ada, Hopper); on CPU use 'fp32' or 'bf16'")
+        return ""
+    capability = capability or torch.cuda.get_device_capability(device)
+    need = prec.min_compute_capability
+    if need is not None and tuple(capability) < need:
+        instead = "'fp16'" if prec.name in ("bf16", "fp8") else "'fp32'"
+        return (f"{prec.name} needs compute capability >= {need[0]}.{need[1]}, this GPU has "
+                f"{capability[0]}.{capability[1]}; use {instead} instead")
+    if prec.name == "fp8" and not hasattr(torch, "_scaled_mm"):
+        return (f"fp8 needs torch._scaled_mm, which torch {torch.__version__} lacks; "
+                "upgrade torch (>= 2.4) or use 'bf16'")
+    return ""
+
+
+def check_supported(precision: str | Precision, device: str = "auto",
+                    capability: tuple[int, int] | None = None) -> None:
+    """Raise ValueError (why, and what to use instead) if `precision` cannot run on `device`."""
+    reason = unsupported_reason(precision, device, capability)
+    if reason:
+        raise ValueError(reason)
+
+
+@contextlib.contextmanager
+def matmul_precision(precision: str | Precision) -> Iterator[Precision]:
+    """Allow TF32 for fp32 matmuls and convolutions only when `precision` is tf32; restore after.
+
+    Uses torch's fp32_precision settings where they exist (torch >= 2.9; mixing them with the
+    legacy allow_tf32 flags raises in torch), else the legacy flags.
+    """
+    prec = parse_precision(precision)
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    if hasattr(matmul, "fp32_precision"):
+        mode = "tf32" if prec.tf32 else "ieee"
+        saved = (matmul.fp32_precision, cudnn.conv.fp32_precision)
+        matmul.fp32_precision, cudnn.conv.fp32_precision = mode, mode
+        try:
+            yield prec
+        finally:
+            matmul.fp32_precision, cudnn.conv.fp32_precision = saved
+    else:
+        saved = (matmul.allow_tf32, cudnn.allow_tf32)
+        matmul.allow_tf32, cudnn.allow_tf32 = prec.tf32, prec.tf32
+        try:
+            yield prec
+        finally:
+            matmul.allow_tf32, cudnn.allow_tf32 = saved
+
+
+@dataclass(frozen=True)
+class MatmulOperands:
+    """Inputs of C = A @ B in one precision, the call that computes C, and its reference.
+
+    `reference` is the float64 product of the original float32 data for the rows `check_rows`
+    of C (all rows for m <= the row budget), so checking a large problem stays cheap.
+    """
+
+    precision: Precision
+    a: torch.Tensor
+    b: torch.Tensor
+    run: Callable[[], torch.Tensor]
+    check_rows: torch.Tensor
+    reference: torch.Tensor
+
+    def rel_error(self, c: torch.Tensor) -> float:
+        """Relative Frobenius error of `c` (the whole m x n product) on the checked rows."""
+        return relative_error(c[self.check_rows], self.reference)
+
+
+def relative_error(c: torch.Tensor, reference: torch.Tensor) -> float:
+    """||c - reference||_F / ||reference||_F computed in float64 (inf if c is not finite)."""
+    c64 = c.to(torch.float64)
+    if not torch.isfinite(c64).all():
+        return float("inf")
+    denom = torch.linalg.norm(reference).item()
+    return torch.linalg.norm(c64 - reference).item() / (denom or 1.0)
+
+
+def make_operands(m: int, n: int, k: int, precision: str | Precision, device: str, *,
+                  seed: int = 0, max_check_rows: int = 512) -> MatmulOperands:
+    """Seeded N(0, 1) inputs A (m x k) and B (k x n) in `precision` on `device`.
+
+    fp8 inputs are scaled per tensor so |x| max maps to 448 and multiplied with
+    torch._scaled_mm (bf16 output, B column-major as it requires); every other precision
+    uses torch.matmul, looked up at call time. Run under `matmul_precision(precision)`.
+    """
+    prec = parse_precision(precision)
+    if prec.name == "fp8" and any(d % FP8_MULTIPLE for d in (m, n, k)):
+        raise ValueError(f"fp8 needs m, n, k to be multiples of {FP8_MULTIPLE} "
+                         f"(torch._scaled_mm), got {m}x{n}x{k}; round them up")
+    gen = torch.Generator(device=device).manual_seed(seed)
+    a32 = torch.randn(m, k, generator=gen, device=device)
+    b32 = torch.randn(k, n, generator=gen, device=device)
+    # evenly spaced rows, always including the last (edge tiles are where kernels go wrong)
+    rows = torch.linspace(0, m - 1, min(m, max_check_rows), device=device).round().long()
+    reference = a32[rows].to(torch.float64) @ b32.to(torch.float64)
+    if prec.name == "fp8":
+        a, b, run = _fp8_operands(a32, b32)
+    else:
+        a, b = a32.to(prec.dtype), b32.to(prec.dtype)
+
+        def run() -> torch.Tensor:
+            return torch.matmul(a, b)
+
+    return MatmulOperands(prec, a, b, run, rows, reference)
+
+
+def _fp8_operands(a32: torch.Tensor, b32: torch.Tensor):
+    scale_a = _FP8_MAX / a32.abs().max().clamp(min=1e-12)
+    scale_b = _FP8_MAX / b32.abs().max().clamp(min=1e-12)
+    a = (a32 * scale_a).to(torch.float8_e4m3fn)
+    b = (b32 * scale_b).to(torch.float8_e4m3fn).t().contiguous().t()  # column-major
+    inv_a, inv_b = (1.0 / scale_a).float(), (1.0 / scale_b).float()
+
+    def run() -> torch.Tensor:
+        return torch._scaled_mm(a, b, scale_a=inv_a, scale_b=inv_b, out_dtype=torch.bfloat16)
+
+    return a, b, run

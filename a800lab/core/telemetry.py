@@ -1,0 +1,172 @@
+"""GPU telemetry: one-off snapshots and a background sampler that runs alongside a workload.
+
+    from a800lab.core.telemetry import snapshot, TelemetrySampler
+    snapshot(0)                        # {"t_s": ..., "gpu_util_pct": 87, "power_w": 312.4, ...}
+    with TelemetrySampler(device_index=0, interval_s=0.1) as sampler:
+        run_workload()
+    sampler.summary()                  # {"available": True, "n_samples": 42, "power_w": {"mean",
+                                       #  "min", "max"}, ..., "throttle_reasons": [...]}
+
+All readings go through the NVML wrapper (`nvml=` takes a fake module for tests). Without NVML
+every reading is None and the summary says {"available": False, "reason": ...}; no thread is
+started. The sampler takes one sample when it starts and one when it stops, so even a run shorter
+than interval_s has a first and a last reading.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from .nvml import (
+    NotAvailable,
+    device_handle,
+    milli_to_unit,
+    nvml_call,
+    nvml_const,
+    throttle_reasons,
+)
+
+# Fields summarised as mean/min/max by TelemetrySampler.summary().
+SUMMARY_FIELDS = ("gpu_util_pct", "mem_used_bytes", "power_w", "sm_clock_mhz")
+
+
+def _value(reading: Any) -> Any:
+    return None if isinstance(reading, NotAvailable) else reading
+
+
+def snapshot(device_index: int = 0, nvml: Any = None, t_s: float | None = None) -> dict:
+    """One reading of GPU `device_index` (NVML index); values NVML cannot give are None.
+
+    t_s: the timestamp to record (the sampler passes seconds since it started); default
+    time.time().
+    """
+    h = device_handle(device_index, nvml)
+    util = nvml_call("nvmlDeviceGetUtilizationRates", h, nvml=nvml)
+    memory = nvml_call("nvmlDeviceGetMemoryInfo", h, nvml=nvml)
+    reasons = throttle_reasons(h, nvml=nvml)
+    return {
+        "t_s": time.time() if t_s is None else t_s,
+        "gpu_util_pct": None if isinstance(util, NotAvailable) else util.gpu,
+        "mem_util_pct": None if isinstance(util, NotAvailable) else util.memory,
+        "mem_used_bytes": None if isinstance(memory, NotAvailable) else memory.used,
+        "mem_total_bytes": None if isinstance(memory, NotAvailable) else memory.total,
+        "power_w": _value(milli_to_unit(nvml_call("nvmlDeviceGetPowerUsage", h, nvml=nvml))),
+        "power_limit_w": _value(milli_to_unit(
+            nvml_call("nvmlDeviceGetEnforcedPowerLimit", h, nvml=nvml))),
+        "sm_clock_mhz": _value(nvml_call("nvmlDeviceGetClockInfo", h,
+                                         nvml_const("NVML_CLOCK_SM", nvml), nvml=nvml)),
+        "mem_clock_mhz": _value(nvml_call("nvmlDeviceGetClockInfo", h,
+                                          nvml_const("NVML_CLOCK_MEM", nvml), nvml=nvml)),
+        "temperature_c": _value(nvml_call("nvmlDeviceGetTemperature", h,
+                                          nvml_const("NVML_TEMPERATURE_GPU", nvml), nvml=nvml)),
+        "throttle_reasons": None if isinstance(reasons, NotAvailable) else list(reasons),
+    }
+
+
+def _stats(values: list) -> dict:
+    present = [v for v in values if v is not None]
+    if not present:
+        return {"mean": None, "min": None, "max": None}
+    return {"mean": sum(present) / len(present), "min": min(present), "max": max(present)}
+
+
+class TelemetrySampler:
+    """Samples GPU `device_index` every `interval_s` seconds on a background thread.
+
+    Use as a context manager (or call start()/stop()). `samples` holds the snapshot dicts with
+    t_s in seconds since start; `summary()` condenses them.
+    """
+
+    def __init__(self, device_index: int = 0, interval_s: float = 0.1, nvml: Any = None) -> None:
+        if not interval_s > 0:
+            raise ValueError(f"interval_s={interval_s!r} must be a positive number of seconds, "
+                             "e.g. 0.1")
+        self.device_index = device_index
+        self.interval_s = interval_s
+        self._nvml = nvml
+        self._samples: list[dict] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._start_s: float | None = None
+        self._duration_s = 0.0
+        self._reason = ""
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> TelemetrySampler:
+        """Take the first sample and start the background thread (no thread without NVML)."""
+        if self._thread is not None:
+            raise RuntimeError("this TelemetrySampler is already running; stop() it first")
+        self._start_s = time.perf_counter()
+        self._duration_s, self._samples, self._reason = 0.0, [], ""
+        self._stop.clear()
+        handle = device_handle(self.device_index, self._nvml)  # NotAvailable too without NVML
+        if isinstance(handle, NotAvailable):
+            self._reason = handle.reason
+            return self
+        self._sample()
+        self._thread = threading.Thread(target=self._run, name="a800lab-telemetry", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the thread and take a last sample. Safe to call twice."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+            if not self._reason:  # the thread stopped early on an error: don't repeat it here
+                self._sample()
+        if self._start_s is not None:
+            self._duration_s = time.perf_counter() - self._start_s
+            self._start_s = None
+
+    def __enter__(self) -> TelemetrySampler:
+        return self.start()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.stop()
+
+    def _sample(self) -> None:
+        reading = snapshot(self.device_index, nvml=self._nvml,
+                           t_s=time.perf_counter() - self._start_s)
+        with self._lock:
+            self._samples.append(reading)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self._sample()
+            except Exception as exc:  # a bug in a reading: say why sampling stopped, don't crash
+                self._reason = f"sampling stopped: {type(exc).__name__}: {exc}"
+                return
+
+    # -- results --------------------------------------------------------------------------------
+    @property
+    def samples(self) -> list[dict]:
+        """A copy of the snapshots taken so far (t_s = seconds since start)."""
+        with self._lock:
+            return list(self._samples)
+
+    def summary(self) -> dict:
+        """available, reason, n_samples, duration_s, mean/min/max of SUMMARY_FIELDS, and the
+        sorted union of throttle reasons seen."""
+        samples = self.samples
+        duration_s = self._duration_s
+        if self._start_s is not None:  # still running
+            duration_s = time.perf_counter() - self._start_s
+        result: dict[str, Any] = {
+            "available": bool(samples),
+            "reason": self._reason,
+            "n_samples": len(samples),
+            "duration_s": duration_s,
+        }
+        if not samples and not self._reason:
+            result["reason"] = "no samples yet: use the sampler as a context manager or start()"
+        for field in SUMMARY_FIELDS:
+            result[field] = _stats([s[field] for s in samples])
+        result["throttle_reasons"] = sorted(
+            {reason for s in samples for reason in s["throttle_reasons"] or ()})
+        return result

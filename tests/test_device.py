@@ -1,0 +1,164 @@
+"""Device discovery and topology on the fake 8x A800 box, plus the real CPU of this machine."""
+
+import json
+
+import pytest
+
+from a800lab.core.backends import HAS_CUDA, HAS_NVML
+from a800lab.core.device import (
+    cpu_info,
+    cpu_list,
+    discover_gpus,
+    normalise_bus_id,
+    system_info,
+    topology,
+)
+from a800lab.core.nvml import NotAvailable
+from tests.fake_nvml import FakeNvml
+
+
+def fake_gpus(**variant):
+    fake = FakeNvml(**variant)
+    return fake, discover_gpus(nvml=fake, cuda_properties=fake.cuda_properties())
+
+
+def test_discovers_eight_a800s_with_their_properties():
+    _, gpus = fake_gpus()
+    assert [g.index for g in gpus] == list(range(8))
+    g = gpus[0]
+    assert g.name == "NVIDIA A800-SXM4-80GB" and g.compute_capability == "8.0"
+    assert g.sm_count == 108 and g.memory_total_bytes == 80 * 2**30
+    assert g.uuid == "GPU-a800fake-0000-0000-0000-000000000000"
+    assert g.pci_bus_id == "0000:07:00.0"
+    assert (g.sm_clock_max_mhz, g.mem_clock_max_mhz, g.power_limit_w) == (1410, 1593, 400.0)
+    assert (g.pcie_gen, g.pcie_width, g.pcie_gen_max, g.pcie_width_max) == (4, 16, 4, 16)
+    assert g.ecc_enabled is True and g.mig_enabled is False
+    assert g.throttle_reasons == ("gpu_idle",)
+    assert g.nvlink_active_links == 12
+
+
+def test_throttled_gpu_and_ecc_errors_are_reported():
+    _, gpus = fake_gpus()
+    hot = gpus[2]
+    assert hot.throttle_reasons == ("sw_power_cap", "hw_thermal_slowdown")
+    assert (hot.sm_clock_mhz, hot.power_w, hot.temperature_c) == (1095, 398.5, 87)
+    assert gpus[5].ecc_errors == {"volatile_corrected": 17, "volatile_uncorrected": 2,
+                                  "aggregate_corrected": 154, "aggregate_uncorrected": 3}
+    assert set(gpus[4].ecc_errors.values()) == {0}
+
+
+def test_affinity_and_numa_nodes():
+    _, gpus = fake_gpus()
+    assert [g.numa_node for g in gpus] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert {g.cpu_affinity for g in gpus[:4]} == {"0-31,64-95"}
+    assert {g.cpu_affinity for g in gpus[4:]} == {"32-63,96-127"}
+
+
+def test_topology_matrix_two_nvlink_groups():
+    fake, gpus = fake_gpus()
+    topo = topology(gpus, nvml=fake)
+    assert topo.labels == tuple(f"GPU{i}" for i in range(8))
+    m = topo.matrix
+    assert all(m[i][i] == "X" for i in range(8))
+    for i in range(8):
+        for j in range(8):
+            if i != j:
+                assert m[i][j] == ("NV4" if i // 4 == j // 4 else "SYS"), (i, j)
+    assert topo.nvlink_peers[0] == {1: 4, 2: 4, 3: 4}
+    assert topo.nvlink_peers[5] == {4: 4, 6: 4, 7: 4}
+    assert topo.nvswitch_links == (0,) * 8
+    assert topo.numa_node == (0, 0, 0, 0, 1, 1, 1, 1)
+    assert topo.cpu_affinity[7] == "32-63,96-127"
+    assert set(topo.legend) >= {"X", "NV#", "PIX", "PXB", "PHB", "NODE", "SYS"}
+
+
+def test_topology_without_nvlink_uses_pcie_ancestors():
+    fake, gpus = fake_gpus(nvlink="none")
+    assert all(isinstance(g.nvlink_active_links, NotAvailable) for g in gpus)
+    m = topology(gpus, nvml=fake).matrix
+    assert m[0][1] == "PXB"   # common ancestor MULTIPLE: same PCIe switch
+    assert m[0][2] == "PHB"   # HOSTBRIDGE
+    assert m[0][4] == "SYS"   # across NUMA nodes
+    assert m[6][7] == "PXB" and m[5][6] == "PHB"
+
+
+def test_topology_through_nvswitch():
+    fake, gpus = fake_gpus(nvlink="nvswitch")
+    topo = topology(gpus, nvml=fake)
+    assert topo.nvswitch_links == (12,) * 8 and topo.nvlink_peers[0] == {}
+    assert {topo.matrix[i][j] for i in range(8) for j in range(8) if i != j} == {"NV12"}
+
+
+def test_not_supported_calls_become_not_available():
+    unsupported = {"nvmlDeviceGetEccMode", "nvmlDeviceGetTotalEccErrors",
+                   "nvmlDeviceGetNumaNodeId", "nvmlDeviceGetCpuAffinity",
+                   "nvmlDeviceGetPowerUsage", "nvmlDeviceGetTopologyCommonAncestor"}
+    fake, gpus = fake_gpus(not_supported=unsupported, nvlink="none")
+    g = gpus[0].to_dict()
+    assert g["ecc_enabled"] == {"available": False,
+                                "reason": "nvmlDeviceGetEccMode: Not Supported"}
+    assert g["ecc_errors"]["volatile_uncorrected"]["reason"] == (
+        "nvmlDeviceGetTotalEccErrors: Not Supported")
+    assert g["power_w"]["available"] is False and g["cpu_affinity"]["available"] is False
+    assert g["numa_node"]["available"] is False  # fake bus ids are not in /sys either
+    assert g["power_limit_w"] == 400.0
+    matrix = topology(gpus, nvml=fake).matrix
+    assert matrix[0][0] == "X" and matrix[0][1] == "n/a"
+    json.dumps(g)
+
+
+def test_without_nvml_but_with_torch_gpus_uses_torch_facts():
+    fake = FakeNvml(init_error=FakeNvml.NVMLError_LibraryNotFound)
+    gpus = discover_gpus(nvml=fake, cuda_properties=fake.cuda_properties())
+    assert len(gpus) == 8
+    g = gpus[3]
+    assert (g.name, g.compute_capability, g.sm_count) == ("NVIDIA A800-SXM4-80GB", "8.0", 108)
+    assert isinstance(g.power_w, NotAvailable) and "no NVIDIA driver" in g.power_w.reason
+
+
+def test_without_nvml_or_torch_gpus_is_not_available():
+    fake = FakeNvml(init_error=FakeNvml.NVMLError_DriverNotLoaded)
+    result = discover_gpus(nvml=fake, cuda_properties=[])
+    assert isinstance(result, NotAvailable) and "Driver Not Loaded" in result.reason
+
+
+def test_sm_count_needs_a_matching_torch_device():
+    fake = FakeNvml()
+    other = fake.cuda_properties()[:1]
+    other[0].uuid = "some-other-gpu"
+    gpus = discover_gpus(nvml=fake, cuda_properties=other)
+    assert "CUDA_VISIBLE_DEVICES" in gpus[0].sm_count.reason
+    no_torch = discover_gpus(nvml=fake, cuda_properties=[])
+    assert "SM count comes from torch" in no_torch[0].sm_count.reason
+
+
+def test_cpu_list_compacts_ranges():
+    assert cpu_list([0b1011]) == "0-1,3"
+    assert cpu_list([2**64 - 1, 1]) == "0-64"
+    assert cpu_list([0, 0b100]) == "66"
+    assert cpu_list([0]) == ""
+
+
+def test_normalise_bus_id():
+    assert normalise_bus_id("00000000:4E:00.0") == "0000:4e:00.0"
+    assert normalise_bus_id(b"0000:4e:00.0") == "0000:4e:00.0"
+    assert normalise_bus_id("00000001:07:00.0") == "0001:07:00.0"
+
+
+def test_system_info_versions():
+    info = system_info(nvml=FakeNvml())
+    assert (info.driver_version, info.cuda_driver_version) == ("535.129.03", "12.2")
+    assert info.float32_matmul_precision in ("highest", "high", "medium")
+    if not HAS_CUDA:
+        assert isinstance(info.torch_cuda_version, NotAvailable)
+        assert isinstance(info.torch_cuda_usable, NotAvailable)
+    json.dumps(info.to_dict())
+
+
+@pytest.mark.skipif(HAS_CUDA or HAS_NVML, reason="checks the CPU-only path")
+def test_real_machine_without_gpu():
+    assert isinstance(discover_gpus(), NotAvailable)
+    cpu = cpu_info()
+    assert cpu.model and cpu.isa and cpu.logical_cores >= 1 and cpu.torch_threads >= 1
+    assert cpu.memory_total_bytes > 2**20
+    json.dumps(cpu.to_dict())

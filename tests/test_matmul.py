@@ -1,0 +1,122 @@
+"""Matmul workload: spec validation and the checked, timed point function on CPU."""
+
+import re
+
+import pytest
+import torch
+
+from a800lab.core import precision as precision_module
+from a800lab.core.cancel import Cancelled, CancelToken
+from a800lab.core.sweep import run_sweep
+from a800lab.core.timing import Timing
+from a800lab.workloads.matmul import (
+    DEFAULT_CPU_SIZES,
+    MatmulSpec,
+    default_sizes,
+    matmul_point,
+)
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    ({"m": 0}, "m=0 must be a positive int"),
+    ({"n": -4}, "n=-4"),
+    ({"k": 1.5}, "k=1.5"),
+    ({"m": True}, "m=True"),
+    ({"precision": "fp12"}, "unknown precision 'fp12'"),
+    ({"backend": "cutlass"}, "unknown backend 'cutlass'"),
+    ({"block_m": 64}, "only apply to backend='triton'"),
+    ({"backend": "triton", "block_m": 48}, "block_m=48 must be a power of two"),
+    ({"backend": "triton", "block_k": 8}, "block_k=8 must be a power of two >= 16"),
+    ({"backend": "triton", "num_warps": 3}, "num_warps=3 must be one of"),
+    ({"backend": "triton", "num_warps": True}, "num_warps=True"),
+    ({"backend": "triton", "num_stages": 0}, "num_stages=0"),
+    ({"backend": "triton", "num_stages": 12}, "num_stages=12 exceeds"),
+    ({"backend": "triton", "group_m": 0}, "group_m=0"),
+    ({"m": 100, "precision": "fp8"}, "multiples of 16"),
+])
+def test_spec_validation_messages(kwargs, fragment):
+    args = {"m": 64, "n": 64, "k": 64, **kwargs}
+    with pytest.raises(ValueError, match=re.escape(fragment)):
+        MatmulSpec(**args)
+
+
+def test_spec_is_canonical_hashable_and_counts_work():
+    half = MatmulSpec(128, 256, 64, precision="half")
+    assert half.precision == "fp16" and half == MatmulSpec(128, 256, 64, "fp16")
+    assert len({half, MatmulSpec(128, 256, 64, "fp16")}) == 1
+    assert half.flop_count == 2 * 128 * 256 * 64
+    assert half.bytes_moved == (128 * 64 + 64 * 256 + 128 * 256) * 2
+    assert half.arithmetic_intensity == pytest.approx(half.flop_count / half.bytes_moved)
+    assert MatmulSpec(16, 16, 16, "fp8").bytes_moved == (2 * 256) * 1 + 256 * 2  # bf16 out
+    tiled = MatmulSpec(512, 512, 512, "bf16", backend="triton", block_m=128, block_n=64,
+                       block_k=32, num_warps=8, num_stages=3, group_m=8)
+    assert tiled.to_dict()["block_m"] == 128 and tiled.to_dict()["group_m"] == 8
+    with pytest.raises(AttributeError):
+        tiled.m = 1
+
+
+def test_default_sizes_on_cpu():
+    assert default_sizes("cpu") == DEFAULT_CPU_SIZES
+    assert max(DEFAULT_CPU_SIZES) <= 512
+
+
+def test_point_on_cpu_is_checked_and_timed():
+    point = matmul_point(128, 128, 128, device="cpu", budget_s=0.02)
+    assert point["throughput"] > 0 and point["throughput"] == point["tflops"]
+    assert point["throughput_unit"] == "TFLOP/s"
+    assert isinstance(point["timing"], Timing) and point["timing"].device == "cpu"
+    assert point["rel_error"] < 1e-5
+    assert point["flop_count"] == 2 * 128**3
+    assert point["bytes_moved"] == 3 * 128 * 128 * 4
+    expected = point["flop_count"] / (point["timing"].median_ms * 1e-3) / 1e12
+    assert point["tflops"] == pytest.approx(expected)
+    assert "outcome" not in point  # ok is the sweep's default
+
+
+def test_non_square_bf16_point():
+    point = matmul_point(96, 64, 80, "bfloat16", device="cpu", budget_s=0.01)
+    assert point["tflops"] > 0 and 1e-4 < point["rel_error"] < 3e-2
+
+
+def _garbage(a, b):
+    return torch.full((a.shape[0], b.shape[1]), 3.0, dtype=a.dtype)
+
+
+def test_wrong_result_is_recorded_as_wrong_without_throughput(monkeypatch):
+    monkeypatch.setattr(precision_module.torch, "matmul", _garbage)
+    point = matmul_point(64, 64, 64, device="cpu", budget_s=0.01)
+    assert point["outcome"] == "wrong"
+    assert "throughput" not in point and "timing" not in point and "tflops" not in point
+    assert point["rel_error"] > 0.5
+    assert "tolerance" in point["message"] and "not timed" in point["message"]
+
+
+def test_nan_result_is_wrong(monkeypatch):
+    monkeypatch.setattr(precision_module.torch, "matmul",
+                        lambda a, b: torch.full((a.shape[0], b.shape[1]), float("nan")))
+    assert matmul_point(32, 32, 32, device="cpu")["outcome"] == "wrong"
+
+
+def test_unsupported_precision_raises_with_advice():
+    with pytest.raises(ValueError, match="'fp32'"):
+        matmul_point(64, 64, 64, "tf32", device="cpu")
+
+
+def test_cancelled_point_raises():
+    token = CancelToken()
+    token.cancel()
+    with pytest.raises(Cancelled):
+        matmul_point(64, 64, 64, device="cpu", cancel=token)
+
+
+def test_point_runs_inside_a_sweep(monkeypatch):
+    result = run_sweep(matmul_point, {"m": [32, 64], "precision": ["fp32"]},
+                       fixed={"n": 32, "k": 32, "device": "cpu", "budget_s": 0.005},
+                       workload="matmul", device="cpu")
+    assert [r.outcome for r in result.records] == ["ok", "ok"]
+    assert all(r.throughput > 0 and r.throughput_unit == "TFLOP/s" for r in result.records)
+    assert result.records[0].metrics["flop_count"] == 2 * 32**3
+    monkeypatch.setattr(precision_module.torch, "matmul", _garbage)
+    wrong = run_sweep(matmul_point, {"m": [32]}, fixed={"n": 32, "k": 32, "device": "cpu"},
+                      workload="matmul", device="cpu")
+    assert wrong.records[0].outcome == "wrong" and wrong.records[0].throughput is None
