@@ -69,8 +69,10 @@ def _peak(args) -> int:
 
 
 def _sweep(args, parser) -> int:
-    from .core.sweep import run_sweep
-    from .workloads.matmul import matmul_point
+    from .core.backends import resolve_device
+    from .core.precision import check_supported, parse_precision
+    from .core.sweep import grid, run_sweep
+    from .workloads.matmul import MatmulSpec, matmul_point
 
     if args.size and (args.m or args.n or args.k):
         parser.error("give either --size (square) or --m/--n/--k, not both")
@@ -85,6 +87,12 @@ def _sweep(args, parser) -> int:
         point = run
     else:
         parser.error("give --size, or all of --m, --n and --k")
+    # Reject bad input before anything runs: a bad size or an unavailable precision.
+    for p in grid(axes):
+        size = p.get("size")
+        MatmulSpec(p.get("m", size), p.get("n", size), p.get("k", size), p["precision"])
+    for name in args.precision:
+        check_supported(parse_precision(name), resolve_device(args.device))
 
     def progress(done, total, eta_s):
         eta = "" if eta_s is None else f", about {eta_s:.0f} s left"
