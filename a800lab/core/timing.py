@@ -13,6 +13,7 @@ follow a time budget with minimum counts; a cancel token is honoured between rep
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from collections.abc import Callable
@@ -112,7 +113,7 @@ def measure(
         raise ValueError(f"budget_s, warmup_s and min_warmup must be >= 0, got {budget_s}, "
                          f"{warmup_s}, {min_warmup}")
     device = resolve_device(device)
-    sync = _cuda_sync if device.startswith("cuda") else _no_sync
+    sync = functools.partial(_cuda_sync, device) if device.startswith("cuda") else _no_sync
 
     warmup, t0 = 0, clock()
     while warmup < min_warmup or (clock() - t0 < warmup_s and warmup < max_reps):
@@ -125,7 +126,7 @@ def measure(
     reps = max(min_reps, min(max_reps, reps))
 
     if device.startswith("cuda"):
-        samples = _time_cuda(fn, reps, flush_l2, cancel)
+        samples = _time_cuda(fn, device, reps, flush_l2, cancel)
     else:
         samples = _time_cpu(fn, reps, clock, cancel)
     return Timing(samples_ms=tuple(samples), warmup=warmup, device=device)
@@ -140,10 +141,10 @@ def _no_sync() -> None:
     pass
 
 
-def _cuda_sync() -> None:
+def _cuda_sync(device: str) -> None:
     import torch
 
-    torch.cuda.synchronize()
+    torch.cuda.synchronize(device)
 
 
 def _time_cpu(fn, reps: int, clock, cancel) -> list[float]:
@@ -156,19 +157,21 @@ def _time_cpu(fn, reps: int, clock, cancel) -> list[float]:
     return samples
 
 
-def _time_cuda(fn, reps: int, flush_l2: bool, cancel) -> list[float]:
+def _time_cuda(fn, device: str, reps: int, flush_l2: bool, cancel) -> list[float]:
     import torch
 
-    flush = torch.empty(_L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda") if flush_l2 else None
-    events = []
-    for _ in range(reps):
-        _check(cancel)
-        if flush is not None:
-            flush.zero_()  # evict L2 outside the timed span
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        events.append((start, end))
-    torch.cuda.synchronize()
+    with torch.cuda.device(device):  # events and the flush on the device being timed
+        flush = torch.empty(_L2_FLUSH_BYTES, dtype=torch.uint8, device=device) if flush_l2 else None
+        events = []
+        for _ in range(reps):
+            _check(cancel)
+            if flush is not None:
+                flush.zero_()  # evict L2 outside the timed span
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            events.append((start, end))
+        torch.cuda.synchronize()
     return [start.elapsed_time(end) for start, end in events]
