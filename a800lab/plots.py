@@ -25,6 +25,8 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from .core.specs import match
+
 GIB = 2**30
 NO_POINTS_TEXT = "no successful points yet"
 # outcome -> (marker, colour) for failed points
@@ -165,13 +167,9 @@ def _row_peaks(ok: pd.DataFrame, peak_tflops) -> list[float]:
         return [float(peak_tflops)] * len(ok)
     precisions = ok["precision"] if "precision" in ok.columns else [None] * len(ok)
     devices = ok["device_name"] if "device_name" in ok.columns else [None] * len(ok)
-    by_device: dict = {}
-    if not isinstance(peak_tflops, Mapping):
-        try:  # lazy: plots work before, or without, the specs table
-            from a800lab.core.specs import lookup
-            by_device = {d: lookup(str(d)) for d in dict.fromkeys(devices) if d is not None}
-        except ImportError:
-            pass
+    # match(), not lookup(): an unknown device (a CPU) is reported in the title, not warned
+    # about on every live re-plot.
+    by_device = {d: match(str(d)) for d in dict.fromkeys(devices) if d is not None}
     peaks = []
     for precision, device in zip(precisions, devices, strict=True):
         if isinstance(peak_tflops, Mapping):

@@ -4,7 +4,8 @@
     Explorer(my_step, params={"batch_size": Range(1, 256, default=32), "precision": ["fp32"]})
 """
 
+from .device import DevicePanel
 from .explorer import Explorer
 from .params import Choice, Fixed, Range
 
-__all__ = ["Choice", "Explorer", "Fixed", "Range"]
+__all__ = ["Choice", "DevicePanel", "Explorer", "Fixed", "Range"]
