@@ -248,7 +248,10 @@ def throughput_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
 
 def memory_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
                   ax: Axes | None = None) -> Figure:
-    """Peak allocated (solid) and reserved (dashed) GiB vs ``x``; capacity line; OOM marked."""
+    """Peak allocated (solid) and reserved (dashed) GiB vs ``x``; capacity line; OOM marked.
+
+    CPU points have no allocator peaks; their process resident set (dotted) is drawn instead.
+    """
     fig, ax = _axes(ax)
     ax.set_title(f"peak memory vs {x}")
     ax.set_ylabel("GiB")
@@ -260,14 +263,16 @@ def memory_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
     xa = _XAxis(df[x])
     ok = df[df["outcome"] == "ok"].assign(_pos=lambda d: xa.positions(d[x]),
                                           _alloc=lambda d: _floats(d, "peak_allocated_bytes"),
-                                          _reserved=lambda d: _floats(d, "peak_reserved_bytes"))
+                                          _reserved=lambda d: _floats(d, "peak_reserved_bytes"),
+                                          _rss=lambda d: _floats(d, "rss_bytes"))
     colors = _series_colors(df, series)
     drawn = False
     for key, rows in ok.groupby(_series_key(ok, series), sort=False):
-        agg = rows.groupby("_pos")[["_alloc", "_reserved"]].median() / GIB
+        agg = rows.groupby("_pos")[["_alloc", "_reserved", "_rss"]].median() / GIB
         prefix = f"{key} " if key else "peak "
         for column, style, what in (("_alloc", "-o", "allocated"),
-                                    ("_reserved", "--s", "reserved")):
+                                    ("_reserved", "--s", "reserved"),
+                                    ("_rss", ":^", "process RSS (CPU)")):
             values = agg[column].dropna()
             if not values.empty:
                 ax.plot(values.index, values, style, color=colors[key], label=prefix + what)

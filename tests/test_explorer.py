@@ -76,6 +76,21 @@ def test_changing_a_control_and_running_again_adds_a_series():
     assert len(p.results) == 4
 
 
+def test_default_series_separate_runs_that_differ_in_a_control():
+    p = panel()
+    assert p.plot.layout.display == "none"  # no broken picture before the first plot
+    p.run(wait=True, batch_size=[1, 2])
+    p.controls["precision"].value = "bf16"
+    p.run(wait=True, batch_size=[1, 2])
+    assert p.plot.layout.display is None
+    left, right = p.figure.axes[:2]
+    legend = sorted(t.get_text() for t in left.get_legend().get_texts())
+    assert legend == ["precision=bf16", "precision=fp32"]
+    # CPU points carry the process's resident set as their memory reading
+    rss_lines = [ln for ln in right.get_lines() if "process RSS" in ln.get_label()]
+    assert len(rss_lines) == 2 and all(min(ln.get_ydata()) > 0 for ln in rss_lines)
+
+
 def test_bad_input_is_a_status_message_and_keeps_points():
     p = panel()
     p.run(wait=True, batch_size=[4])
@@ -126,6 +141,7 @@ def test_run_during_run_is_refused_and_stop_ends_after_current_point():
     p.wait()
     assert len(started) == 1 and len(p.results) == 1
     assert p.status_text.startswith("Stopped after 1 of 20 points")
+    assert p.progress_text.value == "1/20 points, stopped"
     assert not p.run_button.disabled
 
 

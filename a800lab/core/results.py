@@ -26,7 +26,8 @@ from .timing import Timing
 
 SCHEMA_VERSION = 1
 OUTCOMES = ("ok", "oom", "wrong", "error")
-MEMORY_KEYS = ("peak_allocated_bytes", "peak_reserved_bytes", "capacity_bytes")
+# rss_bytes: the process's resident set after a CPU point (torch keeps no CPU allocator peaks)
+MEMORY_KEYS = ("peak_allocated_bytes", "peak_reserved_bytes", "capacity_bytes", "rss_bytes")
 # Frame columns the record itself fills; a workload's params and metrics must not reuse them.
 RESERVED_COLUMNS = frozenset({
     "workload", "outcome", "message", "throughput", "throughput_unit", "time_ms", "median_ms",

@@ -34,6 +34,7 @@ from ..plots import throughput_and_memory_figure
 from .params import Fixed, as_param
 
 NO_SWEEP = "(single point)"
+AUTO_SERIES = "(what differs)"  # one line per device label and per value of any other control
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"  # recorded runs in a source checkout
 _TABLE_ROWS = 12
 
@@ -81,10 +82,11 @@ class Explorer:
         self.progress = widgets.IntProgress(value=0, min=0, max=1, description="progress")
         self.progress_text = widgets.Label("")
         self.status = widgets.HTML("Ready: choose values and press Run.")
-        self.color_by = widgets.Dropdown(options=["label", *sweepable], value="label",
-                                         description="colour by")
+        self.color_by = widgets.Dropdown(options=[AUTO_SERIES, "label", *sweepable],
+                                         value=AUTO_SERIES, description="colour by")
         self.color_by.observe(lambda _: self.refresh(), names="value")
-        self.plot = widgets.Image(format="png")
+        # hidden until the first plot: an empty Image shows as a broken picture
+        self.plot = widgets.Image(format="png", layout=widgets.Layout(display="none"))
         self.table = widgets.HTML("")
         self.path = widgets.Text(value=out, description="file")
         self.save_button = widgets.Button(description="Save", icon="save")
@@ -203,6 +205,8 @@ class Explorer:
                                on_progress=self._on_progress, on_result=self._on_result,
                                cancel=self._cancel)
             self.last_result = result
+            if result.cancelled:
+                self.progress_text.value = f"{self.progress.value}/{result.total} points, stopped"
             failed = any(r.outcome != "ok" for r in result.records)
             self._say(_summary(result, time.perf_counter() - started),
                       "warn" if (result.cancelled or failed) else "ok")
@@ -237,11 +241,16 @@ class Explorer:
         records = self.records + [r for r in self._overlay if self._plot_axis() in r.params]
         df = records_to_frame(records)
         x = self._plot_axis()
-        series = self.color_by.value if (df.empty or self.color_by.value in df) else "label"
+        series = self.color_by.value
+        if series == AUTO_SERIES and not df.empty:
+            df["series"], series = _auto_series(df, x, list(self.params)), "series"
+        elif series not in df:
+            series = "label"
         self.figure = throughput_and_memory_figure(df, x, series=series)
         buf = io.BytesIO()
         self.figure.savefig(buf, format="png", dpi=72)
         self.plot.value = buf.getvalue()
+        self.plot.layout.display = None
         self.table.value = _table_html(self.results, list(self.params))
 
     def _plot_axis(self) -> str:
@@ -308,9 +317,22 @@ def _summary(result: SweepResult, elapsed_s: float) -> str:
     return text
 
 
+def _auto_series(df: pd.DataFrame, x: str, params: list[str]) -> pd.Series:
+    """Series names that separate every run: the device label, plus each non-swept parameter
+    that takes more than one value among the points (e.g. "mode=fast")."""
+    varying = [p for p in params if p != x and p in df and df[p].astype(str).nunique() > 1]
+    parts = [] if df["label"].nunique() <= 1 and varying else [df["label"].astype(str)]
+    parts += [p + "=" + df[p].map(_text) for p in varying]
+    names = parts[0]
+    for part in parts[1:]:
+        names = names + ", " + part
+    return names
+
+
 def _table_html(df: pd.DataFrame, params: list[str]) -> str:
     if df.empty:
         return ""
     columns = [c for c in [*params, "outcome", "throughput", "throughput_unit", "median_ms",
                            "message"] if c in df]
-    return df[columns].tail(_TABLE_ROWS).to_html(index=False, float_format=lambda v: f"{v:.4g}")
+    table = df[columns].tail(_TABLE_ROWS).dropna(axis=1, how="all")  # e.g. no timing samples
+    return table.to_html(index=False, float_format=lambda v: f"{v:.4g}")

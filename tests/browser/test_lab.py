@@ -1,0 +1,214 @@
+"""The panels in a real JupyterLab, in headless Chromium: open a notebook, run every cell, click.
+
+    python -m pytest tests/browser -m browser     # ~30-60 s; artifacts/browser/ gets screenshots
+
+Each test opens a notebook (a copy, in the `lab` fixture's temp root) in a fresh page, waits for
+its kernel, runs all cells through the Run menu ("Run > Run All Cells", as a user would; JupyterLab
+4 binds no key to it and does not expose `window.jupyterapp` by default), waits until every code
+cell has an execution count, and fails fast with the traceback if a cell raised. Then it drives
+the panel through its buttons and reads what the browser shows.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+try:
+    from playwright.sync_api import Locator, Page, expect
+except ImportError:  # also when it is installed but broken
+    pytest.skip("browser tests need the playwright package (pip install playwright)",
+                allow_module_level=True)
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "artifacts" / "browser"  # made by the `lab` fixture
+CHAPTER_01 = REPO / "notebooks" / "01-device-and-topology.ipynb"
+KERNEL_START_TIMEOUT_MS = 90_000  # a cold kernel importing torch on a 2-core box: 10-30 s
+RUN_ALL_TIMEOUT_MS = 180_000  # chapter notebooks do real (small) work on CPU
+
+# Polls the open notebook: done when every code cell shows an execution count; returns early
+# with the error text when an output holds a traceback (run-all stops at a failing cell).
+_CELLS_STATE_JS = """
+(expected) => {
+  // An empty code cell is never sent to the kernel, so it never gets a count: skip those.
+  const cells = [...document.querySelectorAll('.jp-NotebookPanel .jp-Notebook .jp-CodeCell')]
+    .filter(c => (c.querySelector('.cm-content')?.textContent || '').trim() !== '');
+  const prompts = cells.map(c => (c.querySelector('.jp-InputArea-prompt')?.textContent || '')
+                                  .trim());
+  const errors = [];
+  for (const out of document.querySelectorAll('.jp-NotebookPanel .jp-OutputArea-output')) {
+    const text = out.textContent || '';
+    if (/Traceback \\(most recent call last\\)|^\\s*Cell In\\[\\d+\\], line \\d+/m.test(text)) {
+      errors.push(text.slice(-3000));
+    }
+  }
+  if (errors.length) return {prompts, errors};
+  const counts = prompts.map(p => (p.match(/^\\[(\\d+)\\]:$/) || [])[1]).map(Number);
+  const done = cells.length === expected && counts.every((n, i) => n > 0 && (i === 0
+               || n > counts[i - 1]));
+  return done ? {prompts, errors} : null;
+}
+"""
+
+
+def code_cell_count(notebook: Path) -> int:
+    """How many code cells of `notebook` will run (the empty ones are skipped)."""
+    cells = json.loads(notebook.read_text())["cells"]
+    return sum(cell["cell_type"] == "code" and "".join(cell["source"]).strip() != ""
+               for cell in cells)
+
+
+def open_notebook(page: Page, lab, path: str) -> None:
+    """Open `path` (relative to the lab root) and wait until its kernel is idle."""
+    page.goto(lab.url(f"/lab/tree/{path}"))
+    expect(page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").first).to_be_visible(
+        timeout=KERNEL_START_TIMEOUT_MS)
+    # The status bar reads "No Kernel | Initializing", then "Python 3 (ipykernel) | Idle" once
+    # the kernel has started and this page's connection to it is up.
+    expect(page.locator("#jp-main-statusbar")).to_contain_text(
+        re.compile(r"Python 3.*\|\s*Idle"), timeout=KERNEL_START_TIMEOUT_MS)
+
+
+def run_all_cells(page: Page, code_cells: int) -> None:
+    """Run > Run All Cells, then wait for every code cell to finish (or fail with its error)."""
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+    state = page.wait_for_function(_CELLS_STATE_JS, arg=code_cells, polling=250,
+                                   timeout=RUN_ALL_TIMEOUT_MS).json_value()
+    if state["errors"]:
+        pytest.fail("a cell raised:\n" + "\n---\n".join(state["errors"]), pytrace=False)
+    expect(page.locator("#jp-main-statusbar")).to_contain_text(re.compile(r"\|\s*Idle"))
+
+
+def button(panel: Locator, label: str) -> Locator:
+    """A widgets.Button by its label (its accessible name also holds the icon's glyph, so
+    get_by_role(name=...) does not match it exactly)."""
+    return panel.locator("button.widget-button",
+                         has_text=re.compile(rf"^\s*{re.escape(label)}\s*$"))
+
+
+def widget_panel(page: Page, title: str) -> Locator:
+    """The output holding the panel whose <h3> title is `title`."""
+    panel = page.locator(".jp-OutputArea-output").filter(
+        has=page.locator("h3", has_text=re.compile(f"^{re.escape(title)}$")))
+    expect(panel).to_have_count(1)
+    return panel
+
+
+def image_bytes(img: Locator) -> bytes:
+    """The bytes behind a widgets.Image (its src is a blob: URL made from the PNG)."""
+    page = img.page
+    page.wait_for_function("img => img.complete && img.naturalWidth > 0",
+                           arg=img.element_handle(), polling=100)
+    encoded = img.evaluate("""async img => {
+        const bytes = new Uint8Array(await (await fetch(img.src)).arrayBuffer());
+        let text = '';
+        for (let i = 0; i < bytes.length; i += 8192) {
+          text += String.fromCharCode(...bytes.subarray(i, i + 8192));
+        }
+        return btoa(text);
+    }""")
+    return base64.b64decode(encoded)
+
+
+def status_of(panel: Locator) -> Locator:
+    """Explorer's status line: of the widgets.HTML directly in the panel's top VBox, the first
+    is the <h3> title, then the status, then the results table."""
+    return panel.locator("xpath=./div[contains(@class, 'widget-vbox')]"
+                         "/div[contains(@class, 'widget-html')]").nth(1)
+
+
+@pytest.mark.skipif(not CHAPTER_01.exists(), reason=f"{CHAPTER_01.name} is not written yet")
+def test_chapter_01_device_panel_renders(page: Page, lab):
+    open_notebook(page, lab, f"notebooks/{CHAPTER_01.name}")
+    run_all_cells(page, code_cell_count(CHAPTER_01))
+
+    # The DevicePanel is a widget in some output: a GPU table with a row per GPU or, on a
+    # machine without one (this CI box), "No NVIDIA GPU found: <reason>".
+    no_gpu = page.get_by_text(re.compile("No NVIDIA GPU", re.IGNORECASE))
+    gpu_rows = page.locator("table.a800lab-gpus tbody tr")
+    panel = page.locator(".jp-OutputArea-output > .jupyter-widgets").filter(
+        has=no_gpu.or_(gpu_rows)).first
+    expect(panel).to_be_visible()
+    expect(panel.get_by_text(re.compile("No NVIDIA GPU", re.IGNORECASE)).or_(
+        panel.locator("table.a800lab-gpus tbody tr")).first).to_be_visible()
+    panel.screenshot(path=str(ARTIFACTS / "chapter01-device-panel.png"))
+
+
+def test_explorer_run_change_rerun_and_stop(page: Page, lab):
+    notebook = Path(__file__).with_name("explorer_demo.ipynb")
+    open_notebook(page, lab, f"browser/{notebook.name}")
+    run_all_cells(page, code_cell_count(notebook))
+
+    # --- Run the 4-point sweep: progress completes, the plot appears -----------------------
+    quick = widget_panel(page, "Quick sweep")
+    status, img = status_of(quick), quick.locator("img.widget-image")
+    expect(status).to_have_text("Ready: choose values and press Run.")
+    run = button(quick, "Run")
+    run.click()
+    expect(status).to_have_text(re.compile(r"^Done: 4 points \(4 ok\)"))
+    expect(quick.locator(".widget-label").filter(has_text="points")).to_have_text("4/4 points")
+    expect(quick.locator(".widget-hprogress .progress-bar")).to_have_attribute(
+        "style", re.compile(r"width: 100%"))
+    expect(quick.locator("table tbody tr")).to_have_count(4)
+    first_png = image_bytes(img)
+    assert first_png.startswith(b"\x89PNG"), first_png[:16]
+    quick.screenshot(path=str(ARTIFACTS / "explorer-run1.png"))
+
+    # --- Change a control, run again: a second series, a different plot --------------------
+    fast = quick.locator("button.widget-toggle-button", has_text=re.compile("^fast$"))
+    fast.click()
+    expect(fast).to_have_class(re.compile(r"\bmod-active\b"))
+    first_src = img.get_attribute("src")
+    run.click()
+    # Status reads "Done: 4 points" after both runs; the table growing to 8 rows and the new
+    # image tell the second run apart from the first.
+    expect(quick.locator("table tbody tr")).to_have_count(8)
+    expect(quick.locator("table tbody td", has_text=re.compile("^fast$"))).to_have_count(4)
+    expect(status).to_have_text(re.compile(r"^Done: 4 points \(4 ok\)"))
+    expect(run).to_be_enabled()
+    expect(img).not_to_have_attribute("src", first_src)
+    second_png = image_bytes(img)
+    assert second_png.startswith(b"\x89PNG") and second_png != first_png
+    quick.screenshot(path=str(ARTIFACTS / "explorer-run2.png"))
+
+    # "colour by" only re-plots what is measured: a new image, no new points.
+    second_src = img.get_attribute("src")
+    quick.locator(".widget-dropdown", has_text="colour by").locator("select").select_option("mode")
+    expect(img).not_to_have_attribute("src", second_src)
+    assert image_bytes(img) not in (first_png, second_png)
+    expect(quick.locator("table tbody tr")).to_have_count(8)
+    quick.screenshot(path=str(ARTIFACTS / "explorer-colour-by-mode.png"))
+
+    # --- A long sweep, stopped mid-run ------------------------------------------------------
+    slow = widget_panel(page, "Long sweep")
+    slow_status, stop = status_of(slow), button(slow, "Stop")
+    progress = slow.locator(".widget-label").filter(has_text="points")
+    button(slow, "Run").click()
+    expect(button(slow, "Run")).to_be_disabled()  # a second Run cannot start a second sweep
+    expect(stop).to_be_enabled()
+    stop.scroll_into_view_if_needed()  # so that the click below is immediate
+    # Wait until at least 2 of the 40 (0.5 s) points are done, then press Stop.
+    expect(progress).to_have_text(re.compile(r"^([2-9]|[1-3]\d)/40 points"))
+    done_at_stop = int(progress.inner_text().split("/")[0])
+    clicked_at = time.monotonic()
+    stop.click()
+    click_s = time.monotonic() - clicked_at
+    expect(slow_status).to_have_text(re.compile(r"^Stopped after \d+ of 40 points"))
+    stopped_after = int(re.match(r"Stopped after (\d+)", slow_status.inner_text()).group(1))
+    # Stop ends the run after the point in flight: one more than shown, or none if Stop
+    # landed between two points.
+    assert done_at_stop <= stopped_after <= done_at_stop + 1, (
+        f"{done_at_stop} points were done when Stop was pressed (the click took {click_s:.2f} s)"
+        f" but the run stopped after {stopped_after}")
+    expect(progress).to_have_text(re.compile(rf"^{stopped_after}/40 points"))
+    expect(button(slow, "Run")).to_be_enabled()
+    expect(button(slow, "Stop")).to_be_disabled()
+    slow.screenshot(path=str(ARTIFACTS / "explorer-stopped.png"))
