@@ -9,7 +9,7 @@ import pytest
 from a800lab.core.backends import HAS_CUDA, HAS_NVML
 from a800lab.core.device import LINK_LEGEND, cpu_info
 from a800lab.widgets import DevicePanel
-from a800lab.widgets.device import LINK_COLOURS, gpu_table_html, link_colour
+from a800lab.widgets.device_html import LINK_COLOURS, gpu_table_html, link_colour
 from tests.fake_nvml import FakeNvml
 
 

@@ -8,6 +8,8 @@
     panel.stop_telemetry()           # also the Stop button; panel.telemetry_figure is the plot
     panel.to_html()                  # every table and advice line as one HTML string
 
+The HTML of each section comes from device_html.py.
+
 Sections: a per-GPU table (name, compute capability, SMs, memory, driver/CUDA, ECC mode and
 error counts, MIG, clocks, power, temperature, PCIe, NVLink links, throttle reasons); the
 `nvidia-smi topo -m` matrix as a coloured grid with a legend; each GPU's NUMA node and CPUs with
@@ -31,248 +33,22 @@ import ipywidgets as widgets
 import torch
 
 from ..core.backends import HAS_CUDA
-from ..core.device import LINK_LEGEND, cpu_info
+from ..core.device import cpu_info
 from ..core.doctor import build_report
-from ..core.nvml import NotAvailable, device_count, is_not_available
+from ..core.nvml import NotAvailable, device_count
 from ..core.telemetry import TelemetrySampler
 from ..plots import telemetry_figure
-
-GIB = 2**30
-# Link class -> (background, text colour): green for NVLink, yellow-orange for PCIe paths of
-# growing length, red for crossing the CPU-to-CPU interconnect.
-LINK_COLOURS = {
-    "X": ("#e0e0e0", "#555555"),
-    "PIX": ("#d9ef8b", "#000000"),
-    "PXB": ("#fee08b", "#000000"),
-    "PHB": ("#fdae61", "#000000"),
-    "NODE": ("#f46d43", "#000000"),
-    "SYS": ("#d73027", "#ffffff"),
-    "n/a": ("#bdbdbd", "#000000"),
-}
-_LEGEND_NV_EXAMPLES = ("NV1", "NV4", "NV8", "NV12", "NV18")
-# nowrap + line-height: JupyterLab's HTML widget would otherwise wrap cells at every space and
-# give each line the 28 px height of a widget row.
-_CELL = "border:1px solid #ccc;padding:2px 6px;text-align:center;white-space:nowrap"
-_TABLE = ('style="border-collapse:collapse;font-size:12px;font-family:monospace;'
-          'line-height:1.4"')
-
-
-def link_colour(link: str) -> tuple[str, str]:
-    """(background, text) colours of a topology cell: NV# greener the more links it bonds."""
-    if link.startswith("NV") and link[2:].isdigit():
-        lightness = max(28, 80 - 3 * int(link[2:]))  # NV1 pale ... NV18 dark green
-        return f"hsl(130, 55%, {lightness}%)", "#ffffff" if lightness < 50 else "#000000"
-    return LINK_COLOURS.get(link, LINK_COLOURS["n/a"])
-
-
-def _na(value: Any) -> bool:
-    return value is None or is_not_available(value)
-
-
-def _text(value: Any, scale: float = 1.0, digits: int = 0) -> str:
-    """A report value as cell text: "n/a" where not available, numbers scaled and rounded."""
-    if _na(value):
-        return "n/a"
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, int | float):
-        return f"{value / scale:.{digits}f}"
-    if isinstance(value, list | tuple):
-        return ", ".join(map(str, value)) or "-"
-    return str(value)
-
-
-def _why(*values: Any) -> str:
-    """The reasons of the not-available values among `values`, for a cell's tooltip."""
-    reasons = [v["reason"] if isinstance(v, dict) else v.reason
-               for v in values if is_not_available(v)]
-    return "; ".join(dict.fromkeys(reasons))
-
-
-def _td(text: str, *, title: str = "", style: str = "", raw: bool = False) -> str:
-    tip = f' title="{html.escape(title)}"' if title else ""
-    body = text if raw else html.escape(text)
-    return f'<td style="{_CELL};{style}"{tip}>{body}</td>'
-
-
-def _th(text: str) -> str:
-    return f'<th style="{_CELL};background:#f0f0f0">{html.escape(text)}</th>'
-
-
-def _pair(a: Any, b: Any, scale: float = 1.0, digits: int = 0) -> str:
-    return f"{_text(a, scale, digits)}/{_text(b, scale, digits)}"
-
-
-# ---- HTML sections (pure functions of the doctor report) ------------------------------------
-GPU_COLUMNS = ("GPU", "name", "CC", "SMs", "memory free/total GiB", "driver / CUDA", "ECC",
-               "ECC errors (unc. / corr.)", "MIG", "SM MHz cur/max", "power W cur/limit",
-               "temp C", "PCIe", "NVLinks", "throttle reasons")
-
-
-def gpu_table_html(report: dict) -> str:
-    """One row per GPU of the report; problems coloured, unknowns "n/a" with the reason on hover."""
-    system, topo = report["system"], report.get("topology") or {}
-    driver = f"{_text(system['driver_version'])} / {_text(system['cuda_driver_version'])}"
-    switch_links = topo.get("nvswitch_links") or [0] * len(report["gpus"])
-    rows = []
-    for g, on_switch in zip(report["gpus"], switch_links, strict=True):
-        ecc = {k: (0 if _na(v) else v) for k, v in g["ecc_errors"].items()}
-        unc = ecc.get("volatile_uncorrected", 0), ecc.get("aggregate_uncorrected", 0)
-        cor = ecc.get("volatile_corrected", 0), ecc.get("aggregate_corrected", 0)
-        ecc_text = f"{unc[0]}/{unc[1]} / {cor[0]}/{cor[1]}"
-        ecc_style = ("background:#f8d0d0;color:#b00000;font-weight:bold" if any(unc) else
-                     "color:#b06000" if any(cor) else "")
-        reasons = g["throttle_reasons"]
-        throttled = [r for r in (reasons if isinstance(reasons, list | tuple) else [])
-                     if r != "gpu_idle"]
-        throttle_style = "background:#ffe0b0;color:#a04000;font-weight:bold" if throttled else ""
-        throttle_text = (", ".join(throttled) if throttled else
-                         "idle" if not _na(reasons) and reasons else _text(reasons))
-        temp = g["temperature_c"]
-        hot = not _na(temp) and temp >= 85
-        pcie = f"gen{_text(g['pcie_gen'])} x{_text(g['pcie_width'])}"
-        if (g["pcie_gen"], g["pcie_width"]) != (g["pcie_gen_max"], g["pcie_width_max"]):
-            pcie += f" (max gen{_text(g['pcie_gen_max'])} x{_text(g['pcie_width_max'])})"
-        links = _text(g["nvlink_active_links"]) + (" to NVSwitch" if on_switch else "")
-        cells = [
-            _td(str(g["index"])), _td(_text(g["name"]), title=_text(g["uuid"])),
-            _td(_text(g["compute_capability"]), title=_why(g["compute_capability"])),
-            _td(_text(g["sm_count"]), title=_why(g["sm_count"])),
-            _td(_pair(g["memory_free_bytes"], g["memory_total_bytes"], GIB, 1),
-                title=_why(g["memory_free_bytes"])),
-            _td(driver, title=_why(system["driver_version"])),
-            _td(_text(g["ecc_enabled"]), title=_why(g["ecc_enabled"])),
-            _td(ecc_text, style=ecc_style, title="uncorrected volatile/aggregate / corrected "
-                "volatile/aggregate (volatile = since boot, aggregate = lifetime)"),
-            _td(_text(g["mig_enabled"]), title=_why(g["mig_enabled"]),
-                style="color:#a04000;font-weight:bold" if g["mig_enabled"] is True else ""),
-            _td(_pair(g["sm_clock_mhz"], g["sm_clock_max_mhz"]), title=_why(g["sm_clock_mhz"])),
-            _td(_pair(g["power_w"], g["power_limit_w"]), title=_why(g["power_w"])),
-            _td(_text(temp), title=_why(temp),
-                style="color:#b00000;font-weight:bold" if hot else ""),
-            _td(pcie, title=_why(g["pcie_gen"])),
-            _td(links, title=_why(g["nvlink_active_links"])),
-            _td(throttle_text, style=throttle_style, title=_why(reasons)),
-        ]
-        rows.append(f'<tr data-gpu="{g["index"]}">{"".join(cells)}</tr>')
-    header = "".join(_th(c) for c in GPU_COLUMNS)
-    return (f'<div style="overflow-x:auto"><table class="a800lab-gpus" {_TABLE}><thead>'
-            f'<tr>{header}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
-
-
-def topology_html(report: dict) -> str:
-    """The link matrix as a coloured grid (cells carry data-link="NV4" etc.) plus affinity."""
-    topo = report.get("topology")
-    if not topo:
-        return "<p><i>No topology: no GPUs.</i></p>"
-    labels = topo["labels"]
-    head = "".join(_th(label) for label in ["", *labels, "CPU Affinity", "NUMA Affinity"])
-    rows = []
-    for a, row, cpus, node in zip(labels, topo["matrix"], topo["cpu_affinity"],
-                                  topo["numa_node"], strict=True):
-        cells = []
-        for b, link in zip(labels, row, strict=True):
-            background, colour = link_colour(link)
-            meaning = LINK_LEGEND.get("NV#" if link.startswith("NV") and link != "n/a" else link,
-                                      "")
-            cells.append(f'<td class="link" data-link="{html.escape(link)}" '
-                         f'title="{html.escape(f"{a} - {b}: {link}: {meaning}")}" '
-                         f'style="{_CELL};background:{background};color:{colour};'
-                         f'font-weight:bold">{html.escape(link)}</td>')
-        rows.append(f"<tr>{_th(a)}{''.join(cells)}{_td(_text(cpus), title=_why(cpus))}"
-                    f"{_td(_text(node), title=_why(node))}</tr>")
-    return (f'<table class="a800lab-topology" {_TABLE}><thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table>')
-
-
-def legend_html() -> str:
-    """Swatches for every link class with the `nvidia-smi topo -m` meaning, best first."""
-    rows = []
-    for key, meaning in LINK_LEGEND.items():
-        examples = _LEGEND_NV_EXAMPLES if key == "NV#" else (key,)
-        swatches = "".join(
-            f'<span style="display:inline-block;min-width:3.2em;margin-right:2px;'
-            f'text-align:center;background:{link_colour(k)[0]};color:{link_colour(k)[1]};'
-            f'font-weight:bold">{html.escape(k)}</span>' for k in examples)
-        rows.append(f'<tr data-legend="{html.escape(key)}">'
-                    f'<td style="padding:1px 6px">{swatches}</td>'
-                    f'<td style="padding:1px 6px">{html.escape(meaning)}</td></tr>')
-    return (f'<table class="a800lab-legend" style="font-size:12px;line-height:1.4">'
-            f'{"".join(rows)}</table>'
-            "<p style='font-size:12px;line-height:1.4'>GPU-to-GPU traffic is fastest over NV# "
-            "(more bonded links = more bandwidth) and slowest over SYS; keep a job's GPUs inside "
-            "one NVLink group, PCIe switch or NUMA node.</p>")
-
-
-def affinity_html(report: dict) -> str:
-    """Each GPU's NUMA node and CPUs, with the command that keeps a process next to it."""
-    rows = []
-    for g in report["gpus"]:
-        node, cpus = g["numa_node"], g["cpu_affinity"]
-        if not _na(node):
-            command = f"numactl --cpunodebind={node} --membind={node} python train.py"
-        elif not _na(cpus):
-            command = f"taskset -c {cpus} python train.py"
-        else:
-            command = "n/a (NVML gives no affinity)"
-        command = f"CUDA_VISIBLE_DEVICES={g['index']} {command}"
-        rows.append(f"<tr>{_td(str(g['index']))}{_td(_text(node), title=_why(node))}"
-                    f"{_td(_text(cpus), title=_why(cpus))}"
-                    f"{_td(command, style='text-align:left')}</tr>")
-    head = "".join(_th(c) for c in ("GPU", "NUMA node", "CPUs", "run a one-GPU job next to it"))
-    return (f'<table class="a800lab-affinity" {_TABLE}><thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table>')
-
-
-def advice_html(report: dict) -> str:
-    """Doctor's advice lines as a list; ECC and throttling lines stand out."""
-    items = []
-    for line in report.get("advice") or []:
-        colour = ("#b00000" if "ECC errors" in line or line.startswith("No NVIDIA GPU") else
-                  "#a04000" if "throttled" in line else "inherit")
-        items.append(f'<li style="color:{colour}">{html.escape(line)}</li>')
-    if not items:
-        items.append("<li>Nothing to fix found.</li>")
-    return (f'<ul class="a800lab-advice" style="font-size:13px;line-height:1.4">'
-            f'{"".join(items)}</ul>')
-
-
-def cpu_html(report: dict) -> str:
-    """The CPU facts as a two-column table."""
-    c = report.get("cpu") or {}
-    facts = [("model", _text(c.get("model"))),
-             ("cores", f"{_text(c.get('logical_cores'))} logical / "
-                       f"{_text(c.get('physical_cores'))} physical"),
-             ("NUMA nodes", _text(c.get("numa_nodes"))),
-             ("memory", f"{_text(c.get('memory_total_bytes'), GIB, 1)} GiB"),
-             ("ISA (torch CPU kernels)", _text(c.get("isa"))),
-             ("torch threads", _text(c.get("torch_threads")))]
-    rows = "".join(f"<tr>{_th(k)}{_td(v, style='text-align:left')}</tr>" for k, v in facts)
-    return f'<table class="a800lab-cpu" {_TABLE}>{rows}</table>'
-
-
-def system_html(report: dict) -> str:
-    """One line of driver and library versions."""
-    s = report.get("system")
-    if not s:
-        return ""
-    return ("<p style='font-size:12px;line-height:1.4'>"
-            f"Driver {html.escape(_text(s['driver_version']))} (CUDA "
-            f"{html.escape(_text(s['cuda_driver_version']))}) | torch "
-            f"{html.escape(str(s['torch_version']))} (CUDA "
-            f"{html.escape(_text(s['torch_cuda_version']))}, cuDNN "
-            f"{html.escape(_text(s['cudnn_version']))}, NCCL "
-            f"{html.escape(_text(s['nccl_version']))}) | float32 matmul precision "
-            f"{html.escape(str(s['float32_matmul_precision']))}</p>")
-
-
-def no_gpu_html(report: dict) -> str:
-    """The prominent CPU-only banner."""
-    return ('<div class="a800lab-no-gpu" style="border:2px solid #d73027;background:#fff1ee;'
-            'padding:8px 12px;margin:4px 0;font-size:14px;line-height:1.5">'
-            f"<b>No NVIDIA GPU found:</b> {html.escape(report.get('no_gpu_reason') or '')}"
-            "<br>The lab runs in <b>CPU fallback</b> mode: small float32 sizes, CPU timings, "
-            "clearly labelled. Telemetry needs NVML and an NVIDIA GPU.</div>")
+from .device_html import (
+    advice_html,
+    affinity_html,
+    cpu_html,
+    gpu_table_html,
+    latest_telemetry_html,
+    legend_html,
+    no_gpu_html,
+    system_html,
+    topology_html,
+)
 
 
 def _fallback_report(exc: Exception) -> dict:
@@ -529,7 +305,7 @@ class DevicePanel:
                 self.telemetry_figure = figure
                 self.plot.value = buf.getvalue()
                 self.plot.layout.display = None
-                self.latest.value = _latest_html(samples[-1]) if samples else ""
+                self.latest.value = latest_telemetry_html(samples[-1]) if samples else ""
         except Exception as exc:  # a bad reading must not kill the refresher or the panel
             self._say(f"Telemetry plot failed: {type(exc).__name__}: {exc}", "error")
         reason = self._sampler._reason if self._sampler is not None else ""
@@ -560,13 +336,3 @@ class DevicePanel:
     def status_text(self) -> str:
         """The status line as plain text."""
         return html.unescape(self.status.value.split(">", 1)[1].rsplit("<", 1)[0])
-
-
-def _latest_html(s: dict) -> str:
-    reasons = [r for r in s.get("throttle_reasons") or () if r != "gpu_idle"]
-    throttle = (f'; <b style="color:#b00000">throttled: {html.escape(", ".join(reasons))}</b>'
-                if reasons else "")
-    return (f"<span style='font-size:12px'>latest (t={s['t_s']:.1f} s): util "
-            f"{_text(s.get('gpu_util_pct'))} %, memory {_text(s.get('mem_used_bytes'), GIB, 1)}"
-            f" GiB, power {_text(s.get('power_w'))} W, SM {_text(s.get('sm_clock_mhz'))} MHz, "
-            f"{_text(s.get('temperature_c'))} C{throttle}</span>")
