@@ -163,6 +163,10 @@ def test_save_load_and_overlay(tmp_path):
     p.run(wait=True, batch_size=[1, 2])
     p.save_button.click()
     assert len(read_records(tmp_path / "mine.jsonl")) == 2
+    p.run(wait=True, batch_size=[4])
+    assert p.save() == 1  # only the new point: saving twice writes nothing twice
+    assert p.status_text.startswith("Saved 1 new points")
+    assert [r.params["batch_size"] for r in read_records(tmp_path / "mine.jsonl")] == [1, 2, 4]
     q = panel(recorded_dir=tmp_path)
     assert q.recorded.options == (str(tmp_path / "mine.jsonl"),)
     q.recorded.value = q.recorded.options
@@ -173,7 +177,8 @@ def test_save_load_and_overlay(tmp_path):
     assert "is a directory" in q.status_text
     q.path.value = str(tmp_path / "mine.jsonl")
     q.load_button.click()
-    assert len(q.results) == 2 and q.status_text.startswith("Loaded 2 points")
+    assert len(q.results) == 3 and q.status_text.startswith("Loaded 3 points")
+    assert q.save() == 0  # loaded from that very file
 
 
 def test_constructor_errors():
@@ -181,3 +186,5 @@ def test_constructor_errors():
         Explorer(step, params={})
     with pytest.raises(ValueError, match="sweep='seq' is not a variable parameter"):
         Explorer(step, params={"seq": 4, "n": [1]}, sweep="seq")
+    with pytest.raises(ValueError, match=r"\['label'\] are reserved"):
+        Explorer(step, params={"label": ["a"]})

@@ -166,3 +166,8 @@ def test_point_functions_that_take_cancel_get_the_token():
     run_sweep(fn, {"m": [1]}, cancel=token)
     run_sweep(fn, {"m": [1]})
     assert seen == [token, None]
+
+
+def test_reserved_parameter_names_are_refused():
+    with pytest.raises(ValueError, match=r"\['outcome'\] are reserved"):
+        run_sweep(point, {"outcome": [1]})

@@ -36,6 +36,14 @@ RESERVED_COLUMNS = frozenset({
 })
 
 
+def check_param_names(names) -> None:
+    """Refuse parameter names that the results table uses for its own columns."""
+    reserved = set(names) & RESERVED_COLUMNS
+    if reserved:
+        raise ValueError(f"parameter names {sorted(reserved)} are reserved by the results table; "
+                         "rename them")
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 

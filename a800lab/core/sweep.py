@@ -28,7 +28,7 @@ from .backends import HAS_NVML, resolve_device
 from .cancel import Cancelled, CancelToken
 from .environment import environment, fingerprint
 from .memory import free_after_oom, is_oom, read_memory, reset_peak
-from .results import Record, append_record, read_records
+from .results import Record, append_record, check_param_names, read_records
 from .timing import Timing
 
 _RESULT_KEYS = ("throughput", "throughput_unit", "timing", "time_ms", "outcome", "message",
@@ -80,6 +80,7 @@ def run_sweep(
     overlap = set(fixed) & set(axes)
     if overlap:
         raise ValueError(f"{sorted(overlap)} are both fixed and swept; drop one of them")
+    check_param_names([*fixed, *axes])
     device = resolve_device(device)
     env = dict(environment(), fingerprint=fingerprint(environment()))
     done_keys = _done_keys(out, env["fingerprint"]) if (out and resume) else set()

@@ -28,7 +28,13 @@ import ipywidgets as widgets
 import pandas as pd
 
 from ..core.cancel import CancelToken
-from ..core.results import Record, append_record, read_records, records_to_frame
+from ..core.results import (
+    Record,
+    append_record,
+    check_param_names,
+    read_records,
+    records_to_frame,
+)
 from ..core.sweep import SweepResult, run_sweep
 from ..plots import throughput_and_memory_figure
 from .params import Fixed, as_param
@@ -48,11 +54,13 @@ class Explorer:
                  out: str = "runs.jsonl"):
         if not params:
             raise ValueError("Explorer needs at least one parameter, e.g. params={'n': [1, 2]}")
+        check_param_names(params)
         self.workload = workload
         self.name = name or getattr(workload, "__name__", "custom")
         self.params = {key: as_param(spec) for key, spec in params.items()}
         self.throughput_key, self.device = throughput_key, device
         self._records: list[Record] = []
+        self._saved: dict[str, set[int]] = {}  # path -> ids of records already in that file
         self._overlay: list[Record] = []
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -258,19 +266,23 @@ class Explorer:
         return next(iter(self.params)) if axis == NO_SWEEP else axis
 
     def save(self, path: str | None = None) -> int:
-        """Append every measured point to a JSON Lines file; returns how many were written."""
+        """Append the points not yet in that JSON Lines file; returns how many were written."""
         path = path or self.path.value
-        records = self.records
-        for record in records:
+        saved = self._saved.setdefault(str(Path(path).resolve()), set())
+        new = [r for r in self.records if id(r) not in saved]
+        for record in new:
             append_record(path, record)
-        self._say(f"Saved {len(records)} points to {path}.", "ok")
-        return len(records)
+            saved.add(id(record))
+        self._say(f"Saved {len(new)} new points to {path} ({len(saved)} from this panel there).",
+                  "ok")
+        return len(new)
 
     def load(self, path: str | None = None) -> int:
         """Add the points of a JSON Lines file to this panel; returns how many were added."""
         path = path or self.path.value
         loaded = read_records(path)
         self._records.extend(loaded)
+        self._saved.setdefault(str(Path(path).resolve()), set()).update(map(id, loaded))
         self.refresh()
         self._say(f"Loaded {len(loaded)} points from {path}.", "ok")
         return len(loaded)
