@@ -171,3 +171,13 @@ def test_point_functions_that_take_cancel_get_the_token():
 def test_reserved_parameter_names_are_refused():
     with pytest.raises(ValueError, match=r"\['outcome'\] are reserved"):
         run_sweep(point, {"outcome": [1]})
+
+
+def test_a_real_host_allocation_failure_is_an_oom_record():
+    def allocate(nbytes):
+        x = torch.empty(nbytes, dtype=torch.uint8)  # 1 EiB: beyond any address space
+        return {"throughput": float(x.numel())}
+
+    res = run_sweep(allocate, {"nbytes": [1024, 2**60, 2048]}, device="cpu")
+    assert [r.outcome for r in res.records] == ["ok", "oom", "ok"]
+    assert "allocate" in res.records[1].message

@@ -43,11 +43,17 @@ def read_memory(device: str) -> dict:
     }
 
 
+# How allocation failures read: CUDA ("CUDA out of memory"), torch's CPU allocator ("can't
+# allocate memory", "not enough memory"), cuBLAS/cuDNN ("CUBLAS_STATUS_ALLOC_FAILED").
+_OOM_MESSAGES = ("out of memory", "can't allocate memory", "not enough memory", "alloc_failed")
+
+
 def is_oom(exc: BaseException) -> bool:
     """True for CUDA out-of-memory errors and host allocation failures."""
     if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
         return True
-    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and any(m in text for m in _OOM_MESSAGES)
 
 
 def free_after_oom() -> None:
