@@ -104,6 +104,10 @@ def test_bad_input_is_a_status_message_and_keeps_points():
     p.sweep_values.value = "fp32, fp99"
     assert not p.run()
     assert "'fp99' is not a valid value; choose from fp32, bf16" in p.status_text
+    assert not p.run(precision="fp99")
+    assert "'fp99' is not a valid value" in p.status_text
+    assert not p.run(batch_size=2.5)
+    assert "2.5 is not an integer" in p.status_text
     assert not p.run(batch_sizes=[1])
     assert "unknown parameter(s) ['batch_sizes']" in p.status_text
     assert len(p.results) == 1  # nothing lost
@@ -179,6 +183,13 @@ def test_save_load_and_overlay(tmp_path):
     q.load_button.click()
     assert len(q.results) == 3 and q.status_text.startswith("Loaded 3 points")
     assert q.save() == 0  # loaded from that very file
+
+
+def test_float_ranges_keep_exact_values():
+    p = Explorer(lambda lr: {"throughput": 1.0 / lr}, params={"lr": Range(0.0, 1.0, 0.001)},
+                 sweep="lr")
+    p.run(wait=True, lr=[0.123456789])
+    assert p.results["lr"].tolist() == [0.123456789]
 
 
 def test_constructor_errors():

@@ -201,9 +201,7 @@ class Explorer:
 
     def _check_one(self, key: str, value):
         spec = self.params[key]
-        if isinstance(spec, Fixed):
-            return value
-        return spec.parse(key, _text(value))[0]
+        return value if isinstance(spec, Fixed) else spec.check(key, value)
 
     def _work(self, axes: dict, fixed: dict) -> None:
         started = time.perf_counter()

@@ -54,6 +54,13 @@ class Choice:
     def sweep_values(self) -> list:
         return list(self.values)
 
+    def check(self, name: str, value):
+        """`value` itself if it is one of the choices, else a ValueError naming them."""
+        if value not in self.values:
+            raise ValueError(f"{name}: {value!r} is not a valid value; choose from "
+                             f"{', '.join(_fmt(v) for v in self.values)}")
+        return value
+
     def parse(self, name: str, text: str) -> list:
         by_text = {_fmt(v): v for v in self.values}
         out = []
@@ -109,18 +116,29 @@ class Range:
     def _snap(self, value: float):
         return int(round(value)) if self.is_int else round(value, 12)
 
+    def check(self, name: str, value):
+        """`value` as a number inside the range, else a ValueError saying what is allowed."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{name}: {value!r} is not {self._kind}")
+        if self.is_int and value != int(value):
+            raise ValueError(f"{name}: {value!r} is not {self._kind}")
+        if not self.lo <= value <= self.hi:
+            raise ValueError(f"{name}={_fmt(value)} is outside the allowed range "
+                             f"{_fmt(self.lo)}..{_fmt(self.hi)}; pick values inside it")
+        return int(value) if self.is_int else float(value)
+
+    @property
+    def _kind(self) -> str:
+        return "an integer" if self.is_int else "a number"
+
     def parse(self, name: str, text: str) -> list:
         out = []
         for token in _tokens(name, text):
             try:
                 value = int(token) if self.is_int else float(token)
             except ValueError:
-                kind = "an integer" if self.is_int else "a number"
-                raise ValueError(f"{name}: {token!r} is not {kind}") from None
-            if not self.lo <= value <= self.hi:
-                raise ValueError(f"{name}={_fmt(value)} is outside the allowed range "
-                                 f"{_fmt(self.lo)}..{_fmt(self.hi)}; pick values inside it")
-            out.append(value)
+                raise ValueError(f"{name}: {token!r} is not {self._kind}") from None
+            out.append(self.check(name, value))
         return out
 
 
