@@ -177,8 +177,9 @@ def advice(report: dict) -> list[str]:
     return lines
 
 
-def _fmt(value: Any, scale: float = 1.0, digits: int = 0) -> str:
-    """A report value as table text: "n/a" where not available, numbers scaled and rounded."""
+def format_value(value: Any, scale: float = 1.0, digits: int = 0, sep: str = ",") -> str:
+    """A report value as table text: "n/a" where not available, numbers scaled and rounded,
+    booleans on/off, lists joined with `sep`."""
     value = _num(value)
     if value is None:
         return "n/a"
@@ -187,8 +188,12 @@ def _fmt(value: Any, scale: float = 1.0, digits: int = 0) -> str:
     if isinstance(value, int | float):
         return f"{value / scale:.{digits}f}"
     if isinstance(value, list | tuple):
-        return ",".join(map(str, value)) or "-"
+        return sep.join(map(str, value)) or "-"
     return str(value)
+
+
+_fmt = format_value  # the short name the report tables below use
+
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:

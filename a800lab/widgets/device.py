@@ -49,6 +49,7 @@ from .device_html import (
     system_html,
     topology_html,
 )
+from .status import StatusLine
 
 
 def _fallback_report(exc: Exception) -> dict:
@@ -92,7 +93,7 @@ class DevicePanel:
         self.title = widgets.HTML("<h3>Devices and topology</h3>")
         self.banner = widgets.HTML("")
         self.system = widgets.HTML("")
-        self.status = widgets.HTML("")
+        self.status = StatusLine()
         self.refresh_button = widgets.Button(description="Refresh", icon="refresh",
                                              tooltip="read NVML again (clocks, power, errors)")
         self.refresh_button.on_click(lambda _: self.refresh())
@@ -141,11 +142,11 @@ class DevicePanel:
         """Read NVML and torch again and redraw the tables; returns the new report."""
         try:
             report = build_report(nvml=self._nvml, cuda_properties=self._cuda_properties)
-            self._say("GPUs found." if report["gpu_found"] else "CPU only: no NVIDIA GPU.",
-                      "ok" if report["gpu_found"] else "warn")
+            self.status.say("GPUs found." if report["gpu_found"] else "CPU only: no NVIDIA GPU.",
+                            "ok" if report["gpu_found"] else "warn")
         except Exception as exc:  # the panel must come up whatever discovery does
             report = _fallback_report(exc)
-            self._say(f"Device discovery failed: {type(exc).__name__}: {exc}", "error")
+            self.status.say(f"Device discovery failed: {type(exc).__name__}: {exc}", "error")
         self.report = report
         gpu_found = bool(report["gpu_found"])
         self.banner.value = "" if gpu_found else no_gpu_html(report)
@@ -203,21 +204,22 @@ class DevicePanel:
         with self._lock:
             reason = self._telemetry_unavailable()
             if reason:
-                self._say(f"Telemetry unavailable: {reason}", "warn")
+                self.status.say(f"Telemetry unavailable: {reason}", "warn")
                 return False
             if self.telemetry_running:
-                self._say("Telemetry is already running: press Stop first.", "warn")
+                self.status.say("Telemetry is already running: press Stop first.", "warn")
                 return False
             index = self.gpu_choice.value if device_index is None else device_index
             known = [g["index"] for g in self.report["gpus"]]
             if index not in known:
-                self._say(f"Cannot sample GPU {index!r}: this machine has GPUs {known}.", "error")
+                self.status.say(f"Cannot sample GPU {index!r}: this machine has GPUs {known}.",
+                                "error")
                 return False
             try:
                 self._sampler = TelemetrySampler(index, interval_s=self.interval_s,
                                                  nvml=self._nvml).start()
             except Exception as exc:
-                self._say(f"Telemetry failed to start: {type(exc).__name__}: {exc}", "error")
+                self.status.say(f"Telemetry failed to start: {type(exc).__name__}: {exc}", "error")
                 return False
             if self.gpu_choice.value != index:
                 self.gpu_choice.value = index
@@ -226,7 +228,7 @@ class DevicePanel:
                                                name="a800lab-telemetry-plot")
             self._refresher.start()
             self._configure_telemetry()
-            self._say(f"Sampling GPU {index} every {self.interval_s:g} s ...")
+            self.status.say(f"Sampling GPU {index} every {self.interval_s:g} s ...")
         self._render_telemetry()
         return True
 
@@ -243,7 +245,7 @@ class DevicePanel:
             try:
                 sampler.stop()
             except Exception as exc:
-                self._say(f"Telemetry stop failed: {type(exc).__name__}: {exc}", "error")
+                self.status.say(f"Telemetry stop failed: {type(exc).__name__}: {exc}", "error")
             self._configure_telemetry()
         self._render_telemetry()
         if refresher is not None:
@@ -251,9 +253,9 @@ class DevicePanel:
             notes = [n for n in (self._stop_note, summary["reason"]) if n]
             problem = f" ({'; '.join(notes)})" if notes else ""
             self._stop_note = ""
-            self._say(f"Stopped: {summary['n_samples']} samples of GPU {sampler.device_index} "
-                      f"over {summary['duration_s']:.1f} s{problem}.",
-                      "warn" if problem else "ok")
+            self.status.say(f"Stopped: {summary['n_samples']} samples of GPU "
+                            f"{sampler.device_index} over {summary['duration_s']:.1f} s{problem}.",
+                            "warn" if problem else "ok")
 
     def _refresh_loop(self) -> None:
         started = time.perf_counter()
@@ -307,10 +309,10 @@ class DevicePanel:
                 self.plot.layout.display = None
                 self.latest.value = latest_telemetry_html(samples[-1]) if samples else ""
         except Exception as exc:  # a bad reading must not kill the refresher or the panel
-            self._say(f"Telemetry plot failed: {type(exc).__name__}: {exc}", "error")
+            self.status.say(f"Telemetry plot failed: {type(exc).__name__}: {exc}", "error")
         reason = self._sampler._reason if self._sampler is not None else ""
         if reason:
-            self._say(f"Telemetry: {reason}", "error")
+            self.status.say(f"Telemetry: {reason}", "error")
 
     # ---- text -----------------------------------------------------------------------------
     def to_html(self) -> str:
@@ -328,11 +330,7 @@ class DevicePanel:
         walk(self.widget)
         return "\n".join(parts)
 
-    def _say(self, text: str, level: str = "info") -> None:
-        colour = {"ok": "green", "warn": "darkorange", "error": "crimson"}.get(level, "inherit")
-        self.status.value = f'<span style="color:{colour}">{html.escape(text)}</span>'
-
     @property
     def status_text(self) -> str:
         """The status line as plain text."""
-        return html.unescape(self.status.value.split(">", 1)[1].rsplit("<", 1)[0])
+        return self.status.text

@@ -15,6 +15,7 @@ import html
 from typing import Any
 
 from ..core.device import LINK_LEGEND
+from ..core.doctor import format_value
 from ..core.nvml import is_not_available
 
 GIB = 2**30
@@ -51,15 +52,7 @@ def _na(value: Any) -> bool:
 
 def cell_text(value: Any, scale: float = 1.0, digits: int = 0) -> str:
     """A report value as cell text: "n/a" where not available, numbers scaled and rounded."""
-    if _na(value):
-        return "n/a"
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, int | float):
-        return f"{value / scale:.{digits}f}"
-    if isinstance(value, list | tuple):
-        return ", ".join(map(str, value)) or "-"
-    return str(value)
+    return format_value(value, scale, digits, sep=", ")
 
 
 def _why(*values: Any) -> str:

@@ -38,6 +38,7 @@ from ..core.results import (
 from ..core.sweep import SweepResult, run_sweep
 from ..plots import throughput_and_memory_figure
 from .params import Fixed, as_param
+from .status import StatusLine
 
 NO_SWEEP = "(single point)"
 AUTO_SERIES = "(what differs)"  # one line per device label and per value of any other control
@@ -89,7 +90,7 @@ class Explorer:
         self.stop_button.on_click(lambda _: self.stop())
         self.progress = widgets.IntProgress(value=0, min=0, max=1, description="progress")
         self.progress_text = widgets.Label("")
-        self.status = widgets.HTML("Ready: choose values and press Run.")
+        self.status = StatusLine("Ready: choose values and press Run.")
         self.color_by = widgets.Dropdown(options=[AUTO_SERIES, "label", *sweepable],
                                          value=AUTO_SERIES, description="colour by")
         self.color_by.observe(lambda _: self.refresh(), names="value")
@@ -141,12 +142,12 @@ class Explorer:
         the sweep axis). Returns False, with the reason in the status line, if it cannot start."""
         with self._lock:
             if self.running:
-                self._say("A run is already in progress: press Stop or wait for it.", "warn")
+                self.status.say("A run is already in progress: press Stop or wait for it.", "warn")
                 return False
             try:
                 axes, fixed = self._plan(values)
             except ValueError as exc:
-                self._say(f"Cannot run: {exc}", "error")
+                self.status.say(f"Cannot run: {exc}", "error")
                 return False
             self._cancel = CancelToken()
             self._thread = threading.Thread(target=self._work, args=(axes, fixed), daemon=True,
@@ -155,7 +156,7 @@ class Explorer:
             total = len(next(iter(axes.values())))
             self.progress.max, self.progress.value = total, 0
             self.progress_text.value = f"0/{total} points"
-            self._say(f"Running {total} point{'s' * (total != 1)} of {self.name} ...")
+            self.status.say(f"Running {total} point{'s' * (total != 1)} of {self.name} ...")
             self._thread.start()
         if wait:
             self.wait()
@@ -171,7 +172,7 @@ class Explorer:
         """End the run after the point in flight."""
         if self.running:
             self._cancel.cancel()
-            self._say("Stopping after the current point ...", "warn")
+            self.status.say("Stopping after the current point ...", "warn")
 
     def _plan(self, overrides: dict) -> tuple[dict, dict]:
         unknown = set(overrides) - set(self.params)
@@ -214,10 +215,10 @@ class Explorer:
             if result.cancelled:
                 self.progress_text.value = f"{self.progress.value}/{result.total} points, stopped"
             failed = any(r.outcome != "ok" for r in result.records)
-            self._say(_summary(result, time.perf_counter() - started),
-                      "warn" if (result.cancelled or failed) else "ok")
+            self.status.say(_summary(result, time.perf_counter() - started),
+                            "warn" if (result.cancelled or failed) else "ok")
         except Exception as exc:  # the panel must stay usable whatever the sweep does
-            self._say(f"Run failed: {type(exc).__name__}: {exc}", "error")
+            self.status.say(f"Run failed: {type(exc).__name__}: {exc}", "error")
         finally:
             self.run_button.disabled, self.stop_button.disabled = False, True
 
@@ -229,7 +230,7 @@ class Explorer:
     def _on_result(self, record: Record) -> None:
         self._records.append(record)
         if record.outcome != "ok":
-            self._say(_describe(record), "error")
+            self.status.say(_describe(record), "error")
         self.refresh()
 
     # ---- views ----------------------------------------------------------------------------
@@ -271,8 +272,8 @@ class Explorer:
         for record in new:
             append_record(path, record)
             saved.add(id(record))
-        self._say(f"Saved {len(new)} new points to {path} ({len(saved)} from this panel there).",
-                  "ok")
+        self.status.say(f"Saved {len(new)} new points to {path} ({len(saved)} from this panel "
+                        "there).", "ok")
         return len(new)
 
     def load(self, path: str | None = None) -> int:
@@ -282,7 +283,7 @@ class Explorer:
         self._records.extend(loaded)
         self._saved.setdefault(str(Path(path).resolve()), set()).update(map(id, loaded))
         self.refresh()
-        self._say(f"Loaded {len(loaded)} points from {path}.", "ok")
+        self.status.say(f"Loaded {len(loaded)} points from {path}.", "ok")
         return len(loaded)
 
     def _load_overlay(self) -> None:
@@ -293,16 +294,12 @@ class Explorer:
         try:
             action()
         except (OSError, ValueError) as exc:
-            self._say(f"{type(exc).__name__}: {exc}", "error")
-
-    def _say(self, text: str, level: str = "info") -> None:
-        colour = {"ok": "green", "warn": "darkorange", "error": "crimson"}.get(level, "inherit")
-        self.status.value = f'<span style="color:{colour}">{html.escape(text)}</span>'
+            self.status.say(f"{type(exc).__name__}: {exc}", "error")
 
     @property
     def status_text(self) -> str:
         """The status line as plain text."""
-        return html.unescape(self.status.value.split(">", 1)[1].rsplit("<", 1)[0])
+        return self.status.text
 
 
 def _text(value) -> str:
