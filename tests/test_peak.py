@@ -80,3 +80,24 @@ def test_entry_ratio_against_datasheet():
     entry = PeakEntry("bf16", "ok", tflops=250.0, datasheet_tflops=312.0)
     assert entry.ratio == pytest.approx(250 / 312)
     assert PeakEntry("bf16", "ok", tflops=250.0).ratio is None
+
+
+def test_measured_peaks_feed_the_percent_of_peak_axis():
+    """An unknown device (this CPU) has no datasheet row: the measured peak stands in."""
+    import pandas as pd
+
+    from a800lab.plots import throughput_figure
+
+    report = measure_peak(device="cpu", size=64, budget_s=0.02, copy_bytes=1 << 20)
+    peak = report.tflops["fp32"]
+    df = pd.DataFrame({"size": [64], "precision": ["fp32"], "outcome": ["ok"],
+                       "throughput": [peak / 2], "throughput_unit": ["TFLOP/s"],
+                       "time_ms": [[1.0, 1.0]], "median_ms": [1.0], "label": ["cpu"],
+                       "device_name": [report.device_name]})
+    fig = throughput_figure(df, "size", peak_tflops=report.tflops)
+    ax = fig.axes[0]
+    (secondary,) = ax.child_axes
+    assert secondary.get_ylabel() == f"% of peak ({peak:g} TFLOP/s)"
+    ax.set_ylim(0, peak)  # the measured peak reads as 100% on the secondary scale
+    fig.draw_without_rendering()
+    assert secondary.get_ylim() == pytest.approx((0.0, 100.0))
