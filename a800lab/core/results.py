@@ -71,7 +71,7 @@ class Record:
         if self.outcome not in OUTCOMES:
             raise ValueError(f"outcome {self.outcome!r} is not one of {OUTCOMES}")
         if self.outcome == "ok":
-            if not _is_positive_number(self.throughput):
+            if not is_positive_number(self.throughput):
                 raise ValueError(f"an 'ok' record needs a positive finite throughput, got "
                                  f"{self.throughput!r}; record the point as 'error' instead")
         elif self.throughput is not None:
@@ -115,7 +115,8 @@ class Record:
                           default=_jsonable)
 
 
-def _is_positive_number(x) -> bool:
+def is_positive_number(x) -> bool:
+    """A finite number above zero (bools excluded): what a throughput must be."""
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
 
 

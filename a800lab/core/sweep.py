@@ -19,16 +19,22 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .backends import HAS_NVML, resolve_device
 from .cancel import Cancelled, CancelToken
 from .environment import environment, fingerprint
 from .memory import free_after_oom, is_oom, read_memory, reset_peak
-from .results import Record, append_record, check_param_names, read_records
+from .results import (
+    Record,
+    append_record,
+    check_param_names,
+    is_positive_number,
+    read_records,
+)
 from .timing import Timing
 
 _RESULT_KEYS = ("throughput", "throughput_unit", "timing", "time_ms", "outcome", "message",
@@ -169,7 +175,7 @@ def _record_from_result(raw, base: dict, device: str, throughput_key: str | None
     throughput = raw.get(tp_key) if tp_key else None
     if tp_key in metrics:
         del metrics[tp_key]  # stored once, as the record's throughput
-    if not _positive(throughput):
+    if not is_positive_number(throughput):
         got = f"{tp_key}={throughput!r}" if tp_key else f"keys {sorted(raw)}"
         return Record(**{**common, "message": (
             f"the workload returned no usable throughput ({got}); return a positive number "
@@ -181,8 +187,6 @@ def _record_from_result(raw, base: dict, device: str, throughput_key: str | None
 
 
 def _done_keys(out, env_fingerprint: str) -> set[str]:
-    from pathlib import Path
-
     if not Path(out).exists():
         return set()
     return {r.point_key() for r in read_records(out)
@@ -194,11 +198,6 @@ def _accepts(fn, name: str) -> bool:
         return name in inspect.signature(fn).parameters
     except (TypeError, ValueError):  # builtins without a signature
         return False
-
-
-def _positive(x) -> bool:
-    return (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-            and x > 0)
 
 
 def _device_index(device: str) -> int:

@@ -37,7 +37,7 @@ from ..core.results import (
 )
 from ..core.sweep import SweepResult, run_sweep
 from ..plots import throughput_and_memory_figure
-from .params import Fixed, as_param
+from .params import Fixed, as_param, format_value
 from .status import StatusLine
 
 NO_SWEEP = "(single point)"
@@ -129,8 +129,8 @@ class Explorer:
         for key, control in self.controls.items():
             control.disabled = key == axis or isinstance(self.params[key], Fixed)
         self.sweep_values.disabled = axis == NO_SWEEP
-        self.sweep_values.value = ("" if axis == NO_SWEEP else
-                                   ", ".join(_text(v) for v in self.params[axis].sweep_values()))
+        values = [] if axis == NO_SWEEP else self.params[axis].sweep_values()
+        self.sweep_values.value = ", ".join(format_value(v) for v in values)
 
     # ---- running --------------------------------------------------------------------------
     @property
@@ -302,12 +302,8 @@ class Explorer:
         return self.status.text
 
 
-def _text(value) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
 def _describe(record: Record) -> str:
-    point = ", ".join(f"{k}={_text(v)}" for k, v in record.params.items())
+    point = ", ".join(f"{k}={format_value(v)}" for k, v in record.params.items())
     return f"{point}: {record.outcome}: {record.message}"
 
 
@@ -329,7 +325,7 @@ def _auto_series(df: pd.DataFrame, x: str, params: list[str]) -> pd.Series:
     that takes more than one value among the points (e.g. "mode=fast")."""
     varying = [p for p in params if p != x and p in df and df[p].astype(str).nunique() > 1]
     parts = [] if df["label"].nunique() <= 1 and varying else [df["label"].astype(str)]
-    parts += [p + "=" + df[p].map(_text) for p in varying]
+    parts += [p + "=" + df[p].map(format_value) for p in varying]
     names = parts[0]
     for part in parts[1:]:
         names = names + ", " + part

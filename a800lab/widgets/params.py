@@ -22,7 +22,8 @@ import ipywidgets as widgets
 _TOGGLE_MAX_OPTIONS = 6  # more options than this read better as a dropdown
 
 
-def _fmt(value) -> str:
+def format_value(value) -> str:
+    """A parameter value as the panel shows and parses it (floats in %g)."""
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
@@ -44,7 +45,7 @@ class Choice:
         return self.values[0] if self.default is None else self.default
 
     def control(self, name: str) -> widgets.ValueWidget:
-        options = [(_fmt(v), v) for v in self.values]
+        options = [(format_value(v), v) for v in self.values]
         short = all(len(label) <= 8 for label, _ in options)
         if len(options) <= _TOGGLE_MAX_OPTIONS and short:
             return widgets.ToggleButtons(options=options, value=self.initial, description=name,
@@ -58,11 +59,11 @@ class Choice:
         """`value` itself if it is one of the choices, else a ValueError naming them."""
         if value not in self.values:
             raise ValueError(f"{name}: {value!r} is not a valid value; choose from "
-                             f"{', '.join(_fmt(v) for v in self.values)}")
+                             f"{', '.join(format_value(v) for v in self.values)}")
         return value
 
     def parse(self, name: str, text: str) -> list:
-        by_text = {_fmt(v): v for v in self.values}
+        by_text = {format_value(v): v for v in self.values}
         out = []
         for token in _tokens(name, text):
             if token not in by_text:
@@ -123,8 +124,9 @@ class Range:
         if self.is_int and value != int(value):
             raise ValueError(f"{name}: {value!r} is not {self._kind}")
         if not self.lo <= value <= self.hi:
-            raise ValueError(f"{name}={_fmt(value)} is outside the allowed range "
-                             f"{_fmt(self.lo)}..{_fmt(self.hi)}; pick values inside it")
+            bounds = f"{format_value(self.lo)}..{format_value(self.hi)}"
+            raise ValueError(f"{name}={format_value(value)} is outside the allowed range "
+                             f"{bounds}; pick values inside it")
         return int(value) if self.is_int else float(value)
 
     @property
@@ -153,7 +155,7 @@ class Fixed:
         return self.value
 
     def control(self, name: str) -> widgets.ValueWidget:
-        return widgets.Text(value=_fmt(self.value), description=name, disabled=True)
+        return widgets.Text(value=format_value(self.value), description=name, disabled=True)
 
 
 ParamSpec = Choice | Range | Fixed
