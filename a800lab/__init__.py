@@ -4,7 +4,7 @@
     df = a800lab.load_results("runs.jsonl")       # a sweep recorded with `python -m a800lab sweep`
 
 Panels live in `a800lab.widgets`, plots in `a800lab.plots`, the measurement core in
-`a800lab.core` (see DESIGN.md for the layers).
+`a800lab.core`. Imports point one way: widgets -> plots -> workloads -> core.
 """
 
 from .core.results import load_results

@@ -1,4 +1,5 @@
-"""ipywidgets panels: thin views over the core objects (see DESIGN.md).
+"""ipywidgets panels: thin views over the core objects (a800lab.core, a800lab.workloads); they
+run work only from a Run button and plot with a800lab.plots.
 
     from a800lab.widgets import Explorer, Range
     Explorer(my_step, params={"batch_size": Range(1, 256, default=32), "precision": ["fp32"]})
