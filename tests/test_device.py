@@ -148,7 +148,9 @@ def test_normalise_bus_id():
 def test_system_info_versions():
     info = system_info(nvml=FakeNvml())
     assert (info.driver_version, info.cuda_driver_version) == ("535.129.03", "12.2")
-    assert info.float32_matmul_precision in ("highest", "high", "medium")
+    assert info.matmul_fp32_precision in ("ieee", "tf32")
+    assert info.conv_fp32_precision in ("ieee", "tf32")
+    assert info.tf32_api == "fp32_precision"  # torch 2.13 has the fp32_precision settings
     if not HAS_CUDA:
         assert isinstance(info.torch_cuda_version, NotAvailable)
         assert isinstance(info.torch_cuda_usable, NotAvailable)

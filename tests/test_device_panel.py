@@ -8,9 +8,11 @@ import pytest
 
 from a800lab.core.backends import HAS_CUDA, HAS_NVML
 from a800lab.core.device import LINK_LEGEND, cpu_info
+from a800lab.core.precision import matmul_precision
 from a800lab.widgets import DevicePanel
 from a800lab.widgets.device_html import LINK_COLOURS, gpu_table_html, link_colour
 from tests.fake_nvml import FakeNvml
+from tests.tf32_state import reset_to_defaults
 
 
 class Tables(HTMLParser):
@@ -238,6 +240,17 @@ def test_nvswitch_box_and_mig():
     assert rows[0][header.index("NVLinks")] == "12 to NVSwitch"
     assert rows[0][header.index("MIG")] == "on"
     assert "MIG is on for GPU(s) 0,1,2,3,4,5,6,7" in panel.to_html()
+
+
+def test_refresh_while_a_sweep_holds_tf32_on():
+    fake, panel = fake_panel()
+    try:
+        with matmul_precision("tf32"):  # a sweep in another panel's thread sets torch's new API
+            panel.refresh()
+    finally:
+        reset_to_defaults()
+    assert panel.status_text == "GPUs found."
+    assert "float32 on GPU: matmul tf32, conv tf32" in panel.system.value
 
 
 def test_refresh_reads_nvml_again():

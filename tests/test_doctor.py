@@ -10,16 +10,17 @@ import torch
 from a800lab.core import nvml as nvml_mod
 from a800lab.core.backends import HAS_CUDA, HAS_NVML
 from a800lab.core.doctor import advice, build_report, format_report, main
+from a800lab.core.precision import matmul_precision
 from tests.fake_nvml import FakeNvml
+from tests.tf32_state import reset_to_defaults
 
 
 @pytest.fixture
-def highest_precision():
-    """Pin torch's float32 matmul precision to the default ("highest": TF32 off)."""
-    before = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
+def tf32_defaults():
+    """torch's default TF32 settings (TF32 off for matmuls) before and after the test."""
+    reset_to_defaults()
     yield
-    torch.set_float32_matmul_precision(before)
+    reset_to_defaults()
 
 
 def fake_report(**variant):
@@ -76,16 +77,38 @@ def test_mig_advice_only_when_on():
     assert "GPU(s) 0,1,2,3,4,5,6,7" in line and "-mig 0" in line
 
 
-def test_tf32_advice(highest_precision):
+def test_tf32_advice(tf32_defaults):
     report = fake_report()
     [line] = lines_with(report, "TF32 is off")
+    assert "GPU(s) 0,1,2,3,4,5,6,7" in line
+    assert "torch.backends.cuda.matmul.fp32_precision = 'tf32'" in line  # torch's current API
+    assert "torch.backends.cudnn.conv.fp32_precision = 'tf32'" in line
+    report["system"]["tf32_api"] = "allow_tf32"  # a torch without fp32_precision
+    [line] = [line for line in advice(report) if "TF32 is off" in line]
     assert "torch.set_float32_matmul_precision('high')" in line
-    report["system"]["float32_matmul_precision"] = "high"
+    report["system"]["matmul_fp32_precision"] = "tf32"
     assert not [line for line in advice(report) if "TF32" in line]
-    report["system"]["float32_matmul_precision"] = "highest"
+    report["system"]["matmul_fp32_precision"] = "ieee"
     for gpu in report["gpus"]:
         gpu["compute_capability"] = "7.0"  # V100: no TF32
     assert not [line for line in advice(report) if "TF32" in line]
+
+
+def test_report_after_tf32_was_set_with_torchs_new_api(tf32_defaults):
+    torch.backends.cuda.matmul.fp32_precision = "tf32"  # torch's legacy getters now raise
+    report = fake_report()
+    assert report["system"]["matmul_fp32_precision"] == "tf32"
+    assert not lines_with(report, "TF32")
+    assert "matmul tf32, conv tf32" in format_report(report)
+
+
+@pytest.mark.parametrize("mode, matmul", [("fp32", "ieee"), ("tf32", "tf32")])
+def test_report_while_a_sweep_holds_matmul_precision(tf32_defaults, mode, matmul):
+    with matmul_precision(mode):  # as while a panel's sweep runs and the device panel refreshes
+        report = fake_report()
+    assert report["system"]["matmul_fp32_precision"] == matmul
+    assert report["system"]["conv_fp32_precision"] == matmul
+    assert bool(lines_with(report, "TF32 is off")) == (mode == "fp32")
 
 
 def test_cuda_build_newer_than_driver():

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from a800lab.core import precision as precision_mod
 from a800lab.core.precision import (
     PRECISIONS,
     Precision,
@@ -11,8 +12,18 @@ from a800lab.core.precision import (
     matmul_precision,
     parse_precision,
     relative_error,
+    tf32_settings,
     unsupported_reason,
 )
+from tests.tf32_state import reset_to_defaults, snapshot
+
+
+@pytest.fixture
+def tf32_defaults():
+    """Start and end with torch's default TF32 settings (the tests below change them)."""
+    reset_to_defaults()
+    yield
+    reset_to_defaults()
 
 
 @pytest.mark.parametrize("alias, name", [
@@ -95,7 +106,7 @@ def _tf32_enabled() -> bool:
     return matmul.allow_tf32
 
 
-def test_matmul_precision_sets_and_restores_flags():
+def test_matmul_precision_sets_and_restores_flags(tf32_defaults):
     before = _tf32_state()
     with matmul_precision("tf32") as prec:
         assert isinstance(prec, Precision) and _tf32_enabled()
@@ -106,6 +117,86 @@ def test_matmul_precision_sets_and_restores_flags():
     with pytest.raises(RuntimeError), matmul_precision("tf32"):
         raise RuntimeError("boom")
     assert _tf32_state() == before
+
+
+def test_tf32_settings_read_either_api_without_raising(tf32_defaults):
+    assert tf32_settings() == {"matmul_fp32_precision": "ieee", "conv_fp32_precision": "tf32",
+                               "tf32_api": "fp32_precision"}
+    torch.backends.cuda.matmul.fp32_precision = "tf32"  # the legacy getter now raises ...
+    with pytest.raises(RuntimeError, match="mix of the legacy and new APIs"):
+        torch.get_float32_matmul_precision()
+    assert tf32_settings()["matmul_fp32_precision"] == "tf32"  # ... this does not
+    torch.backends.cudnn.conv.fp32_precision = "ieee"
+    assert tf32_settings()["conv_fp32_precision"] == "ieee"
+    reset_to_defaults()
+    torch.set_float32_matmul_precision("medium")  # the legacy API
+    torch.backends.cudnn.allow_tf32 = False
+    assert tf32_settings()["matmul_fp32_precision"] == "tf32"
+    assert tf32_settings()["conv_fp32_precision"] == "ieee"
+
+
+def _set_new_api_matmul_tf32():
+    torch.backends.cuda.matmul.fp32_precision = "tf32"
+
+
+def _set_new_api_conv_ieee():
+    torch.backends.cudnn.conv.fp32_precision = "ieee"
+
+
+def _set_legacy_medium_no_cudnn_tf32():
+    torch.set_float32_matmul_precision("medium")
+    torch.backends.cudnn.allow_tf32 = False
+
+
+def _set_legacy_high():
+    torch.set_float32_matmul_precision("high")
+
+
+def _set_cuda_wide_tf32():
+    torch.backends.cudnn.fp32_precision = "tf32"  # the "cuda"/"all" parent of matmul and conv
+
+
+def _set_generic_tf32():
+    torch.backends.fp32_precision = "tf32"  # the parent of "cuda"/"all"
+
+
+@pytest.mark.parametrize("user_setting", [
+    lambda: None, _set_new_api_matmul_tf32, _set_new_api_conv_ieee,
+    _set_legacy_medium_no_cudnn_tf32, _set_legacy_high, _set_cuda_wide_tf32, _set_generic_tf32])
+@pytest.mark.parametrize("mode", ["fp32", "tf32"])
+def test_matmul_precision_restores_exactly_what_the_user_set(tf32_defaults, user_setting, mode):
+    user_setting()
+    before = snapshot()
+    with matmul_precision(mode):
+        assert tf32_settings()["matmul_fp32_precision"] == ("tf32" if mode == "tf32" else "ieee")
+        assert tf32_settings()["conv_fp32_precision"] == ("tf32" if mode == "tf32" else "ieee")
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("parent", [torch.backends.cudnn, torch.backends],
+                         ids=["cuda-wide", "generic"])
+def test_inherited_settings_stay_inherited(tf32_defaults, parent):
+    parent.fp32_precision = "tf32"  # matmul (which holds "none") now reports "tf32"
+    with matmul_precision("fp32"):
+        pass
+    parent.fp32_precision = "ieee"
+    assert torch.backends.cuda.matmul.fp32_precision == "ieee"  # still follows, not pinned
+    assert torch.backends.cudnn.conv.fp32_precision == "tf32"   # conv holds its own "tf32"
+    assert torch.backends.cudnn.fp32_precision == "ieee"
+
+
+def test_matmul_precision_with_only_the_legacy_api(tf32_defaults, monkeypatch):
+    monkeypatch.setattr(precision_mod, "_FP32_PRECISION_API", False)  # torch before fp32_precision
+    torch.set_float32_matmul_precision("medium")
+    torch.backends.cudnn.allow_tf32 = False
+    assert tf32_settings() == {"matmul_fp32_precision": "tf32", "conv_fp32_precision": "ieee",
+                               "tf32_api": "allow_tf32"}
+    with matmul_precision("fp32"):
+        assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+    with matmul_precision("tf32"):
+        assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+    assert torch.get_float32_matmul_precision() == "medium"  # not flattened to "high"
+    assert torch.backends.cudnn.allow_tf32 is False
 
 
 @pytest.mark.parametrize("name", ["fp64", "fp32", "fp16", "bf16"])

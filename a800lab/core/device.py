@@ -32,6 +32,7 @@ from .nvml import (
     throttle_reasons,
     to_jsonable,
 )
+from .precision import tf32_settings
 
 # The link classes of `nvidia-smi topo -m`, best first.
 LINK_LEGEND = {
@@ -105,8 +106,9 @@ class SystemInfo(_Record):
     cudnn_version: Any
     nccl_version: Any
     torch_cuda_usable: Any           # True, or NotAvailable(why torch cannot use a GPU)
-    float32_matmul_precision: str    # "highest" = no TF32 for float32 matmuls
-    cudnn_allow_tf32: bool
+    matmul_fp32_precision: str       # "tf32" or "ieee": what float32 matmuls on CUDA compute in
+    conv_fp32_precision: str         # the same for cuDNN convolutions
+    tf32_api: str                    # "fp32_precision" (torch's current API) or "allow_tf32"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -334,7 +336,8 @@ def topology(gpus: list[GpuInfo], nvml: Any = None) -> Topology:
 
 
 def system_info(nvml: Any = None) -> SystemInfo:
-    """Driver, CUDA, cuDNN and NCCL versions, and torch's float32 matmul settings."""
+    """Driver, CUDA, cuDNN and NCCL versions, and torch's TF32 settings (read whichever API
+    set them)."""
     cpu_build = NotAvailable(f"torch {torch.__version__} is a CPU-only build")
     try:
         nccl = ".".join(map(str, torch.cuda.nccl.version()))
@@ -349,8 +352,7 @@ def system_info(nvml: Any = None) -> SystemInfo:
         cudnn_version=torch.backends.cudnn.version() or NotAvailable("torch has no cuDNN"),
         nccl_version=nccl,
         torch_cuda_usable=True if HAS_CUDA else NotAvailable(why_unavailable("cuda")),
-        float32_matmul_precision=torch.get_float32_matmul_precision(),
-        cudnn_allow_tf32=bool(torch.backends.cudnn.allow_tf32),
+        **tf32_settings(),
     )
 
 

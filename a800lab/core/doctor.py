@@ -35,6 +35,18 @@ _THROTTLE_HINTS = {
 }
 
 
+# How to turn TF32 on, per torch API (SystemInfo.tf32_api). torch asks not to mix the two: its
+# legacy getters raise once the fp32_precision settings hold a value they cannot express.
+_TF32_HOWTO = {
+    "fp32_precision": "set torch.backends.cuda.matmul.fp32_precision = 'tf32' (and "
+                      "torch.backends.cudnn.conv.fp32_precision = 'tf32' for convolutions); use "
+                      "these settings only, not torch.set_float32_matmul_precision or allow_tf32, "
+                      "which torch keeps for older code.",
+    "allow_tf32": "call torch.set_float32_matmul_precision('high') (and set "
+                  "torch.backends.cudnn.allow_tf32 = True for convolutions).",
+}
+
+
 def build_report(nvml: Any = None, cuda_properties: list | None = None) -> dict:
     """Collect system, CPU, GPU and topology facts plus advice lines into one JSON-ready dict."""
     gpus = discover_gpus(nvml=nvml, cuda_properties=cuda_properties)
@@ -148,13 +160,11 @@ def advice(report: dict) -> list[str]:
                      f"{system['torch_cuda_usable']['reason']}.")
     ampere = [g["index"] for g in gpus
               if (_version(_num(g["compute_capability"])) or (0,)) >= (8, 0)]
-    if ampere and system["float32_matmul_precision"] == "highest":
+    if ampere and system["matmul_fp32_precision"] == "ieee":
         lines.append(
-            f"TF32 is off for float32 matmuls (torch.get_float32_matmul_precision() == 'highest')"
-            f" although GPU(s) {','.join(map(str, ampere))} have TF32 TensorCores: float32 "
-            "matmuls run several times slower. If ~1e-3 relative error is fine, call "
-            "torch.set_float32_matmul_precision('high') (or set "
-            "torch.backends.cuda.matmul.allow_tf32 = True).")
+            f"TF32 is off for float32 matmuls although GPU(s) {','.join(map(str, ampere))} have "
+            "TF32 TensorCores: float32 matmuls run several times slower. If ~1e-3 relative error "
+            f"is fine, {_TF32_HOWTO[system['tf32_api']]}")
     built, supported = _version(_num(system["torch_cuda_version"])), _version(
         _num(system["cuda_driver_version"]))
     if built and supported and built > supported:
@@ -209,8 +219,8 @@ def format_report(report: dict) -> str:
     out = [
         f"Driver {_fmt(s['driver_version'])} (CUDA {_fmt(s['cuda_driver_version'])}) | torch "
         f"{s['torch_version']} (CUDA {_fmt(s['torch_cuda_version'])}, cuDNN "
-        f"{_fmt(s['cudnn_version'])}, NCCL {_fmt(s['nccl_version'])}) | float32 matmul "
-        f"precision {s['float32_matmul_precision']}",
+        f"{_fmt(s['cudnn_version'])}, NCCL {_fmt(s['nccl_version'])}) | float32 on GPU: matmul "
+        f"{s['matmul_fp32_precision']}, conv {s['conv_fp32_precision']}",
         f"CPU {c['model']}: {c['logical_cores']} logical / {_fmt(c['physical_cores'])} physical "
         f"cores, {_fmt(c['numa_nodes'])} NUMA node(s), {_fmt(c['memory_total_bytes'], 2**30)} "
         f"GiB RAM, torch {c['torch_threads']} threads, ISA {c['isa']}",

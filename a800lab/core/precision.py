@@ -5,6 +5,7 @@
     check_supported(prec, "cuda")               # ValueError saying why and what to use instead
     with matmul_precision("tf32"):              # fp32 tensors, TF32 tensor-core math inside
         c = a @ b
+    tf32_settings()    # {"matmul_fp32_precision": "ieee", "conv_fp32_precision": "tf32", ...}
 
 `Precision.rtol` is the largest relative Frobenius error ||C - C_ref|| / ||C_ref|| accepted for a
 product of N(0, 1) inputs with inner dimension K <= 65536, where C_ref is the float64 product of
@@ -120,30 +121,105 @@ def check_supported(precision: str | Precision, device: str = "auto",
         raise ValueError(reason)
 
 
+# torch's fp32_precision settings (torch.backends.cuda.matmul / cudnn.conv); older torch has only
+# the allow_tf32 flags and torch.set_float32_matmul_precision.
+_FP32_PRECISION_API = hasattr(torch.backends.cuda.matmul, "fp32_precision")
+
+
+def tf32_settings() -> dict[str, str]:
+    """What float32 matmuls and cuDNN convolutions on CUDA use now; never raises.
+
+    {"matmul_fp32_precision": "tf32" | "ieee", "conv_fp32_precision": "tf32" | "ieee",
+     "tf32_api": "fp32_precision" | "allow_tf32"}: the API this torch offers. With the
+    fp32_precision API it reads torch.backends.cuda.matmul.fp32_precision and
+    torch.backends.cudnn.conv.fp32_precision, which answer whichever API set them; the legacy
+    getters (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32) raise
+    RuntimeError once the new API holds a value they cannot express.
+    """
+    if _FP32_PRECISION_API:
+        matmul = torch.backends.cuda.matmul.fp32_precision
+        conv = torch.backends.cudnn.conv.fp32_precision
+        api = "fp32_precision"
+    else:
+        matmul = "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"
+        conv = "tf32" if torch.backends.cudnn.allow_tf32 else "ieee"
+        api = "allow_tf32"
+    # "none" (nothing set anywhere up torch's chain of settings) computes in IEEE fp32
+    return {"matmul_fp32_precision": "tf32" if matmul == "tf32" else "ieee",
+            "conv_fp32_precision": "tf32" if conv == "tf32" else "ieee", "tf32_api": api}
+
+
+def _own_fp32_precision(setting: object, parent: object, parent_own: str) -> str:
+    """What `setting.fp32_precision` holds itself: "none" when it inherits from `parent`.
+
+    torch reports a setting left at "none" with its parent's value. When the two agree, move the
+    parent for a moment and see whether the setting follows; then put back `parent_own` (what
+    the parent holds itself), so nothing changes.
+    """
+    value = setting.fp32_precision
+    if value == "none" or value != parent.fp32_precision:
+        return value
+    parent.fp32_precision = "ieee" if value == "tf32" else "tf32"
+    follows = setting.fp32_precision != value
+    parent.fp32_precision = parent_own
+    return "none" if follows else value
+
+
+def _set_fp32_precision(mode: str) -> Callable[[], None]:
+    """Set matmul and conv fp32_precision to `mode` ("tf32"/"ieee") where they differ; returns
+    the function that puts back exactly what was there."""
+    # torch's chain of settings: generic (torch.backends) <- "cuda"/"all" (torch.backends.cudnn)
+    # <- matmul / conv. Writing back an inherited value would pin it, so that a later change of
+    # the parent no longer reached it: write back what each setting held itself.
+    generic, cuda_all = torch.backends, torch.backends.cudnn
+    cuda_all_own = _own_fp32_precision(cuda_all, generic, generic.fp32_precision)
+    undo = []
+    for setting in (torch.backends.cuda.matmul, torch.backends.cudnn.conv):
+        if (setting.fp32_precision == "tf32") == (mode == "tf32"):
+            continue  # already computes this way: leave it untouched
+        undo.append((setting, _own_fp32_precision(setting, cuda_all, cuda_all_own)))
+        setting.fp32_precision = mode
+
+    def restore() -> None:
+        for setting, value in reversed(undo):
+            setting.fp32_precision = value
+
+    return restore
+
+
+def _set_allow_tf32(tf32: bool) -> Callable[[], None]:
+    """The same through the legacy flags (torch without fp32_precision)."""
+    matmul_before = torch.get_float32_matmul_precision()  # "highest", "high" or "medium"
+    cudnn_before = torch.backends.cudnn.allow_tf32
+    if (matmul_before != "highest") != tf32:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+    if cudnn_before != tf32:
+        torch.backends.cudnn.allow_tf32 = tf32
+
+    def restore() -> None:
+        torch.backends.cudnn.allow_tf32 = cudnn_before
+        torch.set_float32_matmul_precision(matmul_before)  # keeps "medium" as "medium"
+
+    return restore
+
+
 @contextlib.contextmanager
 def matmul_precision(precision: str | Precision) -> Iterator[Precision]:
     """Allow TF32 for fp32 matmuls and convolutions only when `precision` is tf32; restore after.
 
-    Uses torch's fp32_precision settings where they exist (torch >= 2.9; mixing them with the
-    legacy allow_tf32 flags raises in torch), else the legacy flags.
+    Uses torch's fp32_precision settings where they exist (mixing them with the legacy
+    allow_tf32 flags makes torch's legacy getters raise), else the legacy flags. Afterwards
+    every setting is what it was, through whichever API the caller had used.
     """
     prec = parse_precision(precision)
-    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
-    if hasattr(matmul, "fp32_precision"):
-        mode = "tf32" if prec.tf32 else "ieee"
-        saved = (matmul.fp32_precision, cudnn.conv.fp32_precision)
-        matmul.fp32_precision, cudnn.conv.fp32_precision = mode, mode
-        try:
-            yield prec
-        finally:
-            matmul.fp32_precision, cudnn.conv.fp32_precision = saved
+    if _FP32_PRECISION_API:
+        restore = _set_fp32_precision("tf32" if prec.tf32 else "ieee")
     else:
-        saved = (matmul.allow_tf32, cudnn.allow_tf32)
-        matmul.allow_tf32, cudnn.allow_tf32 = prec.tf32, prec.tf32
-        try:
-            yield prec
-        finally:
-            matmul.allow_tf32, cudnn.allow_tf32 = saved
+        restore = _set_allow_tf32(prec.tf32)
+    try:
+        yield prec
+    finally:
+        restore()
 
 
 @dataclass(frozen=True)

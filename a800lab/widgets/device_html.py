@@ -235,8 +235,9 @@ def system_html(report: dict) -> str:
             f"{html.escape(str(s['torch_version']))} (CUDA "
             f"{html.escape(cell_text(s['torch_cuda_version']))}, cuDNN "
             f"{html.escape(cell_text(s['cudnn_version']))}, NCCL "
-            f"{html.escape(cell_text(s['nccl_version']))}) | float32 matmul precision "
-            f"{html.escape(str(s['float32_matmul_precision']))}</p>")
+            f"{html.escape(cell_text(s['nccl_version']))}) | float32 on GPU: matmul "
+            f"{html.escape(str(s['matmul_fp32_precision']))}, conv "
+            f"{html.escape(str(s['conv_fp32_precision']))}</p>")
 
 
 def no_gpu_html(report: dict) -> str:
