@@ -120,3 +120,38 @@ def test_point_runs_inside_a_sweep(monkeypatch):
     wrong = run_sweep(matmul_point, {"m": [32]}, fixed={"n": 32, "k": 32, "device": "cpu"},
                       workload="matmul", device="cpu")
     assert wrong.records[0].outcome == "wrong" and wrong.records[0].throughput is None
+
+
+def test_numpy_integers_are_dimensions():
+    import numpy as np
+
+    spec = MatmulSpec(np.int64(64), np.int32(32), 16, backend="triton", block_m=np.int64(64))
+    assert (spec.m, spec.n, spec.block_m) == (64, 32, 64) and type(spec.m) is int
+    assert spec == MatmulSpec(64, 32, 16, backend="triton", block_m=64)
+
+
+def test_a_point_that_cannot_fit_is_an_oom_record_without_allocating(monkeypatch):
+    from a800lab.core import memory as memory_mod
+    from a800lab.core.operands import needed_bytes
+
+    allocated = []
+    monkeypatch.setattr(memory_mod, "available_bytes", lambda device: 8 * 2**30)
+    monkeypatch.setattr("a800lab.workloads.matmul.make_operands",
+                        lambda *a, **k: allocated.append(a))
+    res = run_sweep(matmul_point, {"m": [50000]}, fixed={"n": 50000, "k": 50000},
+                    device="cpu")
+    record = res.records[0]
+    assert record.outcome == "oom" and allocated == []
+    assert record.message.startswith("out of memory (not attempted): a 50000x50000x50000 fp32")
+    assert "needs 65.96 GiB, cpu has 8.00 GiB available" in record.message
+    assert needed_bytes(50000, 50000, 50000, "fp32") > 3 * 50000**2 * 4  # operands and check
+
+
+def test_cpu_slowdown_note_names_the_missing_instructions(monkeypatch):
+    from a800lab.workloads import matmul as matmul_mod
+
+    assert matmul_mod.cpu_slowdown_note("fp32") == ""
+    monkeypatch.setattr(matmul_mod.torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    note = matmul_mod.cpu_slowdown_note("bfloat16")
+    assert note.startswith("bf16 on this CPU (torch capability AVX2, no usable "
+                           "avx512_bf16/amx_bf16)")

@@ -10,7 +10,9 @@ from a800lab.core.results import (
     Record,
     append_record,
     load_results,
+    new_run_id,
     read_records,
+    records_to_frame,
 )
 
 
@@ -110,3 +112,72 @@ def test_non_finite_metrics_are_stored_as_null(tmp_path):
     append_record(path, Record(workload="w", params={"x": 1}, outcome="wrong",
                                metrics={"rel_error": float("nan")}))
     assert read_records(path)[0].metrics["rel_error"] is None
+
+
+def test_a_complete_last_line_without_newline_is_kept_when_appending(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    append_record(path, ok_record(8))
+    append_record(path, ok_record(16))
+    path.write_bytes(path.read_bytes().rstrip(b"\n"))  # an editor dropped the final newline
+    assert [r.params["m"] for r in read_records(path)] == [8, 16]  # resume counts it as done
+    append_record(path, ok_record(24))
+    assert [r.params["m"] for r in read_records(path)] == [8, 16, 24]
+    assert path.read_text().count("\n") == 3
+
+
+@pytest.mark.parametrize("line", ["[1, 2]", '"text"', "42", "null"])
+def test_a_line_that_is_not_an_object_names_file_and_line(tmp_path, line):
+    path = tmp_path / "runs.jsonl"
+    path.write_text(ok_record(1).to_json() + "\n" + line + "\n")
+    with pytest.raises(ValueError, match=r"runs.jsonl:2: malformed result record: expected a "
+                                         r"JSON object"):
+        read_records(path)
+
+
+def test_a_file_that_is_not_utf8_is_named(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    path.write_bytes(ok_record(1).to_json().encode() + b"\n\xff\xfe binary\n")
+    with pytest.raises(ValueError, match=r"runs.jsonl:2: not UTF-8 text"):
+        read_records(path)
+
+
+@pytest.mark.parametrize("field, value", [("time_ms", 3.5), ("time_ms", ["a"]),
+                                          ("memory", [1]), ("params", "m=1"),
+                                          ("memory", {"peak_allocated_bytes": "x"})])
+def test_a_record_with_wrongly_typed_fields_is_refused_on_load(tmp_path, field, value):
+    d = json.loads(ok_record(1).to_json())
+    d[field] = value
+    path = tmp_path / "runs.jsonl"
+    path.write_text(json.dumps(d) + "\n")
+    with pytest.raises(ValueError, match=rf"runs.jsonl:1: malformed result record: .*{field}"):
+        read_records(path)
+
+
+def test_schema_1_files_still_load(tmp_path):
+    d = json.loads(ok_record(1).to_json())
+    for new_field in ("run_id", "noise", "conditions"):
+        del d[new_field]
+    d["schema_version"] = 1
+    path = tmp_path / "old.jsonl"
+    path.write_text(json.dumps(d) + "\n")
+    df = load_results(path)
+    assert df.loc[0, "run_id"] == "" and not df.loc[0, "noisy"]
+    assert math.isnan(df.loc[0, "torch_threads"])
+
+
+def test_frame_has_run_noise_and_thread_columns():
+    record = ok_record(1, run_id="r1", noise={"noisy": True, "iqr_ms": 1.0,
+                                              "reasons": ["spread", "oversubscribed"]},
+                       conditions={"torch_threads": 2})
+    df = records_to_frame([record, ok_record(2)])
+    assert list(df["run_id"]) == ["r1", ""] and list(df["noisy"]) == [True, False]
+    assert df.loc[0, "noise_reason"] == "spread; oversubscribed"
+    assert df.loc[0, "torch_threads"] == 2
+
+
+def test_run_ids_sort_by_start_time():
+    import time
+
+    first = new_run_id()
+    time.sleep(0.002)
+    assert new_run_id() > first

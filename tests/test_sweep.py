@@ -7,12 +7,13 @@ import sys
 import textwrap
 import time
 
+import numpy as np
 import pytest
 import torch
 
 from a800lab.core import sweep as sweep_mod
 from a800lab.core.cancel import CancelToken
-from a800lab.core.results import read_records
+from a800lab.core.results import load_results, read_records
 from a800lab.core.sweep import grid, run_sweep
 from a800lab.core.timing import Timing
 
@@ -181,3 +182,190 @@ def test_a_real_host_allocation_failure_is_an_oom_record():
     res = run_sweep(allocate, {"nbytes": [1024, 2**60, 2048]}, device="cpu")
     assert [r.outcome for r in res.records] == ["ok", "oom", "ok"]
     assert "allocate" in res.records[1].message
+
+
+# ---- the sweep's device reaches the workload --------------------------------------------------
+def test_a_point_function_that_takes_device_gets_the_sweeps_device():
+    seen = []
+
+    def fn(m, device="auto"):
+        seen.append(device)
+        return point(m)
+
+    run_sweep(fn, {"m": [1]}, device="cpu")
+    run_sweep(fn, {"m": [1], "device": ["cpu"]}, device="cpu")  # a swept device is the user's
+    assert seen == ["cpu", "cpu"]
+
+
+class _NoWindow:
+    """A PointWindow stand-in for a device this CPU machine does not have."""
+
+    def __init__(self, device, sampler=None):
+        self.device = device
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def memory(self):
+        return {}
+
+    def telemetry(self):
+        return None
+
+    def conditions(self):
+        return {}
+
+
+def test_a_point_function_without_device_runs_inside_that_device(monkeypatch):
+    entered, seen = [], []
+
+    class Recorder:
+        def __init__(self, device):
+            self.device = device
+
+        def __enter__(self):
+            entered.append(self.device)
+
+        def __exit__(self, *exc):
+            entered.append("exit")
+
+    monkeypatch.setattr(sweep_mod, "resolve_device", lambda device: device)
+    monkeypatch.setattr(sweep_mod, "PointWindow", _NoWindow)
+    monkeypatch.setattr(sweep_mod, "_cuda_device", Recorder)
+
+    def fn(m):
+        seen.append(list(entered))
+        return point(m)
+
+    run_sweep(fn, {"m": [1]}, device="cuda:1")
+    assert seen == [["cuda:1"]] and entered == ["cuda:1", "exit"]
+
+
+# ---- out of memory: freed once the traceback is gone ------------------------------------------
+def test_memory_of_an_oom_point_is_dead_when_it_is_freed(monkeypatch):
+    import weakref
+
+    refs, dead_when_freed = [], []
+    real_free = sweep_mod.free_after_oom
+
+    def checking_free():
+        dead_when_freed.append(refs[0]() is None)
+        real_free()
+
+    monkeypatch.setattr(sweep_mod, "free_after_oom", checking_free)
+
+    def fn(m):
+        held = torch.ones(1024, 1024)  # what the point holds when it runs out of memory
+        refs.append(weakref.ref(held))
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 60.00 GiB")
+
+    res = run_sweep(fn, {"m": [1]})
+    assert res.records[0].outcome == "oom"
+    assert dead_when_freed == [True]  # freed after the except block, not inside it
+
+
+# ---- whatever a workload raises or returns, the sweep goes on ---------------------------------
+def test_system_exit_from_a_workload_is_an_error_record():
+    def fn(m):
+        if m == 2:
+            raise SystemExit(2)  # argparse inside a user's code
+        return point(m)
+
+    res = run_sweep(fn, {"m": [1, 2, 3]})
+    assert [r.outcome for r in res.records] == ["ok", "error", "ok"]
+    assert res.records[1].message == "SystemExit: 2"
+
+
+def test_keyboard_interrupt_still_stops_the_sweep():
+    def fn(m):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(fn, {"m": [1]})
+
+
+@pytest.mark.parametrize("bad, why", [
+    ({"time_ms": 3.5}, "time_ms"),
+    ({"time_ms": ["fast", "slow"]}, "time_ms"),
+    ({"time_ms": [1.0, float("nan")]}, "time_ms"),
+    ({"memory": 12}, "memory"),
+    ({"memory": {"peak_allocated_bytes": "lots"}}, "memory"),
+    ({"timing": [1.0, 2.0]}, "timing"),
+    ({"telemetry": "hot"}, "telemetry"),
+])
+def test_a_malformed_result_is_an_error_record_and_the_sweep_goes_on(tmp_path, bad, why):
+    out = tmp_path / "runs.jsonl"
+
+    def fn(m):
+        return {"throughput": 1.0, **bad} if m == 2 else point(m)
+
+    res = run_sweep(fn, {"m": [1, 2, 3]}, out=out)
+    assert [r.outcome for r in res.records] == ["ok", "error", "ok"]
+    assert "unusable workload result" in res.records[1].message and why in res.records[1].message
+    df = load_results(out)  # the file and the frame still build
+    assert list(df["outcome"]) == ["ok", "error", "ok"]
+
+
+@pytest.mark.parametrize("value", [np.float32(2.5), np.float64(2.5), np.int64(2),
+                                   torch.tensor(2.5), np.array(2.5)])
+def test_numpy_scalars_and_0d_tensors_are_throughputs(value):
+    res = run_sweep(lambda m: {"throughput": value, "time_ms": [np.float32(1.0)]}, {"m": [1]})
+    record = res.records[0]
+    assert record.outcome == "ok" and record.throughput == pytest.approx(float(value))
+    assert type(record.throughput) is float and record.time_ms == (1.0,)
+
+
+def test_duplicate_axis_values_are_measured_once():
+    calls = []
+    res = run_sweep(lambda m: calls.append(m) or point(m), {"m": [64, 64, 128, 64]})
+    assert calls == [64, 128] and res.total == 2
+    assert grid({"m": [[1, 2], [1, 2]]}) == [{"m": [1, 2]}]  # unhashable values too
+
+
+def test_an_empty_or_unwritable_out_is_refused_before_running(tmp_path):
+    calls = []
+    fn = lambda m: calls.append(m) or point(m)  # noqa: E731
+    with pytest.raises(ValueError, match="results path is empty"):
+        run_sweep(fn, {"m": [1]}, out="")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(ValueError, match="is a file, not a folder"):
+        run_sweep(fn, {"m": [1]}, out=blocker / "runs.jsonl")
+    with pytest.raises(ValueError, match="cannot write results to '/proc/runs.jsonl'"):
+        run_sweep(fn, {"m": [1]}, out="/proc/runs.jsonl")  # refused even to root
+    assert calls == [] and not (blocker.parent / "runs.jsonl").exists()
+
+
+# ---- runs, threads and noise ------------------------------------------------------------------
+def test_each_sweep_is_one_run_with_its_own_id(tmp_path):
+    out = tmp_path / "runs.jsonl"
+    first = run_sweep(point, {"m": [1, 2]}, out=out)
+    second = run_sweep(point, {"m": [1, 2]}, out=out, resume=False)
+    assert first.run_id and second.run_id and first.run_id < second.run_id  # sorts by start
+    assert [r.run_id for r in read_records(out)] == [first.run_id] * 2 + [second.run_id] * 2
+    assert run_sweep(point, {"m": [1]}, run_id="mine").records[0].run_id == "mine"
+
+
+def test_torch_threads_apply_during_the_sweep_and_are_restored():
+    before, seen = torch.get_num_threads(), []
+    res = run_sweep(lambda m: seen.append(torch.get_num_threads()) or point(m), {"m": [1]},
+                    device="cpu", torch_threads=1)
+    assert seen == [1] and res.records[0].conditions["torch_threads"] == 1
+    assert torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="torch_threads=0"):
+        run_sweep(point, {"m": [1]}, torch_threads=0)
+
+
+def test_noise_verdict_is_stored_with_the_record():
+    def fn(m):
+        times = [1.0, 1.0, 1.0, 1.0, 1.0] if m == 1 else [1.0, 3.0, 1.0, 5.0, 1.2]
+        return {"throughput": 1.0, "time_ms": times}
+
+    clean, noisy = run_sweep(fn, {"m": [1, 2]}, device="cpu").records
+    assert clean.noise["noisy"] is False and clean.noise["iqr_ms"] == 0
+    assert noisy.noise["noisy"] is True and noisy.noise["iqr_ms"] == pytest.approx(2.0)
+    assert any("IQR" in reason for reason in noisy.noise["reasons"])
+    assert run_sweep(lambda m: {"throughput": 1.0}, {"m": [1]}).records[0].noise == {}

@@ -92,3 +92,73 @@ def test_single_sample_statistics_and_dict():
     assert t.iqr_ms == 0 and not t.noisy
     d = t.to_dict()
     assert d["samples_ms"] == [2.0] and d["median_ms"] == 2.0
+
+
+@pytest.mark.parametrize("name", ["budget_s", "warmup_s"])
+@pytest.mark.parametrize("value", [-1, float("nan"), float("inf")])
+def test_budgets_must_be_finite_and_non_negative(name, value):
+    with pytest.raises(ValueError, match=rf"{name}=.* must be a finite number of seconds"):
+        measure(lambda: None, device="cpu", **{name: value})
+
+
+class RecordingCuda:
+    """A stand-in for torch.cuda that logs every call with the device current at that moment."""
+
+    def __init__(self):
+        self.log = []
+        self.current = "cuda:0"
+
+    def device(self, device):
+        cuda = self
+
+        class Guard:
+            def __enter__(self):
+                cuda.saved, cuda.current = cuda.current, device
+
+            def __exit__(self, *exc):
+                cuda.current = cuda.saved
+
+        return Guard()
+
+    def Event(self, enable_timing=False):  # noqa: N802 - torch's name
+        cuda = self
+        assert enable_timing
+
+        class Event:
+            def record(self):
+                cuda.log.append(("record", self.name, cuda.current))
+
+            def elapsed_time(self, end):
+                cuda.log.append(("elapsed_time", self.name, cuda.current))
+                return 1.5
+
+        event = Event()
+        event.name = f"event{sum(e[0] == 'new event' for e in self.log)}"
+        self.log.append(("new event", event.name, self.current))
+        return event
+
+    def synchronize(self, device=None):
+        self.log.append(("synchronize", device, self.current))
+
+
+def test_time_cuda_orders_flush_events_and_sync_on_the_timed_device():
+    from a800lab.core.timing import _time_cuda
+
+    cuda = RecordingCuda()
+
+    class Flush:
+        def zero_(self):
+            cuda.log.append(("flush", None, cuda.current))
+
+    samples = _time_cuda(lambda: cuda.log.append(("fn", None, cuda.current)), "cuda:3", 2,
+                         Flush(), None, cuda=cuda)
+    assert samples == [1.5, 1.5]
+    steps = [(what, name) for what, name, _ in cuda.log if what != "new event"]
+    assert steps == [
+        ("flush", None), ("record", "event0"), ("fn", None), ("record", "event1"),
+        ("flush", None), ("record", "event2"), ("fn", None), ("record", "event3"),
+        ("synchronize", "cuda:3"),
+        ("elapsed_time", "event0"), ("elapsed_time", "event2")]
+    # everything up to the sync happens with the timed device current
+    assert {device for what, _, device in cuda.log if what != "elapsed_time"} == {"cuda:3"}
+    assert cuda.current == "cuda:0"  # restored afterwards

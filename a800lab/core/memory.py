@@ -1,51 +1,116 @@
-"""Memory readings around a measured point, and out-of-memory handling.
+"""Memory around a measured point: the workload's own peak, capacity, and out-of-memory handling.
 
-    reset_peak("cuda"); run(); mem = read_memory("cuda")   # peak_allocated_bytes, ...
+    probe = probe_for("cuda:0")            # MemoryProbe: current_bytes / reset_peak / peak_bytes
+    base = probe.current_bytes()           # before the point: what the process already holds
+    probe.reset_peak(); run(); peak = probe.peak_bytes() - base   # the workload's own peak
+    read_memory("cuda:0")                  # capacity_bytes, free_bytes
+    check_fits(3 * 2**30, "cpu", what="a 32768^3 fp32 matmul")   # WontFit before allocating
     except Exception as exc:
-        if is_oom(exc): free_after_oom()                  # an OOM is a result, not a crash
+        if is_oom(exc): ...                # an OOM is a result, not a crash; free memory *after*
+    free_after_oom()                       # leaving the except block (the traceback pins tensors)
 
-On CUDA the peaks come from torch's caching allocator (allocated = live tensors, reserved =
-what the allocator holds from the driver). On CPU torch keeps no allocator statistics, so peaks
-are None and the process's resident set size is reported instead (`rss_bytes`).
+On CUDA the probe reads torch's caching allocator (allocated = live tensors). On CPU it reads the
+process's resident set from /proc/self/status: VmRSS now, and VmHWM (the peak), which writing "5"
+to /proc/self/clear_refs resets (Linux >= 4.0); freed heap memory is handed back (glibc
+malloc_trim) before each reading so that RSS counts what is live. RSS counts every thread of the
+process and one-time initialisation (torch's first CPU kernels), so a CPU peak is approximate to
+a few MiB; where /proc is missing the CPU probe reads None.
 """
 
 from __future__ import annotations
 
+import ctypes
 import gc
-import os
+from dataclasses import dataclass
 
 import torch
-
-
-def reset_peak(device: str) -> None:
-    """Start a new peak-memory window on `device` (no-op on CPU)."""
-    if device.startswith("cuda"):
-        torch.cuda.reset_peak_memory_stats(device)
-
-
-def read_memory(device: str) -> dict:
-    """Peak allocated/reserved bytes since reset_peak, device capacity and free bytes."""
-    if device.startswith("cuda"):
-        free_bytes, capacity_bytes = torch.cuda.mem_get_info(device)
-        return {
-            "peak_allocated_bytes": torch.cuda.max_memory_allocated(device),
-            "peak_reserved_bytes": torch.cuda.max_memory_reserved(device),
-            "capacity_bytes": capacity_bytes,
-            "free_bytes": free_bytes,
-        }
-    meminfo = _proc_meminfo()
-    return {
-        "peak_allocated_bytes": None,
-        "peak_reserved_bytes": None,
-        "capacity_bytes": meminfo.get("MemTotal"),
-        "free_bytes": meminfo.get("MemAvailable"),
-        "rss_bytes": _rss_bytes(),
-    }
-
 
 # How allocation failures read: CUDA ("CUDA out of memory"), torch's CPU allocator ("can't
 # allocate memory", "not enough memory"), cuBLAS/cuDNN ("CUBLAS_STATUS_ALLOC_FAILED").
 _OOM_MESSAGES = ("out of memory", "can't allocate memory", "not enough memory", "alloc_failed")
+GIB = 2**30
+
+
+class WontFit(MemoryError):
+    """A point that needs more memory than the device has free; raised before allocating."""
+
+
+@dataclass(frozen=True)
+class MemoryProbe:
+    """Reads one device's memory: bytes in use now, and the peak since reset_peak()."""
+
+    device: str
+
+    @property
+    def on_cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+    @property
+    def kind(self) -> str:
+        """What the bytes are: "allocated" (CUDA live tensors) or "rss" (CPU resident set)."""
+        return "allocated" if self.on_cuda else "rss"
+
+    def current_bytes(self) -> int | None:
+        if self.on_cuda:
+            return torch.cuda.memory_allocated(self.device)
+        _trim_heap()
+        return _proc_status().get("VmRSS")
+
+    def reset_peak(self) -> bool:
+        """Start a new peak window; False when this host cannot (the peak is then unknown)."""
+        if self.on_cuda:
+            torch.cuda.reset_peak_memory_stats(self.device)
+            return True
+        _trim_heap()
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")  # resets VmHWM to the current RSS
+        except OSError:
+            return False
+        return True
+
+    def peak_bytes(self) -> int | None:
+        if self.on_cuda:
+            return torch.cuda.max_memory_allocated(self.device)
+        return _proc_status().get("VmHWM")
+
+    def peak_reserved_bytes(self) -> int | None:
+        """CUDA only: the most the caching allocator held from the driver (cached blocks too)."""
+        return torch.cuda.max_memory_reserved(self.device) if self.on_cuda else None
+
+
+def probe_for(device: str) -> MemoryProbe:
+    """The memory probe of `device` ("cpu" or "cuda[:N]")."""
+    return MemoryProbe(device)
+
+
+def read_memory(device: str) -> dict:
+    """Capacity and free bytes of `device` (CPU: MemTotal and MemAvailable)."""
+    free_bytes, capacity_bytes = available_bytes(device), None
+    if device.startswith("cuda"):
+        capacity_bytes = torch.cuda.mem_get_info(device)[1]
+    else:
+        capacity_bytes = _proc_meminfo().get("MemTotal")
+    return {"capacity_bytes": capacity_bytes, "free_bytes": free_bytes}
+
+
+def available_bytes(device: str) -> int | None:
+    """Bytes a new allocation could get: CUDA free memory plus the allocator's unused cache;
+    on CPU the kernel's MemAvailable. None when unknown."""
+    if device.startswith("cuda"):
+        free, _ = torch.cuda.mem_get_info(device)
+        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        return free + cached
+    return _proc_meminfo().get("MemAvailable")
+
+
+def check_fits(needed_bytes: int, device: str, *, what: str) -> None:
+    """Raise WontFit (an out-of-memory result) when `needed_bytes` exceed what `device` has
+    available, so an impossible point is recorded as "oom" without allocating anything."""
+    available = available_bytes(device)
+    if available is not None and needed_bytes > available:
+        raise WontFit(f"out of memory (not attempted): {what} needs {needed_bytes / GIB:.2f} GiB, "
+                      f"{device} has {available / GIB:.2f} GiB available; use a smaller size")
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -57,29 +122,50 @@ def is_oom(exc: BaseException) -> bool:
 
 
 def free_after_oom() -> None:
-    """Drop garbage and the allocator's cached blocks so the next point starts clean."""
+    """Drop garbage and the allocator's cached blocks so the next point starts clean.
+
+    Call it after the except block has ended: inside it the traceback still references the
+    failed point's frames and their tensors, so nothing could be freed.
+    """
     gc.collect()
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.empty_cache()
 
 
-def _proc_meminfo() -> dict[str, int]:
+def _trim_heap() -> None:
+    """Hand memory the C allocator keeps after frees back to the kernel (glibc malloc_trim), so
+    the resident set counts what is live; a no-op where glibc is not the allocator."""
+    global _malloc_trim
+    if _malloc_trim is None:
+        try:
+            _malloc_trim = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _malloc_trim = False
+    if _malloc_trim:
+        _malloc_trim(0)
+
+
+_malloc_trim = None
+
+
+def _read_kib_file(path: str) -> dict[str, int]:
+    """`Key: <n> kB` lines of a /proc file as bytes; {} when the file cannot be read."""
     out: dict[str, int] = {}
     try:
-        with open("/proc/meminfo") as f:
+        with open(path) as f:
             for line in f:
                 key, _, rest = line.partition(":")
                 parts = rest.split()
                 if parts and parts[0].isdigit():
-                    out[key] = int(parts[0]) * 1024  # values are in kB
+                    out[key] = int(parts[0]) * 1024  # the kernel writes kB (KiB)
     except OSError:
         pass
     return out
 
 
-def _rss_bytes() -> int | None:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
+def _proc_meminfo() -> dict[str, int]:
+    return _read_kib_file("/proc/meminfo")
+
+
+def _proc_status() -> dict[str, int]:
+    return _read_kib_file("/proc/self/status")

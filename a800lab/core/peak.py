@@ -28,11 +28,11 @@ from .backends import resolve_device
 from .cancel import CancelToken
 from .environment import cpu_model
 from .memory import free_after_oom, is_oom
+from .operands import make_operands
 from .precision import (
     FP8_MULTIPLE,
     PRECISIONS,
     Precision,
-    make_operands,
     matmul_precision,
     parse_precision,
     unsupported_reason,

@@ -7,15 +7,24 @@
 
 Loading skips a torn last line (a writer killed mid-line) with a warning; any other malformed
 line is an error naming the file and line. Appending after a torn line first cuts the torn
-fragment off, so the file stays valid. JSON only, never pickle.
+fragment off, so the file stays valid; a last line that parses is a record and only gets its
+newline. JSON only, never pickle.
+
+Each record carries the `run_id` of the run that measured it (one per sweep / panel Run, sortable
+by start time), its `noise` verdict (a800lab.core.noise.assess: noisy, iqr_ms, reasons) and the
+`conditions` it ran under (torch threads, usable cores, CPU load). Schema 1 files (before those
+fields) still load.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
+import secrets
 import warnings
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,15 +33,18 @@ import pandas as pd
 
 from .timing import Timing
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (1, 2)
 OUTCOMES = ("ok", "oom", "wrong", "error")
-# rss_bytes: the process's resident set after a CPU point (torch keeps no CPU allocator peaks)
-MEMORY_KEYS = ("peak_allocated_bytes", "peak_reserved_bytes", "capacity_bytes", "rss_bytes")
+# The workload's own peak: peak_allocated_bytes on CUDA (live tensors), peak_rss_bytes on CPU
+# (resident set above the point's start); see a800lab.core.window.
+MEMORY_KEYS = ("peak_allocated_bytes", "peak_reserved_bytes", "peak_rss_bytes",
+               "baseline_allocated_bytes", "baseline_rss_bytes", "capacity_bytes")
 # Frame columns the record itself fills; a workload's params and metrics must not reuse them.
 RESERVED_COLUMNS = frozenset({
     "workload", "outcome", "message", "throughput", "throughput_unit", "time_ms", "median_ms",
     "iqr_ms", "min_ms", "device_name", "fingerprint", "label", "timestamp", "telemetry",
-    "schema_version", *MEMORY_KEYS,
+    "schema_version", "run_id", "noisy", "noise_reason", "torch_threads", *MEMORY_KEYS,
 })
 
 
@@ -46,6 +58,24 @@ def check_param_names(names) -> None:
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def new_run_id() -> str:
+    """A run id that sorts by start time: "20261130T214501.123Z-3f2a"."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%f")[:-3]
+    return f"{stamp}Z-{secrets.token_hex(2)}"
+
+
+def as_number(x) -> float | None:
+    """A real number of any common type (int, float, numpy scalar, 0-d tensor or array) as a
+    float; None for anything else (bools, strings, containers)."""
+    if isinstance(x, bool):
+        return None
+    if isinstance(x, numbers.Real):
+        return float(x)
+    if getattr(x, "ndim", None) == 0 and hasattr(x, "item"):  # 0-d torch tensor / numpy array
+        return as_number(x.item())
+    return None
 
 
 @dataclass(frozen=True)
@@ -65,9 +95,27 @@ class Record:
     env: dict = field(default_factory=dict)
     label: str = ""
     timestamp: str = field(default_factory=_now)
+    run_id: str = ""
+    noise: dict = field(default_factory=dict)
+    conditions: dict = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
+        for name in ("params", "metrics", "memory", "env", "noise", "conditions"):
+            if not isinstance(getattr(self, name), Mapping):
+                raise ValueError(f"{name} must be a dict, got "
+                                 f"{type(getattr(self, name)).__name__}")
+        if self.telemetry is not None and not isinstance(self.telemetry, Mapping):
+            raise ValueError(f"telemetry must be a dict or None, got "
+                             f"{type(self.telemetry).__name__}")
+        if not all(isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t)
+                   and t >= 0 for t in self.time_ms):
+            raise ValueError(f"time_ms must hold finite times >= 0 in milliseconds, got "
+                             f"{list(self.time_ms)[:5]!r}")
+        bad_memory = {k: v for k, v in self.memory.items()
+                      if v is not None and as_number(v) is None}
+        if bad_memory:
+            raise ValueError(f"memory values must be numbers of bytes or None, got {bad_memory}")
         if self.outcome not in OUTCOMES:
             raise ValueError(f"outcome {self.outcome!r} is not one of {OUTCOMES}")
         if self.outcome == "ok":
@@ -96,13 +144,18 @@ class Record:
 
     @classmethod
     def from_dict(cls, d: dict) -> Record:
+        if not isinstance(d, dict):
+            raise ValueError(f"expected a JSON object (a record), got {type(d).__name__}")
         version = d.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise ValueError(f"schema_version {version!r}, this a800lab reads version "
-                             f"{SCHEMA_VERSION}; load it with the a800lab release that wrote it "
-                             "or re-run the sweep")
+        if version not in READABLE_SCHEMA_VERSIONS:
+            raise ValueError(f"schema_version {version!r}, this a800lab reads versions "
+                             f"{READABLE_SCHEMA_VERSIONS}; load it with the a800lab release that "
+                             "wrote it or re-run the sweep")
         d = dict(d)
-        d["time_ms"] = tuple(d.get("time_ms", ()))
+        time_ms = d.get("time_ms", ())
+        if not isinstance(time_ms, list | tuple):
+            raise ValueError(f"time_ms must be a list of milliseconds, got {time_ms!r}")
+        d["time_ms"] = tuple(time_ms)
         known = cls.__dataclass_fields__
         unknown = set(d) - set(known)
         if unknown:
@@ -116,8 +169,9 @@ class Record:
 
 
 def is_positive_number(x) -> bool:
-    """A finite number above zero (bools excluded): what a throughput must be."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+    """A finite real number above zero (bools excluded): what a throughput must be."""
+    value = as_number(x)
+    return value is not None and math.isfinite(value) and value > 0
 
 
 def _finite_or_none(x):
@@ -142,10 +196,35 @@ def _jsonable(x):
 
 
 def _check_path(path: str | os.PathLike) -> Path:
+    if path is None or str(path).strip() == "":
+        raise ValueError("the results path is empty (an unset shell variable?); give a file "
+                         "path such as 'runs.jsonl'")
     p = Path(path)
     if p.is_dir():
         raise ValueError(f"results path {str(p)!r} is a directory; give a file path such as "
                          f"{str(p / 'runs.jsonl')!r}")
+    return p
+
+
+def check_writable(path: str | os.PathLike) -> Path:
+    """Refuse, before anything is measured, a results path that cannot be appended to (tried
+    for real: permission bits do not bind root, and /proc or a read-only mount refuse anyway)."""
+    p = _check_path(path)
+    parent = p.parent
+    while not parent.exists():  # the first existing folder above decides
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"cannot create {str(p)!r}: {str(parent)!r} is a file, not a folder")
+    existed = p.exists()
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        with open(p, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"cannot write results to {str(p)!r}: {exc.strerror or exc}; choose "
+                         "another --out or fix its permissions") from None
+    if not existed:
+        p.unlink()  # leave no empty file behind a sweep that may still be refused
     return p
 
 
@@ -154,15 +233,17 @@ def append_record(path: str | os.PathLike, record: Record) -> None:
     p = _check_path(path)
     line = record.to_json() + "\n"
     p.parent.mkdir(parents=True, exist_ok=True)
-    _cut_torn_tail(p)
+    _mend_tail(p)
     with open(p, "a", encoding="utf-8") as f:
         f.write(line)
         f.flush()
         os.fsync(f.fileno())
 
 
-def _cut_torn_tail(p: Path) -> None:
-    """A file not ending in a newline was cut mid-record by a killed writer: drop the fragment."""
+def _mend_tail(p: Path) -> None:
+    """Make the file end in a newline before appending. A last line that parses is a complete
+    record missing only its newline (an editor, a copy): it gets one. Anything else was cut
+    mid-record by a killed writer: that fragment is dropped, with a warning."""
     if not p.exists() or p.stat().st_size == 0:
         return
     with open(p, "rb+") as f:
@@ -172,9 +253,14 @@ def _cut_torn_tail(p: Path) -> None:
         f.seek(0)
         content = f.read()
         keep = content.rfind(b"\n") + 1
-        warnings.warn(f"{p}: dropping a torn last line ({len(content) - keep} bytes) left by an "
-                      "interrupted writer", stacklevel=3)
-        f.truncate(keep)
+        try:
+            Record.from_dict(json.loads(content[keep:]))
+        except (ValueError, TypeError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            warnings.warn(f"{p}: dropping a torn last line ({len(content) - keep} bytes) left by "
+                          "an interrupted writer", stacklevel=3)
+            f.truncate(keep)
+        else:
+            f.write(b"\n")
 
 
 def read_records(path: str | os.PathLike) -> list[Record]:
@@ -182,8 +268,13 @@ def read_records(path: str | os.PathLike) -> list[Record]:
     p = _check_path(path)
     if not p.exists():
         raise FileNotFoundError(f"no results file at {str(p)!r}")
-    with open(p, encoding="utf-8") as f:
-        lines = f.readlines()
+    try:
+        with open(p, encoding="utf-8") as f:
+            lines = f.readlines()
+    except UnicodeDecodeError as exc:
+        line = p.read_bytes()[:exc.start].count(b"\n") + 1
+        raise ValueError(f"{p}:{line}: not UTF-8 text ({exc.reason} at byte {exc.start}); is it "
+                         "a results file written by a800lab?") from exc
     records = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -222,6 +313,10 @@ def records_to_frame(records: list[Record]) -> pd.DataFrame:
             "label": r.label or r.env.get("device_name", "unknown device"),
             "timestamp": r.timestamp,
             "telemetry": r.telemetry,
+            "run_id": r.run_id,
+            "noisy": bool(r.noise.get("noisy", False)),
+            "noise_reason": "; ".join(r.noise.get("reasons", ())),
+            "torch_threads": _nan_if_none(r.conditions.get("torch_threads")),
         }
         rows.append(row)
     return pd.DataFrame(rows)
@@ -232,8 +327,9 @@ def load_results(path: str | os.PathLike) -> pd.DataFrame:
     return records_to_frame(read_records(path))
 
 
-def _nan_if_none(x):
-    return math.nan if x is None else float(x)
+def _nan_if_none(x) -> float:
+    value = as_number(x)
+    return math.nan if value is None else value
 
 
 def _time_stats(times: list[float]) -> dict:

@@ -11,31 +11,43 @@ another key with `throughput_key=`), `throughput_unit`, `timing` (a Timing) or `
 other key is stored as a metric. Each point is appended to `out` as soon as it is measured; with
 `resume=True` points already in the file for the same environment are skipped ("error" points are
 retried). An out-of-memory error becomes an "oom" record with memory freed; any other exception
+(SystemExit from a user's argparse included; only Ctrl-C stops the sweep) or a malformed result
 an "error" record with its message; the sweep goes on. Cancelling stops after the current point.
+
+Every record of one call shares a `run_id`; memory, telemetry and CPU load are those of the
+point's measured window (a800lab.core.window: the timed part, not the float64 check), and each
+record carries a noise verdict (a800lab.core.noise) from its time samples and that CPU load.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import itertools
+import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .backends import HAS_NVML, resolve_device
 from .cancel import Cancelled, CancelToken
 from .environment import environment, fingerprint
-from .memory import free_after_oom, is_oom, read_memory, reset_peak
+from .memory import free_after_oom, is_oom, read_memory
+from .noise import assess
 from .results import (
     Record,
     append_record,
+    as_number,
     check_param_names,
+    check_writable,
     is_positive_number,
+    new_run_id,
     read_records,
 )
 from .timing import Timing
+from .window import PointWindow
 
 _RESULT_KEYS = ("throughput", "throughput_unit", "timing", "time_ms", "outcome", "message",
                 "memory", "telemetry")
@@ -49,10 +61,23 @@ class SweepResult:
     skipped: int = 0
     cancelled: bool = False
     total: int = 0
+    run_id: str = ""
+
+
+def _distinct(values: Sequence) -> list:
+    """Values in order with duplicates dropped (a size given twice is measured once)."""
+    seen, out = set(), []
+    for value in values:
+        key = json.dumps(value, sort_keys=True, default=repr)
+        if key not in seen:
+            seen.add(key)
+            out.append(value)
+    return out
 
 
 def grid(axes: Mapping[str, Sequence]) -> list[dict]:
-    """Cartesian product of the named axes, in axis order (the last axis varies fastest)."""
+    """Cartesian product of the named axes, in axis order (the last axis varies fastest);
+    a value repeated on an axis is kept once."""
     if not axes:
         raise ValueError("the sweep has no axes; give at least one, e.g. {'m': [256, 512]}")
     for name, values in axes.items():
@@ -61,7 +86,8 @@ def grid(axes: Mapping[str, Sequence]) -> list[dict]:
         if len(values) == 0:
             raise ValueError(f"axis {name!r} has no values; give at least one")
     names = list(axes)
-    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*axes.values())]
+    return [dict(zip(names, combo, strict=True))
+            for combo in itertools.product(*(_distinct(v) for v in axes.values()))]
 
 
 def run_sweep(
@@ -76,11 +102,18 @@ def run_sweep(
     throughput_key: str | None = None,
     label: str = "",
     sample_telemetry: bool = False,
+    torch_threads: int | None = None,
+    run_id: str | None = None,
     on_progress: Callable[[int, int, float | None], None] | None = None,
     on_result: Callable[[Record], None] | None = None,
     cancel: CancelToken | None = None,
 ) -> SweepResult:
-    """Run `point_fn(**fixed, **point)` for every grid point; see the module docstring."""
+    """Run `point_fn(**fixed, **point)` for every grid point; see the module docstring.
+
+    `out`: JSON Lines file to append to (None: keep the records in memory only); checked for
+    writability before anything runs. `torch_threads`: torch's CPU thread count during the
+    sweep (restored after). `run_id`: the id stamped on every record (default: a new one).
+    """
     points = grid(axes)
     fixed = dict(fixed or {})
     overlap = set(fixed) & set(axes)
@@ -88,87 +121,163 @@ def run_sweep(
         raise ValueError(f"{sorted(overlap)} are both fixed and swept; drop one of them")
     check_param_names([*fixed, *axes])
     device = resolve_device(device)
+    if out is not None:
+        check_writable(out)
     env = dict(environment(), fingerprint=fingerprint(environment()))
     done_keys = _done_keys(out, env["fingerprint"]) if (out and resume) else set()
 
-    result = SweepResult(total=len(points))
+    result = SweepResult(total=len(points), run_id=run_id or new_run_id())
     started, measured = time.perf_counter(), 0
-    for index, point in enumerate(points, start=1):
-        params = {**fixed, **point}
-        key = Record(workload=workload, params=params, outcome="error").point_key()
-        if key in done_keys:
-            result.skipped += 1
-        else:
-            if cancel is not None and cancel.cancelled:
-                result.cancelled = True
-                break
-            try:
-                record = measure_point(point_fn, params, workload=workload, device=device,
-                                       env=env, throughput_key=throughput_key, label=label,
-                                       sample_telemetry=sample_telemetry, cancel=cancel)
-            except Cancelled:
-                result.cancelled = True
-                break
-            measured += 1
-            if out:
-                append_record(out, record)
-            result.records.append(record)
-            if on_result:
-                on_result(record)
-        if on_progress:
-            remaining = len(points) - index
-            per_point_s = (time.perf_counter() - started) / measured if measured else None
-            eta_s = None if per_point_s is None else per_point_s * remaining
-            on_progress(index, len(points), eta_s)
+    with _threads(torch_threads):
+        for index, point in enumerate(points, start=1):
+            params = {**fixed, **point}
+            key = Record(workload=workload, params=params, outcome="error").point_key()
+            if key in done_keys:
+                result.skipped += 1
+            else:
+                if cancel is not None and cancel.cancelled:
+                    result.cancelled = True
+                    break
+                try:
+                    record = measure_point(point_fn, params, workload=workload, device=device,
+                                           env=env, throughput_key=throughput_key, label=label,
+                                           sample_telemetry=sample_telemetry, cancel=cancel,
+                                           run_id=result.run_id)
+                except Cancelled:
+                    result.cancelled = True
+                    break
+                measured += 1
+                if out:
+                    append_record(out, record)
+                result.records.append(record)
+                if on_result:
+                    on_result(record)
+            if on_progress:
+                remaining = len(points) - index
+                per_point_s = (time.perf_counter() - started) / measured if measured else None
+                eta_s = None if per_point_s is None else per_point_s * remaining
+                on_progress(index, len(points), eta_s)
     return result
+
+
+@contextlib.contextmanager
+def _threads(torch_threads: int | None) -> Iterator[None]:
+    """torch's intra-op thread count set for the sweep and restored after."""
+    if torch_threads is None:
+        yield
+        return
+    if isinstance(torch_threads, bool) or not isinstance(torch_threads, int) or torch_threads < 1:
+        raise ValueError(f"torch_threads={torch_threads!r} must be a positive int, e.g. 1")
+    import torch
+
+    saved = torch.get_num_threads()
+    torch.set_num_threads(torch_threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
 
 
 def measure_point(point_fn, params: dict, *, workload: str, device: str, env: dict,
                   throughput_key: str | None = None, label: str = "",
-                  sample_telemetry: bool = False, cancel: CancelToken | None = None) -> Record:
+                  sample_telemetry: bool = False, cancel: CancelToken | None = None,
+                  run_id: str = "") -> Record:
     """Run one point and turn whatever happens (result, OOM, exception) into a Record.
 
-    A point function with a `cancel` parameter gets the token, so Stop can end it mid-timing.
+    A point function with a `device` parameter gets the sweep's device (unless `device` is one
+    of the swept parameters); one without it runs inside torch.cuda.device(device) on a GPU. A
+    point function with a `cancel` parameter gets the token, so Stop can end it mid-timing.
+    Memory, telemetry and CPU load come from the point's measured window (core.window).
     """
-    base = {"workload": workload, "params": params, "env": env, "label": label}
+    base = {"workload": workload, "params": params, "env": env, "label": label,
+            "run_id": run_id}
+    call = functools.partial(point_fn, **params)
     if cancel is not None and _accepts(point_fn, "cancel"):
-        point_fn = functools.partial(point_fn, cancel=cancel)
-    reset_peak(device)
+        call = functools.partial(call, cancel=cancel)
+    if "device" not in params and _accepts(point_fn, "device"):
+        call = functools.partial(call, device=device)
+        on_device = contextlib.nullcontext()
+    else:
+        on_device = _cuda_device(device)
+    outcome = "ok"
     try:
-        if sample_telemetry and device.startswith("cuda") and HAS_NVML:
-            from .telemetry import TelemetrySampler
-
-            with TelemetrySampler(device_index=_device_index(device)) as sampler:
-                raw = point_fn(**params)
-            raw = {**raw, "telemetry": sampler.summary()}
-        else:
-            raw = point_fn(**params)
-    except Cancelled:
+        with on_device, PointWindow(device, sampler=_sampler(device, sample_telemetry)) as window:
+            raw = call()
+    except (KeyboardInterrupt, Cancelled):
         raise
-    except Exception as exc:  # a failed point is data; the sweep goes on
-        if is_oom(exc):
-            free_after_oom()
-            return Record(**base, outcome="oom", message=_first_line(exc),
-                          memory=read_memory(device))
-        return Record(**base, outcome="error", message=f"{type(exc).__name__}: {_first_line(exc)}")
+    except BaseException as exc:  # a failed point is data, SystemExit from a user's code too
+        outcome, message = ("oom" if is_oom(exc) else "error"), _first_line(exc)
+        if outcome == "error":
+            message = f"{type(exc).__name__}: {message}"
+    # Out of the except block the traceback is gone, and with it the point's frames and
+    # tensors: only now can the memory really be freed.
+    if outcome == "oom":
+        free_after_oom()
+        return Record(**base, outcome="oom", message=message, memory=read_memory(device))
+    if outcome == "error":
+        return Record(**base, outcome="error", message=message)
     try:
-        return _record_from_result(raw, base, device, throughput_key)
-    except ValueError as exc:  # e.g. a metric named like a column, an unknown outcome
-        return Record(**base, outcome="error", message=f"unusable workload result: {exc}")
+        return _record_from_result(raw, base, throughput_key, window)
+    except Exception as exc:  # e.g. a metric named like a column, time_ms that is not numbers
+        return Record(**base, outcome="error",
+                      message=f"unusable workload result: {type(exc).__name__}: {exc}")
 
 
-def _record_from_result(raw, base: dict, device: str, throughput_key: str | None) -> Record:
+def _cuda_device(device: str):
+    """torch.cuda.device(device) on a GPU: a point function that takes no `device` argument
+    allocates on the sweep's device."""
+    if not device.startswith("cuda"):
+        return contextlib.nullcontext()
+    import torch
+
+    return torch.cuda.device(device)
+
+
+def _sampler(device: str, sample_telemetry: bool):
+    """A telemetry sampler of the GPU behind `device` (matched by UUID), or None."""
+    if not (sample_telemetry and device.startswith("cuda") and HAS_NVML):
+        return None
+    from .telemetry import TelemetrySampler
+
+    return TelemetrySampler(cuda_device=device)
+
+
+def _time_samples(raw: Mapping) -> tuple[float, ...]:
+    timing = raw.get("timing")
+    if timing is not None:
+        if not isinstance(timing, Timing):
+            raise ValueError(f"'timing' must be a Timing from measure(), got "
+                             f"{type(timing).__name__}")
+        return timing.samples_ms
+    time_ms = raw.get("time_ms", ())
+    if isinstance(time_ms, str) or not isinstance(time_ms, Sequence):
+        raise ValueError(f"'time_ms' must be a list of per-call milliseconds, got {time_ms!r}")
+    samples = tuple(as_number(t) for t in time_ms)
+    if any(t is None for t in samples):
+        raise ValueError(f"'time_ms' must hold numbers of milliseconds, got {list(time_ms)[:5]!r}")
+    return samples
+
+
+def _record_from_result(raw, base: dict, throughput_key: str | None,
+                        window: PointWindow) -> Record:
     if not isinstance(raw, Mapping):
         return Record(**base, outcome="error", message=(
             f"the workload returned {type(raw).__name__}, not a dict of metrics; return e.g. "
             "{'throughput': 123.0, 'throughput_unit': 'samples/s'}"))
-    memory = {**read_memory(device), **dict(raw.get("memory") or {})}
+    own_memory = raw.get("memory") or {}
+    if not isinstance(own_memory, Mapping):
+        raise ValueError(f"'memory' must be a dict of byte counts, got {own_memory!r}")
+    telemetry = window.telemetry()
+    if telemetry is None:
+        telemetry = raw.get("telemetry")
+    time_ms = _time_samples(raw)
+    conditions = window.conditions()
     metrics = {k: v for k, v in raw.items() if k not in _RESULT_KEYS}
-    timing = raw.get("timing")
-    time_ms = timing.samples_ms if isinstance(timing, Timing) else tuple(raw.get("time_ms", ()))
     outcome = raw.get("outcome", "ok")
-    common = dict(base, message=str(raw.get("message", "")), time_ms=time_ms, memory=memory,
-                  telemetry=raw.get("telemetry"))
+    common = dict(base, message=str(raw.get("message", "")), time_ms=time_ms,
+                  memory={**window.memory(), **own_memory}, telemetry=telemetry,
+                  conditions=conditions,
+                  noise=assess(time_ms, conditions, on_cpu=not window.device.startswith("cuda")))
     if outcome != "ok":
         return Record(**common, outcome=outcome, metrics=metrics)
     tp_key = "throughput" if "throughput" in raw else throughput_key
@@ -182,8 +291,8 @@ def _record_from_result(raw, base: dict, device: str, throughput_key: str | None
             "under 'throughput' or name its key with throughput_key=")}, outcome="error",
             metrics=metrics)
     unit = raw.get("throughput_unit") or (tp_key if tp_key != "throughput" else "")
-    return Record(**common, outcome="ok", throughput=float(throughput), throughput_unit=unit,
-                  metrics=metrics)
+    return Record(**common, outcome="ok", throughput=as_number(throughput),
+                  throughput_unit=str(unit), metrics=metrics)
 
 
 def _done_keys(out, env_fingerprint: str) -> set[str]:
@@ -198,10 +307,6 @@ def _accepts(fn, name: str) -> bool:
         return name in inspect.signature(fn).parameters
     except (TypeError, ValueError):  # builtins without a signature
         return False
-
-
-def _device_index(device: str) -> int:
-    return int(device.split(":")[1]) if ":" in device else 0
 
 
 def _first_line(exc: BaseException) -> str:

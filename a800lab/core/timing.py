@@ -5,25 +5,33 @@
     print(t.median_ms, t.iqr_ms, t.noisy)
 
 On CUDA every call is bracketed by CUDA events, the L2 cache is flushed (a buffer larger than
-L2 is zeroed) before each call so a small problem cannot run from a warm cache, and the device is
-synchronised once before the events are read. On CPU each call is timed with the clock
-(`time.perf_counter` unless injected; tests pass a fake clock). Warm-up and repetition counts
-follow a time budget with minimum counts; a cancel token is honoured between repetitions.
+L2, allocated once per device by `l2_flush_buffer`, is zeroed) before each call so a small
+problem cannot run from a warm cache, and the device is synchronised once before the events are
+read. On CPU each call is timed with the clock (`time.perf_counter` unless injected; tests pass
+a fake clock). Warm-up and repetition counts follow a time budget with minimum counts; a cancel
+token is honoured between repetitions. Warm-up and timing together are the point's measured
+window (a800lab.core.window): its memory peak, telemetry and CPU load are read there.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import statistics
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from .backends import resolve_device
 from .cancel import CancelToken
+from .noise import NOISE_IQR_OVER_MEDIAN
+from .window import count_as_baseline, timed_section
 
-NOISE_IQR_OVER_MEDIAN = 0.10  # above this spread a result is flagged as noisy
-_L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current L2 (H100/H200: 50 MB, A100: 40 MB)
+L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current L2 (H100/H200: 50 MB, A100: 40 MB)
+_flush_buffers: dict[str, Any] = {}
+_flush_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -109,27 +117,46 @@ def measure(
     if min_reps < 1 or max_reps < min_reps:
         raise ValueError(f"need 1 <= min_reps <= max_reps, got min_reps={min_reps}, "
                          f"max_reps={max_reps}")
-    if budget_s < 0 or warmup_s < 0 or min_warmup < 0:
-        raise ValueError(f"budget_s, warmup_s and min_warmup must be >= 0, got {budget_s}, "
-                         f"{warmup_s}, {min_warmup}")
+    for name, value in (("budget_s", budget_s), ("warmup_s", warmup_s)):
+        if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+            raise ValueError(f"{name}={value!r} must be a finite number of seconds >= 0, "
+                             "e.g. 0.5")
+    if min_warmup < 0:
+        raise ValueError(f"min_warmup={min_warmup!r} must be >= 0")
     device = resolve_device(device)
-    sync = functools.partial(_cuda_sync, device) if device.startswith("cuda") else _no_sync
+    on_cuda = device.startswith("cuda")
+    sync = functools.partial(_cuda_sync, device) if on_cuda else _no_sync
+    flush = l2_flush_buffer(device) if on_cuda and flush_l2 else None  # before the window
 
-    warmup, t0 = 0, clock()
-    while warmup < min_warmup or (clock() - t0 < warmup_s and warmup < max_reps):
-        _check(cancel)
-        fn()
-        sync()  # without it CUDA launches queue up unboundedly ahead of the clock
-        warmup += 1
-    per_call_s = (clock() - t0) / warmup if warmup else 0.0
-    reps = max_reps if per_call_s <= 0 else round(budget_s / per_call_s)
-    reps = max(min_reps, min(max_reps, reps))
-
-    if device.startswith("cuda"):
-        samples = _time_cuda(fn, device, reps, flush_l2, cancel)
-    else:
-        samples = _time_cpu(fn, reps, clock, cancel)
+    with timed_section():
+        warmup, t0 = 0, clock()
+        while warmup < min_warmup or (clock() - t0 < warmup_s and warmup < max_reps):
+            _check(cancel)
+            fn()
+            sync()  # without it CUDA launches queue up unboundedly ahead of the clock
+            warmup += 1
+        per_call_s = (clock() - t0) / warmup if warmup else 0.0
+        reps = max_reps if per_call_s <= 0 else round(budget_s / per_call_s)
+        reps = max(min_reps, min(max_reps, reps))
+        if on_cuda:
+            samples = _time_cuda(fn, device, reps, flush, cancel)
+        else:
+            samples = _time_cpu(fn, reps, clock, cancel)
     return Timing(samples_ms=tuple(samples), warmup=warmup, device=device)
+
+
+def l2_flush_buffer(device: str):
+    """The L2-flush buffer of a CUDA device (L2_FLUSH_BYTES), allocated once and kept; never
+    part of a measured point's memory (made before the window opens, counted as baseline)."""
+    import torch
+
+    index = torch.device(device).index
+    key = f"cuda:{torch.cuda.current_device() if index is None else index}"
+    with _flush_lock:
+        if key not in _flush_buffers:
+            _flush_buffers[key] = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device=key)
+            count_as_baseline(L2_FLUSH_BYTES)
+        return _flush_buffers[key]
 
 
 def _check(cancel: CancelToken | None) -> None:
@@ -157,21 +184,23 @@ def _time_cpu(fn, reps: int, clock, cancel) -> list[float]:
     return samples
 
 
-def _time_cuda(fn, device: str, reps: int, flush_l2: bool, cancel) -> list[float]:
-    import torch
+def _time_cuda(fn, device: str, reps: int, flush, cancel, cuda: Any = None) -> list[float]:
+    """Per-call milliseconds from CUDA events; `cuda` is torch.cuda (tests pass a recorder)."""
+    if cuda is None:
+        import torch
 
-    with torch.cuda.device(device):  # events and the flush on the device being timed
-        flush = torch.empty(_L2_FLUSH_BYTES, dtype=torch.uint8, device=device) if flush_l2 else None
+        cuda = torch.cuda
+    with cuda.device(device):  # events, flush and sync on the device being timed
         events = []
         for _ in range(reps):
             _check(cancel)
             if flush is not None:
                 flush.zero_()  # evict L2 outside the timed span
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
+            start = cuda.Event(enable_timing=True)
+            end = cuda.Event(enable_timing=True)
             start.record()
             fn()
             end.record()
             events.append((start, end))
-        torch.cuda.synchronize()
+        cuda.synchronize(device)
     return [start.elapsed_time(end) for start, end in events]

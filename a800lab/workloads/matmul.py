@@ -8,9 +8,11 @@
               workload="matmul")
 
 Correct before fast: every point first computes C once and compares it with a float64 reference
-(relative Frobenius error, see `a800lab.core.precision`); a result above the precision's
+(relative Frobenius error, see `a800lab.core.operands`); a result above the precision's
 tolerance is returned as outcome "wrong" with no throughput. Only then is torch.matmul timed with
-`measure()`; TFLOP/s = 2*m*n*k / median time.
+`measure()`; TFLOP/s = 2*m*n*k / median time. The check is done and freed before timing, so a
+sweep's peak memory is the product's own (A, B, C). A point that cannot fit in the memory the
+device has available is refused before anything is allocated (an "oom" result, not attempted).
 
 The tile fields of MatmulSpec (block_m, ..., group_m) belong to the Triton back end; the torch back
 end lets cuBLAS choose its own tiles and rejects them.
@@ -18,17 +20,17 @@ end lets cuBLAS choose its own tiles and rejects them.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
 
 from ..core.backends import resolve_device
 from ..core.cancel import CancelToken
-from ..core.precision import (
-    FP8_MULTIPLE,
-    check_supported,
-    make_operands,
-    matmul_precision,
-    parse_precision,
-)
+from ..core.memory import check_fits
+from ..core.operands import make_operands, needed_bytes, operand_bytes
+from ..core.precision import FP8_MULTIPLE, check_supported, matmul_precision, parse_precision
 from ..core.timing import measure
 
 BACKENDS = ("torch", "triton")
@@ -63,6 +65,7 @@ class MatmulSpec:
     def __post_init__(self) -> None:
         for name in ("m", "n", "k"):
             _require_int(name, getattr(self, name), "a positive matrix dimension such as 1024")
+            object.__setattr__(self, name, int(getattr(self, name)))  # numpy ints -> int
         # store the canonical name so "half" and "fp16" specs are equal and hash alike
         object.__setattr__(self, "precision", parse_precision(self.precision).name)
         if self.backend not in BACKENDS:
@@ -82,6 +85,8 @@ class MatmulSpec:
             if value is None:
                 continue
             _require_int(name, value, "a power of two >= 16 such as 64 or 128")
+            value = int(value)
+            object.__setattr__(self, name, value)
             if value < 16 or value & (value - 1):
                 raise ValueError(f"{name}={value} must be a power of two >= 16 (tensor-core "
                                  "tiles are 16 wide); try 32, 64 or 128")
@@ -119,8 +124,29 @@ class MatmulSpec:
 
 
 def _require_int(name: str, value, example: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    """A positive integer of any integer type (int, numpy int); bools refused."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{name}={value!r} must be a positive int, e.g. {example}")
+
+
+def cpu_slowdown_note(precision: str) -> str:
+    """Why `precision` is slow on this CPU, or "" when it is not: fp32/fp64, or a CPU whose
+    flags list native bf16/fp16 matmul instructions (AVX512-BF16, AMX, AVX512-FP16) that torch
+    can use (its CPU capability is AVX512 or better, i.e. the OS enables them)."""
+    name = parse_precision(precision).name
+    native = {"bf16": ("avx512_bf16", "amx_bf16"), "fp16": ("avx512_fp16", "amx_fp16")}
+    if name not in native:
+        return ""
+    capability = torch.backends.cpu.get_cpu_capability()
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        flags = set()
+    if capability.startswith("AVX512") and flags & set(native[name]):
+        return ""
+    return (f"{name} on this CPU (torch capability {capability}, no usable "
+            f"{'/'.join(native[name])}) has no native {name} matmul: expect it to run tens of "
+            f"times slower than fp32; use fp32 for CPU sweeps and {name} on a GPU")
 
 
 def matmul_point(m: int, n: int, k: int, precision: str = "fp32", *, device: str = "auto",
@@ -129,21 +155,25 @@ def matmul_point(m: int, n: int, k: int, precision: str = "fp32", *, device: str
     """Check, then time, torch.matmul for one shape and precision; a sweep point function.
 
     Returns {"throughput", "throughput_unit", "timing", "tflops", "rel_error", "flop_count",
-    "bytes_moved", "arithmetic_intensity"}, or {"outcome": "wrong", "message", "rel_error", ...}
-    without a throughput when the result is off. Raises ValueError for a precision the device
-    cannot run (the sweep records it as an error with that message).
+    "bytes_moved", "arithmetic_intensity", "operand_bytes"}, or {"outcome": "wrong", "message",
+    "rel_error", ...} without a throughput when the result is off. Raises ValueError for a
+    precision the device cannot run and WontFit (recorded as "oom") for a problem larger than
+    the memory available, before allocating it.
     """
     spec = MatmulSpec(m, n, k, precision)
+    m, n, k = spec.m, spec.n, spec.k
     prec = parse_precision(spec.precision)
     device = resolve_device(device)
     check_supported(prec, device)
     if cancel is not None:
         cancel.raise_if_cancelled()
+    check_fits(needed_bytes(m, n, k, prec), device, what=f"a {m}x{n}x{k} {prec.name} matmul")
     metrics = {"flop_count": spec.flop_count, "bytes_moved": spec.bytes_moved,
-               "arithmetic_intensity": spec.arithmetic_intensity}
+               "arithmetic_intensity": spec.arithmetic_intensity,
+               "operand_bytes": operand_bytes(m, n, k, prec)}
     ops = make_operands(m, n, k, prec, device, seed=seed)
     with matmul_precision(prec):
-        rel_error = ops.rel_error(ops.run())
+        rel_error = ops.rel_error(ops.run())  # the check's tensors are freed on return
         if not rel_error <= prec.rtol:  # also catches NaN
             return {"outcome": "wrong", "rel_error": rel_error, **metrics,
                     "message": (f"{m}x{n}x{k} {prec.name} on {device}: relative error "

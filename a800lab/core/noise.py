@@ -1,0 +1,143 @@
+"""Is a measurement clean? Timing spread, CPU oversubscription and descheduled samples.
+
+    meter = CpuLoadMeter().start(); run(); load = meter.stop()
+    load    # {"others_busy_cores": 0.9, "self_busy_cores": 1.0, "window_s": 0.31}
+    conditions = cpu_conditions(load)     # + torch_threads, logical_cores
+    assess(samples_ms, conditions)        # {"noisy": True, "iqr_ms": ..., "reasons": [...]}
+    default_cpu_threads()                 # 1 on a 2-core machine: one core left for the rest
+
+A CPU point is oversubscribed when torch's threads plus the cores other processes kept busy
+during the timed part exceed the cores this process may run on: then threads wait for each
+other and a sample measures the scheduler as much as the workload. That is read from
+/proc/stat (all CPUs) minus /proc/self/stat (this process) over the window; both count in
+clock ticks, so windows shorter than ~50 ms give no reading. A sample far above the fastest by
+a millisecond or more is the other sign: the thread lost its core for a scheduler time slice.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+import torch
+
+NOISE_IQR_OVER_MEDIAN = 0.10   # above this spread the median is not a stable figure
+OVERSUBSCRIBED_MARGIN_CORES = 0.5  # threads + busy others may exceed the cores by this much
+_MIN_LOAD_WINDOW_S = 0.05      # /proc/stat counts in 10 ms ticks: shorter windows say nothing
+_DESCHEDULED_EXCESS_MS = 1.0   # a sample this much above the fastest ...
+_DESCHEDULED_RATIO = 1.5       # ... and 1.5x it lost its core for a time slice
+_DESCHEDULED_SHARE = 0.2       # flagged when at least this share of the samples did
+
+
+def usable_cores() -> int:
+    """CPUs this process may run on (its affinity), else the machine's logical cores."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def default_cpu_threads() -> int:
+    """Threads for CPU-mode panels: all usable cores but one (at least 1), leaving a core to
+    the JupyterLab server, the browser and the panel's own drawing."""
+    return max(1, usable_cores() - 1)
+
+
+def _ticks() -> tuple[int, int] | None:
+    """(busy ticks of all CPUs, ticks of this process) now, or None without /proc."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+        with open("/proc/self/stat") as f:
+            own = f.read().rsplit(")", 1)[1].split()
+    except (OSError, ValueError, IndexError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    busy = sum(fields[:8]) - idle  # user nice system idle iowait irq softirq steal
+    return busy, int(own[11]) + int(own[12])  # utime + stime (fields 14, 15 of stat)
+
+
+class CpuLoadMeter:
+    """How many cores this process and all other processes kept busy between start and stop."""
+
+    def __init__(self) -> None:
+        self._start: tuple[float, tuple[int, int] | None] | None = None
+
+    def start(self) -> CpuLoadMeter:
+        self._start = (time.monotonic(), _ticks())
+        return self
+
+    def stop(self) -> dict:
+        """{"window_s", "others_busy_cores", "self_busy_cores"}; the cores are None when the
+        window was too short or /proc is missing."""
+        if self._start is None:
+            raise RuntimeError("CpuLoadMeter.stop() before start()")
+        (t0, before), now = self._start, (time.monotonic(), _ticks())
+        window_s = now[0] - t0
+        load = {"window_s": window_s, "others_busy_cores": None, "self_busy_cores": None}
+        if before is None or now[1] is None or window_s < _MIN_LOAD_WINDOW_S:
+            return load
+        hz = os.sysconf("SC_CLK_TCK")
+        busy_cores = (now[1][0] - before[0]) / hz / window_s
+        self_cores = (now[1][1] - before[1]) / hz / window_s
+        load["self_busy_cores"] = round(self_cores, 2)
+        load["others_busy_cores"] = round(max(0.0, busy_cores - self_cores), 2)
+        return load
+
+
+def cpu_conditions(load: dict | None = None) -> dict:
+    """What a CPU point ran under: torch's thread count, the usable cores and the load."""
+    return {"torch_threads": torch.get_num_threads(), "usable_cores": usable_cores(),
+            **(load or {})}
+
+
+def _descheduled(samples_ms: list[float]) -> int:
+    """How many samples ran far above the fastest one (lost their core for a time slice)."""
+    fastest = min(samples_ms)
+    return sum(s - fastest >= _DESCHEDULED_EXCESS_MS and s >= _DESCHEDULED_RATIO * fastest
+               for s in samples_ms)
+
+
+def assess(samples_ms, conditions: dict | None = None, *, on_cpu: bool = False) -> dict:
+    """The noise verdict of one point: {"noisy", "iqr_ms", "iqr_over_median", "reasons"};
+    {} when there are no time samples to judge.
+
+    Each reason is a sentence saying what was seen and what to do about it.
+    """
+    samples = [float(s) for s in samples_ms]
+    if not samples:
+        return {}
+    median = statistics.median(samples)
+    q = statistics.quantiles(samples, n=4, method="inclusive") if len(samples) > 1 else [median]*3
+    iqr_ms = q[2] - q[0]
+    ratio = iqr_ms / median if median > 0 else 0.0
+    reasons = []
+    if ratio > NOISE_IQR_OVER_MEDIAN:
+        reasons.append(f"timing spread: IQR {iqr_ms:.3g} ms is {100 * ratio:.0f}% of the median "
+                       f"{median:.3g} ms")
+    if on_cpu and conditions:
+        reasons += _cpu_reasons(samples, conditions)
+    return {"noisy": bool(reasons), "iqr_ms": iqr_ms, "iqr_over_median": ratio,
+            "reasons": reasons}
+
+
+def _cpu_reasons(samples: list[float], conditions: dict) -> list[str]:
+    reasons = []
+    threads, cores = conditions.get("torch_threads"), conditions.get("usable_cores")
+    others = conditions.get("others_busy_cores")
+    fix = (f"call torch.set_num_threads({max(1, (cores or 2) - 1)}) or close other work "
+           "(browser tabs, other kernels)")
+    if threads and cores and threads > cores:
+        reasons.append(f"oversubscribed: torch uses {threads} threads on {cores} usable cores; "
+                       f"{fix}")
+    elif threads and cores and others is not None and \
+            threads + others > cores + OVERSUBSCRIBED_MARGIN_CORES:
+        reasons.append(f"oversubscribed: {threads} torch thread(s) + {others:.1f} cores busy in "
+                       f"other processes > {cores} cores; {fix}")
+    slow = _descheduled(samples)
+    if len(samples) >= 5 and slow >= _DESCHEDULED_SHARE * len(samples):
+        reasons.append(f"{slow} of {len(samples)} samples ran >= {_DESCHEDULED_EXCESS_MS:g} ms "
+                       f"and {_DESCHEDULED_RATIO:g}x over the fastest ({min(samples):.3g} ms): "
+                       "the thread lost its core to other work for scheduler time slices")
+    return reasons

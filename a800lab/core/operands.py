@@ -1,0 +1,126 @@
+"""Matmul operands in one precision, the call that multiplies them, and the float64 check.
+
+    ops = make_operands(1024, 1024, 1024, "bf16", "cuda")   # seeded N(0, 1) inputs
+    with matmul_precision(ops.precision):
+        c = ops.run()
+        err = ops.rel_error(c)            # vs float64, reference rebuilt from the seed
+    del c                                 # then time ops.run with measure()
+    operand_bytes(1024, 1024, 1024, "bf16")   # A + B + C as the workload holds them
+    check_fits(needed_bytes(m, n, k, "fp32"), "cpu", what=...)   # before allocating
+
+The operands hold only what the workload needs (A and B in the precision); the float64
+reference is rebuilt from the seed inside `rel_error` and freed on return, so nothing of the
+check stays alive while the product is timed (the measured window holds only the workload).
+`needed_bytes` is the peak of building and checking one product, for refusing a point that
+cannot fit before anything is allocated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from .precision import FP8_MULTIPLE, Precision, parse_precision
+
+FP8_MAX = 448.0           # largest finite float8_e4m3fn
+MAX_CHECK_ROWS = 512      # rows of C compared with float64 (all rows of smaller problems)
+
+
+@dataclass(frozen=True)
+class MatmulOperands:
+    """Inputs of C = A @ B in one precision and the call that computes C."""
+
+    precision: Precision
+    a: torch.Tensor
+    b: torch.Tensor
+    run: Callable[[], torch.Tensor]
+    seed: int
+
+    def rel_error(self, c: torch.Tensor) -> float:
+        """Relative Frobenius error of `c` (the m x n product) against the float64 product of
+        the original float32 data, on up to MAX_CHECK_ROWS evenly spaced rows (edges included)."""
+        m, k = self.a.shape
+        n = self.b.shape[1]
+        rows = check_rows(m, self.a.device)
+        a32, b32 = _fp32_inputs(m, n, k, self.a.device, self.seed)
+        reference = a32[rows].to(torch.float64) @ b32.to(torch.float64)
+        del a32, b32
+        return relative_error(c[rows], reference)
+
+
+def check_rows(m: int, device) -> torch.Tensor:
+    """Evenly spaced row indices of an m-row product, first and last included (edge tiles are
+    where kernels go wrong)."""
+    return torch.linspace(0, m - 1, min(m, MAX_CHECK_ROWS), device=device).round().long()
+
+
+def relative_error(c: torch.Tensor, reference: torch.Tensor) -> float:
+    """||c - reference||_F / ||reference||_F computed in float64 (inf if c is not finite)."""
+    c64 = c.to(torch.float64)
+    if not torch.isfinite(c64).all():
+        return float("inf")
+    denom = torch.linalg.norm(reference).item()
+    return torch.linalg.norm(c64 - reference).item() / (denom or 1.0)
+
+
+def _fp32_inputs(m: int, n: int, k: int, device, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator(device=device).manual_seed(seed)
+    return (torch.randn(m, k, generator=gen, device=device),
+            torch.randn(k, n, generator=gen, device=device))
+
+
+def _output_bytes(prec: Precision) -> int:
+    return 2 if prec.name == "fp8" else prec.bytes_per_element  # fp8 writes a bf16 C
+
+
+def operand_bytes(m: int, n: int, k: int, precision: str | Precision) -> int:
+    """Bytes of A and B in the precision plus the product C: what the workload itself holds."""
+    prec = parse_precision(precision)
+    return (m * k + k * n) * prec.bytes_per_element + m * n * _output_bytes(prec)
+
+
+def needed_bytes(m: int, n: int, k: int, precision: str | Precision) -> int:
+    """Peak bytes of building and checking one product: the operands and C, the float32 data
+    they are made from, the float64 copy of B and the float64 rows of the check."""
+    rows = min(m, MAX_CHECK_ROWS)
+    return (operand_bytes(m, n, k, precision) + 4 * (m * k + k * n) + 8 * k * n
+            + 8 * rows * (k + 3 * n))
+
+
+def make_operands(m: int, n: int, k: int, precision: str | Precision, device, *,
+                  seed: int = 0) -> MatmulOperands:
+    """Seeded N(0, 1) inputs A (m x k) and B (k x n) in `precision` on `device`.
+
+    fp8 inputs are scaled per tensor so |x| max maps to 448 and multiplied with
+    torch._scaled_mm (bf16 output, B column-major as it requires); every other precision
+    uses torch.matmul, looked up at call time. Run under `matmul_precision(precision)`.
+    """
+    prec = parse_precision(precision)
+    if prec.name == "fp8" and any(d % FP8_MULTIPLE for d in (m, n, k)):
+        raise ValueError(f"fp8 needs m, n, k to be multiples of {FP8_MULTIPLE} "
+                         f"(torch._scaled_mm), got {m}x{n}x{k}; round them up")
+    a32, b32 = _fp32_inputs(m, n, k, device, seed)
+    if prec.name == "fp8":
+        a, b, run = _fp8_operands(a32, b32)
+    else:
+        a, b = a32.to(prec.dtype), b32.to(prec.dtype)
+
+        def run() -> torch.Tensor:
+            return torch.matmul(a, b)
+
+    return MatmulOperands(prec, a, b, run, seed)
+
+
+def _fp8_operands(a32: torch.Tensor, b32: torch.Tensor):
+    scale_a = FP8_MAX / a32.abs().max().clamp(min=1e-12)
+    scale_b = FP8_MAX / b32.abs().max().clamp(min=1e-12)
+    a = (a32 * scale_a).to(torch.float8_e4m3fn)
+    b = (b32 * scale_b).to(torch.float8_e4m3fn).t().contiguous().t()  # column-major
+    inv_a, inv_b = (1.0 / scale_a).float(), (1.0 / scale_b).float()
+
+    def run() -> torch.Tensor:
+        return torch._scaled_mm(a, b, scale_a=inv_a, scale_b=inv_b, out_dtype=torch.bfloat16)
+
+    return a, b, run

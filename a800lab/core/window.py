@@ -1,0 +1,145 @@
+"""The measured window of one sweep point: only the workload, never the harness.
+
+    with PointWindow("cuda:0", sampler=TelemetrySampler(cuda_device="cuda:0")) as window:
+        raw = point_fn(**params)      # builds operands, checks vs float64, then measure()
+    window.memory()     # {"peak_allocated_bytes": the point's own peak, ...}
+    window.telemetry()  # sampler summary over the timed part, or None
+    window.conditions() # torch threads, usable cores, CPU load during the timed part
+
+A point usually prepares (allocates its operands, checks its result against a float64 reference
+and frees it) and then times with `measure()`, which runs inside `timed_section()`. The first
+timed section restarts the window: the memory peak is reset, the telemetry sampler and the CPU
+load meter start afresh. So the float64 check, and anything else prepared and freed before
+timing, stay outside. A point that never calls `measure()` is windowed whole. Harness memory
+that lives across points (the L2-flush buffer) must exist before the window opens: it is then
+part of the baseline.
+
+Memory: the point's own peak is the device's peak during the window minus what the process held
+when the point started (other tensors, other panels). On CPU it is the resident set
+(approximate, see a800lab.core.memory). The probe is injectable for tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
+from typing import Any
+
+from .memory import MemoryProbe, probe_for, read_memory
+from .noise import CpuLoadMeter, cpu_conditions
+
+_current: contextvars.ContextVar[PointWindow | None] = contextvars.ContextVar(
+    "a800lab_point_window", default=None)
+
+
+@contextlib.contextmanager
+def timed_section() -> Iterator[None]:
+    """Mark the timed part of the point running on this thread (measure() uses it); a no-op
+    outside a sweep point."""
+    window = _current.get()
+    if window is None:
+        yield
+        return
+    window._open_section()
+    try:
+        yield
+    finally:
+        window._close_section()
+
+
+def count_as_baseline(nbytes: int) -> None:
+    """Harness memory allocated inside a point but kept for good (the L2-flush buffer, made on
+    first use): add it to the point's baseline so it is not the workload's."""
+    window = _current.get()
+    if window is not None and window._baseline is not None and window.probe.on_cuda:
+        window._baseline += nbytes
+
+
+class PointWindow:
+    """Context manager around one point; see the module docstring."""
+
+    def __init__(self, device: str, *, sampler: Any = None,
+                 probe: MemoryProbe | None = None) -> None:
+        self.device = device
+        self.probe = probe or probe_for(device)
+        self._sampler = sampler      # a TelemetrySampler (start/stop/summary) or None
+        self._meter = CpuLoadMeter()
+        self._baseline: int | None = None
+        self._peak: int | None = None
+        self._peak_reserved: int | None = None
+        self._windowed = True        # False when the host cannot reset a peak (CPU without /proc)
+        self._whole_point = True     # until the first timed section opens
+        self._depth = 0              # timed sections may nest (measure() inside measure())
+        self._loads: list[dict] = []
+        self._token: contextvars.Token | None = None
+
+    def __enter__(self) -> PointWindow:
+        self._baseline = self.probe.current_bytes()
+        self._start()
+        self._token = _current.set(self)
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        _current.reset(self._token)
+        if self._whole_point:
+            self._finish_section()
+        if self._sampler is not None:
+            self._sampler.stop()
+
+    # ---- sections ----------------------------------------------------------------------------
+    def _start(self) -> None:
+        self._windowed = self.probe.reset_peak()
+        self._meter.start()
+        if self._sampler is not None:
+            self._sampler.start()
+
+    def _open_section(self) -> None:
+        self._depth += 1
+        if self._depth > 1:
+            return
+        if self._whole_point:  # the point prepared itself: restart the window here
+            self._whole_point = False
+            if self._sampler is not None:
+                self._sampler.stop()
+            self._start()
+        else:  # a later section: keep the peaks so far, reset for this one
+            self._windowed = self.probe.reset_peak() and self._windowed
+            self._meter.start()
+
+    def _close_section(self) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self._finish_section()
+
+    def _finish_section(self) -> None:
+        peak = self.probe.peak_bytes()
+        if peak is not None:
+            self._peak = peak if self._peak is None else max(self._peak, peak)
+        reserved = self.probe.peak_reserved_bytes()
+        if reserved is not None:
+            self._peak_reserved = max(self._peak_reserved or 0, reserved)
+        self._loads.append(self._meter.stop())
+
+    # ---- what the window saw -----------------------------------------------------------------
+    def memory(self) -> dict:
+        """The point's own peak (named by what it counts), the baseline, capacity and free."""
+        own = None
+        if self._windowed and self._peak is not None and self._baseline is not None:
+            own = max(0, self._peak - self._baseline)
+        out = {f"peak_{self.probe.kind}_bytes": own,
+               f"baseline_{self.probe.kind}_bytes": self._baseline}
+        if self._peak_reserved is not None:
+            out["peak_reserved_bytes"] = self._peak_reserved
+        return {**out, **read_memory(self.device)}
+
+    def telemetry(self) -> dict | None:
+        """The sampler's summary over the window, or None without a sampler."""
+        return None if self._sampler is None else self._sampler.summary()
+
+    def conditions(self) -> dict:
+        """torch threads, usable cores and, when long enough to read, the busiest CPU load seen
+        in a timed section (cores busy in this process and in others)."""
+        readable = [load for load in self._loads if load["others_busy_cores"] is not None]
+        busiest = max(readable, key=lambda load: load["others_busy_cores"], default=None)
+        return cpu_conditions(busiest)

@@ -1,0 +1,57 @@
+"""The noise verdict: timing spread, CPU oversubscription, descheduled samples; CPU load."""
+
+import time
+
+import pytest
+
+from a800lab.core.noise import CpuLoadMeter, assess, default_cpu_threads, usable_cores
+
+
+def test_no_samples_no_verdict():
+    assert assess([]) == {}
+
+
+def test_a_tight_spread_is_clean_and_a_wide_one_is_noisy():
+    clean = assess([1.0, 1.01, 0.99, 1.0, 1.02])
+    assert clean["noisy"] is False and clean["reasons"] == []
+    wide = assess([1.0, 2.0, 1.0, 2.0, 1.5])
+    assert wide["noisy"] and wide["iqr_over_median"] == pytest.approx(1.0 / 1.5)
+    assert wide["reasons"][0].startswith("timing spread: IQR 1 ms is 67% of the median 1.5 ms")
+
+
+def test_oversubscription_is_named_with_its_fix():
+    busy = {"torch_threads": 2, "usable_cores": 2, "others_busy_cores": 0.9}
+    verdict = assess([1.0] * 5, busy, on_cpu=True)
+    assert verdict["noisy"] and "oversubscribed: 2 torch thread(s) + 0.9 cores busy" in \
+        verdict["reasons"][0]
+    assert "torch.set_num_threads(1)" in verdict["reasons"][0]
+    quiet = {"torch_threads": 1, "usable_cores": 2, "others_busy_cores": 0.9}
+    assert assess([1.0] * 5, quiet, on_cpu=True)["noisy"] is False
+    too_many = {"torch_threads": 8, "usable_cores": 2, "others_busy_cores": None}
+    assert "torch uses 8 threads on 2 usable cores" in assess([1.0] * 5, too_many,
+                                                              on_cpu=True)["reasons"][0]
+    assert assess([1.0] * 5, busy, on_cpu=False)["noisy"] is False  # GPU points: not judged
+
+
+def test_samples_that_lost_their_core_are_named():
+    # 256^3 on 2 shared cores: most calls 0.28 ms, some a scheduler slice (4 ms) longer
+    samples = [0.28] * 12 + [4.3, 4.1, 8.2, 4.2]
+    verdict = assess(samples, {"torch_threads": 1, "usable_cores": 2}, on_cpu=True)
+    assert any("4 of 16 samples ran >= 1 ms" in r for r in verdict["reasons"])
+
+
+def test_cpu_load_meter_reads_cores():
+    meter = CpuLoadMeter().start()
+    end = time.monotonic() + 0.12
+    while time.monotonic() < end:  # keep this core busy
+        pass
+    load = meter.stop()
+    assert load["window_s"] >= 0.12
+    assert load["self_busy_cores"] == pytest.approx(1.0, abs=0.35)
+    assert 0 <= load["others_busy_cores"] <= usable_cores()
+    short = CpuLoadMeter().start().stop()
+    assert short["others_busy_cores"] is None  # too short to read from clock ticks
+
+
+def test_default_cpu_threads_leave_a_core_free():
+    assert default_cpu_threads() == max(1, usable_cores() - 1)

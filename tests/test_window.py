@@ -1,0 +1,137 @@
+"""The measured window: a point's own memory peak, telemetry over the timed part, CPU load."""
+
+import pytest
+
+from a800lab.core import memory as memory_mod
+from a800lab.core import sweep as sweep_mod
+from a800lab.core.sweep import run_sweep
+from a800lab.core.timing import measure
+from a800lab.core.window import PointWindow
+from a800lab.workloads.matmul import matmul_point
+
+MIB = 2**20
+
+
+class FakeProbe:
+    """A device whose allocations the test makes by hand: live bytes and a resettable peak."""
+
+    device = "cpu"
+    on_cuda = False
+    kind = "allocated"
+
+    def __init__(self, live_bytes=0):
+        self.live = live_bytes
+        self.peak = live_bytes
+
+    def alloc(self, nbytes):
+        self.live += nbytes
+        self.peak = max(self.peak, self.live)
+
+    def free(self, nbytes):
+        self.live -= nbytes
+
+    def current_bytes(self):
+        return self.live
+
+    def reset_peak(self):
+        self.peak = self.live
+        return True
+
+    def peak_bytes(self):
+        return self.peak
+
+    def peak_reserved_bytes(self):
+        return None
+
+
+def _prepare_check_then_time(probe):
+    """A point like matmul_point: operands, a big float64 check freed, then measure()."""
+    probe.alloc(12 * MIB)            # A and B: the workload's
+    probe.alloc(300 * MIB)           # the float64 reference: the harness's
+    probe.free(300 * MIB)
+
+    def run():
+        probe.alloc(4 * MIB)         # C, freed after each call
+        probe.free(4 * MIB)
+
+    t = measure(run, device="cpu", budget_s=0, warmup_s=0, min_reps=3)
+    return {"throughput": 1.0, "timing": t}
+
+
+def test_the_check_before_timing_is_outside_the_window():
+    probe = FakeProbe(live_bytes=500 * MIB)  # what the process already held
+    with PointWindow("cpu", probe=probe) as window:
+        _prepare_check_then_time(probe)
+    memory = window.memory()
+    assert memory["peak_allocated_bytes"] == 16 * MIB  # A, B and C; not the 300 MiB check
+    assert memory["baseline_allocated_bytes"] == 500 * MIB
+
+
+def test_a_point_without_measure_is_windowed_whole():
+    probe = FakeProbe(live_bytes=100 * MIB)
+    with PointWindow("cpu", probe=probe) as window:
+        probe.alloc(64 * MIB)
+        probe.free(64 * MIB)
+    assert window.memory()["peak_allocated_bytes"] == 64 * MIB
+
+
+def test_the_sweep_records_the_workloads_own_peak(monkeypatch):
+    probe = FakeProbe(live_bytes=1024 * MIB)
+    monkeypatch.setattr(sweep_mod, "PointWindow",
+                        lambda device, sampler=None: PointWindow(device, probe=probe))
+    res = run_sweep(lambda m: _prepare_check_then_time(probe), {"m": [1, 2]}, device="cpu")
+    assert [r.memory["peak_allocated_bytes"] for r in res.records] == [16 * MIB, 16 * MIB]
+
+
+class RecordingSampler:
+    """Stands in for TelemetrySampler: notes when it runs relative to the point's phases."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def start(self):
+        self.log.append("sampler start")
+
+    def stop(self):
+        self.log.append("sampler stop")
+
+    def summary(self):
+        return {"available": True, "n_samples": 3}
+
+
+def test_telemetry_covers_the_timed_part_not_the_check():
+    log = []
+    with PointWindow("cpu", sampler=RecordingSampler(log), probe=FakeProbe()) as window:
+        log.append("float64 check")
+        measure(lambda: log.append("call") if "call" not in log else None, device="cpu",
+                budget_s=0, warmup_s=0, min_reps=1, min_warmup=1)
+        log.append("after timing")
+    # The provisional whole-point sampler is restarted when timing begins, so the last
+    # (kept) sampler starts after the check and runs through the timed calls.
+    last_start = max(i for i, e in enumerate(log) if e == "sampler start")
+    assert log.index("float64 check") < last_start < log.index("call")
+    assert log[-1] == "sampler stop" and window.telemetry() == {"available": True,
+                                                                 "n_samples": 3}
+
+
+def test_real_cpu_peak_of_a_matmul_point_is_its_operands():
+    """On Linux the resident-set window gives a per-point peak near A + B + C."""
+    if memory_mod.probe_for("cpu").current_bytes() is None:
+        pytest.skip("no /proc/self/status on this host")
+    sizes = [256, 1024]  # the first point in a process also pays torch's one-time CPU set-up
+    res = run_sweep(matmul_point, {"m": sizes}, fixed={"n": 1024, "k": 1024,
+                                                       "precision": "fp32"},
+                    device="cpu", torch_threads=1)
+    point = res.records[1]
+    operands = point.metrics["operand_bytes"]  # 12 MiB
+    assert point.outcome == "ok"
+    assert operands - 2 * MIB <= point.memory["peak_rss_bytes"] <= operands + 8 * MIB
+
+
+def test_cpu_conditions_are_recorded_with_every_point():
+    res = run_sweep(lambda m: {"throughput": 1.0, "timing": measure(
+        lambda: sum(range(20000)), device="cpu", budget_s=0.06, warmup_s=0.01)},
+        {"m": [1]}, device="cpu", torch_threads=1)
+    conditions = res.records[0].conditions
+    assert conditions["torch_threads"] == 1 and conditions["usable_cores"] >= 1
+    assert conditions["window_s"] >= 0.05 and conditions["others_busy_cores"] is not None
