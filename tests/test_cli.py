@@ -1,8 +1,11 @@
 """The command line: doctor, peak and a headless matmul sweep with resume and bad input."""
 
 import json
+import re
 import subprocess
 import sys
+
+import pytest
 
 from a800lab.__main__ import main
 from a800lab.core.results import read_records
@@ -33,7 +36,8 @@ def test_sweep_writes_and_resumes(tmp_path, capsys):
     assert records[0].throughput_unit == "TFLOP/s" and records[0].metrics["rel_error"] < 1e-5
     assert main(args[:4] + ["96"] + args[4:]) == 0
     assert [r.params["size"] for r in read_records(out)] == [32, 64, 96]
-    assert "1 points measured, 2 already in" in capsys.readouterr().err
+    assert re.search(r"1 points measured(, 1 noisy \(marked !\))?, 2 already in",
+                     capsys.readouterr().err)
 
 
 def test_sweep_rectangular_shapes(tmp_path):
@@ -61,3 +65,67 @@ def test_peak_json(capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["entries"][0]["precision"] == "fp32" and report["entries"][0]["tflops"] > 0
     assert report["mem_bw_gbs"] > 0
+
+
+def test_duplicates_and_aliases_are_measured_once(tmp_path, capsys):
+    out = tmp_path / "runs.jsonl"
+    assert main(["sweep", "matmul", "--size", "16", "16", "--precision", "fp32", "float32",
+                 "--budget-s", "0.01", "--out", str(out)]) == 0
+    assert [r.params for r in read_records(out)] == [{"size": 16, "precision": "fp32"}]
+
+
+@pytest.mark.parametrize("budget", ["-1", "nan", "inf", "0"])
+def test_bad_budgets_are_refused_up_front(tmp_path, capsys, budget):
+    out = tmp_path / "runs.jsonl"
+    assert main(["sweep", "matmul", "--size", "8", "--budget-s", budget, "--out", str(out)]) == 2
+    assert f"--budget-s {float(budget)} must be a finite number of seconds > 0" in \
+        capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_outs_that_cannot_be_written_are_refused_up_front(tmp_path, capsys):
+    assert main(["sweep", "matmul", "--size", "8", "--out", ""]) == 2
+    assert "results path is empty" in capsys.readouterr().err
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["sweep", "matmul", "--size", "8", "--out", str(blocker / "r.jsonl")]) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err
+    assert main(["sweep", "matmul", "--size", "8", "--out", "/proc/r.jsonl"]) == 2
+    assert "cannot write results to '/proc/r.jsonl'" in capsys.readouterr().err
+
+
+def test_a_point_too_big_for_memory_is_an_oom_line_not_a_crash(tmp_path, capsys):
+    out = tmp_path / "runs.jsonl"
+    assert main(["sweep", "matmul", "--size", "200000", "--device", "cpu", "--out",
+                 str(out)]) == 0
+    (record,) = read_records(out)
+    assert record.outcome == "oom" and "not attempted" in record.message
+    assert "oom out of memory (not attempted)" in capsys.readouterr().err
+
+
+def test_noisy_points_are_marked_with_their_reasons(tmp_path, capsys, monkeypatch):
+    from a800lab.core import sweep as sweep_mod
+
+    def noisy(samples_ms, conditions=None, *, on_cpu=False):
+        return {"noisy": True, "iqr_ms": 1.0, "iqr_over_median": 0.5,
+                "reasons": ["oversubscribed: 2 torch thread(s) + 1.0 cores busy"]}
+
+    monkeypatch.setattr(sweep_mod, "assess", noisy)
+    out = tmp_path / "runs.jsonl"
+    assert main(["sweep", "matmul", "--size", "8", "--budget-s", "0.01", "--threads", "1",
+                 "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "! {'size': 8, 'precision': 'fp32'}: ok" in err and "(IQR 50% of median)" in err
+    assert "    ! oversubscribed: 2 torch thread(s)" in err
+    assert "1 points measured, 1 noisy (marked !)" in err
+    assert read_records(out)[0].conditions["torch_threads"] == 1
+
+
+def test_slow_cpu_precisions_get_a_note_before_running(tmp_path, capsys, monkeypatch):
+    from a800lab.workloads import matmul as matmul_mod
+
+    monkeypatch.setattr(matmul_mod, "cpu_slowdown_note",
+                        lambda p: "bf16 is slow here" if p == "bf16" else "")
+    assert main(["sweep", "matmul", "--size", "8", "--precision", "bf16", "--device", "cpu",
+                 "--budget-s", "0.01", "--out", str(tmp_path / "r.jsonl")]) == 0
+    assert capsys.readouterr().err.startswith("note: bf16 is slow here\n")
