@@ -13,7 +13,7 @@ import torch
 
 from a800lab.core import sweep as sweep_mod
 from a800lab.core.cancel import CancelToken
-from a800lab.core.results import load_results, read_records
+from a800lab.core.results import load_results, read_records, records_to_frame
 from a800lab.core.sweep import grid, run_sweep
 from a800lab.core.timing import Timing
 
@@ -235,6 +235,7 @@ def test_a_point_function_without_device_runs_inside_that_device(monkeypatch):
     monkeypatch.setattr(sweep_mod, "resolve_device", lambda device: device)
     monkeypatch.setattr(sweep_mod, "PointWindow", _NoWindow)
     monkeypatch.setattr(sweep_mod, "_cuda_device", Recorder)
+    monkeypatch.setattr(sweep_mod, "environment", lambda device: {"device": device})
 
     def fn(m):
         seen.append(list(entered))
@@ -369,3 +370,17 @@ def test_noise_verdict_is_stored_with_the_record():
     assert noisy.noise["noisy"] is True and noisy.noise["iqr_ms"] == pytest.approx(2.0)
     assert any("IQR" in reason for reason in noisy.noise["reasons"])
     assert run_sweep(lambda m: {"throughput": 1.0}, {"m": [1]}).records[0].noise == {}
+
+
+def test_records_name_the_device_the_sweep_ran_on(monkeypatch):
+    from a800lab.core import environment as env_mod
+
+    record = run_sweep(point, {"m": [1]}, device="cpu").records[0]
+    assert record.env["device"] == "cpu" and record.env["mode"] == "CPU fallback"
+    assert record.env["device_name"].startswith("CPU: ")
+    asked = []
+    monkeypatch.setattr(env_mod.torch.cuda, "get_device_name",
+                        lambda device: asked.append(device) or "NVIDIA H200")
+    env = env_mod.environment("cuda:1")  # on a GPU box: the name of the device used
+    assert (env["device_name"], env["mode"], asked) == ("NVIDIA H200", "GPU", ["cuda:1"])
+    assert records_to_frame([record]).loc[0, "mode"] == "CPU fallback"

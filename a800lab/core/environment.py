@@ -1,10 +1,12 @@
 """The environment a measurement came from, and a short fingerprint of it.
 
     env = environment()          # dict: python, torch, cuda, cudnn, nccl, driver, device_name, ...
+    env = environment("cuda:1")  # the same, naming the device a sweep runs on ("device",
+                                 # "device_name", "mode": "GPU" or "CPU fallback")
     fingerprint(env)             # "3f2a9c01b7de": same machine + software -> same fingerprint
 
 Every result record carries both, so a recorded run names the device it came from and a resumed
-sweep only skips points measured in the same environment.
+sweep only skips points measured in the same environment on the same kind of device.
 """
 
 from __future__ import annotations
@@ -24,9 +26,22 @@ _FINGERPRINT_KEYS = ("hostname", "device_name", "device_count", "torch", "cuda",
                      "python")
 
 
+def environment(device: str | None = None) -> dict:
+    """Machine and software facts for a result record. With `device` ("cpu", "cuda[:N]") the
+    device name is that device's, and "device" and "mode" say where the points ran; without
+    it the name is GPU 0's (or the CPU's when there is no GPU)."""
+    env = dict(_machine())
+    if device is not None:
+        on_cuda = device.startswith("cuda")
+        env.update(device=device, mode="GPU" if on_cuda else "CPU fallback",
+                   device_name=torch.cuda.get_device_name(device) if on_cuda
+                   else f"CPU: {env['cpu_model']}")
+    return env
+
+
 @functools.lru_cache(maxsize=1)
-def environment() -> dict:
-    """Machine and software facts for a result record (computed once per process)."""
+def _machine() -> dict:
+    """The facts that do not change while the process runs (computed once)."""
     env = {
         "python": platform.python_version(),
         "platform": platform.platform(),

@@ -44,7 +44,8 @@ MEMORY_KEYS = ("peak_allocated_bytes", "peak_reserved_bytes", "peak_rss_bytes",
 RESERVED_COLUMNS = frozenset({
     "workload", "outcome", "message", "throughput", "throughput_unit", "time_ms", "median_ms",
     "iqr_ms", "min_ms", "device_name", "fingerprint", "label", "timestamp", "telemetry",
-    "schema_version", "run_id", "noisy", "noise_reason", "torch_threads", *MEMORY_KEYS,
+    "schema_version", "run_id", "noisy", "noise_reason", "torch_threads", "mode",
+    *MEMORY_KEYS,
 })
 
 
@@ -309,6 +310,7 @@ def records_to_frame(records: list[Record]) -> pd.DataFrame:
             **{k: _nan_if_none(r.memory.get(k)) for k in MEMORY_KEYS},
             **r.metrics,
             "device_name": r.env.get("device_name", "unknown device"),
+            "mode": r.env.get("mode") or _mode_of(r.env.get("device_name", "")),
             "fingerprint": r.env.get("fingerprint", ""),
             "label": r.label or r.env.get("device_name", "unknown device"),
             "timestamp": r.timestamp,
@@ -325,6 +327,11 @@ def records_to_frame(records: list[Record]) -> pd.DataFrame:
 def load_results(path: str | os.PathLike) -> pd.DataFrame:
     """Read a JSON Lines results file into a DataFrame (see records_to_frame)."""
     return records_to_frame(read_records(path))
+
+
+def _mode_of(device_name: str) -> str:
+    """"GPU" or "CPU fallback" for records written before env carried the mode."""
+    return "CPU fallback" if device_name.startswith("CPU") else "GPU"
 
 
 def _nan_if_none(x) -> float:

@@ -123,7 +123,8 @@ def run_sweep(
     device = resolve_device(device)
     if out is not None:
         check_writable(out)
-    env = dict(environment(), fingerprint=fingerprint(environment()))
+    env = environment(device)
+    env["fingerprint"] = fingerprint(env)
     done_keys = _done_keys(out, env["fingerprint"]) if (out and resume) else set()
 
     result = SweepResult(total=len(points), run_id=run_id or new_run_id())
