@@ -247,11 +247,14 @@ class FakeNvml:
 
     # -- what torch.cuda.get_device_properties would say on this box --------------------------
     def cuda_properties(self) -> list[SimpleNamespace]:
-        """Per-GPU torch-like device properties (name, major, minor, multi_processor_count)."""
+        """Per-GPU torch-like device properties (name, major, minor, multi_processor_count,
+        total_memory, uuid without NVML's "GPU-", and torch's PCI domain / bus / device ids)."""
         return [SimpleNamespace(name="NVIDIA A800-SXM4-80GB", major=8, minor=0,
                                 multi_processor_count=108, total_memory=85_899_345_920,
-                                uuid=f"a800fake-0000-0000-0000-00000000000{gpu.index}")
-                for gpu in self.gpus]
+                                uuid=f"a800fake-0000-0000-0000-00000000000{gpu.index}",
+                                pci_domain_id=pci.domain, pci_bus_id=pci.bus,
+                                pci_device_id=pci.device)
+                for gpu in self.gpus for pci in [_pci(gpu.bus_id)]]
 
 
 def _pci(bus_id: str) -> SimpleNamespace:

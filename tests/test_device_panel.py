@@ -77,6 +77,7 @@ def test_gpu_table_has_a_row_per_gpu_with_names_and_problems():
     assert [row[0] for row in rows] == [str(i) for i in range(8)]
     assert all(row[1] == "NVIDIA A800-SXM4-80GB" for row in rows)
     assert all(row[2:4] == ["8.0", "108"] for row in rows)
+    assert [row[header.index("torch")] for row in rows] == [f"cuda:{i}" for i in range(8)]
     cell = {name: i for i, name in enumerate(header)}
     assert rows[0][cell["driver / CUDA"]] == "535.129.03 / 12.2"
     assert rows[0][cell["memory free/total GiB"]] == "80.0/80.0"
@@ -120,8 +121,8 @@ def test_topology_grid_is_coloured_with_nvlink_groups_and_sys_across():
     assert "bonded set of # NVLinks" in panel.legend.value
     assert "QPI/UPI" in panel.legend.value
     affinity = Tables(panel.affinity.value).texts("a800lab-affinity")
-    assert affinity[1][3] == "CUDA_VISIBLE_DEVICES=0 numactl --cpunodebind=0 --membind=0 " \
-                             "python train.py"
+    assert affinity[1][3] == "CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0 " \
+                             "numactl --cpunodebind=0 --membind=0 python train.py"
     assert affinity[8][1:3] == ["1", "32-63,96-127"]
 
 
@@ -219,6 +220,10 @@ def test_nvml_index_of_a_cuda_device_matches_by_uuid():
     hidden = DevicePanel(nvml=fake, cuda_properties=[props[7], props[3]])
     assert (hidden.nvml_index_of(0), hidden.nvml_index_of(1), hidden.nvml_index_of(2)) == \
         (7, 3, None)
+    assert hidden.nvml_index_of("cuda:1") == 3
+    header, *rows = Tables(hidden.gpu_table.value).texts("a800lab-gpus")
+    assert [row[header.index("torch")] for row in rows] == [
+        "n/a", "n/a", "n/a", "cuda:1", "n/a", "n/a", "n/a", "cuda:0"]
 
 
 def test_unsupported_readings_show_na_with_the_reason():

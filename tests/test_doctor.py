@@ -60,7 +60,8 @@ def test_sys_pairs_advice():
     for pair in ("0-4", "0-7", "3-4", "3-7"):
         assert pair in line
     assert "0-1" not in line and "4-5" not in line
-    assert "CUDA_VISIBLE_DEVICES=0,1,2,3 numactl --cpunodebind=0 --membind=0" in line
+    assert "CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0,1,2,3 numactl --cpunodebind=0 " \
+           "--membind=0" in line
     assert "GPUs 4,5,6,7 (NUMA node 1)" in line
     assert not lines_with(fake_report(nvlink="nvswitch"), "SYS")
 

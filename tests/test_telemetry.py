@@ -129,3 +129,35 @@ def test_a_failing_reading_stops_sampling_without_raising():
     summary = sampler.summary()
     assert summary["n_samples"] == 1 and summary["available"] is True
     assert summary["reason"] == "sampling stopped: ZeroDivisionError: bad reading"
+
+
+def test_sampler_for_a_cuda_device_samples_the_gpu_behind_it():
+    fake = FakeNvml()
+    fake.gpus[3].gpu_util_pct = 55
+    props = fake.cuda_properties()
+    # as under CUDA_VISIBLE_DEVICES=3: torch's cuda:0 is NVML GPU 3, not NVML GPU 0
+    with TelemetrySampler(cuda_device="cuda:0", interval_s=60, nvml=fake,
+                          cuda_properties=[props[3]]) as sampler:
+        pass
+    assert sampler.device_index == 3
+    assert [s["gpu_util_pct"] for s in sampler.samples] == [55, 55]
+    assert sampler.summary()["available"] is True
+
+
+def test_sampler_for_an_unmapped_cuda_device_says_why_and_starts_no_thread():
+    fake = FakeNvml()
+    with TelemetrySampler(cuda_device="cuda:1", nvml=fake,
+                          cuda_properties=fake.cuda_properties()[:1]) as sampler:
+        assert not sampler_threads()
+    summary = sampler.summary()
+    assert sampler.device_index is None and summary["available"] is False
+    assert summary["reason"] == ("no NVML GPU to sample for 'cuda:1': there is no cuda:1: "
+                                 "torch sees 1 CUDA device(s)")
+
+
+def test_sampler_takes_an_nvml_index_or_a_cuda_device_not_both():
+    with pytest.raises(ValueError, match="not both"):
+        TelemetrySampler(0, cuda_device="cuda:0", nvml=FakeNvml())
+    with pytest.raises(ValueError, match="'cuda:N'"):
+        TelemetrySampler(cuda_device="cpu", nvml=FakeNvml())
+    assert TelemetrySampler(nvml=FakeNvml()).device_index == 0

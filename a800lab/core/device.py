@@ -7,7 +7,8 @@
 
 Every function takes `nvml=` (a fake pynvml for tests). Any field NVML or torch cannot give is a
 `NotAvailable(reason)`; `to_dict()` writes it as {"available": false, "reason": "..."}.
-GPU indices are NVML's (PCI bus order, like nvidia-smi), not CUDA_VISIBLE_DEVICES order.
+GPU indices are NVML's (like nvidia-smi), not CUDA_VISIBLE_DEVICES order; each GpuInfo carries
+torch's cuda:N as `cuda_index` (matched by core.gpu_map).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import torch
 
 from .backends import HAS_CUDA, why_unavailable
 from .environment import cpu_model
+from .gpu_map import cuda_device_properties, cuda_ordinal_of, pci_bus_id
 from .nvml import (
     NotAvailable,
     cuda_version_string,
@@ -66,7 +68,8 @@ class _Record:
 class GpuInfo(_Record):
     """One GPU as NVML (and torch, for the SM count) sees it. Units are in the names."""
 
-    index: int
+    index: int                       # NVML's (nvidia-smi's) number
+    cuda_index: Any                  # torch's N of cuda:N; NotAvailable when torch cannot see it
     name: Any
     uuid: Any
     pci_bus_id: Any
@@ -150,35 +153,6 @@ def cpu_list(mask_words: Any) -> str:
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
 
 
-def normalise_bus_id(bus_id: Any) -> str:
-    """"00000000:07:00.0" or b"0000:07:00.0" -> "0000:07:00.0" (the sysfs spelling)."""
-    text = bus_id.decode() if isinstance(bus_id, bytes) else str(bus_id)
-    domain, bus, devfn = text.strip().lower().split(":")
-    return f"{int(domain, 16):04x}:{bus}:{devfn}"
-
-
-def _bus_id(pci: Any) -> Any:
-    if isinstance(pci, NotAvailable):
-        return pci
-    return normalise_bus_id(getattr(pci, "busId", b"") or pci.busIdLegacy)
-
-
-def _cuda_props_by_uuid(cuda_properties: list) -> dict:
-    """torch device properties keyed by bare lower-case UUID (torch drops NVML's "GPU-")."""
-    return {str(getattr(p, "uuid", "")).lower().removeprefix("gpu-"): p for p in cuda_properties}
-
-
-def _sm_count(uuid: Any, index: int, cuda_properties: list) -> Any:
-    by_uuid = _cuda_props_by_uuid(cuda_properties)
-    key = str(uuid).lower().removeprefix("gpu-")
-    if key in by_uuid:
-        return by_uuid[key].multi_processor_count
-    if not cuda_properties:
-        return NotAvailable(f"SM count comes from torch: {why_unavailable('cuda') or 'no CUDA'}")
-    return NotAvailable(f"torch sees no CUDA device with the UUID of NVML GPU {index} "
-                        "(hidden by CUDA_VISIBLE_DEVICES?)")
-
-
 def _ecc_errors(handle: Any, nvml: Any) -> dict:
     counts = {}
     for counter in ("volatile", "aggregate"):
@@ -205,7 +179,7 @@ def _nvlinks(handle: Any, nvml: Any) -> tuple[Any, tuple]:
         answered = True
         if state == enabled:
             pci = nvml_call("nvmlDeviceGetNvLinkRemotePciInfo", handle, link, nvml=nvml)
-            remotes.append("unknown" if isinstance(pci, NotAvailable) else _bus_id(pci))
+            remotes.append("unknown" if isinstance(pci, NotAvailable) else pci_bus_id(pci))
     return (len(remotes) if answered else first_failure), tuple(remotes)
 
 
@@ -235,23 +209,28 @@ def gpu_info(index: int, nvml: Any = None, cuda_properties: list | None = None) 
         return nvml_call(fn_name, h, *args, nvml=nvml)
 
     sm, mem = nvml_const("NVML_CLOCK_SM", nvml), nvml_const("NVML_CLOCK_MEM", nvml)
-    uuid, bus_id = call("nvmlDeviceGetUUID"), _bus_id(call("nvmlDeviceGetPciInfo"))
+    uuid, bus_id = call("nvmlDeviceGetUUID"), pci_bus_id(call("nvmlDeviceGetPciInfo"))
+    mig = _enabled(call("nvmlDeviceGetMigMode"), nvml_const("NVML_DEVICE_MIG_ENABLE", nvml))
+    props = cuda_device_properties(cuda_properties)
+    cuda_index = cuda_ordinal_of(uuid, bus_id, mig_enabled=mig, cuda_properties=props)
     cc = call("nvmlDeviceGetCudaComputeCapability")
     memory = call("nvmlDeviceGetMemoryInfo")
     affinity = call("nvmlDeviceGetCpuAffinity", _AFFINITY_WORDS)
     reasons = throttle_reasons(h, nvml=nvml)
     links, remotes = _nvlinks(h, nvml)
     return GpuInfo(
-        index=index, name=call("nvmlDeviceGetName"), uuid=uuid, pci_bus_id=bus_id,
+        index=index, cuda_index=cuda_index, name=call("nvmlDeviceGetName"), uuid=uuid,
+        pci_bus_id=bus_id,
         compute_capability=cc if isinstance(cc, NotAvailable) else f"{cc[0]}.{cc[1]}",
-        sm_count=_sm_count(uuid, index, _default_props(cuda_properties)),
+        sm_count=(NotAvailable(f"SM count comes from torch: {cuda_index.reason}")
+                  if isinstance(cuda_index, NotAvailable)
+                  else props[cuda_index].multi_processor_count),
         memory_total_bytes=memory if isinstance(memory, NotAvailable) else memory.total,
         memory_free_bytes=memory if isinstance(memory, NotAvailable) else memory.free,
         ecc_enabled=_enabled(call("nvmlDeviceGetEccMode"), nvml_const("NVML_FEATURE_ENABLED",
                                                                        nvml)),
         ecc_errors=_ecc_errors(h, nvml),
-        mig_enabled=_enabled(call("nvmlDeviceGetMigMode"), nvml_const("NVML_DEVICE_MIG_ENABLE",
-                                                                       nvml)),
+        mig_enabled=mig,
         sm_clock_mhz=call("nvmlDeviceGetClockInfo", sm),
         sm_clock_max_mhz=call("nvmlDeviceGetMaxClockInfo", sm),
         mem_clock_mhz=call("nvmlDeviceGetClockInfo", mem),
@@ -270,14 +249,6 @@ def gpu_info(index: int, nvml: Any = None, cuda_properties: list | None = None) 
     )
 
 
-def _default_props(cuda_properties: list | None) -> list:
-    if cuda_properties is not None:
-        return cuda_properties
-    if not HAS_CUDA:
-        return []
-    return [torch.cuda.get_device_properties(i) for i in range(torch.cuda.device_count())]
-
-
 def discover_gpus(nvml: Any = None, cuda_properties: list | None = None) -> Any:
     """All GPUs NVML sees, as GpuInfo in NVML order; NotAvailable(reason) when there are none.
 
@@ -287,13 +258,13 @@ def discover_gpus(nvml: Any = None, cuda_properties: list | None = None) -> Any:
     with the NVML-only fields NotAvailable.
     """
     count = device_count(nvml)
-    props = _default_props(cuda_properties)
+    props = cuda_device_properties(cuda_properties)
     if not isinstance(count, NotAvailable):
         return [gpu_info(i, nvml=nvml, cuda_properties=props) for i in range(count)]
     if not props:
         return count
     return [dataclasses.replace(
-        gpu_info(i, nvml=nvml, cuda_properties=props), name=p.name,
+        gpu_info(i, nvml=nvml, cuda_properties=props), cuda_index=i, name=p.name,
         uuid=str(getattr(p, "uuid", NotAvailable("torch gives no UUID"))),
         compute_capability=f"{p.major}.{p.minor}", sm_count=p.multi_processor_count,
         memory_total_bytes=p.total_memory) for i, p in enumerate(props)]

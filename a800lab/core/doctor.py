@@ -35,6 +35,10 @@ _THROTTLE_HINTS = {
 }
 
 
+# The advice names GPUs by NVML index (PCI bus order, as nvidia-smi does); CUDA numbers them the
+# same way only with CUDA_DEVICE_ORDER=PCI_BUS_ID (its default puts the fastest first).
+CUDA_BY_NVML_INDEX = "CUDA_DEVICE_ORDER=PCI_BUS_ID "
+
 # How to turn TF32 on, per torch API (SystemInfo.tf32_api). torch asks not to mix the two: its
 # legacy getters raise once the fp32_precision settings hold a value they cannot express.
 _TF32_HOWTO = {
@@ -123,7 +127,8 @@ def _topology_advice(report: dict) -> list[str]:
     return [f"GPU pairs joined only through SYS / across NUMA nodes (no NVLink): {', '.join(far)}."
             f" Collective traffic between them crosses the CPU interconnect. Keep a job inside "
             f"one NVLink group / NUMA node: {described}; e.g. "
-            f"CUDA_VISIBLE_DEVICES={','.join(map(str, best))} {numactl}python train.py"]
+            f"{CUDA_BY_NVML_INDEX}CUDA_VISIBLE_DEVICES={','.join(map(str, best))} {numactl}"
+            "python train.py"]
 
 
 def _gpu_advice(gpu: dict) -> list[str]:
@@ -205,6 +210,12 @@ def format_value(value: Any, scale: float = 1.0, digits: int = 0, sep: str = ","
 _fmt = format_value  # the short name the report tables below use
 
 
+def cuda_label(cuda_index: Any) -> str:
+    """A GPU's torch device name from the report: "cuda:3", or "n/a" when torch cannot see it."""
+    value = _num(cuda_index)
+    return "n/a" if value is None else f"cuda:{value}"
+
+
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows,
@@ -227,7 +238,8 @@ def format_report(report: dict) -> str:
         "",
     ]
     if report["gpus"]:
-        rows = [[str(g["index"]), _fmt(g["name"]), _fmt(g["compute_capability"]),
+        rows = [[str(g["index"]), cuda_label(g["cuda_index"]), _fmt(g["name"]),
+                 _fmt(g["compute_capability"]),
                  _fmt(g["sm_count"]),
                  f"{_fmt(g['memory_free_bytes'], 2**30)}/{_fmt(g['memory_total_bytes'], 2**30)}",
                  _fmt(g["ecc_enabled"]), _fmt(g["mig_enabled"]),
@@ -236,8 +248,8 @@ def format_report(report: dict) -> str:
                  f"gen{_fmt(g['pcie_gen'])} x{_fmt(g['pcie_width'])}",
                  _fmt(g["nvlink_active_links"]), _fmt(g["throttle_reasons"])]
                 for g in report["gpus"]]
-        out += _table(["GPU", "name", "CC", "SMs", "free/total GiB", "ECC", "MIG", "SM MHz",
-                       "power W", "temp C", "PCIe", "NVLinks", "throttle"], rows)
+        out += _table(["GPU", "torch", "name", "CC", "SMs", "free/total GiB", "ECC", "MIG",
+                       "SM MHz", "power W", "temp C", "PCIe", "NVLinks", "throttle"], rows)
         out.append("")
     topo = report["topology"]
     if topo:

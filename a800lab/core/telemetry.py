@@ -2,10 +2,11 @@
 
     from a800lab.core.telemetry import snapshot, TelemetrySampler
     snapshot(0)                        # {"t_s": ..., "gpu_util_pct": 87, "power_w": 312.4, ...}
-    with TelemetrySampler(device_index=0, interval_s=0.1) as sampler:
+    with TelemetrySampler(device_index=0, interval_s=0.1) as sampler:   # NVML's GPU 0
         run_workload()
     sampler.summary()                  # {"available": True, "n_samples": 42, "power_w": {"mean",
                                        #  "min", "max"}, ..., "throttle_reasons": [...]}
+    TelemetrySampler(cuda_device="cuda:0")   # the GPU behind torch's cuda:0 (core.gpu_map)
 
 All readings go through the NVML wrapper (`nvml=` takes a fake module for tests). Without NVML
 every reading is None and the summary says {"available": False, "reason": ...}; no thread is
@@ -19,6 +20,7 @@ import threading
 import time
 from typing import Any
 
+from .gpu_map import nvml_index
 from .nvml import (
     NotAvailable,
     device_handle,
@@ -73,17 +75,34 @@ def _stats(values: list) -> dict:
 
 
 class TelemetrySampler:
-    """Samples GPU `device_index` every `interval_s` seconds on a background thread.
+    """Samples a GPU every `interval_s` seconds on a background thread.
 
+    The GPU is NVML's `device_index` (default 0), or the one behind torch's `cuda_device`
+    ("cuda", "cuda:N" or N, matched by UUID / PCI bus id; NVML numbers GPUs its own way). When
+    `cuda_device` has no NVML GPU the sampler takes no samples and its summary says why.
     Use as a context manager (or call start()/stop()). `samples` holds the snapshot dicts with
     t_s in seconds since start; `summary()` condenses them.
     """
 
-    def __init__(self, device_index: int = 0, interval_s: float = 0.1, nvml: Any = None) -> None:
+    def __init__(self, device_index: int | None = None, interval_s: float = 0.1,
+                 nvml: Any = None, *, cuda_device: Any = None,
+                 cuda_properties: list | None = None) -> None:
         if not interval_s > 0:
             raise ValueError(f"interval_s={interval_s!r} must be a positive number of seconds, "
                              "e.g. 0.1")
-        self.device_index = device_index
+        if device_index is not None and cuda_device is not None:
+            raise ValueError("give device_index (an NVML index) or cuda_device (e.g. 'cuda:0'), "
+                             "not both")
+        self._unmapped = ""  # why cuda_device has no NVML GPU
+        if cuda_device is not None:
+            mapped = nvml_index(cuda_device, nvml=nvml, cuda_properties=cuda_properties)
+            if isinstance(mapped, NotAvailable):
+                self._unmapped = f"no NVML GPU to sample for {cuda_device!r}: {mapped.reason}"
+                mapped = None
+            device_index = mapped
+        elif device_index is None:
+            device_index = 0
+        self.device_index = device_index  # NVML index; None when cuda_device did not map
         self.interval_s = interval_s
         self._nvml = nvml
         self._samples: list[dict] = []
@@ -102,6 +121,9 @@ class TelemetrySampler:
         self._start_s = time.perf_counter()
         self._duration_s, self._samples, self._reason = 0.0, [], ""
         self._stop.clear()
+        if self._unmapped:
+            self._reason = self._unmapped
+            return self
         handle = device_handle(self.device_index, self._nvml)  # NotAvailable too without NVML
         if isinstance(handle, NotAvailable):
             self._reason = handle.reason

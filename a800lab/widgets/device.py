@@ -30,11 +30,10 @@ import time
 from typing import Any
 
 import ipywidgets as widgets
-import torch
 
-from ..core.backends import HAS_CUDA
 from ..core.device import cpu_info
 from ..core.doctor import build_report
+from ..core.gpu_map import nvml_index
 from ..core.nvml import NotAvailable, device_count
 from ..core.telemetry import TelemetrySampler
 from ..plots import telemetry_figure
@@ -266,23 +265,14 @@ class DevicePanel:
                 threading.Thread(target=self.stop_telemetry, daemon=True).start()
                 return
 
-    def nvml_index_of(self, cuda_device: int = 0) -> int | None:
-        """The NVML index (the panel's GPU numbers) of torch's `cuda:<cuda_device>`, matched by
-        UUID; None when torch has no such device or NVML does not list it (e.g. a MIG slice).
+    def nvml_index_of(self, cuda_device: int | str = 0) -> int | None:
+        """The NVML index (the panel's GPU numbers) of torch's `cuda:<cuda_device>`; None when
+        there is none (no such device, a MIG slice, no NVML). core.gpu_map.nvml_index says why.
 
         The numberings differ under CUDA_VISIBLE_DEVICES or without CUDA_DEVICE_ORDER=PCI_BUS_ID.
         """
-        props = self._cuda_properties
-        if props is None:
-            props = ([torch.cuda.get_device_properties(i)
-                      for i in range(torch.cuda.device_count())] if HAS_CUDA else [])
-        if not 0 <= cuda_device < len(props):
-            return None
-        uuid = str(getattr(props[cuda_device], "uuid", "")).lower().removeprefix("gpu-")
-        for g in self.report.get("gpus", []):
-            if uuid and str(g["uuid"]).lower().removeprefix("gpu-") == uuid:
-                return g["index"]
-        return None
+        index = nvml_index(cuda_device, nvml=self._nvml, cuda_properties=self._cuda_properties)
+        return None if isinstance(index, NotAvailable) else index
 
     @property
     def telemetry_samples(self) -> list[dict]:

@@ -15,7 +15,7 @@ import html
 from typing import Any
 
 from ..core.device import LINK_LEGEND
-from ..core.doctor import format_value
+from ..core.doctor import CUDA_BY_NVML_INDEX, cuda_label, format_value
 from ..core.nvml import is_not_available
 
 GIB = 2**30
@@ -77,7 +77,7 @@ def _pair(a: Any, b: Any, scale: float = 1.0, digits: int = 0) -> str:
 
 
 # ---- HTML sections (pure functions of the doctor report) ------------------------------------
-GPU_COLUMNS = ("GPU", "name", "CC", "SMs", "memory free/total GiB", "driver / CUDA", "ECC",
+GPU_COLUMNS = ("GPU", "name", "CC", "SMs", "torch", "memory free/total GiB", "driver / CUDA", "ECC",
                "ECC errors (unc. / corr.)", "MIG", "SM MHz cur/max", "power W cur/limit",
                "temp C", "PCIe", "NVLinks", "throttle reasons")
 
@@ -111,6 +111,7 @@ def gpu_table_html(report: dict) -> str:
             _td(str(g["index"])), _td(cell_text(g["name"]), title=cell_text(g["uuid"])),
             _td(cell_text(g["compute_capability"]), title=_why(g["compute_capability"])),
             _td(cell_text(g["sm_count"]), title=_why(g["sm_count"])),
+            _td(cuda_label(g["cuda_index"]), title=_why(g["cuda_index"])),
             _td(_pair(g["memory_free_bytes"], g["memory_total_bytes"], GIB, 1),
                 title=_why(g["memory_free_bytes"])),
             _td(driver, title=_why(system["driver_version"])),
@@ -188,7 +189,7 @@ def affinity_html(report: dict) -> str:
             command = f"taskset -c {cpus} python train.py"
         else:
             command = "n/a (NVML gives no affinity)"
-        command = f"CUDA_VISIBLE_DEVICES={g['index']} {command}"
+        command = f"{CUDA_BY_NVML_INDEX}CUDA_VISIBLE_DEVICES={g['index']} {command}"
         rows.append(f"<tr>{_td(str(g['index']))}{_td(cell_text(node), title=_why(node))}"
                     f"{_td(cell_text(cpus), title=_why(cpus))}"
                     f"{_td(command, style='text-align:left')}</tr>")

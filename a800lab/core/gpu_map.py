@@ -1,0 +1,174 @@
+"""The one CUDA <-> NVML mapping: which NVML GPU is torch's cuda:N, and the reverse.
+
+    from a800lab.core.gpu_map import nvml_index, cuda_ordinal
+    nvml_index("cuda:0")      # 3 under CUDA_VISIBLE_DEVICES=3; NotAvailable(reason) when none
+    nvml_index()              # the GPU behind torch's current device
+    cuda_ordinal(3)           # 0 there; NotAvailable("... CUDA_VISIBLE_DEVICES ...") for GPU 0
+
+NVML numbers every GPU of the machine its own way and ignores CUDA_VISIBLE_DEVICES and
+CUDA_DEVICE_ORDER; CUDA numbers only the devices it may see. So a CUDA ordinal is never used as an
+NVML index: devices are matched by UUID (torch's device properties `.uuid`, NVML's "GPU-..."),
+then by PCI bus id (torch's `pci_domain_id`, `pci_bus_id`, `pci_device_id`). A MIG slice has its
+own UUID and its GPU's bus id: it maps to NotAvailable saying so, because NVML's readings of that
+GPU cover all of its slices.
+
+`nvml=` takes a fake pynvml; `cuda_properties=` a list of torch-like device properties in CUDA
+order (default: torch.cuda.get_device_properties of each device when CUDA works, else []).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from .backends import HAS_CUDA, why_unavailable
+from .nvml import NotAvailable, device_count, device_handle, nvml_call, nvml_const
+
+
+def cuda_device_properties(cuda_properties: list | None = None) -> list:
+    """`cuda_properties` if given, else torch's properties of each CUDA device ([] without CUDA)."""
+    if cuda_properties is not None:
+        return cuda_properties
+    if not HAS_CUDA:
+        return []
+    return [torch.cuda.get_device_properties(i) for i in range(torch.cuda.device_count())]
+
+
+def normalise_bus_id(bus_id: Any) -> str:
+    """"00000000:07:00.0" or b"0000:07:00.0" -> "0000:07:00.0" (the sysfs spelling).
+
+    Raises ValueError for text that is not domain:bus:device.function.
+    """
+    text = (bus_id.decode(errors="replace") if isinstance(bus_id, bytes) else str(bus_id))
+    parts = text.strip().lower().split(":")
+    if len(parts) != 3 or not all(parts) or "." not in parts[2]:
+        raise ValueError(f"{bus_id!r} is not a PCI bus id like '0000:07:00.0'")
+    domain, bus, devfn = parts
+    try:
+        return f"{int(domain, 16):04x}:{int(bus, 16):02x}:{devfn}"
+    except ValueError:
+        raise ValueError(f"{bus_id!r} is not a PCI bus id like '0000:07:00.0'") from None
+
+
+def pci_bus_id(pci: Any) -> Any:
+    """The bus id of an NVML nvmlPciInfo_t (busId, else busIdLegacy), or NotAvailable."""
+    if isinstance(pci, NotAvailable):
+        return pci
+    raw = getattr(pci, "busId", b"") or getattr(pci, "busIdLegacy", b"")
+    try:
+        return normalise_bus_id(raw)
+    except ValueError as exc:
+        return NotAvailable(f"NVML gave no usable PCI bus id: {exc}")
+
+
+def _uuid_key(uuid: Any) -> str:
+    """NVML's "GPU-8f6c..." and torch's "8f6c..." -> "8f6c..."; "" when there is none."""
+    return str(uuid or "").strip().lower().removeprefix("gpu-")
+
+
+def _torch_bus_id(props: Any) -> str | None:
+    ids = [getattr(props, f"pci_{part}_id", None) for part in ("domain", "bus", "device")]
+    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
+        return None  # a torch without the PCI ids, or a stand-in without them
+    domain, bus, device = ids
+    return f"{domain:04x}:{bus:02x}:{device:02x}.0"  # NVIDIA GPUs are PCI function 0
+
+
+def _mig_on(index: int, nvml: Any) -> bool:
+    mode = nvml_call("nvmlDeviceGetMigMode", device_handle(index, nvml), nvml=nvml)
+    return not isinstance(mode, NotAvailable) and mode[0] == nvml_const(
+        "NVML_DEVICE_MIG_ENABLE", nvml)
+
+
+def _nvml_gpus(nvml: Any) -> Any:
+    """[(NVML index, UUID key, bus id or None)] of every GPU NVML sees, or NotAvailable."""
+    count = device_count(nvml)
+    if isinstance(count, NotAvailable):
+        return count
+    gpus = []
+    for index in range(count):
+        handle = device_handle(index, nvml)
+        uuid = nvml_call("nvmlDeviceGetUUID", handle, nvml=nvml)
+        bus = pci_bus_id(nvml_call("nvmlDeviceGetPciInfo", handle, nvml=nvml))
+        gpus.append((index, "" if isinstance(uuid, NotAvailable) else _uuid_key(uuid),
+                     None if isinstance(bus, NotAvailable) else bus))
+    return gpus
+
+
+def _requested_ordinal(cuda_device: Any) -> int:
+    if isinstance(cuda_device, torch.device):
+        cuda_device = str(cuda_device)
+    if isinstance(cuda_device, int) and not isinstance(cuda_device, bool) and cuda_device >= 0:
+        return cuda_device
+    if cuda_device == "cuda":
+        return torch.cuda.current_device() if HAS_CUDA else 0
+    if isinstance(cuda_device, str) and cuda_device.startswith("cuda:") and \
+            cuda_device[5:].isdigit():
+        return int(cuda_device[5:])
+    raise ValueError(f"cuda_device={cuda_device!r}: use 'cuda' (torch's current device), "
+                     "'cuda:N' or an int N, numbered as torch numbers CUDA devices")
+
+
+def nvml_index(cuda_device: Any = "cuda", *, nvml: Any = None,
+               cuda_properties: list | None = None) -> Any:
+    """The NVML index of torch's `cuda_device` ("cuda", "cuda:N" or N), or NotAvailable(reason).
+
+    "cuda" is torch's current device when CUDA works, else 0. ValueError for anything that
+    does not name a CUDA device.
+    """
+    ordinal = _requested_ordinal(cuda_device)
+    props = cuda_device_properties(cuda_properties)
+    if ordinal >= len(props):
+        seen = f"torch sees {len(props)} CUDA device(s)" if props else \
+            f"torch sees no CUDA device ({why_unavailable('cuda') or 'none is visible'})"
+        return NotAvailable(f"there is no cuda:{ordinal}: {seen}")
+    gpus = _nvml_gpus(nvml)
+    if isinstance(gpus, NotAvailable):
+        return NotAvailable(f"cannot find cuda:{ordinal} in NVML: {gpus.reason}")
+    key, bus = _uuid_key(getattr(props[ordinal], "uuid", "")), _torch_bus_id(props[ordinal])
+    for index, uuid_key, _ in gpus:
+        if key and uuid_key == key:
+            return index
+    for index, _, bus_id in gpus:
+        if bus and bus_id == bus:
+            if _mig_on(index, nvml):
+                return NotAvailable(
+                    f"cuda:{ordinal} is a MIG slice of NVML GPU {index} ({bus}); NVML's "
+                    f"readings of GPU {index} cover all of its slices, not this one")
+            return index
+    return NotAvailable(f"no NVML GPU has the UUID or PCI bus id of cuda:{ordinal} "
+                        f"(UUID {key or 'unknown'}, bus id {bus or 'unknown'})")
+
+
+def cuda_ordinal_of(uuid: Any, bus_id: Any, *, mig_enabled: Any = False,
+                    cuda_properties: list | None = None) -> Any:
+    """torch's ordinal N (cuda:N) of the GPU with NVML `uuid` / `bus_id`, or NotAvailable."""
+    props = cuda_device_properties(cuda_properties)
+    if not props:
+        return NotAvailable(f"torch sees no CUDA device: {why_unavailable('cuda') or 'none'}")
+    if mig_enabled is True:
+        return NotAvailable("MIG is on: torch sees its MIG slices (cuda:N each), not the GPU")
+    key = _uuid_key(uuid) if not isinstance(uuid, NotAvailable) else ""
+    for ordinal, p in enumerate(props):
+        if key and _uuid_key(getattr(p, "uuid", "")) == key:
+            return ordinal
+    for ordinal, p in enumerate(props):
+        if isinstance(bus_id, str) and _torch_bus_id(p) == bus_id:
+            return ordinal
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    why = f"CUDA_VISIBLE_DEVICES={visible}" if visible is not None else \
+        "hidden by CUDA_VISIBLE_DEVICES?"
+    return NotAvailable(f"not among the {len(props)} CUDA device(s) torch sees ({why})")
+
+
+def cuda_ordinal(index: int, *, nvml: Any = None, cuda_properties: list | None = None) -> Any:
+    """torch's ordinal N (cuda:N) of NVML GPU `index`, or NotAvailable(reason)."""
+    handle = device_handle(index, nvml)
+    uuid = nvml_call("nvmlDeviceGetUUID", handle, nvml=nvml)
+    bus = pci_bus_id(nvml_call("nvmlDeviceGetPciInfo", handle, nvml=nvml))
+    if isinstance(uuid, NotAvailable) and isinstance(bus, NotAvailable):
+        return NotAvailable(f"NVML cannot identify GPU {index}: {uuid.reason}")
+    return cuda_ordinal_of(uuid, bus, mig_enabled=_mig_on(index, nvml),
+                           cuda_properties=cuda_properties)
