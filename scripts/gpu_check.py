@@ -1,11 +1,19 @@
-"""Exercise every GPU path of a800lab briefly on a real device and write one JSON report.
+"""Run every GPU path of a800lab briefly on a real device, judge it, and write one JSON report.
 
-    python scripts/gpu_check.py [--out data/gpu_check.json]     # about 2-4 minutes on one GPU
+    python scripts/gpu_check.py [--out data/gpu_check-<device>.json] [--only timing peak ...]
+    python scripts/gpu_check.py --record data/matmul-<device>.jsonl   # also a recorded sweep
 
-Checks, each independent (one failing does not stop the others): doctor's report, measure_peak()
-for every precision the card has, measure() against triton's do_bench and torch's Timer, the
-telemetry sampler during a large bf16 matmul, and out-of-memory recovery inside a sweep. The
-report carries the environment it came from; commit it under data/.
+Each check states its expectation, measures, and passes or fails; one line per check is printed
+("PASS timing: measure()/do_bench 0.98, ..."), and the exit status is 1 when any expectation
+fails or there is no GPU. Checks are independent: one failing or crashing does not stop the
+others, and the report is rewritten after each, so a crash keeps what was measured. About two
+minutes on one GPU. The report carries the environment it came from; commit it under data/.
+
+Checks: doctor (report builds inside matmul_precision, CUDA <-> NVML mapping by UUID), timing
+(measure() vs triton's do_bench and do_bench_cudagraph), tf32 (TF32 engages and the settings are
+restored), peak (measured / datasheet), topology (vs `nvidia-smi topo -m`), sampler (sample
+count, power source), memory (a point's peak is its operands), oom (memory really freed after an
+out-of-memory point), device (the sweep's device reaches the workload).
 """
 
 from __future__ import annotations
@@ -13,9 +21,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
+import statistics
+import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -24,71 +37,323 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from a800lab.core.backends import HAS_CUDA, why_unavailable  # noqa: E402
+from a800lab.core.backends import HAS_CUDA, HAS_TRITON, why_unavailable  # noqa: E402
 from a800lab.core.environment import environment, fingerprint  # noqa: E402
 
-
-def check_doctor() -> dict:
-    from a800lab.core.doctor import advice, build_report
-
-    report = build_report()
-    return {"report": report, "advice": advice(report)}
+MIB = 2**20
 
 
-def check_peak() -> dict:
+class Failed(AssertionError):
+    """An expectation that did not hold (the check's own measurements are kept)."""
+
+
+def expect_between(name: str, value: float, low: float, high: float) -> str:
+    """"name 0.98 (expect 0.9-1.1)"; raises Failed when value is outside [low, high]."""
+    text = f"{name} {value:.3g} (expect {low:g}-{high:g})"
+    if not low <= value <= high:
+        raise Failed(text)
+    return text
+
+
+# ---- checks: each returns (summary, details) or raises Failed ------------------------------------
+def check_doctor() -> tuple[str, dict]:
+    """Doctor's report builds, also inside matmul_precision fp32/tf32 (torch's new TF32 API
+    set, which made the legacy getters raise); cuda:0 maps to the NVML GPU with its UUID."""
+    from a800lab.core.doctor import build_report
+    from a800lab.core.gpu_map import nvml_index
+    from a800lab.core.nvml import device_handle, nvml_call
+    from a800lab.core.precision import matmul_precision
+
+    reports = {"plain": build_report()}
+    for name in ("fp32", "tf32"):
+        with matmul_precision(name):
+            reports[f"inside matmul_precision({name})"] = build_report()
+    if not reports["plain"]["gpu_found"]:
+        raise Failed(f"doctor found no GPU: {reports['plain']['no_gpu_reason']}")
+    index = nvml_index("cuda:0")
+    if not isinstance(index, int):
+        raise Failed(f"cuda:0 has no NVML index: {index}")
+    nvml_uuid = str(nvml_call("nvmlDeviceGetUUID", device_handle(index)))
+    torch_uuid = str(torch.cuda.get_device_properties(0).uuid)
+    if nvml_uuid.lower().removeprefix("gpu-") != torch_uuid.lower().removeprefix("gpu-"):
+        raise Failed(f"cuda:0 -> NVML {index} whose UUID {nvml_uuid} is not torch's {torch_uuid}")
+    details = {"report": reports["plain"], "nvml_index_of_cuda0": index,
+               "advice": reports["plain"]["advice"],
+               "tf32_settings_seen": {k: r["system"] for k, r in reports.items()}}
+    return (f"{len(reports['plain']['gpus'])} GPU(s); report builds inside "
+            f"matmul_precision fp32/tf32; cuda:0 -> NVML {index} by UUID"), details
+
+
+def _matmul_fn(size: int, dtype: torch.dtype):
+    a = torch.randn(size, size, device="cuda", dtype=dtype)
+    b = torch.randn(size, size, device="cuda", dtype=dtype)
+    return lambda: torch.matmul(a, b)
+
+
+def check_timing() -> tuple[str, dict]:
+    """measure() agrees with triton's do_bench on a 4096^3 bf16 matmul (both flush L2) and with
+    do_bench_cudagraph on a tiny write-only kernel (launch overhead must not count)."""
+    if not HAS_TRITON:
+        raise Failed(f"triton is needed for this check: {why_unavailable('triton')}")
+    import triton.testing
+
+    from a800lab.core.timing import measure
+
+    big = _matmul_fn(4096, torch.bfloat16)
+    tiny_tensor = torch.empty(1024, device="cuda")
+
+    def tiny():
+        return tiny_tensor.fill_(1.0)  # writes only: the L2 flush cannot change its time
+
+    rows = {"matmul_4096_bf16": [], "tiny_fill": []}
+    for _ in range(3):  # interleaved rounds: drift hits both timers alike
+        rows["matmul_4096_bf16"].append(
+            (measure(big, device="cuda", budget_s=0.3).median_ms,
+             triton.testing.do_bench(big, rep=300, return_mode="median")))
+        rows["tiny_fill"].append(
+            (measure(tiny, device="cuda", budget_s=0.3).median_ms,
+             triton.testing.do_bench_cudagraph(tiny, rep=100, return_mode="median")))
+    ratios = {name: statistics.median(ours / ref for ours, ref in pairs)
+              for name, pairs in rows.items()}
+    details = {"median_ms_pairs_measure_vs_reference": rows, "ratios": ratios}
+    summary = "; ".join([
+        expect_between("measure()/do_bench (4096^3 bf16)", ratios["matmul_4096_bf16"], 0.9, 1.1),
+        expect_between("measure()/do_bench_cudagraph (tiny fill)", ratios["tiny_fill"], 0.9,
+                       1.1)])
+    return summary, details
+
+
+def _tf32_settings() -> dict:
+    from a800lab.core.precision import tf32_settings
+
+    return tf32_settings()
+
+
+def check_tf32() -> tuple[str, dict]:
+    """TF32 engages (its error vs float64 clearly above fp32's) and the settings are restored."""
+    from a800lab.workloads.matmul import matmul_point
+
+    before = _tf32_settings()
+    points = {p: matmul_point(2048, 2048, 2048, p, device="cuda", budget_s=0.1)
+              for p in ("fp32", "tf32")}
+    after = _tf32_settings()
+    errors = {p: out["rel_error"] for p, out in points.items()}
+    details = {"rel_error": errors, "tflops": {p: out.get("tflops") for p, out in points.items()},
+               "settings_before": before, "settings_after": after}
+    if after != before:
+        raise Failed(f"TF32 settings changed: {before} -> {after}")
+    ratio = errors["tf32"] / max(errors["fp32"], 1e-300)
+    summary = expect_between("tf32/fp32 relative error", ratio, 10, float("inf"))
+    return summary + f"; settings restored ({before})", details
+
+
+def check_peak() -> tuple[str, dict]:
+    """Every measured peak (matmul per precision, copy bandwidth) is 50-105% of the datasheet."""
     from a800lab.core.peak import measure_peak
 
-    def show(done, total, what):
-        print(f"  [{done}/{total}] {what}", flush=True)
+    report = measure_peak(device="cuda")
+    details = report.to_dict()
+    verdicts, failures = [], []
+    for entry in report.entries:
+        if entry.outcome == "unsupported":
+            verdicts.append(f"{entry.precision} unsupported")
+        elif entry.outcome != "ok":
+            failures.append(f"{entry.precision} {entry.outcome}: {entry.message}")
+        elif entry.ratio is None:
+            verdicts.append(f"{entry.precision} {entry.tflops:.1f} TFLOP/s (no datasheet)")
+        else:
+            try:
+                verdicts.append(expect_between(f"{entry.precision}", entry.ratio, 0.5, 1.05))
+            except Failed as exc:
+                failures.append(str(exc))
+    if report.mem_bw_ratio is not None:
+        try:
+            verdicts.append(expect_between("copy bandwidth", report.mem_bw_ratio, 0.5, 1.05))
+        except Failed as exc:
+            failures.append(str(exc))
+    if failures:
+        raise Failed("; ".join(failures + verdicts))
+    return f"{report.spec_name or report.device_name}: " + "; ".join(verdicts), details
 
-    return measure_peak(device="cuda", on_progress=show).to_dict()
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def check_timing() -> dict:
-    from benchmarks.bench_timing_fidelity import run
+def parse_topo_matrix(text: str) -> tuple[list[str], list[list[str]]]:
+    """GPU labels and the GPU-to-GPU cells of `nvidia-smi topo -m` output (tab separated;
+    other columns such as NICs, CPU/NUMA affinity are dropped)."""
+    lines = [_ANSI.sub("", line).rstrip() for line in text.splitlines()]
+    header = next((line for line in lines if re.search(r"\tGPU\d+", line)), None)
+    if header is None:
+        raise ValueError("no GPU header line in the nvidia-smi topo -m output")
+    labels = [c.strip() for c in header.split("\t") if re.fullmatch(r"GPU\d+", c.strip())]
+    matrix = []
+    for line in lines:
+        cells = [c.strip() for c in line.split("\t")]
+        if cells and re.fullmatch(r"GPU\d+", cells[0]):
+            matrix.append(cells[1:1 + len(labels)])
+    return labels, matrix
 
-    return {size: run(size=size, device="cuda", rounds=3, budget_s=0.5)
-            for size in (1024, 4096)}
+
+def check_topology() -> tuple[str, dict]:
+    """The lab's topology matrix equals `nvidia-smi topo -m`'s GPU-to-GPU cells."""
+    from a800lab.core.device import discover_gpus, topology
+
+    ours = topology(discover_gpus()).to_dict()
+    if shutil.which("nvidia-smi") is None:
+        return "skip: no nvidia-smi on this machine", {"ours": ours}
+    text = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True,
+                          timeout=60).stdout
+    labels, matrix = parse_topo_matrix(text)
+    details = {"ours": ours, "nvidia_smi": {"labels": labels, "matrix": matrix, "raw": text}}
+    if labels != list(ours["labels"]) or matrix != [list(row) for row in ours["matrix"]]:
+        raise Failed(f"topology differs: ours {ours['matrix']} vs nvidia-smi {matrix}")
+    return f"{len(labels)}x{len(labels)} matrix equals nvidia-smi topo -m", details
 
 
-def check_sampler() -> dict:
+def check_sampler() -> tuple[str, dict]:
+    """The sampler on cuda:0 takes about duration/interval samples (+ first and last) while a
+    bf16 matmul loop runs, reads the GPU busy, and says where its power reading comes from."""
     from a800lab.core.telemetry import TelemetrySampler
 
-    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    calls, t0 = 0, time.perf_counter()
-    with TelemetrySampler(interval_s=0.05) as sampler:
+    fn, interval_s, calls = _matmul_fn(8192, torch.bfloat16), 0.05, 0
+    t0 = time.perf_counter()
+    with TelemetrySampler(cuda_device="cuda:0", interval_s=interval_s) as sampler:
         while time.perf_counter() - t0 < 4.0:
             for _ in range(20):
-                torch.matmul(a, b)
+                fn()
             torch.cuda.synchronize()
             calls += 20
-    elapsed_s = time.perf_counter() - t0
-    return {"summary": sampler.summary(), "n_samples": len(sampler.samples),
-            "matmul_calls": calls, "tflops": 2 * 8192**3 * calls / elapsed_s / 1e12,
-            "first_samples": sampler.samples[:3]}
+    summary = sampler.summary()
+    samples = sampler.samples
+    expected = summary["duration_s"] / interval_s + 2
+    details = {"summary": summary, "expected_samples": expected, "matmul_calls": calls,
+               "tflops": 2 * 8192**3 * calls / summary["duration_s"] / 1e12,
+               "first_samples": samples[:3]}
+    texts = [expect_between("samples / expected", len(samples) / expected, 0.75, 1.1)]
+    util = summary["gpu_util_pct"]["mean"]
+    if util is not None:
+        texts.append(expect_between("mean GPU util %", util, 50, 100))
+    texts.append(f"power source {samples[-1].get('power_source', 'unstated')}")
+    return "; ".join(texts), details
 
 
-def check_oom_recovery() -> dict:
+def check_memory() -> tuple[str, dict]:
+    """A matmul point's recorded peak is its own operands (A, B, C), not the harness's: no
+    256 MiB L2-flush buffer, no float64 reference."""
+    from a800lab.core.sweep import run_sweep
+    from a800lab.workloads.matmul import matmul_point
+
+    _matmul_fn(256, torch.float32)()  # cuBLAS makes its workspace at its first call: not here
+    res = run_sweep(matmul_point, {"m": [1024, 4096]}, fixed={"n": 1024, "k": 1024,
+                                                              "precision": "fp32"},
+                    device="cuda:0")
+    rows, texts = [], []
+    for record in res.records:
+        if record.outcome != "ok":
+            raise Failed(f"{record.params}: {record.outcome}: {record.message}")
+        peak, operands = record.memory["peak_allocated_bytes"], record.metrics["operand_bytes"]
+        rows.append({"params": record.params, "peak_allocated_bytes": peak,
+                     "operand_bytes": operands, "memory": record.memory})
+        texts.append(expect_between(f"m={record.params['m']} (peak - operands) MiB",
+                                    (peak - operands) / MIB, -0.5, 4))
+    return "; ".join(texts), {"points": rows}
+
+
+def check_oom() -> tuple[str, dict]:
+    """A point holding ~60% of free memory that asks for ~60% more is an "oom" record; after it
+    memory_allocated is back where it was, the cache is released, and 60% allocates again."""
     from a800lab.core.sweep import run_sweep
 
-    capacity_gib = torch.cuda.get_device_properties(0).total_memory / 2**30
+    torch.cuda.empty_cache()
+    free_before, _ = torch.cuda.mem_get_info(0)
+    chunk = int(0.6 * free_before)
+    allocated_before = torch.cuda.memory_allocated(0)
 
-    def allocate(gib):
-        x = torch.empty(int(gib * 2**30), dtype=torch.uint8, device="cuda")
-        x.fill_(1)
-        torch.cuda.synchronize()
-        return {"throughput": float(gib), "throughput_unit": "GiB held"}
+    def hog(step):
+        held = torch.empty(chunk, dtype=torch.uint8, device="cuda")
+        more = torch.empty(chunk, dtype=torch.uint8, device="cuda")
+        return {"throughput": float(held.numel() + more.numel())}
 
-    before = torch.cuda.memory_allocated()
-    sizes = [1, round(2 * capacity_gib), 1]
-    res = run_sweep(allocate, {"gib": sizes}, workload="oom_check")
-    return {"capacity_gib": capacity_gib, "sizes_gib": sizes,
-            "outcomes": [r.outcome for r in res.records],
-            "messages": [r.message[:200] for r in res.records],
-            "allocated_before_bytes": before,
-            "allocated_after_bytes": torch.cuda.memory_allocated(),
-            "passed": [r.outcome for r in res.records] == ["ok", "oom", "ok"]}
+    res = run_sweep(hog, {"step": [1]}, device="cuda:0")
+    free_after, _ = torch.cuda.mem_get_info(0)
+    details = {"chunk_bytes": chunk, "outcome": res.records[0].outcome,
+               "message": res.records[0].message[:300],
+               "allocated_before": allocated_before,
+               "allocated_after": torch.cuda.memory_allocated(0),
+               "free_before": free_before, "free_after": free_after}
+    if res.records[0].outcome != "oom":
+        raise Failed(f"expected an oom record, got {res.records[0].outcome}")
+    if details["allocated_after"] != allocated_before:
+        raise Failed(f"memory_allocated {allocated_before} -> {details['allocated_after']}")
+    again = torch.empty(chunk, dtype=torch.uint8, device="cuda")
+    del again
+    text = expect_between("free memory after / before", free_after / free_before, 0.98, 1.02)
+    return f"oom recorded; allocated back to {allocated_before} B; {text}; 60% allocates", details
+
+
+def check_device() -> tuple[str, dict]:
+    """The sweep's device reaches the workload: as an argument, or as torch's current device."""
+    from a800lab.core.sweep import run_sweep
+
+    seen = {}
+
+    def takes_device(m, device="auto"):
+        seen["argument"] = device
+        return {"throughput": 1.0}
+
+    def allocates(m):
+        seen["current"] = str(torch.empty(1, device="cuda").device)
+        return {"throughput": 1.0}
+
+    last = torch.cuda.device_count() - 1
+    run_sweep(takes_device, {"m": [1]}, device=f"cuda:{last}")
+    run_sweep(allocates, {"m": [1]}, device=f"cuda:{last}")
+    if seen != {"argument": f"cuda:{last}", "current": f"cuda:{last}"}:
+        raise Failed(f"workloads saw {seen}, the sweep ran on cuda:{last}")
+    return f"cuda:{last} reached both workloads", {"seen": seen}
+
+
+CHECKS: dict[str, Callable[[], tuple[str, dict]]] = {
+    "doctor": check_doctor, "timing": check_timing, "tf32": check_tf32, "peak": check_peak,
+    "topology": check_topology, "sampler": check_sampler, "memory": check_memory,
+    "oom": check_oom, "device": check_device,
+}
+
+
+def run_check(check: Callable[[], tuple[str, dict]]) -> dict:
+    """{"status": pass | fail | skip | error, "expect", "summary", "details", "duration_s"}."""
+    t0 = time.perf_counter()
+    result = {"expect": (check.__doc__ or "").strip()}
+    try:
+        summary, details = check()
+        status = "skip" if summary.startswith("skip:") else "pass"
+        result.update(status=status, summary=summary, details=details)
+    except Failed as exc:
+        result.update(status="fail", summary=str(exc))
+    except Exception as exc:  # a crash is a failed expectation too, with its traceback
+        result.update(status="error", summary=f"{type(exc).__name__}: {exc}",
+                      traceback=traceback.format_exc())
+    result["duration_s"] = round(time.perf_counter() - t0, 2)
+    return result
+
+
+def record_sweep(path: Path) -> int:
+    """A matmul sweep (sizes x precisions) recorded as JSON Lines for the panels' overlay."""
+    from a800lab.core.precision import unsupported_reason
+    from a800lab.core.sweep import run_sweep
+    from a800lab.workloads.matmul import matmul_point
+
+    precisions = [p for p in ("fp32", "tf32", "bf16", "fp16", "fp8")
+                  if not unsupported_reason(p, "cuda:0")]
+
+    def point(size, precision):
+        return matmul_point(size, size, size, precision, device="cuda:0", budget_s=0.3)
+
+    res = run_sweep(point, {"size": [1024, 2048, 4096, 8192], "precision": precisions},
+                    workload="matmul", out=path, device="cuda:0", sample_telemetry=True,
+                    label=torch.cuda.get_device_name(0))
+    return len(res.records)
 
 
 def _write(path: Path, report: dict) -> None:
@@ -96,39 +361,38 @@ def _write(path: Path, report: dict) -> None:
     path.write_text(json.dumps(report, indent=2, default=str))
 
 
-CHECKS = {"doctor": check_doctor, "peak": check_peak, "timing_vs_do_bench": check_timing,
-          "sampler": check_sampler, "oom_recovery": check_oom_recovery}
-
-
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     default_out = Path(os.environ.get("OUT", REPO / "data")) / "gpu_check.json"
     parser.add_argument("--out", type=Path, default=default_out)
     parser.add_argument("--only", nargs="+", choices=sorted(CHECKS), help="run only these")
-    args = parser.parse_args()
-    env = environment()
+    parser.add_argument("--record", type=Path, help="also record a matmul sweep (JSON Lines)")
+    args = parser.parse_args(argv)
+    env = environment("cuda:0" if HAS_CUDA else "cpu")
     report = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "environment": env, "fingerprint": fingerprint(env), "checks": {}}
     if not HAS_CUDA:
         report["error"] = f"no CUDA device: {why_unavailable('cuda')}"
+        print(f"FAIL  gpu_check: {report['error']}")
+        _write(args.out, report)
+        return 1
     for name, check in CHECKS.items():
-        if not HAS_CUDA or (args.only and name not in args.only):
+        if args.only and name not in args.only:
             continue
         print(f"[gpu_check] {name} ...", flush=True)
-        t0 = time.perf_counter()
-        try:
-            result = {"status": "ok", "result": check()}
-        except Exception as exc:  # record and go on: one broken path must not hide the others
-            result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
-                      "traceback": traceback.format_exc()}
-        result["duration_s"] = round(time.perf_counter() - t0, 2)
-        report["checks"][name] = result
-        print(f"[gpu_check] {name}: {result['status']} in {result['duration_s']} s", flush=True)
+        report["checks"][name] = result = run_check(check)
+        print(f"{result['status'].upper():<5} {name}: {result['summary']} "
+              f"({result['duration_s']} s)", flush=True)
         _write(args.out, report)  # after every check: a crash keeps what was measured
+    if args.record:
+        report["recorded_points"] = record_sweep(args.record)
+        print(f"recorded {report['recorded_points']} points to {args.record}")
+    failed = [n for n, r in report["checks"].items() if r["status"] in ("fail", "error")]
+    report["failed"] = failed
     _write(args.out, report)
-    print(f"[gpu_check] report written to {args.out}")
-    failed = [n for n, r in report["checks"].items() if r["status"] != "ok"]
-    return 1 if (failed or not HAS_CUDA) else 0
+    print(f"[gpu_check] {len(report['checks']) - len(failed)}/{len(report['checks'])} checks "
+          f"passed or skipped; report written to {args.out}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

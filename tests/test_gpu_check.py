@@ -1,0 +1,71 @@
+"""scripts/gpu_check.py on CPU: its judging, parsing and no-GPU behaviour (the GPU checks
+themselves run on a lent GPU)."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check.py"
+spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+gpu_check = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gpu_check)
+
+# `nvidia-smi topo -m` of a 2-GPU PCIe box (driver 550: a "GPU NUMA ID" column, underlined
+# header) and of an 8-GPU NVLink box with a NIC column.
+TWO_GPUS = ("\x1b[4m\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
+            "GPU0\t X \tPHB\t0-63\t0\t\tN/A\n"
+            "GPU1\tPHB\t X \t0-63\t0\t\tN/A\n\nLegend:\n\n  X    = Self\n")
+EIGHT_GPUS = "\t" + "\t".join(f"GPU{i}" for i in range(8)) + "\tmlx5_0\tCPU Affinity\n" + "".join(
+    f"GPU{i}\t" + "\t".join(" X " if i == j else "NV12" for j in range(8)) + "\tPXB\t0-63\n"
+    for i in range(8))
+
+
+def test_topology_parser_keeps_only_gpu_cells():
+    assert gpu_check.parse_topo_matrix(TWO_GPUS) == (["GPU0", "GPU1"], [["X", "PHB"],
+                                                                        ["PHB", "X"]])
+    labels, matrix = gpu_check.parse_topo_matrix(EIGHT_GPUS)
+    assert labels == [f"GPU{i}" for i in range(8)] and len(matrix) == 8
+    assert matrix[3][3] == "X" and matrix[3][4] == "NV12" and len(matrix[0]) == 8
+    with pytest.raises(ValueError, match="no GPU header"):
+        gpu_check.parse_topo_matrix("No devices were found\n")
+
+
+def test_expectations_judge():
+    assert gpu_check.expect_between("ratio", 0.98, 0.9, 1.1) == "ratio 0.98 (expect 0.9-1.1)"
+    with pytest.raises(gpu_check.Failed, match=r"ratio 1.3 \(expect 0.9-1.1\)"):
+        gpu_check.expect_between("ratio", 1.3, 0.9, 1.1)
+
+
+def test_each_check_states_its_expectation_and_is_judged():
+    def passing():
+        """Two plus two is four."""
+        return "4", {"value": 4}
+
+    def failing():
+        """Never holds."""
+        raise gpu_check.Failed("0 (expect 1-2)")
+
+    def crashing():
+        raise ZeroDivisionError("boom")
+
+    assert all(check.__doc__ for check in gpu_check.CHECKS.values())
+    ok = gpu_check.run_check(passing)
+    assert (ok["status"], ok["expect"], ok["details"]) == ("pass", "Two plus two is four.",
+                                                           {"value": 4})
+    assert gpu_check.run_check(failing)["status"] == "fail"
+    crash = gpu_check.run_check(crashing)
+    assert crash["status"] == "error" and "ZeroDivisionError" in crash["traceback"]
+    assert gpu_check.run_check(lambda: ("skip: no nvidia-smi", {}))["status"] == "skip"
+
+
+def test_without_a_gpu_it_fails_and_says_why(tmp_path, capsys):
+    if gpu_check.HAS_CUDA:
+        pytest.skip("this machine has a GPU")
+    out = tmp_path / "report.json"
+    assert gpu_check.main(["--out", str(out)]) == 1
+    report = json.loads(out.read_text())
+    assert report["error"].startswith("no CUDA device") and report["checks"] == {}
+    assert report["environment"]["mode"] == "CPU fallback"
+    assert capsys.readouterr().out.startswith("FAIL  gpu_check: no CUDA device")
