@@ -1,19 +1,31 @@
-"""A fake pynvml replaying an 8x A800-SXM4-80GB box, for CPU-only tests of NVML consumers.
+"""A fake pynvml replaying an 8-GPU HGX box (A800 by default, or H200), for CPU-only tests.
 
     from tests.fake_nvml import FakeNvml
-    fake = FakeNvml()                         # the default box, described below
+    fake = FakeNvml()                         # the default 8x A800-SXM4-80GB box, described below
     report = build_report(nvml=fake, cuda_properties=fake.cuda_properties())
+    FakeNvml(model="H200")                    # 8x H200: compute capability 9.0, 18 NVLinks each
     FakeNvml(mig=True)                        # MIG on for every GPU
     FakeNvml(not_supported={"nvmlDeviceGetEccMode"})   # these calls raise NVMLError_NotSupported
     FakeNvml(init_error=FakeNvml.NVMLError_DriverNotLoaded)
     FakeNvml(nvlink="none")                   # PCIe only;  nvlink="nvswitch": all via NVSwitch
+    FakeNvml(nvlink="nvswitch", switch_pci="error")  # switch links whose remote PCI info fails
+    FakeNvml(clock=lambda: t[0])              # the clock behind Hopper's 1 s power average
+
+It behaves like the real library where NVML consumers can go wrong: the same function names and
+parameters and constant values as pynvml (tests/test_fake_nvml.py checks them); NotSupported from
+nvmlDeviceGetNumaNodeId, as on x86 hosts (NUMA comes from nvmlDeviceGetMemoryAffinity);
+NVML_NVLINK_MAX_LINKS = 36, with InvalidArgument past a GPU's own link count; the remote end of a
+link from nvmlDeviceGetNvLinkRemoteDeviceType; NVML_FI_DEV_POWER_INSTANT only on Hopper, where
+nvmlDeviceGetPowerUsage is the average of the last second (instantaneous on GA100/A800).
 
 The default box: GPUs 0-3 and 4-7 form two NVLink groups (every pair in a group joined by 4
 NVLinks, 12 active links per GPU, nothing across groups); GPUs 0-3 hang off NUMA node 0
-(CPUs 0-31,64-95), 4-7 off NUMA node 1 (CPUs 32-63,96-127). Common PCIe ancestor: MULTIPLE for
-pairs sharing a PCIe switch (0-1, 2-3, ...), HOSTBRIDGE for other pairs in a node, SYSTEM across
-nodes. GPU 5 has ECC errors, GPU 2 is throttled (sw_power_cap + hw_thermal_slowdown) and hot;
-the others idle. Driver 535.129.03, CUDA driver 12.2 (12020), PCIe gen4 x16, 400 W limit.
+(CPUs 0-31,64-95), 4-7 off NUMA node 1 (CPUs 32-63,96-127). PCIe tree (common ancestor, the
+`nvidia-smi topo -m` class): 0-1 and 4-5 share one PCIe switch (SINGLE, PIX); 2-3 and 6-7 share
+a switch above their own switches (MULTIPLE, PXB); 0-1 and 2-3 sit under different host bridges
+of node 0 (NODE); 4-5 and 6-7 under one host bridge of node 1 (HOSTBRIDGE, PHB); across nodes
+SYSTEM (SYS). GPU 5 has ECC errors, GPU 2 is throttled (sw_power_cap + hw_thermal_slowdown) and
+hot; the others idle. Driver 535.129.03, CUDA driver 12.2 (12020), PCIe gen4 x16.
 Telemetry values live in `fake.gpus[i]` (a mutable FakeGpu) so tests can change them over time.
 """
 
@@ -21,6 +33,8 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
+from collections.abc import Callable
 from types import SimpleNamespace
 
 
@@ -54,6 +68,15 @@ BUS_IDS = ("00000000:07:00.0", "00000000:0F:00.0", "00000000:47:00.0", "00000000
 SWITCH_BUS_IDS = tuple(f"00000000:{0xC4 + i:02X}:00.0" for i in range(6))
 MASK_NODE0 = (1 << 32) - 1 | ((1 << 32) - 1) << 64     # CPUs 0-31,64-95
 MASK_NODE1 = ((1 << 32) - 1) << 32 | ((1 << 32) - 1) << 96   # CPUs 32-63,96-127
+# Per GPU: (host bridge, PCIe switches from the host bridge down to the GPU)
+PCIE_PATHS = ((0, ("s0",)), (0, ("s0",)), (1, ("s1", "s1a")), (1, ("s1", "s1b")),
+              (2, ("s2",)), (2, ("s2",)), (2, ("s3", "s3a")), (2, ("s3", "s3b")))
+MODELS = {
+    # name, compute capability, SMs, memory bytes, power limit mW, NVLinks per GPU, NVSwitches
+    "A800": ("NVIDIA A800-SXM4-80GB", (8, 0), 108, 85_899_345_920, 400_000, 12, 6),
+    "H200": ("NVIDIA H200", (9, 0), 132, 150_754_820_096, 700_000, 18, 4),
+}
+NVML_NOT_SUPPORTED = 3  # nvmlReturn_t NVML_ERROR_NOT_SUPPORTED
 
 
 @dataclasses.dataclass
@@ -64,6 +87,8 @@ class FakeGpu:
     bus_id: str
     numa_node: int
     cpu_mask: int
+    clock: Callable[[], float] = dataclasses.field(default=time.monotonic, repr=False)
+    power_history: list = dataclasses.field(default_factory=list)  # (clock s, mW) per change
     gpu_util_pct: int = 0
     mem_util_pct: int = 0
     mem_used_bytes: int = 4 * 2**20
@@ -73,7 +98,25 @@ class FakeGpu:
     temperature_c: int = 33
     throttle_mask: int = 0x1  # gpu_idle
     ecc_errors: dict = dataclasses.field(default_factory=dict)  # (error_type, counter) -> n
-    nvlink_remote: list = dataclasses.field(default_factory=list)  # remote bus id per link
+    # per NVLink: (NVML_NVLINK_DEVICE_TYPE_*, remote bus id; None: the remote PCI info fails)
+    nvlink_remote: list = dataclasses.field(default_factory=list)
+
+    def __setattr__(self, name: str, value) -> None:
+        super().__setattr__(name, value)
+        if name == "power_mw":  # remember when power changed, for the 1 s average
+            self.power_history.append((self.clock(), value))
+
+    def power_average_mw(self, window_s: float = 1.0) -> int:
+        """Mean power over the last `window_s` seconds of the (piecewise constant) history."""
+        now = self.clock()
+        start = max(now - window_s, self.power_history[0][0])
+        if now <= start:
+            return self.power_mw
+        energy = 0.0
+        ends = [t for t, _ in self.power_history[1:]] + [now]
+        for (t_on, mw), t_off in zip(self.power_history, ends, strict=True):
+            energy += mw * max(0.0, min(t_off, now) - max(t_on, start))
+        return round(energy / (now - start))
 
 
 class FakeNvml:
@@ -85,15 +128,25 @@ class FakeNvml:
     NVMLError_LibraryNotFound = NVMLError_LibraryNotFound
     NVMLError_InvalidArgument = NVMLError_InvalidArgument
 
+    NVML_SUCCESS = 0
     NVML_FEATURE_DISABLED, NVML_FEATURE_ENABLED = 0, 1
     NVML_DEVICE_MIG_DISABLE, NVML_DEVICE_MIG_ENABLE = 0, 1
     NVML_CLOCK_GRAPHICS, NVML_CLOCK_SM, NVML_CLOCK_MEM = 0, 1, 2
     NVML_TEMPERATURE_GPU = 0
+    nvmlTemperature_v1 = 16777228  # sizeof(nvmlTemperature_v1_t) | 1 << 24
     NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 0, 1
     NVML_VOLATILE_ECC, NVML_AGGREGATE_ECC = 0, 1
-    NVML_NVLINK_MAX_LINKS = 18
+    NVML_NVLINK_MAX_LINKS = 36
+    NVML_NVLINK_DEVICE_TYPE_GPU, NVML_NVLINK_DEVICE_TYPE_IBMNPU = 0, 1
+    NVML_NVLINK_DEVICE_TYPE_SWITCH, NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 2, 255
     NVML_TOPOLOGY_INTERNAL, NVML_TOPOLOGY_SINGLE, NVML_TOPOLOGY_MULTIPLE = 0, 10, 20
     NVML_TOPOLOGY_HOSTBRIDGE, NVML_TOPOLOGY_NODE, NVML_TOPOLOGY_SYSTEM = 30, 40, 50
+    NVML_AFFINITY_SCOPE_NODE, NVML_AFFINITY_SCOPE_SOCKET = 0, 1
+    NVML_FI_DEV_POWER_INSTANT = 186
+    NVML_VALUE_TYPE_DOUBLE, NVML_VALUE_TYPE_UNSIGNED_INT = 0, 1
+    NVML_VALUE_TYPE_UNSIGNED_LONG, NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 2, 3
+    NVML_VALUE_TYPE_SIGNED_LONG_LONG, NVML_VALUE_TYPE_SIGNED_INT = 4, 5
+    NVML_VALUE_TYPE_UNSIGNED_SHORT = 6
     nvmlClocksEventReasonGpuIdle = 0x1
     nvmlClocksEventReasonApplicationsClocksSetting = 0x2
     nvmlClocksEventReasonSwPowerCap = 0x4
@@ -103,30 +156,51 @@ class FakeNvml:
     nvmlClocksEventReasonHwThermalSlowdown = 0x40
     nvmlClocksEventReasonHwPowerBrakeSlowdown = 0x80
     nvmlClocksEventReasonDisplayClockSetting = 0x100
+    # pynvml names these two only with the older "throttle" prefix
+    nvmlClocksThrottleReasonBoardLimit = 0x200
+    nvmlClocksThrottleReasonReliability = 0x400
 
-    def __init__(self, *, mig: bool = False, not_supported: set[str] | frozenset = frozenset(),
-                 init_error: type[NVMLError] | None = None, nvlink: str = "groups") -> None:
+    def __init__(self, *, model: str = "A800", mig: bool = False,
+                 not_supported: set[str] | frozenset = frozenset(),
+                 init_error: type[NVMLError] | None = None, nvlink: str = "groups",
+                 switch_pci: str = "readable",
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if model not in MODELS:
+            raise ValueError(f"model={model!r}: use one of {', '.join(MODELS)}")
         if nvlink not in ("groups", "none", "nvswitch"):
             raise ValueError(f"nvlink={nvlink!r}: use 'groups', 'none' or 'nvswitch'")
+        if switch_pci not in ("readable", "empty", "error"):
+            raise ValueError(f"switch_pci={switch_pci!r}: use 'readable', 'empty' or 'error'")
+        self.model = model
+        (self.name, self.capability, self.sm_count, self.memory_total_bytes,
+         self.power_limit_mw, self.links_per_gpu, switches) = MODELS[model]
         self.mig = mig
         self.not_supported = set(not_supported)
         self.init_error = init_error
         self.init_count = 0
         self._lock = threading.Lock()
-        self.gpus = [FakeGpu(i, BUS_IDS[i], i // 4, MASK_NODE0 if i < 4 else MASK_NODE1)
-                     for i in range(8)]
+        self.gpus = [FakeGpu(i, BUS_IDS[i], i // 4, MASK_NODE0 if i < 4 else MASK_NODE1,
+                             clock=clock) for i in range(8)]
+        switch_bus = {"readable": list(SWITCH_BUS_IDS[:switches]), "empty": [""] * switches,
+                      "error": [None] * switches}[switch_pci]
         for gpu in self.gpus:
             if nvlink == "groups":  # 4 links to each of the 3 other GPUs of the group
                 group = range(gpu.index // 4 * 4, gpu.index // 4 * 4 + 4)
-                gpu.nvlink_remote = [BUS_IDS[peer] for peer in group if peer != gpu.index
-                                     for _ in range(4)]
-            elif nvlink == "nvswitch":  # 12 links spread over the 6 NVSwitches
-                gpu.nvlink_remote = [SWITCH_BUS_IDS[link % 6] for link in range(12)]
+                gpu.nvlink_remote = [(self.NVML_NVLINK_DEVICE_TYPE_GPU, BUS_IDS[peer])
+                                     for peer in group if peer != gpu.index for _ in range(4)]
+            elif nvlink == "nvswitch":  # the GPU's links spread over the NVSwitches
+                gpu.nvlink_remote = [(self.NVML_NVLINK_DEVICE_TYPE_SWITCH,
+                                      switch_bus[link % switches])
+                                     for link in range(self.links_per_gpu)]
         throttled = self.gpus[2]
         throttled.gpu_util_pct, throttled.mem_util_pct = 100, 61
         throttled.sm_clock_mhz, throttled.power_mw, throttled.temperature_c = 1095, 398_500, 87
         throttled.throttle_mask = 0x4 | 0x40
         self.gpus[5].ecc_errors = {(1, 0): 2, (0, 0): 17, (1, 1): 3, (0, 1): 154}
+
+    @property
+    def hopper(self) -> bool:
+        return self.capability >= (9, 0)
 
     # -- the pynvml surface -------------------------------------------------------------------
     def __getattribute__(self, name: str):
@@ -145,6 +219,9 @@ class FakeNvml:
     def nvmlShutdown(self) -> None:
         pass
 
+    def nvmlErrorString(self, result: int) -> str:
+        return {NVML_NOT_SUPPORTED: "Not Supported"}.get(result, "Unknown Error")
+
     def nvmlSystemGetDriverVersion(self) -> str:
         return "535.129.03"
 
@@ -159,106 +236,153 @@ class FakeNvml:
             raise NVMLError_InvalidArgument()
         return self.gpus[index]
 
-    def nvmlDeviceGetName(self, gpu: FakeGpu) -> str:
-        return "NVIDIA A800-SXM4-80GB"
+    def nvmlDeviceGetName(self, handle: FakeGpu) -> str:
+        return self.name
 
-    def nvmlDeviceGetUUID(self, gpu: FakeGpu) -> str:
-        return f"GPU-a800fake-0000-0000-0000-00000000000{gpu.index}"
+    def nvmlDeviceGetUUID(self, handle: FakeGpu) -> str:
+        return f"GPU-{self.model.lower()}fake-0000-0000-0000-00000000000{handle.index}"
 
-    def nvmlDeviceGetPciInfo(self, gpu: FakeGpu) -> SimpleNamespace:
-        return _pci(gpu.bus_id)
+    def nvmlDeviceGetPciInfo(self, handle: FakeGpu) -> SimpleNamespace:
+        return _pci(handle.bus_id)
 
-    def nvmlDeviceGetCudaComputeCapability(self, gpu: FakeGpu) -> tuple[int, int]:
-        return (8, 0)
+    def nvmlDeviceGetCudaComputeCapability(self, handle: FakeGpu) -> tuple[int, int]:
+        return self.capability
 
-    def nvmlDeviceGetMemoryInfo(self, gpu: FakeGpu) -> SimpleNamespace:
-        total = 85_899_345_920  # 80 GiB
-        return SimpleNamespace(total=total, used=gpu.mem_used_bytes,
-                               free=total - gpu.mem_used_bytes)
+    def nvmlDeviceGetMemoryInfo(self, handle: FakeGpu, version: int | None = None
+                                ) -> SimpleNamespace:
+        total = self.memory_total_bytes
+        return SimpleNamespace(total=total, used=handle.mem_used_bytes,
+                               free=total - handle.mem_used_bytes)
 
-    def nvmlDeviceGetUtilizationRates(self, gpu: FakeGpu) -> SimpleNamespace:
-        return SimpleNamespace(gpu=gpu.gpu_util_pct, memory=gpu.mem_util_pct)
+    def nvmlDeviceGetUtilizationRates(self, handle: FakeGpu) -> SimpleNamespace:
+        return SimpleNamespace(gpu=handle.gpu_util_pct, memory=handle.mem_util_pct)
 
-    def nvmlDeviceGetEccMode(self, gpu: FakeGpu) -> list[int]:
+    def nvmlDeviceGetEccMode(self, handle: FakeGpu) -> list[int]:
         return [1, 1]
 
-    def nvmlDeviceGetTotalEccErrors(self, gpu: FakeGpu, error_type: int, counter: int) -> int:
-        return gpu.ecc_errors.get((error_type, counter), 0)
+    def nvmlDeviceGetTotalEccErrors(self, handle: FakeGpu, errorType: int,
+                                    counterType: int) -> int:
+        return handle.ecc_errors.get((errorType, counterType), 0)
 
-    def nvmlDeviceGetMigMode(self, gpu: FakeGpu) -> list[int]:
+    def nvmlDeviceGetMigMode(self, device: FakeGpu) -> list[int]:
         return [int(self.mig), int(self.mig)]
 
-    def nvmlDeviceGetClockInfo(self, gpu: FakeGpu, clock: int) -> int:
-        return gpu.sm_clock_mhz if clock == self.NVML_CLOCK_SM else gpu.mem_clock_mhz
+    def nvmlDeviceGetClockInfo(self, handle: FakeGpu, type: int) -> int:
+        return handle.sm_clock_mhz if type == self.NVML_CLOCK_SM else handle.mem_clock_mhz
 
-    def nvmlDeviceGetMaxClockInfo(self, gpu: FakeGpu, clock: int) -> int:
-        return 1410 if clock == self.NVML_CLOCK_SM else 1593
+    def nvmlDeviceGetMaxClockInfo(self, handle: FakeGpu, type: int) -> int:
+        max_sm = 1980 if self.hopper else 1410
+        return max_sm if type == self.NVML_CLOCK_SM else handle.mem_clock_mhz
 
-    def nvmlDeviceGetPowerUsage(self, gpu: FakeGpu) -> int:
-        return gpu.power_mw
+    def nvmlDeviceGetPowerUsage(self, handle: FakeGpu) -> int:
+        # NVML: a 1 s average on Ampere other than GA100 and newer; instantaneous on GA100
+        return handle.power_average_mw() if self.hopper else handle.power_mw
 
-    def nvmlDeviceGetEnforcedPowerLimit(self, gpu: FakeGpu) -> int:
-        return 400_000
+    def nvmlDeviceGetFieldValues(self, handle: FakeGpu, fieldIds: list) -> list:
+        return [self._field_value(handle, field_id) for field_id in fieldIds]
 
-    def nvmlDeviceGetTemperature(self, gpu: FakeGpu, sensor: int) -> int:
-        return gpu.temperature_c
+    def _field_value(self, handle: FakeGpu, field_id: int) -> SimpleNamespace:
+        """One nvmlFieldValue_t: like NVML, an unsupported field fails in its own nvmlReturn."""
+        supported = field_id == self.NVML_FI_DEV_POWER_INSTANT and self.hopper
+        return SimpleNamespace(
+            fieldId=field_id, scopeId=0, timestamp=0, latencyUsec=0,
+            valueType=self.NVML_VALUE_TYPE_UNSIGNED_INT,
+            nvmlReturn=self.NVML_SUCCESS if supported else NVML_NOT_SUPPORTED,
+            value=SimpleNamespace(uiVal=handle.power_mw if supported else 0))
 
-    def nvmlDeviceGetCurrentClocksEventReasons(self, gpu: FakeGpu) -> int:
-        return gpu.throttle_mask
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: FakeGpu) -> int:
+        return self.power_limit_mw
 
-    def nvmlDeviceGetCurrPcieLinkGeneration(self, gpu: FakeGpu) -> int:
+    def nvmlDeviceGetTemperatureV(self, handle: FakeGpu, sensor: int,
+                                  version: int = nvmlTemperature_v1) -> int:
+        return handle.temperature_c
+
+    def nvmlDeviceGetTemperature(self, handle: FakeGpu, sensor: int) -> int:
+        return handle.temperature_c
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: FakeGpu) -> int:
+        return handle.throttle_mask
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle: FakeGpu) -> int:
         return 4
 
-    def nvmlDeviceGetMaxPcieLinkGeneration(self, gpu: FakeGpu) -> int:
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: FakeGpu) -> int:
         return 4
 
-    def nvmlDeviceGetCurrPcieLinkWidth(self, gpu: FakeGpu) -> int:
+    def nvmlDeviceGetCurrPcieLinkWidth(self, handle: FakeGpu) -> int:
         return 16
 
-    def nvmlDeviceGetMaxPcieLinkWidth(self, gpu: FakeGpu) -> int:
+    def nvmlDeviceGetMaxPcieLinkWidth(self, handle: FakeGpu) -> int:
         return 16
 
-    def nvmlDeviceGetNvLinkState(self, gpu: FakeGpu, link: int) -> int:
+    def _link(self, gpu: FakeGpu, link: int) -> tuple:
         if not gpu.nvlink_remote:
             raise NVMLError_NotSupported()
-        if not 0 <= link < self.NVML_NVLINK_MAX_LINKS:
+        if not 0 <= link < self.links_per_gpu:  # past this GPU's links (< NVML_NVLINK_MAX_LINKS)
             raise NVMLError_InvalidArgument()
-        return int(link < len(gpu.nvlink_remote))
+        return gpu.nvlink_remote[link]
 
-    def nvmlDeviceGetNvLinkRemotePciInfo(self, gpu: FakeGpu, link: int) -> SimpleNamespace:
-        if link >= len(gpu.nvlink_remote):
-            raise NVMLError_InvalidArgument()
-        return _pci(gpu.nvlink_remote[link])
+    def nvmlDeviceGetNvLinkState(self, device: FakeGpu, link: int) -> int:
+        self._link(device, link)
+        return self.NVML_FEATURE_ENABLED
 
-    def nvmlDeviceGetTopologyCommonAncestor(self, gpu1: FakeGpu, gpu2: FakeGpu) -> int:
-        if gpu1.index == gpu2.index:
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle: FakeGpu, link: int) -> int:
+        return self._link(handle, link)[0]
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, device: FakeGpu, link: int) -> SimpleNamespace:
+        bus_id = self._link(device, link)[1]
+        if bus_id is None:
+            raise NVMLError_NotSupported()
+        return _pci(bus_id)
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, device1: FakeGpu, device2: FakeGpu) -> int:
+        if device1.index == device2.index:
             return self.NVML_TOPOLOGY_INTERNAL
-        if gpu1.numa_node != gpu2.numa_node:
+        if device1.numa_node != device2.numa_node:
             return self.NVML_TOPOLOGY_SYSTEM
-        if gpu1.index // 2 == gpu2.index // 2:
+        (bridge1, path1), (bridge2, path2) = PCIE_PATHS[device1.index], PCIE_PATHS[device2.index]
+        if bridge1 != bridge2:
+            return self.NVML_TOPOLOGY_NODE
+        if path1 == path2:
+            return self.NVML_TOPOLOGY_SINGLE
+        if path1[0] == path2[0]:
             return self.NVML_TOPOLOGY_MULTIPLE
         return self.NVML_TOPOLOGY_HOSTBRIDGE
 
-    def nvmlDeviceGetCpuAffinity(self, gpu: FakeGpu, n_words: int) -> list[int]:
-        return [(gpu.cpu_mask >> (64 * word)) & (2**64 - 1) for word in range(n_words)]
+    def nvmlDeviceGetCpuAffinity(self, handle: FakeGpu, cpuSetSize: int) -> list[int]:
+        return _words(handle.cpu_mask, cpuSetSize)
 
-    def nvmlDeviceGetNumaNodeId(self, gpu: FakeGpu) -> int:
-        return gpu.numa_node
+    def nvmlDeviceGetMemoryAffinity(self, handle: FakeGpu, nodeSetSize: int,
+                                    scope: int) -> list[int]:
+        return _words(1 << handle.numa_node, nodeSetSize)
+
+    def nvmlDeviceGetNumaNodeId(self, handle: FakeGpu) -> int:
+        # Only where GPU memory is a NUMA node (e.g. Grace Hopper); an x86 host says this
+        raise NVMLError_NotSupported()
 
     # -- what torch.cuda.get_device_properties would say on this box --------------------------
     def cuda_properties(self) -> list[SimpleNamespace]:
         """Per-GPU torch-like device properties (name, major, minor, multi_processor_count,
         total_memory, uuid without NVML's "GPU-", and torch's PCI domain / bus / device ids)."""
-        return [SimpleNamespace(name="NVIDIA A800-SXM4-80GB", major=8, minor=0,
-                                multi_processor_count=108, total_memory=85_899_345_920,
-                                uuid=f"a800fake-0000-0000-0000-00000000000{gpu.index}",
+        return [SimpleNamespace(name=self.name, major=self.capability[0],
+                                minor=self.capability[1], multi_processor_count=self.sm_count,
+                                total_memory=self.memory_total_bytes,
+                                uuid=self.nvmlDeviceGetUUID(gpu).removeprefix("GPU-"),
                                 pci_domain_id=pci.domain, pci_bus_id=pci.bus,
                                 pci_device_id=pci.device)
                 for gpu in self.gpus for pci in [_pci(gpu.bus_id)]]
 
 
+def _words(mask: int, n_words: int) -> list[int]:
+    """A bitmask as NVML's array of 64-bit words, lowest bits first."""
+    return [(mask >> (64 * word)) & (2**64 - 1) for word in range(n_words)]
+
+
 def _pci(bus_id: str) -> SimpleNamespace:
-    """pynvml's nvmlPciInfo_t fields as the real module returns them (busId is bytes)."""
+    """pynvml's nvmlPciInfo_t fields as the real module returns them (busId is bytes); an empty
+    bus id gives the zero-filled struct."""
+    if not bus_id:
+        return SimpleNamespace(busId=b"", busIdLegacy=b"", domain=0, bus=0, device=0)
     domain, bus, devfn = bus_id.split(":")
     return SimpleNamespace(busId=bus_id.encode(), busIdLegacy=bus_id[4:].encode(),
                            domain=int(domain, 16), bus=int(bus, 16),

@@ -66,6 +66,22 @@ def test_sys_pairs_advice():
     assert not lines_with(fake_report(nvlink="nvswitch"), "SYS")
 
 
+@pytest.mark.parametrize("switch_pci", ["readable", "empty", "error"])
+def test_nvswitch_box_has_no_far_pairs_whatever_its_switch_pci_ids(switch_pci):
+    report = fake_report(nvlink="nvswitch", switch_pci=switch_pci)
+    assert not lines_with(report, "SYS") and not lines_with(report, "NVLink")
+    assert report["topology"]["matrix"][0][5] == "NV12"
+    assert json.loads(json.dumps(report)) == report
+
+
+def test_links_nvml_cannot_place_are_not_called_no_nvlink():
+    report = fake_report(nvlink="nvswitch",
+                         not_supported={"nvmlDeviceGetNvLinkRemoteDeviceType"})
+    [line] = lines_with(report, "SYS")
+    assert "(no NVLink NVML can place: it cannot tell where the NVLinks of GPU(s) " \
+           "0,1,2,3,4,5,6,7 lead)" in line
+
+
 def test_cross_numa_pcie_pairs_are_reported_without_nvlink():
     [line] = lines_with(fake_report(nvlink="none"), "SYS")
     assert "0-4" in line and "0-1" not in line

@@ -49,12 +49,17 @@ LINK_LEGEND = {
            "(e.g., QPI/UPI)",
     "n/a": "NVML could not tell",
 }
+# NVML's device types at the far end of an NVLink (nvmlDeviceGetNvLinkRemoteDeviceType)
+_REMOTE_KINDS = {"NVML_NVLINK_DEVICE_TYPE_GPU": "gpu", "NVML_NVLINK_DEVICE_TYPE_SWITCH": "switch",
+                 "NVML_NVLINK_DEVICE_TYPE_IBMNPU": "ibmnpu"}
 _ANCESTOR_CLASS = {"NVML_TOPOLOGY_INTERNAL": "PIX", "NVML_TOPOLOGY_SINGLE": "PIX",
                    "NVML_TOPOLOGY_MULTIPLE": "PXB", "NVML_TOPOLOGY_HOSTBRIDGE": "PHB",
                    "NVML_TOPOLOGY_NODE": "NODE", "NVML_TOPOLOGY_SYSTEM": "SYS"}
 # nvmlDeviceGetCpuAffinity wants the mask length in 64-bit words; ask for at least 256 CPUs so a
 # box bigger than os.cpu_count() suggests (e.g. inside a container) is not cut off.
 _AFFINITY_WORDS = max(4, -(-(os.cpu_count() or 1) // 64))
+_NODE_WORDS = 4  # node set for nvmlDeviceGetMemoryAffinity: NUMA node ids up to 255
+SYSFS_PCI_DEVICES = Path("/sys/bus/pci/devices")  # <bus id>/numa_node: the kernel's answer
 
 
 class _Record:
@@ -93,7 +98,8 @@ class GpuInfo(_Record):
     pcie_width: Any
     pcie_width_max: Any
     nvlink_active_links: Any
-    nvlink_remote_bus_ids: tuple     # per active link: a GPU's or NVSwitch's bus id, or "unknown"
+    nvlink_remote_types: tuple       # per active link: "gpu", "switch" or "ibmnpu" at its far end
+    nvlink_remote_bus_ids: tuple     # per active link: the far end's PCI bus id
     cpu_affinity: Any                # compact CPU list, e.g. "0-31,64-95"
     numa_node: Any
 
@@ -137,6 +143,7 @@ class Topology(_Record):
     numa_node: tuple
     nvlink_peers: tuple              # per GPU: {peer index: number of direct NVLinks}
     nvswitch_links: tuple            # per GPU: active links that end on an NVSwitch
+    nvlink_unknown_links: tuple      # per GPU: active links whose far end NVML cannot tell
     legend: dict = dataclasses.field(default_factory=lambda: dict(LINK_LEGEND))
 
 
@@ -164,13 +171,23 @@ def _ecc_errors(handle: Any, nvml: Any) -> dict:
     return counts
 
 
-def _nvlinks(handle: Any, nvml: Any) -> tuple[Any, tuple]:
-    """(number of active links or NotAvailable, remote bus id of each active link)."""
+def _remote_kind(handle: Any, link: int, nvml: Any) -> Any:
+    """What NVLink `link` ends on: "gpu", "switch" (an NVSwitch) or "ibmnpu" (an IBM POWER CPU)."""
+    kind = nvml_call("nvmlDeviceGetNvLinkRemoteDeviceType", handle, link, nvml=nvml)
+    if isinstance(kind, NotAvailable):
+        return kind
+    names = {nvml_const(constant, nvml): name for constant, name in _REMOTE_KINDS.items()}
+    return names.get(kind, NotAvailable(f"NVML names no device type for link {link} ({kind})"))
+
+
+def _nvlinks(handle: Any, nvml: Any) -> tuple[Any, tuple, tuple]:
+    """(number of active links or NotAvailable, the kind of device at the far end of each active
+    link, and its PCI bus id); each kind or bus id NVML cannot give is NotAvailable on its own."""
     max_links = nvml_const("NVML_NVLINK_MAX_LINKS", nvml)
     if isinstance(max_links, NotAvailable):
-        return max_links, ()
+        return max_links, (), ()
     enabled = nvml_const("NVML_FEATURE_ENABLED", nvml)
-    remotes, answered, first_failure = [], False, None
+    kinds, remotes, answered, first_failure = [], [], False, None
     for link in range(max_links):
         state = nvml_call("nvmlDeviceGetNvLinkState", handle, link, nvml=nvml)
         if isinstance(state, NotAvailable):  # links past the device's count answer this way
@@ -178,9 +195,10 @@ def _nvlinks(handle: Any, nvml: Any) -> tuple[Any, tuple]:
             continue
         answered = True
         if state == enabled:
-            pci = nvml_call("nvmlDeviceGetNvLinkRemotePciInfo", handle, link, nvml=nvml)
-            remotes.append("unknown" if isinstance(pci, NotAvailable) else pci_bus_id(pci))
-    return (len(remotes) if answered else first_failure), tuple(remotes)
+            kinds.append(_remote_kind(handle, link, nvml))
+            remotes.append(pci_bus_id(
+                nvml_call("nvmlDeviceGetNvLinkRemotePciInfo", handle, link, nvml=nvml)))
+    return (len(kinds) if answered else first_failure), tuple(kinds), tuple(remotes)
 
 
 def _enabled(pair: Any, on_value: Any) -> Any:
@@ -189,16 +207,27 @@ def _enabled(pair: Any, on_value: Any) -> Any:
 
 
 def _numa_node(handle: Any, bus_id: Any, nvml: Any) -> Any:
-    node = nvml_call("nvmlDeviceGetNumaNodeId", handle, nvml=nvml)
-    if not isinstance(node, NotAvailable) or isinstance(bus_id, NotAvailable):
-        return node
-    # Older drivers lack nvmlDeviceGetNumaNodeId; the kernel knows the PCI device's node.
+    """The NUMA node nearest the GPU (an int; "0-1" when NVML names several), or NotAvailable.
+
+    From nvmlDeviceGetMemoryAffinity (node scope), else the kernel's numa_node of the PCI device.
+    Not nvmlDeviceGetNumaNodeId: that is the GPU's own memory node where GPU memory is a NUMA node
+    (Grace Hopper: a node without CPUs) and NotSupported on x86 hosts.
+    """
+    mask = nvml_call("nvmlDeviceGetMemoryAffinity", handle, _NODE_WORDS,
+                     nvml_const("NVML_AFFINITY_SCOPE_NODE", nvml), nvml=nvml)
+    if not isinstance(mask, NotAvailable):
+        nodes = cpu_list(mask)  # the node set has the layout of a CPU set
+        if nodes:
+            return int(nodes) if nodes.isdigit() else nodes
+        mask = NotAvailable("nvmlDeviceGetMemoryAffinity gave an empty node set")
+    if isinstance(bus_id, NotAvailable):
+        return mask
     try:
-        sysfs_node = int(Path(f"/sys/bus/pci/devices/{bus_id}/numa_node").read_text())
+        sysfs_node = int((SYSFS_PCI_DEVICES / bus_id / "numa_node").read_text())
     except (OSError, ValueError):
-        return node
-    return sysfs_node if sysfs_node >= 0 else NotAvailable(f"kernel reports no NUMA node for "
-                                                           f"{bus_id}")
+        return mask
+    return sysfs_node if sysfs_node >= 0 else NotAvailable(
+        f"{mask.reason}; the kernel reports no NUMA node for {bus_id}")
 
 
 def gpu_info(index: int, nvml: Any = None, cuda_properties: list | None = None) -> GpuInfo:
@@ -217,7 +246,7 @@ def gpu_info(index: int, nvml: Any = None, cuda_properties: list | None = None) 
     memory = call("nvmlDeviceGetMemoryInfo")
     affinity = call("nvmlDeviceGetCpuAffinity", _AFFINITY_WORDS)
     reasons = throttle_reasons(h, nvml=nvml)
-    links, remotes = _nvlinks(h, nvml)
+    links, kinds, remotes = _nvlinks(h, nvml)
     return GpuInfo(
         index=index, cuda_index=cuda_index, name=call("nvmlDeviceGetName"), uuid=uuid,
         pci_bus_id=bus_id,
@@ -243,7 +272,7 @@ def gpu_info(index: int, nvml: Any = None, cuda_properties: list | None = None) 
         pcie_gen_max=call("nvmlDeviceGetMaxPcieLinkGeneration"),
         pcie_width=call("nvmlDeviceGetCurrPcieLinkWidth"),
         pcie_width_max=call("nvmlDeviceGetMaxPcieLinkWidth"),
-        nvlink_active_links=links, nvlink_remote_bus_ids=remotes,
+        nvlink_active_links=links, nvlink_remote_types=kinds, nvlink_remote_bus_ids=remotes,
         cpu_affinity=affinity if isinstance(affinity, NotAvailable) else cpu_list(affinity),
         numa_node=_numa_node(h, bus_id, nvml),
     )
@@ -273,15 +302,23 @@ def discover_gpus(nvml: Any = None, cuda_properties: list | None = None) -> Any:
 def topology(gpus: list[GpuInfo], nvml: Any = None) -> Topology:
     """The GPU-GPU link matrix of `nvidia-smi topo -m` for `gpus` (from discover_gpus)."""
     index_of_bus = {g.pci_bus_id: g.index for g in gpus if isinstance(g.pci_bus_id, str)}
-    peers, switch_links = [], []
+    peers, switch_links, unknown_links = [], [], []
     for g in gpus:
         direct: dict[int, int] = {}
-        for remote in g.nvlink_remote_bus_ids:
-            if remote in index_of_bus:
-                direct[index_of_bus[remote]] = direct.get(index_of_bus[remote], 0) + 1
+        switch = unknown = 0
+        for kind, remote in zip(g.nvlink_remote_types, g.nvlink_remote_bus_ids, strict=True):
+            peer = index_of_bus.get(remote) if isinstance(remote, str) else None
+            if kind == "switch":  # NVSwitch links often have no readable PCI id: trust the type
+                switch += 1
+            elif kind == "ibmnpu":
+                continue  # NVLink to the CPU
+            elif peer is not None:  # a GPU of this box (by type, or by bus id alone)
+                direct[peer] = direct.get(peer, 0) + 1
+            else:
+                unknown += 1
         peers.append(direct)
-        switch_links.append(sum(1 for remote in g.nvlink_remote_bus_ids
-                                if remote not in index_of_bus and remote != "unknown"))
+        switch_links.append(switch)
+        unknown_links.append(unknown)
     ancestor_class = {nvml_const(name, nvml): cls for name, cls in _ANCESTOR_CLASS.items()}
     handles = [device_handle(g.index, nvml) for g in gpus]
     matrix = []
@@ -303,7 +340,8 @@ def topology(gpus: list[GpuInfo], nvml: Any = None) -> Topology:
         labels=tuple(f"GPU{g.index}" for g in gpus), matrix=tuple(matrix),
         cpu_affinity=tuple(g.cpu_affinity for g in gpus),
         numa_node=tuple(g.numa_node for g in gpus),
-        nvlink_peers=tuple(peers), nvswitch_links=tuple(switch_links))
+        nvlink_peers=tuple(peers), nvswitch_links=tuple(switch_links),
+        nvlink_unknown_links=tuple(unknown_links))
 
 
 def system_info(nvml: Any = None) -> SystemInfo:

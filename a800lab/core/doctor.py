@@ -124,7 +124,13 @@ def _topology_advice(report: dict) -> list[str]:
     numactl = f"numactl --cpunodebind={node} --membind={node} " if node is not None else ""
     described = "; ".join(f"GPUs {','.join(map(str, g))} (NUMA node {numa[g[0]]})"
                           for g in groups)
-    return [f"GPU pairs joined only through SYS / across NUMA nodes (no NVLink): {', '.join(far)}."
+    unplaced = [str(g["index"]) for g, n in zip(gpus, topo["nvlink_unknown_links"], strict=True)
+                if n]
+    no_nvlink = "no NVLink" if not unplaced else (
+        f"no NVLink NVML can place: it cannot tell where the NVLinks of GPU(s) "
+        f"{','.join(unplaced)} lead")
+    return [f"GPU pairs joined only through SYS / across NUMA nodes ({no_nvlink}): "
+            f"{', '.join(far)}."
             f" Collective traffic between them crosses the CPU interconnect. Keep a job inside "
             f"one NVLink group / NUMA node: {described}; e.g. "
             f"{CUDA_BY_NVML_INDEX}CUDA_VISIBLE_DEVICES={','.join(map(str, best))} {numactl}"
