@@ -315,22 +315,28 @@ class FakeNvml:
     def nvmlDeviceGetMaxPcieLinkWidth(self, handle: FakeGpu) -> int:
         return 16
 
-    def _link(self, gpu: FakeGpu, link: int) -> tuple:
+    def _check_link(self, gpu: FakeGpu, link: int) -> None:
         if not gpu.nvlink_remote:
             raise NVMLError_NotSupported()
         if not 0 <= link < self.links_per_gpu:  # past this GPU's links (< NVML_NVLINK_MAX_LINKS)
             raise NVMLError_InvalidArgument()
+
+    def _remote(self, gpu: FakeGpu, link: int) -> tuple:
+        self._check_link(gpu, link)
+        if link >= len(gpu.nvlink_remote):  # an inactive link leads nowhere
+            raise NVMLError_NotSupported()
         return gpu.nvlink_remote[link]
 
     def nvmlDeviceGetNvLinkState(self, device: FakeGpu, link: int) -> int:
-        self._link(device, link)
-        return self.NVML_FEATURE_ENABLED
+        self._check_link(device, link)
+        return self.NVML_FEATURE_ENABLED if link < len(device.nvlink_remote) else \
+            self.NVML_FEATURE_DISABLED
 
     def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle: FakeGpu, link: int) -> int:
-        return self._link(handle, link)[0]
+        return self._remote(handle, link)[0]
 
     def nvmlDeviceGetNvLinkRemotePciInfo(self, device: FakeGpu, link: int) -> SimpleNamespace:
-        bus_id = self._link(device, link)[1]
+        bus_id = self._remote(device, link)[1]
         if bus_id is None:
             raise NVMLError_NotSupported()
         return _pci(bus_id)

@@ -32,6 +32,7 @@ def test_discovers_eight_a800s_with_their_properties():
     assert g.uuid == "GPU-a800fake-0000-0000-0000-000000000000"
     assert g.pci_bus_id == "0000:07:00.0"
     assert (g.sm_clock_max_mhz, g.mem_clock_max_mhz, g.power_limit_w) == (1410, 1593, 400.0)
+    assert (g.power_w, g.power_source, g.temperature_c) == (62.0, "power_usage", 33)
     assert (g.pcie_gen, g.pcie_width, g.pcie_gen_max, g.pcie_width_max) == (4, 16, 4, 16)
     assert g.ecc_enabled is True and g.mig_enabled is False
     assert g.throttle_reasons == ("gpu_idle",)
@@ -101,6 +102,7 @@ def test_topology_through_nvswitch(switch_pci):
 def test_h200_box_through_nvswitch():
     fake, gpus = fake_gpus(model="H200", nvlink="nvswitch", switch_pci="error")
     assert gpus[0].name == "NVIDIA H200" and gpus[0].nvlink_active_links == 18
+    assert (gpus[0].power_w, gpus[0].power_source) == (62.0, "instant")
     assert topology(gpus, nvml=fake).matrix[0][7] == "NV18"
 
 

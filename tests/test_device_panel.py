@@ -233,6 +233,20 @@ def test_unsupported_readings_show_na_with_the_reason():
     header = tables.texts("a800lab-gpus")[0]
     power = tables.tables["a800lab-gpus"][1][header.index("power W cur/limit")]
     assert power[0] == "n/a/400" and "Not Supported" in power[1]["title"]
+    report = fake_panel()[1].report
+    tables = Tables(gpu_table_html(report))
+    power = tables.tables["a800lab-gpus"][1][header.index("power W cur/limit")]
+    assert power[0] == "62/400" and power[1]["title"] == "power source: power_usage"
+
+
+def test_latest_reading_says_when_power_is_a_one_second_average():
+    fake = FakeNvml(model="H200", not_supported={"nvmlDeviceGetFieldValues"})
+    panel = DevicePanel(nvml=fake, cuda_properties=fake.cuda_properties(), interval_s=0.01,
+                        refresh_s=0.05)
+    assert panel.start_telemetry(0)
+    wait_until(lambda: panel.telemetry_samples)
+    panel.stop_telemetry()
+    assert "power 62 W (1 s average)" in panel.latest.value
 
 
 def test_nvswitch_box_and_mig():

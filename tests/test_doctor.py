@@ -55,6 +55,17 @@ def test_throttle_advice_names_gpu_2_and_reasons_but_not_idle_gpus():
     assert "1095/1410 MHz" in line and "87 C" in line
 
 
+@pytest.mark.parametrize("mask, reason", [(0x200, "board_limit"), (0x400, "reliability")])
+def test_a_gpu_held_only_by_board_limit_or_reliability_is_throttled(mask, reason):
+    fake = FakeNvml()
+    fake.gpus[6].throttle_mask, fake.gpus[6].sm_clock_mhz = mask, 1005
+    report = build_report(nvml=fake, cuda_properties=fake.cuda_properties())
+    assert report["gpus"][6]["throttle_reasons"] == [reason]
+    [line] = [line for line in report["advice"] if line.startswith("GPU 6 clocks")]
+    assert f"GPU 6 clocks are throttled ({reason}): SM 1005/1410 MHz" in line
+    assert "nvidia-smi -q -d PERFORMANCE" in line
+
+
 def test_sys_pairs_advice():
     [line] = lines_with(fake_report(), "SYS")
     for pair in ("0-4", "0-7", "3-4", "3-7"):

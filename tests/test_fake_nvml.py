@@ -55,6 +55,9 @@ def test_links_past_the_gpus_own_count_are_invalid():
     with pytest.raises(FakeNvml.NVMLError_InvalidArgument):
         fake.nvmlDeviceGetNvLinkState(gpu, 12)
     assert fake.nvmlDeviceGetNvLinkRemoteDeviceType(gpu, 0) == FakeNvml.NVML_NVLINK_DEVICE_TYPE_GPU
+    h200 = FakeNvml(model="H200")  # 18 links, 12 of them used by the NVLink groups
+    states = [h200.nvmlDeviceGetNvLinkState(h200.gpus[0], link) for link in range(18)]
+    assert states == [FakeNvml.NVML_FEATURE_ENABLED] * 12 + [FakeNvml.NVML_FEATURE_DISABLED] * 6
     none = FakeNvml(nvlink="none")
     with pytest.raises(FakeNvml.NVMLError_NotSupported):
         none.nvmlDeviceGetNvLinkState(none.nvmlDeviceGetHandleByIndex(0), 0)

@@ -17,9 +17,12 @@ from a800lab.core.nvml import (
     decode_throttle_reasons,
     device_handle,
     ensure_init,
+    field_value,
     is_not_available,
     nvml_call,
     nvml_const,
+    power_reading,
+    temperature_c,
     throttle_reasons,
     to_jsonable,
 )
@@ -126,6 +129,61 @@ def test_decode_throttle_reasons_with_fake_and_real_constants():
     assert decode_throttle_reasons(0, nvml=pynvml) == []
 
 
+@pytest.mark.parametrize("module", [pynvml, FakeNvml()], ids=["pynvml", "fake"])
+def test_board_limit_and_reliability_bits_are_throttling(module):
+    # pynvml names 0x200 and 0x400 only nvmlClocksThrottleReasonBoardLimit / ...Reliability
+    assert decode_throttle_reasons(0x200, nvml=module) == ["board_limit"]
+    assert decode_throttle_reasons(0x400 | 0x1, nvml=module) == ["gpu_idle", "reliability"]
+    assert decode_throttle_reasons(0x7FF, nvml=module)[-2:] == ["board_limit", "reliability"]
+
+
+def test_temperature_falls_back_to_the_deprecated_call():
+    fake = FakeNvml(not_supported={"nvmlDeviceGetTemperatureV"})
+    assert temperature_c(device_handle(2, fake), nvml=fake) == 87
+    neither = FakeNvml(not_supported={"nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature"})
+    assert temperature_c(device_handle(2, neither), nvml=neither) == NotAvailable(
+        "nvmlDeviceGetTemperatureV: Not Supported")
+
+    class OnlyV(FakeNvml):
+        def nvmlDeviceGetTemperature(self, handle, sensor):
+            raise AssertionError("deprecated; not to be called when the V call works")
+
+    fake = OnlyV()
+    assert temperature_c(device_handle(2, fake), nvml=fake) == 87
+
+
+def test_power_reading_names_its_source():
+    t = [0.0]
+    h200 = FakeNvml(model="H200", clock=lambda: t[0])  # 62 W from t = 0
+    older_driver = FakeNvml(model="H200", clock=lambda: t[0],
+                            not_supported={"nvmlDeviceGetFieldValues"})
+    t[0] = 5.0
+    h200.gpus[0].power_mw = older_driver.gpus[0].power_mw = 500_000
+    t[0] = 5.25  # the last second: 0.75 s at 62 W, 0.25 s at 500 W
+    assert power_reading(device_handle(0, h200), nvml=h200) == (500.0, "instant")
+    assert power_reading(device_handle(0, older_driver), nvml=older_driver) == (
+        171.5, "average_1s")
+    a800 = FakeNvml()  # no instant field; PowerUsage is instantaneous on GA100
+    assert power_reading(device_handle(2, a800), nvml=a800) == (398.5, "power_usage")
+    blind = FakeNvml(not_supported={"nvmlDeviceGetPowerUsage"})
+    watts, source = power_reading(device_handle(0, blind), nvml=blind)
+    assert watts == source == NotAvailable("nvmlDeviceGetPowerUsage: Not Supported")
+
+
+def test_field_value_reads_the_member_its_type_names():
+    class Fields(FakeNvml):
+        def nvmlDeviceGetFieldValues(self, handle, fieldIds):
+            return [SimpleNamespace(fieldId=fieldIds[0], nvmlReturn=self.NVML_SUCCESS,
+                                    valueType=self.NVML_VALUE_TYPE_DOUBLE,
+                                    value=SimpleNamespace(dVal=2.5, uiVal=7))]
+
+    fake = Fields()
+    assert field_value(device_handle(0, fake), "NVML_FI_DEV_POWER_INSTANT", nvml=fake) == 2.5
+    a800 = FakeNvml()
+    assert field_value(device_handle(0, a800), "NVML_FI_DEV_POWER_INSTANT", nvml=a800) == \
+        NotAvailable("NVML_FI_DEV_POWER_INSTANT: Not Supported")
+
+
 def test_throttle_reasons_fall_back_to_the_older_function():
     class OlderDriver(FakeNvml):
         def nvmlDeviceGetCurrentClocksThrottleReasons(self, gpu):
@@ -158,7 +216,10 @@ def test_every_nvml_name_in_core_exists_in_pynvml_and_the_fake():
     names -= prefixes
     for _, suffix in nvml_mod._THROTTLE_REASONS:
         assert hasattr(pynvml, "nvmlClocksThrottleReason" + suffix)
-        assert hasattr(FakeNvml, "nvmlClocksEventReason" + suffix)
+        # the fake spells each reason the way pynvml's newest name does
+        newest = "nvmlClocksEventReason" if hasattr(pynvml, "nvmlClocksEventReason" + suffix) \
+            else "nvmlClocksThrottleReason"
+        assert hasattr(FakeNvml, newest + suffix)
     assert not [n for n in names if not hasattr(pynvml, n)]
     # The fake leaves out only the pre-rename throttle function (tested above).
     assert [n for n in names if not hasattr(FakeNvml, n)] == [

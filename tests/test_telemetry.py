@@ -10,8 +10,8 @@ from a800lab.core.telemetry import TelemetrySampler, snapshot
 from tests.fake_nvml import FakeNvml
 
 SNAPSHOT_KEYS = {"t_s", "gpu_util_pct", "mem_util_pct", "mem_used_bytes", "mem_total_bytes",
-                 "power_w", "power_limit_w", "sm_clock_mhz", "mem_clock_mhz", "temperature_c",
-                 "throttle_reasons"}
+                 "power_w", "power_source", "power_limit_w", "sm_clock_mhz", "mem_clock_mhz",
+                 "temperature_c", "throttle_reasons"}
 
 
 def sampler_threads():
@@ -25,6 +25,7 @@ def test_snapshot_reads_the_throttled_gpu():
     assert snap["t_s"] >= before
     assert (snap["gpu_util_pct"], snap["mem_util_pct"]) == (100, 61)
     assert (snap["power_w"], snap["power_limit_w"]) == (398.5, 400.0)
+    assert snap["power_source"] == "power_usage"  # GA100: PowerUsage is instantaneous
     assert (snap["sm_clock_mhz"], snap["mem_clock_mhz"], snap["temperature_c"]) == (1095, 1593, 87)
     assert snap["mem_total_bytes"] == 80 * 2**30
     assert snap["throttle_reasons"] == ["sw_power_cap", "hw_thermal_slowdown"]
@@ -32,7 +33,8 @@ def test_snapshot_reads_the_throttled_gpu():
 
 def test_snapshot_unsupported_and_unavailable_values_are_none():
     snap = snapshot(0, nvml=FakeNvml(not_supported={"nvmlDeviceGetPowerUsage"}))
-    assert snap["power_w"] is None and snap["power_limit_w"] == 400.0
+    assert snap["power_w"] is None and snap["power_source"] is None
+    assert snap["power_limit_w"] == 400.0
     dead = snapshot(0, nvml=FakeNvml(init_error=FakeNvml.NVMLError_DriverNotLoaded))
     assert set(dead) == SNAPSHOT_KEYS
     assert all(value is None for key, value in dead.items() if key != "t_s")
@@ -161,3 +163,38 @@ def test_sampler_takes_an_nvml_index_or_a_cuda_device_not_both():
     with pytest.raises(ValueError, match="'cuda:N'"):
         TelemetrySampler(cuda_device="cpu", nvml=FakeNvml())
     assert TelemetrySampler(nvml=FakeNvml()).device_index == 0
+
+
+def test_hopper_samples_instant_power_and_say_so():
+    t = [0.0]
+    fake = FakeNvml(model="H200", clock=lambda: t[0])  # 62 W from t = 0
+    averaged = FakeNvml(model="H200", clock=lambda: t[0],
+                        not_supported={"nvmlDeviceGetFieldValues"})
+    t[0] = 3.0
+    fake.gpus[1].power_mw = averaged.gpus[1].power_mw = 650_000  # a kernel starts
+    t[0] = 3.1
+    snap = snapshot(1, nvml=fake)
+    assert (snap["power_w"], snap["power_source"]) == (650.0, "instant")
+    snap = snapshot(1, nvml=averaged)  # the 1 s average still says ~121 W
+    assert snap["power_source"] == "average_1s" and snap["power_w"] == pytest.approx(120.8)
+    with TelemetrySampler(1, interval_s=60, nvml=fake) as sampler:
+        pass
+    assert sampler.summary()["power_source"] == "instant"
+
+
+def test_summary_says_when_the_power_source_changed():
+    class Switching(FakeNvml):
+        calls = 0
+
+        def nvmlDeviceGetFieldValues(self, handle, fieldIds):
+            Switching.calls += 1
+            if Switching.calls > 1:
+                raise self.NVMLError_NotSupported()
+            return super().nvmlDeviceGetFieldValues(handle, fieldIds)
+
+    with TelemetrySampler(0, interval_s=60, nvml=Switching(model="H200")) as sampler:
+        pass
+    assert sampler.summary()["power_source"] == "mixed (average_1s, instant)"
+    with TelemetrySampler(0, nvml=FakeNvml(not_supported={"nvmlDeviceGetPowerUsage"})) as s:
+        pass
+    assert s.summary()["power_source"] is None

@@ -31,6 +31,8 @@ from .nvml import (
     milli_to_unit,
     nvml_call,
     nvml_const,
+    power_reading,
+    temperature_c,
     throttle_reasons,
     to_jsonable,
 )
@@ -90,6 +92,7 @@ class GpuInfo(_Record):
     mem_clock_mhz: Any
     mem_clock_max_mhz: Any
     power_w: Any
+    power_source: Any                # "instant", "average_1s" or "power_usage" (nvml.power_reading)
     power_limit_w: Any
     temperature_c: Any
     throttle_reasons: Any            # tuple of names, e.g. ("sw_power_cap",); () = full speed
@@ -246,6 +249,7 @@ def gpu_info(index: int, nvml: Any = None, cuda_properties: list | None = None) 
     memory = call("nvmlDeviceGetMemoryInfo")
     affinity = call("nvmlDeviceGetCpuAffinity", _AFFINITY_WORDS)
     reasons = throttle_reasons(h, nvml=nvml)
+    power_w, power_source = power_reading(h, nvml=nvml)
     links, kinds, remotes = _nvlinks(h, nvml)
     return GpuInfo(
         index=index, cuda_index=cuda_index, name=call("nvmlDeviceGetName"), uuid=uuid,
@@ -264,9 +268,9 @@ def gpu_info(index: int, nvml: Any = None, cuda_properties: list | None = None) 
         sm_clock_max_mhz=call("nvmlDeviceGetMaxClockInfo", sm),
         mem_clock_mhz=call("nvmlDeviceGetClockInfo", mem),
         mem_clock_max_mhz=call("nvmlDeviceGetMaxClockInfo", mem),
-        power_w=milli_to_unit(call("nvmlDeviceGetPowerUsage")),
+        power_w=power_w, power_source=power_source,
         power_limit_w=milli_to_unit(call("nvmlDeviceGetEnforcedPowerLimit")),
-        temperature_c=call("nvmlDeviceGetTemperature", nvml_const("NVML_TEMPERATURE_GPU", nvml)),
+        temperature_c=temperature_c(h, nvml=nvml),
         throttle_reasons=reasons if isinstance(reasons, NotAvailable) else tuple(reasons),
         pcie_gen=call("nvmlDeviceGetCurrPcieLinkGeneration"),
         pcie_gen_max=call("nvmlDeviceGetMaxPcieLinkGeneration"),

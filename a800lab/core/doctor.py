@@ -32,6 +32,10 @@ _THROTTLE_HINTS = {
     "applications_clocks_setting": "application clocks set below max (nvidia-smi -rac resets)",
     "sync_boost": "held to the clocks of its sync-boost group",
     "display_clock_setting": "held by the display clock setting",
+    # pynvml's BoardLimit (0x200) and Reliability (0x400); NVML's header gives no more detail
+    "board_limit": "held by a limit of the board itself (see nvidia-smi -q -d PERFORMANCE,POWER)",
+    "reliability": "held by NVML's reliability limiter, which protects the GPU's lifetime, e.g. "
+                   "its voltage (see nvidia-smi -q -d PERFORMANCE,TEMPERATURE)",
 }
 
 

@@ -5,6 +5,7 @@
     power_mw = nvml_call("nvmlDeviceGetPowerUsage", handle)   # int, or NotAvailable(reason)
     if not power_mw:                                          # NotAvailable is falsy
         print(power_mw.reason)
+    power_w, source = power_reading(handle)   # 312.4, "instant" | "average_1s" | "power_usage"
 
 "No library" (pynvml is not installed), "no driver" (nvmlInit fails) and "not supported" (any
 NVMLError from the call) all come back as a `NotAvailable(reason)` value, never as an exception.
@@ -36,7 +37,18 @@ _THROTTLE_REASONS = (
     ("hw_thermal_slowdown", "HwThermalSlowdown"),
     ("hw_power_brake", "HwPowerBrakeSlowdown"),
     ("display_clock_setting", "DisplayClockSetting"),
+    ("board_limit", "BoardLimit"),        # 0x200: pynvml has only the throttle-prefixed name
+    ("reliability", "Reliability"),       # 0x400: likewise
 )
+# NVML field value types -> the member of the value union that holds the number
+_VALUE_MEMBERS = {"NVML_VALUE_TYPE_DOUBLE": "dVal", "NVML_VALUE_TYPE_UNSIGNED_INT": "uiVal",
+                  "NVML_VALUE_TYPE_UNSIGNED_LONG": "ulVal",
+                  "NVML_VALUE_TYPE_UNSIGNED_LONG_LONG": "ullVal",
+                  "NVML_VALUE_TYPE_SIGNED_LONG_LONG": "sllVal",
+                  "NVML_VALUE_TYPE_SIGNED_INT": "siVal", "NVML_VALUE_TYPE_UNSIGNED_SHORT": "usVal"}
+# nvmlDeviceGetPowerUsage is documented as a 1 s average on Ampere other than GA100 (8.0) and
+# newer, and as instantaneous on GA100 and older
+_AVERAGED_POWER_FROM = (8, 1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,6 +199,55 @@ def throttle_reasons(handle: Any, nvml: Any = None) -> Any:
             return mask
         mask = older
     return decode_throttle_reasons(int(mask), nvml=nvml)
+
+
+def temperature_c(handle: Any, nvml: Any = None) -> Any:
+    """GPU core temperature in C: nvmlDeviceGetTemperatureV, else the deprecated
+    nvmlDeviceGetTemperature (older drivers or pynvml); NotAvailable when neither answers."""
+    sensor = nvml_const("NVML_TEMPERATURE_GPU", nvml)
+    reading = nvml_call("nvmlDeviceGetTemperatureV", handle, sensor, nvml=nvml)
+    if isinstance(reading, NotAvailable):
+        older = nvml_call("nvmlDeviceGetTemperature", handle, sensor, nvml=nvml)
+        return reading if isinstance(older, NotAvailable) else older
+    return reading
+
+
+def field_value(handle: Any, field: str, nvml: Any = None) -> Any:
+    """One NVML field value of a GPU, e.g. field="NVML_FI_DEV_POWER_INSTANT", or NotAvailable.
+
+    NVML answers each field with its own return code; a failed field is NotAvailable.
+    """
+    values = nvml_call("nvmlDeviceGetFieldValues", handle, [nvml_const(field, nvml)], nvml=nvml)
+    if isinstance(values, NotAvailable):
+        return values
+    value = values[0]
+    if value.nvmlReturn != nvml_const("NVML_SUCCESS", nvml):
+        why = nvml_call("nvmlErrorString", value.nvmlReturn, nvml=nvml)
+        return NotAvailable(f"{field}: {why or f'NVML error {value.nvmlReturn}'}")
+    members = {nvml_const(kind, nvml): member for kind, member in _VALUE_MEMBERS.items()}
+    if value.valueType not in members:
+        return NotAvailable(f"{field}: unknown NVML value type {value.valueType}")
+    return getattr(value.value, members[value.valueType])
+
+
+def power_reading(handle: Any, nvml: Any = None) -> tuple[Any, Any]:
+    """(board power in W, where it came from), both NotAvailable when NVML gives no power.
+
+    The source is "instant" (field NVML_FI_DEV_POWER_INSTANT, where the driver has it),
+    "average_1s" (nvmlDeviceGetPowerUsage where NVML documents it as the last second's average:
+    compute capability above 8.0, e.g. Hopper) or "power_usage" (nvmlDeviceGetPowerUsage on
+    GA100 / A800 and older, documented as instantaneous, or on an unknown architecture).
+    """
+    instant_mw = field_value(handle, "NVML_FI_DEV_POWER_INSTANT", nvml)
+    if not isinstance(instant_mw, NotAvailable):
+        return instant_mw / 1000.0, "instant"
+    usage_mw = nvml_call("nvmlDeviceGetPowerUsage", handle, nvml=nvml)
+    if isinstance(usage_mw, NotAvailable):
+        return usage_mw, usage_mw
+    capability = nvml_call("nvmlDeviceGetCudaComputeCapability", handle, nvml=nvml)
+    averaged = not isinstance(capability, NotAvailable) and \
+        tuple(capability) >= _AVERAGED_POWER_FROM
+    return usage_mw / 1000.0, "average_1s" if averaged else "power_usage"
 
 
 def milli_to_unit(value: Any) -> Any:

@@ -27,6 +27,8 @@ from .nvml import (
     milli_to_unit,
     nvml_call,
     nvml_const,
+    power_reading,
+    temperature_c,
     throttle_reasons,
 )
 
@@ -41,6 +43,9 @@ def _value(reading: Any) -> Any:
 def snapshot(device_index: int = 0, nvml: Any = None, t_s: float | None = None) -> dict:
     """One reading of GPU `device_index` (NVML index); values NVML cannot give are None.
 
+    power_source says what power_w is: "instant", "average_1s" (Hopper's PowerUsage) or
+    "power_usage" (see core.nvml.power_reading).
+
     t_s: the timestamp to record (the sampler passes seconds since it started); default
     time.time().
     """
@@ -48,21 +53,22 @@ def snapshot(device_index: int = 0, nvml: Any = None, t_s: float | None = None) 
     util = nvml_call("nvmlDeviceGetUtilizationRates", h, nvml=nvml)
     memory = nvml_call("nvmlDeviceGetMemoryInfo", h, nvml=nvml)
     reasons = throttle_reasons(h, nvml=nvml)
+    power_w, power_source = power_reading(h, nvml=nvml)
     return {
         "t_s": time.time() if t_s is None else t_s,
         "gpu_util_pct": None if isinstance(util, NotAvailable) else util.gpu,
         "mem_util_pct": None if isinstance(util, NotAvailable) else util.memory,
         "mem_used_bytes": None if isinstance(memory, NotAvailable) else memory.used,
         "mem_total_bytes": None if isinstance(memory, NotAvailable) else memory.total,
-        "power_w": _value(milli_to_unit(nvml_call("nvmlDeviceGetPowerUsage", h, nvml=nvml))),
+        "power_w": _value(power_w),
+        "power_source": _value(power_source),
         "power_limit_w": _value(milli_to_unit(
             nvml_call("nvmlDeviceGetEnforcedPowerLimit", h, nvml=nvml))),
         "sm_clock_mhz": _value(nvml_call("nvmlDeviceGetClockInfo", h,
                                          nvml_const("NVML_CLOCK_SM", nvml), nvml=nvml)),
         "mem_clock_mhz": _value(nvml_call("nvmlDeviceGetClockInfo", h,
                                           nvml_const("NVML_CLOCK_MEM", nvml), nvml=nvml)),
-        "temperature_c": _value(nvml_call("nvmlDeviceGetTemperature", h,
-                                          nvml_const("NVML_TEMPERATURE_GPU", nvml), nvml=nvml)),
+        "temperature_c": _value(temperature_c(h, nvml=nvml)),
         "throttle_reasons": None if isinstance(reasons, NotAvailable) else list(reasons),
     }
 
@@ -173,8 +179,9 @@ class TelemetrySampler:
             return list(self._samples)
 
     def summary(self) -> dict:
-        """available, reason, n_samples, duration_s, mean/min/max of SUMMARY_FIELDS, and the
-        sorted union of throttle reasons seen."""
+        """available, reason, n_samples, duration_s, mean/min/max of SUMMARY_FIELDS, the
+        sorted union of throttle reasons seen, and power_source (what power_w is; "mixed (...)"
+        when it changed, None without power readings)."""
         samples = self.samples
         duration_s = self._duration_s
         if self._start_s is not None:  # still running
@@ -191,4 +198,7 @@ class TelemetrySampler:
             result[field] = _stats([s[field] for s in samples])
         result["throttle_reasons"] = sorted(
             {reason for s in samples for reason in s["throttle_reasons"] or ()})
+        sources = sorted({s["power_source"] for s in samples if s["power_source"]})
+        result["power_source"] = (sources[0] if len(sources) == 1 else
+                                  f"mixed ({', '.join(sources)})" if sources else None)
         return result

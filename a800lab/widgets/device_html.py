@@ -121,7 +121,8 @@ def gpu_table_html(report: dict) -> str:
             _td(cell_text(g["mig_enabled"]), title=_why(g["mig_enabled"]),
                 style="color:#a04000;font-weight:bold" if g["mig_enabled"] is True else ""),
             _td(_pair(g["sm_clock_mhz"], g["sm_clock_max_mhz"]), title=_why(g["sm_clock_mhz"])),
-            _td(_pair(g["power_w"], g["power_limit_w"]), title=_why(g["power_w"])),
+            _td(_pair(g["power_w"], g["power_limit_w"]),
+                title=_why(g["power_w"]) or f"power source: {cell_text(g['power_source'])}"),
             _td(cell_text(temp), title=_why(temp),
                 style="color:#b00000;font-weight:bold" if hot else ""),
             _td(pcie, title=_why(g["pcie_gen"])),
@@ -255,9 +256,11 @@ def latest_telemetry_html(s: dict) -> str:
     reasons = [r for r in s.get("throttle_reasons") or () if r != "gpu_idle"]
     throttle = (f'; <b style="color:#b00000">throttled: {html.escape(", ".join(reasons))}</b>'
                 if reasons else "")
-    util, power = cell_text(s.get("gpu_util_pct")), cell_text(s.get("power_w"))
+    util, power = cell_text(s.get("gpu_util_pct")), f"{cell_text(s.get('power_w'))} W"
+    if s.get("power_source") == "average_1s":
+        power += " (1 s average)"
     memory_gib = cell_text(s.get("mem_used_bytes"), GIB, 1)
     sm_mhz, temp_c = cell_text(s.get("sm_clock_mhz")), cell_text(s.get("temperature_c"))
     return (f"<span style='font-size:12px'>latest (t={s['t_s']:.1f} s): util {util} %, "
-            f"memory {memory_gib} GiB, power {power} W, SM {sm_mhz} MHz, {temp_c} C{throttle}"
+            f"memory {memory_gib} GiB, power {power}, SM {sm_mhz} MHz, {temp_c} C{throttle}"
             "</span>")
