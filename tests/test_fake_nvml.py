@@ -1,5 +1,6 @@
 """The fake NVML against the real pynvml: same parameters, same constants, same refusals."""
 
+import ctypes
 import inspect
 
 import pynvml
@@ -111,3 +112,38 @@ def test_a800_power_usage_is_instantaneous_and_has_no_instant_field():
     assert fake.nvmlDeviceGetPowerUsage(gpu) == 300_000
     [field] = fake.nvmlDeviceGetFieldValues(gpu, [FakeNvml.NVML_FI_DEV_POWER_INSTANT])
     assert fake.nvmlErrorString(field.nvmlReturn) == "Not Supported"
+
+
+def test_fake_structs_have_the_fields_of_pynvmls_structs():
+    fake = FakeNvml(model="H200")
+    gpu = fake.gpus[0]
+
+    def fields(struct):
+        return {name for name, *_ in struct._fields_}
+
+    assert set(vars(fake.nvmlDeviceGetPciInfo(gpu))) <= fields(pynvml.nvmlPciInfo_t)
+    assert set(vars(fake.nvmlDeviceGetMemoryInfo(gpu))) == fields(pynvml.c_nvmlMemory_t)
+    assert set(vars(fake.nvmlDeviceGetUtilizationRates(gpu))) == \
+        fields(pynvml.c_nvmlUtilization_t)
+    [value] = fake.nvmlDeviceGetFieldValues(gpu, [FakeNvml.NVML_FI_DEV_POWER_INSTANT])
+    assert set(vars(value)) == fields(pynvml.c_nvmlFieldValue_t)
+    assert set(vars(value.value)) <= fields(pynvml.c_nvmlValue_t)
+
+
+def test_core_reads_pynvmls_own_structs():
+    """The code paths that unpack NVML structs, fed the real ctypes structs pynvml returns."""
+    from a800lab.core.device import cpu_list
+    from a800lab.core.nvml import field_value
+
+    value = pynvml.c_nvmlFieldValue_t()
+    value.nvmlReturn, value.valueType = pynvml.NVML_SUCCESS, pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+    value.value.uiVal = 412_345
+
+    class RealStructs(FakeNvml):
+        def nvmlDeviceGetFieldValues(self, handle, fieldIds):
+            return (pynvml.c_nvmlFieldValue_t * 1)(value)
+
+    fake = RealStructs()
+    assert field_value(fake.gpus[0], "NVML_FI_DEV_POWER_INSTANT", nvml=fake) == 412_345
+    words = (ctypes.c_ulonglong * 4)(0b10, 0, 0, 0)  # what nvmlDeviceGetMemoryAffinity returns
+    assert cpu_list(words) == "1"
