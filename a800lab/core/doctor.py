@@ -226,7 +226,6 @@ def cuda_label(cuda_index: Any) -> str:
     return "n/a" if value is None else f"cuda:{value}"
 
 
-
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows,
                                                                       strict=True)]
