@@ -29,7 +29,6 @@ from .backends import resolve_device
 
 PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
 FP8_MULTIPLE = 16  # torch._scaled_mm needs every dimension to be a multiple of 16
-_FP8_MAX = 448.0  # largest finite float8_e4m3fn
 
 
 @dataclass(frozen=True)
@@ -220,74 +219,3 @@ def matmul_precision(precision: str | Precision) -> Iterator[Precision]:
         yield prec
     finally:
         restore()
-
-
-@dataclass(frozen=True)
-class MatmulOperands:
-    """Inputs of C = A @ B in one precision, the call that computes C, and its reference.
-
-    `reference` is the float64 product of the original float32 data for the rows `check_rows`
-    of C (all rows for m <= the row budget), so checking a large problem stays cheap.
-    """
-
-    precision: Precision
-    a: torch.Tensor
-    b: torch.Tensor
-    run: Callable[[], torch.Tensor]
-    check_rows: torch.Tensor
-    reference: torch.Tensor
-
-    def rel_error(self, c: torch.Tensor) -> float:
-        """Relative Frobenius error of `c` (the whole m x n product) on the checked rows."""
-        return relative_error(c[self.check_rows], self.reference)
-
-
-def relative_error(c: torch.Tensor, reference: torch.Tensor) -> float:
-    """||c - reference||_F / ||reference||_F computed in float64 (inf if c is not finite)."""
-    c64 = c.to(torch.float64)
-    if not torch.isfinite(c64).all():
-        return float("inf")
-    denom = torch.linalg.norm(reference).item()
-    return torch.linalg.norm(c64 - reference).item() / (denom or 1.0)
-
-
-def make_operands(m: int, n: int, k: int, precision: str | Precision, device: str, *,
-                  seed: int = 0, max_check_rows: int = 512) -> MatmulOperands:
-    """Seeded N(0, 1) inputs A (m x k) and B (k x n) in `precision` on `device`.
-
-    fp8 inputs are scaled per tensor so |x| max maps to 448 and multiplied with
-    torch._scaled_mm (bf16 output, B column-major as it requires); every other precision
-    uses torch.matmul, looked up at call time. Run under `matmul_precision(precision)`.
-    """
-    prec = parse_precision(precision)
-    if prec.name == "fp8" and any(d % FP8_MULTIPLE for d in (m, n, k)):
-        raise ValueError(f"fp8 needs m, n, k to be multiples of {FP8_MULTIPLE} "
-                         f"(torch._scaled_mm), got {m}x{n}x{k}; round them up")
-    gen = torch.Generator(device=device).manual_seed(seed)
-    a32 = torch.randn(m, k, generator=gen, device=device)
-    b32 = torch.randn(k, n, generator=gen, device=device)
-    # evenly spaced rows, always including the last (edge tiles are where kernels go wrong)
-    rows = torch.linspace(0, m - 1, min(m, max_check_rows), device=device).round().long()
-    reference = a32[rows].to(torch.float64) @ b32.to(torch.float64)
-    if prec.name == "fp8":
-        a, b, run = _fp8_operands(a32, b32)
-    else:
-        a, b = a32.to(prec.dtype), b32.to(prec.dtype)
-
-        def run() -> torch.Tensor:
-            return torch.matmul(a, b)
-
-    return MatmulOperands(prec, a, b, run, rows, reference)
-
-
-def _fp8_operands(a32: torch.Tensor, b32: torch.Tensor):
-    scale_a = _FP8_MAX / a32.abs().max().clamp(min=1e-12)
-    scale_b = _FP8_MAX / b32.abs().max().clamp(min=1e-12)
-    a = (a32 * scale_a).to(torch.float8_e4m3fn)
-    b = (b32 * scale_b).to(torch.float8_e4m3fn).t().contiguous().t()  # column-major
-    inv_a, inv_b = (1.0 / scale_a).float(), (1.0 / scale_b).float()
-
-    def run() -> torch.Tensor:
-        return torch._scaled_mm(a, b, scale_a=inv_a, scale_b=inv_b, out_dtype=torch.bfloat16)
-
-    return a, b, run
