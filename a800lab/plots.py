@@ -6,17 +6,26 @@ safe off the kernel's main thread and headless (Agg). Pass ``ax=`` to draw into 
 the function then returns that Axes' figure.
 
     from a800lab.plots import throughput_figure, heatmap_figure
-    fig = throughput_figure(df, "n", series="precision")       # one line per precision
+    fig = throughput_figure(df, "n", series="precision")       # one line per precision and run
     fig = heatmap_figure(df, "block_m", "block_n")              # TFLOP/s per tile shape
     fig.savefig("matmul.png")
 
-Only ``outcome == "ok"`` rows are drawn as measurements; oom / wrong / error points are marked
-on the x axis, so a failed configuration is visible rather than silently missing. An empty or
-all-failed frame gives a figure that says "no successful points yet" instead of raising.
+What every figure says (see a800lab.plot_look): the device(s) and mode ("GPU" / "CPU fallback")
+in its title; one line per series *and run*, the newest run of a series drawn strongest and
+earlier runs faded (``earlier_runs="hidden"`` leaves them out), never averaged together; noisy
+points as hollow markers; the IQR band and every marker named in a legend placed outside the
+axes, at most 8 series named and the rest grey and summarised. Only ``outcome == "ok"`` rows are
+drawn as measurements; oom / wrong / error points are marked on the x axis, so a failed
+configuration is visible rather than silently missing. An empty or all-failed frame gives a
+figure that says "no successful points yet" instead of raising.
+
+Memory is the workload's own peak above what the process held before the point (GPU: live
+tensors; CPU: resident set), on an axis scaled to the data; capacity is named in the caption.
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 
 import matplotlib
@@ -24,14 +33,29 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from .core.specs import match
+from .plot_look import (
+    FADED_ALPHA,
+    NOISY_MARKER,
+    Look,
+    band_handle,
+    describe_devices,
+    noisy_handle,
+    note_handle,
+    place_legend,
+    unique_entries,
+)
 
 GIB = 2**30
 NO_POINTS_TEXT = "no successful points yet"
 # outcome -> (marker, colour) for failed points
 FAILURE_STYLES = {"oom": ("x", "tab:red"), "wrong": ("D", "tab:orange"), "error": ("s", "black")}
 _OTHER_FAILURE = ("v", "tab:gray")
+# GPU memory: draw the capacity line only when the data reach this share of it; lower, the line
+# would squash the data against the floor, so the capacity goes to the caption alone.
+CAPACITY_LINE_MIN_SHARE = 0.5
 # telemetry key, axis label, divisor
 _TELEMETRY_PANELS = (
     ("gpu_util_pct", "GPU util (%)", 1.0),
@@ -39,13 +63,24 @@ _TELEMETRY_PANELS = (
     ("power_w", "power (W)", 1.0),
     ("sm_clock_mhz", "SM clock (MHz)", 1.0),
 )
+_LABEL_WIDTH = 44  # legend labels wrap here so a long device name stays inside the figure
 
 
-def _axes(ax: Axes | None, figsize=(6.4, 4.4)) -> tuple[Figure, Axes]:
+def _axes(ax: Axes | None, figsize=(8.6, 4.6)) -> tuple[Figure, Axes, bool]:
+    """(figure, axes, whether the figure is ours); ours have room for a legend on the right."""
     if ax is not None:
-        return ax.figure, ax
+        return ax.figure, ax, False
     fig = Figure(figsize=figsize, layout="constrained")
-    return fig, fig.add_subplot()
+    return fig, fig.add_subplot(), True
+
+
+def _name_devices(fig: Figure, ax: Axes, df: pd.DataFrame, own: bool) -> None:
+    """Device(s) and mode as the figure's subtitle, or under the title of an Axes we were lent."""
+    devices = describe_devices(df)
+    if own:
+        fig.suptitle(devices, fontsize="medium")
+    else:
+        ax.set_title(f"{ax.get_title()}\n{devices}")
 
 
 def _require(df: pd.DataFrame, *columns: str | None) -> None:
@@ -60,9 +95,16 @@ def _say(ax: Axes, text: str) -> None:
             color="dimgray", fontsize="large")
 
 
-def _legend(ax: Axes) -> None:
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize="small")
+def _caption(ax: Axes, text: str) -> None:
+    """A note under the axes (below the x label): what the lines measure, the capacity."""
+    if text:
+        ax.annotate(text, xy=(0, 0), xycoords="axes fraction", xytext=(0, -34),
+                    textcoords="offset points", va="top", fontsize="small", color="dimgray")
+
+
+def _wrapped(entries: list[tuple[object, str]]) -> list[tuple[object, str]]:
+    return [(h, textwrap.fill(label, _LABEL_WIDTH, subsequent_indent="  "))
+            for h, label in unique_entries(entries)]
 
 
 def _default_series(df: pd.DataFrame, series: str | None) -> str | None:
@@ -76,13 +118,11 @@ def _floats(df: pd.DataFrame, name: str) -> pd.Series:
     return pd.to_numeric(df[name], errors="coerce").astype(float)
 
 
-def _series_key(df: pd.DataFrame, series: str | None) -> pd.Series:
-    return pd.Series("", index=df.index) if series is None else df[series].astype(str)
-
-
-def _series_colors(df: pd.DataFrame, series: str | None) -> dict[str, str]:
-    """Series key -> colour, from the whole frame so colours stay put as points arrive."""
-    return {k: f"C{i % 10}" for i, k in enumerate(dict.fromkeys(_series_key(df, series)))}
+def _flags(df: pd.DataFrame, name: str) -> pd.Series:
+    """A boolean column (e.g. "noisy"); all False when the frame lacks it."""
+    if name not in df.columns:
+        return pd.Series(False, index=df.index)
+    return df[name].fillna(False).astype(bool)
 
 
 def _fmt(value) -> str:
@@ -131,15 +171,26 @@ class _XAxis:
                 ax.set_xticks(distinct, [_fmt(v) for v in distinct])
 
 
-def _mark_failures(ax: Axes, df: pd.DataFrame, x: str, xa: _XAxis) -> None:
-    """One marker per failed point, sitting on the x axis whatever the y scale."""
+def _mark_failures(ax: Axes, df: pd.DataFrame, x: str, xa: _XAxis, look: Look,
+                   y: float | None = None) -> list[tuple[object, str]]:
+    """One marker per failed point, on the x axis whatever the y scale (or at data height `y`);
+    failures of earlier runs faded. Returns the legend entries."""
+    entries = []
     failed = df[df["outcome"] != "ok"]
     for outcome, rows in failed.groupby("outcome", sort=True):
         marker, color = FAILURE_STYLES.get(outcome, _OTHER_FAILURE)
-        (line,) = ax.plot(xa.positions(rows[x]), np.zeros(len(rows)), linestyle="none",
-                          marker=marker, color=color, markersize=9, clip_on=False, zorder=5,
-                          transform=ax.get_xaxis_transform(), label=f"{outcome} ({len(rows)})")
-        line.set_gid(f"outcome:{outcome}")
+        transform = ax.get_xaxis_transform() if y is None else ax.transData
+        newest = look.newest[rows.index]
+        for part, alpha in ((rows[newest], 1.0), (rows[~newest], FADED_ALPHA)):
+            if part.empty:
+                continue
+            (line,) = ax.plot(xa.positions(part[x]), np.full(len(part), 0.0 if y is None else y),
+                              linestyle="none", marker=marker, color=color, markersize=9,
+                              mew=2, clip_on=False, zorder=5, transform=transform, alpha=alpha)
+            line.set_gid(f"outcome:{outcome}")
+        entries.append((Line2D([], [], linestyle="none", marker=marker, color=color, mew=2),
+                        f"{outcome} ({len(rows)})"))
+    return entries
 
 
 def _throughput_band(ok: pd.DataFrame) -> tuple[list[float], list[float]]:
@@ -181,51 +232,85 @@ def _row_peaks(ok: pd.DataFrame, peak_tflops) -> list[float]:
     return peaks
 
 
-def throughput_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
-                      ax: Axes | None = None, peak_tflops=None) -> Figure:
-    """Throughput vs ``x``, one line per ``series`` (default "label"), IQR band, failures marked.
+def _groups(rows: pd.DataFrame, look: Look) -> dict[tuple[str, str], np.ndarray]:
+    """(series key, run id) -> positions of its rows in `rows`, in the order first seen."""
+    if rows.empty:
+        return {}
+    return rows.groupby([look.key[rows.index], look.run[rows.index]], sort=False).indices
 
-    For TFLOP/s a right axis shows % of peak; ``peak_tflops`` is a float or a dict precision ->
-    TFLOP/s, else the datasheet peak of each row's device_name and precision is looked up.
-    """
-    fig, ax = _axes(ax)
+
+def _per_position(pos: np.ndarray, values: dict[str, np.ndarray]
+                  ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """Distinct x positions (sorted), how many points sit at each, and each value's median
+    there (a run measures each x once, so usually a plain reordering)."""
+    upos, inverse, counts = np.unique(pos, return_inverse=True, return_counts=True)
+    out = {}
+    for name, v in values.items():
+        if (counts == 1).all():
+            out[name] = np.empty(len(upos))
+            out[name][inverse] = v
+        else:
+            out[name] = np.array([np.median(v[inverse == g]) for g in range(len(upos))])
+    return upos, counts, out
+
+
+def _draw_throughput(ax: Axes, df: pd.DataFrame, x: str, look: Look,
+                     peak_tflops) -> list[tuple[object, str]]:
+    """Throughput lines, one per series and run, into `ax`; returns the legend entries."""
     ax.set_title(f"throughput vs {x}")
     if df.empty:
         _say(ax, NO_POINTS_TEXT)
-        return fig
-    series = _default_series(df, series)
-    _require(df, x, series, "outcome", "throughput")
+        return []
+    _require(df, x, "outcome", "throughput")
     xa = _XAxis(df[x])
-    ok = df[(df["outcome"] == "ok") & _floats(df, "throughput").notna()].copy()
+    shown = look.visible(df)
+    ok = shown[(shown["outcome"] == "ok") & _floats(shown, "throughput").notna()].copy()
     ok["throughput"] = ok["throughput"].astype(float)
     ok["_pos"] = xa.positions(ok[x])
-    ok["_low"], ok["_high"] = _throughput_band(ok)
+    ok["_noisy"] = _flags(ok, "noisy")
     units = list(dict.fromkeys(ok["throughput_unit"])) if "throughput_unit" in ok.columns else []
     unit = ", ".join(map(str, units)) or "throughput"
     ok["_peak"] = _row_peaks(ok, peak_tflops) if unit == "TFLOP/s" else np.nan
     known_peaks = ok["_peak"].dropna().unique()
     single_peak = known_peaks[0] if len(known_peaks) == 1 and ok["_peak"].notna().all() else None
-    colors = _series_colors(df, series)
-    dodge = 0.5 / len(colors) if xa.categories is not None else 0.0  # keep series apart
-    for key, rows in ok.groupby(_series_key(ok, series), sort=False):
-        color = colors[key]
-        agg = rows.groupby("_pos").agg(thr=("throughput", "median"), low=("_low", "median"),
-                                       high=("_high", "median"), peak=("_peak", "first"))
-        pos = agg.index.to_numpy(float) + dodge * (list(colors).index(key) - (len(colors) - 1) / 2)
-        if xa.categories is None:
-            ax.plot(pos, agg["thr"], marker="o", color=color, label=key or None)
-            ax.fill_between(pos, agg["low"], agg["high"], color=color, alpha=0.2, linewidth=0)
-        else:  # no line joining categories; the timing spread becomes an error bar
-            spread = [agg["thr"] - agg["low"], agg["high"] - agg["thr"]]
-            ax.errorbar(pos, agg["thr"], yerr=np.clip(spread, 0, None), fmt="o", color=color,
-                        capsize=4, label=key or None)
-        if single_peak is None:  # peaks differ per point (x = precision, overlaid devices)
-            for p, thr, peak in zip(pos, agg["thr"], agg["peak"], strict=True):
+    keys = [*look.colors, *look.others]
+    categorical = xa.categories is not None
+    dodge = 0.5 / len(keys) if categorical and keys else 0.0  # keep series apart
+    merged = banded = noisy_drawn = False
+    columns = {"thr": ok["throughput"].to_numpy(float), "peak": ok["_peak"].to_numpy(float),
+               "noisy": ok["_noisy"].to_numpy(float)}
+    for (key, _run), idx in _groups(ok, look).items():
+        newest = bool(look.newest.loc[ok.index[idx[0]]])
+        color, alpha, width = look.color(key), look.alpha(newest), 1.8 if newest else 1.0
+        values = {name: column[idx] for name, column in columns.items()}
+        if newest:
+            values["low"], values["high"] = map(np.asarray, _throughput_band(ok.iloc[idx]))
+        upos, counts, agg = _per_position(ok["_pos"].to_numpy(float)[idx], values)
+        merged |= bool((counts > 1).any())
+        pos = upos + dodge * (keys.index(key) - (len(keys) - 1) / 2)
+        thr, noisy = agg["thr"], agg["noisy"] > 0
+        if newest and (agg["high"] > agg["low"]).any():
+            banded = True
+            if categorical:  # no line joining categories; the timing spread is an error bar
+                spread = np.clip([thr - agg["low"], agg["high"] - thr], 0, None)
+                ax.errorbar(pos, thr, yerr=spread, fmt="none", ecolor=color, capsize=4)
+            else:
+                ax.fill_between(pos, agg["low"], agg["high"], color=color, alpha=0.2,
+                                linewidth=0)
+        ax.plot(pos, thr, "o" if categorical else "-o", color=color, alpha=alpha, lw=width,
+                markersize=6 if newest else 4, markevery=np.flatnonzero(~noisy).tolist(),
+                label=key, gid="data")
+        if noisy.any():
+            noisy_drawn = True
+            ax.plot(pos[noisy], thr[noisy], "o", linestyle="none", color=color, alpha=alpha,
+                    markersize=6 if newest else 4, gid="noisy", **NOISY_MARKER)
+        if single_peak is None and newest:  # peaks differ per point (x = precision, devices)
+            for p, t, peak in zip(pos, thr, agg["peak"], strict=True):
                 if np.isfinite(peak):
-                    ax.annotate(f"{100 * thr / peak:.0f}%", (p, thr), textcoords="offset points",
+                    ax.annotate(f"{100 * t / peak:.0f}%", (p, t), textcoords="offset points",
                                 xytext=(8, 0) if dodge else (0, 6), fontsize="small",
                                 ha="left" if dodge else "center", color=color)
-    _mark_failures(ax, df, x, xa)
+    failures = _mark_failures(ax, shown, x, xa, look)
     xa.apply(ax, x)
     ax.set_ylabel(unit)
     if ok.empty:
@@ -242,60 +327,127 @@ def throughput_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
             sec.set_ylabel(f"% of peak ({peak:g} TFLOP/s)")
         else:
             ax.set_title(f"throughput vs {x} (labels: % of each point's peak)")
-    _legend(ax)
+    entries = look.series_handles()
+    if banded:
+        entries.append(band_handle(categorical))
+    if noisy_drawn:
+        entries.append(noisy_handle())
+    if merged:
+        entries.append(note_handle("several points per x in a run: median drawn"))
+    return entries + failures
+
+
+def throughput_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
+                      ax: Axes | None = None, peak_tflops=None,
+                      earlier_runs: str = "faded") -> Figure:
+    """Throughput vs ``x``, one line per ``series`` (default "label") and run, IQR band,
+    noisy points hollow, failures marked.
+
+    For TFLOP/s a right axis shows % of peak; ``peak_tflops`` is a float or a dict precision ->
+    TFLOP/s, else the datasheet peak of each row's device_name and precision is looked up.
+    """
+    fig, ax, own = _axes(ax)
+    series = _default_series(df, series)
+    if not df.empty:
+        _require(df, series)
+    look = Look(df, series, earlier_runs=earlier_runs)
+    place_legend(ax, _wrapped(_draw_throughput(ax, df, x, look, peak_tflops)))
+    _name_devices(fig, ax, df, own)
     return fig
 
 
-def memory_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
-                  ax: Axes | None = None) -> Figure:
-    """Peak allocated (solid) and reserved (dashed) GiB vs ``x``; capacity line; OOM marked.
+def _byte_unit(top_bytes: float) -> tuple[float, str]:
+    """The divisor and name of the unit that suits values up to `top_bytes`."""
+    for divisor, name in ((GIB, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if top_bytes >= divisor:
+            return float(divisor), name
+    return 1.0, "bytes"
 
-    CPU points have no allocator peaks; their process resident set (dotted) is drawn instead.
-    """
-    fig, ax = _axes(ax)
-    ax.set_title(f"peak memory vs {x}")
-    ax.set_ylabel("GiB")
-    if df.empty:
-        _say(ax, NO_POINTS_TEXT)
-        return fig
-    series = _default_series(df, series)
-    _require(df, x, series, "outcome")
-    xa = _XAxis(df[x])
-    ok = df[df["outcome"] == "ok"].assign(_pos=lambda d: xa.positions(d[x]),
-                                          _alloc=lambda d: _floats(d, "peak_allocated_bytes"),
-                                          _reserved=lambda d: _floats(d, "peak_reserved_bytes"),
-                                          _rss=lambda d: _floats(d, "rss_bytes"))
-    colors = _series_colors(df, series)
-    drawn = False
-    for key, rows in ok.groupby(_series_key(ok, series), sort=False):
-        agg = rows.groupby("_pos")[["_alloc", "_reserved", "_rss"]].median() / GIB
-        prefix = f"{key} " if key else "peak "
-        for column, style, what in (("_alloc", "-o", "allocated"),
-                                    ("_reserved", "--s", "reserved"),
-                                    ("_rss", ":^", "process RSS (CPU)")):
-            values = agg[column].dropna()
-            if not values.empty:
-                ax.plot(values.index, values, style, color=colors[key], label=prefix + what)
-                drawn = True
+
+def _memory_caption(df: pd.DataFrame, ok: pd.DataFrame, modes: pd.Series) -> str:
+    """What the memory lines measure, per mode, and each device's capacity."""
+    notes = []
+    if (modes[ok.index] == "GPU").any():
+        notes.append("solid: the point's own live tensors above what was held before; "
+                     "dashed: allocator total (cache included)")
+    if (modes[ok.index] != "GPU").any():
+        notes.append("the point's own peak resident set above its start (approximate: a few "
+                     "MiB)")
     capacities = _floats(df, "capacity_bytes")
-    for cap in capacities.dropna().unique():
-        line = ax.axhline(cap / GIB, color="black", linestyle=":",
-                          label=f"capacity {cap / GIB:.1f} GiB")
+    for mode, what in (("GPU", "GPU memory"), ("CPU fallback", "host RAM")):
+        caps = capacities[modes == mode].dropna().unique()
+        if len(caps):
+            notes.append(f"{what} {', '.join(f'{c / GIB:.1f}' for c in caps)} GiB")
+    return "\n".join(notes)
+
+
+def _draw_memory(ax: Axes, df: pd.DataFrame, x: str, look: Look) -> list[tuple[object, str]]:
+    """Each point's own peak memory into `ax`; returns the legend entries."""
+    ax.set_title(f"peak memory vs {x}")
+    if df.empty:
+        ax.set_ylabel("peak memory")
+        _say(ax, NO_POINTS_TEXT)
+        return []
+    _require(df, x, "outcome")
+    xa = _XAxis(df[x])
+    shown = look.visible(df)
+    ok = shown[shown["outcome"] == "ok"].assign(
+        _pos=lambda d: xa.positions(d[x]),
+        _own=lambda d: _floats(d, "peak_allocated_bytes").fillna(_floats(d, "peak_rss_bytes")),
+        _reserved=lambda d: _floats(d, "peak_reserved_bytes"))
+    top = np.nanmax([ok["_own"].max(), ok["_reserved"].max(), 0.0]) if len(ok) else 0.0
+    scale, unit = _byte_unit(top)
+    reserved_drawn = False
+    columns = {"_own": ok["_own"].to_numpy(float) / scale,
+               "_reserved": ok["_reserved"].to_numpy(float) / scale}
+    for (key, _run), idx in _groups(ok, look).items():
+        newest = bool(look.newest.loc[ok.index[idx[0]]])
+        upos, _, agg = _per_position(ok["_pos"].to_numpy(float)[idx],
+                                     {name: column[idx] for name, column in columns.items()})
+        for column, style, gid in (("_own", "-o", "data"), ("_reserved", "--s", "reserved")):
+            present = np.isfinite(agg[column])
+            if present.any():
+                ax.plot(upos[present], agg[column][present], style, color=look.color(key),
+                        alpha=look.alpha(newest), lw=1.8 if newest else 1.0,
+                        markersize=6 if newest else 4, label=key, gid=gid)
+                reserved_drawn |= gid == "reserved"
+    entries = look.series_handles()
+    if reserved_drawn:
+        entries += [(Line2D([], [], color="black"), "solid: allocated, own peak"),
+                    (Line2D([], [], color="black", linestyle="--"), "dashed: reserved")]
+    gpu = look.modes == "GPU"
+    capacity, line_y = _floats(df, "capacity_bytes")[gpu].max(), None
+    absolute = (ok["_own"] + _floats(ok, "baseline_allocated_bytes").fillna(0)).max()
+    if np.isfinite(capacity) and np.nanmax([absolute, ok["_reserved"].max(), 0.0]) >= \
+            CAPACITY_LINE_MIN_SHARE * capacity:
+        line_y = capacity / scale
+        line = ax.axhline(line_y, color="black", linestyle=":")
         line.set_gid("capacity")
-    oom = df["outcome"] == "oom"
-    if oom.any():  # at the capacity they ran into; on the x axis when no capacity is known
-        y = capacities[oom].fillna(capacities.max()) / GIB
-        unknown = bool(y.isna().all())
-        (line,) = ax.plot(xa.positions(df.loc[oom, x]), np.zeros(len(y)) if unknown else y,
-                          linestyle="none", marker="x", color="tab:red", markersize=10, mew=2,
-                          clip_on=False, label=f"oom ({int(oom.sum())})",
-                          transform=ax.get_xaxis_transform() if unknown else ax.transData)
-        line.set_gid("outcome:oom")
+        entries.append((Line2D([], [], color="black", linestyle=":"),
+                        f"capacity {capacity / GIB:.1f} GiB"))
+    oom = shown[shown["outcome"] == "oom"]
+    entries += _mark_failures(ax, oom, x, xa, look, y=line_y)
     xa.apply(ax, x)
-    if ok.empty or not drawn:
+    ax.set_ylabel(f"own peak memory ({unit})")
+    if ok.empty or ok[["_own", "_reserved"]].isna().all().all():
         _say(ax, NO_POINTS_TEXT if ok.empty else "no memory readings for these points")
     ax.set_ylim(bottom=0)
-    _legend(ax)
+    _caption(ax, _memory_caption(df, ok, look.modes))
+    return entries
+
+
+def memory_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
+                  ax: Axes | None = None, earlier_runs: str = "faded") -> Figure:
+    """The workload's own peak memory vs ``x`` (GPU: allocated solid, reserved dashed; CPU:
+    resident set above each point's start), on an axis scaled to the data; capacity in the
+    caption (and as a line on a GPU plot that comes near it); OOM marked."""
+    fig, ax, own = _axes(ax)
+    series = _default_series(df, series)
+    if not df.empty:
+        _require(df, series)
+    look = Look(df, series, earlier_runs=earlier_runs)
+    place_legend(ax, _wrapped(_draw_memory(ax, df, x, look)))
+    _name_devices(fig, ax, df, own)
     return fig
 
 
@@ -305,27 +457,33 @@ def _fmt_value(v: float) -> str:
 
 def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput",
                    ax: Axes | None = None) -> Figure:
-    """``value`` over the grid ``x`` by ``y``, median per cell, failed cells named in grey."""
-    fig, ax = _axes(ax)
+    """``value`` over the grid ``x`` by ``y``, failed cells named in grey. A cell measured in
+    several runs shows its newest run (the title says how many cells that was)."""
+    fig, ax, own = _axes(ax, figsize=(6.4, 4.8))
     ax.set_title(f"{value} over {x} x {y}")
     if not df.empty:
         _require(df, x, y, value, "outcome")
     if df.empty or _floats(df, value)[df["outcome"] == "ok"].dropna().empty:
         _say(ax, NO_POINTS_TEXT)
+        _name_devices(fig, ax, df, own)
         return fig
     xs, ys = _ordered(df[x]), _ordered(df[y])
     col = {v: j for j, v in enumerate(xs)}
     row = {v: i for i, v in enumerate(ys)}
     grid = np.full((len(ys), len(xs)), np.nan)
-    notes = {}
+    notes, rerun_cells = {}, 0
+    runs = Look(df, None).run
     for (xv, yv), cell in df.groupby([x, y], sort=False):
-        vals = _floats(cell, value)[cell["outcome"] == "ok"].dropna()
+        good = cell[cell["outcome"] == "ok"]
+        vals = _floats(good, value).dropna()
         i, j = row[yv], col[xv]
         if vals.empty:
             last = str(cell["outcome"].iloc[-1])
             notes[i, j] = "n/a" if last == "ok" else last
-        else:
-            grid[i, j] = vals.median()
+            continue
+        cell_runs = runs[vals.index]
+        rerun_cells += cell_runs.nunique() > 1
+        grid[i, j] = vals[cell_runs == cell_runs.max()].median()
     cmap = matplotlib.colormaps["viridis"].with_extremes(bad="#eeeeee")
     image = ax.imshow(np.ma.masked_invalid(grid), origin="lower", aspect="auto", cmap=cmap)
     for i, j in zip(*np.nonzero(np.isfinite(grid)), strict=True):
@@ -339,11 +497,15 @@ def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput
     ax.set_yticks(range(len(ys)), [_fmt(v) for v in ys])
     ax.set_xlabel(x)
     ax.set_ylabel(y)
+    if rerun_cells:
+        ax.set_title(f"{value} over {x} x {y} ({rerun_cells} cells measured in several runs: "
+                     "newest shown)")
     label = value
     if value == "throughput" and "throughput_unit" in df.columns:
         units = df.loc[df["outcome"] == "ok", "throughput_unit"].unique()
         label = f"throughput ({', '.join(map(str, units))})"
     fig.colorbar(image, ax=ax, label=label)
+    _name_devices(fig, ax, df, own)
     return fig
 
 
@@ -359,32 +521,37 @@ def _positive(name: str, value) -> float | None:
 def roofline_figure(df: pd.DataFrame, *, peak_tflops: float | None, mem_bw_gbs: float | None,
                     measured_peak_tflops: float | None = None,
                     measured_bw_gbs: float | None = None, series: str | None = None,
-                    ax: Axes | None = None) -> Figure:
+                    ax: Axes | None = None, earlier_runs: str = "faded") -> Figure:
     """Achieved TFLOP/s vs arithmetic intensity (flop_count / bytes_moved) under the roofs.
 
     Datasheet roof solid, measured roof dashed (a missing measured value reuses the datasheet
-    one); each roof's ridge point (peak / bandwidth, FLOP/byte) is marked.
+    one); each roof's ridge point (peak / bandwidth, FLOP/byte) is marked. Points of earlier
+    runs are faded.
     """
-    fig, ax = _axes(ax)
+    fig, ax, own = _axes(ax)
     peak, bw = _positive("peak_tflops", peak_tflops), _positive("mem_bw_gbs", mem_bw_gbs)
     m_peak = _positive("measured_peak_tflops", measured_peak_tflops)
     m_bw = _positive("measured_bw_gbs", measured_bw_gbs)
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)",
            ylabel="achieved TFLOP/s", title="roofline")
     points = pd.DataFrame({"ai": [], "tflops": [], "key": []})
+    entries: list[tuple[object, str]] = []
     if not df.empty:
         series = _default_series(df, series)
         _require(df, "outcome", "flop_count", "bytes_moved", series)
-        ok = df[df["outcome"] == "ok"]
+        look = Look(df, series, earlier_runs=earlier_runs)
+        shown = look.visible(df)
+        ok = shown[shown["outcome"] == "ok"]
         flop = _floats(ok, "flop_count")
         # TFLOP/s = flop / (ms * 1e-3 s) / 1e12 when the workload gave no tflops metric
         tflops = _floats(ok, "tflops").fillna(flop / _floats(ok, "median_ms") / 1e9)
         points = pd.DataFrame({"ai": flop / _floats(ok, "bytes_moved"), "tflops": tflops,
-                               "key": _series_key(ok, series)})
+                               "key": look.key[ok.index], "newest": look.newest[ok.index]})
         points = points[np.isfinite(points["ai"]) & (points["ai"] > 0) & (points["tflops"] > 0)]
-        colors = _series_colors(df, series)
-        for key, rows in points.groupby("key", sort=False):
-            ax.plot(rows["ai"], rows["tflops"], "o", color=colors[key], label=key or None)
+        for (key, newest), rows in points.groupby(["key", "newest"], sort=False):
+            ax.plot(rows["ai"], rows["tflops"], "o", color=look.color(key),
+                    alpha=look.alpha(bool(newest)), label=key, gid="data")
+        entries = look.series_handles()
     roofs = []
     if peak is not None and bw is not None:
         roofs.append(("datasheet", peak, bw, "-"))
@@ -394,9 +561,10 @@ def roofline_figure(df: pd.DataFrame, *, peak_tflops: float | None, mem_bw_gbs: 
     if roofs:
         lo, hi = min([*points["ai"], *ridges]) / 8, max([*points["ai"], *ridges]) * 8
         for (name, p, b, style), ridge in zip(roofs, ridges, strict=True):
-            (line,) = ax.plot([lo, ridge, hi], [b * lo / 1e3, p, p], style, color="black",
-                              label=f"{name}: {p:g} TFLOP/s, {b:g} GB/s")
+            (line,) = ax.plot([lo, ridge, hi], [b * lo / 1e3, p, p], style, color="black")
             line.set_gid(f"roof:{name}")
+            entries.append((Line2D([], [], color="black", linestyle=style),
+                            f"{name}: {p:g} TFLOP/s, {b:g} GB/s"))
             (mark,) = ax.plot([ridge], [p], "o", mfc="none", color="black", markersize=9)
             mark.set_gid(f"ridge:{name}")
             ax.annotate(f"ridge {ridge:.0f} FLOP/B", (ridge, p), textcoords="offset points",
@@ -405,7 +573,8 @@ def roofline_figure(df: pd.DataFrame, *, peak_tflops: float | None, mem_bw_gbs: 
         ax.set_title("roofline (peak unknown: no ceilings)")
     if points.empty:
         _say(ax, NO_POINTS_TEXT)
-    _legend(ax)
+    place_legend(ax, _wrapped(entries))
+    _name_devices(fig, ax, df, own)
     return fig
 
 
@@ -426,13 +595,21 @@ def _throttle_spans(samples: list[Mapping]) -> list[tuple[float, float, set]]:
     return spans + ([current] if current is not None else [])
 
 
-def telemetry_figure(samples: Sequence[Mapping]) -> Figure:
-    """Util %, memory GiB, power W and SM clock MHz over time; throttled periods shaded red."""
+def telemetry_figure(samples: Sequence[Mapping], *, device: str | None = None) -> Figure:
+    """Util %, memory GiB, power W and SM clock MHz over time; throttled periods shaded red.
+
+    ``device`` names the GPU in the title (e.g. "NVIDIA A800-SXM4-80GB, NVML 3"); without it
+    a sample's "device_name" is used, else the title says the GPU was not named.
+    """
     samples = sorted((s for s in samples if s.get("t_s") is not None), key=lambda s: s["t_s"])
+    named = device or next((str(s["device_name"]) for s in samples if s.get("device_name")),
+                           "GPU not named")
+    subtitle = f"{named} (GPU, NVML telemetry)"
     if not samples:
-        fig, ax = _axes(None)
+        fig, ax, _ = _axes(None, figsize=(6.4, 4.4))
         ax.set_axis_off()
         _say(ax, "no telemetry samples")
+        fig.suptitle(subtitle, fontsize="medium")
         return fig
     t0 = samples[0]["t_s"]  # one-off snapshots carry time.time(); plot from zero either way
     samples = [{**s, "t_s": s["t_s"] - t0} for s in samples]
@@ -450,16 +627,30 @@ def telemetry_figure(samples: Sequence[Mapping]) -> Figure:
             ax.axvspan(start, end, color="tab:red", alpha=0.15, linewidth=0,
                        label=f"throttled: {', '.join(sorted(reasons))}" if n == 0 else None)
     axes[0].set_title("telemetry")
+    fig.suptitle(subtitle, fontsize="medium")
     axes[-1].set_xlabel("time (s)")
-    _legend(axes[0])
+    if axes[0].get_legend_handles_labels()[0]:
+        axes[0].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                       borderaxespad=0.0)
     return fig
 
 
 def throughput_and_memory_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
-                                 peak_tflops=None) -> Figure:
-    """Throughput (left) and peak memory (right) side by side: the panels' live plot."""
-    fig = Figure(figsize=(12, 4.5), layout="constrained")
-    left, right = fig.subplots(1, 2)
-    throughput_figure(df, x, series=series, ax=left, peak_tflops=peak_tflops)
-    memory_figure(df, x, series=series, ax=right)
+                                 peak_tflops=None, earlier_runs: str = "faded") -> Figure:
+    """Throughput (left) and peak memory (right) side by side with one legend on the right:
+    the panels' live plot. Laid out by hand (no constrained layout) so a re-plot stays fast."""
+    fig = Figure(figsize=(12.5, 4.9))
+    left = fig.add_axes((0.06, 0.24, 0.33, 0.60))
+    right = fig.add_axes((0.47, 0.24, 0.22, 0.60))
+    series = _default_series(df, series)
+    if not df.empty:
+        _require(df, series)
+    look = Look(df, series, earlier_runs=earlier_runs)
+    entries = _draw_throughput(left, df, x, look, peak_tflops)
+    entries += _draw_memory(right, df, x, look)
+    if entries:
+        handles, labels = zip(*_wrapped(entries), strict=True)
+        fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(0.74, 0.86),
+                   fontsize="small", frameon=False)
+    fig.suptitle(look.devices, fontsize="medium")
     return fig

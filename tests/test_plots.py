@@ -1,4 +1,4 @@
-"""Tests for a800lab.plots: what the figures contain (lines, bands, markers, texts)."""
+"""Tests for a800lab.plots: what the figures contain (lines, bands, markers, texts, titles)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import pandas as pd
 import pytest
 from matplotlib.axes import Axes
 from matplotlib.collections import PolyCollection
-from matplotlib.container import ErrorbarContainer
 from matplotlib.figure import Figure
 
 from a800lab import plots
@@ -26,8 +25,9 @@ def row(**overrides) -> dict:
     base = dict(n=1024, precision="fp16", workload="matmul", outcome="ok", message="",
                 throughput=100.0, throughput_unit="TFLOP/s", time_ms=[1.0, 1.0, 1.0],
                 median_ms=1.0, peak_allocated_bytes=2 * GIB, peak_reserved_bytes=4 * GIB,
-                capacity_bytes=CAPACITY, device_name="Imaginary GPU 9000", label="gpu0",
-                flop_count=2e12, bytes_moved=1e10, tflops=100.0)
+                capacity_bytes=CAPACITY, device_name="Imaginary GPU 9000", mode="GPU",
+                label="gpu0", flop_count=2e12, bytes_moved=1e10, tflops=100.0,
+                run_id="20260101T000000.000Z-0001", noisy=False)
     if overrides.get("outcome", "ok") != "ok":
         base.update(throughput=np.nan, time_ms=[], median_ms=np.nan, tflops=np.nan,
                     peak_allocated_bytes=np.nan, peak_reserved_bytes=np.nan)
@@ -40,9 +40,13 @@ def frame(*rows: dict) -> pd.DataFrame:
 
 
 def data_lines(ax: Axes) -> list:
-    """Measurement lines: labelled, not failure markers or reference lines."""
-    return [ln for ln in ax.get_lines()
-            if ln.get_gid() is None and not ln.get_label().startswith("_")]
+    """Measurement lines (one per series and run), not markers or reference lines."""
+    return by_gid(ax, "data")
+
+
+def legend_labels(fig: Figure) -> list[str]:
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend())]
+    return [" ".join(t.get_text().split()) for leg in legends for t in leg.get_texts()]
 
 
 def by_gid(ax: Axes, gid: str) -> list:
@@ -123,10 +127,10 @@ def test_categorical_x_with_per_point_peaks_annotates_percentages():
     assert [t.get_text() for t in ax.get_xticklabels()] == ["fp32", "fp16", "fp8"]
     assert not ax.child_axes  # two different peaks: no single % axis
     assert sorted(texts(ax)) == ["25%", "50%"]
-    (bars,) = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
-    data_line = bars.lines[0]  # errorbar keeps object arrays (unit support): compare as floats
-    np.testing.assert_allclose(data_line.get_xdata().astype(float), [0, 1])
-    np.testing.assert_allclose(data_line.get_ydata().astype(float), [10, 100])
+    (line,) = data_lines(ax)
+    assert line.get_linestyle() == "None"  # categories are not joined by a line
+    np.testing.assert_allclose(line.get_xdata(), [0, 1])
+    np.testing.assert_allclose(line.get_ydata(), [10, 100])
     (error,) = by_gid(ax, "outcome:error")
     assert list(error.get_xdata()) == [2.0]
 
@@ -155,7 +159,7 @@ def test_failed_points_sit_on_the_x_axis_with_distinct_markers():
     assert list(wrong.get_xdata()) == [256.0]
     assert oom.get_marker() != wrong.get_marker()
     assert oom.get_transform() == ax.get_xaxis_transform()  # axes y = 0 whatever the y range
-    assert "oom (1)" in ax.get_legend_handles_labels()[1]
+    assert "oom (1)" in legend_labels(ax.figure)
 
 
 @pytest.mark.parametrize("df", [pd.DataFrame(), frame(row(outcome="oom"), row(outcome="error"))],
@@ -174,21 +178,172 @@ def test_missing_column_is_a_value_error_naming_the_choices():
         plots.memory_figure(sweep_frame(), "n", series="device")
 
 
+# ---- runs, noise, legends ---------------------------------------------------------------------
+
+RUN_1, RUN_2 = "20260101T000000.000Z-0001", "20260102T000000.000Z-0002"
+
+
+def two_runs() -> pd.DataFrame:
+    """The same two points measured in two runs: 0.0014 then 0.1201 (the issue's numbers)."""
+    return frame(*(row(n=n, throughput=t * n, run_id=run) for run, t in
+                   ((RUN_1, 0.0014), (RUN_2, 0.1201)) for n in (256, 512)))
+
+
+def test_each_run_is_its_own_line_newest_strongest_never_averaged():
+    fig = plots.throughput_figure(two_runs(), "n", series="precision", peak_tflops=1000.0)
+    ax = fig.axes[0]
+    old, new = sorted(data_lines(ax), key=lambda ln: ln.get_alpha())
+    np.testing.assert_allclose(old.get_ydata(), [0.0014 * 256, 0.0014 * 512])
+    np.testing.assert_allclose(new.get_ydata(), [0.1201 * 256, 0.1201 * 512])
+    assert new.get_alpha() == 1.0 and old.get_alpha() < 0.5
+    assert new.get_linewidth() > old.get_linewidth()
+    assert old.get_color() == new.get_color()  # same series, same colour
+    labels = legend_labels(fig)
+    assert "fp16 (newest of 2 runs)" in labels and "earlier runs (faded)" in labels
+    assert not any("median" in label for label in labels)
+
+
+def test_earlier_runs_can_be_hidden():
+    fig = plots.throughput_and_memory_figure(two_runs(), "n", series="precision",
+                                             earlier_runs="hidden")
+    for ax in fig.axes:
+        (line,) = data_lines(ax)
+        assert line.get_alpha() == 1.0
+    assert list(data_lines(fig.axes[0])[0].get_ydata()) == pytest.approx([0.1201 * 256,
+                                                                          0.1201 * 512])
+    assert "fp16 (newest run; 1 earlier hidden)" in legend_labels(fig)
+    with pytest.raises(ValueError, match="earlier_runs='dim'"):
+        plots.throughput_figure(two_runs(), "n", earlier_runs="dim")
+
+
+def test_a_series_newest_run_stays_strong_when_another_series_ran_later():
+    df = frame(row(n=256, precision="fp32", run_id=RUN_1), row(n=256, precision="bf16",
+                                                                run_id=RUN_2))
+    ax = plots.throughput_figure(df, "n", series="precision", peak_tflops=1000.0).axes[0]
+    assert [ln.get_alpha() for ln in data_lines(ax)] == [1.0, 1.0]
+
+
+def test_points_merged_within_a_run_say_so():
+    df = frame(row(n=512, throughput=10.0, precision="fp16"),
+               row(n=512, throughput=30.0, precision="fp32"))
+    fig = plots.throughput_figure(df, "n", peak_tflops=1000.0)  # series = label: one line
+    (line,) = data_lines(fig.axes[0])
+    assert list(line.get_ydata()) == [20.0]
+    assert "several points per x in a run: median drawn" in legend_labels(fig)
+
+
+def test_noisy_points_are_hollow_and_explained():
+    df = frame(row(n=256, noisy=True, time_ms=[1.0, 2.0, 3.0], median_ms=2.0),
+               row(n=512), row(n=1024, noisy=True))
+    fig = plots.throughput_figure(df, "n", peak_tflops=1000.0)
+    ax = fig.axes[0]
+    (line,) = data_lines(ax)
+    assert line.get_markevery() == [1]  # filled marker only on the clean point
+    (hollow,) = by_gid(ax, "noisy")
+    assert list(hollow.get_xdata()) == [256.0, 1024.0]
+    assert hollow.get_markerfacecolor() == "white"
+    labels = legend_labels(fig)
+    assert "noisy point (hollow): see the table for why" in labels
+    assert "shaded: IQR of the time samples" in labels
+
+
+def test_legend_names_at_most_eight_series_outside_the_axes():
+    df = frame(*(row(n=n, precision=f"p{i:02d}", run_id=f"2026010{i // 10}T{i % 10}")
+                 for i in range(13) for n in (256, 512)))
+    fig = plots.throughput_figure(df, "n", series="precision", peak_tflops=1000.0)
+    ax = fig.axes[0]
+    labels = legend_labels(fig)
+    named = [label for label in labels if label.startswith("p")]
+    assert named == [f"p{i:02d}" for i in range(5, 13)]  # the most recent runs keep colours
+    assert "+5 more series (grey): p00, p01, ..." in labels
+    colours = {ln.get_color() for ln in data_lines(ax)}
+    assert len(colours) == 9  # 8 distinct colours and one grey for the rest
+    fig.draw_without_rendering()
+    assert ax.get_legend().get_window_extent().x0 > ax.get_window_extent().x1
+
+
+def test_every_figure_names_device_and_mode():
+    gpu = sweep_frame()
+    cpu = frame(row(device_name="CPU: Imaginary Xeon", mode="CPU fallback", torch_threads=2))
+    both = pd.concat([gpu, cpu], ignore_index=True)
+    expected = "Imaginary GPU 9000 (GPU) | CPU: Imaginary Xeon (CPU fallback, 2 torch threads)"
+    figures = [plots.throughput_figure(both, "n", peak_tflops=1.0),
+               plots.memory_figure(both, "n"),
+               plots.heatmap_figure(both, "n", "precision"),
+               plots.roofline_figure(both, peak_tflops=312.0, mem_bw_gbs=2039.0),
+               plots.throughput_and_memory_figure(both, "n")]
+    for fig in figures:
+        assert fig.get_suptitle() == expected
+    lent = Figure().add_subplot()
+    plots.throughput_figure(cpu, "n", ax=lent)
+    assert lent.get_title().endswith("\nCPU: Imaginary Xeon (CPU fallback, 2 torch threads)")
+    old = frame(row(device_name="CPU: Old Box", mode=np.nan))  # before records had a mode
+    assert plots.throughput_figure(old, "n").get_suptitle() == "CPU: Old Box (CPU fallback)"
+    assert plots.throughput_figure(pd.DataFrame(), "n").get_suptitle() == "device not recorded"
+    tele = plots.telemetry_figure([snapshot(0.0)], device="NVIDIA A800-SXM4-80GB, NVML 3")
+    assert tele.get_suptitle() == "NVIDIA A800-SXM4-80GB, NVML 3 (GPU, NVML telemetry)"
+    assert "GPU not named" in plots.telemetry_figure([]).get_suptitle()
+
+
+def test_heatmap_cells_of_several_runs_show_the_newest_and_say_so():
+    df = frame(row(block_m=64, block_n=64, throughput=10.0, run_id=RUN_1),
+               row(block_m=64, block_n=64, throughput=30.0, run_id=RUN_2),
+               row(block_m=128, block_n=64, throughput=40.0, run_id=RUN_1))
+    ax = plots.heatmap_figure(df, "block_m", "block_n").axes[0]
+    grid = np.ma.filled(ax.images[0].get_array().astype(float), np.nan)
+    np.testing.assert_allclose(grid, [[30.0, 40.0]])
+    assert "1 cells measured in several runs: newest shown" in ax.get_title()
+
+
 # ---- memory -----------------------------------------------------------------------------------
 
-def test_memory_lines_capacity_and_oom_at_capacity():
+def test_gpu_memory_far_below_capacity_names_it_in_the_caption_only():
     df = frame(row(n=512, peak_allocated_bytes=1 * GIB, peak_reserved_bytes=2 * GIB),
                row(n=1024, peak_allocated_bytes=3 * GIB, peak_reserved_bytes=4 * GIB),
                row(n=2048, outcome="oom"))
+    fig = plots.memory_figure(df, "n")
+    ax = fig.axes[0]
+    (allocated,) = data_lines(ax)
+    (reserved,) = by_gid(ax, "reserved")
+    np.testing.assert_allclose(allocated.get_ydata(), [1, 3])
+    np.testing.assert_allclose(reserved.get_ydata(), [2, 4])
+    assert reserved.get_linestyle() == "--" and ax.get_ylabel() == "own peak memory (GiB)"
+    assert not by_gid(ax, "capacity")  # 4 of 80 GiB: a line would squash the data
+    fig.draw_without_rendering()
+    assert ax.get_ylim()[1] < 8  # the axis is scaled to the data
+    assert any("GPU memory 80.0 GiB" in t for t in texts(ax))
+    assert {"solid: allocated, own peak", "dashed: reserved"} <= set(legend_labels(fig))
+    (oom,) = by_gid(ax, "outcome:oom")
+    assert oom.get_transform() == ax.get_xaxis_transform()
+
+
+def test_gpu_memory_near_capacity_draws_the_line_and_oom_on_it():
+    df = frame(row(n=512, peak_allocated_bytes=30 * GIB, peak_reserved_bytes=50 * GIB),
+               row(n=2048, outcome="oom"))
     ax = plots.memory_figure(df, "n").axes[0]
-    lines = {ln.get_label(): ln for ln in data_lines(ax)}
-    np.testing.assert_allclose(lines["gpu0 allocated"].get_ydata(), [1, 3])
-    np.testing.assert_allclose(lines["gpu0 reserved"].get_ydata(), [2, 4])
-    assert lines["gpu0 reserved"].get_linestyle() == "--"
     (capacity,) = by_gid(ax, "capacity")
     assert list(capacity.get_ydata()) == [80.0, 80.0]
     (oom,) = by_gid(ax, "outcome:oom")
     assert (list(oom.get_xdata()), list(oom.get_ydata())) == ([2048.0], [80.0])
+
+
+def test_cpu_memory_is_the_own_peak_on_a_data_scaled_axis_capacity_in_caption():
+    cpu = dict(device_name="CPU: Imaginary Xeon", mode="CPU fallback", torch_threads=1,
+               peak_allocated_bytes=np.nan, peak_reserved_bytes=np.nan,
+               capacity_bytes=32 * GIB, baseline_rss_bytes=900 * 2**20)
+    df = frame(row(n=64, peak_rss_bytes=2 * 2**20, **cpu),
+               row(n=128, peak_rss_bytes=6 * 2**20, **cpu))
+    fig = plots.memory_figure(df, "n")
+    ax = fig.axes[0]
+    (line,) = data_lines(ax)
+    np.testing.assert_allclose(line.get_ydata(), [2, 6])  # MiB above each point's start
+    assert ax.get_ylabel() == "own peak memory (MiB)" and not by_gid(ax, "reserved")
+    assert not by_gid(ax, "capacity")
+    fig.draw_without_rendering()
+    assert ax.get_ylim()[1] < 12
+    (caption,) = [t for t in texts(ax) if "host RAM" in t]
+    assert "host RAM 32.0 GiB" in caption and "own peak resident set" in caption
+    assert "CPU: Imaginary Xeon (CPU fallback, 1 torch thread)" in fig.get_suptitle()
 
 
 def test_memory_oom_without_known_capacity_goes_on_the_axis():
@@ -314,7 +469,12 @@ def test_combined_figure_and_axes_injection():
                                              peak_tflops=400.0)
     left, right = fig.axes
     assert left.get_title().startswith("throughput") and right.get_title().startswith("peak memory")
-    assert len(data_lines(left)) == 2 and len(data_lines(right)) == 4
+    assert len(data_lines(left)) == 2 and len(data_lines(right)) == 2
+    assert len(by_gid(right, "reserved")) == 2
+    assert fig.get_suptitle() == "Imaginary GPU 9000 (GPU)"
+    (legend,) = fig.legends  # one legend for both, right of both axes
+    fig.draw_without_rendering()
+    assert legend.get_window_extent().x0 > right.get_window_extent().x1
     own = Figure()
     first, second = own.subplots(1, 2)
     assert plots.throughput_figure(sweep_frame(), "n", ax=first, peak_tflops=400.0) is own
