@@ -231,3 +231,19 @@ def test_main_prints_text(capsys):
     assert "Advice:" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(["--bogus"])
+
+
+def test_a_report_saved_by_an_earlier_a800lab_is_still_read():
+    fake = FakeNvml()
+    report = json.loads(json.dumps(build_report(nvml=fake, cuda_properties=fake.cuda_properties())))
+    old = dict(report, system={k: v for k, v in report["system"].items()
+                               if k not in ("matmul_fp32_precision", "conv_fp32_precision",
+                                            "tf32_api")},
+               gpus=[{k: v for k, v in g.items() if k != "cuda_index"} for g in report["gpus"]],
+               topology={k: v for k, v in report["topology"].items()
+                         if k != "nvlink_unknown_links"})
+    old["system"].update(float32_matmul_precision="highest", cudnn_allow_tf32=True)
+    lines = advice(old)
+    assert any(line.startswith("TF32 is off for float32 matmuls") for line in lines)
+    assert any("GPU 5 has ECC errors" in line for line in lines)
+    assert "GPU0" in format_report(old)

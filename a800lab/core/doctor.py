@@ -163,8 +163,27 @@ def _gpu_advice(gpu: dict) -> list[str]:
     return lines
 
 
+def with_defaults(report: dict) -> dict:
+    """A report saved by an earlier a800lab with the keys this one reads filled in from what it
+    had (TF32 from the legacy settings; no CUDA ordinal; no unplaced NVLinks)."""
+    system = dict(report.get("system") or {})
+    if "matmul_fp32_precision" not in system and "float32_matmul_precision" in system:
+        legacy = system["float32_matmul_precision"]
+        system.update(matmul_fp32_precision="ieee" if legacy == "highest" else "tf32",
+                      conv_fp32_precision="tf32" if system.get("cudnn_allow_tf32") else "ieee",
+                      tf32_api="allow_tf32")
+    old = NotAvailable("not recorded by the a800lab that wrote this report").to_dict()
+    gpus = [{"cuda_index": old, **g} for g in report.get("gpus") or []]
+    topo = report.get("topology")
+    if topo:
+        topo = {"nvlink_unknown_links": [0] * len(topo["labels"]), **topo}
+    return {**report, "system": system, "gpus": gpus, "topology": topo}
+
+
 def advice(report: dict) -> list[str]:
-    """Plain-language advice lines for a report from build_report (possibly re-read from JSON)."""
+    """Plain-language advice lines for a report from build_report (possibly re-read from JSON,
+    also one saved by an earlier a800lab)."""
+    report = with_defaults(report)
     system = report["system"]
     if not report["gpu_found"]:
         return [f"No NVIDIA GPU found: {report['no_gpu_reason']}. The lab runs in CPU fallback "
@@ -235,6 +254,7 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 def format_report(report: dict) -> str:
     """The report as plain text: system lines, GPU table, topology matrix, legend, advice."""
+    report = with_defaults(report)
     s, c = report["system"], report["cpu"]
     out = [
         f"Driver {_fmt(s['driver_version'])} (CUDA {_fmt(s['cuda_driver_version'])}) | torch "
