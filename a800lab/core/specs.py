@@ -215,6 +215,11 @@ _RULES: tuple[tuple[str, DeviceSpec], ...] = (
 _COMPILED = tuple((re.compile(pattern), spec) for pattern, spec in _RULES)
 
 
+def all_specs() -> tuple[DeviceSpec, ...]:
+    """Every row of the table, once each, in table order."""
+    return tuple(dict.fromkeys(spec for _, spec in _RULES))
+
+
 def match(device_name: str) -> DeviceSpec | None:
     """The table row for `device_name`, or None; never warns (see `lookup`)."""
     name = " ".join(device_name.upper().split())
