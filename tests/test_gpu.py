@@ -73,3 +73,14 @@ def test_the_sweeps_device_reaches_the_workload_and_its_telemetry():
     assert seen == ["cuda:0"]
     assert isinstance(nvml_index("cuda:0"), int)
     assert res.records[0].telemetry["available"], res.records[0].telemetry
+
+
+def test_2to4_sparse_matmul_is_checked_then_timed():
+    from a800lab.workloads.sparsity import sparse_point, sparsity_unsupported_reason
+
+    reason = sparsity_unsupported_reason(4096, 4096, "fp16", "cuda")
+    if reason:
+        pytest.skip(reason)
+    out = sparse_point(4096, 4096, 4096, "fp16", device="cuda", budget_s=0.1)
+    assert out["rel_error"] <= 5e-3 and out["dense_rel_error"] <= 5e-3
+    assert out["dense_tflops"] > 0 and out["sparse_tflops"] > 0 and out["speedup"] > 0
