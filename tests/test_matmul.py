@@ -11,6 +11,8 @@ from a800lab.core.sweep import run_sweep
 from a800lab.core.timing import Timing
 from a800lab.workloads.matmul import (
     DEFAULT_CPU_SIZES,
+    DEFAULT_TILES,
+    TILE_FIELDS,
     MatmulSpec,
     default_sizes,
     matmul_point,
@@ -33,6 +35,16 @@ from a800lab.workloads.matmul import (
     ({"backend": "triton", "num_stages": 12}, "num_stages=12 exceeds"),
     ({"backend": "triton", "group_m": 0}, "group_m=0"),
     ({"m": 100, "precision": "fp8"}, "multiples of 16"),
+    ({"backend": "cpu_blocked", "num_warps": 4}, "['num_warps'] have no meaning for "
+                                                 "backend='cpu_blocked'"),
+    ({"backend": "cpu_blocked", "num_stages": 2}, "the CPU stand-in has no warps"),
+    ({"backend": "cpu_blocked", "precision": "tf32"}, "tf32 is a CUDA tensor-core format"),
+    ({"backend": "triton", "precision": "fp64"}, "use backend='torch' for fp64"),
+    ({"backend": "triton", "precision": "fp8", "block_k": 16},
+     "block_k=16 is too small for fp8: 8-bit tensor-core instructions take K in steps of 32"),
+    ({"backend": "triton", "block_m": 256, "block_n": 256},
+     "block_m=256 x block_n=256 needs 512 accumulator registers per thread with num_warps=4 "
+     "(128 threads); a thread has at most 255: raise num_warps or shrink the tile"),
 ])
 def test_spec_validation_messages(kwargs, fragment):
     args = {"m": 64, "n": 64, "k": 64, **kwargs}
@@ -53,6 +65,18 @@ def test_spec_is_canonical_hashable_and_counts_work():
     assert tiled.to_dict()["block_m"] == 128 and tiled.to_dict()["group_m"] == 8
     with pytest.raises(AttributeError):
         tiled.m = 1
+
+
+def test_tile_back_ends_fill_defaults_so_a_spec_names_its_tile():
+    triton = MatmulSpec(64, 64, 64, "fp16", backend="triton", block_n=64)
+    assert triton.tile == {**DEFAULT_TILES["triton"], "block_n": 64}
+    assert triton.smem_bytes == 3 * (128 + 64) * 32 * 2  # stages x (A + B tile) x bytes
+    blocked = MatmulSpec(64, 64, 64, backend="cpu_blocked", group_m=4)
+    assert blocked.tile == {**DEFAULT_TILES["cpu_blocked"], "group_m": 4}
+    assert blocked.num_warps is None and blocked.smem_bytes is None
+    plain = MatmulSpec(64, 64, 64)
+    assert plain.tile == {} and plain.block_m is None and plain.smem_bytes is None
+    assert set(TILE_FIELDS["cpu_blocked"]) < set(TILE_FIELDS["triton"])
 
 
 def test_default_sizes_on_cpu():
@@ -125,9 +149,12 @@ def test_point_runs_inside_a_sweep(monkeypatch):
 def test_numpy_integers_are_dimensions():
     import numpy as np
 
-    spec = MatmulSpec(np.int64(64), np.int32(32), 16, backend="triton", block_m=np.int64(64))
+    spec = MatmulSpec(np.int64(64), np.int32(32), 16, backend="triton", block_m=np.int64(64),
+                      num_warps=np.int64(8), num_stages=np.int32(2), group_m=np.int64(4))
     assert (spec.m, spec.n, spec.block_m) == (64, 32, 64) and type(spec.m) is int
-    assert spec == MatmulSpec(64, 32, 16, backend="triton", block_m=64)
+    assert all(type(v) is int for v in spec.tile.values())
+    assert spec == MatmulSpec(64, 32, 16, backend="triton", block_m=64, num_warps=8,
+                              num_stages=2, group_m=4)
 
 
 def test_a_point_that_cannot_fit_is_an_oom_record_without_allocating(monkeypatch):

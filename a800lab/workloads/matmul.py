@@ -14,8 +14,12 @@ tolerance is returned as outcome "wrong" with no throughput. Only then is torch.
 sweep's peak memory is the product's own (A, B, C). A point that cannot fit in the memory the
 device has available is refused before anything is allocated (an "oom" result, not attempted).
 
-The tile fields of MatmulSpec (block_m, ..., group_m) belong to the Triton back end; the torch back
-end lets cuBLAS choose its own tiles and rejects them.
+One spec serves three back ends: "torch" (torch.matmul: cuBLAS on a GPU, the reference to beat),
+"triton" (the lab's tile kernel, a800lab.workloads.tiled_matmul) and "cpu_blocked" (a CPU
+stand-in that walks the same tiles with torch ops). The tile fields (block_m, ..., num_stages)
+belong to the last two; torch lets cuBLAS choose its own tiles and rejects them. Fields left None
+take the back end's defaults (DEFAULT_TILES), so a spec always names the tile that runs. Checks
+that need a card (shared memory, precisions the card has) are in a800lab.workloads.tile_config.
 """
 
 from __future__ import annotations
@@ -33,12 +37,24 @@ from ..core.operands import make_operands, needed_bytes, operand_bytes
 from ..core.precision import FP8_MULTIPLE, check_supported, matmul_precision, parse_precision
 from ..core.timing import measure
 
-BACKENDS = ("torch", "triton")
+BACKENDS = ("torch", "triton", "cpu_blocked")
 DEFAULT_CPU_SIZES = (64, 128, 256, 512)  # fp32 on a laptop CPU: well under a second per point
 DEFAULT_GPU_SIZES = (1024, 2048, 4096, 8192)
 NUM_WARPS = (1, 2, 4, 8, 16)
 MAX_NUM_STAGES = 8
 _TILE_FIELDS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "group_m")
+# the tile fields each back end takes: the CPU stand-in has no warps and no pipeline
+TILE_FIELDS = {"torch": (), "triton": _TILE_FIELDS,
+               "cpu_blocked": ("block_m", "block_n", "block_k", "group_m")}
+DEFAULT_TILES = {
+    # Triton's matmul tutorial's middle-of-the-road tile: 96 KiB of shared memory in fp32
+    "triton": {"block_m": 128, "block_n": 128, "block_k": 32, "num_warps": 4, "num_stages": 3,
+               "group_m": 8},
+    # 128^3 tiles: few enough torch calls that the CPU's own matmul dominates the time
+    "cpu_blocked": {"block_m": 128, "block_n": 128, "block_k": 128, "group_m": 1},
+}
+MAX_ACC_REGISTERS = 255  # 32-bit registers one CUDA thread can address (compute capability >= 3.5)
+FP8_MIN_BLOCK_K = 32     # 8-bit tensor-core instructions take K in steps of 32
 
 
 def default_sizes(device: str = "auto") -> tuple[int, ...]:
@@ -48,7 +64,7 @@ def default_sizes(device: str = "auto") -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class MatmulSpec:
-    """C (m x n) = A (m x k) @ B (k x n) in one precision; tile fields for the Triton back end."""
+    """C (m x n) = A (m x k) @ B (k x n) in one precision on one back end, with its tile."""
 
     m: int
     n: int
@@ -73,11 +89,31 @@ class MatmulSpec:
         if self.precision == "fp8" and any(d % FP8_MULTIPLE for d in (self.m, self.n, self.k)):
             raise ValueError(f"fp8 needs m, n, k to be multiples of {FP8_MULTIPLE}, got "
                              f"{self.m}x{self.n}x{self.k}; round them up")
-        given = [f for f in _TILE_FIELDS if getattr(self, f) is not None]
-        if given and self.backend != "triton":
-            raise ValueError(f"tile fields {given} only apply to backend='triton'; drop them or "
-                             "set backend='triton' (cuBLAS picks its own tiles)")
+        self._check_backend_fields()
         self._validate_tiles()
+        for name, value in DEFAULT_TILES.get(self.backend, {}).items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
+        self._check_backend_limits()
+
+    def _check_backend_fields(self) -> None:
+        given = [f for f in _TILE_FIELDS if getattr(self, f) is not None]
+        if given and self.backend == "torch":
+            raise ValueError(f"tile fields {given} only apply to backend='triton' (or the CPU "
+                             "stand-in 'cpu_blocked'); drop them or set backend='triton' (cuBLAS "
+                             "picks its own tiles)")
+        foreign = [f for f in given if f not in TILE_FIELDS[self.backend]]
+        if foreign:
+            raise ValueError(f"{foreign} have no meaning for backend='{self.backend}' (the CPU "
+                             "stand-in has no warps and no pipeline stages); drop them, or use "
+                             "backend='triton' on a GPU")
+        if self.backend == "triton" and self.precision == "fp64":
+            raise ValueError("backend='triton' multiplies on tensor cores with fp32 accumulation "
+                             "and offers no fp64; use backend='torch' for fp64")
+        if self.backend == "cpu_blocked" and self.precision in ("tf32", "fp8"):
+            raise ValueError(f"backend='cpu_blocked' is a CPU stand-in and {self.precision} is a "
+                             "CUDA tensor-core format; use 'fp32', 'fp16' or 'bf16' on CPU, or "
+                             "backend='triton' on a GPU")
 
     def _validate_tiles(self) -> None:
         for name in ("block_m", "block_n", "block_k"):
@@ -90,17 +126,51 @@ class MatmulSpec:
             if value < 16 or value & (value - 1):
                 raise ValueError(f"{name}={value} must be a power of two >= 16 (tensor-core "
                                  "tiles are 16 wide); try 32, 64 or 128")
-        if self.num_warps is not None and (isinstance(self.num_warps, bool)
-                                           or self.num_warps not in NUM_WARPS):
-            raise ValueError(f"num_warps={self.num_warps!r} must be one of {NUM_WARPS}; "
-                             "4 or 8 suit most tiles")
+        if self.num_warps is not None:
+            if isinstance(self.num_warps, bool) or self.num_warps not in NUM_WARPS:
+                raise ValueError(f"num_warps={self.num_warps!r} must be one of {NUM_WARPS}; "
+                                 "4 or 8 suit most tiles")
+            object.__setattr__(self, "num_warps", int(self.num_warps))
         if self.num_stages is not None:
             _require_int("num_stages", self.num_stages, "a pipeline depth such as 3")
+            object.__setattr__(self, "num_stages", int(self.num_stages))
             if self.num_stages > MAX_NUM_STAGES:
                 raise ValueError(f"num_stages={self.num_stages} exceeds {MAX_NUM_STAGES}; deeper "
                                  "pipelines overflow shared memory, try 2-5")
         if self.group_m is not None:
             _require_int("group_m", self.group_m, "a row-group size such as 8 (1 = no grouping)")
+            object.__setattr__(self, "group_m", int(self.group_m))
+
+    def _check_backend_limits(self) -> None:
+        """Limits of the Triton kernel that hold on every card (shared memory: tile_config)."""
+        if self.backend != "triton":
+            return
+        if self.precision == "fp8" and self.block_k < FP8_MIN_BLOCK_K:
+            raise ValueError(f"block_k={self.block_k} is too small for fp8: 8-bit tensor-core "
+                             f"instructions take K in steps of {FP8_MIN_BLOCK_K}; use block_k="
+                             f"{FP8_MIN_BLOCK_K} or more")
+        # the fp32 accumulator tile is spread over the block's threads, one register per element
+        threads = 32 * self.num_warps
+        registers = self.block_m * self.block_n // threads
+        if registers > MAX_ACC_REGISTERS:
+            raise ValueError(
+                f"block_m={self.block_m} x block_n={self.block_n} needs {registers} accumulator "
+                f"registers per thread with num_warps={self.num_warps} ({threads} threads); a "
+                f"thread has at most {MAX_ACC_REGISTERS}: raise num_warps or shrink the tile")
+
+    @property
+    def smem_bytes(self) -> int | None:
+        """Shared memory of the Triton kernel's pipeline: num_stages buffers of an A tile
+        (block_m x block_k) and a B tile (block_k x block_n); None for other back ends."""
+        if self.backend != "triton":
+            return None
+        element_bytes = parse_precision(self.precision).bytes_per_element
+        return self.num_stages * (self.block_m + self.block_n) * self.block_k * element_bytes
+
+    @property
+    def tile(self) -> dict:
+        """The tile fields this back end uses, by name ({} for torch)."""
+        return {name: getattr(self, name) for name in TILE_FIELDS[self.backend]}
 
     @property
     def flop_count(self) -> int:
