@@ -45,6 +45,7 @@ from a800lab.workloads.matmul import (
     ({"backend": "triton", "block_m": 256, "block_n": 256},
      "block_m=256 x block_n=256 needs 512 accumulator registers per thread with num_warps=4 "
      "(128 threads); a thread has at most 255: raise num_warps or shrink the tile"),
+    ({"backend": "triton", "m": 65536, "k": 32768}, "has a matrix of 2147483648 elements"),
 ])
 def test_spec_validation_messages(kwargs, fragment):
     args = {"m": 64, "n": 64, "k": 64, **kwargs}

@@ -149,6 +149,11 @@ class MatmulSpec:
             raise ValueError(f"block_k={self.block_k} is too small for fp8: 8-bit tensor-core "
                              f"instructions take K in steps of {FP8_MIN_BLOCK_K}; use block_k="
                              f"{FP8_MIN_BLOCK_K} or more")
+        largest = max(self.m * self.k, self.k * self.n, self.m * self.n)
+        if largest >= 2**31:
+            raise ValueError(f"{self.m}x{self.n}x{self.k} has a matrix of {largest} elements; the "
+                             "tile kernel indexes with 32-bit offsets, so keep m*k, k*n and m*n "
+                             "below 2^31 (split the product, or use backend='torch')")
         # the fp32 accumulator tile is spread over the block's threads, one register per element
         threads = 32 * self.num_warps
         registers = self.block_m * self.block_n // threads
