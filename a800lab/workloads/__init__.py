@@ -1,6 +1,10 @@
 """Workloads the lab measures: each offers a validated spec and a sweep point function.
 
-    from a800lab.workloads.matmul import MatmulSpec, matmul_point
+    from a800lab.workloads.matmul import MatmulSpec, matmul_point          # torch.matmul
+    from a800lab.workloads.tiled_matmul import tiled_matmul_point          # tiles, any back end
+    from a800lab.workloads.tile_config import check_config, export_config  # card limits, export
 
-Workloads build on a800lab.core (timing, precision, memory) and never import widgets or plots.
+The Triton kernel itself is in a800lab.workloads.tile_kernel, imported on first use (set
+TRITON_INTERPRET=1 before that import to run it under the Triton interpreter). Workloads build on
+a800lab.core (timing, precision, memory) and never import widgets or plots.
 """
