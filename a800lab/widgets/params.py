@@ -2,19 +2,24 @@
 
     params = {
         "precision": ["fp32", "bf16"],         # a list -> Choice: toggle buttons or a dropdown
-        "batch_size": Range(1, 256, default=32),  # -> a slider; swept over powers of two
-        "accum_steps": Range(1, 16),
+        "batch_size": Range(1, 256, default=32, scale="pow2"),  # slider over 1, 2, 4 ... 256
+        "accum_steps": Range(1, 16),           # a slider stepping by 1
+        "lr": Range(1e-5, 1e-1, scale="log"),  # a logarithmic slider
         "seq_len": 128,                        # a plain value -> Fixed, shown but not varied
     }
+    check_signature(step, params)              # the workload takes exactly these arguments
 
-Each spec builds its ipywidgets control, proposes values for a sweep, and parses the values a
-user types for a sweep ("8, 16, 32"), rejecting anything outside the spec with a message that
-names the parameter, the value and what is allowed.
+Each spec builds its ipywidgets control, proposes values for a sweep (integer ranges from 1 up:
+powers of two), and parses the values a user types for a sweep ("8, 16, 32"), rejecting
+anything outside the spec (NaN and infinities included) with a message that names the
+parameter, the value and what is allowed.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
+import numbers
 from dataclasses import dataclass
 
 import ipywidgets as widgets
@@ -73,16 +78,44 @@ class Choice:
         return out
 
 
+SCALES = ("linear", "pow2", "log")
+
+
+def _finite(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and \
+        math.isfinite(value)
+
+
 @dataclass(frozen=True)
 class Range:
-    """A number between `lo` and `hi` (inclusive); integer when all three bounds are ints."""
+    """A number between `lo` and `hi` (inclusive); integer when all three bounds are ints.
+
+    `scale` sets the slider: "linear" (steps of `step`), "pow2" (integers: the powers of two
+    in the range, plus the default) or "log" (a logarithmic slider; needs lo > 0). Typed sweep
+    values may be any number in the range whatever the scale.
+    """
 
     lo: float
     hi: float
     step: float = 1
     default: float | None = None
+    scale: str = "linear"
 
     def __post_init__(self) -> None:
+        for name in ("lo", "hi", "step"):
+            if not _finite(getattr(self, name)):
+                raise ValueError(f"Range {name}={getattr(self, name)!r} must be a finite number; "
+                                 "give the smallest and largest values to allow, e.g. "
+                                 "Range(1, 4096)")
+        if self.default is not None and not _finite(self.default):
+            raise ValueError(f"Range default={self.default!r} must be a finite number")
+        if self.scale not in SCALES:
+            raise ValueError(f"Range scale={self.scale!r}: use one of {SCALES}")
+        if self.scale == "pow2" and not (self.is_int and self.lo >= 1):
+            raise ValueError(f"scale='pow2' needs integer bounds from 1 up, got "
+                             f"{self.lo}..{self.hi}")
+        if self.scale == "log" and not self.lo > 0:
+            raise ValueError(f"scale='log' needs lo > 0, got lo={self.lo}")
         if not self.lo <= self.hi:
             raise ValueError(f"Range needs lo <= hi, got lo={self.lo}, hi={self.hi}")
         if self.step <= 0:
@@ -99,18 +132,34 @@ class Range:
         return self.lo if self.default is None else self.default
 
     def control(self, name: str) -> widgets.ValueWidget:
+        if self.scale == "pow2":
+            options = sorted({*self._powers_of_two(), self.initial})
+            return widgets.SelectionSlider(options=[(str(v), v) for v in options],
+                                           value=self.initial, description=name,
+                                           continuous_update=False)
+        if self.scale == "log":
+            return widgets.FloatLogSlider(value=self.initial, base=10, min=math.log10(self.lo),
+                                          max=math.log10(self.hi), step=0.1, description=name,
+                                          continuous_update=False)
         cls = widgets.IntSlider if self.is_int else widgets.FloatSlider
         return cls(value=self.initial, min=self.lo, max=self.hi, step=self.step,
                    description=name, continuous_update=False)
 
+    def _powers_of_two(self) -> list[int]:
+        first = math.ceil(math.log2(self.lo))
+        return [2**e for e in range(first, int(math.log2(self.hi)) + 1)]
+
     def sweep_values(self) -> list:
-        """Powers of two inside the range for positive ints, else five even steps."""
+        """Powers of two inside the range for positive ints; five geometric steps on a log
+        scale; else five even steps."""
         if self.is_int and self.lo >= 1:
-            first = math.ceil(math.log2(self.lo))
-            powers = [2**e for e in range(first, int(math.log2(self.hi)) + 1)]
+            powers = self._powers_of_two()
             if len(powers) >= 2:
                 return powers
         count = 5
+        if self.scale == "log":
+            ratio = self.hi / self.lo
+            return sorted({self._snap(self.lo * ratio ** (i / (count - 1))) for i in range(count)})
         return sorted({self._snap(self.lo + i * (self.hi - self.lo) / (count - 1))
                        for i in range(count)})
 
@@ -119,8 +168,11 @@ class Range:
 
     def check(self, name: str, value):
         """`value` as a number inside the range, else a ValueError saying what is allowed."""
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise ValueError(f"{name}: {value!r} is not {self._kind}")
+        if not math.isfinite(value):
+            raise ValueError(f"{name}={value!r} is not a finite number; pick values inside "
+                             f"{format_value(self.lo)}..{format_value(self.hi)}")
         if self.is_int and value != int(value):
             raise ValueError(f"{name}: {value!r} is not {self._kind}")
         if not self.lo <= value <= self.hi:
@@ -161,13 +213,50 @@ class Fixed:
 ParamSpec = Choice | Range | Fixed
 
 
-def as_param(spec) -> ParamSpec:
-    """A list/tuple -> Choice, a Choice/Range/Fixed as is, any other value -> Fixed."""
+def as_param(spec, name: str = "") -> ParamSpec:
+    """A list/tuple -> Choice, a Choice/Range/Fixed as is, any other value -> Fixed; errors
+    name the parameter."""
     if isinstance(spec, (Choice, Range, Fixed)):
         return spec
     if isinstance(spec, (list, tuple)):
+        if not spec:
+            raise ValueError(f"parameter {name!r} has an empty list of choices; give at least "
+                             f"one value, e.g. params={{{name!r}: [1, 2]}}")
         return Choice(tuple(spec))
     return Fixed(spec)
+
+
+# Arguments a sweep fills in itself when the workload takes them (a800lab.core.sweep).
+SUPPLIED_ARGUMENTS = ("device", "cancel")
+
+
+def check_signature(workload, names) -> None:
+    """Refuse, before anything runs, a workload whose arguments do not match the parameter
+    names: one it does not take, or one it needs that nobody gives. Functions without a
+    readable signature (some builtins) pass unchecked."""
+    try:
+        signature = inspect.signature(workload)
+    except (TypeError, ValueError):
+        return
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    arguments = signature.parameters.values()
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in arguments)
+    accepted = {p.name for p in arguments if p.kind in named}
+    unknown = [] if takes_any else [n for n in names if n not in accepted]
+    missing = [p.name for p in arguments if p.default is inspect.Parameter.empty
+               and p.name not in names and p.name not in SUPPLIED_ARGUMENTS
+               and p.kind in (*named, inspect.Parameter.POSITIONAL_ONLY)]
+    problems = []
+    if unknown:
+        problems.append(f"it takes no argument(s) {unknown}: rename them in params to match "
+                        f"the function, or add them to it")
+    if missing:
+        problems.append(f"it needs argument(s) {missing} that params does not give: add them, "
+                        f"e.g. params={{{missing[0]!r}: ...}}, or give them defaults")
+    if problems:
+        fn_name = getattr(workload, "__name__", type(workload).__name__)
+        raise ValueError(f"the workload {fn_name}{signature} does not match params "
+                         f"{list(names)}: {'; '.join(problems)}")
 
 
 def _tokens(name: str, text: str) -> list[str]:
