@@ -113,12 +113,19 @@ def make_operands(m: int, n: int, k: int, precision: str | Precision, device, *,
     return MatmulOperands(prec, a, b, run, seed)
 
 
-def _fp8_operands(a32: torch.Tensor, b32: torch.Tensor):
+def fp8_inputs(a32: torch.Tensor, b32: torch.Tensor):
+    """fp8 e4m3 copies of float32 A and B scaled per tensor so |x| max maps to FP8_MAX (B
+    column-major, as torch._scaled_mm wants it), and the float32 scales that undo it:
+    (a8, b8, inv_scale_a, inv_scale_b), with A @ B ~ (a8 @ b8) * inv_scale_a * inv_scale_b."""
     scale_a = FP8_MAX / a32.abs().max().clamp(min=1e-12)
     scale_b = FP8_MAX / b32.abs().max().clamp(min=1e-12)
     a = (a32 * scale_a).to(torch.float8_e4m3fn)
     b = (b32 * scale_b).to(torch.float8_e4m3fn).t().contiguous().t()  # column-major
-    inv_a, inv_b = (1.0 / scale_a).float(), (1.0 / scale_b).float()
+    return a, b, (1.0 / scale_a).float(), (1.0 / scale_b).float()
+
+
+def _fp8_operands(a32: torch.Tensor, b32: torch.Tensor):
+    a, b, inv_a, inv_b = fp8_inputs(a32, b32)
 
     def run() -> torch.Tensor:
         return torch._scaled_mm(a, b, scale_a=inv_a, scale_b=inv_b, out_dtype=torch.bfloat16)

@@ -33,7 +33,13 @@ import torch
 from ..core.backends import HAS_TRITON, resolve_device
 from ..core.cancel import CancelToken
 from ..core.memory import check_fits
-from ..core.operands import FP8_MAX, MatmulOperands, make_operands, needed_bytes, operand_bytes
+from ..core.operands import (
+    MatmulOperands,
+    fp8_inputs,
+    make_operands,
+    needed_bytes,
+    operand_bytes,
+)
 from ..core.precision import matmul_precision, parse_precision
 from ..core.specs import match
 from ..core.timing import measure
@@ -197,17 +203,14 @@ def _operands(spec: MatmulSpec, device: str, seed: int) -> MatmulOperands:
 
 
 def _fp8_operands(spec: MatmulSpec, device: str, seed: int) -> MatmulOperands:
-    """fp8 e4m3 inputs scaled per tensor so |x| max maps to FP8_MAX, as core.operands makes
-    them for torch._scaled_mm (B column-major too), and the scale the kernel undoes."""
+    """fp8 e4m3 inputs scaled per tensor as core.operands makes them for torch._scaled_mm, and
+    the scale the kernel undoes."""
     from .tile_kernel import launch_tile_matmul
 
     data = make_operands(spec.m, spec.n, spec.k, "fp32", device, seed=seed)  # seeded fp32 data
-    scale_a = FP8_MAX / data.a.abs().max().clamp(min=1e-12)
-    scale_b = FP8_MAX / data.b.abs().max().clamp(min=1e-12)
-    a = (data.a * scale_a).to(torch.float8_e4m3fn)
-    b = (data.b * scale_b).to(torch.float8_e4m3fn).t().contiguous().t()
+    a, b, inv_a, inv_b = fp8_inputs(data.a, data.b)
     del data
-    inverse = 1.0 / (scale_a * scale_b).item()
+    inverse = (inv_a * inv_b).item()
 
     def run() -> torch.Tensor:
         return launch_tile_matmul(a, b, spec, scale=inverse)
