@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.cancel import Cancelled
 from ..core.memory import is_oom
 from ..core.timing import Timing
 
@@ -182,6 +183,8 @@ def _try(config: dict, round_number: int, budget_s: float, evaluate, result: Sea
     """Time one config; a wrong result, an out-of-memory or an error goes to result.failed."""
     try:
         out = evaluate(config, budget_s)
+    except Cancelled:
+        raise
     except Exception as exc:  # a config that fails at run time is a finding, not a crash
         kind = "oom" if is_oom(exc) else "error"
         result.failed[config_key(config)] = f"{kind}: {type(exc).__name__}: {exc}"

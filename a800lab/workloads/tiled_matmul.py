@@ -108,11 +108,12 @@ def tiled_matmul_point(m: int, n: int, k: int, precision: str = "fp32", backend:
                        block_m: int | None = None, block_n: int | None = None,
                        block_k: int | None = None, group_m: int | None = None,
                        num_warps: int | None = None, num_stages: int | None = None, *,
-                       device: str = "auto", budget_s: float = 0.3, seed: int = 0,
-                       cancel: CancelToken | None = None) -> dict:
+                       device: str = "auto", budget_s: float = 0.3, warmup_s: float = 0.1,
+                       seed: int = 0, cancel: CancelToken | None = None) -> dict:
     """Check the config, then the result against float64, then time one tiled matmul.
 
-    Tile fields left None take the back end's defaults. Returns {"throughput",
+    Tile fields left None take the back end's defaults; budget_s and warmup_s go to measure().
+    Returns {"throughput",
     "throughput_unit", "timing", "tflops", "rel_error", "flop_count", "bytes_moved",
     "arithmetic_intensity", "operand_bytes", "tiles_launched", "datasheet_peak_tflops",
     "pct_of_datasheet_peak", "roofline_tflops", "roofline_bound", "backend_label",
@@ -140,7 +141,8 @@ def tiled_matmul_point(m: int, n: int, k: int, precision: str = "fp32", backend:
                     "message": (f"{m}x{n}x{k} {prec.name} {spec.backend} {metrics['tile_config']}"
                                 f" on {device}: relative error {rel_error:.3g} vs float64 exceeds "
                                 f"the tolerance {prec.rtol:g}; not timed")}
-        timing = measure(ops.run, device=device, budget_s=budget_s, cancel=cancel)
+        timing = measure(ops.run, device=device, budget_s=budget_s, warmup_s=warmup_s,
+                         cancel=cancel)
     tflops = spec.flop_count / (timing.median_ms * 1e-3) / 1e12
     return {"throughput": tflops, "throughput_unit": "TFLOP/s", "timing": timing,
             "tflops": tflops, "rel_error": rel_error, **metrics,
