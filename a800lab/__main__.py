@@ -1,12 +1,18 @@
-"""Command line: `python -m a800lab doctor|peak|sweep ...` (also installed as `a800lab`).
+"""Command line: `python -m a800lab doctor|peak|sweep|tune ...` (also installed as `a800lab`).
 
     python -m a800lab doctor [--json]                  environment and topology report
     python -m a800lab peak [--json]                    achievable matmul rate and copy bandwidth
     python -m a800lab sweep matmul --size 1024 4096 --precision fp32 bf16 --out runs.jsonl
+    python -m a800lab sweep tiles --size 4096 --precision bf16 --block-m 64 128 256 \
+        --block-n 64 128 256 --out tiles.jsonl        # the tile kernel (CPU: its stand-in)
+    python -m a800lab tune --size 4096 --precision bf16 [--out trials.jsonl]
+                                                       # fastest tile, stored and reused
 
 A sweep appends one JSON line per point as it is measured; run the same command again to resume
 (points already in the file for this environment are skipped). Ctrl-C stops after saving what was
-measured. Each point prints one line; a `!` marks a noisy point and says why (timing spread, CPU
+measured. `tune` prints the winner (and, for the Triton kernel, the `triton.Config(...)` line to
+paste into your own @triton.autotune) and says when its lead is inside the measurement noise.
+Each point prints one line; a `!` marks a noisy point and says why (timing spread, CPU
 oversubscription). Open the file in a notebook with `a800lab.load_results("runs.jsonl")`.
 """
 
@@ -19,6 +25,31 @@ import math
 import sys
 
 from .core.cancel import Cancelled
+
+TILE_OPTIONS = ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages")
+
+
+def _shape_options(parser: argparse.ArgumentParser, *, many: bool = True) -> None:
+    nargs = "+" if many else None
+    parser.add_argument("--size", type=int, nargs=nargs, help="square problems m=n=k")
+    for dim in ("m", "n", "k"):
+        parser.add_argument(f"--{dim}", type=int, nargs=nargs)
+
+
+def _run_options(parser: argparse.ArgumentParser, *, out_required: bool = True) -> None:
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
+    parser.add_argument("--budget-s", type=float, default=0.3, help="timing budget per point")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch CPU threads during the run (default: torch's own)")
+    parser.add_argument("--out", required=out_required, help="JSON Lines file to append to")
+
+
+def _tile_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--backend", default="auto",
+                        help="auto (triton on a GPU, cpu_blocked on CPU), triton, cpu_blocked "
+                             "or torch (cuBLAS, no tile fields)")
+    for name in TILE_OPTIONS:
+        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=int, nargs="+")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,19 +65,26 @@ def main(argv: list[str] | None = None) -> int:
     peak.add_argument("--precision", nargs="+", default=None, help="default: the device's set")
 
     sweep = sub.add_parser("sweep", help="run a sweep headless and write JSON Lines")
-    sweep.add_argument("workload", choices=["matmul"])
-    sweep.add_argument("--size", type=int, nargs="+", help="square problems m=n=k")
-    sweep.add_argument("--m", type=int, nargs="+")
-    sweep.add_argument("--n", type=int, nargs="+")
-    sweep.add_argument("--k", type=int, nargs="+")
+    sweep.add_argument("workload", choices=["matmul", "tiles"],
+                       help="matmul: torch.matmul over shapes and precisions; tiles: the tile "
+                            "kernel over tile configs")
+    _shape_options(sweep)
     sweep.add_argument("--precision", nargs="+", default=["fp32"])
-    sweep.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
-    sweep.add_argument("--budget-s", type=float, default=0.3, help="timing budget per point")
-    sweep.add_argument("--threads", type=int, default=None,
-                       help="torch CPU threads during the sweep (default: torch's own)")
-    sweep.add_argument("--out", required=True, help="JSON Lines file to append to")
+    _tile_options(sweep)
+    _run_options(sweep)
     sweep.add_argument("--no-resume", action="store_true", help="re-measure points in --out")
     sweep.add_argument("--telemetry", action="store_true", help="sample NVML during each point")
+
+    tune = sub.add_parser("tune", help="find the fastest tile config for one shape (successive "
+                                       "halving; the winner is stored and reused)")
+    _shape_options(tune, many=False)
+    tune.add_argument("--precision", default="fp32")
+    _tile_options(tune)
+    _run_options(tune, out_required=False)
+    tune.add_argument("--store", default=None,
+                      help="tuned-config file (default $A800LAB_TUNED or ~/.cache/a800lab/"
+                           "tuned.json)")
+    tune.add_argument("--force", action="store_true", help="tune even when a result is stored")
 
     args = parser.parse_args(argv)
     try:
@@ -56,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
             return doctor_main(["--json"] if args.json else [])
         if args.command == "peak":
             return _peak(args)
+        _check_run_options(args)
+        if args.command == "tune":
+            return _tune(args, parser)
         return _sweep(args, parser)
     except ValueError as exc:  # bad input: say what and exit like argparse does
         print(f"a800lab: error: {exc}", file=sys.stderr)
@@ -72,37 +113,76 @@ def _peak(args) -> int:
     return 0
 
 
-def _sweep(args, parser) -> int:
-    from .core.backends import resolve_device
-    from .core.precision import check_supported, parse_precision
+def _check_run_options(args) -> None:
+    """Refuse bad run options before anything runs."""
     from .core.results import check_writable
-    from .core.sweep import grid, run_sweep
-    from .workloads.matmul import MatmulSpec, cpu_slowdown_note, matmul_point
 
-    if args.size and (args.m or args.n or args.k):
-        parser.error("give either --size (square) or --m/--n/--k, not both")
     if not (math.isfinite(args.budget_s) and args.budget_s > 0):
         raise ValueError(f"--budget-s {args.budget_s} must be a finite number of seconds > 0, "
                          "e.g. 0.3")
     if args.threads is not None and args.threads < 1:
         raise ValueError(f"--threads {args.threads} must be at least 1")
-    check_writable(args.out)
+    if args.out is not None:
+        check_writable(args.out)
+
+
+def _shape_axes(args, parser) -> dict:
+    """{"size": [...]} or {"m": [...], "n": [...], "k": [...]} from the shape options."""
+    if args.size and (args.m or args.n or args.k):
+        parser.error("give either --size (square) or --m/--n/--k, not both")
+    if args.size:
+        return {"size": args.size}
+    if args.m and args.n and args.k:
+        return {"m": args.m, "n": args.n, "k": args.k}
+    parser.error("give --size, or all of --m, --n and --k")
+
+
+def _square(run):
+    """A point function of (m, n, k, ...) that also takes size=s for m=n=k=s."""
+    def point(size=None, m=None, n=None, k=None, **rest):
+        return run(m or size, n or size, k or size, **rest)
+    return point
+
+
+def _tile_axes(args, backend: str, precision: str) -> dict:
+    """The tile options given, each value checked on its own (a typo exits before running)."""
+    from .workloads.matmul import MatmulSpec
+
+    axes = {name: list(dict.fromkeys(getattr(args, name))) for name in TILE_OPTIONS
+            if getattr(args, name)}
+    for name, values in axes.items():
+        for value in values:
+            MatmulSpec(64, 64, 64, precision, backend, **{name: value})
+    return axes
+
+
+def _sweep(args, parser) -> int:
+    from .core.backends import resolve_device
+    from .core.precision import check_supported, parse_precision
+    from .core.sweep import grid, run_sweep
+    from .workloads.matmul import MatmulSpec, cpu_slowdown_note, matmul_point
+    from .workloads.tiled_matmul import default_backend, tiled_matmul_point
+
     device = resolve_device(args.device)
     # "fp32" and "float32" are one precision: canonical names, each measured once
     precisions = list(dict.fromkeys(parse_precision(p).name for p in args.precision))
     for name in precisions:
         check_supported(name, device)
-    run = functools.partial(matmul_point, device=device, budget_s=args.budget_s)
-    if args.size:
-        axes = {"size": args.size, "precision": precisions}
-
-        def point(size, precision):
-            return run(size, size, size, precision)
-    elif args.m and args.n and args.k:
-        axes = {"m": args.m, "n": args.n, "k": args.k, "precision": precisions}
-        point = run
+    axes = {**_shape_axes(args, parser), "precision": precisions}
+    if args.workload == "tiles":
+        backend = default_backend(device) if args.backend == "auto" else args.backend
+        fixed = {"backend": backend}
+        for name in precisions:
+            axes.update(_tile_axes(args, backend, name))
+        point = _square(functools.partial(tiled_matmul_point, device=device,
+                                          budget_s=args.budget_s))
     else:
-        parser.error("give --size, or all of --m, --n and --k")
+        given = [f"--{n.replace('_', '-')}" for n in TILE_OPTIONS if getattr(args, n)]
+        if given or args.backend != "auto":
+            parser.error(f"{given or ['--backend']} apply to 'sweep tiles'; 'sweep matmul' "
+                         "times torch.matmul, whose tiles cuBLAS chooses")
+        fixed = {}
+        point = _square(functools.partial(matmul_point, device=device, budget_s=args.budget_s))
     for p in grid(axes):  # reject a bad shape before anything runs
         size = p.get("size")
         MatmulSpec(p.get("m", size), p.get("n", size), p.get("k", size), p["precision"])
@@ -111,15 +191,11 @@ def _sweep(args, parser) -> int:
             note = cpu_slowdown_note(name)
             if note:
                 print(f"note: {note}", file=sys.stderr)
-
-    def progress(done, total, eta_s):
-        eta = "" if eta_s is None else f", about {eta_s:.0f} s left"
-        print(f"[{done}/{total}{eta}]", file=sys.stderr)
-
     try:
-        res = run_sweep(point, axes, workload="matmul", out=args.out, device=device,
-                        resume=not args.no_resume, sample_telemetry=args.telemetry,
-                        torch_threads=args.threads, on_progress=progress, on_result=_show)
+        res = run_sweep(point, axes, fixed=fixed, workload=args.workload, out=args.out,
+                        device=device, resume=not args.no_resume,
+                        sample_telemetry=args.telemetry, torch_threads=args.threads,
+                        on_progress=_progress, on_result=_show)
     except (KeyboardInterrupt, Cancelled):
         print(f"stopped; every finished point is in {args.out}", file=sys.stderr)
         return 130
@@ -128,6 +204,61 @@ def _sweep(args, parser) -> int:
     print(f"{len(res.records)} points measured{flagged}, {res.skipped} already in {args.out}",
           file=sys.stderr)
     return 0
+
+
+def _tune(args, parser) -> int:
+    from .core.backends import resolve_device
+    from .core.precision import check_supported, parse_precision
+    from .core.sweep import thread_count
+    from .workloads.matmul import MatmulSpec
+    from .workloads.tile_config import export_config
+    from .workloads.tile_tuning import DEFAULT_AXES, config_grid, default_store_path, tune
+    from .workloads.tiled_matmul import default_backend
+
+    device = resolve_device(args.device)
+    precision = parse_precision(args.precision).name
+    check_supported(precision, device)
+    shape = _shape_axes(args, parser)
+    m, n, k = (shape["size"],) * 3 if "size" in shape else (shape["m"], shape["n"], shape["k"])
+    backend = default_backend(device) if args.backend == "auto" else args.backend
+    if backend not in DEFAULT_AXES:
+        raise ValueError(f"--backend {backend}: cuBLAS picks its own tiles; tune 'triton' on a "
+                         "GPU or 'cpu_blocked' on the CPU")
+    grid = config_grid({**DEFAULT_AXES[backend], **_tile_axes(args, backend, precision)},
+                       backend)
+    store = args.store or default_store_path()
+    print(f"tuning {m}x{n}x{k} {precision} on {device} ({backend}): {len(grid)} configs",
+          file=sys.stderr)
+    try:
+        with thread_count(args.threads):
+            outcome = tune(m, n, k, precision, backend, grid, device=device,
+                           budget_s=args.budget_s, store=store, out=args.out, force=args.force,
+                           on_trial=_show)
+    except (KeyboardInterrupt, Cancelled):
+        print("stopped; nothing stored" + (f"; the trials are in {args.out}" if args.out
+                                            else ""), file=sys.stderr)
+        return 130
+    entry = outcome.entry
+    if outcome.reused:
+        print(f"reused the result tuned at {entry['tuned_at']} from {store} (--force tunes "
+              "again)", file=sys.stderr)
+    elif not entry:
+        print(f"no result: {outcome.search.verdict}", file=sys.stderr)
+        return 1
+    else:
+        print(f"{outcome.search.verdict}; {len(outcome.records)} trials in "
+              f"{outcome.search.wall_s:.1f} s; stored in {store}", file=sys.stderr)
+    print(json.dumps({"best": entry["best"], "tflops": entry.get("tflops"),
+                      "inside_noise": entry.get("inside_noise"), "verdict": entry["verdict"]},
+                     indent=2))
+    if backend == "triton":
+        print(export_config(MatmulSpec(m, n, k, precision, backend, **entry["best"]))[1])
+    return 0
+
+
+def _progress(done: int, total: int, eta_s: float | None) -> None:
+    eta = "" if eta_s is None else f", about {eta_s:.0f} s left"
+    print(f"[{done}/{total}{eta}]", file=sys.stderr)
 
 
 def _show(record) -> None:

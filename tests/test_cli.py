@@ -129,3 +129,45 @@ def test_slow_cpu_precisions_get_a_note_before_running(tmp_path, capsys, monkeyp
     assert main(["sweep", "matmul", "--size", "8", "--precision", "bf16", "--device", "cpu",
                  "--budget-s", "0.01", "--out", str(tmp_path / "r.jsonl")]) == 0
     assert capsys.readouterr().err.startswith("note: bf16 is slow here\n")
+
+
+def test_sweep_tiles_runs_the_cpu_stand_in_over_tile_axes(tmp_path, capsys):
+    out = tmp_path / "tiles.jsonl"
+    assert main(["sweep", "tiles", "--size", "64", "--block-m", "16", "32", "--block-n", "32",
+                 "--budget-s", "0.01", "--threads", "1", "--out", str(out)]) == 0
+    records = read_records(out)
+    assert [(r.workload, r.params["block_m"], r.outcome) for r in records] == [
+        ("tiles", 16, "ok"), ("tiles", 32, "ok")]
+    assert records[0].params["backend"] == "cpu_blocked"
+    assert "CPU stand-in" in records[0].metrics["backend_label"]
+
+
+def test_tile_typos_exit_before_running(tmp_path, capsys):
+    out = tmp_path / "tiles.jsonl"
+    assert main(["sweep", "tiles", "--size", "64", "--block-m", "48", "--out", str(out)]) == 2
+    assert "block_m=48 must be a power of two" in capsys.readouterr().err
+    assert main(["sweep", "tiles", "--size", "64", "--num-warps", "4", "--out", str(out)]) == 2
+    assert "no meaning for backend='cpu_blocked'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["sweep", "matmul", "--size", "64", "--block-m", "64", "--out", str(out)])
+    assert "apply to 'sweep tiles'" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_tune_finds_stores_and_reuses(tmp_path, capsys):
+    store, out = tmp_path / "tuned.json", tmp_path / "trials.jsonl"
+    args = ["tune", "--size", "64", "--block-m", "16", "64", "--block-n", "16", "64",
+            "--block-k", "64", "--budget-s", "0.01", "--threads", "1", "--store", str(store)]
+    assert main(args + ["--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    best = json.loads(captured.out)["best"]
+    assert set(best) == {"block_m", "block_n", "block_k", "group_m"} and best["block_k"] == 64
+    assert "tuning 64x64x64 fp32 on cpu (cpu_blocked): 4 configs" in captured.err
+    assert f"stored in {store}" in captured.err
+    assert {r.workload for r in read_records(out)} == {"tiles"}
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    assert "reused the result tuned at" in captured.err
+    assert json.loads(captured.out)["best"] == best
+    assert main(["tune", "--size", "64", "--backend", "torch", "--store", str(store)]) == 2
+    assert "cuBLAS picks its own tiles" in capsys.readouterr().err

@@ -129,7 +129,7 @@ def run_sweep(
 
     result = SweepResult(total=len(points), run_id=run_id or new_run_id())
     started, measured = time.perf_counter(), 0
-    with _threads(torch_threads):
+    with thread_count(torch_threads):
         for index, point in enumerate(points, start=1):
             params = {**fixed, **point}
             key = Record(workload=workload, params=params, outcome="error").point_key()
@@ -162,8 +162,9 @@ def run_sweep(
 
 
 @contextlib.contextmanager
-def _threads(torch_threads: int | None) -> Iterator[None]:
-    """torch's intra-op thread count set for the sweep and restored after."""
+def thread_count(torch_threads: int | None) -> Iterator[None]:
+    """torch's intra-op thread count set to `torch_threads` inside the block and restored
+    after (None: left as it is)."""
     if torch_threads is None:
         yield
         return
