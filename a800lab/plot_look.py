@@ -26,6 +26,7 @@ LEGEND_MAX_SERIES = 8          # series named in a legend; the rest are grey and
 EARLIER_RUNS = ("faded", "hidden")
 FADED_ALPHA = 0.3              # earlier runs: visible for comparison, clearly not the newest
 OTHER_COLOR = "0.6"            # series beyond the legend cap
+PALETTE = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C8", "C9")  # tab10 without its grey
 NOISY_MARKER = dict(markerfacecolor="white", markeredgewidth=1.5)  # hollow: not a clean number
 _MAX_DEVICES_NAMED = 3
 
@@ -97,7 +98,7 @@ class Look:
         if len(order) > max_series:  # keep the series measured most recently
             recent = set(sorted(order, key=lambda k: latest[k], reverse=True)[:max_series])
             named = [k for k in order if k in recent]
-        self.colors = {k: f"C{i}" for i, k in enumerate(named)}
+        self.colors = dict(zip(named, PALETTE, strict=False))
         self.others = [k for k in order if k not in self.colors]
         self.faded_drawn = False    # set by the figure when it draws an earlier run
 
@@ -136,7 +137,7 @@ class Look:
 
 def noisy_handle() -> tuple[object, str]:
     return (Line2D([], [], color="black", marker="o", linestyle="none", **NOISY_MARKER),
-            "noisy point (hollow): see the table for why")
+            "noisy point (hollow): see the table")
 
 
 def band_handle(categorical: bool) -> tuple[object, str]:

@@ -63,7 +63,9 @@ _TELEMETRY_PANELS = (
     ("power_w", "power (W)", 1.0),
     ("sm_clock_mhz", "SM clock (MHz)", 1.0),
 )
-_LABEL_WIDTH = 44  # legend labels wrap here so a long device name stays inside the figure
+_LABEL_WIDTH = 36  # legend labels wrap here so a long device name stays inside the figure
+_CAPTION_WIDTH = 70  # a caption under the memory axes wraps before the figure's right edge
+_TICK_CHAR_PT = 6.0  # about the width of a tick-label character (10 pt sans), for crowding
 
 
 def _axes(ax: Axes | None, figsize=(8.6, 4.6)) -> tuple[Figure, Axes, bool]:
@@ -98,8 +100,11 @@ def _say(ax: Axes, text: str) -> None:
 def _caption(ax: Axes, text: str) -> None:
     """A note under the axes (below the x label): what the lines measure, the capacity."""
     if text:
-        ax.annotate(text, xy=(0, 0), xycoords="axes fraction", xytext=(0, -34),
-                    textcoords="offset points", va="top", fontsize="small", color="dimgray")
+        wrapped = "\n".join(textwrap.fill(line, _CAPTION_WIDTH) for line in text.split("\n"))
+        slanted = any(label.get_rotation() for label in ax.get_xticklabels())
+        ax.annotate(wrapped, xy=(0, 0), xycoords="axes fraction",
+                    xytext=(0, -46 if slanted else -34), textcoords="offset points", va="top",
+                    fontsize="small", color="dimgray")
 
 
 def _wrapped(entries: list[tuple[object, str]]) -> list[tuple[object, str]]:
@@ -159,7 +164,7 @@ class _XAxis:
     def apply(self, ax: Axes, name: str) -> None:
         ax.set_xlabel(name)
         if self.categories is not None:
-            ax.set_xticks(range(len(self.categories)), list(self.categories))
+            _set_xticks(ax, range(len(self.categories)), list(self.categories))
             ax.set_xlim(-0.5, len(self.categories) - 0.5)
             return
         distinct = np.unique(self.values[np.isfinite(self.values)])
@@ -168,7 +173,15 @@ class _XAxis:
         if powers_of_two:  # sizes swept as 256, 512, 1024 ... read best on a log2 axis
             ax.set_xscale("log", base=2)
             if distinct.size <= 12:
-                ax.set_xticks(distinct, [_fmt(v) for v in distinct])
+                _set_xticks(ax, distinct, [_fmt(v) for v in distinct])
+
+
+def _set_xticks(ax: Axes, positions, labels: list[str]) -> None:
+    """Tick labels, slanted when written flat they would run into each other."""
+    width_pt = ax.get_position().width * ax.figure.get_figwidth() * 72
+    crowded = sum(len(label) + 2 for label in labels) * _TICK_CHAR_PT > width_pt
+    ax.set_xticks(positions, labels, rotation=30 if crowded else 0,
+                  ha="right" if crowded else "center", rotation_mode="anchor")
 
 
 def _mark_failures(ax: Axes, df: pd.DataFrame, x: str, xa: _XAxis, look: Look,
@@ -254,6 +267,42 @@ def _per_position(pos: np.ndarray, values: dict[str, np.ndarray]
     return upos, counts, out
 
 
+class _Lines:
+    """Lines of one style collected run by run and drawn as one Line2D per series and
+    strength: runs are separated by a gap (NaN), so they never join, and a figure with many
+    runs stays quick to build."""
+
+    def __init__(self) -> None:
+        self._parts: dict[tuple[str, bool], list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+
+    def add(self, key: str, newest: bool, x: np.ndarray, y: np.ndarray,
+            hollow: np.ndarray | None = None) -> None:
+        """One run's points; `hollow` marks the points drawn with a hollow marker."""
+        hollow = np.zeros(len(x), bool) if hollow is None else hollow
+        self._parts.setdefault((key, newest), []).append((x, y, hollow))
+
+    def draw(self, ax: Axes, look: Look, style: str, gid: str) -> bool:
+        """Plot everything added; returns whether any hollow markers were drawn."""
+        any_hollow = False
+        for (key, newest), parts in self._parts.items():
+            xs, ys, hs = [], [], []
+            for x, y, hollow in parts:  # a NaN after each run: the line breaks there
+                xs += [x, [np.nan]]
+                ys += [y, [np.nan]]
+                hs += [hollow, [True]]
+            x, y, hollow = (np.concatenate(a)[:-1] for a in (xs, ys, hs))
+            color, alpha, size = look.color(key), look.alpha(newest), 6 if newest else 4
+            ax.plot(x, y, style, color=color, alpha=alpha, lw=1.8 if newest else 1.0,
+                    markersize=size, markevery=np.flatnonzero(~hollow).tolist(), label=key,
+                    gid=gid)
+            shown = hollow & np.isfinite(y)
+            if shown.any():
+                any_hollow = True
+                ax.plot(x[shown], y[shown], style[-1], linestyle="none", color=color,
+                        alpha=alpha, markersize=size, gid="noisy", **NOISY_MARKER)
+        return any_hollow
+
+
 def _draw_throughput(ax: Axes, df: pd.DataFrame, x: str, look: Look,
                      peak_tflops) -> list[tuple[object, str]]:
     """Throughput lines, one per series and run, into `ax`; returns the legend entries."""
@@ -276,12 +325,13 @@ def _draw_throughput(ax: Axes, df: pd.DataFrame, x: str, look: Look,
     keys = [*look.colors, *look.others]
     categorical = xa.categories is not None
     dodge = 0.5 / len(keys) if categorical and keys else 0.0  # keep series apart
-    merged = banded = noisy_drawn = False
+    merged = banded = False
+    lines = _Lines()
     columns = {"thr": ok["throughput"].to_numpy(float), "peak": ok["_peak"].to_numpy(float),
                "noisy": ok["_noisy"].to_numpy(float)}
     for (key, _run), idx in _groups(ok, look).items():
         newest = bool(look.newest.loc[ok.index[idx[0]]])
-        color, alpha, width = look.color(key), look.alpha(newest), 1.8 if newest else 1.0
+        color = look.color(key)
         values = {name: column[idx] for name, column in columns.items()}
         if newest:
             values["low"], values["high"] = map(np.asarray, _throughput_band(ok.iloc[idx]))
@@ -297,19 +347,14 @@ def _draw_throughput(ax: Axes, df: pd.DataFrame, x: str, look: Look,
             else:
                 ax.fill_between(pos, agg["low"], agg["high"], color=color, alpha=0.2,
                                 linewidth=0)
-        ax.plot(pos, thr, "o" if categorical else "-o", color=color, alpha=alpha, lw=width,
-                markersize=6 if newest else 4, markevery=np.flatnonzero(~noisy).tolist(),
-                label=key, gid="data")
-        if noisy.any():
-            noisy_drawn = True
-            ax.plot(pos[noisy], thr[noisy], "o", linestyle="none", color=color, alpha=alpha,
-                    markersize=6 if newest else 4, gid="noisy", **NOISY_MARKER)
+        lines.add(key, newest, pos, thr, noisy)
         if single_peak is None and newest:  # peaks differ per point (x = precision, devices)
             for p, t, peak in zip(pos, thr, agg["peak"], strict=True):
                 if np.isfinite(peak):
                     ax.annotate(f"{100 * t / peak:.0f}%", (p, t), textcoords="offset points",
                                 xytext=(8, 0) if dodge else (0, 6), fontsize="small",
                                 ha="left" if dodge else "center", color=color)
+    noisy_drawn = lines.draw(ax, look, "o" if categorical else "-o", "data")
     failures = _mark_failures(ax, shown, x, xa, look)
     xa.apply(ax, x)
     ax.set_ylabel(unit)
@@ -368,8 +413,8 @@ def _memory_caption(df: pd.DataFrame, ok: pd.DataFrame, modes: pd.Series) -> str
     """What the memory lines measure, per mode, and each device's capacity."""
     notes = []
     if (modes[ok.index] == "GPU").any():
-        notes.append("solid: the point's own live tensors above what was held before; "
-                     "dashed: allocator total (cache included)")
+        notes.append("solid: the point's own live tensors above what was held before it; "
+                     "dashed: the allocator's total, cache included")
     if (modes[ok.index] != "GPU").any():
         notes.append("the point's own peak resident set above its start (approximate: a few "
                      "MiB)")
@@ -400,17 +445,18 @@ def _draw_memory(ax: Axes, df: pd.DataFrame, x: str, look: Look) -> list[tuple[o
     reserved_drawn = False
     columns = {"_own": ok["_own"].to_numpy(float) / scale,
                "_reserved": ok["_reserved"].to_numpy(float) / scale}
+    own, reserved = _Lines(), _Lines()
     for (key, _run), idx in _groups(ok, look).items():
         newest = bool(look.newest.loc[ok.index[idx[0]]])
         upos, _, agg = _per_position(ok["_pos"].to_numpy(float)[idx],
                                      {name: column[idx] for name, column in columns.items()})
-        for column, style, gid in (("_own", "-o", "data"), ("_reserved", "--s", "reserved")):
+        for lines, column in ((own, "_own"), (reserved, "_reserved")):
             present = np.isfinite(agg[column])
             if present.any():
-                ax.plot(upos[present], agg[column][present], style, color=look.color(key),
-                        alpha=look.alpha(newest), lw=1.8 if newest else 1.0,
-                        markersize=6 if newest else 4, label=key, gid=gid)
-                reserved_drawn |= gid == "reserved"
+                lines.add(key, newest, upos[present], agg[column][present])
+                reserved_drawn |= column == "_reserved"
+    own.draw(ax, look, "-o", "data")
+    reserved.draw(ax, look, "--s", "reserved")
     entries = look.series_handles()
     if reserved_drawn:
         entries += [(Line2D([], [], color="black"), "solid: allocated, own peak"),
@@ -639,9 +685,9 @@ def throughput_and_memory_figure(df: pd.DataFrame, x: str, *, series: str | None
                                  peak_tflops=None, earlier_runs: str = "faded") -> Figure:
     """Throughput (left) and peak memory (right) side by side with one legend on the right:
     the panels' live plot. Laid out by hand (no constrained layout) so a re-plot stays fast."""
-    fig = Figure(figsize=(12.5, 4.9))
-    left = fig.add_axes((0.06, 0.24, 0.33, 0.60))
-    right = fig.add_axes((0.47, 0.24, 0.22, 0.60))
+    fig = Figure(figsize=(10.0, 4.2))
+    left = fig.add_axes((0.065, 0.25, 0.30, 0.59))   # room on its right for "% of peak"
+    right = fig.add_axes((0.51, 0.25, 0.21, 0.59))
     series = _default_series(df, series)
     if not df.empty:
         _require(df, series)
@@ -650,7 +696,7 @@ def throughput_and_memory_figure(df: pd.DataFrame, x: str, *, series: str | None
     entries += _draw_memory(right, df, x, look)
     if entries:
         handles, labels = zip(*_wrapped(entries), strict=True)
-        fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(0.74, 0.86),
+        fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(0.735, 0.86),
                    fontsize="small", frameon=False)
     fig.suptitle(look.devices, fontsize="medium")
     return fig

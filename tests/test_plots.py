@@ -243,7 +243,7 @@ def test_noisy_points_are_hollow_and_explained():
     assert list(hollow.get_xdata()) == [256.0, 1024.0]
     assert hollow.get_markerfacecolor() == "white"
     labels = legend_labels(fig)
-    assert "noisy point (hollow): see the table for why" in labels
+    assert "noisy point (hollow): see the table" in labels
     assert "shaded: IQR of the time samples" in labels
 
 
