@@ -1,13 +1,25 @@
-"""The generic Explorer panel driven headless: controls, Run/Stop clicks, status, plots."""
+"""The generic Explorer panel driven headless: controls, Run/Stop/Clear clicks, status, plots."""
 
+import itertools
+import math
+import shutil
+import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
+from a800lab.core.environment import environment
+from a800lab.core.noise import default_cpu_threads
 from a800lab.core.results import read_records
 from a800lab.widgets import Explorer, Range
+from a800lab.widgets import explorer as explorer_module
 from a800lab.widgets.params import Choice, Fixed, as_param
+from a800lab.widgets.redraw import Redrawer
+
+REPO = Path(__file__).resolve().parents[1]
+CPU_NAME = environment("cpu")["device_name"]
 
 
 def step(batch_size, precision, accum_steps=1):
@@ -24,6 +36,14 @@ def panel(**kw):
                                   "precision": ["fp32", "bf16"],
                                   "accum_steps": Range(0, 4, default=1)},
                     sweep="batch_size", **kw)
+
+
+def data_lines(ax):
+    return [ln for ln in ax.get_lines() if ln.get_gid() == "data"]
+
+
+def legend_labels(fig):
+    return [" ".join(t.get_text().split()) for leg in fig.legends for t in leg.get_texts()]
 
 
 def wait_until(predicate, timeout_s=20):
@@ -58,8 +78,7 @@ def test_click_run_measures_plots_and_tabulates():
     assert (p.progress.value, p.progress.max) == (3, 3)
     assert p.status_text.startswith("Done: 3 points (3 ok)")
     assert bytes(p.plot.value).startswith(b"\x89PNG")
-    left = p.figure.axes[0]
-    (line,) = [ln for ln in left.get_lines() if len(ln.get_xdata()) == 3]
+    (line,) = data_lines(p.figure.axes[0])
     assert list(line.get_ydata()) == [40.0, 80.0, 160.0]
     assert "<td>bf16</td>" in p.table.value
     assert not p.run_button.disabled and p.stop_button.disabled
@@ -71,7 +90,7 @@ def test_changing_a_control_and_running_again_adds_a_series():
     p.controls["precision"].value = "bf16"
     p.run(wait=True, batch_size=[1, 2])
     p.color_by.value = "precision"  # only re-plots
-    lines = [ln for ln in p.figure.axes[0].get_lines() if len(ln.get_xdata()) == 2]
+    lines = data_lines(p.figure.axes[0])
     assert sorted(tuple(ln.get_ydata()) for ln in lines) == [(10.0, 20.0), (20.0, 40.0)]
     assert len(p.results) == 4
 
@@ -83,12 +102,160 @@ def test_default_series_separate_runs_that_differ_in_a_control():
     p.controls["precision"].value = "bf16"
     p.run(wait=True, batch_size=[1, 2])
     assert p.plot.layout.display is None
-    left, right = p.figure.axes[:2]
-    legend = sorted(t.get_text() for t in left.get_legend().get_texts())
-    assert legend == ["precision=bf16", "precision=fp32"]
-    # CPU points carry the process's resident set as their memory reading
-    rss_lines = [ln for ln in right.get_lines() if "process RSS" in ln.get_label()]
-    assert len(rss_lines) == 2 and all(min(ln.get_ydata()) > 0 for ln in rss_lines)
+    labels = legend_labels(p.figure)
+    assert "precision=bf16" in labels and "precision=fp32" in labels
+    # CPU points carry the workload's own peak resident set (bytes above the point's start)
+    memory = data_lines(p.figure.axes[1])
+    assert len(memory) == 2 and all(min(ln.get_ydata()) >= 0 for ln in memory)
+
+
+def counting_step():
+    """A workload whose throughput differs on every call: runs must never be averaged."""
+    calls = itertools.count(1)
+
+    def measured(n):
+        return {"throughput": float(next(calls) * 100 + n), "throughput_unit": "items/s"}
+
+    return measured
+
+
+def test_each_run_has_its_own_id_line_and_table_number():
+    p = Explorer(counting_step(), params={"n": Range(1, 4)}, sweep="n")
+    p.run(wait=True, n=[1, 2])
+    assert "run #1" in p.status_text
+    p.run(wait=True, n=[1, 2])
+    assert "run #2" in p.status_text
+    runs = p.results["run_id"]
+    assert runs.nunique() == 2 and runs.iloc[0] < runs.iloc[2]  # ids sort by start time
+    lines = sorted(data_lines(p.figure.axes[0]), key=lambda ln: ln.get_alpha())
+    assert [list(ln.get_ydata()) for ln in lines] == [[101.0, 202.0], [301.0, 402.0]]
+    assert [ln.get_alpha() for ln in lines] == [0.3, 1.0]  # the newest run drawn strongest
+    assert p.table.value.count("<td>#1</td>") == 2 and p.table.value.count("<td>#2</td>") == 2
+    p.earlier_runs.value = "hidden"  # a view change: re-plotted at once, nothing measured
+    (line,) = data_lines(p.figure.axes[0])
+    assert list(line.get_ydata()) == [301.0, 402.0] and len(p.results) == 4
+
+
+def test_clear_empties_the_panel_but_not_the_file(tmp_path):
+    out = tmp_path / "runs.jsonl"
+    p = Explorer(counting_step(), params={"n": Range(1, 4)}, sweep="n", out=str(out))
+    p.run(wait=True, n=[1, 2])
+    p.save()
+    p.run(wait=True, n=[3])
+    p.clear_button.click()
+    assert p.results.empty and p.figure is None and p.table.value == ""
+    assert p.plot.layout.display == "none" and p.caption.layout.display == "none"
+    assert p.status_text == ("Cleared 3 points from the panel (saved files keep theirs; 1 had "
+                             "not been saved).")
+    assert len(read_records(out)) == 2
+    p.run(wait=True, n=[4])
+    assert list(p.results["n"]) == [4] and "run #" in p.status_text
+
+
+def test_clear_is_refused_during_a_run():
+    gate = threading.Event()
+    p = Explorer(lambda n: gate.wait(5) and {"throughput": 1.0}, params={"n": Range(1, 4)},
+                 sweep="n")
+    p.run(n=[1, 2])
+    assert p.clear_button.disabled
+    assert p.clear() == 0 and "before Clear" in p.status_text
+    gate.set()
+    p.wait()
+    assert not p.clear_button.disabled and len(p.results) == 2
+
+
+def test_legend_names_eight_series_and_summarises_the_rest():
+    p = Explorer(lambda n, k: {"throughput": float(n + k)},
+                 params={"n": Range(1, 4), "k": list(range(11))}, sweep="n")
+    for k in range(11):
+        p.run(wait=True, n=[1, 2], k=k)
+    labels = legend_labels(p.figure)
+    assert sum(label.startswith("k=") for label in labels) == 8
+    assert "+3 more series (grey): k=0, k=1, ..." in labels
+
+
+def test_figure_and_caption_name_the_device_mode_and_threads():
+    p = panel()
+    p.run(wait=True, batch_size=[1, 2])
+    threads = default_cpu_threads()
+    expected = f"{CPU_NAME} (CPU fallback, {threads} torch thread{'s' * (threads != 1)})"
+    assert p.figure.get_suptitle() == expected
+    assert expected in p.caption.value.replace("&amp;", "&")
+    assert p.caption.value.startswith("<small><b>throughput and peak memory vs batch_size</b>")
+    assert f"on CPU fallback, {threads} torch thread" in p.status_text
+    assert set(p.results["torch_threads"]) == {threads}
+
+
+def test_cpu_threads_can_be_chosen_and_are_recorded():
+    p = panel(cpu_threads=2)
+    p.run(wait=True, batch_size=[1])
+    assert list(p.results["torch_threads"]) == [2] and "2 torch threads" in p.status_text
+    with pytest.raises(ValueError, match="cpu_threads=0 must be a positive int"):
+        panel(cpu_threads=0)
+
+
+def noisy_step(n):
+    """Samples 1..5 ms: the IQR is 100% of the median, so every point is noisy."""
+    return {"throughput": float(n), "time_ms": [1.0, 2.0, 3.0, 4.0, 5.0]}
+
+
+def test_noisy_points_are_counted_marked_and_explained():
+    p = Explorer(noisy_step, params={"n": Range(1, 4)}, sweep="n")
+    p.run(wait=True, n=[1, 2])
+    assert "2 noisy (hollow markers; hover 'noisy' in the table for why: timing spread: IQR" \
+        in p.status_text
+    assert p.results["noisy"].all()
+    (hollow,) = [ln for ln in p.figure.axes[0].get_lines() if ln.get_gid() == "noisy"]
+    assert list(hollow.get_xdata()) == [1.0, 2.0] and hollow.get_markerfacecolor() == "white"
+    assert p.table.value.count('class="a800lab-noisy" title="timing spread: IQR') == 2
+
+
+def test_title_follows_a_change_of_sweep_axis_at_once():
+    p = panel()
+    p.run(wait=True, batch_size=[1, 2])
+    p.sweep_axis.value = "precision"
+    assert p.figure.axes[0].get_title() == "throughput vs precision"
+    assert "vs precision</b>" in p.caption.value
+
+
+def test_drawing_happens_off_the_measuring_thread_and_coalesces(monkeypatch):
+    drawn_on, real = [], explorer_module.throughput_and_memory_figure
+
+    def recording_figure(*args, **kwargs):
+        drawn_on.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(explorer_module, "throughput_and_memory_figure", recording_figure)
+    p = Explorer(lambda n: time.sleep(0.01) or {"throughput": float(n)},
+                 params={"n": Range(1, 100)}, sweep="n", name="coalesce")
+    p.run(wait=True, n=list(range(1, 61)))
+    assert len(p.results) == 60
+    assert drawn_on and "a800lab-coalesce" not in drawn_on  # never the measuring thread
+    assert set(drawn_on) == {"a800lab-draw-coalesce"}
+    assert len(drawn_on) < 10  # 60 points in ~0.6 s: a few draws, not 60
+    (line,) = data_lines(p.figure.axes[0])
+    assert len(line.get_xdata()) == 60  # the last draw shows every point
+
+
+def test_redrawer_coalesces_rate_limits_and_survives_a_failing_draw():
+    calls, errors = [], []
+
+    def draw():
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            raise RuntimeError("first draw fails")
+
+    drawer = Redrawer(draw, min_interval_s=1.0, on_error=errors.append)
+    for _ in range(50):  # a burst from the measuring thread: a draw or two, not 50
+        drawer.request()
+    assert drawer.flush(5)
+    assert 1 <= len(calls) <= 2 and [str(e) for e in errors] == ["first draw fails"]
+    drawer.request()
+    drawer.request()
+    time.sleep(0.05)
+    assert len(calls) <= 2  # the next plain request waits out the interval
+    assert drawer.flush(5) and len(calls) <= 3  # flush draws at once, both requests in one
+    assert drawer.draws == len(calls)
 
 
 def test_bad_input_is_a_status_message_and_keeps_points():
@@ -113,6 +280,17 @@ def test_bad_input_is_a_status_message_and_keeps_points():
     assert len(p.results) == 1  # nothing lost
 
 
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan])
+def test_non_finite_values_are_refused_naming_the_parameter(value):
+    for spec in (Range(1, 64), Range(0.0, 1.0, 0.01)):
+        p = Explorer(lambda x: {"throughput": 1.0}, params={"x": spec}, sweep="x")
+        assert not p.run(x=value)  # no OverflowError out of run()
+        assert p.status_text == f"Cannot run: x={value!r} is not a finite number; pick values " \
+            f"inside {'1..64' if spec.is_int else '0..1'}"
+        p.sweep_values.value = "1, inf" if spec.is_int else "0.5, nan"
+        assert not p.run() and "Cannot run: x" in p.status_text
+
+
 def test_workload_errors_and_missing_throughput_are_reported():
     p = panel()
     p.run(wait=True, batch_size=[4])
@@ -124,6 +302,47 @@ def test_workload_errors_and_missing_throughput_are_reported():
     assert "no usable throughput" in silent.status_text
     assert list(silent.results["outcome"]) == ["error", "error"]
     assert list(p.results["outcome"]) == ["ok", "error"]
+
+
+def test_a_workload_raising_system_exit_ends_the_run_honestly():
+    def argparse_inside(n):
+        raise SystemExit(2)  # what argparse does on a bad command line
+
+    p = Explorer(argparse_inside, params={"n": Range(1, 4)}, sweep="n")
+    p.run(wait=True, n=[1, 2, 3])
+    assert p.status_text.startswith("Done: 3 points (3 error)")
+    assert "First failure: n=1: error: SystemExit: 2" in p.status_text
+    assert not p.run_button.disabled and p.stop_button.disabled and not p.running
+
+
+def test_keyboard_interrupt_in_a_workload_ends_the_run_and_keeps_the_panel_usable():
+    def interrupted(n):
+        if n == 2:
+            raise KeyboardInterrupt
+        return {"throughput": float(n)}
+
+    p = Explorer(interrupted, params={"n": Range(1, 4)}, sweep="n")
+    p.run(wait=True, n=[1, 2, 3])
+    assert p.status_text == ("Run failed: KeyboardInterrupt:  (after 1 of 3 points; measured "
+                             "points kept)")
+    assert p.progress_text.value == "1/3 points, failed"
+    assert not p.run_button.disabled and p.stop_button.disabled and not p.clear_button.disabled
+    assert p.run(wait=True, n=[1]) and len(p.results) == 2
+
+
+def test_the_panel_device_reaches_the_workload():
+    seen = []
+
+    def records_device(n, device):
+        seen.append(device)
+        return {"throughput": 1.0, "given_device": device}
+
+    p = Explorer(records_device, params={"n": Range(1, 4)}, sweep="n")
+    p.run(wait=True, n=[1, 2])
+    assert seen == ["cpu", "cpu"] and p.device == "cpu"
+    assert list(p.results["given_device"]) == ["cpu", "cpu"]
+    with pytest.raises(ValueError, match="use device='cpu' or 'auto'"):
+        Explorer(records_device, params={"n": Range(1, 4)}, device="cuda:1")
 
 
 def test_run_during_run_is_refused_and_stop_ends_after_current_point():
@@ -146,19 +365,19 @@ def test_run_during_run_is_refused_and_stop_ends_after_current_point():
     assert len(started) == 1 and len(p.results) == 1
     assert p.status_text.startswith("Stopped after 1 of 20 points")
     assert p.progress_text.value == "1/20 points, stopped"
+    assert p.status_text.endswith("Stop came with 0 done; the point in flight was finished.")
     assert not p.run_button.disabled
 
 
 def test_exception_in_the_sweep_lands_in_status(monkeypatch):
-    from a800lab.widgets import explorer
-
     def broken(*args, **kwargs):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(explorer, "run_sweep", broken)
+    monkeypatch.setattr(explorer_module, "run_sweep", broken)
     p = panel()
     p.run(wait=True)
-    assert p.status_text == "Run failed: RuntimeError: disk on fire"
+    assert p.status_text == ("Run failed: RuntimeError: disk on fire (after 0 of 7 points; "
+                             "measured points kept)")
     assert not p.run_button.disabled
 
 
@@ -173,9 +392,9 @@ def test_save_load_and_overlay(tmp_path):
     assert [r.params["batch_size"] for r in read_records(tmp_path / "mine.jsonl")] == [1, 2, 4]
     q = panel(recorded_dir=tmp_path)
     assert q.recorded.options == (str(tmp_path / "mine.jsonl"),)
+    assert "1 recorded run file(s)" in q.overlay_hint.value
     q.recorded.value = q.recorded.options
-    labels = [t.get_text() for t in q.figure.axes[0].get_legend().get_texts()]
-    assert any("CPU" in label for label in labels)
+    assert CPU_NAME in q.figure.get_suptitle()
     q.path.value = str(tmp_path)
     q.load_button.click()
     assert "is a directory" in q.status_text
@@ -183,6 +402,30 @@ def test_save_load_and_overlay(tmp_path):
     q.load_button.click()
     assert len(q.results) == 3 and q.status_text.startswith("Loaded 3 points")
     assert q.save() == 0  # loaded from that very file
+
+
+def test_load_after_save_adds_nothing_twice(tmp_path):
+    out = tmp_path / "runs.jsonl"
+    p = panel(out=str(out))
+    p.run(wait=True, batch_size=[1, 2])
+    p.save()
+    assert p.load() == 0 and len(p.results) == 2
+    assert p.status_text == f"Loaded 0 points from {out} (2 already in the panel, skipped)."
+    q = panel()
+    assert q.load(str(out)) == 2 and q.load(str(out)) == 0 and len(q.results) == 2
+
+
+def test_saves_go_under_runs_which_git_ignores():
+    p = panel()
+    assert p.path.value == "runs/step.jsonl"
+    assert "No recorded runs" in panel(recorded_dir="/nonexistent").overlay_hint.value
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    ignored = ["notebooks/runs/step.jsonl", "notebooks/runs.jsonl", "runs/x.jsonl"]
+    kept = ["data/a800-sxm4.jsonl"]
+    proc = subprocess.run(["git", "check-ignore", "--no-index", *ignored, *kept], cwd=REPO,
+                          capture_output=True, text=True)
+    assert proc.stdout.split() == ignored
 
 
 def test_float_ranges_keep_exact_values():
@@ -195,7 +438,23 @@ def test_float_ranges_keep_exact_values():
 def test_constructor_errors():
     with pytest.raises(ValueError, match="at least one parameter"):
         Explorer(step, params={})
-    with pytest.raises(ValueError, match="sweep='seq' is not a variable parameter"):
-        Explorer(step, params={"seq": 4, "n": [1]}, sweep="seq")
+    with pytest.raises(ValueError, match="sweep='precision' is not a variable parameter"):
+        Explorer(step, params={"precision": "fp32", "batch_size": [1]}, sweep="precision")
     with pytest.raises(ValueError, match=r"\['label'\] are reserved"):
-        Explorer(step, params={"label": ["a"]})
+        Explorer(lambda label: {}, params={"label": ["a"]})
+    with pytest.raises(ValueError, match="parameter 'batch_size' has an empty list of choices"):
+        Explorer(step, params={"batch_size": [], "precision": ["fp32"]})
+    with pytest.raises(ValueError, match="Range hi=inf must be a finite number"):
+        Explorer(step, params={"batch_size": Range(1, math.inf), "precision": ["fp32"]})
+
+
+def test_workload_signature_is_checked_against_params():
+    with pytest.raises(ValueError, match=(
+            r"the workload step\(batch_size, precision, accum_steps=1\) does not match params "
+            r"\['batch', 'precision'\]: it takes no argument\(s\) \['batch'\]: rename them in "
+            r"params.*it needs argument\(s\) \['batch_size'\] that params does not give")):
+        Explorer(step, params={"batch": [1], "precision": ["fp32"]})
+    # a device argument is the sweep's to fill; **kwargs takes anything
+    Explorer(lambda n, device: {}, params={"n": [1]})
+    Explorer(lambda **kw: {}, params={"n": [1]})
+    Explorer(max, params={"n": [1]})  # a builtin without a readable signature: not checked

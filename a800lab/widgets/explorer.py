@@ -1,19 +1,14 @@
 """The generic panel: vary a workload's parameters, press Run, watch throughput and memory grow.
 
-    from a800lab.widgets import Explorer
-    def step(batch_size, precision):                     # your own code; returns metrics
-        ...
-        return {"throughput": samples_per_s, "throughput_unit": "samples/s"}
-    panel = Explorer(step, params={"batch_size": Range(1, 256, default=32),
+    from a800lab.widgets import Explorer, Range
+    panel = Explorer(step, params={"batch_size": Range(1, 256, default=32, scale="pow2"),
                                    "precision": ["fp32", "bf16"]}, sweep="batch_size")
     panel                                                 # shows it in JupyterLab
     panel.run(wait=True, batch_size=[8, 16, 32])          # no clicks: notebooks and tests
     panel.results                                         # pandas DataFrame, one row per point
 
-Work runs on a background thread so Stop works mid-sweep; Stop ends the run after the point in
-flight. A second Run during a run is refused with a message. Errors (bad values, a workload that
-raises) land in the status line and the panel stays usable; measured points are never dropped.
-Changing "colour by" only re-plots what is already measured.
+See the Explorer class for what a workload returns, what the plot shows and what each button
+does.
 """
 
 from __future__ import annotations
@@ -27,48 +22,117 @@ from pathlib import Path
 import ipywidgets as widgets
 import pandas as pd
 
+from ..core.backends import resolve_device
 from ..core.cancel import CancelToken
+from ..core.noise import default_cpu_threads
 from ..core.results import (
     Record,
     append_record,
     check_param_names,
+    new_run_id,
     read_records,
     records_to_frame,
 )
 from ..core.sweep import SweepResult, run_sweep
+from ..plot_look import EARLIER_RUNS, describe_devices
 from ..plots import throughput_and_memory_figure
-from .params import Fixed, as_param, format_value
+from .explorer_text import (
+    auto_series,
+    describe,
+    overlay_hint,
+    record_key,
+    run_numbers,
+    summary,
+    table_html,
+)
+from .params import Fixed, as_param, check_signature, format_value
+from .redraw import Redrawer
 from .status import StatusLine
 
 NO_SWEEP = "(single point)"
 AUTO_SERIES = "(what differs)"  # one line per device label and per value of any other control
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"  # recorded runs in a source checkout
-_TABLE_ROWS = 12
+PNG_DPI = 90  # the 10 in wide figure as 900 px: fits a notebook, small text stays legible
 
 
 class Explorer:
-    """A panel over `workload(**params) -> dict of metrics` (see the module docstring)."""
+    """A panel over your own workload: controls for its parameters, Run / Stop / Clear, a live
+    plot of throughput and peak memory, a results table, Save / Load and recorded overlays.
+
+        def step(batch_size, precision, device):          # device: the panel's, e.g. "cuda:1"
+            t = measure(lambda: train_one_step(...), device=device)   # warm-up, then timed
+            return {"throughput": batch_size / (t.median_ms / 1e3),
+                    "throughput_unit": "samples/s", "timing": t, "loss": 0.7}
+        panel = Explorer(step, params={"batch_size": Range(8, 512, default=64, scale="pow2"),
+                                       "precision": ["fp32", "bf16"]},
+                         sweep="batch_size", title="My model")
+        panel                                  # the last expression of a cell shows it
+        panel.run(wait=True, batch_size=[8, 64], precision="bf16")   # the Run button in code
+        panel.results                          # one row per point: params, outcome, metrics
+
+    The workload is any function of the named parameters returning a dict: `throughput` (a
+    positive number; or name another key of the dict with `throughput_key="samples_per_s"`),
+    `throughput_unit`, `timing` (from a800lab.core.timing.measure) or `time_ms` (raw samples:
+    they give the IQR band and the noise verdict); any other key is stored as a metric. A
+    `device` argument, if the workload takes one, gets the panel's device; one without it runs
+    inside torch.cuda.device(device) on a GPU. Its arguments are checked against `params` when
+    the panel is built.
+
+    `params` maps each name to a list (a choice), a Range (a slider) or a plain value (fixed).
+    `sweep` names the parameter the Run sweeps (its values are typed in the "values" box).
+    `device`: "auto", "cpu", "cuda" or "cuda:N". `cpu_threads`: torch's CPU threads during a
+    run; by default on CPU all usable cores but one (a core left for the browser and server),
+    on a GPU torch's own setting. `out`: where Save appends (a JSON Lines file under runs/,
+    which git ignores). `recorded_dir`: where the overlay box finds recorded runs.
+
+    What the plot shows: throughput with the IQR of the time samples shaded, and "peak memory":
+    the point's own peak above what the process held when it started (GPU: live tensors the
+    workload allocated, and the allocator's reserved total dashed; CPU: resident set, accurate
+    to a few MiB), so another panel's tensors do not count. Every Run is its own run (an id in
+    each record, "#n" in the table): the newest run of each series is drawn strongest, earlier
+    runs faded or hidden ("earlier runs"), never averaged together. Noisy points (large timing
+    spread, an oversubscribed CPU) are hollow and marked in the table; the status line counts
+    them. The title names the device and mode (GPU / CPU fallback).
+
+    Runs happen on a background thread, so Stop works mid-sweep (after the point in flight); a
+    second Run during a run is refused; drawing happens on a thread of its own, a few times a
+    second at most, never in the measurement's way. Errors land in the status line and the
+    panel stays usable. Clear empties the panel (what was saved stays in the file).
+    """
 
     def __init__(self, workload, params: dict, *, sweep: str | None = None,
                  throughput_key: str | None = None, name: str | None = None,
-                 device: str = "auto", title: str = "", recorded_dir: Path | str = DATA_DIR,
-                 out: str = "runs.jsonl"):
+                 device: str = "auto", cpu_threads: int | None = None, title: str = "",
+                 recorded_dir: Path | str = DATA_DIR, out: str | None = None):
         if not params:
             raise ValueError("Explorer needs at least one parameter, e.g. params={'n': [1, 2]}")
         check_param_names(params)
+        check_signature(workload, list(params))
         self.workload = workload
         self.name = name or getattr(workload, "__name__", "custom")
-        self.params = {key: as_param(spec) for key, spec in params.items()}
-        self.throughput_key, self.device = throughput_key, device
+        self.params = {key: as_param(spec, key) for key, spec in params.items()}
+        self.throughput_key = throughput_key
+        self.device = resolve_device(device)
+        if cpu_threads is not None and (isinstance(cpu_threads, bool) or
+                                        not isinstance(cpu_threads, int) or cpu_threads < 1):
+            raise ValueError(f"cpu_threads={cpu_threads!r} must be a positive int or None")
+        on_cpu = self.device == "cpu"
+        self.torch_threads = cpu_threads or (default_cpu_threads() if on_cpu else None)
         self._records: list[Record] = []
-        self._saved: dict[str, set[int]] = {}  # path -> ids of records already in that file
-        self._overlay: list[Record] = []
+        self._records_lock = threading.Lock()
+        self._generation = 0  # bumped by Clear: a draw of the old points must not be cached
+        self._frame_cache: tuple[int, int, pd.DataFrame | None] = (0, 0, None)
+        self._saved: dict[str, set] = {}  # path -> keys of records already in that file
+        self._overlay = pd.DataFrame()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._cancel = CancelToken()
+        self._cancel, self._stopped_at = CancelToken(), None
         self.last_result: SweepResult | None = None
         self.figure = None
-        self._build(sweep, title, Path(recorded_dir), out)
+        self._drawer = Redrawer(self._draw, name=f"a800lab-draw-{self.name}",
+                                on_error=lambda exc: self.status.say(
+                                    f"Plot failed: {type(exc).__name__}: {exc}", "error"))
+        self._build(sweep, title, Path(recorded_dir), out or f"runs/{self.name}.jsonl")
 
     # ---- layout -------------------------------------------------------------------------
     def _build(self, sweep, title, recorded_dir, out) -> None:
@@ -86,15 +150,27 @@ class Explorer:
         self.run_button = widgets.Button(description="Run", button_style="success", icon="play")
         self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop",
                                           disabled=True)
+        self.clear_button = widgets.Button(description="Clear", icon="trash",
+                                           tooltip="Remove every point from the panel (saved "
+                                                   "files keep theirs)")
         self.run_button.on_click(lambda _: self.run())
         self.stop_button.on_click(lambda _: self.stop())
+        self.clear_button.on_click(lambda _: self.clear())
         self.progress = widgets.IntProgress(value=0, min=0, max=1, description="progress")
         self.progress_text = widgets.Label("")
-        self.status = StatusLine("Ready: choose values and press Run.")
+        self.status = StatusLine(f"Ready: choose values and press Run ({self._conditions()}).")
+        self.status.add_class("a800lab-status")
         self.color_by = widgets.Dropdown(options=[AUTO_SERIES, "label", *sweepable],
                                          value=AUTO_SERIES, description="colour by")
-        self.color_by.observe(lambda _: self.refresh(), names="value")
-        # hidden until the first plot: an empty Image shows as a broken picture
+        self.earlier_runs = widgets.ToggleButtons(options=list(EARLIER_RUNS), value="faded",
+                                                  description="earlier runs",
+                                                  style={"button_width": "auto"})
+        for control in (self.color_by, self.earlier_runs):
+            control.observe(lambda _: self._view_changed(), names="value")
+        # hidden until the first plot: an empty Image shows as a broken picture; the caption
+        # repeats the figure's title as text (for readers, search and tests)
+        self.caption = widgets.HTML("", layout=widgets.Layout(display="none"))
+        self.caption.add_class("a800lab-caption")
         self.plot = widgets.Image(format="png", layout=widgets.Layout(display="none"))
         self.table = widgets.HTML("")
         self.path = widgets.Text(value=out, description="file")
@@ -102,19 +178,24 @@ class Explorer:
         self.load_button = widgets.Button(description="Load", icon="folder-open")
         self.save_button.on_click(lambda _: self._guard(self.save))
         self.load_button.on_click(lambda _: self._guard(self.load))
-        self.recorded = widgets.SelectMultiple(
-            options=sorted(str(p) for p in recorded_dir.glob("*.jsonl")) if recorded_dir.is_dir()
-            else [], description="overlay", rows=3)
+        files = sorted(str(p) for p in recorded_dir.glob("*.jsonl")) if recorded_dir.is_dir() \
+            else []
+        self.recorded = widgets.SelectMultiple(options=files, description="overlay", rows=3)
         self.recorded.observe(lambda _: self._guard(self._load_overlay), names="value")
+        self.overlay_hint = widgets.HTML(overlay_hint(recorded_dir, len(files)))
         header = [widgets.HTML(f"<h3>{html.escape(title)}</h3>")] if title else []
         self.widget = widgets.VBox([
             *header,
             widgets.VBox(list(self.controls.values())),
             widgets.HBox([self.sweep_axis, self.sweep_values]),
-            widgets.HBox([self.run_button, self.stop_button, self.progress, self.progress_text]),
+            widgets.HBox([self.run_button, self.stop_button, self.clear_button, self.progress,
+                          self.progress_text]),
             self.status,
-            widgets.HBox([self.color_by, self.recorded]),
+            widgets.HBox([widgets.VBox([self.color_by, self.earlier_runs]),
+                          widgets.VBox([self.recorded, self.overlay_hint],
+                                       layout=widgets.Layout(width="55%"))]),
             self.plot,
+            self.caption,
             widgets.HBox([self.path, self.save_button, self.load_button]),
             self.table,
         ])
@@ -131,6 +212,15 @@ class Explorer:
         self.sweep_values.disabled = axis == NO_SWEEP
         values = [] if axis == NO_SWEEP else self.params[axis].sweep_values()
         self.sweep_values.value = ", ".join(format_value(v) for v in values)
+        if _change is not None:  # the plot's x axis and title follow at once
+            self._view_changed()
+
+    def _conditions(self) -> str:
+        if self.device != "cpu":
+            threads = "" if self.torch_threads is None else f", {self.torch_threads} CPU threads"
+            return f"GPU {self.device}{threads}"
+        plural = "s" if self.torch_threads != 1 else ""
+        return f"CPU fallback, {self.torch_threads} torch thread{plural}"
 
     # ---- running --------------------------------------------------------------------------
     @property
@@ -146,33 +236,57 @@ class Explorer:
                 return False
             try:
                 axes, fixed = self._plan(values)
-            except ValueError as exc:
+            except Exception as exc:  # any bad value: say so, start nothing
                 self.status.say(f"Cannot run: {exc}", "error")
                 return False
-            self._cancel = CancelToken()
-            self._thread = threading.Thread(target=self._work, args=(axes, fixed), daemon=True,
-                                            name=f"a800lab-{self.name}")
+            self._cancel, self._stopped_at = CancelToken(), None
+            run_id = new_run_id()
+            self._thread = threading.Thread(target=self._work, args=(axes, fixed, run_id),
+                                            daemon=True, name=f"a800lab-{self.name}")
             self.run_button.disabled, self.stop_button.disabled = True, False
+            self.clear_button.disabled = True
             total = len(next(iter(axes.values())))
             self.progress.max, self.progress.value = total, 0
             self.progress_text.value = f"0/{total} points"
-            self.status.say(f"Running {total} point{'s' * (total != 1)} of {self.name} ...")
+            self.status.say(f"Running {total} point{'s' * (total != 1)} of {self.name} on "
+                            f"{self._conditions()} ...")
             self._thread.start()
         if wait:
             self.wait()
         return True
 
     def wait(self, timeout_s: float | None = None) -> None:
-        """Block until the current run (if any) ends."""
+        """Block until the current run (if any) ends and its last points are drawn."""
         thread = self._thread
         if thread is not None:
             thread.join(timeout_s)
+        self._drawer.flush(timeout_s)
 
     def stop(self) -> None:
         """End the run after the point in flight."""
         if self.running:
+            self._stopped_at = self.progress.value
             self._cancel.cancel()
-            self.status.say("Stopping after the current point ...", "warn")
+            self.status.say(f"Stopping after the point in flight ({self._stopped_at} of "
+                            f"{self.progress.max} done) ...", "warn")
+
+    def clear(self) -> int:
+        """Remove every measured and loaded point from the panel (files keep theirs); returns
+        how many were removed. Refused during a run."""
+        if self.running:
+            self.status.say("A run is in progress: press Stop or wait for it before Clear.",
+                            "warn")
+            return 0
+        with self._records_lock:
+            removed, self._records = self._records, []
+            self._generation += 1
+        saved = set().union(*self._saved.values()) if self._saved else set()
+        unsaved = sum(record_key(r) not in saved for r in removed)
+        note = f"; {unsaved} had not been saved" if unsaved else ""
+        self.status.say(f"Cleared {len(removed)} points from the panel (saved files keep "
+                        f"theirs{note}).", "ok")
+        self.refresh()
+        return len(removed)
 
     def _plan(self, overrides: dict) -> tuple[dict, dict]:
         unknown = set(overrides) - set(self.params)
@@ -204,23 +318,32 @@ class Explorer:
         spec = self.params[key]
         return value if isinstance(spec, Fixed) else spec.check(key, value)
 
-    def _work(self, axes: dict, fixed: dict) -> None:
+    def _work(self, axes: dict, fixed: dict, run_id: str) -> None:
         started = time.perf_counter()
         try:
             result = run_sweep(self.workload, axes, fixed=fixed, workload=self.name,
                                device=self.device, throughput_key=self.throughput_key,
+                               torch_threads=self.torch_threads, run_id=run_id,
                                on_progress=self._on_progress, on_result=self._on_result,
                                cancel=self._cancel)
             self.last_result = result
             if result.cancelled:
                 self.progress_text.value = f"{self.progress.value}/{result.total} points, stopped"
             failed = any(r.outcome != "ok" for r in result.records)
-            self.status.say(_summary(result, time.perf_counter() - started),
+            number = run_numbers(r.run_id for r in self.records).get(run_id, 1)
+            self.status.say(summary(result, time.perf_counter() - started, run_number=number,
+                                    conditions=self._conditions(),
+                                    stopped_at=self._stopped_at),
                             "warn" if (result.cancelled or failed) else "ok")
-        except Exception as exc:  # the panel must stay usable whatever the sweep does
-            self.status.say(f"Run failed: {type(exc).__name__}: {exc}", "error")
+        except BaseException as exc:  # noqa: B036 -- whatever ends the run, say so and recover
+            done = sum(r.run_id == run_id for r in self.records)
+            self.progress_text.value = f"{done}/{self.progress.max} points, failed"
+            self.status.say(f"Run failed: {type(exc).__name__}: {exc} (after {done} of "
+                            f"{self.progress.max} points; measured points kept)", "error")
         finally:
             self.run_button.disabled, self.stop_button.disabled = False, True
+            self.clear_button.disabled = False
+            self._drawer.request(urgent=True)  # the final plot, whatever happened
 
     def _on_progress(self, done: int, total: int, eta_s: float | None) -> None:
         self.progress.max, self.progress.value = total, done
@@ -228,15 +351,18 @@ class Explorer:
         self.progress_text.value = f"{done}/{total} points{left}"
 
     def _on_result(self, record: Record) -> None:
-        self._records.append(record)
+        """On the measuring thread: keep the point and ask for a re-plot; no drawing here."""
+        with self._records_lock:
+            self._records.append(record)
         if record.outcome != "ok":
-            self.status.say(_describe(record), "error")
-        self.refresh()
+            self.status.say(describe(record), "error")
+        self._drawer.request()
 
     # ---- views ----------------------------------------------------------------------------
     @property
     def records(self) -> list[Record]:
-        return list(self._records)
+        with self._records_lock:
+            return list(self._records)
 
     @property
     def results(self) -> pd.DataFrame:
@@ -244,21 +370,60 @@ class Explorer:
         return records_to_frame(self.records)
 
     def refresh(self) -> None:
-        """Re-plot and re-tabulate what is already measured (no new measurements)."""
-        records = self.records + [r for r in self._overlay if self._plot_axis() in r.params]
-        df = records_to_frame(records)
+        """Re-plot and re-tabulate what is already measured (no new measurements); returns
+        when drawn."""
+        self._drawer.request(urgent=True)
+        self._drawer.flush()
+
+    def _view_changed(self) -> None:
+        if self._records or not self._overlay.empty:
+            self.refresh()
+
+    def _measured_frame(self) -> pd.DataFrame:
+        """The panel's points as a frame, converting only the records added since last time."""
+        with self._records_lock:
+            records, generation = list(self._records), self._generation
+        count, cached_generation, frame = self._frame_cache
+        if cached_generation != generation or count > len(records):
+            count, frame = 0, None
+        if count < len(records):
+            new = records_to_frame(records[count:])
+            frame = new if frame is None else pd.concat([frame, new], ignore_index=True)
+            self._frame_cache = (len(records), generation, frame)
+        return frame if frame is not None else pd.DataFrame()
+
+    def _draw(self) -> None:
+        """Build the figure, PNG, caption and table (on the drawing thread)."""
+        measured = self._measured_frame()
         x = self._plot_axis()
+        overlay = self._overlay
+        if not overlay.empty and x in overlay:
+            overlay = overlay[overlay[x].notna()]
+            df = pd.concat([measured, overlay], ignore_index=True) if not measured.empty \
+                else overlay
+        else:
+            df = measured
+        if df.empty:
+            self.figure = None
+            self.plot.layout.display = self.caption.layout.display = "none"
+            self.table.value = ""
+            return
         series = self.color_by.value
-        if series == AUTO_SERIES and not df.empty:
-            df["series"], series = _auto_series(df, x, list(self.params)), "series"
+        if series == AUTO_SERIES:
+            df, series = df.assign(series=auto_series(df, x, list(self.params))), "series"
         elif series not in df:
             series = "label"
-        self.figure = throughput_and_memory_figure(df, x, series=series)
+        figure = throughput_and_memory_figure(df, x, series=series,
+                                              earlier_runs=self.earlier_runs.value)
         buf = io.BytesIO()
-        self.figure.savefig(buf, format="png", dpi=72)
+        figure.savefig(buf, format="png", dpi=PNG_DPI, pil_kwargs={"compress_level": 1})
+        self.figure = figure
+        self.caption.value = (f"<small><b>throughput and peak memory vs {html.escape(x)}</b>, "
+                              f"measured on {html.escape(describe_devices(df))}</small>")
         self.plot.value = buf.getvalue()
-        self.plot.layout.display = None
-        self.table.value = _table_html(self.results, list(self.params))
+        self.plot.layout.display = self.caption.layout.display = None
+        numbers = run_numbers(measured["run_id"]) if "run_id" in measured else {}
+        self.table.value = table_html(measured, list(self.params), numbers)
 
     def _plot_axis(self) -> str:
         axis = self.sweep_axis.value
@@ -268,26 +433,33 @@ class Explorer:
         """Append the points not yet in that JSON Lines file; returns how many were written."""
         path = path or self.path.value
         saved = self._saved.setdefault(str(Path(path).resolve()), set())
-        new = [r for r in self.records if id(r) not in saved]
+        new = [r for r in self.records if record_key(r) not in saved]
         for record in new:
             append_record(path, record)
-            saved.add(id(record))
+            saved.add(record_key(record))
         self.status.say(f"Saved {len(new)} new points to {path} ({len(saved)} from this panel "
                         "there).", "ok")
         return len(new)
 
     def load(self, path: str | None = None) -> int:
-        """Add the points of a JSON Lines file to this panel; returns how many were added."""
+        """Add the points of a JSON Lines file that the panel does not hold yet; returns how
+        many were added."""
         path = path or self.path.value
         loaded = read_records(path)
-        self._records.extend(loaded)
-        self._saved.setdefault(str(Path(path).resolve()), set()).update(map(id, loaded))
+        with self._records_lock:
+            held = {record_key(r) for r in self._records}
+            new = [r for r in loaded if record_key(r) not in held]
+            self._records.extend(new)
+        self._saved.setdefault(str(Path(path).resolve()), set()).update(map(record_key, loaded))
         self.refresh()
-        self.status.say(f"Loaded {len(loaded)} points from {path}.", "ok")
-        return len(loaded)
+        skipped = len(loaded) - len(new)
+        note = f" ({skipped} already in the panel, skipped)" if skipped else ""
+        self.status.say(f"Loaded {len(new)} points from {path}{note}.", "ok")
+        return len(new)
 
     def _load_overlay(self) -> None:
-        self._overlay = [r for p in self.recorded.value for r in read_records(p)]
+        records = [r for p in self.recorded.value for r in read_records(p)]
+        self._overlay = records_to_frame(records)
         self.refresh()
 
     def _guard(self, action) -> None:
@@ -300,42 +472,3 @@ class Explorer:
     def status_text(self) -> str:
         """The status line as plain text."""
         return self.status.text
-
-
-def _describe(record: Record) -> str:
-    point = ", ".join(f"{k}={format_value(v)}" for k, v in record.params.items())
-    return f"{point}: {record.outcome}: {record.message}"
-
-
-def _summary(result: SweepResult, elapsed_s: float) -> str:
-    counts = pd.Series([r.outcome for r in result.records]).value_counts()
-    detail = ", ".join(f"{n} {outcome}" for outcome, n in counts.items()) or "nothing measured"
-    if result.cancelled:
-        text = f"Stopped after {len(result.records)} of {result.total} points ({detail})."
-    else:
-        text = f"Done: {len(result.records)} points ({detail}) in {elapsed_s:.1f} s."
-    failed = [r for r in result.records if r.outcome != "ok"]
-    if failed:
-        text += f" First failure: {_describe(failed[0])}"
-    return text
-
-
-def _auto_series(df: pd.DataFrame, x: str, params: list[str]) -> pd.Series:
-    """Series names that separate every run: the device label, plus each non-swept parameter
-    that takes more than one value among the points (e.g. "mode=fast")."""
-    varying = [p for p in params if p != x and p in df and df[p].astype(str).nunique() > 1]
-    parts = [] if df["label"].nunique() <= 1 and varying else [df["label"].astype(str)]
-    parts += [p + "=" + df[p].map(format_value) for p in varying]
-    names = parts[0]
-    for part in parts[1:]:
-        names = names + ", " + part
-    return names
-
-
-def _table_html(df: pd.DataFrame, params: list[str]) -> str:
-    if df.empty:
-        return ""
-    columns = [c for c in [*params, "outcome", "throughput", "throughput_unit", "median_ms",
-                           "message"] if c in df]
-    table = df[columns].tail(_TABLE_ROWS).dropna(axis=1, how="all")  # e.g. no timing samples
-    return table.to_html(index=False, float_format=lambda v: f"{v:.4g}")
