@@ -13,7 +13,8 @@ Checks: doctor (report builds inside matmul_precision, CUDA <-> NVML mapping by 
 (measure() vs triton's do_bench and do_bench_cudagraph), tf32 (TF32 engages and the settings are
 restored), peak (measured / datasheet), topology (vs `nvidia-smi topo -m`), sampler (sample
 count, power source), memory (a point's peak is its operands), oom (memory really freed after an
-out-of-memory point), device (the sweep's device reaches the workload).
+out-of-memory point), device (the sweep's device reaches the workload), tiles (the Triton tile
+kernel right in every precision, oversized pipelines refused), sparsity (2:4 products right).
 """
 
 from __future__ import annotations
@@ -314,10 +315,66 @@ def check_device() -> tuple[str, dict]:
     return f"cuda:{last} reached both workloads", {"seen": seen}
 
 
+def check_tiles() -> tuple[str, dict]:
+    """The Triton tile kernel is right against float64 at a ragged shape (1000 x 1000 x 1000,
+    masked edges) in every precision the card has, and a pipeline over the card's shared
+    memory is refused before launch; the tuned 2048^3 bf16 tile is reported next to cuBLAS."""
+    from a800lab.core.precision import unsupported_reason
+    from a800lab.workloads.matmul import MatmulSpec
+    from a800lab.workloads.tile_config import check_config
+    from a800lab.workloads.tiled_matmul import tiled_matmul_point
+
+    details, texts = {"points": {}}, []
+    for precision in ("fp32", "tf32", "fp16", "bf16", "fp8"):
+        if unsupported_reason(precision, "cuda:0"):
+            details["points"][precision] = "unsupported on this card"
+            continue
+        size = 1008 if precision == "fp8" else 1000  # fp8 needs multiples of 16
+        out = tiled_matmul_point(size, size, size, precision, "triton", device="cuda:0",
+                                 budget_s=0.05)  # the default tile fits every card's smem
+        details["points"][precision] = {k: out.get(k) for k in (
+            "outcome", "rel_error", "tflops", "tile_config", "message")}
+        if out.get("outcome", "ok") != "ok":
+            raise Failed(f"{precision}: {out.get('message')}")
+        texts.append(f"{precision} ok (error {out['rel_error']:.1e})")
+    try:
+        check_config(MatmulSpec(4096, 4096, 4096, "fp32", "triton", block_m=128, block_n=128,
+                                block_k=128, num_warps=8, num_stages=8), "cuda:0")  # 1 MiB
+    except ValueError as exc:
+        details["refused"] = str(exc)
+    else:
+        raise Failed("a 128x128x128 fp32 pipeline of 8 stages (1 MiB) was not refused")
+    tuned = tiled_matmul_point(2048, 2048, 2048, "bf16", "triton", block_m=128, block_n=128,
+                               block_k=64, num_warps=8, num_stages=3, device="cuda:0")
+    cublas = tiled_matmul_point(2048, 2048, 2048, "bf16", "torch", device="cuda:0")
+    details["kernel_vs_cublas_2048_bf16"] = {"triton_tflops": tuned["tflops"],
+                                             "cublas_tflops": cublas["tflops"]}
+    return ("; ".join(texts) + f"; oversized pipeline refused; 2048^3 bf16 128x128x64: "
+            f"{tuned['tflops']:.0f} vs cuBLAS {cublas['tflops']:.0f} TFLOP/s"), details
+
+
+def check_sparsity() -> tuple[str, dict]:
+    """2:4 sparse fp16 and bf16 products at 4096^3 are right against float64 (the same pruned
+    A as the dense product); their speed-up over dense is reported, not judged."""
+    from a800lab.workloads.sparsity import sparse_point, sparsity_unsupported_reason
+
+    reason = sparsity_unsupported_reason(4096, 4096, "fp16", "cuda:0")
+    if reason:
+        return f"skip: {reason}", {}
+    details, texts = {}, []
+    for precision in ("fp16", "bf16"):
+        out = sparse_point(4096, 4096, 4096, precision, device="cuda:0", budget_s=0.2)
+        details[precision] = {k: v for k, v in out.items() if k != "timing"}
+        if out.get("outcome", "ok") != "ok":
+            raise Failed(f"{precision}: {out['message']}")
+        texts.append(f"{precision} speed-up {out['speedup']:.2f}x ({out['backend']})")
+    return "; ".join(texts), details
+
+
 CHECKS: dict[str, Callable[[], tuple[str, dict]]] = {
     "doctor": check_doctor, "timing": check_timing, "tf32": check_tf32, "peak": check_peak,
     "topology": check_topology, "sampler": check_sampler, "memory": check_memory,
-    "oom": check_oom, "device": check_device,
+    "oom": check_oom, "device": check_device, "tiles": check_tiles, "sparsity": check_sparsity,
 }
 
 
