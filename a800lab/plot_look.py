@@ -89,11 +89,11 @@ class Look:
         self.devices = describe_devices(df, self.modes)
         self.key = series_key(df, series)
         self.run = run_of(df)
-        newest_run = self.run.groupby(self.key).transform("max") if len(df) else self.run
-        self.newest = self.run == newest_run
-        order = list(dict.fromkeys(self.key))
-        latest = self.run.groupby(self.key).max() if len(df) else pd.Series(dtype=str)
-        self.runs_per_series = self.run.groupby(self.key).nunique() if len(df) else {}
+        by_series = self.run.groupby(self.key, sort=False)
+        latest = by_series.max() if len(df) else pd.Series(dtype=str)
+        self.newest = self.run == self.key.map(latest)
+        self.runs_per_series = by_series.nunique() if len(df) else {}
+        order = list(latest.index)  # series in the order first seen
         named = order
         if len(order) > max_series:  # keep the series measured most recently
             recent = set(sorted(order, key=lambda k: latest[k], reverse=True)[:max_series])

@@ -97,11 +97,10 @@ def _say(ax: Axes, text: str) -> None:
             color="dimgray", fontsize="large")
 
 
-def _caption(ax: Axes, text: str) -> None:
+def _caption(ax: Axes, text: str, slanted: bool) -> None:
     """A note under the axes (below the x label): what the lines measure, the capacity."""
     if text:
         wrapped = "\n".join(textwrap.fill(line, _CAPTION_WIDTH) for line in text.split("\n"))
-        slanted = any(label.get_rotation() for label in ax.get_xticklabels())
         ax.annotate(wrapped, xy=(0, 0), xycoords="axes fraction",
                     xytext=(0, -46 if slanted else -34), textcoords="offset points", va="top",
                     fontsize="small", color="dimgray")
@@ -161,27 +160,30 @@ class _XAxis:
             return pd.to_numeric(values, errors="coerce").to_numpy(float)
         return np.array([self.categories.get(str(v), np.nan) for v in values], dtype=float)
 
-    def apply(self, ax: Axes, name: str) -> None:
+    def apply(self, ax: Axes, name: str) -> bool:
+        """Label the x axis; returns whether its tick labels are slanted."""
         ax.set_xlabel(name)
         if self.categories is not None:
-            _set_xticks(ax, range(len(self.categories)), list(self.categories))
             ax.set_xlim(-0.5, len(self.categories) - 0.5)
-            return
+            return _set_xticks(ax, range(len(self.categories)), list(self.categories))
         distinct = np.unique(self.values[np.isfinite(self.values)])
         powers_of_two = distinct.size > 2 and all(
             v > 0 and v.is_integer() and int(v) & (int(v) - 1) == 0 for v in distinct)
         if powers_of_two:  # sizes swept as 256, 512, 1024 ... read best on a log2 axis
             ax.set_xscale("log", base=2)
             if distinct.size <= 12:
-                _set_xticks(ax, distinct, [_fmt(v) for v in distinct])
+                return _set_xticks(ax, distinct, [_fmt(v) for v in distinct])
+        return False
 
 
-def _set_xticks(ax: Axes, positions, labels: list[str]) -> None:
-    """Tick labels, slanted when written flat they would run into each other."""
+def _set_xticks(ax: Axes, positions, labels: list[str]) -> bool:
+    """Tick labels, slanted when written flat they would run into each other; returns whether
+    they are slanted."""
     width_pt = ax.get_position().width * ax.figure.get_figwidth() * 72
     crowded = sum(len(label) + 2 for label in labels) * _TICK_CHAR_PT > width_pt
     ax.set_xticks(positions, labels, rotation=30 if crowded else 0,
                   ha="right" if crowded else "center", rotation_mode="anchor")
+    return crowded
 
 
 def _mark_failures(ax: Axes, df: pd.DataFrame, x: str, xa: _XAxis, look: Look,
@@ -206,22 +208,26 @@ def _mark_failures(ax: Axes, df: pd.DataFrame, x: str, xa: _XAxis, look: Look,
     return entries
 
 
-def _throughput_band(ok: pd.DataFrame) -> tuple[list[float], list[float]]:
-    """Throughput at the timing quartiles: time q75 gives the low edge, q25 the high edge."""
-    low, high = [], []
-    samples_col = ok["time_ms"] if "time_ms" in ok.columns else [None] * len(ok)
-    for thr, samples, median in zip(ok["throughput"], samples_col, _floats(ok, "median_ms"),
-                                    strict=True):
-        s = np.asarray(samples if isinstance(samples, (list, tuple, np.ndarray)) else [], float)
-        s = s[np.isfinite(s)]
-        q25, q75 = np.percentile(s, [25, 75]) if s.size >= 2 else (0.0, 0.0)
-        if q25 <= 0:
-            low.append(thr)
-            high.append(thr)
-            continue
-        median = median if np.isfinite(median) else float(np.median(s))
-        low.append(thr * median / q75)
-        high.append(thr * median / q25)
+def _throughput_band(ok: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Throughput at the timing quartiles: time q75 gives the low edge, q25 the high edge;
+    both at the throughput itself for a point with fewer than two samples."""
+    thr = ok["throughput"].to_numpy(float)
+    q25, q50, q75 = np.zeros(len(ok)), np.full(len(ok), np.nan), np.zeros(len(ok))
+    samples = [np.asarray(s if isinstance(s, (list, tuple, np.ndarray)) else [], float)
+               for s in (ok["time_ms"] if "time_ms" in ok.columns else [None] * len(ok))]
+    by_length: dict[int, list[int]] = {}
+    for i, s in enumerate(samples):
+        if s.size >= 2 and np.isfinite(s).all():
+            by_length.setdefault(s.size, []).append(i)
+    for rows in by_length.values():  # one percentile call per sample count, not per point
+        q25[rows], q50[rows], q75[rows] = np.percentile(np.stack([samples[i] for i in rows]),
+                                                        [25, 50, 75], axis=1)
+    median = _floats(ok, "median_ms").to_numpy(float)
+    median = np.where(np.isfinite(median), median, q50)
+    spread = q25 > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        low = np.where(spread, thr * median / q75, thr)
+        high = np.where(spread, thr * median / q25, thr)
     return low, high
 
 
@@ -334,7 +340,7 @@ def _draw_throughput(ax: Axes, df: pd.DataFrame, x: str, look: Look,
         color = look.color(key)
         values = {name: column[idx] for name, column in columns.items()}
         if newest:
-            values["low"], values["high"] = map(np.asarray, _throughput_band(ok.iloc[idx]))
+            values["low"], values["high"] = _throughput_band(ok.iloc[idx])
         upos, counts, agg = _per_position(ok["_pos"].to_numpy(float)[idx], values)
         merged |= bool((counts > 1).any())
         pos = upos + dodge * (keys.index(key) - (len(keys) - 1) / 2)
@@ -473,12 +479,12 @@ def _draw_memory(ax: Axes, df: pd.DataFrame, x: str, look: Look) -> list[tuple[o
                         f"capacity {capacity / GIB:.1f} GiB"))
     oom = shown[shown["outcome"] == "oom"]
     entries += _mark_failures(ax, oom, x, xa, look, y=line_y)
-    xa.apply(ax, x)
+    slanted = xa.apply(ax, x)
     ax.set_ylabel(f"own peak memory ({unit})")
     if ok.empty or ok[["_own", "_reserved"]].isna().all().all():
         _say(ax, NO_POINTS_TEXT if ok.empty else "no memory readings for these points")
     ax.set_ylim(bottom=0)
-    _caption(ax, _memory_caption(df, ok, look.modes))
+    _caption(ax, _memory_caption(df, ok, look.modes), slanted)
     return entries
 
 
