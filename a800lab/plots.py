@@ -422,8 +422,7 @@ def _memory_caption(df: pd.DataFrame, ok: pd.DataFrame, modes: pd.Series) -> str
         notes.append("solid: the point's own live tensors above what was held before it; "
                      "dashed: the allocator's total, cache included")
     if (modes[ok.index] != "GPU").any():
-        notes.append("the point's own peak resident set above its start (approximate: a few "
-                     "MiB)")
+        notes.append("the point's own peak resident set above its start (to a few MiB)")
     capacities = _floats(df, "capacity_bytes")
     for mode, what in (("GPU", "GPU memory"), ("CPU fallback", "host RAM")):
         caps = capacities[modes == mode].dropna().unique()
@@ -692,7 +691,7 @@ def throughput_and_memory_figure(df: pd.DataFrame, x: str, *, series: str | None
     """Throughput (left) and peak memory (right) side by side with one legend on the right:
     the panels' live plot. Laid out by hand (no constrained layout) so a re-plot stays fast."""
     fig = Figure(figsize=(10.0, 4.2))
-    left = fig.add_axes((0.065, 0.25, 0.30, 0.59))   # room on its right for "% of peak"
+    left = fig.add_axes((0.075, 0.25, 0.29, 0.59))   # room on its right for "% of peak"
     right = fig.add_axes((0.51, 0.25, 0.21, 0.59))
     series = _default_series(df, series)
     if not df.empty:
