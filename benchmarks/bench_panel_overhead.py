@@ -44,20 +44,21 @@ def noop(i):
 def overhead(points: int, rounds: int, device: str) -> dict:
     threads = default_cpu_threads() if device == "cpu" else None
     values = list(range(points))
-    bare_s, panel_s = [], []
+    bare_s, panel_s, draws = [], [], []
     panel = Explorer(noop, params={"i": Range(0, points)}, sweep="i", device=device)
     for _ in range(rounds):
         started = time.perf_counter()
         run_sweep(noop, {"i": values}, device=device, torch_threads=threads)
         bare_s.append(time.perf_counter() - started)
-        started = time.perf_counter()
+        drawn_before, started = panel._drawer.draws, time.perf_counter()
         panel.run(wait=True, i=values)
         panel_s.append(time.perf_counter() - started)
+        draws.append(panel._drawer.draws - drawn_before)
         panel.clear()
     bare, in_panel = statistics.median(bare_s), statistics.median(panel_s)
     return {"points": points, "rounds": rounds, "bare_run_sweep_s": bare,
             "panel_s": in_panel, "added_ms_per_point": 1e3 * (in_panel - bare) / points,
-            "target_added_ms_per_point": 5.0, "draws_in_last_panel_run": panel._drawer.draws,
+            "target_added_ms_per_point": 5.0, "draws_per_panel_run": draws,
             "per_round_bare_s": bare_s, "per_round_panel_s": panel_s}
 
 
