@@ -148,3 +148,32 @@ def test_cpu_conditions_are_recorded_with_every_point():
     conditions = res.records[0].conditions
     assert conditions["torch_threads"] == 1 and conditions["usable_cores"] >= 1
     assert conditions["window_s"] >= 0.05 and conditions["others_busy_cores"] is not None
+
+
+def test_harness_work_waits_for_a_cpu_point_and_goes_first_between_points():
+    import threading
+    import time
+
+    from a800lab.core.window import harness_work
+
+    log, started = [], threading.Event()
+
+    def point(m):
+        log.append(f"point {m} start")
+        started.set()
+        time.sleep(0.05)
+        log.append(f"point {m} end")
+        return {"throughput": 1.0}
+
+    def draw():
+        started.wait()
+        with harness_work():
+            log.append("draw")
+
+    drawer = threading.Thread(target=draw)
+    drawer.start()
+    run_sweep(point, {"m": [1, 2, 3]}, device="cpu")
+    drawer.join()
+    # the draw asked during point 1: it ran after point 1 ended and before point 2 started
+    assert log.index("draw") == log.index("point 1 end") + 1
+    assert log[log.index("draw") + 1] == "point 2 start"

@@ -17,12 +17,20 @@ part of the baseline.
 Memory: the point's own peak is the device's peak during the window minus what the process held
 when the point started (other tensors, other panels). On CPU it is the resident set
 (approximate, see a800lab.core.memory). The probe is injectable for tests.
+
+On CPU the process's resident set and its cores are shared by every thread, so harness work
+that runs beside a point (a panel drawing its plot) would count as the workload's memory and
+slow its timing. Such work runs inside `harness_work()`: a CPU point's window waits for it to
+finish, and it waits for the window to close, so it happens between points. A waiting draw goes
+first, so back-to-back points cannot starve it; GPU windows do not wait.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,6 +39,43 @@ from .noise import CpuLoadMeter, cpu_conditions
 
 _current: contextvars.ContextVar[PointWindow | None] = contextvars.ContextVar(
     "a800lab_point_window", default=None)
+
+
+class _QuietGate:
+    """Mutual exclusion between CPU point windows and harness work, harness first when waiting."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count_lock = threading.Lock()
+        self._harness_waiting = 0
+
+    @contextlib.contextmanager
+    def harness(self) -> Iterator[None]:
+        with self._count_lock:
+            self._harness_waiting += 1
+        self._lock.acquire()
+        with self._count_lock:
+            self._harness_waiting -= 1
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    def acquire_for_point(self) -> None:
+        while self._harness_waiting:  # let a waiting draw go first (it takes the lock next)
+            time.sleep(0.001)
+        self._lock.acquire()
+
+    def release_for_point(self) -> None:
+        self._lock.release()
+
+
+_GATE = _QuietGate()
+
+
+def harness_work() -> contextlib.AbstractContextManager[None]:
+    """Run harness work (drawing, rendering) between CPU points, never inside one's window."""
+    return _GATE.harness()
 
 
 @contextlib.contextmanager
@@ -75,17 +120,32 @@ class PointWindow:
         self._token: contextvars.Token | None = None
 
     def __enter__(self) -> PointWindow:
-        self._baseline = self.probe.current_bytes()
-        self._start()
+        self._quiet = not self.probe.on_cuda
+        if self._quiet:
+            _GATE.acquire_for_point()
+        try:
+            self._baseline = self.probe.current_bytes()
+            self._start()
+        except BaseException:
+            self._release()
+            raise
         self._token = _current.set(self)
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
-        _current.reset(self._token)
-        if self._whole_point:
-            self._finish_section()
-        if self._sampler is not None:
-            self._sampler.stop()
+        try:
+            _current.reset(self._token)
+            if self._whole_point:
+                self._finish_section()
+            if self._sampler is not None:
+                self._sampler.stop()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        if self._quiet:
+            self._quiet = False
+            _GATE.release_for_point()
 
     # ---- sections ----------------------------------------------------------------------------
     def _start(self) -> None:

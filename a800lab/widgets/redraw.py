@@ -9,7 +9,9 @@ Requests coalesce, latest wins: however many points arrive while a draw runs, th
 shows them all. Draws start at most every `min_interval_s` (a few times a second) and, when a
 draw is slow (many points), no sooner than `rest_factor` times its duration after it ended, so
 drawing never takes more than a fraction of a core from the measurement. An urgent request skips
-that wait. The thread exists only while there is something to draw.
+that wait. On CPU a draw also waits for the point being measured to finish (core.window's
+harness_work): drawing in a CPU point's window would count as the workload's memory and slow its
+timing. The thread exists only while there is something to draw.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+
+from ..core.window import harness_work
 
 MIN_INTERVAL_S = 0.3   # at most ~3 live re-plots a second
 REST_FACTOR = 2.0      # after a draw of d seconds, wait >= 2 d: drawing takes <= 1/3 of the time
@@ -72,7 +76,8 @@ class Redrawer:
                 target, self._urgent = self._wanted, False
             started = time.monotonic()
             try:
-                self._draw()
+                with harness_work():  # between CPU points: never inside a measured window
+                    self._draw()
             except Exception as exc:  # a failed draw must not end the drawing for good
                 if self._on_error is not None:
                     self._on_error(exc)
