@@ -184,6 +184,7 @@ def test_telemetry_start_stop_collects_samples_and_draws_four_axes():
 
     fig = panel.telemetry_figure
     assert len(fig.axes) == 4
+    assert fig.get_suptitle() == "NVIDIA A800-SXM4-80GB, NVML 2, cuda:2 (GPU, NVML telemetry)"
     assert [ax.get_ylabel() for ax in fig.axes] == [
         "GPU util (%)", "memory used (GiB)", "power (W)", "SM clock (MHz)"]
     power = set(fig.axes[2].lines[0].get_ydata())

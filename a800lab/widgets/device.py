@@ -283,15 +283,26 @@ class DevicePanel:
         """TelemetrySampler.summary() of the current or last run ({} before the first)."""
         return {} if self._sampler is None else self._sampler.summary()
 
+    def _gpu_title(self, sampler: TelemetrySampler | None) -> str | None:
+        """"NVIDIA A800-SXM4-80GB, NVML 3 (cuda:0)": the sampled GPU as the report names it."""
+        index = None if sampler is None else sampler.device_index
+        gpu = next((g for g in self.report.get("gpus", []) if g["index"] == index), None)
+        if gpu is None:
+            return None
+        torch_name = f", cuda:{gpu['cuda_index']}" if isinstance(gpu.get("cuda_index"), int) \
+            else ""
+        return f"{gpu['name']}, NVML {index}{torch_name}"
+
     def _render_telemetry(self) -> None:
         """Redraw the telemetry plot and the latest-reading line from the sampler's samples."""
         samples = self.telemetry_samples
         if samples:
             last_t = samples[-1]["t_s"]
             samples = [s for s in samples if s["t_s"] >= last_t - self.window_s]
+        sampler = self._sampler
         try:
             with self._render_lock:
-                figure = telemetry_figure(samples)
+                figure = telemetry_figure(samples, device=self._gpu_title(sampler))
                 buf = io.BytesIO()
                 figure.savefig(buf, format="png", dpi=72)
                 self.telemetry_figure = figure
