@@ -181,3 +181,14 @@ def test_run_ids_sort_by_start_time():
     first = new_run_id()
     time.sleep(0.002)
     assert new_run_id() > first
+
+
+def test_a_measurement_keeps_its_identity_through_a_file(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    first, second = ok_record(1, run_id="r1"), ok_record(1, run_id="r2")
+    for record in (first, second):
+        append_record(path, record)
+    assert [r.measurement_key() for r in read_records(path)] == [first.measurement_key(),
+                                                                 second.measurement_key()]
+    assert first.point_key() == second.point_key()  # the same grid point, two measurements
+    assert first.measurement_key() != second.measurement_key()

@@ -163,6 +163,11 @@ class Record:
             raise ValueError(f"unknown fields {sorted(unknown)}")
         return cls(**d)
 
+    def measurement_key(self) -> tuple[str, str, str]:
+        """(run_id, timestamp, point_key): the identity of this one measurement, the same in
+        memory and after a round trip through a file (Save then Load adds nothing twice)."""
+        return self.run_id, self.timestamp, self.point_key()
+
     def point_key(self) -> str:
         """Workload + params as canonical JSON: the identity of a grid point."""
         return json.dumps({"workload": self.workload, "params": self.params}, sort_keys=True,

@@ -40,7 +40,6 @@ from .explorer_text import (
     auto_series,
     describe,
     overlay_hint,
-    record_key,
     run_numbers,
     summary,
     table_html,
@@ -281,7 +280,7 @@ class Explorer:
             removed, self._records = self._records, []
             self._generation += 1
         saved = set().union(*self._saved.values()) if self._saved else set()
-        unsaved = sum(record_key(r) not in saved for r in removed)
+        unsaved = sum(r.measurement_key() not in saved for r in removed)
         note = f"; {unsaved} had not been saved" if unsaved else ""
         self.status.say(f"Cleared {len(removed)} points from the panel (saved files keep "
                         f"theirs{note}).", "ok")
@@ -433,10 +432,10 @@ class Explorer:
         """Append the points not yet in that JSON Lines file; returns how many were written."""
         path = path or self.path.value
         saved = self._saved.setdefault(str(Path(path).resolve()), set())
-        new = [r for r in self.records if record_key(r) not in saved]
+        new = [r for r in self.records if r.measurement_key() not in saved]
         for record in new:
             append_record(path, record)
-            saved.add(record_key(record))
+            saved.add(record.measurement_key())
         self.status.say(f"Saved {len(new)} new points to {path} ({len(saved)} from this panel "
                         "there).", "ok")
         return len(new)
@@ -447,10 +446,11 @@ class Explorer:
         path = path or self.path.value
         loaded = read_records(path)
         with self._records_lock:
-            held = {record_key(r) for r in self._records}
-            new = [r for r in loaded if record_key(r) not in held]
+            held = {r.measurement_key() for r in self._records}
+            new = [r for r in loaded if r.measurement_key() not in held]
             self._records.extend(new)
-        self._saved.setdefault(str(Path(path).resolve()), set()).update(map(record_key, loaded))
+        saved = self._saved.setdefault(str(Path(path).resolve()), set())
+        saved.update(r.measurement_key() for r in loaded)
         self.refresh()
         skipped = len(loaded) - len(new)
         note = f" ({skipped} already in the panel, skipped)" if skipped else ""

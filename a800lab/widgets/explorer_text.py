@@ -2,7 +2,6 @@
 
     summary(result, elapsed_s, run_number=2, threads_note="CPU fallback, 1 torch thread")
     table_html(df, ["batch_size", "precision"], {"20261130T2145...": 1})
-    record_key(record)           # identity of a measured point, for Save/Load de-duplication
     auto_series(df, "n", ["n", "mode"])
 
 Pure functions of records and frames, so the panel's text is tested without widgets.
@@ -20,11 +19,6 @@ from ..core.sweep import SweepResult
 from .params import format_value
 
 TABLE_ROWS = 12  # the newest points; panel.results has them all
-
-
-def record_key(record: Record) -> tuple[str, str, str]:
-    """What makes a record the same measurement: its run, when it was taken and its point."""
-    return record.run_id, record.timestamp, record.point_key()
 
 
 def run_numbers(run_ids) -> dict[str, int]:
