@@ -40,7 +40,8 @@ def _run_options(parser: argparse.ArgumentParser, *, out_required: bool = True) 
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
     parser.add_argument("--budget-s", type=float, default=0.3, help="timing budget per point")
     parser.add_argument("--threads", type=int, default=None,
-                        help="torch CPU threads during the run (default: torch's own)")
+                        help="torch CPU threads during the run (default on CPU: all usable "
+                             "cores but one; on a GPU: torch's own)")
     parser.add_argument("--out", required=out_required, help="JSON Lines file to append to")
 
 
@@ -126,6 +127,18 @@ def _check_run_options(args) -> None:
         check_writable(args.out)
 
 
+def _threads_for(args, device: str) -> int | None:
+    """--threads, else on CPU all usable cores but one (said on stderr), else torch's own."""
+    if args.threads is not None or device != "cpu":
+        return args.threads
+    from .core.noise import default_cpu_threads
+
+    threads = default_cpu_threads()
+    print(f"CPU: {threads} torch thread(s), a core left for the rest of the machine "
+          "(--threads N to change)", file=sys.stderr)
+    return threads
+
+
 def _shape_axes(args, parser) -> dict:
     """{"size": [...]} or {"m": [...], "n": [...], "k": [...]} from the shape options."""
     if args.size and (args.m or args.n or args.k):
@@ -194,7 +207,8 @@ def _sweep(args, parser) -> int:
     try:
         res = run_sweep(point, axes, fixed=fixed, workload=args.workload, out=args.out,
                         device=device, resume=not args.no_resume,
-                        sample_telemetry=args.telemetry, torch_threads=args.threads,
+                        sample_telemetry=args.telemetry,
+                        torch_threads=_threads_for(args, device),
                         on_progress=_progress, on_result=_show)
     except (KeyboardInterrupt, Cancelled):
         print(f"stopped; every finished point is in {args.out}", file=sys.stderr)
@@ -230,7 +244,7 @@ def _tune(args, parser) -> int:
     print(f"tuning {m}x{n}x{k} {precision} on {device} ({backend}): {len(grid)} configs",
           file=sys.stderr)
     try:
-        with thread_count(args.threads):
+        with thread_count(_threads_for(args, device)):
             outcome = tune(m, n, k, precision, backend, grid, device=device,
                            budget_s=args.budget_s, store=store, out=args.out, force=args.force,
                            on_trial=_show)

@@ -171,3 +171,13 @@ def test_tune_finds_stores_and_reuses(tmp_path, capsys):
     assert json.loads(captured.out)["best"] == best
     assert main(["tune", "--size", "64", "--backend", "torch", "--store", str(store)]) == 2
     assert "cuBLAS picks its own tiles" in capsys.readouterr().err
+
+
+def test_cpu_runs_leave_a_core_free_by_default(tmp_path, capsys):
+    from a800lab.core.noise import default_cpu_threads
+
+    out = tmp_path / "runs.jsonl"
+    assert main(["sweep", "matmul", "--size", "16", "--device", "cpu", "--budget-s", "0.01",
+                 "--out", str(out)]) == 0
+    assert read_records(out)[0].conditions["torch_threads"] == default_cpu_threads()
+    assert f"CPU: {default_cpu_threads()} torch thread(s)" in capsys.readouterr().err
