@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import io
+import math
 import threading
 import time
 from pathlib import Path
@@ -244,7 +245,7 @@ class Explorer:
                                             daemon=True, name=f"a800lab-{self.name}")
             self.run_button.disabled, self.stop_button.disabled = True, False
             self.clear_button.disabled = True
-            total = len(next(iter(axes.values())))
+            total = math.prod(len(values) for values in axes.values())
             self.progress.max, self.progress.value = total, 0
             self.progress_text.value = f"0/{total} points"
             self.status.say(f"Running {total} point{'s' * (total != 1)} of {self.name} on "
@@ -412,8 +413,7 @@ class Explorer:
             df, series = df.assign(series=auto_series(df, x, list(self.params))), "series"
         elif series not in df:
             series = "label"
-        figure = throughput_and_memory_figure(df, x, series=series,
-                                              earlier_runs=self.earlier_runs.value)
+        figure = self._figure(df, x, series)
         buf = io.BytesIO()
         figure.savefig(buf, format="png", dpi=PNG_DPI, pil_kwargs={"compress_level": 1})
         self.figure = figure
@@ -421,8 +421,18 @@ class Explorer:
                               f"measured on {html.escape(describe_devices(df))}</small>")
         self.plot.value = buf.getvalue()
         self.plot.layout.display = self.caption.layout.display = None
+        self.table.value = self._table_html(measured)
+
+    # Views a panel built on this one may change (on the drawing thread):
+    def _figure(self, df: pd.DataFrame, x: str, series: str):
+        """The figure of `df` (measured points and overlays) against `x`, one line per series."""
+        return throughput_and_memory_figure(df, x, series=series,
+                                            earlier_runs=self.earlier_runs.value)
+
+    def _table_html(self, measured: pd.DataFrame) -> str:
+        """The results table under the plot (the newest points)."""
         numbers = run_numbers(measured["run_id"]) if "run_id" in measured else {}
-        self.table.value = table_html(measured, list(self.params), numbers)
+        return table_html(measured, list(self.params), numbers)
 
     def _plot_axis(self) -> str:
         axis = self.sweep_axis.value
