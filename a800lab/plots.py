@@ -34,6 +34,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
 
 from .core.specs import match
 from .plot_look import (
@@ -506,10 +507,22 @@ def _fmt_value(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
 
+def _failure_note(cell: pd.DataFrame) -> str:
+    """What a cell without a good point shows: "refused" for a config turned down before it
+    ran (a ValueError naming why), else its outcome (wrong / oom / error)."""
+    last = cell.iloc[-1]
+    if last["outcome"] == "ok":
+        return "n/a"
+    if last["outcome"] == "error" and str(last.get("message", "")).startswith("ValueError"):
+        return "refused"
+    return str(last["outcome"])
+
+
 def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput",
-                   ax: Axes | None = None) -> Figure:
-    """``value`` over the grid ``x`` by ``y``, failed cells named in grey. A cell measured in
-    several runs shows its newest run (the title says how many cells that was)."""
+                   ax: Axes | None = None, highlight_best: bool = True) -> Figure:
+    """``value`` over the grid ``x`` by ``y``: failed cells named in grey ("refused" for a
+    config turned down before it ran), noisy cells marked "~", the best cell outlined. A cell
+    measured in several runs shows its newest run (the title says how many cells that was)."""
     fig, ax, own = _axes(ax, figsize=(6.4, 4.8))
     ax.set_title(f"{value} over {x} x {y}")
     if not df.empty:
@@ -522,32 +535,46 @@ def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput
     col = {v: j for j, v in enumerate(xs)}
     row = {v: i for i, v in enumerate(ys)}
     grid = np.full((len(ys), len(xs)), np.nan)
-    notes, rerun_cells = {}, 0
+    notes, noisy_cells, rerun_cells = {}, set(), 0
     runs = Look(df, None).run
     for (xv, yv), cell in df.groupby([x, y], sort=False):
         good = cell[cell["outcome"] == "ok"]
         vals = _floats(good, value).dropna()
         i, j = row[yv], col[xv]
         if vals.empty:
-            last = str(cell["outcome"].iloc[-1])
-            notes[i, j] = "n/a" if last == "ok" else last
+            notes[i, j] = _failure_note(cell)
             continue
         cell_runs = runs[vals.index]
         rerun_cells += cell_runs.nunique() > 1
-        grid[i, j] = vals[cell_runs == cell_runs.max()].median()
+        newest = vals.index[cell_runs == cell_runs.max()]
+        grid[i, j] = vals[newest].median()
+        if _flags(good.loc[newest], "noisy").any():
+            noisy_cells.add((i, j))
     cmap = matplotlib.colormaps["viridis"].with_extremes(bad="#eeeeee")
     image = ax.imshow(np.ma.masked_invalid(grid), origin="lower", aspect="auto", cmap=cmap)
     for i, j in zip(*np.nonzero(np.isfinite(grid)), strict=True):
         dark = image.norm(grid[i, j]) < 0.5  # low end of viridis is dark: write in white
-        ax.text(j, i, _fmt_value(grid[i, j]), ha="center", va="center", fontsize="small",
-                color="white" if dark else "black")
+        mark = "~" if (i, j) in noisy_cells else ""
+        ax.text(j, i, mark + _fmt_value(grid[i, j]), ha="center", va="center",
+                fontsize="small", color="white" if dark else "black")
     for (i, j), text in notes.items():
         ax.text(j, i, text, ha="center", va="center", fontsize="small", color="gray",
                 style="italic")
+    notes_below = []
+    if highlight_best:
+        best_i, best_j = np.unravel_index(np.nanargmax(grid), grid.shape)
+        outline = Rectangle((best_j - 0.5, best_i - 0.5), 1, 1, fill=False,
+                                               edgecolor="red", linewidth=2.5)
+        ax.add_patch(outline)
+        outline.set_gid("best")
+        notes_below.append(f"red outline: best ({x}={_fmt(xs[best_j])}, {y}={_fmt(ys[best_i])})")
+    if noisy_cells:
+        notes_below.append(f"~: noisy timing ({len(noisy_cells)} cells), see the table")
     ax.set_xticks(range(len(xs)), [_fmt(v) for v in xs])
     ax.set_yticks(range(len(ys)), [_fmt(v) for v in ys])
     ax.set_xlabel(x)
     ax.set_ylabel(y)
+    _caption(ax, "; ".join(notes_below), False)
     if rerun_cells:
         ax.set_title(f"{value} over {x} x {y} ({rerun_cells} cells measured in several runs: "
                      "newest shown)")

@@ -374,11 +374,28 @@ def test_heatmap_values_medians_and_failed_cells():
     (image,) = ax.images
     grid = np.ma.filled(image.get_array().astype(float), np.nan)  # rows = block_n, cols = block_m
     np.testing.assert_allclose(grid, [[20.0, 40.0], [50.0, np.nan]])
-    assert sorted(texts(ax)) == ["20", "40", "50", "oom"]
+    assert sorted(t for t in texts(ax) if not t.startswith("red outline")) == [
+        "20", "40", "50", "oom"]
     (oom_text,) = [t for t in ax.texts if t.get_text() == "oom"]
     assert oom_text.get_position() == (1, 1) and oom_text.get_color() == "gray"
     assert [t.get_text() for t in ax.get_xticklabels()] == ["64", "128"]
     assert fig.axes[1].get_ylabel() == "throughput (TFLOP/s)"  # the colourbar
+
+
+def test_heatmap_marks_refused_noisy_and_best_cells():
+    df = frame(row(block_m=64, block_n=64, throughput=10.0, noisy=True),
+               row(block_m=128, block_n=64, throughput=40.0),
+               row(block_m=64, block_n=128, outcome="error", throughput=np.nan,
+                   message="ValueError: pipeline shared memory 196608 B exceeds 166912 B"),
+               row(block_m=128, block_n=128, outcome="error", throughput=np.nan,
+                   message="RuntimeError: triton compile failed"))
+    ax = plots.heatmap_figure(df, "block_m", "block_n").axes[0]
+    shown = texts(ax)
+    assert "~10" in shown and "40" in shown and "refused" in shown and "error" in shown
+    (best,) = [p for p in ax.patches if p.get_gid() == "best"]
+    assert best.get_xy() == (0.5, -0.5)  # the 128 x 64 cell: column 1, row 0
+    assert any("red outline: best (block_m=128, block_n=64)" in t for t in shown)
+    assert any("~: noisy timing (1 cells)" in t for t in shown)
 
 
 def test_heatmap_all_failed_and_bad_value_column():
