@@ -3,10 +3,12 @@ run work only from a Run button and plot with a800lab.plots.
 
     from a800lab.widgets import Explorer, Range
     Explorer(my_step, params={"batch_size": Range(1, 256, default=32), "precision": ["fp32"]})
+    MatmulExplorer()        # tile heatmap, shape sweep with the quantisation model, precisions
 """
 
 from .device import DevicePanel
 from .explorer import Explorer
+from .matmul_explorer import MatmulExplorer
 from .params import Choice, Fixed, Range
 
-__all__ = ["Choice", "DevicePanel", "Explorer", "Fixed", "Range"]
+__all__ = ["Choice", "DevicePanel", "Explorer", "Fixed", "MatmulExplorer", "Range"]

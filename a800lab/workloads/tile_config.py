@@ -168,3 +168,30 @@ def export_config(spec: MatmulSpec) -> tuple[dict, str]:
     source = (f"triton.Config({constexprs!r}, num_warps={spec.num_warps}, "
               f"num_stages={spec.num_stages})")
     return config, source
+
+
+# Shape multiples that tensor-core paths want, per input precision: cuBLAS takes TensorCore
+# kernels only when M, N, K are multiples of 16 bytes of elements (8 for 16-bit, 4 for tf32,
+# 16 for fp8); A100-class tiles (64/128 wide) fill whole when dimensions are multiples of 64.
+ALIGNMENT_ELEMENTS = {"fp16": 8, "bf16": 8, "tf32": 4, "fp8": 16}
+WHOLE_TILE_MULTIPLE = 64
+
+
+def alignment_hints(m: int, n: int, k: int, precision: str) -> list[str]:
+    """Plain sentences about m, n, k that are not multiples a TensorCore path wants, each with
+    the padded size to use; [] when every dimension is aligned (or fp32/fp64, no TensorCores)."""
+    name = parse_precision(precision).name
+    need = ALIGNMENT_ELEMENTS.get(name)
+    if need is None:
+        return []
+    hints = []
+    for dim, value in (("m", m), ("n", n), ("k", k)):
+        if value % need:
+            padded = -(-value // need) * need
+            hints.append(f"{dim}={value} is not a multiple of {need}: {name} TensorCore paths "
+                         f"want multiples of {need} (16 bytes); pad to {padded}")
+        elif value % WHOLE_TILE_MULTIPLE:
+            padded = -(-value // WHOLE_TILE_MULTIPLE) * WHOLE_TILE_MULTIPLE
+            hints.append(f"{dim}={value}: a multiple of {need} but not of "
+                         f"{WHOLE_TILE_MULTIPLE}; A100-class tiles fill whole at {padded}")
+    return hints

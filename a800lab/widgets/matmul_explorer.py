@@ -1,0 +1,277 @@
+"""MatmulExplorer: vary a matmul's tile, shape and precision, press Run, see why it is fast.
+
+    from a800lab.widgets import MatmulExplorer
+    panel = MatmulExplorer()          # the Triton tile kernel on a GPU, its CPU stand-in elsewhere
+    panel.run(wait=True, view="tiles", block_m=[32, 64, 128], block_n=[32, 64, 128])
+    panel.best_config()               # ({"block_m": 128, ...}, "triton.Config({...}, ...)")
+    panel.run(wait=True, view="shape", n=[1536, 1537, 1600])      # with the quantisation model
+    panel.run(wait=True, view="precision")                        # every precision the card has
+
+Three views of the same records (workload "tiles", as `python -m a800lab sweep tiles` writes):
+- tile heatmap: TFLOP/s over block_m x block_n at the other controls' values, refused and wrong
+  configs named in their cells, noisy cells marked, the best outlined and exported below the
+  plot as a dict and as the `triton.Config(...)` line for your own @triton.autotune;
+- shape sweep: TFLOP/s against m, n or k (at the other controls' values) over the tile and
+  wave quantisation model of the same shapes: on a GPU with its own SM count; on a CPU with one
+  tile at a time, which is how the CPU stand-in walks them (no waves), unless `card` names a
+  GPU to model instead;
+- precision table: every precision the device has, with TFLOP/s, % of the datasheet peak,
+  relative error against float64 and the operands' bytes.
+Shape hints under the controls say which dimensions are not multiples TensorCores want.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import ipywidgets as widgets
+import pandas as pd
+import torch
+
+from ..core.backends import resolve_device
+from ..core.precision import unsupported_reason
+from ..core.quantisation import sm_count_of
+from ..plots import heatmap_figure, throughput_and_memory_figure
+from ..tile_plots import shape_sweep_figure
+from ..workloads.matmul import DEFAULT_TILES, TILE_FIELDS, MatmulSpec, cpu_slowdown_note
+from ..workloads.tile_config import alignment_hints, export_config
+from ..workloads.tiled_matmul import default_backend, tiled_matmul_point
+from .explorer import DATA_DIR, Explorer
+from .params import Choice, Range
+
+VIEWS = {"tiles": "tile heatmap", "shape": "shape sweep", "precision": "precision table"}
+SHAPE_DIMS = ("m", "n", "k")
+BLOCKS = (16, 32, 64, 128, 256)
+PRECISION_ORDER = ("fp32", "tf32", "fp16", "bf16", "fp8")
+
+
+class MatmulExplorer(Explorer):
+    """Tiles, shapes and precisions of C = A @ B, measured live (see the module docstring).
+
+    `device`: "auto", "cpu" or "cuda[:N]". `size`: the starting m = n = k (default 256 on a
+    CPU, 4096 on a GPU). `card`: a GPU from the datasheet table (e.g. "A800") whose SM count
+    the shape view's model uses instead of this device's. The rest as for Explorer
+    (`cpu_threads`, `title`, `recorded_dir`, `out`).
+    """
+
+    def __init__(self, *, device: str = "auto", size: int | None = None,
+                 card: str | None = None,
+                 cpu_threads: int | None = None,
+                 title: str = "Matmul: tiles, shapes and precision",
+                 recorded_dir: Path | str = DATA_DIR, out: str | None = None):
+        device = resolve_device(device)
+        on_cpu = device == "cpu"
+        self.card = card
+        self.default_backend = default_backend(device)
+        tiles = DEFAULT_TILES.get(self.default_backend, DEFAULT_TILES["triton"])
+        precisions = [p for p in PRECISION_ORDER if not unsupported_reason(p, device)]
+        size = size or (256 if on_cpu else 4096)
+        shape = Range(16, 65536, default=size, scale="pow2")
+        params = {
+            "m": shape, "n": shape, "k": shape,
+            "precision": Choice(tuple(precisions), default="fp32" if on_cpu else "bf16"),
+            "backend": Choice((self.default_backend, "torch")),
+            "block_m": Choice(BLOCKS, default=tiles["block_m"]),
+            "block_n": Choice(BLOCKS, default=tiles["block_n"]),
+            "block_k": Choice(BLOCKS[:-1], default=tiles["block_k"]),
+            "group_m": Choice((1, 2, 4, 8), default=tiles["group_m"]),
+        }
+        if "num_warps" in TILE_FIELDS[self.default_backend]:
+            params["num_warps"] = Choice((2, 4, 8), default=tiles["num_warps"])
+            params["num_stages"] = Choice((2, 3, 4, 5), default=tiles["num_stages"])
+        super().__init__(tiled_matmul_point, params, sweep="block_m", name="tiles",
+                         device=device, cpu_threads=cpu_threads, title=title,
+                         recorded_dir=recorded_dir, out=out)
+
+    # ---- layout ---------------------------------------------------------------------------
+    def _build(self, sweep, title, recorded_dir, out) -> None:
+        super()._build(sweep, title, recorded_dir, out)
+        self.view = widgets.ToggleButtons(options=[(label, key) for key, label in VIEWS.items()],
+                                          value="tiles", description="view",
+                                          style={"button_width": "auto"})
+        self.block_n_values = widgets.Text(description="block_n", value=", ".join(
+            str(v) for v in BLOCKS), placeholder="e.g. 32, 64, 128")
+        self.hints = widgets.HTML("")
+        self.best = widgets.HTML("")
+        self.view.observe(self._on_view, names="value")
+        for key in ("m", "n", "k", "precision"):
+            self.controls[key].observe(lambda _: self._show_hints(), names="value")
+        children = list(self.widget.children)
+        controls_at = next(i for i, c in enumerate(children)
+                           if isinstance(c, widgets.VBox) and list(c.children) ==
+                           list(self.controls.values()))
+        children[controls_at + 1:controls_at + 1] = [self.hints, self.view, self.block_n_values]
+        plot_at = children.index(self.caption)
+        children.insert(plot_at + 1, self.best)
+        self.widget.children = tuple(children)
+        self._on_view()
+
+    def _on_view(self, _change=None) -> None:
+        view = self.view.value
+        axis = {"tiles": "block_m", "precision": "precision"}.get(view)
+        if axis is None:  # shape: keep a shape axis the user chose, else n
+            axis = self.sweep_axis.value if self.sweep_axis.value in SHAPE_DIMS else "n"
+        self.block_n_values.layout.display = None if view == "tiles" else "none"
+        self.sweep_axis.value = axis
+        if view == "tiles":
+            self.controls["block_n"].disabled = True
+        self._show_hints()
+        if _change is not None:
+            self._view_changed()
+
+    def _show_hints(self) -> None:
+        values = {key: self.controls[key].value for key in ("m", "n", "k", "precision")}
+        hints = alignment_hints(values["m"], values["n"], values["k"], values["precision"])
+        if self.device == "cpu":
+            hints.append(cpu_slowdown_note(values["precision"]) or
+                         "CPU fallback: the tile back end is a cache-blocked CPU stand-in (real "
+                         "times of this CPU, not TensorCore behaviour)")
+        self.hints.value = "".join(f"<div><small>{html.escape(h)}</small></div>"
+                                   for h in hints if h)
+
+    # ---- planning -------------------------------------------------------------------------
+    def run(self, wait: bool = False, view: str | None = None, **values) -> bool:
+        """As Explorer.run, with `view` ("tiles", "shape" or "precision") chosen first; in the
+        tiles view block_m and block_n may both be lists (the heatmap's axes)."""
+        if view is not None:
+            if view not in VIEWS:
+                self.status.say(f"Cannot run: view={view!r}; use one of {list(VIEWS)}", "error")
+                return False
+            self.view.value = view
+        return super().run(wait=wait, **values)
+
+    def _plan(self, overrides: dict) -> tuple[dict, dict]:
+        overrides = dict(overrides)
+        block_n = overrides.pop("block_n", None) if self.view.value == "tiles" else None
+        axes, fixed = super()._plan(overrides)
+        if self.view.value == "tiles":
+            fixed.pop("block_n", None)
+            if block_n is None:
+                axes["block_n"] = self.params["block_n"].parse("block_n",
+                                                               self.block_n_values.value)
+            else:
+                block_n = block_n if isinstance(block_n, (list, tuple)) else [block_n]
+                axes["block_n"] = [self._check_one("block_n", v) for v in block_n]
+        if fixed.get("backend", axes.get("backend", [None])[0]) == "torch":
+            if self.view.value == "tiles":
+                raise ValueError("the torch back end (cuBLAS on a GPU, the CPU's BLAS here) "
+                                 "picks its own tiles: choose backend "
+                                 f"{self.default_backend!r} for the tile heatmap, or the shape "
+                                 "or precision view")
+            for field in TILE_FIELDS["triton"]:
+                fixed.pop(field, None)  # not used: the records must not claim a tile
+        return axes, fixed
+
+    # ---- views ----------------------------------------------------------------------------
+    def _slice(self, df: pd.DataFrame, free: tuple[str, ...]) -> tuple[pd.DataFrame, dict]:
+        """The points that share the newest measured point's device and values of every
+        parameter not in `free` (what one picture may put side by side), and those values.
+        Tile fields do not apply to cuBLAS points (backend "torch"): they match any tile."""
+        ok = df[df["outcome"] == "ok"]
+        newest = (ok if not ok.empty else df).sort_values("timestamp").iloc[-1]
+        untiled = df["backend"] == "torch" if "backend" in df else pd.Series(False, df.index)
+        keep = pd.Series(True, index=df.index)
+        fixed = {}
+        for key in [*self.params, "label"]:
+            if key in free or key not in df:
+                continue
+            value = newest[key]
+            if pd.isna(value):
+                keep &= df[key].isna()
+            else:
+                same = df[key] == value
+                keep &= (same | untiled) if key in TILE_FIELDS["triton"] else same
+                fixed[key] = value
+        return df[keep], fixed
+
+    def _figure(self, df: pd.DataFrame, x: str, series: str):
+        """The current view of the points that share the newest point's device and settings
+        (all but what the view varies), so one picture never mixes unrelated runs."""
+        view = self.view.value
+        if view == "tiles" and {"block_m", "block_n"} <= set(df):
+            shown, fixed = self._slice(df[df["block_n"].notna()], ("block_m", "block_n"))
+            figure = heatmap_figure(shown, "block_m", "block_n")
+            at = ", ".join(f"{k}={v}" for k, v in fixed.items() if k != "label")
+            axes = figure.axes[0]
+            axes.set_title(f"{axes.get_title()}\nat {at}", fontsize="small")
+            self._show_best(shown)
+            return figure
+        self.best.value = ""
+        if view == "shape" and x in SHAPE_DIMS:
+            shown, _ = self._slice(df, (x,))
+            tile, sm_count, card = self._model_inputs(shown)
+            return shape_sweep_figure(shown, x, tile=tile, sm_count=sm_count, card=card,
+                                      series=series, earlier_runs=self.earlier_runs.value)
+        return throughput_and_memory_figure(self._precision_rows(df), x, series="backend",
+                                            earlier_runs=self.earlier_runs.value)
+
+    def _precision_rows(self, df: pd.DataFrame) -> pd.DataFrame:
+        """Precisions side by side: the newest run of each back end at the newest point's
+        shape and device."""
+        same, _ = self._slice(df, ("precision", "backend", *TILE_FIELDS["triton"]))
+        return same[same["run_id"] == same.groupby("backend")["run_id"].transform("max")]
+
+    def _model_inputs(self, df: pd.DataFrame) -> tuple[tuple | None, int | None, str]:
+        """(tile, SM count, card) for the quantisation model of the newest point."""
+        newest = df.sort_values("timestamp").iloc[-1]
+        tile = None
+        if all(key in df and not pd.isna(newest[key]) for key in ("block_m", "block_n",
+                                                                  "block_k")):
+            tile = (int(newest["block_m"]), int(newest["block_n"]), int(newest["block_k"]))
+        if self.card is not None:
+            return tile, sm_count_of(self.card), f"{self.card} (model of that GPU)"
+        if self.device == "cpu":
+            return tile, 1, "CPU stand-in, one tile at a time"
+        props = torch.cuda.get_device_properties(self.device)
+        return tile, props.multi_processor_count, props.name
+
+    def _show_best(self, shown: pd.DataFrame) -> None:
+        config, source = self.best_config(shown)
+        if config is None:
+            self.best.value = ""
+            return
+        self.best.value = (f"<div><b>best tile</b>: <code>{html.escape(str(config))}</code>"
+                           f"<br><small>{html.escape(source)}</small></div>")
+
+    def best_config(self, df: pd.DataFrame | None = None) -> tuple[dict | None, str]:
+        """The fastest tile config of the heatmap's slice (newest run), as a dict and as text:
+        the `triton.Config(...)` line for the Triton kernel, else why there is none."""
+        if df is None:
+            measured = self.results
+            if measured.empty or "block_n" not in measured:
+                return None, "no tile points measured yet"
+            df, _ = self._slice(measured[measured["block_n"].notna()], ("block_m", "block_n"))
+        ok = df[df["outcome"] == "ok"]
+        if ok.empty:
+            return None, "no tile config ran correctly"
+        newest_run = ok["run_id"].max()
+        best = ok[ok["run_id"] == newest_run].sort_values("throughput").iloc[-1]
+        backend = best["backend"]
+        fields = [f for f in TILE_FIELDS[backend] if f in best and not pd.isna(best[f])]
+        config = {f: int(best[f]) for f in fields}
+        if backend != "triton":
+            return config, (f"a {backend} tile, measured on the CPU stand-in: not a Triton "
+                            "config (tune on a GPU to export one)")
+        spec = MatmulSpec(int(best["m"]), int(best["n"]), int(best["k"]), best["precision"],
+                          backend, **config)
+        return config, export_config(spec)[1]
+
+    def _table_html(self, measured: pd.DataFrame) -> str:
+        if self.view.value != "precision" or measured.empty:
+            return super()._table_html(measured)
+        newest = self._precision_rows(measured)
+        columns = {"precision": "precision", "backend": "back end", "tflops": "TFLOP/s",
+                   "pct_of_datasheet_peak": "% of datasheet peak",
+                   "rel_error": "error vs float64", "operand_bytes": "operands (MiB)",
+                   "outcome": "outcome", "noisy": "noisy"}
+        table = newest[[c for c in columns if c in newest]].copy()
+        if "operand_bytes" in table:
+            table["operand_bytes"] = table["operand_bytes"] / 2**20
+        if "pct_of_datasheet_peak" in table:  # None on a CPU: no datasheet row
+            table["pct_of_datasheet_peak"] = pd.to_numeric(table["pct_of_datasheet_peak"])
+        if "noisy" in table:
+            table["noisy"] = table["noisy"].map({True: "noisy", False: ""})
+        return table.rename(columns=columns).to_html(
+            index=False, na_rep="-", float_format=lambda v: f"{v:.4g}",
+            classes="a800lab-results")
