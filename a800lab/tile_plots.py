@@ -121,3 +121,21 @@ def model_figure(x: str, values, *, m: int = 4096, n: int = 4096, k: int = 4096,
     fig.suptitle(f"model for {card} ({sm_count} SMs): arithmetic, not a measurement",
                  fontsize="medium")
     return fig
+
+
+def error_figure(df: pd.DataFrame, x: str, *, series: str = "precision") -> Figure:
+    """Relative error against float64 (log scale) vs ``x`` (e.g. the inner dimension k), one
+    line per ``series``: how each precision's rounding grows with the problem."""
+    fig = Figure(figsize=(7.4, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    for key, rows in df.groupby(series, sort=False):
+        rows = rows.sort_values(x)
+        ax.plot(rows[x], rows["rel_error"], "-o", label=str(key))
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel(x)
+    ax.set_ylabel("relative error vs float64")
+    ax.set_title(f"rounding error vs {x}")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize="small", frameon=False)
+    fig.suptitle(describe_devices(df), fontsize="medium")
+    return fig
