@@ -128,6 +128,7 @@ def error_figure(df: pd.DataFrame, x: str, *, series: str = "precision") -> Figu
     line per ``series``: how each precision's rounding grows with the problem."""
     fig = Figure(figsize=(7.4, 4.2), layout="constrained")
     ax = fig.add_subplot()
+    df = df[pd.to_numeric(df["rel_error"], errors="coerce").notna()]  # unsupported: no point
     for key, rows in df.groupby(series, sort=False):
         rows = rows.sort_values(x)
         ax.plot(rows[x], rows["rel_error"], "-o", label=str(key))

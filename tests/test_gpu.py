@@ -84,3 +84,16 @@ def test_2to4_sparse_matmul_is_checked_then_timed():
     out = sparse_point(4096, 4096, 4096, "fp16", device="cuda", budget_s=0.1)
     assert out["rel_error"] <= 5e-3 and out["dense_rel_error"] <= 5e-3
     assert out["dense_tflops"] > 0 and out["sparse_tflops"] > 0 and out["speedup"] > 0
+
+
+def test_fp8_with_and_without_fast_accumulation():
+    from a800lab.core.precision import unsupported_reason
+    from a800lab.workloads.precision_lab import fp8_point
+
+    reason = unsupported_reason("fp8", "cuda")
+    if reason:
+        pytest.skip(reason)
+    exact = fp8_point(4096, 4096, 4096, fast_accum=False, device="cuda", budget_s=0.1)
+    fast = fp8_point(4096, 4096, 4096, fast_accum=True, device="cuda", budget_s=0.1)
+    assert exact["rel_error"] <= 0.2 and fast["rel_error"] <= 0.2
+    assert exact["tflops"] > 0 and fast["tflops"] > 0
