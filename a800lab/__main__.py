@@ -64,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     peak.add_argument("--json", action="store_true")
     peak.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
     peak.add_argument("--precision", nargs="+", default=None, help="default: the device's set")
+    peak.add_argument("--no-store", action="store_true",
+                      help="do not record the peaks (by default tile points report %% of them)")
 
     sweep = sub.add_parser("sweep", help="run a sweep headless and write JSON Lines")
     sweep.add_argument("workload", choices=["matmul", "tiles"],
@@ -105,12 +107,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _peak(args) -> int:
+    from .core.environment import environment
     from .core.peak import measure_peak
+    from .core.peak_store import record_peaks
 
     report = measure_peak(device=args.device, precisions=args.precision,
                           on_progress=lambda done, total, what: print(
                               f"[{done}/{total}] {what}", file=sys.stderr))
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.format())
+    if not args.no_store:
+        path = record_peaks(report, environment(report.device))
+        print(f"peaks recorded in {path}: tile points on this device now report % of them",
+              file=sys.stderr)
     return 0
 
 

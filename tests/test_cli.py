@@ -60,11 +60,20 @@ def test_bad_input_exits_2_with_a_message(tmp_path, capsys):
     assert not (tmp_path / "runs.jsonl").exists()  # nothing ran
 
 
-def test_peak_json(capsys):
+def test_peak_json_is_recorded_for_tile_points(capsys, tmp_path, monkeypatch):
+    from a800lab.core.environment import environment
+    from a800lab.core.peak_store import measured_peak
+
+    monkeypatch.setenv("A800LAB_PEAKS", str(tmp_path / "peaks.json"))
     assert main(["peak", "--json", "--device", "cpu"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
     assert report["entries"][0]["precision"] == "fp32" and report["entries"][0]["tflops"] > 0
     assert report["mem_bw_gbs"] > 0
+    assert f"peaks recorded in {tmp_path / 'peaks.json'}" in captured.err
+    assert measured_peak(environment("cpu"), "fp32") == report["entries"][0]["tflops"]
+    assert main(["peak", "--device", "cpu", "--no-store"]) == 0
+    assert "recorded" not in capsys.readouterr().err
 
 
 def test_duplicates_and_aliases_are_measured_once(tmp_path, capsys):

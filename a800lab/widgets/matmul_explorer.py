@@ -15,8 +15,9 @@ Three views of the same records (workload "tiles", as `python -m a800lab sweep t
   wave quantisation model of the same shapes: on a GPU with its own SM count; on a CPU with one
   tile at a time, which is how the CPU stand-in walks them (no waves), unless `card` names a
   GPU to model instead;
-- precision table: every precision the device has, with TFLOP/s, % of the datasheet peak,
-  relative error against float64 and the operands' bytes.
+- precision table: every precision the device has, with TFLOP/s, % of the datasheet peak and
+  of the peak `python -m a800lab peak` recorded on this machine, relative error against float64
+  and the operands' bytes.
 Shape hints under the controls say which dimensions are not multiples TensorCores want.
 """
 
@@ -263,13 +264,15 @@ class MatmulExplorer(Explorer):
         newest = self._precision_rows(measured)
         columns = {"precision": "precision", "backend": "back end", "tflops": "TFLOP/s",
                    "pct_of_datasheet_peak": "% of datasheet peak",
+                   "pct_of_measured_peak": "% of measured peak",
                    "rel_error": "error vs float64", "operand_bytes": "operands (MiB)",
                    "outcome": "outcome", "noisy": "noisy"}
         table = newest[[c for c in columns if c in newest]].copy()
         if "operand_bytes" in table:
             table["operand_bytes"] = table["operand_bytes"] / 2**20
-        if "pct_of_datasheet_peak" in table:  # None on a CPU: no datasheet row
-            table["pct_of_datasheet_peak"] = pd.to_numeric(table["pct_of_datasheet_peak"])
+        for column in ("pct_of_datasheet_peak", "pct_of_measured_peak"):
+            if column in table:  # None: no datasheet row (a CPU), no `a800lab peak` record
+                table[column] = pd.to_numeric(table[column])
         if "noisy" in table:
             table["noisy"] = table["noisy"].map({True: "noisy", False: ""})
         return table.rename(columns=columns).to_html(

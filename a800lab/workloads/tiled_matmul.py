@@ -32,6 +32,7 @@ import torch
 
 from ..core.backends import HAS_TRITON, resolve_device
 from ..core.cancel import CancelToken
+from ..core.environment import environment
 from ..core.memory import check_fits
 from ..core.operands import (
     MatmulOperands,
@@ -40,6 +41,7 @@ from ..core.operands import (
     needed_bytes,
     operand_bytes,
 )
+from ..core.peak_store import measured_peak
 from ..core.precision import matmul_precision, parse_precision
 from ..core.specs import match
 from ..core.timing import measure
@@ -113,11 +115,12 @@ def tiled_matmul_point(m: int, n: int, k: int, precision: str = "fp32", backend:
     """Check the config, then the result against float64, then time one tiled matmul.
 
     Tile fields left None take the back end's defaults; budget_s and warmup_s go to measure().
-    Returns {"throughput",
-    "throughput_unit", "timing", "tflops", "rel_error", "flop_count", "bytes_moved",
-    "arithmetic_intensity", "operand_bytes", "tiles_launched", "datasheet_peak_tflops",
-    "pct_of_datasheet_peak", "roofline_tflops", "roofline_bound", "backend_label",
-    "tile_config"} (+ "smem_bytes", "smem_limit_bytes", "smem_limit_source" for "triton"), or
+    Returns {"throughput", "throughput_unit", "timing", "tflops", "rel_error", "flop_count",
+    "bytes_moved", "arithmetic_intensity", "operand_bytes", "tiles_launched",
+    "datasheet_peak_tflops", "pct_of_datasheet_peak", "roofline_tflops", "roofline_bound",
+    "backend_label", "tile_config", "measured_peak_tflops", "pct_of_measured_peak"} (the
+    measured peak is `a800lab peak`'s record for this environment, None when there is none;
+    + "smem_bytes", "smem_limit_bytes", "smem_limit_source" for "triton"), or
     {"outcome": "wrong", "message", "rel_error", ...} without throughput or timing. Raises
     ValueError for a refused config and WontFit ("oom") for a problem that cannot fit.
     """
@@ -144,9 +147,12 @@ def tiled_matmul_point(m: int, n: int, k: int, precision: str = "fp32", backend:
         timing = measure(ops.run, device=device, budget_s=budget_s, warmup_s=warmup_s,
                          cancel=cancel)
     tflops = spec.flop_count / (timing.median_ms * 1e-3) / 1e12
+    measured = measured_peak(environment(device), spec.precision)
     return {"throughput": tflops, "throughput_unit": "TFLOP/s", "timing": timing,
             "tflops": tflops, "rel_error": rel_error, **metrics,
-            **peak_figures(tflops, spec, _device_name(device))}
+            **peak_figures(tflops, spec, _device_name(device)),
+            "measured_peak_tflops": measured,
+            "pct_of_measured_peak": None if not measured else 100 * tflops / measured}
 
 
 def _work_figures(spec: MatmulSpec) -> dict:

@@ -1,0 +1,51 @@
+"""Measured peaks kept per environment, and the tile point's % of them."""
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from a800lab.core.environment import environment
+from a800lab.core.peak_store import measured_peak, record_peaks
+from a800lab.workloads.tiled_matmul import tiled_matmul_point
+
+
+def report(tflops):
+    return SimpleNamespace(device_name="CPU: test", tflops=tflops, mem_bw_gbs=10.0, size=512)
+
+
+def test_peaks_are_kept_per_environment(tmp_path):
+    path = tmp_path / "peaks.json"
+    env = environment("cpu")
+    assert measured_peak(env, "fp32", path) is None  # nothing recorded yet
+    record_peaks(report({"fp32": 0.5}), env, path)
+    assert measured_peak(env, "fp32", path) == 0.5
+    assert measured_peak(env, "bf16", path) is None
+    other = {**env, "driver": "999.99"}  # a new driver: measure again
+    assert measured_peak(other, "fp32", path) is None
+    record_peaks(report({"fp32": 0.7}), env, path)  # a re-measurement replaces the old one
+    assert measured_peak(env, "fp32", path) == 0.7
+
+
+def test_an_unreadable_file_is_named_and_never_overwritten(tmp_path):
+    path = tmp_path / "peaks.json"
+    path.write_text("[1, 2")
+    with pytest.warns(UserWarning, match="peaks.json: not a peaks file"):
+        assert measured_peak(environment("cpu"), "fp32", path) is None
+    with pytest.warns(UserWarning), pytest.raises(ValueError, match="move it away"):
+        record_peaks(report({"fp32": 0.5}), environment("cpu"), path)
+    assert path.read_text() == "[1, 2"
+
+
+def test_tile_points_report_the_share_of_a_recorded_peak(tmp_path, monkeypatch):
+    path = tmp_path / "peaks.json"
+    monkeypatch.setenv("A800LAB_PEAKS", str(path))
+    args = dict(m=64, n=64, k=64, backend="cpu_blocked", device="cpu", budget_s=0.01)
+    before = tiled_matmul_point(**args)
+    assert before["measured_peak_tflops"] is None and before["pct_of_measured_peak"] is None
+    path.write_text(json.dumps({}))
+    record_peaks(report({"fp32": 2 * before["tflops"]}), environment("cpu"), path)
+    after = tiled_matmul_point(**args)
+    assert after["measured_peak_tflops"] == 2 * before["tflops"]
+    assert after["pct_of_measured_peak"] == pytest.approx(
+        100 * after["tflops"] / after["measured_peak_tflops"])
