@@ -3,6 +3,9 @@
     from a800lab.workloads.matmul import MatmulSpec, matmul_point          # torch.matmul
     from a800lab.workloads.tiled_matmul import tiled_matmul_point          # tiles, any back end
     from a800lab.workloads.tile_config import check_config, export_config  # card limits, export
+    from a800lab.workloads.training import TrainSpec, Trainer, train_point   # a training step
+    from a800lab.workloads.max_batch import find_max_batch_for, plan_effective_batch
+    from a800lab.workloads.loss_scaling import gradient_sample, compare_scaling  # fp16 range
 
 The Triton kernel itself is in a800lab.workloads.tile_kernel, imported on first use (set
 TRITON_INTERPRET=1 before that import to run it under the Triton interpreter). Workloads build on
