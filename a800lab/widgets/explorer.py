@@ -417,7 +417,7 @@ class Explorer:
         buf = io.BytesIO()
         figure.savefig(buf, format="png", dpi=PNG_DPI, pil_kwargs={"compress_level": 1})
         self.figure = figure
-        self.caption.value = (f"<small><b>throughput and peak memory vs {html.escape(x)}</b>, "
+        self.caption.value = (f"<small><b>{html.escape(self._figure_title(x))}</b>, "
                               f"measured on {html.escape(describe_devices(df))}</small>")
         self.plot.value = buf.getvalue()
         self.plot.layout.display = self.caption.layout.display = None
@@ -428,6 +428,10 @@ class Explorer:
         """The figure of `df` (measured points and overlays) against `x`, one line per series."""
         return throughput_and_memory_figure(df, x, series=series,
                                             earlier_runs=self.earlier_runs.value)
+
+    def _figure_title(self, x: str) -> str:
+        """What the figure shows, for the caption under it."""
+        return f"throughput and peak memory vs {x}"
 
     def _table_html(self, measured: pd.DataFrame) -> str:
         """The results table under the plot (the newest points)."""

@@ -166,11 +166,19 @@ class MatmulExplorer(Explorer):
 
     # ---- views ----------------------------------------------------------------------------
     def _slice(self, df: pd.DataFrame, free: tuple[str, ...]) -> tuple[pd.DataFrame, dict]:
-        """The points that share the newest measured point's device and values of every
-        parameter not in `free` (what one picture may put side by side), and those values.
-        Tile fields do not apply to cuBLAS points (backend "torch"): they match any tile."""
+        """The points that share the device and the values of every parameter not in `free`
+        with the newest point of the newest run that varied `free` (the run this view drew;
+        the newest point overall when no run did), and those values: one picture never mixes
+        unrelated settings. Tile fields do not apply to cuBLAS points (backend "torch"): they
+        match any tile."""
         ok = df[df["outcome"] == "ok"]
-        newest = (ok if not ok.empty else df).sort_values("timestamp").iloc[-1]
+        pool = ok if not ok.empty else df
+        anchor = pool.sort_values("timestamp")
+        for _, run in sorted(pool.groupby("run_id"), key=lambda item: item[0], reverse=True):
+            if any(key in run and run[key].nunique() > 1 for key in free):
+                anchor = run.sort_values("timestamp")
+                break
+        newest = anchor.iloc[-1]
         untiled = df["backend"] == "torch" if "backend" in df else pd.Series(False, df.index)
         keep = pd.Series(True, index=df.index)
         fixed = {}
@@ -208,10 +216,25 @@ class MatmulExplorer(Explorer):
                                             earlier_runs=self.earlier_runs.value)
 
     def _precision_rows(self, df: pd.DataFrame) -> pd.DataFrame:
-        """Precisions side by side: the newest run of each back end at the newest point's
-        shape and device."""
-        same, _ = self._slice(df, ("precision", "backend", *TILE_FIELDS["triton"]))
-        return same[same["run_id"] == same.groupby("backend")["run_id"].transform("max")]
+        """Precisions side by side: per back end, the newest run that compared precisions at
+        the shape and device of the newest such run (the newest points when none did)."""
+        compared = [run for _, run in df.groupby("run_id") if run["precision"].nunique() > 1]
+        if not compared:
+            same, _ = self._slice(df, ("precision", "backend", *TILE_FIELDS["triton"]))
+            return same[same["run_id"] == same.groupby("backend")["run_id"].transform("max")]
+        compared.sort(key=lambda run: run["run_id"].iloc[0])
+        newest = compared[-1].iloc[-1]
+        keys = [k for k in ("m", "n", "k", "label") if k in df]
+        matching = [run for run in compared
+                    if all((run[k] == newest[k]).all() for k in keys)]
+        per_backend = {run["backend"].iloc[0]: run for run in matching}  # newest run wins
+        return pd.concat(per_backend.values())
+
+    def _figure_title(self, x: str) -> str:
+        return {"tiles": "tile heatmap: TFLOP/s over block_m x block_n",
+                "shape": f"shape sweep: TFLOP/s vs {x} over the tile and wave quantisation model",
+                "precision": "precision table: TFLOP/s and peak memory per precision and back "
+                             "end"}[self.view.value]
 
     def _model_inputs(self, df: pd.DataFrame) -> tuple[tuple | None, int | None, str]:
         """(tile, SM count, card) for the quantisation model of the newest point."""

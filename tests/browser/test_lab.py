@@ -243,3 +243,26 @@ def test_explorer_runs_rerun_clear_and_stop(page: Page, lab):
     expect(button(slow, "Run")).to_be_enabled()
     expect(button(slow, "Stop")).to_be_disabled()
     slow.screenshot(path=str(ARTIFACTS / "explorer-stopped.png"))
+
+
+CHAPTER_02 = REPO / "notebooks" / "02-tensor-core-tiles.ipynb"
+
+
+@pytest.mark.skipif(not CHAPTER_02.exists(), reason=f"{CHAPTER_02.name} is not written yet")
+def test_chapter_02_tile_heatmap_and_shape_sweep(page: Page, lab):
+    open_notebook(page, lab, f"notebooks/{CHAPTER_02.name}")
+    run_all_cells(page, code_cell_count(CHAPTER_02))
+
+    panel = widget_panel(page, "Matmul: tiles, shapes and precision")
+    caption = panel.locator(".a800lab-caption")
+    # The chapter's last run was the shape sweep: the model is named beside the measurement.
+    expect(caption).to_contain_text("shape sweep: TFLOP/s vs n over the tile and wave")
+    expect(caption).to_contain_text(f"{cpu_device_name()} (CPU fallback")
+    panel.screenshot(path=str(ARTIFACTS / "chapter02-shape-sweep.png"))
+
+    # Back to the heatmap view: it re-plots what was measured and exports the best tile.
+    panel.locator("button.widget-toggle-button", has_text=re.compile("^tile heatmap$")).click()
+    expect(caption).to_contain_text("tile heatmap: TFLOP/s over block_m x block_n")
+    expect(panel.get_by_text(re.compile("^best tile"))).to_be_visible()
+    expect(panel.get_by_text("not a Triton config", exact=False)).to_be_visible()
+    panel.screenshot(path=str(ARTIFACTS / "chapter02-tile-heatmap.png"))
