@@ -10,7 +10,8 @@ into (micro-batch, accumulation steps).
 How the search goes (`find_max_batch`, generic over a trial function):
 
 1. probes: full optimizer steps of a fresh model at two small micro-batches; a memory model
-   (a800lab.workloads.training_memory) is fitted to their peaks;
+   (a800lab.workloads.training_memory) is fitted to their breakdowns, and refitted after every
+   later trial (the ones near the limit teach it most);
 2. grow: jump to the model's largest batch under the budget (the limit less a safety margin),
    else double; a trial fails when it runs out of memory or peaks above the budget;
 3. bisect between the largest success and the smallest failure to a resolution of 1/64;
@@ -135,8 +136,10 @@ class MaxBatchResult:
 
     @property
     def predicted_bytes(self) -> float | None:
-        return None if self.model is None or not self.batch_size else \
-            self.model.predict(self.batch_size)
+        """The model's prediction for the answer made before the answer was first run (out of
+        sample), else None."""
+        return next((t.predicted_bytes for t in self.trials if t.batch_size == self.batch_size
+                     and t.outcome != "skipped"), None)
 
     @property
     def measured_bytes(self) -> int | None:
@@ -181,7 +184,7 @@ class _Search:
         self.trial, self.result, self.use_model = trial, result, use_model
         self.on_trial, self.cancel = on_trial, cancel
         self.lo, self.hi = 0, None  # largest success, smallest failure (verification aside)
-        self.probes: list = []      # (batch_size, MemoryBreakdown) of successful probes
+        self.probes: list = []      # (batch_size, MemoryBreakdown) of every run but verifications
 
     def attempt(self, stage: str, batch_size: int, accum_steps: int, cycles: int) -> bool:
         """Run (or skip, when the model calls it hopeless) one candidate; True if it fits."""
@@ -211,8 +214,11 @@ class _Search:
                                             message=failure))
         peak = int(breakdown.peak_bytes)
         fits = peak <= budget
-        if stage == "probe" and fits:
+        if stage != "verify":  # every run refines the model, the ones near the limit most
             self.probes.append((batch_size, breakdown))
+            if self.use_model and len({b for b, _ in self.probes}) >= 2:
+                self.result.model = fit_memory_model(self.probes,
+                                                     grads_in_forward=accum_steps > 1)
         return self._record(TrialRecord(
             stage, batch_size, accum_steps, "ok" if fits else "over", peak_bytes=peak,
             predicted_bytes=predicted, wall_s=wall_s,
@@ -276,10 +282,6 @@ def find_max_batch(trial: Trial, *, limit_bytes: int, margin: float = DEFAULT_MA
         for b in probe_batches:
             if not search.attempt("probe", b, accum_steps, cycles):
                 break
-        if len(search.probes) >= 2:
-            last = search.probes[-1][1]
-            result.model = fit_memory_model([(b, d.peak_bytes) for b, d in search.probes],
-                                            last.static_bytes, last.meter)
     if search.lo == 0 and search.hi is None:
         search.attempt("grow", 1, accum_steps, cycles)
     while True:

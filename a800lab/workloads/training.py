@@ -521,15 +521,11 @@ def fit_from_probes(spec: TrainSpec, task: Task, device: str, batches: Sequence[
     """A MemoryModel fitted to probes of a fresh model at each micro-batch in `batches`, each
     PROBE_CYCLES optimizer steps with the spec's accumulation (at most 2: from two micro-batches
     on, the gradients live through the next forward and more steps change nothing)."""
-    probes, static = [], 0
-    for b in batches:
-        breakdown = measure_step_memory(
-            replace(spec, batch_size=b, accum_steps=min(spec.accum_steps, 2)), task, device,
-            cycles=PROBE_CYCLES, limit_bytes=limit_bytes)
-        probes.append((b, breakdown.peak_bytes))
-        static = breakdown.static_bytes
-    return fit_memory_model(probes, static, meter="allocated" if device.startswith("cuda")
-                            else "counted")
+    accum = min(spec.accum_steps, 2)
+    probes = [(b, measure_step_memory(replace(spec, batch_size=b, accum_steps=accum), task,
+                                      device, cycles=PROBE_CYCLES, limit_bytes=limit_bytes))
+              for b in batches]
+    return fit_memory_model(probes, grads_in_forward=accum > 1)
 
 
 # ---- the sweep point -----------------------------------------------------------------------------

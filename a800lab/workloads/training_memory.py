@@ -9,7 +9,7 @@
     trainer.cycle(batches, watch=meter)                  # raises InjectedOOM above the limit
     meter.breakdown()        # MemoryBreakdown: params, grads, optimizer state, activations, data
 
-    model = fit_memory_model([(4, peak4), (8, peak8)], static_bytes=...)
+    model = fit_memory_model([(4, breakdown4), (8, breakdown8)], grads_in_forward=False)
     model.predict(64), model.largest_batch(limit_bytes)
 
 Parameters, gradients and optimizer state are counted exactly from the tensors themselves
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
@@ -260,60 +260,106 @@ def static_bytes_per_param(precision: str, optimizer: str) -> int:
     return weight * (2 + _STATE_BUFFERS[optimizer])
 
 
-@dataclass(frozen=True)
-class MemoryModel:
-    """Peak bytes of a training step vs its micro-batch: static + fixed + per_sample * batch.
-
-    static_bytes (parameters, gradients, optimizer state) is counted exactly; fixed_bytes (what
-    else does not grow with the batch: 16-bit weight copies, workspaces) and per_sample_bytes
-    (activations and data) are fitted to the probes, (micro-batch, measured peak) pairs. One
-    micro-batch's activations live at a time; with accumulation the gradients also live through
-    the next micro-batch's forward, so fit a model per accumulation setting (1, or 2 and more).
-    """
-
-    static_bytes: int
-    fixed_bytes: float
-    per_sample_bytes: float
-    probes: tuple[tuple[int, int], ...]
-    meter: str
-
-    def predict(self, batch_size: int) -> float:
-        """Predicted peak bytes at micro-batch `batch_size`."""
-        return self.static_bytes + self.fixed_bytes + self.per_sample_bytes * batch_size
-
-    def largest_batch(self, limit_bytes: float) -> int:
-        """The largest micro-batch predicted to stay within `limit_bytes` (0: none fits)."""
-        room = limit_bytes - self.static_bytes - self.fixed_bytes
-        if room < self.per_sample_bytes:
-            return 0
-        if self.per_sample_bytes <= 0:
-            return 2**31 - 1
-        return int(room // self.per_sample_bytes)
-
-    def to_dict(self) -> dict:
-        return {"static_bytes": self.static_bytes, "fixed_bytes": self.fixed_bytes,
-                "per_sample_bytes": self.per_sample_bytes,
-                "probes": [list(p) for p in self.probes], "meter": self.meter}
-
-
-def fit_memory_model(probes: Sequence[tuple[int, int]], static_bytes: int,
-                     meter: str) -> MemoryModel:
-    """Least-squares line through (micro-batch, peak bytes) probes at two or more batch sizes;
-    the line's intercept less `static_bytes` is the fitted fixed part."""
-    batches = sorted({int(b) for b, _ in probes})
-    if len(batches) < 2:
-        raise ValueError(f"the memory model needs probes at two or more micro-batch sizes, got "
-                         f"{[b for b, _ in probes]}; probe e.g. at 2 and 4")
-    xs = [float(b) for b, _ in probes]
-    ys = [float(p) for _, p in probes]
+def _line(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """(intercept, slope) of the least-squares line through (x, y) points."""
+    xs, ys = [float(x) for x, _ in points], [float(y) for _, y in points]
     mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
     var = sum((x - mean_x) ** 2 for x in xs)
     slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / var
-    slope = max(0.0, slope)  # memory never shrinks with a larger batch; noise can say so
-    intercept = mean_y - slope * mean_x
-    return MemoryModel(static_bytes=int(static_bytes), fixed_bytes=intercept - static_bytes,
-                       per_sample_bytes=slope,
-                       probes=tuple((int(b), int(p)) for b, p in probes), meter=meter)
+    return mean_y - slope * mean_x, slope
+
+
+@dataclass(frozen=True)
+class MemoryModel:
+    """Peak bytes of a training step vs its micro-batch, from the breakdown of a few probes.
+
+    Counted exactly: parameters, gradients, optimizer state. Fitted as lines in the
+    micro-batch b: what one micro-batch's forward saves (activations and 16-bit weight copies),
+    one recomputed block (checkpointing), the batches held, and the residual: measured peak less
+    the counted peak (0 with the CPU's counted meter; on CUDA the transients the counts cannot
+    see, e.g. the loss's logits gradient, AdamW's temporaries). The counted peak follows the
+    phases of a step:
+
+        forward:  params + state + saved(b) + data(b)  (+ grads when accumulating: they live
+                  through the next micro-batch's forward)
+        backward: params + state + grads + recompute(b) + data(b)
+
+    so at small batches the gradients decide the peak and at large ones the activations.
+    """
+
+    param_bytes: int
+    grad_bytes: int
+    optimizer_state_bytes: int
+    grads_in_forward: bool
+    saved: tuple[float, float]       # (bytes at b = 0, bytes per sample): activations + copies
+    recompute: tuple[float, float]
+    data: tuple[float, float]
+    residual: tuple[float, float]
+    probes: tuple[tuple[int, int], ...]  # (micro-batch, measured peak bytes)
+    meter: str
+
+    @property
+    def static_bytes(self) -> int:
+        return self.param_bytes + self.grad_bytes + self.optimizer_state_bytes
+
+    @property
+    def per_sample_bytes(self) -> float:
+        """Bytes each extra sample adds at large micro-batches."""
+        return self.saved[1] + self.data[1] + self.residual[1]
+
+    def counted(self, batch_size: float) -> float:
+        """The counted peak at micro-batch `batch_size` (see the class docstring)."""
+        at = lambda line: line[0] + line[1] * batch_size  # noqa: E731
+        forward = at(self.saved) + (self.grad_bytes if self.grads_in_forward else 0)
+        backward = self.grad_bytes + at(self.recompute)
+        return self.param_bytes + self.optimizer_state_bytes + at(self.data) + \
+            max(forward, backward)
+
+    def predict(self, batch_size: float) -> float:
+        """Predicted peak bytes at micro-batch `batch_size`."""
+        return self.counted(batch_size) + self.residual[0] + self.residual[1] * batch_size
+
+    def largest_batch(self, limit_bytes: float, cap: int = 2**31 - 1) -> int:
+        """The largest micro-batch predicted to stay within `limit_bytes` (0: none fits; `cap`
+        when the prediction never reaches the limit)."""
+        if self.predict(1) > limit_bytes:
+            return 0
+        if self.predict(cap) <= limit_bytes:
+            return cap
+        lo, hi = 1, cap  # predict() only grows with the batch: bisect it
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if self.predict(mid) <= limit_bytes else (lo, mid)
+        return lo
+
+    def to_dict(self) -> dict:
+        return {"param_bytes": self.param_bytes, "grad_bytes": self.grad_bytes,
+                "optimizer_state_bytes": self.optimizer_state_bytes,
+                "grads_in_forward": self.grads_in_forward, "saved": list(self.saved),
+                "recompute": list(self.recompute), "data": list(self.data),
+                "residual": list(self.residual), "per_sample_bytes": self.per_sample_bytes,
+                "probes": [list(p) for p in self.probes], "meter": self.meter}
+
+
+def fit_memory_model(probes: Sequence[tuple[int, MemoryBreakdown]], *,
+                     grads_in_forward: bool) -> MemoryModel:
+    """A MemoryModel from (micro-batch, MemoryBreakdown) probes at two or more batch sizes;
+    `grads_in_forward`: the step accumulates (two or more micro-batches per optimizer step)."""
+    if len({int(b) for b, _ in probes}) < 2:
+        raise ValueError(f"the memory model needs probes at two or more micro-batch sizes, got "
+                         f"{[b for b, _ in probes]}; probe e.g. at 2 and 4")
+    last = probes[-1][1]
+    lines = {name: _line([(b, getattr(d, field) if isinstance(field, str) else field(d))
+                          for b, d in probes])
+             for name, field in (("saved", lambda d: d.activation_bytes + d.weight_copy_bytes),
+                                 ("recompute", "recompute_bytes"), ("data", "data_bytes"))}
+    model = MemoryModel(param_bytes=last.param_bytes, grad_bytes=last.grad_bytes,
+                        optimizer_state_bytes=last.optimizer_state_bytes,
+                        grads_in_forward=grads_in_forward, **lines, residual=(0.0, 0.0),
+                        probes=tuple((int(b), int(d.peak_bytes)) for b, d in probes),
+                        meter=last.meter)
+    intercept, slope = _line([(b, d.peak_bytes - model.counted(b)) for b, d in probes])
+    return replace(model, residual=(intercept, max(slope, -model.saved[1])))
 
 
 def format_bytes(n: float) -> str:
