@@ -7,6 +7,10 @@
         --block-n 64 128 256 --out tiles.jsonl        # the tile kernel (CPU: its stand-in)
     python -m a800lab tune --size 4096 --precision bf16 [--out trials.jsonl]
                                                        # fastest tile, stored and reused
+    python -m a800lab sweep train --model transformer --batch-size 8 32 128 \
+        --precision fp32 bf16 --accum-steps 1 4 --out train.jsonl   # training steps
+    python -m a800lab max-batch --model transformer --precision bf16 --target-batch 1024
+                                                       # largest micro-batch, verified
 
 A sweep appends one JSON line per point as it is measured; run the same command again to resume
 (points already in the file for this environment are skipped). Ctrl-C stops after saving what was
@@ -27,6 +31,8 @@ import sys
 from .core.cancel import Cancelled
 
 TILE_OPTIONS = ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages")
+TRAIN_OPTIONS = ("model", "model_size", "batch_size", "accum_steps", "optimizer",
+                 "checkpointing", "train_steps", "lr")
 
 
 def _shape_options(parser: argparse.ArgumentParser, *, many: bool = True) -> None:
@@ -53,6 +59,21 @@ def _tile_options(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=int, nargs="+")
 
 
+def _train_options(parser: argparse.ArgumentParser, *, many: bool = True) -> None:
+    """The training spec's options (a list of values each for a sweep)."""
+    nargs = "+" if many else None
+    parser.add_argument("--model", nargs=nargs, help="mlp, transformer or cnn (default: mlp)")
+    parser.add_argument("--model-size", nargs=nargs,
+                        help="tiny, small, medium or large (default: tiny on a CPU, medium on "
+                             "a GPU)")
+    parser.add_argument("--accum-steps", type=int, nargs=nargs,
+                        help="micro-batches per optimizer step (default 1)")
+    parser.add_argument("--optimizer", nargs=nargs, help="adamw or sgd (default adamw)")
+    parser.add_argument("--checkpointing", nargs=nargs, choices=["off", "on"],
+                        help="activation checkpointing (default off)")
+    parser.add_argument("--lr", type=float, default=None, help="learning rate (default 1e-3)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="a800lab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -68,15 +89,38 @@ def main(argv: list[str] | None = None) -> int:
                       help="do not record the peaks (by default tile points report %% of them)")
 
     sweep = sub.add_parser("sweep", help="run a sweep headless and write JSON Lines")
-    sweep.add_argument("workload", choices=["matmul", "tiles"],
+    sweep.add_argument("workload", choices=["matmul", "tiles", "train"],
                        help="matmul: torch.matmul over shapes and precisions; tiles: the tile "
-                            "kernel over tile configs")
+                            "kernel over tile configs; train: training steps over batch, "
+                            "accumulation, precision, optimizer and checkpointing")
     _shape_options(sweep)
     sweep.add_argument("--precision", nargs="+", default=["fp32"])
     _tile_options(sweep)
     _run_options(sweep)
     sweep.add_argument("--no-resume", action="store_true", help="re-measure points in --out")
     sweep.add_argument("--telemetry", action="store_true", help="sample NVML during each point")
+    _train_options(sweep)
+    sweep.add_argument("--batch-size", type=int, nargs="+",
+                       help="train: micro-batch sizes (default 32)")
+    sweep.add_argument("--train-steps", type=int, default=None,
+                       help="train: optimizer steps per point before timing, for its loss curve "
+                            "(default 20 on a CPU, 50 on a GPU)")
+
+    max_batch = sub.add_parser("max-batch", help="the largest micro-batch of a training step "
+                                                 "that fits (grow, bisect, verify)")
+    _train_options(max_batch, many=False)
+    max_batch.add_argument("--precision", default="fp32")
+    max_batch.add_argument("--target-batch", type=int, default=None,
+                           help="an effective batch to plan as micro-batch x accumulation")
+    max_batch.add_argument("--limit-mib", type=float, default=None,
+                           help="memory to fit in, MiB (default: 256 on a CPU, the GPU's free "
+                                "memory; smaller on a GPU plans for a smaller card)")
+    max_batch.add_argument("--margin", type=float, default=None,
+                           help="share of the limit kept free (default 0.1)")
+    max_batch.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
+    max_batch.add_argument("--threads", type=int, default=None,
+                           help="torch CPU threads (default on CPU: all usable cores but one)")
+    max_batch.add_argument("--out", default=None, help="JSON Lines file to append the result to")
 
     tune = sub.add_parser("tune", help="find the fastest tile config for one shape (successive "
                                        "halving; the winner is stored and reused)")
@@ -97,9 +141,17 @@ def main(argv: list[str] | None = None) -> int:
             return doctor_main(["--json"] if args.json else [])
         if args.command == "peak":
             return _peak(args)
+        if args.command == "max-batch":
+            return _max_batch(args)
         _check_run_options(args)
         if args.command == "tune":
             return _tune(args, parser)
+        if args.workload == "train":
+            return _sweep_train(args, parser)
+        given = [f"--{n.replace('_', '-')}" for n in TRAIN_OPTIONS
+                 if getattr(args, n, None) is not None]
+        if given:
+            parser.error(f"{given} apply to 'sweep train'")
         return _sweep(args, parser)
     except ValueError as exc:  # bad input: say what and exit like argparse does
         print(f"a800lab: error: {exc}", file=sys.stderr)
@@ -276,6 +328,129 @@ def _tune(args, parser) -> int:
     if backend == "triton":
         print(export_config(MatmulSpec(m, n, k, precision, backend, **entry["best"]))[1])
     return 0
+
+
+def _train_values(args, device: str, *, many: bool = True) -> dict:
+    """TrainSpec field -> the value(s) given, defaults filled in; every combination is checked
+    (ValueError) before anything runs."""
+    from .core.sweep import grid
+    from .workloads.training import TrainSpec, canonical_precision, check_precision
+    from .workloads.training_models import default_size, preset
+
+    def listed(given, default):  # a sweep's options are lists, max-batch's single values
+        if given is None:
+            return [default]
+        return list(given) if many else [given]
+
+    values = {
+        "model": listed(args.model, "mlp"),
+        "size": listed(args.model_size, default_size(device)),
+        "accum_steps": listed(args.accum_steps, 1),
+        "precision": [canonical_precision(p) for p in listed(args.precision, "fp32")],
+        "optimizer": listed(args.optimizer, "adamw"),
+        "checkpointing": [c == "on" for c in listed(args.checkpointing, "off")],
+    }
+    if many:
+        values["batch_size"] = listed(args.batch_size, 32)
+    values = {k: list(dict.fromkeys(v)) for k, v in values.items()}
+    for point in grid(values):
+        TrainSpec(**point, lr=1e-3 if args.lr is None else args.lr)
+        check_precision(point["precision"], device)
+        preset(point["model"], point["size"])
+    return values
+
+
+def _sweep_train(args, parser) -> int:
+    from .core.backends import resolve_device
+    from .core.sweep import run_sweep
+    from .workloads.matmul import cpu_slowdown_note
+    from .workloads.training import train_point
+
+    given = [f"--{n.replace('_', '-')}" for n in ("size", "m", "n", "k", *TILE_OPTIONS)
+             if getattr(args, n)]
+    if given or args.backend != "auto":
+        parser.error(f"{given or ['--backend']} apply to 'sweep matmul' and 'sweep tiles'; "
+                     "'sweep train' takes --model, --model-size, --batch-size, --accum-steps, "
+                     "--precision, --optimizer, --checkpointing")
+    device = resolve_device(args.device)
+    axes = _train_values(args, device)
+    train_steps = args.train_steps if args.train_steps is not None else \
+        (20 if device == "cpu" else 50)
+    if train_steps < 1:
+        raise ValueError(f"--train-steps {train_steps} must be at least 1")
+    point = functools.partial(train_point, device=device, budget_s=args.budget_s,
+                              train_steps=train_steps, lr=1e-3 if args.lr is None else args.lr)
+    if device == "cpu":
+        for name in axes["precision"]:
+            note = cpu_slowdown_note("bf16" if name == "bf16_pure" else name)
+            if note:
+                print(f"note: {note}", file=sys.stderr)
+    try:
+        res = run_sweep(point, axes, workload="train", out=args.out, device=device,
+                        resume=not args.no_resume, sample_telemetry=args.telemetry,
+                        torch_threads=_threads_for(args, device),
+                        on_progress=_progress, on_result=_show)
+    except (KeyboardInterrupt, Cancelled):
+        print(f"stopped; every finished point is in {args.out}", file=sys.stderr)
+        return 130
+    noisy = sum(bool(r.noise.get("noisy")) for r in res.records)
+    flagged = f", {noisy} noisy (marked !)" if noisy else ""
+    print(f"{len(res.records)} points measured{flagged}, {res.skipped} already in {args.out}",
+          file=sys.stderr)
+    return 0
+
+
+def _max_batch(args) -> int:
+    from .core.backends import resolve_device
+    from .core.results import check_writable
+    from .core.sweep import thread_count
+    from .workloads.max_batch import DEFAULT_MARGIN, find_max_batch_for
+    from .workloads.training import TrainSpec
+
+    device = resolve_device(args.device)
+    values = _train_values(args, device, many=False)
+    spec = TrainSpec(**{k: v[0] for k, v in values.items()},
+                     lr=1e-3 if args.lr is None else args.lr)
+    margin = DEFAULT_MARGIN if args.margin is None else args.margin
+    if not 0 <= margin < 1:
+        raise ValueError(f"--margin {margin} must be in [0, 1), e.g. 0.1")
+    limit = None
+    if args.limit_mib is not None:
+        if not (math.isfinite(args.limit_mib) and args.limit_mib > 0):
+            raise ValueError(f"--limit-mib {args.limit_mib} must be a number of MiB > 0")
+        limit = int(args.limit_mib * 2**20)
+    if args.target_batch is not None and args.target_batch < 1:
+        raise ValueError(f"--target-batch {args.target_batch} must be at least 1")
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads {args.threads} must be at least 1")
+    if args.out is not None:
+        check_writable(args.out)
+    print(f"max batch of {spec.model} ({spec.size}, {spec.precision}, {spec.optimizer}, "
+          f"checkpointing {'on' if spec.checkpointing else 'off'}) on {device}", file=sys.stderr)
+    try:
+        with thread_count(_threads_for(args, device)):
+            result = find_max_batch_for(spec, device=device, limit_bytes=limit, margin=margin,
+                                        target_batch=args.target_batch, on_trial=_show_trial)
+    except (KeyboardInterrupt, Cancelled):
+        print("stopped; nothing written", file=sys.stderr)
+        return 130
+    print(result.summary(), file=sys.stderr)
+    line = json.dumps({"spec": spec.to_dict(), **result.to_dict()})
+    if args.out is not None:
+        with open(args.out, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+    print(line)
+    return 0 if result.batch_size else 1
+
+
+def _show_trial(trial) -> None:
+    """One line per max-batch trial: stage, micro-batch x accumulation, outcome, peak."""
+    peak = "" if trial.peak_bytes is None else f" peak {trial.peak_bytes / 2**20:.1f} MiB"
+    predicted = "" if trial.predicted_bytes is None else \
+        f" (predicted {trial.predicted_bytes / 2**20:.1f} MiB)"
+    message = f" {trial.message}" if trial.message and trial.outcome != "ok" else ""
+    print(f"  {trial.stage} {trial.batch_size} x {trial.accum_steps}: {trial.outcome}{peak}"
+          f"{predicted}{message}", file=sys.stderr)
 
 
 def _progress(done: int, total: int, eta_s: float | None) -> None:

@@ -190,3 +190,72 @@ def test_cpu_runs_leave_a_core_free_by_default(tmp_path, capsys):
                  "--out", str(out)]) == 0
     assert read_records(out)[0].conditions["torch_threads"] == default_cpu_threads()
     assert f"CPU: {default_cpu_threads()} torch thread(s)" in capsys.readouterr().err
+
+
+def test_sweep_train_writes_training_records_and_resumes(tmp_path, capsys):
+    out = tmp_path / "train.jsonl"
+    args = ["sweep", "train", "--model", "mlp", "--batch-size", "4", "8", "--accum-steps", "2",
+            "--train-steps", "2", "--budget-s", "0.01", "--device", "cpu", "--out", str(out)]
+    assert main(args) == 0
+    records = read_records(out)
+    assert [(r.workload, r.params["batch_size"], r.outcome) for r in records] == [
+        ("train", 4, "ok"), ("train", 8, "ok")]
+    first = records[0]
+    assert first.params == {"model": "mlp", "size": "tiny", "accum_steps": 2,
+                            "precision": "fp32", "optimizer": "adamw", "checkpointing": False,
+                            "batch_size": 4}
+    assert first.throughput_unit == "samples/s" and first.metrics["effective_batch"] == 8
+    assert first.metrics["param_bytes"] > 0 and len(first.metrics["loss_curve"]) == 2
+    err = capsys.readouterr().err
+    assert "[2/2" in err and "samples/s" in err
+    assert main(args) == 0
+    assert "0 points measured, 2 already in" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--batch-size", "0"], "batch_size=0 must be a positive int"),
+    (["--accum-steps", "0"], "accum_steps=0 must be a positive int"),
+    (["--precision", "tf32"], "tf32 is a CUDA tensor-core mode"),
+    (["--model", "resnet"], "unknown model 'resnet'"),
+    (["--train-steps", "0"], "--train-steps 0 must be at least 1"),
+])
+def test_sweep_train_refuses_bad_input_before_running(tmp_path, capsys, extra, says):
+    out = tmp_path / "train.jsonl"
+    assert main(["sweep", "train", "--device", "cpu", "--out", str(out), *extra]) == 2
+    assert says in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_options_of_one_workload_are_refused_by_another(tmp_path, capsys):
+    out = str(tmp_path / "r.jsonl")
+    with pytest.raises(SystemExit):
+        main(["sweep", "matmul", "--size", "8", "--batch-size", "4", "--out", out])
+    assert "['--batch-size'] apply to 'sweep train'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["sweep", "train", "--size", "8", "--out", out])
+    assert "['--size'] apply to 'sweep matmul' and 'sweep tiles'" in capsys.readouterr().err
+
+
+def test_max_batch_prints_a_verified_answer_and_its_plan(tmp_path, capsys):
+    out = tmp_path / "searches.jsonl"
+    assert main(["max-batch", "--model", "transformer", "--limit-mib", "8",
+                 "--target-batch", "300", "--device", "cpu", "--threads", "1",
+                 "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert result["batch_size"] > 1 and result["measured_bytes"] <= result["budget_bytes"]
+    plan = result["plan"]
+    assert plan["batch_size"] * plan["accum_steps"] == 300
+    assert result["spec"]["model"] == "transformer"
+    assert "  probe 1 x 2: ok" in captured.err and "  verify " in captured.err
+    assert "Largest micro-batch" in captured.err
+    assert json.loads(out.read_text().splitlines()[-1]) == result
+
+
+def test_max_batch_bad_input_exits_2(capsys):
+    assert main(["max-batch", "--margin", "1.5"]) == 2
+    assert "--margin 1.5 must be in [0, 1)" in capsys.readouterr().err
+    assert main(["max-batch", "--limit-mib", "-3"]) == 2
+    assert "--limit-mib -3.0 must be a number of MiB > 0" in capsys.readouterr().err
+    assert main(["max-batch", "--precision", "bf17"]) == 2
+    assert "unknown training precision 'bf17'" in capsys.readouterr().err

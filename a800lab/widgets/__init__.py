@@ -4,11 +4,14 @@ run work only from a Run button and plot with a800lab.plots.
     from a800lab.widgets import Explorer, Range
     Explorer(my_step, params={"batch_size": Range(1, 256, default=32), "precision": ["fp32"]})
     MatmulExplorer()        # tile heatmap, shape sweep with the quantisation model, precisions
+    TrainingExplorer()      # batch x accumulation x precision: samples/s, memory, loss, max batch
 """
 
 from .device import DevicePanel
 from .explorer import Explorer
 from .matmul_explorer import MatmulExplorer
 from .params import Choice, Fixed, Range
+from .training_explorer import TrainingExplorer
 
-__all__ = ["Choice", "DevicePanel", "Explorer", "Fixed", "MatmulExplorer", "Range"]
+__all__ = ["Choice", "DevicePanel", "Explorer", "Fixed", "MatmulExplorer", "Range",
+           "TrainingExplorer"]

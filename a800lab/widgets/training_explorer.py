@@ -1,0 +1,284 @@
+"""TrainingExplorer: vary a training step's batch, accumulation, precision and checkpointing,
+press Run, see samples/s, where the memory goes, and whether it still learns.
+
+    from a800lab.widgets import TrainingExplorer
+    panel = TrainingExplorer()                          # preset models on generated data
+    panel.run(wait=True, batch_size=[8, 32, 128], precision="bf16")
+    panel.find_max_batch(wait=True, target_batch=1024)  # the "find max batch" button
+    panel.max_batch_result.summary()
+    TrainingExplorer(make_model=my_model, make_batch=my_batch, loss_fn=my_loss)   # your model
+
+Each point (a800lab.workloads.training.train_point) trains a fresh model for a few optimizer
+steps (the loss curve), counts its memory breakdown, predicts its peak from two smaller probes,
+then times whole optimizer steps. The plot: throughput (one line per series and run, the IQR
+shaded, noisy points hollow) above the stacked memory breakdown (with the predicted and measured
+peaks) and the loss curves; the title names the device and mode. The max-batch search runs on
+the panel's thread like a Run (Stop ends it between trials) and draws its trials below.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import io
+import threading
+from pathlib import Path
+
+import ipywidgets as widgets
+import pandas as pd
+
+from ..core.backends import resolve_device
+from ..core.cancel import Cancelled, CancelToken
+from ..core.sweep import thread_count
+from ..core.window import harness_work
+from ..training_plots import max_batch_figure, training_figure
+from ..workloads.max_batch import (
+    DEFAULT_MARGIN,
+    MaxBatchResult,
+    default_limit_bytes,
+    find_max_batch_for,
+)
+from ..workloads.training import (
+    CUSTOM,
+    OPTIMIZERS,
+    TrainSpec,
+    check_task,
+    custom_task,
+    precisions_for,
+    train_point,
+)
+from ..workloads.training_memory import MIB, format_bytes
+from ..workloads.training_models import MODELS, SIZES, default_size, describe_sizes
+from .explorer import DATA_DIR, Explorer
+from .explorer_text import run_numbers, table_html
+from .params import Choice, Fixed, Range
+
+# per mode: optimizer steps trained per point (the loss curve), timing budget per point
+CPU_DEFAULTS = {"train_steps": 20, "budget_s": 0.1}
+GPU_DEFAULTS = {"train_steps": 50, "budget_s": 0.3}
+_TABLE_METRICS = ("effective_batch", "eval_loss", "accuracy", "skipped_steps")
+
+
+class TrainingExplorer(Explorer):
+    """The training-step panel (see the module docstring).
+
+    Presets: `model` ("mlp", "transformer", "cnn") and `size` ("tiny" on a CPU, "medium" on a
+    GPU) start the controls. Your own model: `make_model()` -> nn.Module, `make_batch(batch_size)`
+    -> (inputs, targets) (also given `device=` / `generator=` if it takes them), `loss_fn(outputs,
+    targets)` (default cross-entropy), `accuracy_fn` (default: argmax accuracy with the default
+    loss); they are dry-run on a batch of 2 when the panel is built, so a mistake is an error
+    here, before anything is measured. `train_steps` and `budget_s` default to a few seconds per
+    point on a CPU. The rest as for Explorer (`device`, `cpu_threads`, `title`, `recorded_dir`,
+    `out`).
+    """
+
+    def __init__(self, *, make_model=None, make_batch=None, loss_fn=None, accuracy_fn=None,
+                 model: str = "transformer", size: str | None = None, device: str = "auto",
+                 sweep: str = "batch_size", train_steps: int | None = None,
+                 budget_s: float | None = None, cpu_threads: int | None = None,
+                 title: str = "Training step: samples/s, memory and loss",
+                 recorded_dir: Path | str = DATA_DIR, out: str | None = None):
+        device = resolve_device(device)
+        on_cpu = device == "cpu"
+        defaults = CPU_DEFAULTS if on_cpu else GPU_DEFAULTS
+        self.task = None
+        if make_model is not None or make_batch is not None:
+            if make_model is None or make_batch is None:
+                raise ValueError("your own model needs both make_model= and make_batch=")
+            self.task = custom_task(make_model, make_batch, loss_fn, accuracy_fn)
+            check_task(self.task, device)
+        precisions = precisions_for(device)
+        params = {
+            "model": Fixed(CUSTOM) if self.task else Choice(MODELS, default=model),
+            "size": Fixed(CUSTOM) if self.task else
+            Choice(SIZES, default=size or default_size(device)),
+            "batch_size": Range(1, 1024 if on_cpu else 65536, default=32 if on_cpu else 64,
+                                scale="pow2"),
+            "accum_steps": Range(1, 64, default=1, scale="pow2"),
+            "precision": Choice(tuple(precisions), default="fp32" if on_cpu else "bf16"),
+            "optimizer": Choice(OPTIMIZERS, default="adamw"),
+            "checkpointing": Choice((False, True)),
+        }
+        workload = functools.partial(train_point, task=self.task,
+                                     train_steps=train_steps or defaults["train_steps"],
+                                     budget_s=budget_s or defaults["budget_s"])
+        self.max_batch_result: MaxBatchResult | None = None
+        self.max_batch_figure = None
+        self._finder: threading.Thread | None = None
+        super().__init__(workload, params, sweep=sweep, name="train", device=device,
+                         cpu_threads=cpu_threads, title=title, recorded_dir=recorded_dir,
+                         out=out)
+
+    # ---- layout ---------------------------------------------------------------------------
+    def _build(self, sweep, title, recorded_dir, out) -> None:
+        super()._build(sweep, title, recorded_dir, out)
+        on_cpu = self.device == "cpu"
+        self.target_batch = widgets.BoundedIntText(
+            value=0, min=0, max=2**24, description="target batch",
+            tooltip="an effective batch to split into micro-batch x accumulation (0: none)")
+        default_mib = default_limit_bytes(self.device) // MIB if on_cpu else 0
+        self.limit_mib = widgets.BoundedIntText(
+            value=default_mib, min=0, max=2**24, description="limit (MiB)",
+            tooltip="the memory to fit in; 0 on a GPU: what is free now")
+        self.margin = widgets.BoundedFloatText(value=DEFAULT_MARGIN, min=0.0, max=0.9,
+                                               step=0.05, description="margin")
+        self.find_button = widgets.Button(description="Find max batch", icon="search",
+                                          tooltip="the largest micro-batch that fits, at the "
+                                                  "other controls' values")
+        self.find_button.on_click(lambda _: self.find_max_batch())
+        self.max_batch_text = widgets.HTML("")
+        self.max_batch_plot = widgets.Image(format="png", layout=widgets.Layout(display="none"))
+        note = ("CPU fallback: the search fits a pretend limit with tensor bytes counted "
+                "exactly; on a GPU it fits the real memory." if on_cpu else
+                "The search runs full optimizer steps, the first included, at each trial.")
+        sizes = "" if self.task else "<br>" + html.escape("; ".join(
+            f"{m}: " + ", ".join(f"{s} {n}" for s, n in by_size.items())
+            for m, by_size in describe_sizes().items()))
+        finder = widgets.VBox([
+            widgets.HTML(f"<b>Max batch</b> <small>{html.escape(note)}{sizes}</small>"),
+            widgets.HBox([self.target_batch, self.limit_mib, self.margin, self.find_button]),
+            self.max_batch_text, self.max_batch_plot])
+        children = list(self.widget.children)
+        children.insert(children.index(self.status) + 1, finder)
+        self.widget.children = tuple(children)
+
+    # ---- the max-batch search --------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        finder = self._finder is not None and self._finder.is_alive()
+        return super().running or finder
+
+    def find_max_batch(self, wait: bool = False, *, target_batch: int | None = None,
+                       limit_mib: float | None = None, margin: float | None = None,
+                       **values) -> bool:
+        """The largest micro-batch at the controls' values (keyword values override them, as
+        in run()); `target_batch` also plans it as micro-batch x accumulation. Returns False,
+        with the reason in the status line, if it cannot start. The result lands in
+        `max_batch_result` and is drawn under the controls."""
+        with self._lock:
+            if self.running:
+                self.status.say("A run is in progress: press Stop or wait for it.", "warn")
+                return False
+            try:
+                spec, limit, target, margin = self._finder_plan(values, target_batch,
+                                                                limit_mib, margin)
+            except Exception as exc:  # any bad value: say so, start nothing
+                self.status.say(f"Cannot search: {exc}", "error")
+                return False
+            self._cancel, self._stopped_at = CancelToken(), None
+            self._finder = threading.Thread(target=self._search, args=(spec, limit, target,
+                                                                       margin),
+                                            daemon=True, name="a800lab-max-batch")
+            self.run_button.disabled = self.find_button.disabled = True
+            self.stop_button.disabled = False
+            self.status.say(f"Searching the largest micro-batch of {spec.model} "
+                            f"({spec.precision}, {spec.optimizer}, checkpointing "
+                            f"{'on' if spec.checkpointing else 'off'}) on "
+                            f"{self._conditions()} ...")
+            self._finder.start()
+        if wait:
+            self._finder.join()
+        return True
+
+    def _finder_plan(self, values: dict, target_batch, limit_mib, margin):
+        unknown = set(values) - set(self.params)
+        if unknown:
+            raise ValueError(f"unknown parameter(s) {sorted(unknown)}; this panel has "
+                             f"{list(self.params)}")
+        chosen = {}
+        for key, spec in self.params.items():
+            value = values.get(key, spec.value if isinstance(spec, Fixed)
+                               else self.controls[key].value)
+            chosen[key] = self._check_one(key, value)
+        spec = TrainSpec(model=self.task.name if self.task else chosen["model"],
+                         size=chosen["size"], batch_size=1, accum_steps=chosen["accum_steps"],
+                         precision=chosen["precision"], optimizer=chosen["optimizer"],
+                         checkpointing=chosen["checkpointing"])
+        target = self.target_batch.value if target_batch is None else target_batch
+        limit_mib = self.limit_mib.value if limit_mib is None else limit_mib
+        if limit_mib < 0:
+            raise ValueError(f"limit_mib={limit_mib} must be >= 0 (0: the device's free memory)")
+        limit = int(limit_mib * MIB) or None
+        if limit is None and self.device == "cpu":
+            raise ValueError("on a CPU give a limit in MiB (a pretend card size), e.g. 256")
+        margin = self.margin.value if margin is None else margin
+        return spec, limit, target or None, margin
+
+    def _search(self, spec: TrainSpec, limit, target, margin) -> None:
+        trials: list = []
+
+        def progress(trial):
+            trials.append(trial)
+            runs = sum(t.outcome != "skipped" for t in trials)
+            self.progress_text.value = (f"{len(trials)} trials ({runs} run), last: {trial.stage} "
+                                        f"{trial.batch_size} {trial.outcome}")
+
+        try:
+            with thread_count(self.torch_threads):
+                result = find_max_batch_for(spec, self.task, device=self.device,
+                                            limit_bytes=limit, margin=margin,
+                                            target_batch=target, on_trial=progress,
+                                            cancel=self._cancel)
+            self.max_batch_result = result
+            self._draw_search(result)
+            self.status.say(result.summary(), "ok" if result.batch_size else "warn")
+        except Cancelled:
+            self.status.say(f"Max-batch search stopped after {len(trials)} trials.",
+                            "warn")
+        except BaseException as exc:  # noqa: B036 -- whatever ends it, say so and recover
+            self.status.say(f"Max-batch search failed: {type(exc).__name__}: {exc}", "error")
+        finally:
+            self.run_button.disabled = self.find_button.disabled = False
+            self.stop_button.disabled = True
+
+    def stop(self) -> None:
+        """End the run after the point in flight, or the search after the trial in flight."""
+        if self._finder is not None and self._finder.is_alive():
+            self._cancel.cancel()
+            self.status.say("Stopping the search after the trial in flight ...", "warn")
+            return
+        super().stop()
+
+    def _draw_search(self, result: MaxBatchResult) -> None:
+        with harness_work():
+            figure = max_batch_figure(result)
+            buf = io.BytesIO()
+            figure.savefig(buf, format="png", dpi=90)
+        self.max_batch_figure = figure
+        self.max_batch_plot.value = buf.getvalue()
+        self.max_batch_plot.layout.display = None
+        plan = result.plan
+        rows = [("largest micro-batch", result.batch_size),
+                ("limit / budget", f"{format_bytes(result.limit_bytes)} / "
+                                   f"{format_bytes(result.budget_bytes)}"),
+                ("predicted at the answer", "-" if result.predicted_bytes is None
+                 else format_bytes(result.predicted_bytes)),
+                ("measured at the answer", "-" if result.measured_bytes is None
+                 else format_bytes(result.measured_bytes)),
+                ("trials run / skipped", f"{result.runs} / {len(result.trials) - result.runs}")]
+        if plan is not None:
+            rows.append((f"target {plan.target_batch}",
+                         f"{plan.batch_size} x {plan.accum_steps} accumulation steps"
+                         + (f" ({plan.note})" if plan.note else "")))
+        self.max_batch_text.value = "<table>" + "".join(
+            f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>"
+            for k, v in rows) + "</table>"
+
+    # ---- views ----------------------------------------------------------------------------
+    def _figure(self, df: pd.DataFrame, x: str, series: str):
+        return training_figure(df, x, series=series, earlier_runs=self.earlier_runs.value)
+
+    def _table_html(self, measured: pd.DataFrame) -> str:
+        """The results table with the training metrics and the step's peak beside the memory
+        model's prediction."""
+        if measured.empty:
+            return ""
+        shown = measured.copy()
+        for column, name in (("step_peak_bytes", "step peak (MiB)"),
+                             ("predicted_peak_bytes", "predicted (MiB)")):
+            if column in shown:
+                shown[name] = pd.to_numeric(shown[column], errors="coerce") / MIB
+        numbers = run_numbers(shown["run_id"]) if "run_id" in shown else {}
+        extra = [c for c in (*_TABLE_METRICS, "step peak (MiB)", "predicted (MiB)")
+                 if c in shown]
+        return table_html(shown, [*self.params, *extra], numbers)

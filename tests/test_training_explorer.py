@@ -1,0 +1,112 @@
+"""TrainingExplorer driven headless: presets and user models, runs, the max-batch search."""
+
+import time
+
+import pytest
+import torch
+from torch import nn
+
+from a800lab.widgets import TrainingExplorer
+from a800lab.workloads import max_batch as max_batch_module
+
+
+def _my_model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+
+
+def _my_batch(batch_size):
+    return torch.randn(batch_size, 8), torch.randint(0, 3, (batch_size,))
+
+
+@pytest.fixture(scope="module")
+def preset_panel():
+    return TrainingExplorer(model="mlp", device="cpu", cpu_threads=1, train_steps=3,
+                            budget_s=0.01)
+
+
+def test_controls_are_the_training_spec(preset_panel):
+    p = preset_panel
+    assert list(p.params) == ["model", "size", "batch_size", "accum_steps", "precision",
+                              "optimizer", "checkpointing"]
+    assert p.controls["size"].value == "tiny" and p.controls["precision"].value == "fp32"
+    assert "tf32" not in p.controls["precision"].options  # a CUDA mode: not offered on a CPU
+    assert p.sweep_axis.value == "batch_size"
+
+
+def test_a_run_plots_throughput_memory_and_loss(preset_panel):
+    p = preset_panel
+    assert p.run(wait=True, batch_size=[4, 8], accum_steps=2)
+    assert p.status_text.startswith("Done: 2 points (2 ok)")
+    df = p.results
+    assert list(df["effective_batch"]) == [8, 16]
+    assert (df["step_peak_bytes"] > 0).all() and (df["predicted_peak_bytes"] > 0).all()
+    titles = [ax.get_title() for ax in p.figure.axes]
+    assert any("CPU fallback" in t for t in titles)
+    assert "memory breakdown vs batch_size" in titles
+    assert "training loss per optimizer step" in titles
+    for column in ("eval_loss", "accuracy", "step peak (MiB)", "predicted (MiB)"):
+        assert f"<th>{column}</th>" in p.table.value
+
+
+def test_bad_values_are_refused_before_anything_runs(preset_panel):
+    p = preset_panel
+    before = len(p.records)
+    assert not p.run(batch_size=[0])
+    assert "Cannot run: batch_size=0 is outside the allowed range" in p.status_text
+    assert not p.find_max_batch(limit_mib=-1)
+    assert "Cannot search: limit_mib=-1 must be >= 0" in p.status_text
+    assert len(p.records) == before
+
+
+def test_find_max_batch_answers_and_draws(preset_panel):
+    p = preset_panel
+    assert p.find_max_batch(wait=True, target_batch=1000, limit_mib=4, model="transformer")
+    result = p.max_batch_result
+    assert result.batch_size > 1 and result.verified.fits
+    assert result.plan.effective_batch == 1000
+    assert p.status_text.startswith("Largest micro-batch: ")
+    assert "largest micro-batch" in p.max_batch_text.value
+    assert p.max_batch_plot.layout.display is None and p.max_batch_plot.value
+    assert not p.run_button.disabled and not p.find_button.disabled
+
+
+def test_stop_ends_a_search_between_trials(monkeypatch):
+    p = TrainingExplorer(model="mlp", device="cpu", cpu_threads=1)
+    original = max_batch_module.find_max_batch
+
+    def slow(trial, **kw):
+        def slow_trial(*args):
+            time.sleep(0.2)
+            return trial(*args)
+        return original(slow_trial, **kw)
+
+    monkeypatch.setattr(max_batch_module, "find_max_batch", slow)
+    assert p.find_max_batch(limit_mib=4)
+    assert not p.run(batch_size=[4])  # one thing at a time
+    p.stop()
+    p._finder.join(10)
+    assert "Max-batch search stopped after" in p.status_text
+    assert p.max_batch_result is None and not p.run_button.disabled
+
+
+def test_a_user_model_runs_with_its_own_loss():
+    p = TrainingExplorer(make_model=_my_model, make_batch=_my_batch,
+                         loss_fn=nn.functional.cross_entropy, device="cpu", cpu_threads=1,
+                         train_steps=2, budget_s=0.01)
+    assert p.controls["model"].value == "custom" and p.controls["model"].disabled
+    assert p.run(wait=True, batch_size=[4])
+    row = p.results.iloc[0]
+    assert row["outcome"] == "ok" and row["model"] == "custom" and row["param_count"] == 195
+
+
+def test_user_model_mistakes_are_errors_when_the_panel_is_built():
+    with pytest.raises(ValueError, match="the model raised on a batch of 2"):
+        TrainingExplorer(make_model=lambda: nn.Linear(5, 3), make_batch=_my_batch,
+                         device="cpu")
+    with pytest.raises(ValueError, match=r"make_batch\(2\) returned targets of shape \(3,\)"):
+        TrainingExplorer(make_model=_my_model,
+                         make_batch=lambda b: (torch.randn(b, 8), torch.zeros(b + 1)),
+                         device="cpu")
+    with pytest.raises(ValueError, match="needs both make_model= and make_batch="):
+        TrainingExplorer(make_model=_my_model, device="cpu")
