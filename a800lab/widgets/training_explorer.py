@@ -68,14 +68,15 @@ class TrainingExplorer(Explorer):
     targets)` (default cross-entropy), `accuracy_fn` (default: argmax accuracy with the default
     loss); they are dry-run on a batch of 2 when the panel is built, so a mistake is an error
     here, before anything is measured. `train_steps` and `budget_s` default to a few seconds per
-    point on a CPU. The rest as for Explorer (`device`, `cpu_threads`, `title`, `recorded_dir`,
-    `out`).
+    point on a CPU; `lr` is every point's learning rate. The rest as for Explorer (`device`,
+    `cpu_threads`, `title`, `recorded_dir`, `out`).
     """
 
     def __init__(self, *, make_model=None, make_batch=None, loss_fn=None, accuracy_fn=None,
                  model: str = "transformer", size: str | None = None, device: str = "auto",
                  sweep: str = "batch_size", train_steps: int | None = None,
-                 budget_s: float | None = None, cpu_threads: int | None = None,
+                 budget_s: float | None = None, lr: float = 1e-3,
+                 cpu_threads: int | None = None,
                  title: str = "Training step: samples/s, memory and loss",
                  recorded_dir: Path | str = DATA_DIR, out: str | None = None):
         device = resolve_device(device)
@@ -101,7 +102,7 @@ class TrainingExplorer(Explorer):
         }
         workload = functools.partial(train_point, task=self.task,
                                      train_steps=train_steps or defaults["train_steps"],
-                                     budget_s=budget_s or defaults["budget_s"])
+                                     budget_s=budget_s or defaults["budget_s"], lr=lr)
         self.max_batch_result: MaxBatchResult | None = None
         self.max_batch_figure = None
         self._finder: threading.Thread | None = None
@@ -193,7 +194,7 @@ class TrainingExplorer(Explorer):
         spec = TrainSpec(model=self.task.name if self.task else chosen["model"],
                          size=chosen["size"], batch_size=1, accum_steps=chosen["accum_steps"],
                          precision=chosen["precision"], optimizer=chosen["optimizer"],
-                         checkpointing=chosen["checkpointing"])
+                         checkpointing=chosen["checkpointing"], lr=self.workload.keywords["lr"])
         target = self.target_batch.value if target_batch is None else target_batch
         limit_mib = self.limit_mib.value if limit_mib is None else limit_mib
         if limit_mib < 0:

@@ -492,6 +492,25 @@ def _flat(*parts) -> list[torch.Tensor]:
     return out
 
 
+def accumulation_gap(task: Task, batch_size: int, accum_steps: int, *, device: str = "cpu",
+                     seed: int = 3) -> float:
+    """How far the gradient of accum_steps micro-batches of batch_size is from the gradient of
+    the same samples as one batch (fp32): max |difference| / max |gradient|. Rounding alone
+    gives ~1e-7; batch norm gives a real gap (each micro-batch has its own statistics)."""
+    generator = torch.Generator(device).manual_seed(seed)
+    micro = [check_batch(task.make_batch(batch_size, generator), batch_size)
+             for _ in range(accum_steps)]
+    whole = [tuple(torch.cat(parts) for parts in zip(*micro, strict=True))]
+    grads = []
+    for b, k, batches in ((batch_size, accum_steps, micro), (batch_size * accum_steps, 1, whole)):
+        trainer = Trainer(TrainSpec(batch_size=b, accum_steps=k, optimizer="sgd"), task, device)
+        seen = {}
+        trainer.cycle(batches, before_step=lambda t=trainer, s=seen: s.update(grad=torch.cat(
+            [p.grad.flatten() for p in t.model.parameters() if p.grad is not None])))
+        grads.append(seen["grad"])
+    return float((grads[0] - grads[1]).abs().max() / grads[1].abs().max())
+
+
 # ---- memory probes -----------------------------------------------------------------------------
 def measure_step_memory(spec: TrainSpec, task: Task, device: str, *, cycles: int = 1,
                         limit_bytes: int | None = None, seed: int = 0):
