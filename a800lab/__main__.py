@@ -11,6 +11,8 @@
         --precision fp32 bf16 --accum-steps 1 4 --out train.jsonl   # training steps
     python -m a800lab max-batch --model transformer --precision bf16 --target-batch 1024
                                                        # largest micro-batch, verified
+    python -m a800lab diff a800/runs.jsonl h200/runs.jsonl [--json]
+                                                       # what differs between two machines
 
 A sweep appends one JSON line per point as it is measured; run the same command again to resume
 (points already in the file for this environment are skipped). Ctrl-C stops after saving what was
@@ -71,10 +73,12 @@ def _train_options(parser: argparse.ArgumentParser, *, many: bool = True) -> Non
     parser.add_argument("--optimizer", nargs=nargs, help="adamw or sgd (default adamw)")
     parser.add_argument("--checkpointing", nargs=nargs, choices=["off", "on"],
                         help="activation checkpointing (default off)")
-    parser.add_argument("--lr", type=float, default=None, help="learning rate (default 1e-3)")
+    parser.add_argument("--lr", type=float, default=None,
+                        help="learning rate (default: the preset's, 1e-2 tiny ... 3e-4 large)")
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line's parser (tests parse the deploy recipes' commands with it)."""
     parser = argparse.ArgumentParser(prog="a800lab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -133,6 +137,16 @@ def main(argv: list[str] | None = None) -> int:
                            "tuned.json)")
     tune.add_argument("--force", action="store_true", help="tune even when a result is stored")
 
+    diff = sub.add_parser("diff", help="compare two results files or two doctor reports: what "
+                                        "differs, what it means, throughputs side by side")
+    diff.add_argument("a", help="results file (JSON Lines) or doctor report (doctor --json)")
+    diff.add_argument("b", help="the same from the other machine")
+    diff.add_argument("--json", action="store_true", help="print JSON instead of text")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         if args.command == "doctor":
@@ -141,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
             return doctor_main(["--json"] if args.json else [])
         if args.command == "peak":
             return _peak(args)
+        if args.command == "diff":
+            return _diff(args)
         if args.command == "max-batch":
             return _max_batch(args)
         _check_run_options(args)
@@ -171,6 +187,14 @@ def _peak(args) -> int:
         path = record_peaks(report, environment(report.device))
         print(f"peaks recorded in {path}: tile points on this device now report % of them",
               file=sys.stderr)
+    return 0
+
+
+def _diff(args) -> int:
+    from .core.envdiff import diff_files, format_diff
+
+    result = diff_files(args.a, args.b)
+    print(json.dumps(result.to_dict(), indent=2) if args.json else format_diff(result))
     return 0
 
 
@@ -354,7 +378,7 @@ def _train_values(args, device: str, *, many: bool = True) -> dict:
         values["batch_size"] = listed(args.batch_size, 32)
     values = {k: list(dict.fromkeys(v)) for k, v in values.items()}
     for point in grid(values):
-        TrainSpec(**point, lr=1e-3 if args.lr is None else args.lr)
+        TrainSpec(**point, lr=args.lr)
         check_precision(point["precision"], device)
         preset(point["model"], point["size"])
     return values
@@ -379,7 +403,7 @@ def _sweep_train(args, parser) -> int:
     if train_steps < 1:
         raise ValueError(f"--train-steps {train_steps} must be at least 1")
     point = functools.partial(train_point, device=device, budget_s=args.budget_s,
-                              train_steps=train_steps, lr=1e-3 if args.lr is None else args.lr)
+                              train_steps=train_steps, lr=args.lr)
     if device == "cpu":
         for name in axes["precision"]:
             note = cpu_slowdown_note("bf16" if name == "bf16_pure" else name)
@@ -409,8 +433,7 @@ def _max_batch(args) -> int:
 
     device = resolve_device(args.device)
     values = _train_values(args, device, many=False)
-    spec = TrainSpec(**{k: v[0] for k, v in values.items()},
-                     lr=1e-3 if args.lr is None else args.lr)
+    spec = TrainSpec(**{k: v[0] for k, v in values.items()}, lr=args.lr)
     margin = DEFAULT_MARGIN if args.margin is None else args.margin
     if not 0 <= margin < 1:
         raise ValueError(f"--margin {margin} must be in [0, 1), e.g. 0.1")

@@ -1,0 +1,208 @@
+"""Environment diff: every field named with its meaning (missing ones too), doctor reports and
+results files on either side, and the same configs' throughputs side by side."""
+
+import json
+
+import pytest
+
+from a800lab.__main__ import main
+from a800lab.core.doctor import build_report
+from a800lab.core.envdiff import (
+    FIELDS,
+    NA,
+    Side,
+    diff_files,
+    diff_sides,
+    format_diff,
+    load_side,
+    side_from_records,
+    side_from_report,
+)
+from a800lab.core.results import Record, append_record
+from tests.fake_nvml import FakeNvml
+
+ENV_A800 = {"python": "3.11.9", "platform": "Linux-5.15", "hostname": "gpu-a", "torch": "2.5.1",
+            "cuda": "12.1", "cudnn": 90100, "nccl": "2.21.5", "driver": "535.129.03",
+            "cpu_model": "AMD EPYC 7763", "device_count": 8, "device": "cuda",
+            "device_name": "NVIDIA A800-SXM4-80GB", "mode": "GPU", "fingerprint": "aaaa"}
+ENV_H200 = {**ENV_A800, "hostname": "gpu-b", "driver": "550.54.15", "cuda": "12.4",
+            "device_name": "NVIDIA H200", "fingerprint": "bbbb"}
+
+
+def report(model="A800"):
+    fake = FakeNvml(model=model)
+    return build_report(nvml=fake, cuda_properties=fake.cuda_properties())
+
+
+def record(env, throughput, *, size=1024, precision="bf16", stamp="2026-01-01T00:00:00",
+           noisy=False, unit="TFLOP/s", outcome="ok"):
+    return Record(workload="matmul", params={"size": size, "precision": precision},
+                  outcome=outcome, throughput=throughput if outcome == "ok" else None,
+                  throughput_unit=unit, env=env, timestamp=stamp,
+                  noise={"noisy": noisy, "reasons": ["spread"] if noisy else []})
+
+
+def full_facts():
+    """A value for every field, as a side would carry it."""
+    return {key: [f"{key}-value"] * 2 if key == "power_limit_w" else f"{key}-value"
+            for key in FIELDS}
+
+
+@pytest.mark.parametrize("key", list(FIELDS))
+def test_every_field_that_differs_is_named_with_its_meaning(key):
+    a = Side("a", "doctor report", full_facts())
+    changed = {**full_facts(), key: "other"}
+    d = diff_sides(a, Side("b", "doctor report", changed))
+    assert [x.field for x in d.differences] == [key]
+    assert d.differences[0].meaning == FIELDS[key][1]
+    assert d.differences[0].label == FIELDS[key][0]
+    assert len(d.same) == len(FIELDS) - 1 and not d.only_a and not d.only_b
+    assert FIELDS[key][0] in format_diff(d)
+
+
+@pytest.mark.parametrize("key", list(FIELDS))
+def test_every_field_missing_on_one_side_is_named(key):
+    facts = full_facts()
+    lacking = {k: v for k, v in facts.items() if k != key}
+    d = diff_sides(Side("a", "doctor report", facts), Side("b", "results", lacking))
+    assert [x.field for x in d.only_a] == [key] and not d.differences and not d.only_b
+    assert "doctor --json" in d.only_a[0].meaning  # how to record it
+    d = diff_sides(Side("a", "doctor report", lacking), Side("b", "doctor report", facts))
+    assert [x.field for x in d.only_b] == [key]
+    assert "the other file does not record it" in d.only_b[0].meaning
+
+
+def test_two_doctor_reports_a800_vs_h200():
+    d = diff_sides(side_from_report(report("A800"), "a800.json"),
+                   side_from_report(report("H200"), "h200.json"))
+    fields = {x.field: x for x in d.differences}
+    assert set(fields) == {"gpu_model", "compute_capability", "sm_clock_max_mhz",
+                           "power_limit_w"}
+    assert fields["power_limit_w"].a == [400.0] * 8 and fields["power_limit_w"].b == [700.0] * 8
+    assert {"driver", "torch", "matmul_fp32_precision", "numa_node", "topology",
+            "ecc_uncorrected", "gpu_count"} <= set(d.same)
+    text = format_diff(d)
+    assert "power limit (W): A 400 x8 | B 700 x8" in text
+    assert "GPU model: A NVIDIA A800-SXM4-80GB x8 | B NVIDIA H200 x8" in text
+    assert "Throughput" not in text  # reports carry no measurements
+
+
+def test_report_settings_differ_per_gpu_and_in_software():
+    a, b = report(), report()
+    b["system"].update(driver_version="550.54.15", matmul_fp32_precision="tf32",
+                       nccl_version="2.18.1")
+    b["gpus"][3]["power_limit_w"] = 300.0
+    b["gpus"][6]["ecc_enabled"] = False
+    b["gpus"][1]["numa_node"] = {"available": False, "reason": "NVML: Not Supported"}
+    d = diff_sides(side_from_report(a), side_from_report(b))
+    fields = {x.field: x for x in d.differences}
+    assert set(fields) == {"driver", "nccl", "matmul_fp32_precision", "power_limit_w",
+                           "ecc_enabled", "numa_node"}
+    text = format_diff(d)
+    assert "B 400 on GPU 0-2,4-7; 300 on GPU 3" in text
+    assert fields["numa_node"].b[1] == NA
+    assert "TF32" in fields["matmul_fp32_precision"].meaning
+
+
+def test_an_old_saved_report_is_read_with_defaults():
+    old = report()
+    system = old["system"]
+    for key in ("matmul_fp32_precision", "conv_fp32_precision", "tf32_api"):
+        del system[key]
+    system.update(float32_matmul_precision="high", cudnn_allow_tf32=True)
+    side = side_from_report(json.loads(json.dumps(old)))
+    assert side.facts["matmul_fp32_precision"] == "tf32"
+
+
+def test_torch_cuda_newer_than_the_driver_is_noted():
+    r = report()
+    r["system"]["torch_cuda_version"] = "12.4"  # the fake driver supports CUDA 12.2
+    side = side_from_report(r, "b.json")
+    assert side.notes and "supports CUDA up to 12.2" in side.notes[0]
+    d = diff_sides(side_from_report(report()), side)
+    assert any(n.startswith("B: torch was built for CUDA 12.4") for n in d.notes)
+
+
+def test_results_files_line_up_the_same_configs(tmp_path):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    for rec in (record(ENV_A800, 200.0, size=1024), record(ENV_A800, 250.0, size=4096),
+                record(ENV_A800, 240.0, size=4096, stamp="2026-01-02T00:00:00", noisy=True),
+                record(ENV_A800, 10.0, size=64),
+                record(ENV_A800, None, size=8192, outcome="oom")):
+        append_record(a, rec)
+    for rec in (record(ENV_H200, 600.0, size=1024), record(ENV_H200, 720.0, size=4096),
+                record(ENV_H200, 1.0, size=1024, unit="GB/s", precision="fp32")):
+        append_record(b, rec)
+    d = diff_files(a, b)
+    assert {x.field for x in d.differences} == {"device_name", "driver", "torch_cuda",
+                                                "hostname"}
+    rows = {r.params["size"]: r for r in d.lineup}
+    assert set(rows) == {1024, 4096}
+    assert rows[1024].ratio == pytest.approx(3.0)
+    assert rows[4096].a_throughput == 240.0 and rows[4096].a_noisy  # the newest record of A
+    assert rows[4096].ratio == pytest.approx(3.0)
+    assert d.geomean_ratio == pytest.approx(3.0)
+    assert d.unmatched == (1, 1)  # size 64 only in A; the GB/s point only in B
+    text = format_diff(d)
+    assert "240!" in text and "3.00x" in text and "1 configs only in A, 1 only in B" in text
+    assert "measured device: A NVIDIA A800-SXM4-80GB | B NVIDIA H200" in text
+    assert json.loads(json.dumps(d.to_dict()))["lineup"][0]["ratio"] == pytest.approx(3.0)
+
+
+def test_a_results_file_against_a_report_names_what_each_lacks(tmp_path):
+    a = tmp_path / "a.jsonl"
+    append_record(a, record(ENV_A800, 200.0))
+    b = tmp_path / "doctor.json"
+    b.write_text(json.dumps(report()))
+    d = diff_files(a, b)
+    assert {x.field for x in d.only_a} == {"device_name", "python", "platform", "hostname"}
+    assert {"power_limit_w", "ecc_enabled", "numa_node", "matmul_fp32_precision"} <= \
+        {x.field for x in d.only_b}
+    assert "driver" in d.same  # the fake driver; torch is this machine's in the report
+    assert {"torch", "torch_cuda"} <= {x.field for x in d.differences}
+    assert "doctor --json" in format_diff(d)
+    assert not d.lineup
+
+
+def test_a_file_with_several_environments_compares_the_newest(tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    append_record(path, record(ENV_H200, 700.0, stamp="2026-01-01T00:00:00"))
+    append_record(path, record(ENV_A800, 200.0, stamp="2026-02-01T00:00:00"))
+    side = load_side(path)
+    assert side.facts["device_name"] == "NVIDIA A800-SXM4-80GB"
+    assert [r.throughput for r in side.records] == [200.0]
+    assert "2 environments" in side.notes[0] and "bbbb" in side.notes[0]
+
+
+def test_cpu_fallback_records_carry_their_thread_count():
+    env = {**ENV_A800, "mode": "CPU fallback", "device_name": "CPU: AMD EPYC 7763"}
+    rec = Record(workload="matmul", params={"size": 64}, outcome="ok", throughput=0.1, env=env,
+                 conditions={"torch_threads": 1})
+    assert side_from_records([rec]).facts["torch_threads"] == 1
+
+
+@pytest.mark.parametrize("content, message", [
+    ("", "is empty"),
+    ("hello\n", "neither a results file"),
+    ('{"name": "x"}', "neither a doctor report nor a result record"),
+])
+def test_files_that_are_neither_kind_are_refused(tmp_path, content, message):
+    path = tmp_path / "f.json"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=message):
+        load_side(path)
+    with pytest.raises(ValueError, match="is not a file"):
+        load_side(tmp_path / "missing.jsonl")
+
+
+def test_cli_diff_text_json_and_bad_input(tmp_path, capsys):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.json"
+    append_record(a, record(ENV_A800, 200.0))
+    b.write_text(json.dumps(report("H200")))
+    assert main(["diff", str(a), str(b)]) == 0
+    assert "Recorded only in B" in capsys.readouterr().out
+    assert main(["diff", str(a), str(a), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["differences"] == [] and out["lineup"][0]["ratio"] == 1.0
+    assert main(["diff", str(a), str(tmp_path / "nope.jsonl")]) == 2
+    assert "is not a file" in capsys.readouterr().err
