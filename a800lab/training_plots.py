@@ -4,6 +4,7 @@ against fp16's range and the max-batch search. Pure matplotlib (no pyplot), like
     from a800lab.training_plots import training_figure, memory_breakdown_figure
     fig = training_figure(df, "batch_size", series="precision")   # the TrainingExplorer plot
     fig = memory_breakdown_figure(df, "batch_size")   # stacked components, predicted, measured
+    breakdown_table(df, ["batch_size", "precision"])  # the same in MiB, one row per point
     fig = loss_curves_figure(df, series="precision")
     fig = scaler_figure(compare_scaling(...), device="cpu")
     fig = gradient_histogram_figure(gradient_sample(...), scale=2**16, device="cpu")
@@ -211,6 +212,23 @@ def training_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
     place_legend(memory_ax, _draw_breakdown(memory_ax, df, x, series))
     place_legend(loss_ax, _draw_loss_curves(loss_ax, df, x, series))
     return fig
+
+
+def breakdown_table(df: pd.DataFrame, columns=("model", "batch_size", "precision")) -> \
+        pd.DataFrame:
+    """One row per ok point: the given parameter columns, each memory component in MiB, their
+    sum, the step's measured peak, the memory model's prediction and the point's own window
+    peak (CPU: resident set, approximate; GPU: allocated)."""
+    ok = df[df["outcome"] == "ok"] if "outcome" in df else df
+    table = ok[[c for c in columns if c in ok]].copy()
+    for column, label, _ in COMPONENTS:
+        table[label.split(" (")[0]] = _floats(ok, column) / 2**20
+    table["all counted"] = _floats(ok, "counted_bytes") / 2**20
+    table["step peak"] = _floats(ok, "step_peak_bytes") / 2**20
+    table["predicted"] = _floats(ok, "predicted_peak_bytes") / 2**20
+    own = _floats(ok, "peak_allocated_bytes")
+    table["own window peak"] = np.where(np.isnan(own), _floats(ok, "peak_rss_bytes"), own) / 2**20
+    return table.round(3).reset_index(drop=True)
 
 
 def memory_breakdown_figure(df: pd.DataFrame, x: str, *, series: str | None = None) -> Figure:

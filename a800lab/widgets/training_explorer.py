@@ -68,14 +68,15 @@ class TrainingExplorer(Explorer):
     targets)` (default cross-entropy), `accuracy_fn` (default: argmax accuracy with the default
     loss); they are dry-run on a batch of 2 when the panel is built, so a mistake is an error
     here, before anything is measured. `train_steps` and `budget_s` default to a few seconds per
-    point on a CPU; `lr` is every point's learning rate. The rest as for Explorer (`device`,
-    `cpu_threads`, `title`, `recorded_dir`, `out`).
+    point on a CPU; `lr` is every point's learning rate (default: the preset's, 1e-3 for your
+    own model). The rest as for Explorer (`device`, `cpu_threads`, `title`, `recorded_dir`,
+    `out`).
     """
 
     def __init__(self, *, make_model=None, make_batch=None, loss_fn=None, accuracy_fn=None,
                  model: str = "transformer", size: str | None = None, device: str = "auto",
                  sweep: str = "batch_size", train_steps: int | None = None,
-                 budget_s: float | None = None, lr: float = 1e-3,
+                 budget_s: float | None = None, lr: float | None = None,
                  cpu_threads: int | None = None,
                  title: str = "Training step: samples/s, memory and loss",
                  recorded_dir: Path | str = DATA_DIR, out: str | None = None):

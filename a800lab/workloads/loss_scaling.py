@@ -66,7 +66,8 @@ def _sampled(t: torch.Tensor) -> torch.Tensor:
     return flat[::step].abs().to("cpu", torch.float64)
 
 
-def gradient_sample(task: Task, *, steps: int = 0, batch_size: int = 32, lr: float = 1e-3,
+def gradient_sample(task: Task, *, steps: int = 0, batch_size: int = 32,
+                    lr: float | None = None,
                     device: str = "auto", seed: int = 0) -> GradientSample:
     """Train `steps` fp32 steps, then one more fp32 backward with hooks on every parameter and
     every module output: the gradient magnitudes an fp16 backward would have to hold."""
@@ -154,7 +155,8 @@ SCALING_RUNS = (("fp32", "fp32", False), ("fp16, no scaler", "fp16", False),
                 ("fp16 + GradScaler", "fp16", True))
 
 
-def compare_scaling(task: Task, *, steps: int = 60, batch_size: int = 64, lr: float = 1e-3,
+def compare_scaling(task: Task, *, steps: int = 60, batch_size: int = 64,
+                    lr: float | None = None,
                     init_scale: float = 2.0**16, growth_factor: float = 2.0,
                     backoff_factor: float = 0.5, growth_interval: int = 2000,
                     runs=SCALING_RUNS, device: str = "auto", seed: int = 0) -> dict[str, list]:

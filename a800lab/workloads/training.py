@@ -99,7 +99,8 @@ class TrainSpec:
     """One training configuration; validated at construction (ValueError says what to do).
 
     batch_size is the micro-batch; one optimizer step sees batch_size * accum_steps samples.
-    grad_scaler: None means on for fp16 only; the scaler fields are GradScaler's arguments.
+    lr: None takes the task's (presets: 1e-2 tiny ... 3e-4 large). grad_scaler: None means on
+    for fp16 only; the scaler fields are GradScaler's arguments.
     """
 
     model: str = "mlp"
@@ -109,7 +110,7 @@ class TrainSpec:
     precision: str = "fp32"
     optimizer: str = "adamw"
     checkpointing: bool = False
-    lr: float = 1e-3
+    lr: float | None = None
     grad_scaler: bool | None = None
     init_scale: float = 2.0**16
     growth_factor: float = 2.0
@@ -126,7 +127,8 @@ class TrainSpec:
             raise ValueError(f"unknown optimizer {self.optimizer!r}: use one of {OPTIMIZERS}")
         if not isinstance(self.checkpointing, bool):
             raise ValueError(f"checkpointing={self.checkpointing!r} must be True or False")
-        set_("lr", _positive_float("lr", self.lr, "1e-3"))
+        if self.lr is not None:
+            set_("lr", _positive_float("lr", self.lr, "1e-3"))
         set_("init_scale", _positive_float("init_scale", self.init_scale, "65536.0"))
         if not (isinstance(self.growth_factor, numbers.Real) and self.growth_factor > 1):
             raise ValueError(f"growth_factor={self.growth_factor!r} must be > 1, e.g. 2.0")
@@ -336,10 +338,11 @@ class Trainer:
         self.model.train()
         self._wrappers = checkpoint_blocks(self.model) if spec.checkpointing else []
         params = [p for p in self.model.parameters() if p.requires_grad]
+        self.lr = spec.lr or task.lr
         if spec.optimizer == "adamw":
-            self.optimizer = torch.optim.AdamW(params, lr=spec.lr)
+            self.optimizer = torch.optim.AdamW(params, lr=self.lr)
         else:
-            self.optimizer = torch.optim.SGD(params, lr=spec.lr, momentum=0.9)
+            self.optimizer = torch.optim.SGD(params, lr=self.lr, momentum=0.9)
         self.scaler = torch.amp.GradScaler(
             self.device_type, init_scale=spec.init_scale, growth_factor=spec.growth_factor,
             backoff_factor=spec.backoff_factor, growth_interval=spec.growth_interval,
@@ -551,14 +554,16 @@ def fit_from_probes(spec: TrainSpec, task: Task, device: str, batches: Sequence[
 def train_point(model: str = "mlp", size: str = "tiny", batch_size: int = 32,
                 accum_steps: int = 1, precision: str = "fp32", optimizer: str = "adamw",
                 checkpointing: bool = False, *, task: Task | None = None,
-                train_steps: int = DEFAULT_TRAIN_STEPS, budget_s: float = 0.3, lr: float = 1e-3,
+                train_steps: int = DEFAULT_TRAIN_STEPS, budget_s: float = 0.3,
+                lr: float | None = None,
                 grad_scaler: bool | None = None, init_scale: float = 2.0**16,
                 growth_factor: float = 2.0, backoff_factor: float = 0.5,
                 growth_interval: int = 2000, predict_memory: bool = True,
                 device: str = "auto", seed: int = 0,
                 cancel: CancelToken | None = None) -> dict:
     """Train, count, then time one configuration; a sweep point function (see the module
-    docstring). `task`: your own Task (custom_task); `model`/`size` name a preset otherwise.
+    docstring). `task`: your own Task (custom_task); `model`/`size` name a preset otherwise;
+    `lr` None takes the task's.
 
     Returns throughput (samples/s at the effective batch), timing, optimizer_steps_per_s,
     effective_batch, loss (the last training step's), eval_loss and accuracy (held-out batch),

@@ -10,7 +10,7 @@ Nothing is downloaded. The tasks are learnable in tens of steps, so a precision 
 learning shows as a higher loss or a lower accuracy after the same steps:
 
 - mlp: classify Gaussian vectors by a fixed random teacher network (10 classes);
-- transformer: continue sequences with x[t+1] = (x[t] + x[t-1]) mod vocab (each position needs
+- transformer: continue sequences with x[t+1] = x[t-1] + 1 mod vocab (each position needs
   attention to the one before it); the first position's target is unknowable and ignored;
 - cnn: classify images holding one of 10 fixed smooth patterns under noise. It uses batch
   norm, as ResNets do, so k micro-batches of b are *not* one batch of k*b (the batch
@@ -23,7 +23,7 @@ activation checkpointing wraps (a800lab.workloads.training.checkpoint_blocks).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -51,6 +51,8 @@ DIMENSIONS = {
             "large": dict(image=64, width=128, blocks=12)},
 }
 CLASSES = 10
+# AdamW learning rates that train each size in tens of steps (small models take larger steps)
+LEARNING_RATES = {"tiny": 1e-2, "small": 3e-3, "medium": 1e-3, "large": 3e-4}
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ class Task:
     make_model() -> nn.Module (on the CPU, float32; the trainer moves and casts it);
     make_batch(batch_size, generator) -> (inputs, targets) on the generator's device;
     loss_fn(outputs, targets) -> scalar; accuracy_fn(outputs, targets) -> fraction correct,
-    or None when the task has no accuracy.
+    or None when the task has no accuracy; lr: a learning rate that trains it in tens of steps.
     """
 
     name: str
@@ -69,6 +71,7 @@ class Task:
     loss_fn: Callable
     accuracy_fn: Callable | None
     description: str = ""
+    lr: float = 1e-3
 
 
 def cross_entropy(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -169,14 +172,14 @@ def _transformer_task(vocab: int, seq_len: int, d_model: int, layers: int, heads
         seq = torch.empty(batch_size, seq_len + 1, dtype=torch.long, device=device)
         seq[:, :2] = torch.randint(0, vocab, (batch_size, 2), generator=generator, device=device)
         for t in range(2, seq_len + 1):
-            seq[:, t] = (seq[:, t - 1] + seq[:, t - 2]) % vocab
+            seq[:, t] = (seq[:, t - 2] + 1) % vocab
         targets = seq[:, 1:].clone()
         targets[:, 0] = IGNORE_INDEX  # x[1] is random: nothing to learn there
         return seq[:, :-1], targets
 
     return Task("transformer", lambda: _seeded(TinyGPT, vocab, seq_len, d_model, layers, heads),
                 make_batch, cross_entropy, argmax_accuracy,
-                f"decoder d={d_model} x{layers} layers, {seq_len} tokens: x[t+1] = x[t] + x[t-1] "
+                f"decoder d={d_model} x{layers} layers, {seq_len} tokens: x[t+1] = x[t-1] + 1 "
                 f"mod {vocab}")
 
 
@@ -245,7 +248,7 @@ def preset(model: str, size: str = "tiny") -> Task:
                          "make_model= and make_batch=")
     if size not in SIZES:
         raise ValueError(f"unknown size {size!r}: use one of {SIZES} (tiny on a CPU)")
-    return _BUILDERS[model](**DIMENSIONS[model][size])
+    return replace(_BUILDERS[model](**DIMENSIONS[model][size]), lr=LEARNING_RATES[size])
 
 
 def parameter_count(model: nn.Module) -> int:
