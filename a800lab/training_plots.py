@@ -160,9 +160,13 @@ def _draw_breakdown(ax: Axes, df: pd.DataFrame, x: str, series: str | None) -> l
     return entries
 
 
+_LINE_STYLES = ("-", "--", ":", "-.")
+_MAX_CURVES_NAMED = 12
+
+
 def _draw_loss_curves(ax: Axes, df: pd.DataFrame, x: str | None, series: str | None) -> list:
-    """One loss curve per point: the newest run of each series in colour, earlier runs faded
-    grey; returns the legend entries."""
+    """One loss curve per point of each series' newest run: the colour names the x value, the
+    line style the series; earlier runs faded grey. Returns the legend entries."""
     ax.set_title("training loss per optimizer step")
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("loss")
@@ -171,31 +175,36 @@ def _draw_loss_curves(ax: Axes, df: pd.DataFrame, x: str | None, series: str | N
         return []
     look = Look(df, series)
     ok = df[df["outcome"] == "ok"]
-    several = look.key[ok.index].nunique() > 1
-    entries, colors = [], iter(PALETTE * 4)
-    faded = False
+    keys = list(dict.fromkeys(look.key[ok.index]))
+    several = len(keys) > 1
+    xs = list(dict.fromkeys(ok[x])) if x in ok else list(ok.index)
+    entries, faded = [], False
     for index, row in ok.iterrows():
         curve = row["loss_curve"]
         if not isinstance(curve, (list, tuple)) or not curve:
             continue
         steps = np.arange(1, len(curve) + 1)
         values = np.array([np.nan if v is None else v for v in curve], dtype=float)
-        if look.newest[index]:
-            color = next(colors)
-            label = f"{x}={_point_label(row, x, series, several)}".replace("\n", ", ") if x \
-                else str(look.key[index])
-            ax.plot(steps, values, color=color, lw=1.6, gid="loss")
-            entries.append((Line2D([], [], color=color), label))
-        else:
+        if not look.newest[index]:
             faded = True
             ax.plot(steps, values, color="gray", alpha=FADED_ALPHA, lw=1.0, gid="loss:earlier")
+            continue
+        color = PALETTE[xs.index(row[x] if x in ok else index) % len(PALETTE)]
+        style = _LINE_STYLES[keys.index(look.key[index]) % len(_LINE_STYLES)]
+        ax.plot(steps, values, color=color, linestyle=style, lw=1.6, gid="loss")
+        label = f"{x}={_point_label(row, x, series, several)}".replace("\n", ", ") if x in ok \
+            else str(look.key[index])
+        entries.append((Line2D([], [], color=color, linestyle=style), label))
+    if len(entries) > _MAX_CURVES_NAMED:
+        entries = entries[:_MAX_CURVES_NAMED - 1] + [
+            (Line2D([], [], color="gray"), f"+{len(entries) - _MAX_CURVES_NAMED + 1} more")]
     if faded:
         entries.append((Line2D([], [], color="gray", alpha=FADED_ALPHA), "earlier runs"))
     values = [v for c in ok["loss_curve"] if isinstance(c, (list, tuple)) for v in c
               if v is not None and np.isfinite(v)]
     if values and min(values) > 0 and max(values) / min(values) > 10:
         ax.set_yscale("log")  # losses falling by decades read best on a log axis
-    return entries[:12]
+    return entries
 
 
 def training_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
@@ -203,10 +212,10 @@ def training_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
     """The TrainingExplorer's plot, three rows: throughput (samples/s, IQR band, one line per
     series and run; the device and mode in its title), the memory breakdown, the loss
     curves."""
-    fig = Figure(figsize=(10.0, 10.0))  # three rows, each legend on its right
+    fig = Figure(figsize=(10.0, 8.6))  # three rows, each legend on its right
     throughput_ax = fig.add_axes((0.08, 0.72, 0.46, 0.21))
-    memory_ax = fig.add_axes((0.08, 0.395, 0.46, 0.21))
-    loss_ax = fig.add_axes((0.08, 0.06, 0.46, 0.23))
+    memory_ax = fig.add_axes((0.08, 0.43, 0.46, 0.19))   # room below for slanted labels
+    loss_ax = fig.add_axes((0.08, 0.07, 0.46, 0.2))
     series = series if series is not None or df.empty else "label"
     throughput_figure(df, x, series=series, ax=throughput_ax, earlier_runs=earlier_runs)
     place_legend(memory_ax, _draw_breakdown(memory_ax, df, x, series))

@@ -110,14 +110,15 @@ def test_one_optimizer_step_and_one_zero_grad_per_cycle(monkeypatch):
 
 
 # ---- the scaler ---------------------------------------------------------------------------------
-def _poisoned_task(poison_steps: set[int]):
-    """An MLP whose gradients turn inf at the given (1-based) optimizer steps."""
+def _poisoned_task(poison_steps: set[int], poison: float = math.inf):
+    """An MLP whose gradients turn to `poison` (inf or NaN) at the given (1-based) optimizer
+    steps."""
     state = {"step": 0}
 
     def make_model():
         model = preset("mlp").make_model()
         model.inp.weight.register_hook(
-            lambda g: g * math.inf if state["step"] in poison_steps else g)
+            lambda g: g * poison if state["step"] in poison_steps else g)
         return model
 
     base = preset("mlp")
@@ -143,7 +144,7 @@ def test_scaler_skips_inf_steps_backs_off_and_grows():
 
 
 def test_nan_gradients_are_skipped_too():
-    task, state = _poisoned_task({1})
+    task, state = _poisoned_task({1}, poison=math.nan)
     state["step"] = 1
     trainer = Trainer(TrainSpec(precision="fp16", batch_size=8), task, "cpu")
     (first,) = trainer.train(1)
