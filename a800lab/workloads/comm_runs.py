@@ -1,0 +1,157 @@
+"""Comm sweeps from one process: start the ranks, feed them points, collect records, clean up.
+
+    from a800lab.workloads.comm_runs import run_comm, hook_support_on
+    res = run_comm("comm", {"op": ["all_reduce"], "size_bytes": [2**10, 2**20]},
+                   world_size=2, out="comm.jsonl")          # gloo on CPU, NCCL on GPUs
+    res.records[0].metrics["algbw_gbs"]
+    run_comm("ddp", {"hook": ["allreduce", "fp16_compress"]}, world_size=2)
+    hook_support_on(world_size=2)          # {"bf16_compress": "ok" or why not, ...}
+
+The ranks are worker processes (a800lab.workloads.comm_worker) started by
+a800lab.core.launcher.RankGroup for the run and always stopped after it, also when a rank dies
+or hangs: the run then ends with a RankGroupError that says which rank and how, within
+`timeout_s` (a point taking longer counts as hung). Points are sent one at a time, so `cancel`
+stops the run after the point in flight. Each record is rank 0's, appended to `out` as it
+arrives (JSON Lines, resumable like any sweep: points already in the file for this environment
+are skipped). Every record's params include `world_size` and `backend`.
+
+Under torchrun the CLI runs the same points in-process instead (`python -m a800lab comm`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from ..core.cancel import CancelToken
+from ..core.environment import environment, fingerprint
+from ..core.launcher import RankGroup
+from ..core.results import (
+    Record,
+    append_record,
+    check_param_names,
+    check_writable,
+    new_run_id,
+    read_records,
+)
+from ..core.sweep import SweepResult, grid
+from .comm import DTYPES, OPS, message_bytes
+from .comm_ddp import HOOKS, SYNC_MODES
+from .comm_worker import default_backend
+
+WORKER = "a800lab.workloads.comm_worker"
+WORKLOAD_PARAMS = {
+    "comm": ("op", "size_bytes", "dtype", "ranks_per_node"),
+    "ddp": ("hook", "accum_steps", "sync", "bucket_cap_mb", "powersgd_rank", "start_iter",
+            "micro_batch"),
+}
+
+
+def device_of(backend: str) -> str:
+    """Rank 0's device for a backend: "cpu" for gloo, "cuda:0" for NCCL."""
+    return "cuda:0" if backend == "nccl" else "cpu"
+
+
+def check_point(workload: str, params: Mapping) -> None:
+    """Refuse a point the workers would refuse, before any process starts."""
+    if workload not in WORKLOAD_PARAMS:
+        raise ValueError(f"unknown comm workload {workload!r}: use 'comm' or 'ddp'")
+    unknown = set(params) - {*WORKLOAD_PARAMS[workload], "world_size", "backend"}
+    if unknown:
+        raise ValueError(f"{sorted(unknown)} are not parameters of {workload!r}; it takes "
+                         f"{WORKLOAD_PARAMS[workload]}")
+    n = params["world_size"]
+    if workload == "comm":
+        op, dtype = params.get("op", "all_reduce"), params.get("dtype", "fp32")
+        if op not in OPS:
+            raise ValueError(f"unknown collective {op!r}: use one of {OPS}")
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype {dtype!r}: use one of {sorted(DTYPES)}")
+        rpn = params.get("ranks_per_node")
+        if rpn is not None and (op != "hierarchical_all_reduce" or n % rpn):
+            raise ValueError(f"ranks_per_node={rpn} needs op hierarchical_all_reduce and must "
+                             f"divide world_size={n}")
+        size = params.get("size_bytes")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"size_bytes={size!r} must be a positive int, e.g. 1048576")
+        message_bytes(op, size, n, DTYPES[dtype].itemsize, rpn or n)
+    else:
+        if params.get("hook", "allreduce") not in HOOKS:
+            raise ValueError(f"unknown comm hook {params.get('hook')!r}: use one of {HOOKS}")
+        if params.get("sync", "no_sync") not in SYNC_MODES:
+            raise ValueError(f"sync={params.get('sync')!r}: use one of {SYNC_MODES}")
+        if params.get("start_iter", 2) < 2:
+            raise ValueError("start_iter must be >= 2: PowerSGD with error feedback needs 2 "
+                             "steps of plain all-reduce first")
+
+
+def _group(world_size: int, backend: str, threads: int, timeout_s: float) -> RankGroup:
+    return RankGroup(WORKER, world_size=world_size, timeout_s=timeout_s,
+                     env={"A800LAB_BACKEND": backend, "A800LAB_THREADS": str(threads),
+                          "A800LAB_TIMEOUT_S": str(timeout_s)})
+
+
+def run_comm(workload: str, axes: Mapping[str, Sequence], *, fixed: Mapping | None = None,
+             world_size: int = 2, backend: str | None = None, settings: Mapping | None = None,
+             out=None, resume: bool = True, label: str = "", run_id: str | None = None,
+             timeout_s: float = 60.0, threads: int = 1,
+             on_progress: Callable[[int, int, float | None], None] | None = None,
+             on_result: Callable[[Record], None] | None = None,
+             cancel: CancelToken | None = None) -> SweepResult:
+    """Run every grid point of `workload` ("comm" or "ddp") on `world_size` fresh ranks; see
+    the module docstring. `settings`: the point function's non-param options (budget_s,
+    train_steps); `threads`: torch threads per rank on CPU."""
+    backend = backend or default_backend()
+    fixed = {**(fixed or {}), "world_size": world_size, "backend": backend}
+    points = [{**fixed, **p} for p in grid(axes)]
+    check_param_names(points[0])
+    for params in points:
+        check_point(workload, params)
+    if out is not None:
+        check_writable(out)
+    env = environment(device_of(backend))
+    done = _done_keys(out, fingerprint(env)) if (out and resume) else set()
+    result = SweepResult(total=len(points), run_id=run_id or new_run_id())
+    todo = [p for p in points
+            if Record(workload=workload, params=p, outcome="error").point_key() not in done]
+    result.skipped = len(points) - len(todo)
+    if not todo:
+        return result
+    started = time.perf_counter()
+    with _group(world_size, backend, threads, timeout_s) as group:
+        for index, params in enumerate(todo, start=1):
+            if cancel is not None and cancel.cancelled:
+                result.cancelled = True
+                break
+            reply = group.request({"job": "point", "workload": workload, "params": params,
+                                   "settings": dict(settings or {}), "label": label,
+                                   "run_id": result.run_id})
+            record = Record.from_dict(json.loads(reply))
+            if out is not None:
+                append_record(out, record)
+            result.records.append(record)
+            if on_result is not None:
+                on_result(record)
+            if on_progress is not None:
+                per_point_s = (time.perf_counter() - started) / index
+                on_progress(result.skipped + index, len(points),
+                            per_point_s * (len(todo) - index))
+    return result
+
+
+def hook_support_on(world_size: int = 2, backend: str | None = None,
+                    timeout_s: float = 60.0) -> dict[str, str]:
+    """Which DDP comm hooks a fresh group of `world_size` ranks on `backend` runs: hook ->
+    "ok" or the error it raised."""
+    with _group(world_size, backend or default_backend(), 1, timeout_s) as group:
+        return group.request({"job": "hook_support"})
+
+
+def _done_keys(out, env_fingerprint: str) -> set[str]:
+    from pathlib import Path
+
+    if not Path(out).exists():
+        return set()
+    return {r.point_key() for r in read_records(out)
+            if r.env.get("fingerprint") == env_fingerprint and r.outcome != "error"}
