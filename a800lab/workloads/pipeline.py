@@ -1,0 +1,265 @@
+"""An input pipeline feeding a training step: where each step's time goes, and how idle the
+device is while it waits for data.
+
+    pipeline_point(num_workers=2, pin_memory=True, non_blocking=True, prefetch_factor=2,
+                   preprocess_ms=0.2, cost="cpu", batch_size=64, device="cuda")
+    run = run_pipeline(next_batch, copy, compute, device="cpu", clock=fake_clock)
+    run.idle_fraction, run.spans          # the measurement itself, testable with a fake clock
+
+A step is three stages: wait for the next batch from the DataLoader (CPU: the workers, or the
+main process when num_workers is 0, make each sample, spending `preprocess_ms` on it: real CPU
+work for cost="cpu", a sleep for cost="wait", like reading from storage), copy it to the device
+(host-to-device; pinned memory and non_blocking are the two switches), and one optimizer step of
+a small MLP on it. Steps are timed by core.timing.measure (CUDA events on a GPU) after warm-up
+steps that start the workers and fill the prefetch queue.
+
+The timeline records each stage of each timed step on one clock: the main thread's waits on the
+CPU clock; the copy and compute on the GPU from CUDA events (aligned to the CPU clock at a
+synchronised start, to within a launch latency); each worker's preprocessing from timestamps the
+samples carry (time.perf_counter is CLOCK_MONOTONIC on Linux, shared by all processes). The
+device's idle fraction is 1 - (time covered by compute) / (timed window).
+
+On a CPU the "device" is the CPU itself: the copy is a no-op, the compute competes with the
+loader workers for the same cores, and pinned memory does not exist (a pinned or non_blocking
+point without a GPU is refused with that reason). The numbers then say how the loader and the
+training step share the cores, not how a GPU would be fed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from ..core.timing import Timing, measure
+
+COSTS = ("cpu", "wait")
+MAIN_LANES = ("data wait", "copy", "compute", "copy (GPU)", "compute (GPU)")
+TIMELINE_STEPS = 6  # steps of the timeline kept in a record (the first timed ones)
+# (channels, side) of a generated image and the MLP's hidden width, per mode
+SHAPES = {"cpu": (3, 32, 256), "cuda": (3, 128, 4096)}
+CLASSES = 10
+
+
+def union_s(intervals: list[tuple[float, float]]) -> float:
+    """Total length covered by possibly overlapping (start, end) intervals."""
+    total, reach = 0.0, None
+    for start, end in sorted(intervals):
+        if reach is None or start > reach:
+            total += end - start
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
+    return total
+
+
+def idle_fraction(spans: list[tuple[str, int, float, float]], lane: str,
+                  window: tuple[float, float]) -> float:
+    """1 - (time `lane` was busy inside `window`) / (window length)."""
+    start, end = window
+    if end <= start:
+        raise ValueError(f"empty window {window}")
+    inside = [(max(s, start), min(e, end)) for name, _, s, e in spans
+              if name == lane and e > start and s < end]
+    return 1.0 - union_s(inside) / (end - start)
+
+
+@dataclass
+class PipelineRun:
+    """Timing of the timed steps, the spans (lane, step, start_s, end_s) of those steps, and
+    the compute lane's idle fraction over them."""
+
+    timing: Timing
+    spans: list[tuple[str, int, float, float]] = field(default_factory=list)
+    compute_lane: str = "compute"
+
+    @property
+    def window(self) -> tuple[float, float]:
+        """From the first timed step's start to the last one's end (the training loop's lanes;
+        workers may have prepared the first batches earlier)."""
+        main = [(s, e) for lane, _, s, e in self.spans if lane in MAIN_LANES]
+        return min(s for s, _ in main), max(e for _, e in main)
+
+    @property
+    def idle_fraction(self) -> float:
+        return idle_fraction(self.spans, self.compute_lane, self.window)
+
+    def lane_ms(self, lane: str) -> float:
+        """Median per-step milliseconds of one lane (0 when it never ran)."""
+        per_step: dict[int, float] = {}
+        for name, step, s, e in self.spans:
+            if name == lane:
+                per_step[step] = per_step.get(step, 0.0) + (e - s) * 1e3
+        values = sorted(per_step.values())
+        return values[len(values) // 2] if values else 0.0
+
+
+def run_pipeline(next_batch: Callable[[], object], copy: Callable[[object], object],
+                 compute: Callable[[object], object], *, device: str = "cpu",
+                 clock: Callable[[], float] = time.perf_counter, budget_s: float = 0.3,
+                 min_warmup: int = 3, extra_spans: Callable[[int, object], list] | None = None
+                 ) -> PipelineRun:
+    """Time steps of next_batch -> copy -> compute with measure(); record each stage's span.
+    `extra_spans(step, batch)` adds spans the batch carries (the workers' preprocessing)."""
+    on_cuda = device.startswith("cuda")
+    spans: list[tuple[str, int, float, float]] = []
+    events: list[tuple[int, object, object, object]] = []
+    step_no = [0]
+
+    @contextlib.contextmanager
+    def span(lane: str):
+        start = clock()
+        yield
+        spans.append((lane, step_no[0], start, clock()))
+
+    def step() -> None:
+        with span("data wait"):
+            batch = next_batch()
+        marks = [torch.cuda.Event(enable_timing=True) for _ in range(3)] if on_cuda else None
+        if marks:
+            marks[0].record()
+        with span("copy"):
+            moved = copy(batch)
+        if marks:
+            marks[1].record()
+        with span("compute"):
+            compute(moved)
+        if marks:
+            marks[2].record()
+            events.append((step_no[0], *marks))
+        if extra_spans is not None:
+            spans.extend(extra_spans(step_no[0], batch))
+        step_no[0] += 1
+
+    reference = None
+    if on_cuda:
+        torch.cuda.synchronize(device)
+        reference = (torch.cuda.Event(enable_timing=True), clock())
+        reference[0].record()
+    timing = measure(step, device=device, budget_s=budget_s, min_warmup=min_warmup,
+                     flush_l2=False, clock=clock)
+    timed = [s for s in spans if s[1] >= timing.warmup]
+    lane = "compute"
+    if on_cuda:
+        torch.cuda.synchronize(device)
+        ref_event, ref_s = reference
+        lane = "compute (GPU)"
+        for step_index, start, copied, done in events:
+            if step_index >= timing.warmup:
+                at = [ref_s + ref_event.elapsed_time(e) / 1e3 for e in (start, copied, done)]
+                timed += [("copy (GPU)", step_index, at[0], at[1]),
+                          (lane, step_index, at[1], at[2])]
+    return PipelineRun(timing=timing, spans=timed, compute_lane=lane)
+
+
+class GeneratedImages(torch.utils.data.Dataset):
+    """Images made on demand, each costing `preprocess_ms` of CPU work (or of waiting); a
+    sample carries (image, label, start_s, end_s, worker id) for the timeline."""
+
+    def __init__(self, side: int, channels: int, preprocess_ms: float, cost: str,
+                 length: int = 10**9):
+        self.side, self.channels, self.length = side, channels, length
+        self.preprocess_s, self.cost = preprocess_ms / 1e3, cost
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int):
+        start = time.perf_counter()
+        image = torch.randint(0, 256, (self.channels, self.side, self.side),
+                              generator=torch.Generator().manual_seed(index), dtype=torch.uint8)
+        image = image.float().div_(255)  # "decode and normalise"
+        if self.cost == "wait":
+            time.sleep(max(0.0, start + self.preprocess_s - time.perf_counter()))
+        else:
+            while time.perf_counter() < start + self.preprocess_s:  # CPU-bound work
+                pass
+        info = torch.utils.data.get_worker_info()
+        label = int(image[0, 0, 0] * CLASSES) % CLASSES
+        return image, label, start, time.perf_counter(), -1 if info is None else info.id
+
+
+def worker_spans(step: int, batch) -> list[tuple[str, int, float, float]]:
+    """Per worker, the span from its first sample's start to its last sample's end."""
+    _, _, starts, ends, workers = batch
+    out = []
+    for worker in sorted(set(workers.tolist())):
+        mine = workers == worker
+        lane = "preprocess (main process)" if worker < 0 else f"worker {worker}"
+        out.append((lane, step, float(starts[mine].min()), float(ends[mine].max())))
+    return out
+
+
+def check_pipeline(num_workers: int, pin_memory: bool, non_blocking: bool,
+                   prefetch_factor: int, preprocess_ms: float, cost: str, batch_size: int,
+                   device: str) -> None:
+    """Refuse a configuration that cannot mean what it says, with the reason."""
+    for name, value, low in (("num_workers", num_workers, 0), ("prefetch_factor",
+                                                                 prefetch_factor, 1),
+                             ("batch_size", batch_size, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name}={value!r} must be an int >= {low}")
+    if cost not in COSTS:
+        raise ValueError(f"cost={cost!r}: use 'cpu' (CPU-bound decoding) or 'wait' (I/O)")
+    if not (isinstance(preprocess_ms, int | float) and 0 <= preprocess_ms <= 1000):
+        raise ValueError(f"preprocess_ms={preprocess_ms!r} must be 0-1000 ms per sample")
+    if not device.startswith("cuda") and (pin_memory or non_blocking):
+        raise ValueError("pinned memory and non_blocking copies need a CUDA device: on a CPU "
+                         "there is no host-to-device copy (run with pin_memory=False, "
+                         "non_blocking=False)")
+
+
+def pipeline_point(num_workers: int = 0, pin_memory: bool = False, non_blocking: bool = False,
+                   prefetch_factor: int = 2, preprocess_ms: float = 0.1, cost: str = "cpu",
+                   batch_size: int = 64, *, device: str = "cpu", budget_s: float = 0.5) -> dict:
+    """One pipeline configuration, measured (a sweep point; throughput in samples/s)."""
+    check_pipeline(num_workers, pin_memory, non_blocking, prefetch_factor, preprocess_ms, cost,
+                   batch_size, device)
+    channels, side, hidden = SHAPES["cuda" if device.startswith("cuda") else "cpu"]
+    loader = torch.utils.data.DataLoader(
+        GeneratedImages(side, channels, preprocess_ms, cost), batch_size=batch_size,
+        num_workers=num_workers, pin_memory=pin_memory,
+        prefetch_factor=prefetch_factor if num_workers else None)
+    torch.manual_seed(0)
+    features = channels * side * side
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(features, hidden),
+                                torch.nn.ReLU(), torch.nn.Linear(hidden, CLASSES)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    iterator = iter(loader)
+
+    def copy(batch):
+        images, labels = batch[0], batch[1]
+        return (images.to(device, non_blocking=non_blocking),
+                labels.to(device, non_blocking=non_blocking))
+
+    def compute(moved) -> None:
+        images, labels = moved
+        loss = torch.nn.functional.cross_entropy(model(images), labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    try:
+        run = run_pipeline(lambda: next(iterator), copy, compute, device=device,
+                           budget_s=budget_s, min_warmup=2 + num_workers * prefetch_factor,
+                           extra_spans=worker_spans)
+    finally:
+        shutdown = getattr(iterator, "_shutdown_workers", None)
+        if shutdown is not None:  # end the worker processes now, not at garbage collection
+            shutdown()
+    compute_lane = run.compute_lane
+    start = run.window[0]
+    first = sorted({s[1] for s in run.spans})[:TIMELINE_STEPS]
+    timeline = [[lane, round((s - start) * 1e3, 4), round((e - start) * 1e3, 4)]
+                for lane, step, s, e in run.spans if step in first]
+    return {"throughput": batch_size / (run.timing.median_ms / 1e3),
+            "throughput_unit": "samples/s", "timing": run.timing,
+            "idle_fraction": run.idle_fraction, "data_wait_ms": run.lane_ms("data wait"),
+            "copy_ms": run.lane_ms("copy (GPU)" if compute_lane != "compute" else "copy"),
+            "compute_ms": run.lane_ms(compute_lane), "batch_bytes": batch_size * features * 4,
+            "device_stage": "GPU" if device.startswith("cuda") else "CPU (no GPU: the device "
+                            "stage runs on the CPU)", "timeline": timeline}
