@@ -52,13 +52,14 @@ def test_fp16_inf_gradients_are_skipped_on_the_gpu():
 
 
 def test_the_finder_survives_real_out_of_memory_errors_and_frees_them():
+    spec = TrainSpec(model="transformer", size="small")
+    measure_step_memory(spec, preset("transformer", "small"), "cuda")  # cuBLAS workspaces made
     free_after_oom()
     cap = 2 * 2**30
     total = torch.cuda.get_device_properties(0).total_memory
     before = torch.cuda.memory_allocated()
     torch.cuda.set_per_process_memory_fraction((before + cap) / total)
     try:
-        spec = TrainSpec(model="transformer", size="small")
         found = find_max_batch_for(spec, device="cuda", limit_bytes=int(cap * 1.5),
                                    use_model=False)  # doubling runs into the real cap
         assert any(t.outcome == "oom" for t in found.trials)
