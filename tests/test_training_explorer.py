@@ -110,3 +110,10 @@ def test_user_model_mistakes_are_errors_when_the_panel_is_built():
                          device="cpu")
     with pytest.raises(ValueError, match="needs both make_model= and make_batch="):
         TrainingExplorer(make_model=_my_model, device="cpu")
+
+
+def test_the_caption_names_the_three_plots():
+    from a800lab.widgets import TrainingExplorer
+
+    panel = TrainingExplorer()
+    assert panel._figure_title("batch_size").startswith("samples/s, memory breakdown")

@@ -270,6 +270,10 @@ class TrainingExplorer(Explorer):
     def _figure(self, df: pd.DataFrame, x: str, series: str):
         return training_figure(df, x, series=series, earlier_runs=self.earlier_runs.value)
 
+    def _figure_title(self, x: str) -> str:
+        return (f"samples/s, memory breakdown (predicted and measured peaks) and loss curves "
+                f"vs {x}")
+
     def _table_html(self, measured: pd.DataFrame) -> str:
         """The results table with the training metrics and the step's peak beside the memory
         model's prediction."""
