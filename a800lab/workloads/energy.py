@@ -1,0 +1,249 @@
+"""Energy of a run on a GPU or a CPU, saying what it was measured from.
+
+    from a800lab.workloads.energy import EnergyMeter
+    with EnergyMeter("cuda:0") as meter:          # "cpu" without a GPU; device_index=N: NVML's
+        run_steps()
+    r = meter.reading()
+    r.energy_j, r.source, r.note    # 1234.5, "energy_counter", "NVML's total-energy ..."
+    r.power_w                       # mean power over the run: energy / duration
+    r.duration_s, r.cpu_time_s      # wall time; this process's CPU time, all threads
+    r.telemetry                     # the TelemetrySampler summary (util, memory, power, clocks)
+
+Sources, best first:
+- "energy_counter": nvmlDeviceGetTotalEnergyConsumption, the GPU's energy in millijoules
+  since the driver loaded (Volta and newer), read at start and stop.
+- "power_x_time": the sampler's power readings integrated over time (trapezoids), where the
+  card has no counter. Where NVML's reading is the average of the last second (Hopper and newer:
+  power_source "average_1s") it lags the load by up to 1 s, so a run of a few seconds reads low:
+  run for 10 s or more, or repeat the run.
+- "rapl": on a CPU, the RAPL package counters (/sys/class/powercap/intel-rapl:N/energy_uj)
+  where the kernel lets this user read them (usually root only): the whole package, every
+  process on it, DRAM not included.
+- "unavailable": energy_j is None and the note says why; cpu_time_s is always there.
+
+Reading only: nothing here changes a GPU's clocks, power limit or modes. `nvml=` takes a fake
+pynvml for tests, `powercap_root=` a fake sysfs folder, `clock=` / `cpu_clock=` fake clocks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.backends import resolve_device
+from ..core.gpu_map import nvml_index
+from ..core.nvml import NotAvailable, device_handle, nvml_call
+from ..core.telemetry import TelemetrySampler
+
+POWERCAP = Path("/sys/class/powercap")
+SHORT_RUN_S = 1.0  # shorter runs: counters and averaged power say little; say so
+_POWER_NOTES = {
+    "average_1s": "NVML averages this GPU's power over the last second (Hopper and newer): "
+                  "readings lag the load by up to 1 s, so runs of a few seconds read low; run "
+                  "for 10 s or more, or repeat the run",
+    "instant": "instantaneous readings: spikes between samples are missed",
+    "power_usage": "nvmlDeviceGetPowerUsage, instantaneous on A100/A800 and older per NVML's "
+                   "documentation: spikes between samples are missed",
+}
+
+
+@dataclass(frozen=True)
+class EnergyReading:
+    """What an EnergyMeter saw between start and stop."""
+
+    energy_j: float | None
+    source: str          # "energy_counter", "power_x_time", "rapl" or "unavailable"
+    note: str            # what the number is and how far to trust it
+    duration_s: float
+    cpu_time_s: float
+    telemetry: dict | None = None
+
+    @property
+    def power_w(self) -> float | None:
+        """Mean power over the run (energy / duration); None without energy."""
+        if self.energy_j is None or self.duration_s <= 0:
+            return None
+        return self.energy_j / self.duration_s
+
+    def to_dict(self) -> dict:
+        return {"energy_j": self.energy_j, "source": self.source, "note": self.note,
+                "duration_s": self.duration_s, "cpu_time_s": self.cpu_time_s,
+                "power_w": self.power_w, "telemetry": self.telemetry}
+
+
+# ---- arithmetic --------------------------------------------------------------------------------
+def counter_energy_j(start_mj: int, end_mj: int) -> float | None:
+    """Joules between two readings of NVML's millijoule counter; None if it went backwards
+    (the driver was reloaded in between)."""
+    return None if end_mj < start_mj else (end_mj - start_mj) / 1000.0
+
+
+def integrate_power_j(samples: Sequence[dict]) -> float | None:
+    """Energy of power samples ({"t_s", "power_w"}) by trapezoids; None with fewer than two
+    readings."""
+    points = sorted((s["t_s"], s["power_w"]) for s in samples if s.get("power_w") is not None)
+    if len(points) < 2:
+        return None
+    pairs = zip(points, points[1:], strict=False)
+    return sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in pairs)
+
+
+def rapl_delta_j(start_uj: Sequence[int], end_uj: Sequence[int],
+                 max_range_uj: Sequence[int]) -> float:
+    """Joules between two readings of RAPL zones, each counter wrapping at its max range."""
+    total = 0
+    for a, b, wrap in zip(start_uj, end_uj, max_range_uj, strict=True):
+        total += b - a if b >= a else b + wrap - a
+    return total / 1e6
+
+
+# ---- RAPL --------------------------------------------------------------------------------------
+def rapl_zones(root: Path = POWERCAP) -> Any:
+    """The readable RAPL package zones under `root` (intel-rapl:N, not their sub-zones), or
+    NotAvailable saying why there are none."""
+    if not root.is_dir():
+        return NotAvailable(f"{root} does not exist (no RAPL driver, or not exposed in this "
+                            "container)")
+    zones = sorted(p for p in root.glob("intel-rapl:*") if p.name.count(":") == 1)
+    if not zones:
+        return NotAvailable(f"{root} has no intel-rapl package zones")
+    try:
+        for zone in zones:
+            int((zone / "energy_uj").read_text())
+    except (OSError, ValueError) as exc:
+        return NotAvailable(f"cannot read {zone / 'energy_uj'} ({exc}); reading RAPL usually "
+                            "needs root")
+    return zones
+
+
+def _read_uj(zones: list[Path], name: str) -> list[int]:
+    return [int((zone / name).read_text()) for zone in zones]
+
+
+# ---- the meter ---------------------------------------------------------------------------------
+class EnergyMeter:
+    """Energy, CPU time and (on a GPU) telemetry between start() and stop(); see the module
+    docstring. `device`: "auto", "cpu" or "cuda[:N]" (torch's numbering, mapped to NVML by
+    UUID); `device_index`: an NVML index instead."""
+
+    def __init__(self, device: str = "auto", *, device_index: int | None = None,
+                 interval_s: float = 0.1, nvml: Any = None, cuda_properties: list | None = None,
+                 powercap_root: Path = POWERCAP, clock: Callable[[], float] = time.perf_counter,
+                 cpu_clock: Callable[[], float] = time.process_time) -> None:
+        self._nvml, self._clock, self._cpu_clock = nvml, clock, cpu_clock
+        self._powercap_root = powercap_root
+        self._sampler: TelemetrySampler | None = None
+        self._gpu_reason = ""
+        self.on_gpu = device_index is not None or resolve_device(device).startswith("cuda")
+        if self.on_gpu:
+            if device_index is None:
+                device_index = nvml_index(device, nvml=nvml, cuda_properties=cuda_properties)
+            if isinstance(device_index, NotAvailable):
+                self._gpu_reason = f"no NVML GPU for {device}: {device_index.reason}"
+                device_index = None
+            else:
+                self._sampler = TelemetrySampler(device_index=device_index,
+                                                 interval_s=interval_s, nvml=nvml)
+        self.device_index = device_index
+        self._start: tuple | None = None
+        self._reading: EnergyReading | None = None
+
+    def __enter__(self) -> EnergyMeter:
+        return self.start()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.stop()
+
+    def _counter_mj(self) -> Any:
+        if self.device_index is None:
+            return NotAvailable(self._gpu_reason)
+        handle = device_handle(self.device_index, self._nvml)
+        return nvml_call("nvmlDeviceGetTotalEnergyConsumption", handle, nvml=self._nvml)
+
+    def _rapl(self) -> tuple[Any, list[int] | None]:
+        zones = rapl_zones(self._powercap_root)
+        if isinstance(zones, NotAvailable):
+            return zones, None
+        try:
+            return zones, _read_uj(zones, "energy_uj")
+        except (OSError, ValueError) as exc:
+            return NotAvailable(f"RAPL became unreadable: {exc}"), None
+
+    def start(self) -> EnergyMeter:
+        """Read the counters and start sampling."""
+        self._reading = None
+        counter = self._counter_mj() if self.on_gpu else None
+        rapl = (None, None) if self.on_gpu else self._rapl()
+        if self._sampler is not None:
+            self._sampler.start()
+        self._start = (self._clock(), self._cpu_clock(), counter, rapl)
+        return self
+
+    def stop(self) -> EnergyReading:
+        """Read the counters again and stop sampling; returns the reading. Safe to call
+        twice (the second returns the first's reading)."""
+        if self._start is None:
+            if self._reading is None:
+                raise RuntimeError("EnergyMeter.stop() before start()")
+            return self._reading
+        t0, cpu0, counter0, (zones, rapl0) = self._start
+        counter1 = self._counter_mj() if self.on_gpu else None
+        rapl1 = _read_uj(zones, "energy_uj") if rapl0 is not None else None
+        if self._sampler is not None:
+            self._sampler.stop()
+        duration_s, cpu_time_s = self._clock() - t0, self._cpu_clock() - cpu0
+        self._start = None
+        telemetry = self._sampler.summary() if self._sampler is not None else None
+        if self.on_gpu:
+            energy, source, note = self._gpu_energy(counter0, counter1)
+        else:
+            energy, source, note = _cpu_energy(zones, rapl0, rapl1)
+        if energy is not None and duration_s < SHORT_RUN_S:
+            note += f"; a run under {SHORT_RUN_S:g} s: counters step and averages lag, so this " \
+                    "is rough; run longer"
+        self._reading = EnergyReading(energy, source, note, duration_s, cpu_time_s, telemetry)
+        return self._reading
+
+    def reading(self) -> EnergyReading:
+        """The reading of the last start/stop."""
+        if self._reading is None:
+            raise RuntimeError("no reading yet: use the meter as a context manager, or call "
+                               "start() and stop()")
+        return self._reading
+
+    def _gpu_energy(self, counter0: Any, counter1: Any) -> tuple[float | None, str, str]:
+        if not isinstance(counter0, NotAvailable) and not isinstance(counter1, NotAvailable):
+            energy = counter_energy_j(int(counter0), int(counter1))
+            if energy is not None:
+                return energy, "energy_counter", (
+                    f"NVML's total-energy counter of GPU {self.device_index} (millijoules since "
+                    "the driver loaded), read at start and stop")
+            counter0 = NotAvailable("the energy counter went backwards (driver reloaded?)")
+        why_counter = counter0.reason if isinstance(counter0, NotAvailable) else counter1.reason
+        samples = self._sampler.samples if self._sampler is not None else []
+        energy = integrate_power_j(samples)
+        if energy is None:
+            power_why = self._sampler.summary()["reason"] if self._sampler else self._gpu_reason
+            return None, "unavailable", (f"energy unavailable: no energy counter ({why_counter})"
+                                         f" and no power readings ({power_why or 'none taken'})")
+        power_source = self._sampler.summary()["power_source"]
+        n = sum(s.get("power_w") is not None for s in samples)
+        detail = _POWER_NOTES.get(power_source, f"power source {power_source}")
+        return energy, "power_x_time", (
+            f"power x time from {n} power readings of GPU {self.device_index} every "
+            f"{self._sampler.interval_s:g} s, no energy counter ({why_counter}); {detail}")
+
+
+def _cpu_energy(zones: Any, rapl0: list[int] | None,
+                rapl1: list[int] | None) -> tuple[float | None, str, str]:
+    if rapl0 is None or rapl1 is None:
+        why = zones.reason if isinstance(zones, NotAvailable) else "RAPL not read"
+        return None, "unavailable", (f"energy unavailable on this CPU: {why}; the process's CPU "
+                                     "time is reported instead")
+    energy = rapl_delta_j(rapl0, rapl1, _read_uj(zones, "max_energy_range_uj"))
+    names = ", ".join(z.name for z in zones)
+    return energy, "rapl", (f"RAPL package energy ({names}): the whole CPU package(s), every "
+                            "process on them, DRAM not included")

@@ -1,0 +1,164 @@
+"""GPU memory health, read only: ECC counters, retired pages and remapped rows, with a verdict
+per GPU and what to do about it.
+
+    from a800lab.workloads.health import health_report, format_health
+    report = health_report()         # {"gpu_found", "no_gpu_reason", "gpus": [...], "advice"}
+    report["gpus"][0]["verdict"]     # "ok", "watch" or "drain"
+    print(format_health(report))     # `python -m a800lab health` prints this
+
+What the counters mean (nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER shows the same):
+- ECC errors: corrected (single-bit, fixed on the fly) and uncorrected (the data was wrong),
+  each volatile (since the driver loaded) and aggregate (the GPU's lifetime).
+- Remapped rows (A100/A800, Hopper): after memory errors the GPU swaps a faulty HBM row for a
+  spare at the next reset. "pending": a remap waits for that reset; "failure": no spare was left,
+  the GPU needs replacing.
+- Retired pages (before Ampere): the driver stops using a page after errors; "pending" retirements
+  take effect at the next reboot. GPUs that remap rows answer "not supported" here.
+
+Verdicts: "drain" (a failed remap, or uncorrected errors since the driver loaded: jobs may crash
+or compute on bad data), "watch" (a remap or retirement pending, uncorrected errors in the past,
+ECC off), "ok". Nothing here resets or reconfigures a GPU; the advice says which command to run.
+`nvml=` takes a fake pynvml for tests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.device import discover_gpus
+from ..core.doctor import format_value
+from ..core.nvml import (
+    NotAvailable,
+    device_handle,
+    is_not_available,
+    nvml_call,
+    nvml_const,
+    to_jsonable,
+)
+
+VERDICTS = ("ok", "watch", "drain")
+
+
+def _remapped_rows(handle: Any, nvml: Any) -> Any:
+    rows = nvml_call("nvmlDeviceGetRemappedRows", handle, nvml=nvml)
+    if isinstance(rows, NotAvailable):
+        return rows
+    correctable, uncorrectable, pending, failure = rows
+    return {"correctable": int(correctable), "uncorrectable": int(uncorrectable),
+            "pending": bool(pending), "failure": bool(failure)}
+
+
+def _retired_pages(handle: Any, nvml: Any) -> Any:
+    counts = {}
+    for key, cause in (("single_bit", "NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS"),
+                       ("double_bit", "NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR")):
+        pages = nvml_call("nvmlDeviceGetRetiredPages", handle, nvml_const(cause, nvml), nvml=nvml)
+        if isinstance(pages, NotAvailable):
+            return pages
+        counts[key] = len(pages)
+    pending = nvml_call("nvmlDeviceGetRetiredPagesPendingStatus", handle, nvml=nvml)
+    counts["pending"] = pending if isinstance(pending, NotAvailable) else bool(pending)
+    return counts
+
+
+def _count(value: Any) -> int:
+    return 0 if value is None or is_not_available(value) else int(value)
+
+
+def judge(gpu: dict) -> tuple[str, list[str]]:
+    """(verdict, reasons) of one GPU entry of health_report (a plain dict, also re-read JSON)."""
+    i, reasons, verdict = gpu["index"], [], "ok"
+
+    def worse(level: str, text: str) -> None:
+        nonlocal verdict
+        verdict = max(verdict, level, key=VERDICTS.index)
+        reasons.append(text)
+
+    ecc = gpu["ecc_errors"]
+    rows, pages = gpu["remapped_rows"], gpu["retired_pages"]
+    if isinstance(rows, dict) and not is_not_available(rows):
+        if rows["failure"]:
+            worse("drain", f"GPU {i}: row remapping failed (no spare rows left): drain it and "
+                           "have it replaced")
+        if rows["pending"]:
+            worse("watch", f"GPU {i}: a row remap is pending: it takes effect at the next GPU "
+                           f"reset (when idle: nvidia-smi -r -i {i}, or a reboot)")
+        if rows["uncorrectable"]:
+            worse("watch", f"GPU {i}: {rows['uncorrectable']} rows remapped after uncorrectable "
+                           f"errors (correctable: {rows['correctable']}); watch whether it grows")
+    if isinstance(pages, dict) and not is_not_available(pages):
+        if pages["pending"] is True:
+            worse("watch", f"GPU {i}: page retirement pending: reboot (or reset the GPU) to "
+                           "retire the pages")
+        if pages["double_bit"]:
+            worse("watch", f"GPU {i}: {pages['double_bit']} pages retired after double-bit "
+                           "errors")
+    if _count(ecc.get("volatile_uncorrected")):
+        worse("drain", f"GPU {i}: {_count(ecc['volatile_uncorrected'])} uncorrected ECC errors "
+                       "since the driver loaded: jobs on it may crash or compute on bad data; "
+                       f"drain it and check nvidia-smi -q -d ECC,ROW_REMAPPER -i {i}")
+    elif _count(ecc.get("aggregate_uncorrected")):
+        worse("watch", f"GPU {i}: {_count(ecc['aggregate_uncorrected'])} uncorrected ECC errors "
+                       "in its lifetime, none since the driver loaded")
+    if gpu["ecc_enabled"] is False:
+        worse("watch", f"GPU {i}: ECC is off, so memory errors go unnoticed (nvidia-smi -e 1 "
+                       "-i N and a reboot turn it on)")
+    return verdict, reasons
+
+
+def health_report(nvml: Any = None, cuda_properties: list | None = None) -> dict:
+    """Every GPU's ECC mode and counters, remapped rows and retired pages, with verdicts."""
+    gpus = discover_gpus(nvml=nvml, cuda_properties=cuda_properties)
+    if isinstance(gpus, NotAvailable) or not gpus:
+        why = gpus.reason if isinstance(gpus, NotAvailable) else "NVML lists no GPUs"
+        return {"gpu_found": False, "no_gpu_reason": why, "gpus": [],
+                "advice": [f"No NVIDIA GPU found ({why}): nothing to check."]}
+    entries = []
+    for g in gpus:
+        handle = device_handle(g.index, nvml)
+        entry = to_jsonable({"index": g.index, "name": g.name, "uuid": g.uuid,
+                             "ecc_enabled": g.ecc_enabled, "ecc_errors": g.ecc_errors,
+                             "remapped_rows": _remapped_rows(handle, nvml),
+                             "retired_pages": _retired_pages(handle, nvml)})
+        entry["verdict"], entry["reasons"] = judge(entry)
+        entries.append(entry)
+    advice = [r for e in entries for r in e["reasons"]]
+    return {"gpu_found": True, "no_gpu_reason": "", "gpus": entries,
+            "advice": advice or ["No memory errors, pending remaps or retirements found."]}
+
+
+def _rows_text(rows: Any) -> str:
+    if is_not_available(rows):
+        return "n/a"
+    flags = [name for name in ("pending", "failure") if rows[name]]
+    return f"{rows['correctable']}/{rows['uncorrectable']}" + (f" ({', '.join(flags)})"
+                                                                if flags else "")
+
+
+def _pages_text(pages: Any) -> str:
+    if is_not_available(pages):
+        return "n/a"
+    pending = " (pending)" if pages["pending"] is True else ""
+    return f"{pages['single_bit']}/{pages['double_bit']}{pending}"
+
+
+def format_health(report: dict) -> str:
+    """The health report as a table and advice lines."""
+    if not report["gpu_found"]:
+        return "\n".join(report["advice"])
+    headers = ["GPU", "name", "ECC", "uncorrected vol/agg", "corrected vol/agg",
+               "remapped rows corr/unc", "retired pages sbe/dbe", "verdict"]
+    rows = []
+    for g in report["gpus"]:
+        e = g["ecc_errors"]
+        rows.append([str(g["index"]), format_value(g["name"]), format_value(g["ecc_enabled"]),
+                     f"{format_value(e.get('volatile_uncorrected'))}/"
+                     f"{format_value(e.get('aggregate_uncorrected'))}",
+                     f"{format_value(e.get('volatile_corrected'))}/"
+                     f"{format_value(e.get('aggregate_corrected'))}",
+                     _rows_text(g["remapped_rows"]), _pages_text(g["retired_pages"]),
+                     g["verdict"]])
+    widths = [max(len(c) for c in column) for column in zip(headers, *rows, strict=True)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+             for row in (headers, *rows)]
+    return "\n".join([*lines, "", "Memory health:", *(f"  - {a}" for a in report["advice"])])

@@ -1,0 +1,183 @@
+"""A short stress run per GPU (matmul throughput and copy bandwidth) and the flags it raises:
+a card slower than its siblings, or than its datasheet, by more than a threshold.
+
+    from a800lab.workloads.stress import stress_cards, flag_cards
+    cards = stress_cards()               # every visible GPU (a CPU without one), one after another
+    flags = flag_cards(cards, threshold=0.1)     # pure logic: also for recorded or made-up cards
+    for f in flags: print(f.message)
+    StressReport(cards, flags).format()
+
+Each card runs a800lab.core.peak.measure_peak for one precision (GPU: bf16 at 8192^3; CPU:
+fp32 at 512^3), checked against float64 before it is timed, and a device-to-device copy. A card
+is flagged when a metric is below (1 - threshold) x the median of the other cards of the same
+model ("siblings"), or below (1 - datasheet_threshold) x its datasheet figure: a healthy
+A100/A800 reaches 70-90% of its dense matmul peak and 85-90% of its memory bandwidth, so the
+default 0.4 flags a card under 60%. Of two cards the slower is flagged; whether it is slow or
+the other fast takes a third card or the datasheet to tell. A flagged card is worth a look at
+doctor's throttle reasons, its clocks and power limit (python -m a800lab doctor), and its ECC
+health (python -m a800lab health).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+import torch
+
+from ..core.backends import HAS_CUDA
+from ..core.cancel import CancelToken
+from ..core.peak import measure_peak
+
+THRESHOLD = 0.1             # a card more than 10% below its siblings' median is flagged
+DATASHEET_THRESHOLD = 0.4   # ... or more than 40% below its datasheet
+METRICS = {"matmul_tflops": "matmul TFLOP/s", "copy_gbs": "copy GB/s"}
+
+
+@dataclass(frozen=True)
+class CardResult:
+    """One card's stress numbers beside its datasheet (None where unknown or failed)."""
+
+    device: str                          # "cuda:3" or "cpu"
+    name: str
+    precision: str
+    matmul_tflops: float | None
+    copy_gbs: float | None
+    datasheet_tflops: float | None = None
+    datasheet_gbs: float | None = None
+    noisy: bool = False
+    message: str = ""
+
+    def datasheet(self, metric: str) -> float | None:
+        return {"matmul_tflops": self.datasheet_tflops, "copy_gbs": self.datasheet_gbs}[metric]
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A card below its reference by more than the threshold."""
+
+    device: str
+    metric: str
+    value: float
+    reference: float
+    against: str                          # "siblings" or "datasheet"
+    message: str
+
+    @property
+    def ratio(self) -> float:
+        return self.value / self.reference
+
+
+def check_thresholds(threshold: float, datasheet_threshold: float) -> None:
+    """Refuse thresholds that are not fractions between 0 and 1."""
+    for name, value in (("threshold", threshold), ("datasheet_threshold", datasheet_threshold)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+            raise ValueError(f"{name}={value!r} must be a fraction between 0 and 1, e.g. 0.1")
+
+
+def flag_cards(cards: Sequence[CardResult], *, threshold: float = THRESHOLD,
+               datasheet_threshold: float = DATASHEET_THRESHOLD) -> list[Flag]:
+    """Flags for every card and metric below its siblings' median (same model, the card
+    itself left out) or its datasheet by more than the thresholds (fractions, e.g. 0.1)."""
+    check_thresholds(threshold, datasheet_threshold)
+    flags = []
+    for card in cards:
+        for metric, label in METRICS.items():
+            value = getattr(card, metric)
+            if value is None:
+                continue
+            noisy = " (its timing was noisy: run again before acting)" if card.noisy else ""
+            siblings = [getattr(c, metric) for c in cards if c is not card and
+                        c.name == card.name and getattr(c, metric) is not None]
+            if siblings:
+                median = statistics.median(siblings)
+                if value < (1 - threshold) * median:
+                    flags.append(Flag(card.device, metric, value, median, "siblings", (
+                        f"{card.device} ({card.name}): {label} {value:.4g} is "
+                        f"{100 * (1 - value / median):.0f}% below the median {median:.4g} of "
+                        f"its {len(siblings)} sibling(s){noisy}")))
+            sheet = card.datasheet(metric)
+            if sheet and value < (1 - datasheet_threshold) * sheet:
+                flags.append(Flag(card.device, metric, value, sheet, "datasheet", (
+                    f"{card.device} ({card.name}): {label} {value:.4g} is {100 * value / sheet:.0f}"
+                    f"% of its datasheet {sheet:.4g}{noisy}")))
+    return flags
+
+
+@dataclass(frozen=True)
+class StressReport:
+    """The cards measured and the flags they raised, with the thresholds used."""
+
+    cards: tuple[CardResult, ...]
+    flags: tuple[Flag, ...]
+    threshold: float = THRESHOLD
+    datasheet_threshold: float = DATASHEET_THRESHOLD
+
+    def format(self) -> str:
+        rows = [(c.device, c.name, c.precision, _num(c.matmul_tflops), _num(c.datasheet_tflops),
+                 _num(c.copy_gbs), _num(c.datasheet_gbs), "noisy" if c.noisy else c.message)
+                for c in self.cards]
+        headers = ("device", "name", "precision", "TFLOP/s", "datasheet", "copy GB/s",
+                   "datasheet", "note")
+        widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=True)]
+        lines = ["  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=True)).rstrip()
+                 for row in (headers, *rows)]
+        lines.append(f"Flags (more than {100 * self.threshold:.0f}% below the siblings' median "
+                     f"or {100 * self.datasheet_threshold:.0f}% below the datasheet):")
+        lines += [f"  - {f.message}" for f in self.flags] or ["  - none."]
+        if len(self.cards) < 2:
+            lines.append("  (one card: no siblings to compare with; only the datasheet check)")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return {"cards": [asdict(c) for c in self.cards],
+                "flags": [{**asdict(f), "ratio": f.ratio} for f in self.flags],
+                "threshold": self.threshold, "datasheet_threshold": self.datasheet_threshold}
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.4g}"
+
+
+def default_devices() -> list[str]:
+    """Every CUDA device torch sees, or ["cpu"] without one."""
+    return [f"cuda:{i}" for i in range(torch.cuda.device_count())] if HAS_CUDA else ["cpu"]
+
+
+def stress_card(device: str, *, precision: str | None = None, size: int | None = None,
+                budget_s: float = 0.3, copy_bytes: int | None = None,
+                cancel: CancelToken | None = None) -> CardResult:
+    """One card's matmul rate and copy bandwidth (measure_peak for one precision)."""
+    precision = precision or ("fp32" if device == "cpu" else "bf16")
+    report = measure_peak(device, precisions=[precision], size=size, budget_s=budget_s,
+                          copy_bytes=copy_bytes, cancel=cancel)
+    entry = report.entries[0]
+    noisy = bool(entry.timing is not None and entry.timing.noisy)
+    return CardResult(device=device, name=report.device_name, precision=entry.precision,
+                      matmul_tflops=entry.tflops, copy_gbs=report.mem_bw_gbs,
+                      datasheet_tflops=entry.datasheet_tflops,
+                      datasheet_gbs=report.datasheet_mem_bw_gbs, noisy=noisy,
+                      message=entry.message)
+
+
+def stress_cards(devices: Sequence[str] | None = None, *,
+                 on_card: Callable[[CardResult], None] | None = None,
+                 **options) -> list[CardResult]:
+    """stress_card for each device (default: every visible GPU, else the CPU), one after
+    another so that cards do not share power or host bandwidth while measured."""
+    results = []
+    for device in devices or default_devices():
+        results.append(stress_card(device, **options))
+        if on_card is not None:
+            on_card(results[-1])
+    return results
+
+
+def stress_report(devices: Sequence[str] | None = None, *, threshold: float = THRESHOLD,
+                  datasheet_threshold: float = DATASHEET_THRESHOLD, **options) -> StressReport:
+    """stress_cards, then flag_cards, as one report (thresholds checked before measuring)."""
+    check_thresholds(threshold, datasheet_threshold)
+    cards = stress_cards(devices, **options)
+    flags = flag_cards(cards, threshold=threshold, datasheet_threshold=datasheet_threshold)
+    return StressReport(tuple(cards), tuple(flags), threshold, datasheet_threshold)

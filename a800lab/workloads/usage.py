@@ -1,0 +1,237 @@
+"""Utilisation, energy and cost of a workload: run it steadily under an EnergyMeter and report
+samples/s, GPU utilisation, memory, power, joules per sample and cost per million samples.
+
+    from a800lab.workloads.usage import metered_run, cost_per_million_samples_usd
+    point = metered_run(step, samples_per_step=256, device="cuda")   # a sweep point's result
+    point["throughput"], point["j_per_sample"], point["energy_source"], point["energy_note"]
+    cost_per_million_samples_usd(point["throughput"], price_per_gpu_hour_usd=2.5)
+    matmul_usage_point(4096, "bf16", device="cuda")        # sweep point functions (one sample
+    train_usage_point("mlp", "small", 256, "bf16")         # = one matmul / one training sample)
+    usage_point(make_step, params, device="cuda")          # your own (step, samples_per_step)
+    compare_usage(df, price_per_gpu_hour_usd=2.5)          # configs side by side, vs the first
+
+A metered run warms up, then calls `step()` back to back for `duration_s` (GPU: 5 s, long
+enough for the energy counter and for Hopper's 1 s power averaging; CPU: 0.5 s), synchronising
+only between chunks of steps so the GPU never idles on the host. Energy per sample is the mean
+power over the run divided by samples/s (so starting and stopping the meter costs nothing);
+where energy is unavailable (a CPU without readable RAPL) the CPU time per sample is reported
+instead. Cost per million samples = price per GPU-hour x GPUs / (samples/s x 3600) x 1e6; with
+an electricity price, energy cost per million samples = J/sample x 1e6 / 3.6e6 x price per kWh.
+The steps run inside the point's measured window (core.window), so a sweep's memory and CPU
+load are those of the metered run.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+import pandas as pd
+import torch
+
+from ..core.backends import resolve_device
+from ..core.cancel import CancelToken
+from ..core.memory import check_fits
+from ..core.operands import make_operands, needed_bytes
+from ..core.precision import check_supported, matmul_precision, parse_precision
+from ..core.window import timed_section
+from .energy import EnergyMeter
+from .matmul import MatmulSpec
+
+GPU_DURATION_S, GPU_WARMUP_S = 5.0, 1.0
+CPU_DURATION_S, CPU_WARMUP_S = 0.5, 0.1
+CHUNKS = 20          # the run is timed in about this many chunks (their spread is the IQR)
+MIN_CHUNKS = 3
+J_PER_KWH = 3.6e6
+
+
+# ---- arithmetic --------------------------------------------------------------------------------
+def _positive(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or \
+            not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name}={value!r} must be a finite number > 0")
+    return float(value)
+
+
+def cost_per_million_samples_usd(samples_per_s: float, price_per_gpu_hour_usd: float,
+                                 gpus: int = 1) -> float:
+    """What a million samples cost at `price_per_gpu_hour_usd` for each of `gpus` GPUs."""
+    rate = _positive("samples_per_s", samples_per_s)
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise ValueError(f"gpus={gpus!r} must be a positive int")
+    if not (math.isfinite(price_per_gpu_hour_usd) and price_per_gpu_hour_usd >= 0):
+        raise ValueError(f"price_per_gpu_hour_usd={price_per_gpu_hour_usd!r} must be >= 0")
+    return price_per_gpu_hour_usd * gpus / (rate * 3600.0) * 1e6
+
+
+def energy_cost_per_million_samples_usd(j_per_sample: float, price_per_kwh_usd: float) -> float:
+    """Electricity for a million samples at `j_per_sample` joules each."""
+    energy = _positive("j_per_sample", j_per_sample)
+    if not (math.isfinite(price_per_kwh_usd) and price_per_kwh_usd >= 0):
+        raise ValueError(f"price_per_kwh_usd={price_per_kwh_usd!r} must be >= 0")
+    return energy * 1e6 / J_PER_KWH * price_per_kwh_usd
+
+
+# ---- the metered run ---------------------------------------------------------------------------
+def _sync(device: str) -> Callable[[], None]:
+    if device.startswith("cuda"):
+        return lambda: torch.cuda.synchronize(device)
+    return lambda: None
+
+
+def metered_run(step: Callable[[], object], samples_per_step: int, *, device: str = "auto",
+                duration_s: float | None = None, warmup_s: float | None = None,
+                sample_unit: str = "samples", cancel: CancelToken | None = None,
+                meter: EnergyMeter | None = None) -> dict:
+    """Run `step()` steadily for `duration_s` under an EnergyMeter; a sweep point's result
+    (see the module docstring). `meter`: a ready EnergyMeter (tests pass one with a fake NVML)."""
+    if isinstance(samples_per_step, bool) or not isinstance(samples_per_step, int) or \
+            samples_per_step < 1:
+        raise ValueError(f"samples_per_step={samples_per_step!r} must be a positive int")
+    device = resolve_device(device)
+    on_gpu = device.startswith("cuda")
+    duration_s = _positive("duration_s", duration_s or (GPU_DURATION_S if on_gpu
+                                                        else CPU_DURATION_S))
+    warmup_s = warmup_s if warmup_s is not None else (GPU_WARMUP_S if on_gpu else CPU_WARMUP_S)
+    sync = _sync(device)
+    meter = meter or EnergyMeter(device)
+    with timed_section():  # the point's measured window: warm-up and the metered steps
+        t0, warm = time.perf_counter(), 0
+        while warm < 2 or time.perf_counter() - t0 < warmup_s:
+            if cancel is not None:
+                cancel.raise_if_cancelled()
+            step()
+            sync()
+            warm += 1
+        per_step_s = (time.perf_counter() - t0) / warm
+        chunk = max(1, round(duration_s / CHUNKS / per_step_s))
+        chunk_ms, steps = [], 0
+        with meter:
+            start = time.perf_counter()
+            while len(chunk_ms) < MIN_CHUNKS or time.perf_counter() - start < duration_s:
+                if cancel is not None:
+                    cancel.raise_if_cancelled()
+                c0 = time.perf_counter()
+                for _ in range(chunk):
+                    step()
+                sync()
+                chunk_ms.append((time.perf_counter() - c0) * 1e3 / chunk)
+                steps += chunk
+            elapsed_s = time.perf_counter() - start
+    reading = meter.reading()
+    samples = steps * samples_per_step
+    rate = samples / elapsed_s
+    power_w = reading.power_w
+    telemetry = reading.telemetry or {}
+
+    def mean(key: str):
+        return (telemetry.get(key) or {}).get("mean")
+
+    return {
+        "throughput": rate, "throughput_unit": f"{sample_unit}/s", "time_ms": chunk_ms,
+        "sample_unit": sample_unit, "samples_per_step": samples_per_step, "steps": steps,
+        "samples": samples, "metered_s": elapsed_s, "steps_per_chunk": chunk,
+        "energy_j": reading.energy_j, "energy_source": reading.source,
+        "energy_note": reading.note, "power_w": power_w,
+        "j_per_sample": None if power_w is None else power_w / rate,
+        "cpu_time_s": reading.cpu_time_s,
+        "cpu_ms_per_sample": reading.cpu_time_s * 1e3 / samples,
+        "cpu_busy_cores": reading.cpu_time_s / reading.duration_s if reading.duration_s else None,
+        "gpu_util_pct": mean("gpu_util_pct"), "sm_clock_mhz": mean("sm_clock_mhz"),
+        "mem_used_bytes": (telemetry.get("mem_used_bytes") or {}).get("max"),
+        "power_source": telemetry.get("power_source"),
+        "throttle_reasons": telemetry.get("throttle_reasons"),
+        "telemetry": reading.telemetry,
+    }
+
+
+# ---- point functions ---------------------------------------------------------------------------
+def matmul_usage_point(size: int, precision: str = "fp32", *, device: str = "auto",
+                       duration_s: float | None = None,
+                       cancel: CancelToken | None = None) -> dict:
+    """A size^3 matmul, checked against float64, then metered; one sample = one matmul."""
+    spec = MatmulSpec(size, size, size, precision)
+    prec = parse_precision(spec.precision)
+    device = resolve_device(device)
+    check_supported(prec, device)
+    check_fits(needed_bytes(size, size, size, prec), device, what=f"a {size}^3 {prec.name} matmul")
+    ops = make_operands(size, size, size, prec, device)
+    with matmul_precision(prec):
+        rel_error = ops.rel_error(ops.run())
+        if not rel_error <= prec.rtol:
+            return {"outcome": "wrong", "rel_error": rel_error,
+                    "message": f"relative error {rel_error:.3g} vs float64 exceeds "
+                               f"{prec.rtol:g}; not metered"}
+        result = metered_run(ops.run, 1, device=device, duration_s=duration_s,
+                             sample_unit="matmuls", cancel=cancel)
+    result.update(rel_error=rel_error, tflops=spec.flop_count * result["throughput"] / 1e12)
+    return result
+
+
+def train_usage_point(model: str = "mlp", size: str = "tiny", batch_size: int = 32,
+                      precision: str = "fp32", *, device: str = "auto",
+                      duration_s: float | None = None,
+                      cancel: CancelToken | None = None) -> dict:
+    """Optimizer steps of a training preset (a800lab.workloads.training), metered; one sample =
+    one training sample."""
+    from .training import Trainer, TrainSpec, check_precision
+    from .training_models import preset
+
+    spec = TrainSpec(model=model, size=size, batch_size=batch_size, precision=precision)
+    device = resolve_device(device)
+    check_precision(spec.precision, device)
+    trainer = Trainer(spec, preset(spec.model, spec.size), device)
+    pool = trainer.batches(1)
+    core = "bf16" if spec.precision == "bf16_pure" else spec.precision
+    with matmul_precision(core):
+        result = metered_run(lambda: trainer.cycle(pool), spec.batch_size, device=device,
+                             duration_s=duration_s, cancel=cancel)
+    result["loss"] = float(trainer.cycle(pool))
+    return result
+
+
+def usage_point(make_step: Callable, params: dict, *, device: str = "auto",
+                duration_s: float | None = None, cancel: CancelToken | None = None) -> dict:
+    """Your own workload: `make_step(**params)` (also given `device=` if it takes it) returns
+    (step, samples_per_step); the step is then metered."""
+    import inspect
+
+    device = resolve_device(device)
+    takes_device = "device" in inspect.signature(make_step).parameters
+    made = make_step(**params, **({"device": device} if takes_device else {}))
+    if not (isinstance(made, tuple) and len(made) == 2 and callable(made[0])):
+        raise ValueError(f"make_step must return (step, samples_per_step), got {made!r}")
+    step, samples_per_step = made
+    return metered_run(step, samples_per_step, device=device, duration_s=duration_s,
+                       cancel=cancel)
+
+
+# ---- comparing configs -------------------------------------------------------------------------
+def compare_usage(df: pd.DataFrame, price_per_gpu_hour_usd: float, *, params=None,
+                  gpus: int = 1, price_per_kwh_usd: float | None = None) -> pd.DataFrame:
+    """One row per ok point of a results frame of metered points: its params, samples/s,
+    J/sample (and the energy source), cost per million samples, and each of those as a ratio
+    to the first row."""
+    ok = df[df["outcome"] == "ok"] if "outcome" in df else df
+    params = list(params) if params is not None else [
+        c for c in ok.columns if c in ("model", "size", "batch_size", "precision")]
+    out = ok[params].reset_index(drop=True).copy()
+    rate = pd.to_numeric(ok["throughput"], errors="coerce").reset_index(drop=True)
+    out["throughput"] = rate
+    out["unit"] = ok["throughput_unit"].reset_index(drop=True)
+    energy = pd.to_numeric(ok.get("j_per_sample"), errors="coerce").reset_index(drop=True) \
+        if "j_per_sample" in ok else pd.Series(math.nan, index=out.index)
+    out["j_per_sample"] = energy
+    out["energy_source"] = ok["energy_source"].reset_index(drop=True) \
+        if "energy_source" in ok else "unavailable"
+    out["cost_per_million_usd"] = [cost_per_million_samples_usd(r, price_per_gpu_hour_usd, gpus)
+                                   for r in rate]
+    if price_per_kwh_usd is not None:
+        out["energy_cost_per_million_usd"] = [
+            math.nan if not e > 0 else energy_cost_per_million_samples_usd(e, price_per_kwh_usd)
+            for e in energy]
+    for column in ("throughput", "j_per_sample", "cost_per_million_usd"):
+        first = out[column].iloc[0] if len(out) else math.nan
+        out[f"{column}_vs_first"] = out[column] / first
+    return out
