@@ -13,6 +13,8 @@
                                                        # largest micro-batch, verified
     python -m a800lab diff a800/runs.jsonl h200/runs.jsonl [--json]
                                                        # what differs between two machines
+    python -m a800lab health [--stress] [--json]       # ECC, remapped rows, NCCL settings;
+                                                       # --stress flags slow cards
 
 A sweep appends one JSON line per point as it is measured; run the same command again to resume
 (points already in the file for this environment are skipped). Ctrl-C stops after saving what was
@@ -142,6 +144,20 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("a", help="results file (JSON Lines) or doctor report (doctor --json)")
     diff.add_argument("b", help="the same from the other machine")
     diff.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    health = sub.add_parser("health", help="GPU memory health (ECC, remapped rows, retired "
+                                           "pages) and NCCL settings; --stress flags slow cards")
+    health.add_argument("--json", action="store_true", help="print JSON instead of text")
+    health.add_argument("--stress", action="store_true",
+                        help="also time a matmul and a copy on each card and flag cards below "
+                             "their siblings or datasheet")
+    health.add_argument("--device", nargs="+", default=None,
+                        help="cards to stress (default: every visible GPU, else the CPU)")
+    health.add_argument("--threshold", type=float, default=0.1,
+                        help="flag a card this fraction below its siblings' median (0.1)")
+    health.add_argument("--datasheet-threshold", type=float, default=0.4,
+                        help="flag a card this fraction below its datasheet (0.4)")
+    health.add_argument("--budget-s", type=float, default=0.3, help="timing budget per card")
     return parser
 
 
@@ -157,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
             return _peak(args)
         if args.command == "diff":
             return _diff(args)
+        if args.command == "health":
+            return _health(args)
         if args.command == "max-batch":
             return _max_batch(args)
         _check_run_options(args)
@@ -196,6 +214,47 @@ def _diff(args) -> int:
     result = diff_files(args.a, args.b)
     print(json.dumps(result.to_dict(), indent=2) if args.json else format_diff(result))
     return 0
+
+
+def _health(args) -> int:
+    """Memory health, NCCL settings and (--stress) the stress flags; exit 1 when a GPU should
+    be drained or a card is flagged."""
+    from .core.nccl_env import nccl_settings
+    from .workloads.health import format_health, health_report
+    from .workloads.stress import check_thresholds, stress_report
+
+    if args.stress:
+        check_thresholds(args.threshold, args.datasheet_threshold)
+        if not (math.isfinite(args.budget_s) and args.budget_s > 0):
+            raise ValueError(f"--budget-s {args.budget_s} must be a number of seconds > 0")
+    report = health_report()
+    stress = None
+    if args.stress:
+        done = []
+
+        def show(card) -> None:
+            done.append(card)
+            print(f"[{len(done)}] {card.device}: {card.matmul_tflops or 0:.4g} TFLOP/s "
+                  f"{card.precision}, copy {card.copy_gbs or 0:.4g} GB/s", file=sys.stderr)
+
+        stress = stress_report(args.device, threshold=args.threshold,
+                               datasheet_threshold=args.datasheet_threshold,
+                               budget_s=args.budget_s, on_card=show)
+    settings = nccl_settings()
+    if args.json:
+        print(json.dumps({"health": report, "nccl": settings,
+                          "stress": stress.to_dict() if stress else None}, indent=2))
+    else:
+        print(format_health(report))
+        print("\nNCCL environment (read, never set here; NCCL_DEBUG=INFO shows the transport "
+              "each connection uses):")
+        for v in settings:
+            print(f"  {v['name']}={v['value'] if v['value'] is not None else '(unset)'}: "
+                  f"{v['what']}")
+        if stress:
+            print("\nStress run:\n" + stress.format())
+    drain = any(g["verdict"] == "drain" for g in report["gpus"])
+    return 1 if drain or (stress and stress.flags) else 0
 
 
 def _check_run_options(args) -> None:

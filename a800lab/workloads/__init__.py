@@ -6,6 +6,10 @@
     from a800lab.workloads.training import TrainSpec, Trainer, train_point   # a training step
     from a800lab.workloads.max_batch import find_max_batch_for, plan_effective_batch
     from a800lab.workloads.loss_scaling import gradient_sample, compare_scaling  # fp16 range
+    from a800lab.workloads.energy import EnergyMeter          # NVML energy counter, power, RAPL
+    from a800lab.workloads.usage import metered_run, cost_per_million_samples_usd  # J/sample, $
+    from a800lab.workloads.health import health_report        # ECC, remapped rows, retired pages
+    from a800lab.workloads.stress import stress_report, flag_cards   # slow cards vs siblings
 
 The Triton kernel itself is in a800lab.workloads.tile_kernel, imported on first use (set
 TRITON_INTERPRET=1 before that import to run it under the Triton interpreter). Workloads build on
