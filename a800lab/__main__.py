@@ -15,6 +15,11 @@
                                                        # what differs between two machines
     python -m a800lab health [--stress] [--json]       # ECC, remapped rows, NCCL settings;
                                                        # --stress flags slow cards
+    python -m a800lab comm collectives --op all_reduce all_gather --size 1K 1M 64M \
+        --out comm.jsonl                               # algbw/busbw on 2 gloo ranks or all GPUs
+    python -m a800lab comm ddp --hook allreduce fp16_compress powersgd --out ddp.jsonl
+    torchrun --nproc-per-node 8 -m a800lab comm collectives --size 1M 1G --out comm.jsonl
+                                                       # every process a rank, any node count
 
 A sweep appends one JSON line per point as it is measured; run the same command again to resume
 (points already in the file for this environment are skipped). Ctrl-C stops after saving what was
@@ -158,6 +163,11 @@ def build_parser() -> argparse.ArgumentParser:
     health.add_argument("--datasheet-threshold", type=float, default=0.4,
                         help="flag a card this fraction below its datasheet (0.4)")
     health.add_argument("--budget-s", type=float, default=0.3, help="timing budget per card")
+
+    _comm_options(sub.add_parser(
+        "comm", help="collectives over message sizes (algbw, busbw) or a DDP step (comm hooks, "
+                     "no_sync, buckets) on N ranks: gloo on CPUs, NCCL on GPUs; under torchrun "
+                     "every process is a rank"))
     return parser
 
 
@@ -178,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "max-batch":
             return _max_batch(args)
         _check_run_options(args)
+        if args.command == "comm":
+            return _comm(args)
         if args.command == "tune":
             return _tune(args, parser)
         if args.workload == "train":
@@ -523,6 +535,139 @@ def _max_batch(args) -> int:
             f.write(line + "\n")
     print(line)
     return 0 if result.batch_size else 1
+
+
+COMM_DDP_OPTIONS = ("hook", "accum_steps", "sync", "bucket_cap_mb", "powersgd_rank",
+                    "start_iter", "train_steps")
+_SIZE_UNITS = {"": 1, "K": 2**10, "KIB": 2**10, "M": 2**20, "MIB": 2**20, "G": 2**30,
+               "GIB": 2**30}
+
+
+def _comm_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("bench", choices=["collectives", "ddp"],
+                        help="collectives: all_reduce, all_gather, reduce_scatter, broadcast, "
+                             "hierarchical_all_reduce over sizes; ddp: a DDP training step")
+    parser.add_argument("--op", nargs="+", default=None,
+                        help="collectives (default all_reduce)")
+    parser.add_argument("--size", nargs="+", default=None,
+                        help="message sizes in bytes, or with K/M/G (binary: 1K = 1024); "
+                             "default 1K 16K 256K 4M on CPUs, 1K to 1G by 4x on GPUs")
+    parser.add_argument("--dtype", default="fp32", help="fp32, fp16 or bf16")
+    parser.add_argument("--ranks-per-node", type=int, default=None,
+                        help="hierarchical_all_reduce: ranks per node (default: under torchrun "
+                             "LOCAL_WORLD_SIZE, else all ranks on one node)")
+    parser.add_argument("--hook", nargs="+", default=None,
+                        help="ddp: allreduce, fp16_compress, bf16_compress, powersgd")
+    parser.add_argument("--accum-steps", type=int, nargs="+", default=None,
+                        help="ddp: micro-batches per optimizer step")
+    parser.add_argument("--sync", nargs="+", default=None,
+                        help="ddp: no_sync (once per step) or every_micro_batch")
+    parser.add_argument("--bucket-cap-mb", type=float, nargs="+", default=None)
+    parser.add_argument("--powersgd-rank", type=int, nargs="+", default=None)
+    parser.add_argument("--start-iter", type=int, nargs="+", default=None,
+                        help="ddp: PowerSGD's plain all-reduce steps before compressing (>= 2)")
+    parser.add_argument("--train-steps", type=int, default=None,
+                        help="ddp: optimizer steps before timing (default 20 on a CPU, 50 on "
+                             "GPUs)")
+    parser.add_argument("--nproc", type=int, default=None,
+                        help="ranks to start here (default 2 on a CPU, one per GPU); under "
+                             "torchrun, torchrun decides")
+    parser.add_argument("--timeout-s", type=float, default=120.0,
+                        help="a point taking longer ends the run: its group counts as hung")
+    _run_options(parser)
+    parser.add_argument("--no-resume", action="store_true", help="re-measure points in --out")
+
+
+def _size_bytes(text: str) -> int:
+    """"4096", "4K", "64MiB", "1G" -> bytes (binary units)."""
+    value = text.strip().upper()
+    digits = value.rstrip("KMGIB")
+    unit = value[len(digits):]
+    if not digits.isdigit() or unit not in _SIZE_UNITS:
+        raise ValueError(f"--size {text!r}: give bytes or a number with K, M or G, e.g. 64M")
+    return int(digits) * _SIZE_UNITS[unit]
+
+
+def _comm_plan(args, backend: str) -> tuple[str, dict, dict]:
+    """(workload, axes, settings) from the options, refusing ones of the other bench."""
+    settings = {"budget_s": args.budget_s}
+    if args.bench == "collectives":
+        given = [f"--{n.replace('_', '-')}" for n in COMM_DDP_OPTIONS
+                 if getattr(args, n) is not None]
+        if given:
+            raise ValueError(f"{given} apply to 'comm ddp'")
+        sizes = [_size_bytes(s) for s in args.size] if args.size else \
+            [2**e for e in range(10, 31 if backend == "nccl" else 23, 2 if backend == "nccl"
+                                 else 4)]
+        axes = {"op": args.op or ["all_reduce"], "size_bytes": sizes, "dtype": [args.dtype]}
+        if args.ranks_per_node is not None:
+            axes["ranks_per_node"] = [args.ranks_per_node]
+        return "comm", axes, settings
+    if args.op or args.size or args.ranks_per_node is not None:
+        raise ValueError("--op, --size and --ranks-per-node apply to 'comm collectives'")
+    train_steps = args.train_steps or (50 if backend == "nccl" else 20)
+    if train_steps < 1:
+        raise ValueError(f"--train-steps {train_steps} must be at least 1")
+    axes = {name: getattr(args, name) for name in COMM_DDP_OPTIONS[:-1]
+            if getattr(args, name) is not None} or {"hook": ["allreduce"]}
+    return "ddp", axes, {**settings, "train_steps": train_steps}
+
+
+def _comm(args) -> int:
+    import os
+
+    import torch
+
+    from .core.backends import resolve_device
+    from .core.launcher import RankGroupError
+    from .workloads.comm_runs import plan_points, run_comm, run_comm_here, under_torchrun
+
+    backend = "nccl" if resolve_device(args.device).startswith("cuda") else "gloo"
+    workload, axes, settings = _comm_plan(args, backend)
+    if not (math.isfinite(args.timeout_s) and args.timeout_s > 0):
+        raise ValueError(f"--timeout-s {args.timeout_s} must be a number of seconds > 0")
+    here = under_torchrun()
+    if here and args.nproc is not None:
+        raise ValueError("--nproc: under torchrun, torchrun starts the ranks (--nproc-per-node)")
+    if here and workload == "comm" and "hierarchical_all_reduce" in axes["op"] and \
+            args.ranks_per_node is None:
+        axes["ranks_per_node"] = [int(os.environ.get("LOCAL_WORLD_SIZE", "1"))]
+    nproc = int(os.environ["WORLD_SIZE"]) if here else \
+        args.nproc or (torch.cuda.device_count() if backend == "nccl" else 2)
+    plan_points(workload, axes, None, nproc, backend)  # a bad value exits before any rank
+    threads = args.threads or 1
+    if backend == "gloo" and args.threads is None:
+        from .core.noise import default_cpu_threads
+
+        threads = max(1, default_cpu_threads() // (1 if here else nproc))
+        if os.environ.get("RANK", "0") == "0" or not here:
+            print(f"CPU: {threads} torch thread(s) per rank, a core left for the rest of the "
+                  "machine (--threads N per rank to change)", file=sys.stderr)
+    try:
+        if here:
+            os.environ.setdefault("A800LAB_THREADS", str(threads))
+            os.environ.setdefault("A800LAB_TIMEOUT_S", str(args.timeout_s))
+            res = run_comm_here(workload, axes, settings=settings, out=args.out,
+                                resume=not args.no_resume, backend=backend,
+                                on_progress=_progress, on_result=_show)
+            if int(os.environ["RANK"]) != 0:
+                return 0
+        else:
+            res = run_comm(workload, axes, world_size=nproc, backend=backend,
+                           settings=settings, out=args.out, resume=not args.no_resume,
+                           timeout_s=args.timeout_s, threads=threads,
+                           on_progress=_progress, on_result=_show)
+    except (KeyboardInterrupt, Cancelled):
+        print(f"stopped; every finished point is in {args.out}", file=sys.stderr)
+        return 130
+    except RankGroupError as exc:
+        print(f"a800lab: error: {exc}\nevery finished point is in {args.out}", file=sys.stderr)
+        return 1
+    noisy = sum(bool(r.noise.get("noisy")) for r in res.records)
+    flagged = f", {noisy} noisy (marked !)" if noisy else ""
+    print(f"{len(res.records)} points measured{flagged}, {res.skipped} already in {args.out}",
+          file=sys.stderr)
+    return 0
 
 
 def _show_trial(trial) -> None:

@@ -259,3 +259,47 @@ def test_max_batch_bad_input_exits_2(capsys):
     assert "--limit-mib -3.0 must be a number of MiB > 0" in capsys.readouterr().err
     assert main(["max-batch", "--precision", "bf17"]) == 2
     assert "unknown training precision 'bf17'" in capsys.readouterr().err
+
+
+def test_comm_collectives_on_two_ranks_and_resume(tmp_path, capsys):
+    out = tmp_path / "comm.jsonl"
+    args = ["comm", "collectives", "--op", "all_reduce", "all_gather", "--size", "4K", "64K",
+            "--budget-s", "0.02", "--out", str(out)]
+    assert main(args) == 0
+    records = read_records(out)
+    assert [(r.params["op"], r.params["size_bytes"], r.outcome) for r in records] == [
+        ("all_reduce", 4096, "ok"), ("all_reduce", 65536, "ok"), ("all_gather", 4096, "ok"),
+        ("all_gather", 65536, "ok")]
+    assert all(r.params["world_size"] == 2 and r.params["backend"] == "gloo" for r in records)
+    err = capsys.readouterr().err
+    assert "torch thread(s) per rank" in err and "GB/s busbw" in err and "[4/4" in err
+    assert main(args) == 0  # resumed: nothing left, no rank started
+    assert "0 points measured" in capsys.readouterr().err
+
+
+def test_comm_bad_input_exits_2_before_any_rank(tmp_path, capsys):
+    out = str(tmp_path / "comm.jsonl")
+    assert main(["comm", "collectives", "--size", "12Q", "--out", out]) == 2
+    assert "--size '12Q': give bytes or a number with K, M or G" in capsys.readouterr().err
+    assert main(["comm", "collectives", "--op", "allreduce", "--out", out]) == 2
+    assert "unknown collective 'allreduce'" in capsys.readouterr().err
+    assert main(["comm", "collectives", "--hook", "fp16_compress", "--out", out]) == 2
+    assert "['--hook'] apply to 'comm ddp'" in capsys.readouterr().err
+    assert main(["comm", "ddp", "--hook", "int8", "--out", out]) == 2
+    assert "unknown comm hook 'int8'" in capsys.readouterr().err
+    assert main(["comm", "ddp", "--nproc", "1", "--out", out]) == 2
+    assert "needs at least 2 ranks" in capsys.readouterr().err
+    assert not (tmp_path / "comm.jsonl").exists()
+
+
+def test_comm_under_torchrun_writes_the_same_records(tmp_path):
+    out = tmp_path / "comm.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node",
+                           "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:0",
+                           "-m", "a800lab", "comm", "collectives", "--op",
+                           "hierarchical_all_reduce", "--size", "64K", "--budget-s", "0.02",
+                           "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    (record,) = read_records(out)  # rank 0 alone writes
+    assert record.outcome == "ok" and record.params["ranks_per_node"] == 2  # LOCAL_WORLD_SIZE
+    assert record.params["world_size"] == 2 and record.metrics["bus_factor"] == 1.0

@@ -11,7 +11,7 @@ from a800lab.core.launcher import RankGroup
 from a800lab.workloads.comm_ddp import HOOKS
 from a800lab.workloads.comm_runs import WORKER
 
-SETTINGS = {"budget_s": 0.02, "train_steps": 20}
+SETTINGS = {"budget_s": 0.02, "train_steps": 10}
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def test_every_hook_runs_on_gloo_here(group):
 
 def test_compressed_hooks_learn_like_plain_all_reduce(hooks):
     plain = hooks["allreduce"]["eval_loss"]
-    assert plain < math.log(16) - 0.3  # it learned something in 20 steps (chance: ln 16)
+    assert plain < math.log(16) - 0.3  # it learned something in 10 steps (chance: ln 16)
     for hook in ("fp16_compress", "bf16_compress"):
         assert hooks[hook]["eval_loss"] == pytest.approx(plain, rel=1e-3)
     # PowerSGD (rank 4 from step 2) approximates the gradient: slower, but still learning

@@ -5,13 +5,17 @@ run work only from a Run button and plot with a800lab.plots.
     Explorer(my_step, params={"batch_size": Range(1, 256, default=32), "precision": ["fp32"]})
     MatmulExplorer()        # tile heatmap, shape sweep with the quantisation model, precisions
     TrainingExplorer()      # batch x accumulation x precision: samples/s, memory, loss, max batch
+    PipelineExplorer()      # loader workers, pinned memory, copies: samples/s, idle, timeline
+    CommExplorer()          # collectives (busbw), DDP comm hooks, no_sync, buckets on N ranks
 """
 
+from .comm_explorer import CommExplorer
 from .device import DevicePanel
 from .explorer import Explorer
 from .matmul_explorer import MatmulExplorer
 from .params import Choice, Fixed, Range
+from .pipeline_explorer import PipelineExplorer
 from .training_explorer import TrainingExplorer
 
-__all__ = ["Choice", "DevicePanel", "Explorer", "Fixed", "MatmulExplorer", "Range",
-           "TrainingExplorer"]
+__all__ = ["Choice", "CommExplorer", "DevicePanel", "Explorer", "Fixed", "MatmulExplorer",
+           "PipelineExplorer", "Range", "TrainingExplorer"]

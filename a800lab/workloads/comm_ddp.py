@@ -43,8 +43,9 @@ from .comm import agree, agreed_reps, check_group, median, timed_calls
 HOOKS = ("allreduce", "fp16_compress", "bf16_compress", "powersgd")
 SYNC_MODES = ("no_sync", "every_micro_batch")
 CLASSES = 16
-# (width, depth) of the MLP: ~1 M parameters (4 MiB of fp32 gradients) on a CPU, ~100 M on a GPU
-MODEL_SHAPE = {"cpu": (512, 4), "cuda": (4096, 6)}
+# (width, depth) of the MLP: ~0.2 M parameters (0.8 MiB of fp32 gradients) on a CPU, ~50 M
+# (200 MiB) on a GPU
+MODEL_SHAPE = {"cpu": (256, 3), "cuda": (4096, 3)}
 POOL_BATCHES = 8  # micro-batches generated per rank and cycled while timing
 
 
@@ -131,7 +132,7 @@ def make_batches(width: int, micro_batch: int, device: str, rank: int, count: in
 def ddp_point(hook: str = "allreduce", accum_steps: int = 1, sync: str = "no_sync",
               bucket_cap_mb: float = 25.0, powersgd_rank: int = 1, start_iter: int = 2,
               micro_batch: int = 32, *, world_size: int, backend: str, device: str = "cpu",
-              train_steps: int = 30, budget_s: float = 0.3, lr: float = 0.05) -> dict:
+              train_steps: int = 20, budget_s: float = 0.3, lr: float = 0.1) -> dict:
     """One DDP configuration: train, count one step's traffic, time steps (module docstring)."""
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP

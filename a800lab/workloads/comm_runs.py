@@ -6,6 +6,7 @@
     res.records[0].metrics["algbw_gbs"]
     run_comm("ddp", {"hook": ["allreduce", "fp16_compress"]}, world_size=2)
     hook_support_on(world_size=2)          # {"bf16_compress": "ok" or why not, ...}
+    run_point("comm", op="broadcast", size_bytes=2**20)    # one point, one fresh group
 
 The ranks are worker processes (a800lab.workloads.comm_worker) started by
 a800lab.core.launcher.RankGroup for the run and always stopped after it, also when a rank dies
@@ -13,9 +14,11 @@ or hangs: the run then ends with a RankGroupError that says which rank and how, 
 `timeout_s` (a point taking longer counts as hung). Points are sent one at a time, so `cancel`
 stops the run after the point in flight. Each record is rank 0's, appended to `out` as it
 arrives (JSON Lines, resumable like any sweep: points already in the file for this environment
-are skipped). Every record's params include `world_size` and `backend`.
+are skipped). Every record's params include `world_size` and `backend`, and only the settings
+that act on it (see `relevant`).
 
-Under torchrun the CLI runs the same points in-process instead (`python -m a800lab comm`).
+Under torchrun each process is a rank itself: `run_comm_here` runs the same points in-process
+(what `python -m a800lab comm` does there), rank 0 writing the same JSON Lines.
 """
 
 from __future__ import annotations
@@ -86,6 +89,35 @@ def check_point(workload: str, params: Mapping) -> None:
                              "steps of plain all-reduce first")
 
 
+def relevant(workload: str, params: Mapping) -> dict:
+    """`params` without settings that do nothing for this point: PowerSGD's rank and start
+    iteration unless the hook is powersgd, ranks_per_node unless the op is hierarchical."""
+    drop = set()
+    if workload == "ddp" and params.get("hook", "allreduce") != "powersgd":
+        drop |= {"powersgd_rank", "start_iter"}
+    if workload == "comm" and params.get("op") != "hierarchical_all_reduce":
+        drop.add("ranks_per_node")
+    return {k: v for k, v in params.items() if k not in drop}
+
+
+def plan_points(workload: str, axes: Mapping[str, Sequence], fixed: Mapping | None,
+                world_size: int, backend: str) -> list[dict]:
+    """Every grid point's params (world_size and backend added, settings that do nothing for
+    it dropped, duplicates once), each checked."""
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 2:
+        raise ValueError(f"world_size={world_size!r}: communication needs at least 2 ranks")
+    fixed = {**(fixed or {}), "world_size": world_size, "backend": backend}
+    points = []
+    for point in grid(axes):
+        params = relevant(workload, {**fixed, **point})
+        if params not in points:
+            points.append(params)
+    check_param_names(points[0])
+    for params in points:
+        check_point(workload, params)
+    return points
+
+
 def _group(world_size: int, backend: str, threads: int, timeout_s: float) -> RankGroup:
     return RankGroup(WORKER, world_size=world_size, timeout_s=timeout_s,
                      env={"A800LAB_BACKEND": backend, "A800LAB_THREADS": str(threads),
@@ -103,11 +135,14 @@ def run_comm(workload: str, axes: Mapping[str, Sequence], *, fixed: Mapping | No
     the module docstring. `settings`: the point function's non-param options (budget_s,
     train_steps); `threads`: torch threads per rank on CPU."""
     backend = backend or default_backend()
-    fixed = {**(fixed or {}), "world_size": world_size, "backend": backend}
-    points = [{**fixed, **p} for p in grid(axes)]
-    check_param_names(points[0])
-    for params in points:
-        check_point(workload, params)
+    if backend == "nccl":
+        import torch
+
+        if world_size > torch.cuda.device_count():
+            raise ValueError(f"NCCL needs one GPU per rank: world_size={world_size}, "
+                             f"{torch.cuda.device_count()} GPU(s) visible; lower world_size "
+                             "or use backend='gloo' (CPU ranks)")
+    points = plan_points(workload, axes, fixed, world_size, backend)
     if out is not None:
         check_writable(out)
     env = environment(device_of(backend))
@@ -138,6 +173,73 @@ def run_comm(workload: str, axes: Mapping[str, Sequence], *, fixed: Mapping | No
                 on_progress(result.skipped + index, len(points),
                             per_point_s * (len(todo) - index))
     return result
+
+
+def under_torchrun() -> bool:
+    """True in a process torchrun started (RANK and WORLD_SIZE set, not by the lab)."""
+    import os
+
+    from ..core.launcher import launched
+
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ and not launched()
+
+
+def run_comm_here(workload: str, axes: Mapping[str, Sequence], *, fixed: Mapping | None = None,
+                  settings: Mapping | None = None, out=None, resume: bool = True,
+                  label: str = "", backend: str | None = None, on_progress=None,
+                  on_result=None) -> SweepResult:
+    """run_comm for a process that is itself a rank (under torchrun, one or many nodes): every
+    rank calls it with the same arguments and joins the group from the environment; rank 0
+    decides what is left to measure, writes `out` and gets the records (the others get an
+    empty result)."""
+    import torch.distributed as dist
+
+    from .comm_worker import join_group, measure_on_group
+
+    device = join_group(backend)
+    try:
+        points = plan_points(workload, axes, fixed, dist.get_world_size(), dist.get_backend())
+        rank = dist.get_rank()
+        plan = [None, None]
+        if rank == 0:
+            if out is not None:
+                check_writable(out)
+            env = environment(device)
+            done = _done_keys(out, fingerprint(env)) if (out and resume) else set()
+            plan = [[p for p in points if Record(workload=workload, params=p, outcome="error")
+                     .point_key() not in done], new_run_id()]
+        dist.broadcast_object_list(plan, src=0)  # every rank runs the same points
+        todo, run_id = plan
+        result = SweepResult(total=len(points), run_id=run_id, skipped=len(points) - len(todo))
+        started = time.perf_counter()
+        for index, params in enumerate(todo, start=1):
+            record = measure_on_group({"workload": workload, "params": params,
+                                       "settings": dict(settings or {}), "label": label,
+                                       "run_id": run_id}, device)
+            if record is None:
+                continue
+            if out is not None:
+                append_record(out, record)
+            result.records.append(record)
+            if on_result is not None:
+                on_result(record)
+            if on_progress is not None:
+                per_point_s = (time.perf_counter() - started) / index
+                on_progress(result.skipped + index, len(points),
+                            per_point_s * (len(todo) - index))
+        return result
+    finally:
+        dist.destroy_process_group()
+
+
+def run_point(workload: str, *, world_size: int = 2, backend: str | None = None,
+              settings: Mapping | None = None, timeout_s: float = 60.0, **params) -> Record:
+    """One point on a fresh group (seconds of start-up: sweeps use run_comm), e.g.
+    run_point("comm", op="all_reduce", size_bytes=2**20)."""
+    result = run_comm(workload, {name: [value] for name, value in params.items()},
+                      world_size=world_size, backend=backend, settings=settings,
+                      timeout_s=timeout_s)
+    return result.records[0]
 
 
 def hook_support_on(world_size: int = 2, backend: str | None = None,

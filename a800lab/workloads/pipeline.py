@@ -194,6 +194,22 @@ def worker_spans(step: int, batch) -> list[tuple[str, int, float, float]]:
     return out
 
 
+def timeline_of(spans: list[tuple[str, int, float, float]], steps: int = TIMELINE_STEPS
+                ) -> list[list]:
+    """[lane, start_ms, end_ms] of the first `steps` timed steps, from the first one's start:
+    the training loop's spans of those steps, and every worker span inside that time (clipped
+    to it: a worker may have made a batch before the window, or one used later)."""
+    first = sorted({step for lane, step, _, _ in spans if lane in MAIN_LANES})[:steps]
+    main = [s for s in spans if s[0] in MAIN_LANES and s[1] in first]
+    if not main:
+        return []
+    start, end = min(s[2] for s in main), max(s[3] for s in main)
+    inside = [(lane, max(s, start), min(e, end)) for lane, _, s, e in spans
+              if lane not in MAIN_LANES and e > start and s < end]
+    return [[lane, round((s - start) * 1e3, 4), round((e - start) * 1e3, 4)]
+            for lane, s, e in [(lane, s, e) for lane, _, s, e in main] + inside]
+
+
 def check_pipeline(num_workers: int, pin_memory: bool, non_blocking: bool,
                    prefetch_factor: int, preprocess_ms: float, cost: str, batch_size: int,
                    device: str) -> None:
@@ -247,15 +263,15 @@ def pipeline_point(num_workers: int = 0, pin_memory: bool = False, non_blocking:
         run = run_pipeline(lambda: next(iterator), copy, compute, device=device,
                            budget_s=budget_s, min_warmup=2 + num_workers * prefetch_factor,
                            extra_spans=worker_spans)
+        # the workers spent the timed window making the batches queued after it: fetch them
+        # (untimed) for the timeline
+        after = [worker_spans(-1, next(iterator)) for _ in range(num_workers * prefetch_factor)]
     finally:
         shutdown = getattr(iterator, "_shutdown_workers", None)
         if shutdown is not None:  # end the worker processes now, not at garbage collection
             shutdown()
     compute_lane = run.compute_lane
-    start = run.window[0]
-    first = sorted({s[1] for s in run.spans})[:TIMELINE_STEPS]
-    timeline = [[lane, round((s - start) * 1e3, 4), round((e - start) * 1e3, 4)]
-                for lane, step, s, e in run.spans if step in first]
+    timeline = timeline_of(run.spans + [s for spans in after for s in spans])
     return {"throughput": batch_size / (run.timing.median_ms / 1e3),
             "throughput_unit": "samples/s", "timing": run.timing,
             "idle_fraction": run.idle_fraction, "data_wait_ms": run.lane_ms("data wait"),

@@ -1,0 +1,253 @@
+"""CommExplorer: collectives over message sizes, DDP comm hooks, no_sync accumulation and
+bucket sizes, measured on worker processes that the panel starts, streams from and stops.
+
+    from a800lab.widgets import CommExplorer
+    panel = CommExplorer()                  # 2 gloo ranks on a CPU, one rank per GPU on NCCL
+    panel.run(wait=True, view="collectives", op=["all_reduce", "broadcast"],
+              size_bytes=[2**10, 2**16, 2**20])
+    panel.run(wait=True, view="hooks")       # allreduce, fp16, bf16, PowerSGD
+    panel.run(wait=True, view="accumulation", accum_steps=[1, 2, 4])   # no_sync vs every
+    panel.run(wait=True, view="buckets", bucket_cap_mb=[0.25, 1, 25])
+
+Four views, each with its own sweep and figure (a800lab.systems_plots):
+- collectives: busbw and time against size_bytes, one line per op (several ops per Run);
+  on GPUs the card's per-direction NVLink bandwidth is drawn for comparison;
+- hooks: samples/s, MiB all-reduced per step and the held-out loss per comm hook;
+- accumulation: samples/s, all-reduce calls per optimizer step and MiB against accum_steps,
+  with no_sync and every_micro_batch side by side;
+- buckets: samples/s, buckets per backward and the loss against bucket_cap_mb.
+
+Each Run starts `world_size` fresh ranks (a800lab.workloads.comm_runs), sends them the points
+one at a time and stops them when it ends, whatever happens: Stop ends the run after the point
+in flight; a rank that dies ends it at once, one that hangs after `timeout_s`, with the reason
+in the status line and no process left behind. Records are rank 0's, as the CLI writes them.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import time
+from pathlib import Path
+
+import ipywidgets as widgets
+import pandas as pd
+
+from ..core.backends import HAS_CUDA
+from ..systems_plots import collectives_figure, ddp_figure
+from ..workloads.comm import DTYPES, OPS
+from ..workloads.comm_ddp import HOOKS, SYNC_MODES
+from ..workloads.comm_runs import run_comm, run_point
+from ..workloads.comm_worker import default_backend
+from .explorer import DATA_DIR, Explorer
+from .explorer_text import run_numbers, summary, table_html
+from .params import Choice, Range, format_value
+
+VIEWS = {"collectives": "collectives", "hooks": "comm hooks", "accumulation": "no_sync",
+         "buckets": "buckets"}
+VIEW_PARAMS = {"collectives": ("op", "size_bytes", "dtype", "ranks_per_node"),
+               "hooks": ("hook", "powersgd_rank", "start_iter"),
+               "accumulation": ("accum_steps", "sync"), "buckets": ("bucket_cap_mb",)}
+VIEW_AXIS = {"collectives": "size_bytes", "hooks": "hook", "accumulation": "accum_steps",
+             "buckets": "bucket_cap_mb"}
+VIEW_METRICS = {
+    "hooks": (("bytes_per_step", "MiB all-reduced per step (one rank)", 2**20),
+              ("eval_loss", "held-out loss after training", 1.0)),
+    "accumulation": (("allreduce_calls_per_step", "all-reduce calls per optimizer step", 1.0),
+                     ("bytes_per_step", "MiB all-reduced per step (one rank)", 2**20)),
+    "buckets": (("buckets", "buckets per synchronised backward", 1.0),
+                ("eval_loss", "held-out loss after training", 1.0)),
+}
+TABLE_METRICS = {"collectives": ("algbw_gbs", "message_bytes", "pct_of_link"),
+                 "hooks": ("bytes_per_step", "eval_loss", "compressed"),
+                 "accumulation": ("allreduce_calls_per_step", "bytes_per_step", "eval_loss"),
+                 "buckets": ("buckets", "eval_loss")}
+
+
+class CommExplorer(Explorer):
+    """The communication panel (see the module docstring).
+
+    `world_size`: ranks (default 2 with gloo, every visible GPU with NCCL); `backend`: "gloo"
+    (CPU ranks, also on a GPU machine) or "nccl"; `timeout_s`: how long a point may take
+    before its group counts as hung; `budget_s` and `train_steps`: per point (defaults suit the
+    mode). `title`, `recorded_dir`, `out` as for Explorer.
+    """
+
+    def __init__(self, *, world_size: int | None = None, backend: str | None = None,
+                 timeout_s: float = 60.0, budget_s: float | None = None,
+                 train_steps: int | None = None,
+                 title: str = "Communication: collectives, comm hooks, no_sync, buckets",
+                 recorded_dir: Path | str = DATA_DIR, out: str | None = None):
+        self.backend = backend or default_backend()
+        on_gpu = self.backend == "nccl"
+        if world_size is None:
+            import torch
+
+            world_size = torch.cuda.device_count() if on_gpu else 2
+        self.world_size, self.timeout_s = world_size, timeout_s
+        self.settings = {"budget_s": budget_s or (0.3 if on_gpu else 0.1)}
+        self.ddp_settings = {**self.settings, "train_steps": train_steps or (50 if on_gpu
+                                                                             else 20)}
+        largest = 2**30 if on_gpu else 2**26
+        divisors = tuple(d for d in range(1, world_size + 1) if world_size % d == 0)
+        params = {
+            "op": Choice(OPS, default="all_reduce"),
+            "size_bytes": Range(2**10, largest, default=2**20, scale="pow2"),
+            "dtype": Choice(tuple(DTYPES), default="fp32"),
+            "ranks_per_node": Choice(divisors, default=divisors[-1]),
+            "hook": Choice(HOOKS, default="allreduce"),
+            "powersgd_rank": Choice((1, 2, 4, 8, 16), default=4),
+            "start_iter": Range(2, 1000, default=2),
+            "accum_steps": Range(1, 16, default=4, scale="pow2"),
+            "sync": Choice(SYNC_MODES, default="no_sync"),
+            "bucket_cap_mb": Choice((0.25, 1.0, 4.0, 25.0, 100.0), default=25.0),
+        }
+        device = "cuda" if on_gpu and HAS_CUDA else "cpu"
+        # Explorer's workload: one point on a fresh group. A Run does better (_work): one
+        # group for all its points, and the records rank 0 made.
+        super().__init__(functools.partial(run_point, "comm"), params, sweep="size_bytes",
+                         name="comm", device=device, cpu_threads=1, title=title,
+                         recorded_dir=recorded_dir, out=out)
+
+    # ---- layout ---------------------------------------------------------------------------
+    def _build(self, sweep, title, recorded_dir, out) -> None:
+        super()._build(sweep, title, recorded_dir, out)
+        self.view = widgets.ToggleButtons(options=[(label, key) for key, label in VIEWS.items()],
+                                          value="collectives", description="view",
+                                          style={"button_width": "auto"})
+        self.ops = widgets.Text(description="ops", value="all_reduce",
+                                placeholder="e.g. all_reduce, all_gather, broadcast")
+        self.view.observe(self._on_view, names="value")
+        children = list(self.widget.children)
+        children[children.index(self.status):children.index(self.status)] = [
+            widgets.HBox([self.view, self.ops])]
+        self.widget.children = tuple(children)
+        self._on_view()
+
+    def _on_view(self, _change=None) -> None:
+        view = self.view.value
+        self.ops.layout.display = None if view == "collectives" else "none"
+        self.sweep_axis.value = VIEW_AXIS[view]
+        self.sweep_values.value = ", ".join(format_value(v) for v in self._default_values(view))
+        for key, control in self.controls.items():
+            control.disabled = key == VIEW_AXIS[view] or key not in VIEW_PARAMS[view]
+        if view == "collectives":
+            self.controls["op"].disabled = True  # the ops box lists them
+        if _change is not None:
+            self._view_changed()
+
+    def _default_values(self, view: str) -> list:
+        """What a Run sweeps unless told otherwise: a few sizes 16x apart (to 64 MiB on a CPU,
+        1 GiB on GPUs), every hook, 1-4 micro-batches, three bucket caps."""
+        if view == "collectives":
+            top = 30 if self.backend == "nccl" else 22
+            return [2**e for e in range(10, top + 1, 4)]
+        return {"hooks": list(HOOKS), "accumulation": [1, 2, 4],
+                "buckets": [0.25, 1.0, 25.0]}[view]
+
+    def _conditions(self) -> str:
+        where = "GPUs, NCCL" if self.backend == "nccl" else \
+            "CPU fallback, gloo, 1 torch thread each"
+        return f"{self.world_size} ranks ({where})"
+
+    # ---- running --------------------------------------------------------------------------
+    def run(self, wait: bool = False, view: str | None = None, **values) -> bool:
+        """As Explorer.run, with `view` chosen first; in the collectives view `op` may be a
+        list (one line each); in the accumulation view both sync modes always run."""
+        if view is not None:
+            if view not in VIEWS:
+                self.status.say(f"Cannot run: view={view!r}; use one of {list(VIEWS)}", "error")
+                return False
+            self.view.value = view
+        return super().run(wait=wait, **values)
+
+    def _plan(self, overrides: dict) -> tuple[dict, dict]:
+        view = self.view.value
+        overrides = dict(overrides)
+        ops = overrides.pop("op", None) if view == "collectives" else None
+        axes, fixed = super()._plan(overrides)
+        fixed = {k: v for k, v in fixed.items() if k in VIEW_PARAMS[view]}
+        if view == "collectives":
+            fixed.pop("op", None)
+            ops = self.params["op"].parse("op", self.ops.value) if ops is None else \
+                [self._check_one("op", op) for op in (ops if isinstance(ops, list) else [ops])]
+            axes = {"op": ops, **axes}  # one op's sizes after another: a line at a time
+        if view == "accumulation":
+            fixed.pop("sync", None)
+            axes["sync"] = list(SYNC_MODES)
+        return axes, fixed
+
+    def _work(self, axes: dict, fixed: dict, run_id: str) -> None:
+        """Explorer's run loop, with the points sent to this run's worker ranks."""
+        started = time.perf_counter()
+        collectives = self.view.value == "collectives"
+        try:
+            result = run_comm("comm" if collectives else "ddp", axes, fixed=fixed,
+                              world_size=self.world_size, backend=self.backend,
+                              settings=self.settings if collectives else self.ddp_settings,
+                              run_id=run_id, timeout_s=self.timeout_s,
+                              on_progress=self._on_progress, on_result=self._on_result,
+                              cancel=self._cancel)
+            self.last_result = result
+            if result.cancelled:
+                self.progress_text.value = f"{self.progress.value}/{result.total} points, stopped"
+            failed = any(r.outcome != "ok" for r in result.records)
+            number = run_numbers(r.run_id for r in self.records).get(run_id, 1)
+            self.status.say(summary(result, time.perf_counter() - started, run_number=number,
+                                    conditions=self._conditions(),
+                                    stopped_at=self._stopped_at),
+                            "warn" if (result.cancelled or failed) else "ok")
+        except BaseException as exc:  # noqa: B036 -- a dead or hung rank, a bad value: say so
+            done = sum(r.run_id == run_id for r in self.records)
+            self.progress_text.value = f"{done}/{self.progress.max} points, failed"
+            self.status.say(f"Run failed: {type(exc).__name__}: {exc} (after {done} of "
+                            f"{self.progress.max} points; measured points kept)", "error")
+        finally:
+            self.run_button.disabled, self.stop_button.disabled = False, True
+            self.clear_button.disabled = False
+            self._drawer.request(urgent=True)
+
+    # ---- views ----------------------------------------------------------------------------
+    def _of_view(self, df: pd.DataFrame) -> pd.DataFrame:
+        """The points this view draws: its workload, its axis set, no other view's settings."""
+        view = self.view.value
+        if df.empty or "workload" not in df:
+            return df
+        rows = df[df["workload"] == ("comm" if view == "collectives" else "ddp")]
+        axis = VIEW_AXIS[view]
+        rows = rows[rows[axis].notna()] if axis in rows else rows.iloc[0:0]
+        for other, names in VIEW_PARAMS.items():
+            for name in names:
+                if other != view and name in rows and name not in VIEW_PARAMS[view]:
+                    rows = rows[rows[name].isna()]
+        return rows
+
+    def _figure(self, df: pd.DataFrame, x: str, series: str):
+        view, shown = self.view.value, self._of_view(df)
+        earlier = self.earlier_runs.value
+        if view == "collectives":
+            return collectives_figure(shown, series="op" if "op" in shown else series,
+                                      earlier_runs=earlier)
+        if view == "accumulation":
+            series = "sync"
+        if series not in shown:
+            series = "label" if "label" in shown else None
+        return ddp_figure(shown, VIEW_AXIS[view], series=series, metrics=VIEW_METRICS[view],
+                          earlier_runs=earlier)
+
+    def _figure_title(self, x: str) -> str:
+        return {"collectives": "busbw and time vs message size, one line per op",
+                "hooks": "DDP comm hooks: samples/s, bytes all-reduced, held-out loss",
+                "accumulation": "gradient accumulation: no_sync vs every micro-batch",
+                "buckets": "bucket_cap_mb: samples/s, buckets, loss"}[self.view.value]
+
+    def _table_html(self, measured: pd.DataFrame) -> str:
+        view = self.view.value
+        shown = self._of_view(measured)
+        numbers = run_numbers(measured["run_id"]) if "run_id" in measured else {}
+        columns = [*VIEW_PARAMS[view], "world_size", *TABLE_METRICS[view]]
+        note = "" if view != "collectives" or self.backend == "nccl" else (
+            "<small>gloo on one machine: the ranks talk over loopback TCP, so these are CPU "
+            "and kernel numbers, not a network's or NVLink's.</small>")
+        return note + table_html(shown, columns, numbers) if not shown.empty else \
+            html.escape("no points of this view yet")
