@@ -131,3 +131,21 @@ def test_embedding_on_cpu_sends_pooled_vectors_both_ways():
     # and the labels (256 fp32) go
     assert result["crossing_bytes_per_step"] == 2 * 256 * 16 * 4 + 256 * 4
     assert result["table_bytes_on_device"] == 0
+
+
+def test_pipeline_panel_runs_headless_and_says_what_a_cpu_means(tmp_path):
+    from a800lab.widgets import PipelineExplorer
+
+    panel = PipelineExplorer(device="cpu", budget_s=0.05, recorded_dir=tmp_path)
+    assert panel.params["pin_memory"].value is False  # fixed off without a GPU
+    assert any("device stage (the training step) runs on the CPU" in getattr(w, "value", "")
+               for w in panel.widget.children)
+    assert panel.run(wait=True, num_workers=[0, 2], cost="wait", preprocess_ms=0.1,
+                     batch_size=16)
+    assert panel.status_text.startswith("Done: 2 points (2 ok)"), panel.status_text
+    df = panel.results
+    assert list(df["num_workers"]) == [0, 2] and df["idle_fraction"].between(0, 1).all()
+    titles = [ax.get_title() for ax in panel.figure.axes]
+    assert any(t.startswith("timeline of the newest point (num_workers=2") for t in titles)
+    assert "CPU fallback" in panel.figure._suptitle.get_text()
+    assert "idle_fraction" in panel.table.value
