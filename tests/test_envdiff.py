@@ -206,3 +206,47 @@ def test_cli_diff_text_json_and_bad_input(tmp_path, capsys):
     assert out["differences"] == [] and out["lineup"][0]["ratio"] == 1.0
     assert main(["diff", str(a), str(tmp_path / "nope.jsonl")]) == 2
     assert "is not a file" in capsys.readouterr().err
+
+
+# ---- the panel and the figure ------------------------------------------------------------------
+def two_results(tmp_path, noisy_size=None):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    for size in (1024, 2048, 4096):
+        append_record(a, record(ENV_A800, 200.0, size=size))
+        append_record(b, record(ENV_H200, 100.0 if size == 4096 else 600.0, size=size,
+                                noisy=size == noisy_size))
+    return a, b
+
+
+def test_diff_panel_compares_and_draws_the_lineup(tmp_path):
+    from a800lab.widgets import DiffPanel
+
+    a, b = two_results(tmp_path, noisy_size=2048)
+    panel = DiffPanel(a, b, folders=[tmp_path])
+    assert set(panel.a.options) == {str(a), str(b)}
+    assert panel.diff is not None and len(panel.diff.lineup) == 3
+    assert "4 differences" in panel.status.text and "3 configs side by side" in panel.status.text
+    assert "what it means" in panel.output.value and "B/A" in panel.output.value
+    assert panel.plot.layout.display is None and panel.figure is not None
+    assert panel.compare(a, tmp_path / "nope.json") is None
+    assert "Cannot compare" in panel.status.text and panel.diff.lineup  # the last one kept
+    doctor = tmp_path / "doctor.json"
+    doctor.write_text(json.dumps(report()))
+    assert panel.compare(a, doctor) is not None
+    assert panel.plot.layout.display == "none" and "Recorded in one file only" in \
+        panel.output.value
+
+
+def test_lineup_figure_names_both_sides_and_marks_noise(tmp_path):
+    from a800lab.ops_plots import lineup_figure
+
+    fig = lineup_figure(diff_files(*two_results(tmp_path, noisy_size=2048)))
+    assert fig._suptitle.get_text() == ("B: NVIDIA H200 (GPU) vs A: NVIDIA A800-SXM4-80GB (GPU)")
+    (ax,) = fig.axes
+    bars = ax.patches
+    assert [round(b.get_width(), 2) for b in bars] == [3.0, 3.0, 0.5]
+    assert [b.get_hatch() for b in bars] == [None, "//", None]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "B slower" in labels and any("noisy" in t for t in labels)
+    empty = lineup_figure(diff_sides(side_from_report(report()), side_from_report(report())))
+    assert "no config measured ok on both sides" in empty.axes[0].texts[0].get_text()

@@ -191,3 +191,19 @@ def test_cli_health_json_and_stress(capsys):
     assert "[1] cpu:" in captured.err
     assert main(["health", "--stress", "--threshold", "2"]) == 2
     assert "must be a fraction" in capsys.readouterr().err
+
+
+def test_stress_figure_marks_the_flagged_card():
+    from matplotlib.colors import to_rgba
+
+    from a800lab.ops_plots import stress_figure
+
+    cards = [card(i, 272.0, 1750.0) for i in range(4)] + [card(4, 220.0, 1750.0)]
+    fig = stress_figure(StressReport(tuple(cards), tuple(flag_cards(cards))))
+    assert fig._suptitle.get_text() == f"{A800} (GPU), 5 card(s)"
+    matmul, copy = fig.axes
+    red = [i for i, bar in enumerate(matmul.patches) if bar.get_facecolor() == to_rgba("tab:red")]
+    assert red == [4]
+    assert matmul.get_title() == "matmul TFLOP/s" and copy.get_legend() is not None
+    cpu = stress_figure(StressReport((CardResult("cpu", "CPU: x", "fp32", 0.05, 9.0),), ()))
+    assert "(CPU fallback)" in cpu._suptitle.get_text()

@@ -10,7 +10,9 @@ run work only from a Run button and plot with a800lab.plots.
 """
 
 from .comm_explorer import CommExplorer
+from .cost_explorer import CostExplorer
 from .device import DevicePanel
+from .env_diff import DiffPanel
 from .explorer import Explorer
 from .matmul_explorer import MatmulExplorer
 from .params import Choice, Fixed, Range

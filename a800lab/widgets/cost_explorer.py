@@ -1,0 +1,168 @@
+"""CostExplorer: run a workload steadily under the energy meter and see samples/s, energy per
+sample and cost per million samples, configs side by side.
+
+    from a800lab.widgets import CostExplorer
+    panel = CostExplorer("train")                 # a training preset; "matmul": size^3 matmuls
+    panel.run(wait=True, batch_size=[32, 256])    # each point: a steady metered run
+    panel.price.value = 4.0                       # $ per GPU-hour: re-plots, nothing re-measured
+    panel.comparison()                            # samples/s, J/sample, cost, each vs the first
+    CostExplorer(make_step=my_make_step, params={"batch_size": [32, 256]})   # your own workload
+
+Each point (a800lab.workloads.usage) warms up, then runs the step back to back for a few seconds
+on a GPU (0.5 s on a CPU) under an EnergyMeter: samples/s, GPU utilisation, power, and energy
+from the GPU's energy counter where it has one, else power x time (on Hopper averaged over 1 s:
+lengthen short runs with duration_s=), on a CPU RAPL where readable, else the process's CPU time.
+Cost per million samples comes from the price per GPU-hour (times the GPUs the job holds), and
+optionally electricity from a price per kWh; changing a price re-plots at once. Your own workload:
+`make_step(**params)` (also given `device=` if it takes it) returns (step, samples_per_step).
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+from pathlib import Path
+
+import ipywidgets as widgets
+import pandas as pd
+
+from ..core.backends import resolve_device
+from ..core.precision import unsupported_reason
+from ..ops_plots import cost_figure
+from ..workloads.matmul import default_sizes
+from ..workloads.training import precisions_for
+from ..workloads.training_models import MODELS, SIZES, default_size
+from ..workloads.usage import compare_usage, matmul_usage_point, train_usage_point, usage_point
+from .explorer import DATA_DIR, Explorer
+from .explorer_text import TABLE_ROWS, run_numbers
+from .params import Choice, Range, check_signature
+
+WORKLOADS = ("matmul", "train")
+# comparison columns as the table heads them
+_HEADS = {"throughput": "rate", "j_per_sample": "J/sample", "energy_source": "energy from",
+          "cost_per_million_usd": "$ per million", "energy_cost_per_million_usd":
+          "electricity $ per million", "throughput_vs_first": "rate vs first",
+          "j_per_sample_vs_first": "J vs first", "cost_per_million_usd_vs_first":
+          "$ vs first", "cpu_ms_per_sample": "CPU ms/sample", "gpu_util_pct": "GPU util %",
+          "power_w": "power W"}
+_MATMUL_PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+
+
+def _custom_point(make_step, duration_s, *, device: str = "auto", cancel=None, **params):
+    return usage_point(make_step, params, device=device, duration_s=duration_s, cancel=cancel)
+
+
+class CostExplorer(Explorer):
+    """The utilisation, energy and cost panel (see the module docstring).
+
+    `workload`: "matmul" (a size^3 matmul per sample, swept over precision) or "train" (a
+    training preset, swept over batch size); or your own `make_step` with `params` (as for
+    Explorer). `price_per_gpu_hour_usd`, `gpus` and `price_per_kwh_usd` start the price
+    controls; `duration_s` is each point's metered time (default 5 s on a GPU, 0.5 s on a CPU).
+    The rest as for Explorer (`sweep`, `device`, `cpu_threads`, `title`, `recorded_dir`, `out`).
+    """
+
+    def __init__(self, workload: str = "matmul", *, make_step=None, params: dict | None = None,
+                 sweep: str | None = None, price_per_gpu_hour_usd: float = 2.0, gpus: int = 1,
+                 price_per_kwh_usd: float = 0.0, duration_s: float | None = None,
+                 device: str = "auto", cpu_threads: int | None = None,
+                 title: str = "Utilisation, energy and cost per sample",
+                 recorded_dir: Path | str = DATA_DIR, out: str | None = None):
+        device = resolve_device(device)
+        on_cpu = device == "cpu"
+        self._prices = (price_per_gpu_hour_usd, gpus, price_per_kwh_usd)
+        if make_step is not None:
+            if not params:
+                raise ValueError("your own workload needs params=, e.g. {'batch_size': [32, 256]}")
+            check_signature(make_step, list(params))
+            point, name = functools.partial(_custom_point, make_step, duration_s), "usage"
+        elif workload == "matmul":
+            precisions = [p for p in _MATMUL_PRECISIONS if not unsupported_reason(p, device)]
+            sizes = default_sizes(device)
+            params = {"size": Choice(tuple(sizes), default=sizes[-1]),
+                      "precision": Choice(tuple(precisions[:1] if on_cpu else precisions))}
+            point, name = functools.partial(matmul_usage_point, duration_s=duration_s), "matmul"
+            sweep = sweep or "precision"
+        elif workload == "train":
+            params = {"model": Choice(MODELS, default="mlp"),
+                      "size": Choice(SIZES, default=default_size(device)),
+                      "batch_size": Range(1, 4096 if on_cpu else 65536,
+                                          default=32 if on_cpu else 256, scale="pow2"),
+                      "precision": Choice(tuple(precisions_for(device)),
+                                          default="fp32" if on_cpu else "bf16")}
+            point, name = functools.partial(train_usage_point, duration_s=duration_s), "train"
+            sweep = sweep or "batch_size"
+        else:
+            raise ValueError(f"workload={workload!r}: use one of {WORKLOADS}, or give your own "
+                             "make_step= and params=")
+        super().__init__(point, params, sweep=sweep, name=f"{name}_usage", device=device,
+                         cpu_threads=cpu_threads, title=title, recorded_dir=recorded_dir,
+                         out=out)
+
+    # ---- layout ---------------------------------------------------------------------------
+    def _build(self, sweep, title, recorded_dir, out) -> None:
+        super()._build(sweep, title, recorded_dir, out)
+        price, gpus, kwh = self._prices
+        self.price = widgets.BoundedFloatText(value=price, min=0.0, max=1e4, step=0.1,
+                                              description="$ / GPU-hour")
+        self.gpus = widgets.BoundedIntText(value=gpus, min=1, max=65536, description="GPUs",
+                                           tooltip="GPUs the job holds (each is paid for)")
+        self.kwh_price = widgets.BoundedFloatText(
+            value=kwh, min=0.0, max=100.0, step=0.01, description="$ / kWh",
+            tooltip="electricity price; 0 leaves electricity out of the plot")
+        for control in (self.price, self.gpus, self.kwh_price):
+            control.observe(lambda _: self._view_changed(), names="value")
+        prices = widgets.VBox([
+            widgets.HTML("<b>Prices</b> <small>change them any time: the plot and the table "
+                         "follow without measuring again</small>"),
+            widgets.HBox([self.price, self.gpus, self.kwh_price])])
+        children = list(self.widget.children)
+        children.insert(children.index(self.status) + 1, prices)
+        self.widget.children = tuple(children)
+
+    # ---- views ----------------------------------------------------------------------------
+    def comparison(self) -> pd.DataFrame:
+        """The ok points side by side at the current prices: samples/s, J/sample (and its
+        source), cost per million samples, each also as a ratio to the first point."""
+        frame = self.results
+        if frame.empty:
+            return frame
+        return compare_usage(frame, self.price.value, params=list(self.params),
+                             gpus=self.gpus.value,
+                             price_per_kwh_usd=self.kwh_price.value or None)
+
+    def _figure(self, df: pd.DataFrame, x: str, series: str):
+        return cost_figure(df, x, series=series, price_per_gpu_hour_usd=self.price.value,
+                           gpus=self.gpus.value, price_per_kwh_usd=self.kwh_price.value,
+                           earlier_runs=self.earlier_runs.value)
+
+    def _figure_title(self, x: str) -> str:
+        return (f"throughput, energy per sample and cost per million vs {x} at "
+                f"${self.price.value:g} per GPU-hour")
+
+    def _table_html(self, measured: pd.DataFrame) -> str:
+        """The newest ok points at the current prices, what the energy figure came from, and
+        the failed points' messages."""
+        if measured.empty:
+            return ""
+        ok = measured[measured["outcome"] == "ok"].tail(TABLE_ROWS)
+        parts = []
+        if not ok.empty:
+            table = compare_usage(ok, self.price.value, params=list(self.params),
+                                  gpus=self.gpus.value,
+                                  price_per_kwh_usd=self.kwh_price.value or None)
+            numbers = run_numbers(measured["run_id"])
+            table.insert(0, "run", [f"#{numbers.get(r, '?')}" for r in ok["run_id"]])
+            for column in ("cpu_ms_per_sample", "gpu_util_pct", "power_w"):
+                if column in ok:
+                    table[column] = pd.to_numeric(ok[column], errors="coerce").to_numpy()
+            parts.append(table.rename(columns=_HEADS).to_html(
+                index=False, float_format=lambda v: f"{v:.4g}", na_rep="-",
+                classes="a800lab-results", border=0))
+            note = ok["energy_note"].iloc[-1] if "energy_note" in ok else ""
+            parts.insert(0, f"<p><small><b>Energy</b> (newest point): {html.escape(str(note))}"
+                            "</small></p>")
+        failed = measured[measured["outcome"] != "ok"].tail(3)
+        parts += [f"<p><small>{html.escape(str(r['outcome']))}: "
+                  f"{html.escape(str(r['message']))}</small></p>" for _, r in failed.iterrows()]
+        return "".join(parts)
