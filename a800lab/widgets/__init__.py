@@ -7,6 +7,8 @@ run work only from a Run button and plot with a800lab.plots.
     TrainingExplorer()      # batch x accumulation x precision: samples/s, memory, loss, max batch
     PipelineExplorer()      # loader workers, pinned memory, copies: samples/s, idle, timeline
     CommExplorer()          # collectives (busbw), DDP comm hooks, no_sync, buckets on N ranks
+    CostExplorer("train")   # samples/s, energy per sample, cost per million samples
+    DiffPanel(a, b)         # two machines' results or doctor reports: what differs, B / A
 """
 
 from .comm_explorer import CommExplorer
@@ -19,5 +21,5 @@ from .params import Choice, Fixed, Range
 from .pipeline_explorer import PipelineExplorer
 from .training_explorer import TrainingExplorer
 
-__all__ = ["Choice", "CommExplorer", "DevicePanel", "Explorer", "Fixed", "MatmulExplorer",
-           "PipelineExplorer", "Range", "TrainingExplorer"]
+__all__ = ["Choice", "CommExplorer", "CostExplorer", "DevicePanel", "DiffPanel", "Explorer",
+           "Fixed", "MatmulExplorer", "PipelineExplorer", "Range", "TrainingExplorer"]
