@@ -214,9 +214,9 @@ DDP_METRICS = (("bytes_per_step", "MiB all-reduced per step (one rank)", 2**20),
 
 
 def ddp_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
-               metrics=DDP_METRICS, earlier_runs: str = "faded") -> Figure:
-    """Samples/s beside each of `metrics` ((column, axis label, divisor)) against `x`: the
-    DDP views (hooks, accumulation, buckets)."""
+               metrics=DDP_METRICS, log_x: bool = False, earlier_runs: str = "faded") -> Figure:
+    """Samples/s beside each of `metrics` ((column, axis label, divisor)) against `x` (on a
+    log axis with `log_x`): the DDP views (hooks, accumulation, buckets)."""
     fig = Figure(figsize=(10.5, 4.2))
     count = 1 + len(metrics)
     width = (0.7 - 0.07 - 0.07 * (count - 1)) / count  # axes side by side, 0.07 apart
@@ -237,6 +237,10 @@ def ddp_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
         elif len(values) and values.max() - values.min() < 1e-3 * abs(values.max()):
             middle = float(values.median())  # equal to 3 digits: draw them level, not magnified
             ax.set_ylim(middle * 0.98, middle * 1.02)
+    if log_x and not df.empty:
+        for ax in axes:
+            ax.set_xscale("log")
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     _legend(fig, entries, 0.72)
     fig.suptitle(look.devices, fontsize="medium")
     return fig

@@ -1,6 +1,7 @@
 """CommExplorer driven without a browser: a collectives run on 2 gloo ranks streams its points
-into the panel, each view draws only its own points, and a rank killed mid-run ends the run in
-the status line with no process left behind."""
+into the panel, each view draws only its own points, kept ranks serve the next Run until
+close(), and a rank killed mid-run ends the run in the status line with no process left
+behind."""
 
 import os
 import signal
@@ -12,7 +13,7 @@ from a800lab.widgets import CommExplorer
 
 
 def test_collectives_run_streams_points_into_the_panel(tmp_path):
-    panel = CommExplorer(recorded_dir=tmp_path)
+    panel = CommExplorer(recorded_dir=tmp_path, keep_ranks=True)
     assert panel.sweep_axis.value == "size_bytes"
     assert panel.run(wait=True, view="collectives", op=["all_reduce", "broadcast"],
                      size_bytes=[4096, 65536])
@@ -29,6 +30,11 @@ def test_collectives_run_streams_points_into_the_panel(tmp_path):
     panel.view.value = "hooks"  # another view: none of these points belong to it
     panel.refresh()
     assert "no points of this view yet" in panel.table.value
+    kept = children()
+    assert len(kept) == 2  # keep_ranks: the ranks wait for the next Run
+    assert panel.run(wait=True, view="collectives", op="all_gather", size_bytes=[4096])
+    assert panel.status_text.startswith("Done: 1 points (1 ok)") and children() == kept
+    panel.close()
     assert children() == []
 
 

@@ -81,6 +81,11 @@ class RankGroup:
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs]
 
+    @property
+    def running(self) -> bool:
+        """Started and not closed (a failure closes the group)."""
+        return bool(self.procs) and not self._closed
+
     def __enter__(self) -> RankGroup:
         self.start()
         return self

@@ -21,6 +21,9 @@ Each Run starts `world_size` fresh ranks (a800lab.workloads.comm_runs), sends th
 one at a time and stops them when it ends, whatever happens: Stop ends the run after the point
 in flight; a rank that dies ends it at once, one that hangs after `timeout_s`, with the reason
 in the status line and no process left behind. Records are rank 0's, as the CLI writes them.
+With `keep_ranks=True` the ranks stay up from one Run to the next (no start-up: seconds saved
+per Run) until `close()`, a failure, or the kernel's end (a rank whose parent is gone exits);
+on GPUs idle ranks hold their GPUs' memory meanwhile, so close them before measuring else.
 """
 
 from __future__ import annotations
@@ -37,10 +40,10 @@ from ..core.backends import HAS_CUDA
 from ..systems_plots import collectives_figure, ddp_figure
 from ..workloads.comm import DTYPES, OPS
 from ..workloads.comm_ddp import HOOKS, SYNC_MODES
-from ..workloads.comm_runs import run_comm, run_point
+from ..workloads.comm_runs import run_comm, run_point, start_ranks
 from ..workloads.comm_worker import default_backend
-from .explorer import DATA_DIR, Explorer
-from .explorer_text import run_numbers, summary, table_html
+from .explorer import AUTO_SERIES, DATA_DIR, Explorer
+from .explorer_text import auto_series, run_numbers, summary, table_html
 from .params import Choice, Range, format_value
 
 VIEWS = {"collectives": "collectives", "hooks": "comm hooks", "accumulation": "no_sync",
@@ -69,13 +72,14 @@ class CommExplorer(Explorer):
 
     `world_size`: ranks (default 2 with gloo, every visible GPU with NCCL); `backend`: "gloo"
     (CPU ranks, also on a GPU machine) or "nccl"; `timeout_s`: how long a point may take
-    before its group counts as hung; `budget_s` and `train_steps`: per point (defaults suit the
-    mode). `title`, `recorded_dir`, `out` as for Explorer.
+    before its group counts as hung; `keep_ranks`: keep the ranks between Runs until close();
+    `budget_s` and `train_steps`: per point (defaults suit the mode). `title`, `recorded_dir`,
+    `out` as for Explorer.
     """
 
     def __init__(self, *, world_size: int | None = None, backend: str | None = None,
-                 timeout_s: float = 60.0, budget_s: float | None = None,
-                 train_steps: int | None = None,
+                 timeout_s: float = 60.0, keep_ranks: bool = False,
+                 budget_s: float | None = None, train_steps: int | None = None,
                  title: str = "Communication: collectives, comm hooks, no_sync, buckets",
                  recorded_dir: Path | str = DATA_DIR, out: str | None = None):
         self.backend = backend or default_backend()
@@ -85,9 +89,10 @@ class CommExplorer(Explorer):
 
             world_size = torch.cuda.device_count() if on_gpu else 2
         self.world_size, self.timeout_s = world_size, timeout_s
+        self.keep_ranks, self._ranks = keep_ranks, None
         self.settings = {"budget_s": budget_s or (0.3 if on_gpu else 0.1)}
         self.ddp_settings = {**self.settings, "train_steps": train_steps or (50 if on_gpu
-                                                                             else 20)}
+                                                                             else 10)}
         largest = 2**30 if on_gpu else 2**26
         divisors = tuple(d for d in range(1, world_size + 1) if world_size % d == 0)
         params = {
@@ -182,12 +187,14 @@ class CommExplorer(Explorer):
         started = time.perf_counter()
         collectives = self.view.value == "collectives"
         try:
+            if self.keep_ranks and (self._ranks is None or not self._ranks.running):
+                self._ranks = start_ranks(self.world_size, self.backend, 1, self.timeout_s)
             result = run_comm("comm" if collectives else "ddp", axes, fixed=fixed,
                               world_size=self.world_size, backend=self.backend,
                               settings=self.settings if collectives else self.ddp_settings,
                               run_id=run_id, timeout_s=self.timeout_s,
                               on_progress=self._on_progress, on_result=self._on_result,
-                              cancel=self._cancel)
+                              cancel=self._cancel, group=self._ranks)
             self.last_result = result
             if result.cancelled:
                 self.progress_text.value = f"{self.progress.value}/{result.total} points, stopped"
@@ -207,6 +214,16 @@ class CommExplorer(Explorer):
             self.clear_button.disabled = False
             self._drawer.request(urgent=True)
 
+    def close(self) -> None:
+        """Stop the ranks kept between Runs (keep_ranks=True); the next Run starts new ones.
+        Refused during a run (press Stop first)."""
+        if self.running:
+            self.status.say("A run is in progress: press Stop or wait before close().", "warn")
+            return
+        if self._ranks is not None:
+            self._ranks.close()
+            self._ranks = None
+
     # ---- views ----------------------------------------------------------------------------
     def _of_view(self, df: pd.DataFrame) -> pd.DataFrame:
         """The points this view draws: its workload, its axis set, no other view's settings."""
@@ -224,7 +241,10 @@ class CommExplorer(Explorer):
 
     def _figure(self, df: pd.DataFrame, x: str, series: str):
         view, shown = self.view.value, self._of_view(df)
-        earlier = self.earlier_runs.value
+        earlier, axis = self.earlier_runs.value, VIEW_AXIS[view]
+        if self.color_by.value == AUTO_SERIES and not shown.empty:  # what differs in this view
+            names = auto_series(shown, axis, [p for p in VIEW_PARAMS[view] if p in shown])
+            shown, series = shown.assign(series=names), "series"
         if view == "collectives":
             return collectives_figure(shown, series="op" if "op" in shown else series,
                                       earlier_runs=earlier)
@@ -232,8 +252,8 @@ class CommExplorer(Explorer):
             series = "sync"
         if series not in shown:
             series = "label" if "label" in shown else None
-        return ddp_figure(shown, VIEW_AXIS[view], series=series, metrics=VIEW_METRICS[view],
-                          earlier_runs=earlier)
+        return ddp_figure(shown, axis, series=series, metrics=VIEW_METRICS[view],
+                          log_x=view == "buckets", earlier_runs=earlier)
 
     def _figure_title(self, x: str) -> str:
         return {"collectives": "busbw and time vs message size, one line per op",

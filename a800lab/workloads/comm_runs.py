@@ -7,6 +7,7 @@
     run_comm("ddp", {"hook": ["allreduce", "fp16_compress"]}, world_size=2)
     hook_support_on(world_size=2)          # {"bf16_compress": "ok" or why not, ...}
     run_point("comm", op="broadcast", size_bytes=2**20)    # one point, one fresh group
+    ranks = start_ranks(world_size=2); run_comm(..., group=ranks); ranks.close()  # reuse ranks
 
 The ranks are worker processes (a800lab.workloads.comm_worker) started by
 a800lab.core.launcher.RankGroup for the run and always stopped after it, also when a rank dies
@@ -118,10 +119,14 @@ def plan_points(workload: str, axes: Mapping[str, Sequence], fixed: Mapping | No
     return points
 
 
-def _group(world_size: int, backend: str, threads: int, timeout_s: float) -> RankGroup:
-    return RankGroup(WORKER, world_size=world_size, timeout_s=timeout_s,
-                     env={"A800LAB_BACKEND": backend, "A800LAB_THREADS": str(threads),
-                          "A800LAB_TIMEOUT_S": str(timeout_s)})
+def start_ranks(world_size: int = 2, backend: str | None = None, threads: int = 1,
+                timeout_s: float = 60.0) -> RankGroup:
+    """A started group of comm workers, for several run_comm calls (`group=`); close() it."""
+    group = RankGroup(WORKER, world_size=world_size, timeout_s=timeout_s,
+                      env={"A800LAB_BACKEND": backend or default_backend(),
+                           "A800LAB_THREADS": str(threads), "A800LAB_TIMEOUT_S": str(timeout_s)})
+    group.start()
+    return group
 
 
 def run_comm(workload: str, axes: Mapping[str, Sequence], *, fixed: Mapping | None = None,
@@ -130,10 +135,11 @@ def run_comm(workload: str, axes: Mapping[str, Sequence], *, fixed: Mapping | No
              timeout_s: float = 60.0, threads: int = 1,
              on_progress: Callable[[int, int, float | None], None] | None = None,
              on_result: Callable[[Record], None] | None = None,
-             cancel: CancelToken | None = None) -> SweepResult:
+             cancel: CancelToken | None = None, group: RankGroup | None = None) -> SweepResult:
     """Run every grid point of `workload` ("comm" or "ddp") on `world_size` fresh ranks; see
     the module docstring. `settings`: the point function's non-param options (budget_s,
-    train_steps); `threads`: torch threads per rank on CPU."""
+    train_steps); `threads`: torch threads per rank on CPU. `group`: ranks from start_ranks()
+    to use instead (left running; its world size and backend are the points')."""
     backend = backend or default_backend()
     if backend == "nccl":
         import torch
@@ -143,6 +149,8 @@ def run_comm(workload: str, axes: Mapping[str, Sequence], *, fixed: Mapping | No
                              f"{torch.cuda.device_count()} GPU(s) visible; lower world_size "
                              "or use backend='gloo' (CPU ranks)")
     points = plan_points(workload, axes, fixed, world_size, backend)
+    if group is not None and group.world_size != world_size:
+        raise ValueError(f"the group has {group.world_size} ranks, the points {world_size}")
     if out is not None:
         check_writable(out)
     env = environment(device_of(backend))
@@ -154,7 +162,10 @@ def run_comm(workload: str, axes: Mapping[str, Sequence], *, fixed: Mapping | No
     if not todo:
         return result
     started = time.perf_counter()
-    with _group(world_size, backend, threads, timeout_s) as group:
+    own = group is None
+    if own:
+        group = start_ranks(world_size, backend, threads, timeout_s)
+    try:
         for index, params in enumerate(todo, start=1):
             if cancel is not None and cancel.cancelled:
                 result.cancelled = True
@@ -172,6 +183,9 @@ def run_comm(workload: str, axes: Mapping[str, Sequence], *, fixed: Mapping | No
                 per_point_s = (time.perf_counter() - started) / index
                 on_progress(result.skipped + index, len(points),
                             per_point_s * (len(todo) - index))
+    finally:
+        if own:
+            group.close()
     return result
 
 
@@ -246,8 +260,11 @@ def hook_support_on(world_size: int = 2, backend: str | None = None,
                     timeout_s: float = 60.0) -> dict[str, str]:
     """Which DDP comm hooks a fresh group of `world_size` ranks on `backend` runs: hook ->
     "ok" or the error it raised."""
-    with _group(world_size, backend or default_backend(), 1, timeout_s) as group:
+    group = start_ranks(world_size, backend, 1, timeout_s)
+    try:
         return group.request({"job": "hook_support"})
+    finally:
+        group.close()
 
 
 def _done_keys(out, env_fingerprint: str) -> set[str]:
