@@ -204,3 +204,9 @@ def test_slurm_script_is_valid_bash_with_its_directives_first():
 
 def test_slurm_script_runs_the_lab_command_line():
     check_recipe_commands((DEPLOY / "slurm-sweep.sbatch").read_text(), "$results")
+
+
+def test_chapter_09_references_every_recipe():
+    chapter = (REPO / "notebooks" / "09-deployment.ipynb").read_text()
+    for recipe in ("deploy/Dockerfile", "deploy/k8s-job.yaml", "deploy/slurm-sweep.sbatch"):
+        assert recipe in chapter, recipe
