@@ -103,10 +103,12 @@ def test_compare_usage_side_by_side():
     df = pd.DataFrame({"precision": ["fp32", "bf16"], "outcome": ["ok", "ok"],
                        "throughput": [1000.0, 2500.0], "throughput_unit": ["samples/s"] * 2,
                        "j_per_sample": [0.40, 0.20],
-                       "energy_source": ["energy_counter"] * 2})
+                       "energy_source": ["energy_counter"] * 2,
+                       "cpu_ms_per_sample": [0.1, 0.05]})
     table = compare_usage(df, 3.6, price_per_kwh_usd=0.2)
     assert list(table["precision"]) == ["fp32", "bf16"]
     assert table["cost_per_million_usd"].tolist() == pytest.approx([1.0, 0.4])
     assert table["throughput_vs_first"].tolist() == pytest.approx([1.0, 2.5])
     assert table["j_per_sample_vs_first"].tolist() == pytest.approx([1.0, 0.5])
     assert table["energy_cost_per_million_usd"].tolist() == pytest.approx([0.4 / 18, 0.2 / 18])
+    assert table["cpu_ms_per_sample"].tolist() == [0.1, 0.05] and "power_w" not in table

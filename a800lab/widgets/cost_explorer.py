@@ -153,9 +153,6 @@ class CostExplorer(Explorer):
                                   price_per_kwh_usd=self.kwh_price.value or None)
             numbers = run_numbers(measured["run_id"])
             table.insert(0, "run", [f"#{numbers.get(r, '?')}" for r in ok["run_id"]])
-            for column in ("cpu_ms_per_sample", "gpu_util_pct", "power_w"):
-                if column in ok:
-                    table[column] = pd.to_numeric(ok[column], errors="coerce").to_numpy()
             parts.append(table.rename(columns=_HEADS).to_html(
                 index=False, float_format=lambda v: f"{v:.4g}", na_rep="-",
                 classes="a800lab-results", border=0))

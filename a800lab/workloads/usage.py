@@ -211,8 +211,9 @@ def usage_point(make_step: Callable, params: dict, *, device: str = "auto",
 def compare_usage(df: pd.DataFrame, price_per_gpu_hour_usd: float, *, params=None,
                   gpus: int = 1, price_per_kwh_usd: float | None = None) -> pd.DataFrame:
     """One row per ok point of a results frame of metered points: its params, samples/s,
-    J/sample (and the energy source), cost per million samples, and each of those as a ratio
-    to the first row."""
+    J/sample (and the energy source), CPU ms per sample, GPU utilisation and power where
+    recorded, cost per million samples, and samples/s, J/sample and cost as ratios to the
+    first row."""
     ok = df[df["outcome"] == "ok"] if "outcome" in df else df
     params = list(params) if params is not None else [
         c for c in ok.columns if c in ("model", "size", "batch_size", "precision")]
@@ -225,6 +226,9 @@ def compare_usage(df: pd.DataFrame, price_per_gpu_hour_usd: float, *, params=Non
     out["j_per_sample"] = energy
     out["energy_source"] = ok["energy_source"].reset_index(drop=True) \
         if "energy_source" in ok else "unavailable"
+    for column in ("cpu_ms_per_sample", "gpu_util_pct", "power_w"):
+        if column in ok:
+            out[column] = pd.to_numeric(ok[column], errors="coerce").to_numpy()
     out["cost_per_million_usd"] = [cost_per_million_samples_usd(r, price_per_gpu_hour_usd, gpus)
                                    for r in rate]
     if price_per_kwh_usd is not None:
