@@ -119,3 +119,31 @@ def test_mps_seen_from_processes_and_pipe(tmp_path):
     assert mps_status(tmp_path / "none", {"CUDA_MPS_PIPE_DIRECTORY": str(pipe)})[
         "control_pipe_present"]
     assert "MPS: off" in describe_sharing({"mig": "no GPU to ask: no driver", "mps": off})
+
+
+def test_the_chapters_comm_recipes_parse():
+    """Every `a800lab comm` command in chapter 08 (torchrun, Slurm, plain) is one the CLI takes."""
+    import json
+    import shlex
+    from pathlib import Path
+
+    from a800lab.__main__ import _size_bytes, build_parser
+    from a800lab.workloads.comm import OPS
+    from a800lab.workloads.comm_ddp import HOOKS
+
+    chapter = Path(__file__).resolve().parents[1] / "notebooks" / \
+        "08-distributed-communication.ipynb"
+    text = "".join("".join(cell["source"]) + "\n"
+                   for cell in json.loads(chapter.read_text())["cells"]
+                   if cell["cell_type"] == "markdown")
+    fenced = "".join(block.split("\n", 1)[1] for block in text.split("```")[1::2])
+    commands = [line for line in fenced.replace("\\\n", " ").splitlines()
+                if "a800lab comm " in line]
+    assert len(commands) >= 4  # plain collectives and ddp, torchrun, Slurm
+    for line in commands:
+        words = shlex.split(line.split("-m a800lab", 1)[1])
+        args = build_parser().parse_args(words)
+        assert args.command == "comm" and args.out
+        assert all(op in OPS for op in args.op or [])
+        assert all(hook in HOOKS for hook in args.hook or [])
+        assert all(_size_bytes(size) > 0 for size in args.size or [])

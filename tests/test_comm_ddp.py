@@ -74,3 +74,14 @@ def test_smaller_buckets_mean_more_of_them(group):
     assert small["buckets"] > large["buckets"] >= 1
     assert small["bytes_per_step"] == large["bytes_per_step"]
     assert small["eval_loss"] == pytest.approx(large["eval_loss"], rel=1e-4)
+
+
+@pytest.mark.gpu
+def test_every_hook_runs_on_nccl():
+    import torch
+
+    from a800lab.workloads.comm_runs import hook_support_on
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 GPUs: NCCL takes one GPU per rank")
+    assert hook_support_on(world_size=2, backend="nccl") == {hook: "ok" for hook in HOOKS}

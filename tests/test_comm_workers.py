@@ -128,3 +128,20 @@ def test_a_point_that_fails_is_a_record_and_the_group_goes_on():
     assert [r.outcome for r in result.records] == ["error", "error"]
     assert "no_such_setting" in result.records[0].message
     assert children() == []
+
+
+@pytest.mark.gpu
+def test_nccl_collectives_on_two_gpus():
+    import torch
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 GPUs: NCCL takes one GPU per rank")
+    result = run_comm("comm", {"op": list(OPS), "size_bytes": [2**20, 2**26]}, world_size=2,
+                      backend="nccl", settings={"budget_s": 0.05})
+    assert [r.outcome for r in result.records] == ["ok"] * len(result.records)
+    for record in result.records:
+        assert record.env["mode"] == "GPU" and record.params["backend"] == "nccl"
+        if record.metrics.get("link_gbs"):  # a card the datasheet table knows
+            assert record.metrics["pct_of_link"] == pytest.approx(
+                100 * record.throughput / record.metrics["link_gbs"])
+    assert children() == []
