@@ -175,10 +175,12 @@ class EnergyMeter:
     def start(self) -> EnergyMeter:
         """Read the counters and start sampling."""
         self._reading = None
-        counter = self._counter_mj() if self.on_gpu else None
-        rapl = (None, None) if self.on_gpu else self._rapl()
         if self._sampler is not None:
             self._sampler.start()
+        # the clocks are read right beside the energy counters: duration and energy cover
+        # the same span, not the sampler's start-up
+        counter = self._counter_mj() if self.on_gpu else None
+        rapl = (None, None) if self.on_gpu else self._rapl()
         self._start = (self._clock(), self._cpu_clock(), counter, rapl)
         return self
 
@@ -190,11 +192,11 @@ class EnergyMeter:
                 raise RuntimeError("EnergyMeter.stop() before start()")
             return self._reading
         t0, cpu0, counter0, (zones, rapl0) = self._start
+        duration_s, cpu_time_s = self._clock() - t0, self._cpu_clock() - cpu0
         counter1 = self._counter_mj() if self.on_gpu else None
         rapl1 = _read_uj(zones, "energy_uj") if rapl0 is not None else None
         if self._sampler is not None:
             self._sampler.stop()
-        duration_s, cpu_time_s = self._clock() - t0, self._cpu_clock() - cpu0
         self._start = None
         telemetry = self._sampler.summary() if self._sampler is not None else None
         if self.on_gpu:
