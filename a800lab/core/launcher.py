@@ -9,7 +9,9 @@ variables torchrun would set (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MA
 MASTER_PORT) plus A800LAB_LAUNCHED=1, so the same worker code runs under `torchrun` too. A
 command is one JSON line written to every rank's stdin; a worker answers with JSON lines on its
 stdout, prefixed so stray prints cannot be mistaken for messages (the worker side, `serve`,
-moves stray prints to stderr). Only rank 0 answers a command; any rank may report an error.
+moves stray prints to stderr). Every rank says when it has done a command (rank 0 with its
+answer), and the next command goes out only when all have: a rank that finished early (a
+failure on its side) cannot run ahead into the next command while a peer is still in this one.
 
 Failures end the group with a `RankGroupError` that says what happened, never a hang:
 - a rank that exits or is killed is noticed at once (its stdout closes): the error names it, its
@@ -121,8 +123,9 @@ class RankGroup:
             raise
 
     def request(self, command: dict, timeout_s: float | None = None):
-        """Send `command` to every rank; return rank 0's answer (its "data"). Raises
-        RankGroupError, after cleaning up, when a rank fails or nothing comes in time."""
+        """Send `command` to every rank; wait until every rank is done; return rank 0's answer
+        (its "data"). Raises RankGroupError, after cleaning up, when a rank fails or not every
+        rank is done in time."""
         if self._closed or not self.procs:
             raise RankGroupError("the worker group is not running; start a new one")
         line = json.dumps(command) + "\n"
@@ -137,10 +140,12 @@ class RankGroup:
             allowed_s = self.timeout_s if timeout_s is None else timeout_s
             deadline = time.monotonic() + allowed_s
             what = f"the {command.get('job', 'command')!r} command"
-            while True:
-                message = self._next(deadline, what, allowed_s)
-                if message.get("kind") == "reply" and message.get("rank") == 0:
-                    return message.get("data")
+            done: dict[int, object] = {}
+            while len(done) < self.world_size:
+                message = self._next(deadline, what, allowed_s, done)
+                if message.get("kind") == "done":
+                    done[message["rank"]] = message.get("data")
+            return done[0]
         except BaseException:
             self.close()
             raise
@@ -193,12 +198,14 @@ class RankGroup:
             thread.start()
             self._threads.append(thread)
 
-    def _next(self, deadline: float, what: str, allowed_s: float) -> dict:
-        """The next message; a rank's end or error, or the deadline, raises."""
+    def _next(self, deadline: float, what: str, allowed_s: float,
+              done: dict | None = None) -> dict:
+        """The next message; a rank's end or error, or the deadline, raises (naming each
+        rank's state, and those already `done` with the command)."""
         try:
             message = self._messages.get(timeout=max(0.0, deadline - time.monotonic()))
         except queue.Empty:
-            self._fail(f"no answer to {what} within {allowed_s:g} s: {self._states()} (a hung "
+            self._fail(f"no answer to {what} within {allowed_s:g} s: {self._states(done)} (a hung "
                        "rank, or ranks waiting for one). Raise timeout_s if the work is just "
                        "slow")
         if message.get("kind") in ("eof", "error"):
@@ -241,12 +248,13 @@ class RankGroup:
             return f"(pid {proc.pid}) was killed by signal {name}"
         return f"(pid {proc.pid}) exited with code {code}"
 
-    def _states(self) -> str:
+    def _states(self, done: dict | None = None) -> str:
         parts = []
         for rank, proc in enumerate(self.procs):
             code = proc.poll()
             state = f"exit code {code}" if code is not None else process_state(proc.pid)
-            parts.append(f"rank {rank} (pid {proc.pid}) {state}")
+            finished = ", done with it" if done and rank in done else ""
+            parts.append(f"rank {rank} (pid {proc.pid}) {state}{finished}")
         return ", ".join(parts)
 
 
@@ -276,8 +284,8 @@ def launched() -> bool:
 
 
 def serve(handle: Callable[[dict], object], *, rank: int) -> None:
-    """The worker's loop: say "ready", then answer each command from stdin with
-    `handle(command)` (rank 0's return value is sent back) until "exit". An exception is
+    """The worker's loop: say "ready", then do each command from stdin with `handle(command)`
+    and say "done" (rank 0 with its return value) until "exit". An exception is
     reported to the parent and ends the worker (its peers would wait forever on it otherwise).
     If stdin closes without "exit", the parent is gone: the worker exits at once."""
     channel = os.fdopen(os.dup(1), "w", buffering=1)
@@ -310,5 +318,4 @@ def serve(handle: Callable[[dict], object], *, rank: int) -> None:
             send({"kind": "error", "message": f"{type(exc).__name__}: {exc}"})
             channel.close()
             os._exit(1)
-        if rank == 0:
-            send({"kind": "reply", "data": data})
+        send({"kind": "done", "data": data if rank == 0 else None})
