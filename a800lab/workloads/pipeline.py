@@ -40,7 +40,7 @@ COSTS = ("cpu", "wait")
 MAIN_LANES = ("data wait", "copy", "compute", "copy (GPU)", "compute (GPU)")
 TIMELINE_STEPS = 6  # steps of the timeline kept in a record (the first timed ones)
 # (channels, side) of a generated image and the MLP's hidden width, per mode
-SHAPES = {"cpu": (3, 32, 256), "cuda": (3, 128, 4096)}
+SHAPES = {"cpu": (3, 32, 256), "cuda": (3, 64, 4096)}
 CLASSES = 10
 
 
