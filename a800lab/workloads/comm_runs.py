@@ -106,7 +106,8 @@ def plan_points(workload: str, axes: Mapping[str, Sequence], fixed: Mapping | No
     """Every grid point's params (world_size and backend added, settings that do nothing for
     it dropped, duplicates once), each checked."""
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 2:
-        raise ValueError(f"world_size={world_size!r}: communication needs at least 2 ranks")
+        raise ValueError(f"world_size={world_size!r}: communication needs at least 2 ranks "
+                         "(with one GPU, use gloo: CPU ranks, e.g. --device cpu)")
     fixed = {**(fixed or {}), "world_size": world_size, "backend": backend}
     points = []
     for point in grid(axes):

@@ -35,10 +35,10 @@ DEFAULT_TIMEOUT_S = 300.0
 
 
 def default_backend() -> str:
-    """NCCL when CUDA works, else gloo."""
+    """NCCL when CUDA works with at least 2 GPUs (one per rank), else gloo (CPU ranks)."""
     from ..core.backends import HAS_CUDA
 
-    return "nccl" if HAS_CUDA else "gloo"
+    return "nccl" if HAS_CUDA and torch.cuda.device_count() >= 2 else "gloo"
 
 
 def join_group(backend: str | None = None) -> str:
