@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import functools
 import html
-import time
 from pathlib import Path
 
 import ipywidgets as widgets
@@ -43,7 +42,7 @@ from ..workloads.comm_ddp import HOOKS, SYNC_MODES
 from ..workloads.comm_runs import run_comm, run_point, start_ranks
 from ..workloads.comm_worker import default_backend
 from .explorer import AUTO_SERIES, DATA_DIR, Explorer
-from .explorer_text import auto_series, run_numbers, summary, table_html
+from .explorer_text import auto_series, run_numbers, table_html
 from .params import Choice, Range, format_value
 
 VIEWS = {"collectives": "collectives", "hooks": "comm hooks", "accumulation": "no_sync",
@@ -182,37 +181,17 @@ class CommExplorer(Explorer):
             axes["sync"] = list(SYNC_MODES)
         return axes, fixed
 
-    def _work(self, axes: dict, fixed: dict, run_id: str) -> None:
-        """Explorer's run loop, with the points sent to this run's worker ranks."""
-        started = time.perf_counter()
+    def _sweep(self, axes: dict, fixed: dict, run_id: str):
+        """The points, sent to this run's worker ranks (rank 0 builds the records)."""
         collectives = self.view.value == "collectives"
-        try:
-            if self.keep_ranks and (self._ranks is None or not self._ranks.running):
-                self._ranks = start_ranks(self.world_size, self.backend, 1, self.timeout_s)
-            result = run_comm("comm" if collectives else "ddp", axes, fixed=fixed,
-                              world_size=self.world_size, backend=self.backend,
-                              settings=self.settings if collectives else self.ddp_settings,
-                              run_id=run_id, timeout_s=self.timeout_s,
-                              on_progress=self._on_progress, on_result=self._on_result,
-                              cancel=self._cancel, group=self._ranks)
-            self.last_result = result
-            if result.cancelled:
-                self.progress_text.value = f"{self.progress.value}/{result.total} points, stopped"
-            failed = any(r.outcome != "ok" for r in result.records)
-            number = run_numbers(r.run_id for r in self.records).get(run_id, 1)
-            self.status.say(summary(result, time.perf_counter() - started, run_number=number,
-                                    conditions=self._conditions(),
-                                    stopped_at=self._stopped_at),
-                            "warn" if (result.cancelled or failed) else "ok")
-        except BaseException as exc:  # noqa: B036 -- a dead or hung rank, a bad value: say so
-            done = sum(r.run_id == run_id for r in self.records)
-            self.progress_text.value = f"{done}/{self.progress.max} points, failed"
-            self.status.say(f"Run failed: {type(exc).__name__}: {exc} (after {done} of "
-                            f"{self.progress.max} points; measured points kept)", "error")
-        finally:
-            self.run_button.disabled, self.stop_button.disabled = False, True
-            self.clear_button.disabled = False
-            self._drawer.request(urgent=True)
+        if self.keep_ranks and (self._ranks is None or not self._ranks.running):
+            self._ranks = start_ranks(self.world_size, self.backend, 1, self.timeout_s)
+        return run_comm("comm" if collectives else "ddp", axes, fixed=fixed,
+                        world_size=self.world_size, backend=self.backend,
+                        settings=self.settings if collectives else self.ddp_settings,
+                        run_id=run_id, timeout_s=self.timeout_s,
+                        on_progress=self._on_progress, on_result=self._on_result,
+                        cancel=self._cancel, group=self._ranks)
 
     def close(self) -> None:
         """Stop the ranks kept between Runs (keep_ranks=True); the next Run starts new ones.

@@ -318,14 +318,19 @@ class Explorer:
         spec = self.params[key]
         return value if isinstance(spec, Fixed) else spec.check(key, value)
 
+    def _sweep(self, axes: dict, fixed: dict, run_id: str) -> SweepResult:
+        """Measure the planned points (on the run's thread), reporting through _on_progress
+        and _on_result; a panel whose points run elsewhere (worker processes) replaces it."""
+        return run_sweep(self.workload, axes, fixed=fixed, workload=self.name,
+                         device=self.device, throughput_key=self.throughput_key,
+                         torch_threads=self.torch_threads, run_id=run_id,
+                         on_progress=self._on_progress, on_result=self._on_result,
+                         cancel=self._cancel)
+
     def _work(self, axes: dict, fixed: dict, run_id: str) -> None:
         started = time.perf_counter()
         try:
-            result = run_sweep(self.workload, axes, fixed=fixed, workload=self.name,
-                               device=self.device, throughput_key=self.throughput_key,
-                               torch_threads=self.torch_threads, run_id=run_id,
-                               on_progress=self._on_progress, on_result=self._on_result,
-                               cancel=self._cancel)
+            result = self._sweep(axes, fixed, run_id)
             self.last_result = result
             if result.cancelled:
                 self.progress_text.value = f"{self.progress.value}/{result.total} points, stopped"
