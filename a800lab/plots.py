@@ -38,8 +38,6 @@ from matplotlib.patches import Rectangle
 
 from .core.specs import match
 from .plot_look import (
-    FADED_ALPHA,
-    NOISY_MARKER,
     Look,
     band_handle,
     describe_devices,
@@ -48,12 +46,21 @@ from .plot_look import (
     place_legend,
     unique_entries,
 )
+from .plot_parts import (
+    NO_POINTS_TEXT,
+    Lines,
+    XAxis,
+    flags,
+    floats,
+    fmt,
+    groups,
+    mark_failures,
+    ordered,
+    per_position,
+    throughput_band,
+)
 
 GIB = 2**30
-NO_POINTS_TEXT = "no successful points yet"
-# outcome -> (marker, colour) for failed points
-FAILURE_STYLES = {"oom": ("x", "tab:red"), "wrong": ("D", "tab:orange"), "error": ("s", "black")}
-_OTHER_FAILURE = ("v", "tab:gray")
 # GPU memory: draw the capacity line only when the data reach this share of it; lower, the line
 # would squash the data against the floor, so the capacity goes to the caption alone.
 CAPACITY_LINE_MIN_SHARE = 0.5
@@ -66,7 +73,6 @@ _TELEMETRY_PANELS = (
 )
 _LABEL_WIDTH = 36  # legend labels wrap here so a long device name stays inside the figure
 _CAPTION_WIDTH = 70  # a caption under the memory axes wraps before the figure's right edge
-_TICK_CHAR_PT = 6.0  # about the width of a tick-label character (10 pt sans), for crowding
 
 
 def _axes(ax: Axes | None, figsize=(8.6, 4.6)) -> tuple[Figure, Axes, bool]:
@@ -116,122 +122,6 @@ def _default_series(df: pd.DataFrame, series: str | None) -> str | None:
     return "label" if series is None and "label" in df.columns else series
 
 
-def _floats(df: pd.DataFrame, name: str) -> pd.Series:
-    """A numeric column as floats; all NaN when the frame lacks it."""
-    if name not in df.columns:
-        return pd.Series(np.nan, index=df.index, dtype=float)
-    return pd.to_numeric(df[name], errors="coerce").astype(float)
-
-
-def _flags(df: pd.DataFrame, name: str) -> pd.Series:
-    """A boolean column (e.g. "noisy"); all False when the frame lacks it."""
-    if name not in df.columns:
-        return pd.Series(False, index=df.index)
-    return df[name].fillna(False).astype(bool)
-
-
-def _fmt(value) -> str:
-    if isinstance(value, (float, np.floating)) and float(value).is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def _ordered(values: pd.Series) -> list:
-    """Distinct values: numbers sorted, anything else in the order first seen."""
-    values = values.dropna()
-    if pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values):
-        return sorted(values.unique())
-    return list(dict.fromkeys(values))
-
-
-class _XAxis:
-    """Where x values sit: numbers at themselves, anything else at 0..n-1 in the order seen."""
-
-    def __init__(self, values: pd.Series):
-        values = values.dropna()
-        numeric = pd.to_numeric(values, errors="coerce")
-        is_bool = pd.api.types.is_bool_dtype(values)
-        self.values = numeric.to_numpy(float)
-        self.categories = None
-        if is_bool or numeric.isna().any():
-            self.categories = {v: i for i, v in enumerate(dict.fromkeys(values.astype(str)))}
-
-    def positions(self, values: pd.Series) -> np.ndarray:
-        if self.categories is None:
-            return pd.to_numeric(values, errors="coerce").to_numpy(float)
-        return np.array([self.categories.get(str(v), np.nan) for v in values], dtype=float)
-
-    def apply(self, ax: Axes, name: str) -> bool:
-        """Label the x axis; returns whether its tick labels are slanted."""
-        ax.set_xlabel(name)
-        if self.categories is not None:
-            ax.set_xlim(-0.5, len(self.categories) - 0.5)
-            return _set_xticks(ax, range(len(self.categories)), list(self.categories))
-        distinct = np.unique(self.values[np.isfinite(self.values)])
-        powers_of_two = distinct.size > 2 and all(
-            v > 0 and v.is_integer() and int(v) & (int(v) - 1) == 0 for v in distinct)
-        if powers_of_two:  # sizes swept as 256, 512, 1024 ... read best on a log2 axis
-            ax.set_xscale("log", base=2)
-            if distinct.size <= 12:
-                return _set_xticks(ax, distinct, [_fmt(v) for v in distinct])
-        return False
-
-
-def _set_xticks(ax: Axes, positions, labels: list[str]) -> bool:
-    """Tick labels, slanted when written flat they would run into each other; returns whether
-    they are slanted."""
-    width_pt = ax.get_position().width * ax.figure.get_figwidth() * 72
-    crowded = sum(len(label) + 2 for label in labels) * _TICK_CHAR_PT > width_pt
-    ax.set_xticks(positions, labels, rotation=30 if crowded else 0,
-                  ha="right" if crowded else "center", rotation_mode="anchor")
-    return crowded
-
-
-def _mark_failures(ax: Axes, df: pd.DataFrame, x: str, xa: _XAxis, look: Look,
-                   y: float | None = None) -> list[tuple[object, str]]:
-    """One marker per failed point, on the x axis whatever the y scale (or at data height `y`);
-    failures of earlier runs faded. Returns the legend entries."""
-    entries = []
-    failed = df[df["outcome"] != "ok"]
-    for outcome, rows in failed.groupby("outcome", sort=True):
-        marker, color = FAILURE_STYLES.get(outcome, _OTHER_FAILURE)
-        transform = ax.get_xaxis_transform() if y is None else ax.transData
-        newest = look.newest[rows.index]
-        for part, alpha in ((rows[newest], 1.0), (rows[~newest], FADED_ALPHA)):
-            if part.empty:
-                continue
-            (line,) = ax.plot(xa.positions(part[x]), np.full(len(part), 0.0 if y is None else y),
-                              linestyle="none", marker=marker, color=color, markersize=9,
-                              mew=2, clip_on=False, zorder=5, transform=transform, alpha=alpha)
-            line.set_gid(f"outcome:{outcome}")
-        entries.append((Line2D([], [], linestyle="none", marker=marker, color=color, mew=2),
-                        f"{outcome} ({len(rows)})"))
-    return entries
-
-
-def _throughput_band(ok: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Throughput at the timing quartiles: time q75 gives the low edge, q25 the high edge;
-    both at the throughput itself for a point with fewer than two samples."""
-    thr = ok["throughput"].to_numpy(float)
-    q25, q50, q75 = np.zeros(len(ok)), np.full(len(ok), np.nan), np.zeros(len(ok))
-    samples = [np.asarray(s if isinstance(s, (list, tuple, np.ndarray)) else [], float)
-               for s in (ok["time_ms"] if "time_ms" in ok.columns else [None] * len(ok))]
-    by_length: dict[int, list[int]] = {}
-    for i, s in enumerate(samples):
-        if s.size >= 2 and np.isfinite(s).all():
-            by_length.setdefault(s.size, []).append(i)
-    for rows in by_length.values():  # one percentile call per sample count, not per point
-        q25[rows], q50[rows], q75[rows] = np.percentile(np.stack([samples[i] for i in rows]),
-                                                        [25, 50, 75], axis=1)
-    median = _floats(ok, "median_ms").to_numpy(float)
-    median = np.where(np.isfinite(median), median, q50)
-    spread = q25 > 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        low = np.where(spread, thr * median / q75, thr)
-        high = np.where(spread, thr * median / q25, thr)
-    return low, high
-
-
 def _row_peaks(ok: pd.DataFrame, peak_tflops) -> list[float]:
     """Peak TFLOP/s for each ok row (NaN when unknown): float, dict by precision, or specs."""
     if isinstance(peak_tflops, (int, float, np.number)):
@@ -252,64 +142,6 @@ def _row_peaks(ok: pd.DataFrame, peak_tflops) -> list[float]:
     return peaks
 
 
-def _groups(rows: pd.DataFrame, look: Look) -> dict[tuple[str, str], np.ndarray]:
-    """(series key, run id) -> positions of its rows in `rows`, in the order first seen."""
-    if rows.empty:
-        return {}
-    return rows.groupby([look.key[rows.index], look.run[rows.index]], sort=False).indices
-
-
-def _per_position(pos: np.ndarray, values: dict[str, np.ndarray]
-                  ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-    """Distinct x positions (sorted), how many points sit at each, and each value's median
-    there (a run measures each x once, so usually a plain reordering)."""
-    upos, inverse, counts = np.unique(pos, return_inverse=True, return_counts=True)
-    out = {}
-    for name, v in values.items():
-        if (counts == 1).all():
-            out[name] = np.empty(len(upos))
-            out[name][inverse] = v
-        else:
-            out[name] = np.array([np.median(v[inverse == g]) for g in range(len(upos))])
-    return upos, counts, out
-
-
-class _Lines:
-    """Lines of one style collected run by run and drawn as one Line2D per series and
-    strength: runs are separated by a gap (NaN), so they never join, and a figure with many
-    runs stays quick to build."""
-
-    def __init__(self) -> None:
-        self._parts: dict[tuple[str, bool], list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
-
-    def add(self, key: str, newest: bool, x: np.ndarray, y: np.ndarray,
-            hollow: np.ndarray | None = None) -> None:
-        """One run's points; `hollow` marks the points drawn with a hollow marker."""
-        hollow = np.zeros(len(x), bool) if hollow is None else hollow
-        self._parts.setdefault((key, newest), []).append((x, y, hollow))
-
-    def draw(self, ax: Axes, look: Look, style: str, gid: str) -> bool:
-        """Plot everything added; returns whether any hollow markers were drawn."""
-        any_hollow = False
-        for (key, newest), parts in self._parts.items():
-            xs, ys, hs = [], [], []
-            for x, y, hollow in parts:  # a NaN after each run: the line breaks there
-                xs += [x, [np.nan]]
-                ys += [y, [np.nan]]
-                hs += [hollow, [True]]
-            x, y, hollow = (np.concatenate(a)[:-1] for a in (xs, ys, hs))
-            color, alpha, size = look.color(key), look.alpha(newest), 6 if newest else 4
-            ax.plot(x, y, style, color=color, alpha=alpha, lw=1.8 if newest else 1.0,
-                    markersize=size, markevery=np.flatnonzero(~hollow).tolist(), label=key,
-                    gid=gid)
-            shown = hollow & np.isfinite(y)
-            if shown.any():
-                any_hollow = True
-                ax.plot(x[shown], y[shown], style[-1], linestyle="none", color=color,
-                        alpha=alpha, markersize=size, gid="noisy", **NOISY_MARKER)
-        return any_hollow
-
-
 def _draw_throughput(ax: Axes, df: pd.DataFrame, x: str, look: Look,
                      peak_tflops) -> list[tuple[object, str]]:
     """Throughput lines, one per series and run, into `ax`; returns the legend entries."""
@@ -318,12 +150,12 @@ def _draw_throughput(ax: Axes, df: pd.DataFrame, x: str, look: Look,
         _say(ax, NO_POINTS_TEXT)
         return []
     _require(df, x, "outcome", "throughput")
-    xa = _XAxis(df[x])
+    xa = XAxis(df[x])
     shown = look.visible(df)
-    ok = shown[(shown["outcome"] == "ok") & _floats(shown, "throughput").notna()].copy()
+    ok = shown[(shown["outcome"] == "ok") & floats(shown, "throughput").notna()].copy()
     ok["throughput"] = ok["throughput"].astype(float)
     ok["_pos"] = xa.positions(ok[x])
-    ok["_noisy"] = _flags(ok, "noisy")
+    ok["_noisy"] = flags(ok, "noisy")
     units = list(dict.fromkeys(ok["throughput_unit"])) if "throughput_unit" in ok.columns else []
     unit = ", ".join(map(str, units)) or "throughput"
     ok["_peak"] = _row_peaks(ok, peak_tflops) if unit == "TFLOP/s" else np.nan
@@ -333,16 +165,16 @@ def _draw_throughput(ax: Axes, df: pd.DataFrame, x: str, look: Look,
     categorical = xa.categories is not None
     dodge = 0.5 / len(keys) if categorical and keys else 0.0  # keep series apart
     merged = banded = False
-    lines = _Lines()
+    lines = Lines()
     columns = {"thr": ok["throughput"].to_numpy(float), "peak": ok["_peak"].to_numpy(float),
                "noisy": ok["_noisy"].to_numpy(float)}
-    for (key, _run), idx in _groups(ok, look).items():
+    for (key, _run), idx in groups(ok, look).items():
         newest = bool(look.newest.loc[ok.index[idx[0]]])
         color = look.color(key)
         values = {name: column[idx] for name, column in columns.items()}
         if newest:
-            values["low"], values["high"] = _throughput_band(ok.iloc[idx])
-        upos, counts, agg = _per_position(ok["_pos"].to_numpy(float)[idx], values)
+            values["low"], values["high"] = throughput_band(ok.iloc[idx])
+        upos, counts, agg = per_position(ok["_pos"].to_numpy(float)[idx], values)
         merged |= bool((counts > 1).any())
         pos = upos + dodge * (keys.index(key) - (len(keys) - 1) / 2)
         thr, noisy = agg["thr"], agg["noisy"] > 0
@@ -362,7 +194,7 @@ def _draw_throughput(ax: Axes, df: pd.DataFrame, x: str, look: Look,
                                 xytext=(8, 0) if dodge else (0, 6), fontsize="small",
                                 ha="left" if dodge else "center", color=color)
     noisy_drawn = lines.draw(ax, look, "o" if categorical else "-o", "data")
-    failures = _mark_failures(ax, shown, x, xa, look)
+    failures = mark_failures(ax, shown, x, xa, look)
     xa.apply(ax, x)
     ax.set_ylabel(unit)
     if ok.empty:
@@ -424,7 +256,7 @@ def _memory_caption(df: pd.DataFrame, ok: pd.DataFrame, modes: pd.Series) -> str
                      "dashed: the allocator's total, cache included")
     if (modes[ok.index] != "GPU").any():
         notes.append("the point's own peak resident set above its start (to a few MiB)")
-    capacities = _floats(df, "capacity_bytes")
+    capacities = floats(df, "capacity_bytes")
     for mode, what in (("GPU", "GPU memory"), ("CPU fallback", "host RAM")):
         caps = capacities[modes == mode].dropna().unique()
         if len(caps):
@@ -440,21 +272,21 @@ def _draw_memory(ax: Axes, df: pd.DataFrame, x: str, look: Look) -> list[tuple[o
         _say(ax, NO_POINTS_TEXT)
         return []
     _require(df, x, "outcome")
-    xa = _XAxis(df[x])
+    xa = XAxis(df[x])
     shown = look.visible(df)
     ok = shown[shown["outcome"] == "ok"].assign(
         _pos=lambda d: xa.positions(d[x]),
-        _own=lambda d: _floats(d, "peak_allocated_bytes").fillna(_floats(d, "peak_rss_bytes")),
-        _reserved=lambda d: _floats(d, "peak_reserved_bytes"))
+        _own=lambda d: floats(d, "peak_allocated_bytes").fillna(floats(d, "peak_rss_bytes")),
+        _reserved=lambda d: floats(d, "peak_reserved_bytes"))
     top = np.nanmax([ok["_own"].max(), ok["_reserved"].max(), 0.0]) if len(ok) else 0.0
     scale, unit = _byte_unit(top)
     reserved_drawn = False
     columns = {"_own": ok["_own"].to_numpy(float) / scale,
                "_reserved": ok["_reserved"].to_numpy(float) / scale}
-    own, reserved = _Lines(), _Lines()
-    for (key, _run), idx in _groups(ok, look).items():
+    own, reserved = Lines(), Lines()
+    for (key, _run), idx in groups(ok, look).items():
         newest = bool(look.newest.loc[ok.index[idx[0]]])
-        upos, _, agg = _per_position(ok["_pos"].to_numpy(float)[idx],
+        upos, _, agg = per_position(ok["_pos"].to_numpy(float)[idx],
                                      {name: column[idx] for name, column in columns.items()})
         for lines, column in ((own, "_own"), (reserved, "_reserved")):
             present = np.isfinite(agg[column])
@@ -468,8 +300,8 @@ def _draw_memory(ax: Axes, df: pd.DataFrame, x: str, look: Look) -> list[tuple[o
         entries += [(Line2D([], [], color="black"), "solid: allocated, own peak"),
                     (Line2D([], [], color="black", linestyle="--"), "dashed: reserved")]
     gpu = look.modes == "GPU"
-    capacity, line_y = _floats(df, "capacity_bytes")[gpu].max(), None
-    absolute = (ok["_own"] + _floats(ok, "baseline_allocated_bytes").fillna(0)).max()
+    capacity, line_y = floats(df, "capacity_bytes")[gpu].max(), None
+    absolute = (ok["_own"] + floats(ok, "baseline_allocated_bytes").fillna(0)).max()
     if np.isfinite(capacity) and np.nanmax([absolute, ok["_reserved"].max(), 0.0]) >= \
             CAPACITY_LINE_MIN_SHARE * capacity:
         line_y = capacity / scale
@@ -478,7 +310,7 @@ def _draw_memory(ax: Axes, df: pd.DataFrame, x: str, look: Look) -> list[tuple[o
         entries.append((Line2D([], [], color="black", linestyle=":"),
                         f"capacity {capacity / GIB:.1f} GiB"))
     oom = shown[shown["outcome"] == "oom"]
-    entries += _mark_failures(ax, oom, x, xa, look, y=line_y)
+    entries += mark_failures(ax, oom, x, xa, look, y=line_y)
     slanted = xa.apply(ax, x)
     ax.set_ylabel(f"own peak memory ({unit})")
     if ok.empty or ok[["_own", "_reserved"]].isna().all().all():
@@ -527,11 +359,11 @@ def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput
     ax.set_title(f"{value} over {x} x {y}")
     if not df.empty:
         _require(df, x, y, value, "outcome")
-    if df.empty or _floats(df, value)[df["outcome"] == "ok"].dropna().empty:
+    if df.empty or floats(df, value)[df["outcome"] == "ok"].dropna().empty:
         _say(ax, NO_POINTS_TEXT)
         _name_devices(fig, ax, df, own)
         return fig
-    xs, ys = _ordered(df[x]), _ordered(df[y])
+    xs, ys = ordered(df[x]), ordered(df[y])
     col = {v: j for j, v in enumerate(xs)}
     row = {v: i for i, v in enumerate(ys)}
     grid = np.full((len(ys), len(xs)), np.nan)
@@ -539,7 +371,7 @@ def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput
     runs = Look(df, None).run
     for (xv, yv), cell in df.groupby([x, y], sort=False):
         good = cell[cell["outcome"] == "ok"]
-        vals = _floats(good, value).dropna()
+        vals = floats(good, value).dropna()
         i, j = row[yv], col[xv]
         if vals.empty:
             notes[i, j] = _failure_note(cell)
@@ -548,7 +380,7 @@ def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput
         rerun_cells += cell_runs.nunique() > 1
         newest = vals.index[cell_runs == cell_runs.max()]
         grid[i, j] = vals[newest].median()
-        if _flags(good.loc[newest], "noisy").any():
+        if flags(good.loc[newest], "noisy").any():
             noisy_cells.add((i, j))
     cmap = matplotlib.colormaps["viridis"].with_extremes(bad="#eeeeee")
     image = ax.imshow(np.ma.masked_invalid(grid), origin="lower", aspect="auto", cmap=cmap)
@@ -567,11 +399,11 @@ def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput
                                                edgecolor="red", linewidth=2.5)
         ax.add_patch(outline)
         outline.set_gid("best")
-        notes_below.append(f"red outline: best ({x}={_fmt(xs[best_j])}, {y}={_fmt(ys[best_i])})")
+        notes_below.append(f"red outline: best ({x}={fmt(xs[best_j])}, {y}={fmt(ys[best_i])})")
     if noisy_cells:
         notes_below.append(f"~: noisy timing ({len(noisy_cells)} cells), see the table")
-    ax.set_xticks(range(len(xs)), [_fmt(v) for v in xs])
-    ax.set_yticks(range(len(ys)), [_fmt(v) for v in ys])
+    ax.set_xticks(range(len(xs)), [fmt(v) for v in xs])
+    ax.set_yticks(range(len(ys)), [fmt(v) for v in ys])
     ax.set_xlabel(x)
     ax.set_ylabel(y)
     _caption(ax, "; ".join(notes_below), False)
@@ -620,10 +452,10 @@ def roofline_figure(df: pd.DataFrame, *, peak_tflops: float | None, mem_bw_gbs: 
         look = Look(df, series, earlier_runs=earlier_runs)
         shown = look.visible(df)
         ok = shown[shown["outcome"] == "ok"]
-        flop = _floats(ok, "flop_count")
+        flop = floats(ok, "flop_count")
         # TFLOP/s = flop / (ms * 1e-3 s) / 1e12 when the workload gave no tflops metric
-        tflops = _floats(ok, "tflops").fillna(flop / _floats(ok, "median_ms") / 1e9)
-        points = pd.DataFrame({"ai": flop / _floats(ok, "bytes_moved"), "tflops": tflops,
+        tflops = floats(ok, "tflops").fillna(flop / floats(ok, "median_ms") / 1e9)
+        points = pd.DataFrame({"ai": flop / floats(ok, "bytes_moved"), "tflops": tflops,
                                "key": look.key[ok.index], "newest": look.newest[ok.index]})
         points = points[np.isfinite(points["ai"]) & (points["ai"] > 0) & (points["tflops"] > 0)]
         for (key, newest), rows in points.groupby(["key", "newest"], sort=False):

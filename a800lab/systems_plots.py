@@ -26,16 +26,16 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from .plot_look import Look, noisy_handle, unique_entries
-from .plots import (
+from .plot_parts import (
     NO_POINTS_TEXT,
-    _floats,
-    _groups,
-    _Lines,
-    _mark_failures,
-    _per_position,
-    _XAxis,
-    throughput_figure,
+    Lines,
+    XAxis,
+    floats,
+    groups,
+    mark_failures,
+    per_position,
 )
+from .plots import throughput_figure
 from .workloads.comm import size_label
 
 # lane order of a timeline, top to bottom (workers first: they feed the rest)
@@ -58,20 +58,20 @@ def metric_lines(ax: Axes, df: pd.DataFrame, x: str, column: str, look: Look, *,
     if df.empty or column not in df:
         _say(ax, NO_POINTS_TEXT)
         return []
-    xa = _XAxis(df[x])
+    xa = XAxis(df[x])
     shown = look.visible(df)
-    ok = shown[(shown["outcome"] == "ok") & _floats(shown, column).notna()]
-    values = _floats(ok, column).to_numpy(float) / scale
+    ok = shown[(shown["outcome"] == "ok") & floats(shown, column).notna()]
+    values = floats(ok, column).to_numpy(float) / scale
     noisy = ok["noisy"].fillna(False).astype(float).to_numpy() if "noisy" in ok else \
         np.zeros(len(ok))
     positions = xa.positions(ok[x])
-    lines = _Lines()
-    for (key, _run), idx in _groups(ok, look).items():
+    lines = Lines()
+    for (key, _run), idx in groups(ok, look).items():
         newest = bool(look.newest.loc[ok.index[idx[0]]])
-        upos, _, agg = _per_position(positions[idx], {"v": values[idx], "noisy": noisy[idx]})
+        upos, _, agg = per_position(positions[idx], {"v": values[idx], "noisy": noisy[idx]})
         lines.add(key, newest, upos, agg["v"], agg["noisy"] > 0)
     hollow = lines.draw(ax, look, "o" if xa.categories is not None else "-o", "data")
-    failures = _mark_failures(ax, shown, x, xa, look)
+    failures = mark_failures(ax, shown, x, xa, look)
     xa.apply(ax, x)
     if ok.empty:
         _say(ax, NO_POINTS_TEXT)
@@ -160,7 +160,7 @@ def _sizes_axis(ax: Axes) -> None:
 
 def _link_line(ax: Axes, ok: pd.DataFrame) -> list[tuple[object, str]]:
     """The per-direction NVLink bandwidth of the points' card, when they carry one."""
-    links = _floats(ok, "link_gbs").dropna().unique()
+    links = floats(ok, "link_gbs").dropna().unique()
     if len(links) != 1:
         return []
     line = ax.axhline(float(links[0]), color="black", linestyle="--")
@@ -230,7 +230,7 @@ def ddp_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
         ax.set_title(label.split(" (")[0], fontsize="medium")
         entries += metric_lines(ax, df, x, column, look, ylabel=label, scale=scale)
         ax.ticklabel_format(axis="y", useOffset=False)
-        values = _floats(df[df["outcome"] == "ok"], column).dropna() / scale if not df.empty \
+        values = floats(df[df["outcome"] == "ok"], column).dropna() / scale if not df.empty \
             else pd.Series(dtype=float)
         if column != "eval_loss":
             ax.set_ylim(bottom=0)
