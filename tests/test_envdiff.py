@@ -250,3 +250,23 @@ def test_lineup_figure_names_both_sides_and_marks_noise(tmp_path):
     assert "B slower" in labels and any("noisy" in t for t in labels)
     empty = lineup_figure(diff_sides(side_from_report(report()), side_from_report(report())))
     assert "no config measured ok on both sides" in empty.axes[0].texts[0].get_text()
+
+
+def test_results_files_record_and_compare_the_tf32_setting(tmp_path):
+    from a800lab.core.precision import matmul_precision
+    from a800lab.core.results import read_records
+    from a800lab.core.sweep import run_sweep
+
+    def point(m):
+        return {"throughput": 1.0}
+
+    plain, tf32 = tmp_path / "ieee.jsonl", tmp_path / "tf32.jsonl"
+    with matmul_precision("fp32"):
+        run_sweep(point, {"m": [1]}, out=plain, device="cpu")
+    with matmul_precision("tf32"):
+        run_sweep(point, {"m": [1]}, out=tf32, device="cpu")
+    assert read_records(plain)[0].env["matmul_fp32_precision"] == "ieee"
+    assert read_records(tf32)[0].env["matmul_fp32_precision"] == "tf32"
+    d = diff_files(plain, tf32)
+    (difference,) = [x for x in d.differences if x.field == "matmul_fp32_precision"]
+    assert (difference.a, difference.b) == ("ieee", "tf32")

@@ -113,7 +113,9 @@ FIELDS: dict[str, tuple[str, str]] = {
 _ENV_FIELDS = {"mode": "mode", "device_name": "device_name", "device_count": "gpu_count",
                "driver": "driver", "torch": "torch", "cuda": "torch_cuda", "cudnn": "cudnn",
                "nccl": "nccl", "python": "python", "platform": "platform",
-               "hostname": "hostname", "cpu_model": "cpu_model"}
+               "hostname": "hostname", "cpu_model": "cpu_model",
+               "matmul_fp32_precision": "matmul_fp32_precision",
+               "conv_fp32_precision": "conv_fp32_precision"}
 _PER_GPU = ("compute_capability", "sm_clock_max_mhz", "mem_clock_max_mhz", "power_limit_w",
             "ecc_enabled", "mig_enabled", "throttle_reasons", "nvlink_active_links",
             "numa_node", "cpu_affinity")

@@ -20,6 +20,7 @@ import socket
 import torch
 
 from .backends import HAS_CUDA
+from .precision import tf32_settings
 
 # Keys that identify "the same environment" for resume; free-form extras do not change it.
 _FINGERPRINT_KEYS = ("hostname", "device_name", "device_count", "torch", "cuda", "driver",
@@ -29,8 +30,11 @@ _FINGERPRINT_KEYS = ("hostname", "device_name", "device_count", "torch", "cuda",
 def environment(device: str | None = None) -> dict:
     """Machine and software facts for a result record. With `device` ("cpu", "cuda[:N]") the
     device name is that device's, and "device" and "mode" say where the points ran; without
-    it the name is GPU 0's (or the CPU's when there is no GPU)."""
+    it the name is GPU 0's (or the CPU's when there is no GPU). The TF32 settings of the
+    moment (matmul_fp32_precision, conv_fp32_precision: "tf32" or "ieee") are read anew on
+    every call: they change float32 results, not the machine."""
     env = dict(_machine())
+    env.update({key: value for key, value in tf32_settings().items() if key != "tf32_api"})
     if device is not None:
         on_cuda = device.startswith("cuda")
         env.update(device=device, mode="GPU" if on_cuda else "CPU fallback",
