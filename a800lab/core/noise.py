@@ -126,15 +126,16 @@ def _cpu_reasons(samples: list[float], conditions: dict) -> list[str]:
     reasons = []
     threads, cores = conditions.get("torch_threads"), conditions.get("usable_cores")
     others = conditions.get("others_busy_cores")
-    fix = (f"call torch.set_num_threads({max(1, (cores or 2) - 1)}) or close other work "
-           "(browser tabs, other kernels)")
+    fix = (f"call torch.set_num_threads({max(1, (cores or 2) - 1)}), run fewer data-loader "
+           "workers or ranks, or close other work (browser tabs, other kernels)")
     if threads and cores and threads > cores:
         reasons.append(f"oversubscribed: torch uses {threads} threads on {cores} usable cores; "
                        f"{fix}")
     elif threads and cores and others is not None and \
             threads + others > cores + OVERSUBSCRIBED_MARGIN_CORES:
         reasons.append(f"oversubscribed: {threads} torch thread(s) + {others:.1f} cores busy in "
-                       f"other processes > {cores} cores; {fix}")
+                       f"other processes (this job's own workers and ranks count) > {cores} "
+                       f"cores; {fix}")
     slow = _descheduled(samples)
     if len(samples) >= 5 and slow >= _DESCHEDULED_SHARE * len(samples):
         reasons.append(f"{slow} of {len(samples)} samples ran >= {_DESCHEDULED_EXCESS_MS:g} ms "
