@@ -14,13 +14,16 @@ Checks: doctor (report builds inside matmul_precision, CUDA <-> NVML mapping by 
 restored), peak (measured / datasheet), topology (vs `nvidia-smi topo -m`), sampler (sample
 count, power source), memory (a point's peak is its operands), oom (memory really freed after an
 out-of-memory point), device (the sweep's device reaches the workload), tiles (the Triton tile
-kernel right in every precision, oversized pipelines refused), sparsity (2:4 products right).
+kernel right in every precision, oversized pipelines refused), sparsity (2:4 products right),
+training (precisions train, memory model), energy (the counter), health (read-only, stress),
+overlap (streams, pipeline), comm (NCCL collectives, on two or more GPUs).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -371,10 +374,115 @@ def check_sparsity() -> tuple[str, dict]:
     return "; ".join(texts), details
 
 
+def check_training() -> tuple[str, dict]:
+    """A small Transformer trains in fp32, tf32, bf16 and fp16 (GradScaler) with a finite
+    loss; the memory model's predicted peak is within 25% of the measured one; bf16 is faster
+    than fp32."""
+    from a800lab.workloads.training import train_point
+
+    details, texts, rates = {}, [], {}
+    for precision in ("fp32", "tf32", "bf16", "fp16"):
+        out = train_point("transformer", "small", batch_size=32, precision=precision,
+                          device="cuda:0", train_steps=20, budget_s=0.2)
+        keep = ("loss", "eval_loss", "skipped_steps", "scale", "predicted_peak_bytes",
+                "step_peak_bytes", "prediction_error", "throughput")
+        details[precision] = {k: out.get(k) for k in keep}
+        if out.get("outcome", "ok") != "ok" or not math.isfinite(out["loss"]):
+            raise Failed(f"{precision}: {out.get('outcome')}: {out.get('message', out['loss'])}")
+        error = out.get("prediction_error")
+        if error is not None:
+            texts.append(expect_between(f"{precision} memory prediction error", abs(error), 0,
+                                        0.25))
+        rates[precision] = out["throughput"]
+    texts.append(expect_between("bf16 / fp32 samples/s", rates["bf16"] / rates["fp32"], 1.0,
+                                float("inf")))
+    return "; ".join(texts), details
+
+
+def check_energy() -> tuple[str, dict]:
+    """The energy meter reads the GPU's energy counter around 3 s of bf16 matmuls, at a mean
+    power between 30 W and 1200 W, and agrees with power x time within a factor 0.5-1.5."""
+    from a800lab.workloads.energy import EnergyMeter
+
+    fn, t0 = _matmul_fn(8192, torch.bfloat16), time.perf_counter()
+    with EnergyMeter("cuda:0", interval_s=0.05) as meter:
+        while time.perf_counter() - t0 < 3.0:
+            fn()
+        torch.cuda.synchronize()
+    reading = meter.reading()
+    details = {"energy_j": reading.energy_j, "source": reading.source, "note": reading.note,
+               "power_w": reading.power_w, "duration_s": reading.duration_s,
+               "telemetry": reading.telemetry}
+    if reading.source != "energy_counter":
+        raise Failed(f"energy from {reading.source}, not the counter: {reading.note}")
+    texts = [expect_between("mean power W", reading.power_w, 30, 1200)]
+    sampled = (reading.telemetry or {}).get("power_w", {}).get("mean")
+    if sampled:
+        texts.append(expect_between("sampled power / counter power", sampled / reading.power_w,
+                                    0.5, 1.5))
+    return "; ".join(texts) + f" ({reading.energy_j:.0f} J)", details
+
+
+def check_health() -> tuple[str, dict]:
+    """ECC, remapped rows and retired pages read without error (read-only), and a short
+    stress run leaves no card flagged below its siblings or its datasheet."""
+    from a800lab.workloads.health import health_report
+    from a800lab.workloads.stress import stress_report
+
+    health = health_report()
+    stress = stress_report()
+    details = {"health": health, "stress": stress.to_dict()}
+    if stress.flags:
+        raise Failed("stress flagged: " + "; ".join(flag.message for flag in stress.flags))
+    return (f"health read for {len(health.get('gpus', []))} GPU(s); {len(stress.cards)} "
+            "card(s) stressed, none flagged"), details
+
+
+def check_overlap() -> tuple[str, dict]:
+    """Copy and compute on two streams overlap (their time under 0.9x of both in series),
+    and the input pipeline with pinned memory and non-blocking copies runs on the GPU with an
+    idle fraction in [0, 1]."""
+    from a800lab.workloads.pipeline import pipeline_point
+    from a800lab.workloads.streams import stream_overlap
+
+    streams = stream_overlap(device="cuda:0")
+    pipe = pipeline_point(num_workers=2, pin_memory=True, non_blocking=True, device="cuda:0",
+                          budget_s=0.5)
+    details = {"streams": {k: v for k, v in streams.items() if k != "timing"},
+               "pipeline": {k: v for k, v in pipe.items() if k not in ("timing", "timeline")}}
+    texts = [expect_between("two streams / serial", streams["overlapped_ms"] /
+                            streams["serial_ms"], 0, 0.9)]
+    texts.append(expect_between("pipeline idle fraction", pipe["idle_fraction"], 0, 1))
+    return "; ".join(texts), details
+
+
+def check_comm() -> tuple[str, dict]:
+    """NCCL collectives on every GPU (two or more: ranks cannot share one) are right and
+    report busbw; a rank killed mid-run ends the group with a clear error and no process
+    left."""
+    count = torch.cuda.device_count()
+    if count < 2:
+        return f"skip: NCCL collectives need 2 or more GPUs, this machine has {count}", {}
+    from a800lab.workloads.comm_runs import run_comm
+
+    result = run_comm("comm", {"op": ["all_reduce", "all_gather", "reduce_scatter",
+                                      "broadcast"], "size_bytes": [1 << 20, 1 << 28]},
+                      world_size=count, backend="nccl", timeout_s=120)
+    bad = [r for r in result.records if r.outcome != "ok"]
+    details = {"records": [{**r.params, "outcome": r.outcome, "busbw_gbs": r.throughput,
+                            "message": r.message} for r in result.records]}
+    if bad:
+        raise Failed(f"{len(bad)} collective points failed: {bad[0].message}")
+    best = max(r.throughput for r in result.records)
+    return f"{len(result.records)} points ok on {count} GPUs; best busbw {best:.0f} GB/s", details
+
+
 CHECKS: dict[str, Callable[[], tuple[str, dict]]] = {
     "doctor": check_doctor, "timing": check_timing, "tf32": check_tf32, "peak": check_peak,
     "topology": check_topology, "sampler": check_sampler, "memory": check_memory,
     "oom": check_oom, "device": check_device, "tiles": check_tiles, "sparsity": check_sparsity,
+    "training": check_training, "energy": check_energy, "health": check_health,
+    "overlap": check_overlap, "comm": check_comm,
 }
 
 
