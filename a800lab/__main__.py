@@ -327,7 +327,7 @@ def _tile_axes(args, backend: str, precision: str) -> dict:
 def _sweep(args, parser) -> int:
     from .core.backends import resolve_device
     from .core.precision import check_supported, parse_precision
-    from .core.sweep import grid, run_sweep
+    from .core.sweep import grid
     from .workloads.matmul import MatmulSpec, cpu_slowdown_note, matmul_point
     from .workloads.tiled_matmul import default_backend, tiled_matmul_point
 
@@ -359,20 +359,7 @@ def _sweep(args, parser) -> int:
             note = cpu_slowdown_note(name)
             if note:
                 print(f"note: {note}", file=sys.stderr)
-    try:
-        res = run_sweep(point, axes, fixed=fixed, workload=args.workload, out=args.out,
-                        device=device, resume=not args.no_resume,
-                        sample_telemetry=args.telemetry,
-                        torch_threads=_threads_for(args, device),
-                        on_progress=_progress, on_result=_show)
-    except (KeyboardInterrupt, Cancelled):
-        print(f"stopped; every finished point is in {args.out}", file=sys.stderr)
-        return 130
-    noisy = sum(bool(r.noise.get("noisy")) for r in res.records)
-    flagged = f", {noisy} noisy (marked !)" if noisy else ""
-    print(f"{len(res.records)} points measured{flagged}, {res.skipped} already in {args.out}",
-          file=sys.stderr)
-    return 0
+    return _run_sweep(point, axes, args, device, workload=args.workload, fixed=fixed)
 
 
 def _tune(args, parser) -> int:
@@ -457,7 +444,6 @@ def _train_values(args, device: str, *, many: bool = True) -> dict:
 
 def _sweep_train(args, parser) -> int:
     from .core.backends import resolve_device
-    from .core.sweep import run_sweep
     from .workloads.matmul import cpu_slowdown_note
     from .workloads.training import train_point
 
@@ -480,19 +466,7 @@ def _sweep_train(args, parser) -> int:
             note = cpu_slowdown_note("bf16" if name == "bf16_pure" else name)
             if note:
                 print(f"note: {note}", file=sys.stderr)
-    try:
-        res = run_sweep(point, axes, workload="train", out=args.out, device=device,
-                        resume=not args.no_resume, sample_telemetry=args.telemetry,
-                        torch_threads=_threads_for(args, device),
-                        on_progress=_progress, on_result=_show)
-    except (KeyboardInterrupt, Cancelled):
-        print(f"stopped; every finished point is in {args.out}", file=sys.stderr)
-        return 130
-    noisy = sum(bool(r.noise.get("noisy")) for r in res.records)
-    flagged = f", {noisy} noisy (marked !)" if noisy else ""
-    print(f"{len(res.records)} points measured{flagged}, {res.skipped} already in {args.out}",
-          file=sys.stderr)
-    return 0
+    return _run_sweep(point, axes, args, device, workload="train")
 
 
 def _max_batch(args) -> int:
@@ -678,6 +652,28 @@ def _show_trial(trial) -> None:
     message = f" {trial.message}" if trial.message and trial.outcome != "ok" else ""
     print(f"  {trial.stage} {trial.batch_size} x {trial.accum_steps}: {trial.outcome}{peak}"
           f"{predicted}{message}", file=sys.stderr)
+
+
+def _run_sweep(point, axes: dict, args, device: str, *, workload: str,
+               fixed: dict | None = None) -> int:
+    """A sweep subcommand's run: points appended to --out with a line each, Ctrl-C keeping
+    what was measured, and the summary line."""
+    from .core.sweep import run_sweep
+
+    try:
+        res = run_sweep(point, axes, fixed=fixed, workload=workload, out=args.out,
+                        device=device, resume=not args.no_resume,
+                        sample_telemetry=args.telemetry,
+                        torch_threads=_threads_for(args, device),
+                        on_progress=_progress, on_result=_show)
+    except (KeyboardInterrupt, Cancelled):
+        print(f"stopped; every finished point is in {args.out}", file=sys.stderr)
+        return 130
+    noisy = sum(bool(r.noise.get("noisy")) for r in res.records)
+    flagged = f", {noisy} noisy (marked !)" if noisy else ""
+    print(f"{len(res.records)} points measured{flagged}, {res.skipped} already in {args.out}",
+          file=sys.stderr)
+    return 0
 
 
 def _progress(done: int, total: int, eta_s: float | None) -> None:
