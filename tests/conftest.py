@@ -1,6 +1,10 @@
-"""Shared test set-up: tests marked `gpu` skip, with the reason, where CUDA is unusable."""
+"""Shared test set-up: tests marked `gpu` skip, with the reason, where CUDA is unusable; the
+`one_torch_thread` fixture runs a module's tests on one torch thread (use it with
+`pytestmark = pytest.mark.usefixtures("one_torch_thread")`).
+"""
 
 import pytest
+import torch
 
 from a800lab.core.backends import HAS_CUDA, why_unavailable
 
@@ -12,3 +16,13 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def one_torch_thread():
+    """torch on one CPU thread for the test (training loops on a shared 2-core box), restored
+    after."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(saved)

@@ -17,13 +17,7 @@ from a800lab.workloads.loss_scaling import (
 )
 from a800lab.workloads.training_models import preset
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_fp16_range_fractions():

@@ -20,13 +20,7 @@ from a800lab.workloads.training import (
 )
 from a800lab.workloads.training_models import MODELS, preset
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # ---- the spec ---------------------------------------------------------------------------------

@@ -21,13 +21,7 @@ from a800lab.workloads.training_memory import (
 )
 from a800lab.workloads.training_models import preset
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _counts(model: nn.Module):
