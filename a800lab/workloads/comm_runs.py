@@ -174,16 +174,8 @@ def run_comm(workload: str, axes: Mapping[str, Sequence], *, fixed: Mapping | No
             reply = group.request({"job": "point", "workload": workload, "params": params,
                                    "settings": dict(settings or {}), "label": label,
                                    "run_id": result.run_id})
-            record = Record.from_dict(json.loads(reply))
-            if out is not None:
-                append_record(out, record)
-            result.records.append(record)
-            if on_result is not None:
-                on_result(record)
-            if on_progress is not None:
-                per_point_s = (time.perf_counter() - started) / index
-                on_progress(result.skipped + index, len(points),
-                            per_point_s * (len(todo) - index))
+            _deliver(Record.from_dict(json.loads(reply)), result, out, on_result, on_progress,
+                     done=index, todo=len(todo), total=len(points), started=started)
     finally:
         if own:
             group.close()
@@ -231,17 +223,9 @@ def run_comm_here(workload: str, axes: Mapping[str, Sequence], *, fixed: Mapping
             record = measure_on_group({"workload": workload, "params": params,
                                        "settings": dict(settings or {}), "label": label,
                                        "run_id": run_id}, device)
-            if record is None:
-                continue
-            if out is not None:
-                append_record(out, record)
-            result.records.append(record)
-            if on_result is not None:
-                on_result(record)
-            if on_progress is not None:
-                per_point_s = (time.perf_counter() - started) / index
-                on_progress(result.skipped + index, len(points),
-                            per_point_s * (len(todo) - index))
+            if record is not None:
+                _deliver(record, result, out, on_result, on_progress, done=index,
+                         todo=len(todo), total=len(points), started=started)
         return result
     finally:
         dist.destroy_process_group()
@@ -275,3 +259,16 @@ def _done_keys(out, env_fingerprint: str) -> set[str]:
         return set()
     return {r.point_key() for r in read_records(out)
             if r.env.get("fingerprint") == env_fingerprint and r.outcome != "error"}
+
+
+def _deliver(record: Record, result: SweepResult, out, on_result, on_progress, *, done: int,
+             todo: int, total: int, started: float) -> None:
+    """A measured point: appended to `out`, kept, reported, and the progress with its ETA."""
+    if out is not None:
+        append_record(out, record)
+    result.records.append(record)
+    if on_result is not None:
+        on_result(record)
+    if on_progress is not None:
+        per_point_s = (time.perf_counter() - started) / done
+        on_progress(result.skipped + done, total, per_point_s * (todo - done))
