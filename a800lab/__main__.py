@@ -20,6 +20,10 @@
     python -m a800lab comm ddp --hook allreduce fp16_compress powersgd --out ddp.jsonl
     torchrun --nproc-per-node 8 -m a800lab comm collectives --size 1M 1G --out comm.jsonl
                                                        # every process a rank, any node count
+    python -m a800lab report [--quick | --full] [--out report/]
+                                                       # the guide's claims and this box's
+                                                       # health: report.html + report.json
+    python -m a800lab report --compare a800-box/ h200-box/    # two reports side by side
 
 A sweep appends one JSON line per point as it is measured; run the same command again to resume
 (points already in the file for this environment are skipped). Ctrl-C stops after saving what was
@@ -168,6 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
         "comm", help="collectives over message sizes (algbw, busbw) or a DDP step (comm hooks, "
                      "no_sync, buckets) on N ranks: gloo on CPUs, NCCL on GPUs; under torchrun "
                      "every process is a rank"))
+    from .report_cli import add_parser as add_report_parser
+
+    add_report_parser(sub)
     return parser
 
 
@@ -187,6 +194,11 @@ def main(argv: list[str] | None = None) -> int:
             return _health(args)
         if args.command == "max-batch":
             return _max_batch(args)
+        if args.command == "report":
+            from . import report_cli
+
+            report_cli.check(args, parser)
+            return report_cli.main(args)
         _check_run_options(args)
         if args.command == "comm":
             return _comm(args)

@@ -2,6 +2,7 @@
 
     python scripts/gpu_check.py [--out data/gpu_check-<device>.json] [--only timing peak ...]
     python scripts/gpu_check.py --record data/matmul-<device>.jsonl   # also a recorded sweep
+    python scripts/gpu_check.py --report data/report-<device>/        # also `a800lab report`
 
 Each check states its expectation, measures, and passes or fails; one line per check is printed
 ("PASS timing: measure()/do_bench 0.98, ..."), and the exit status is 1 when any expectation
@@ -521,6 +522,25 @@ def record_sweep(path: Path) -> int:
     return len(res.records)
 
 
+def record_report(folder: Path) -> dict:
+    """`a800lab report --quick` on cuda:0 into `folder` (points.jsonl, report.json/.html):
+    judged complete, every point measured without an error, every claim given a verdict."""
+    from a800lab.report_html import write_report_html
+    from a800lab.workloads.report_run import run_report
+
+    t0 = time.perf_counter()
+    report = run_report("quick", folder, device="cuda:0", on_progress=lambda done, total, eta,
+                        what: print(f"  [report {done}/{total}] {what}", flush=True))
+    write_report_html(report, folder / "report.html")
+    errors = [c for c in report["claims"] if not c["status"]]
+    status = "pass" if report["complete"] and not report["points"]["failed"] and not errors \
+        else "fail"
+    return {"status": status, "wall_s": round(time.perf_counter() - t0, 1),
+            "points": report["points"], "folder": str(folder),
+            "verdicts": {c["id"]: c["status"] for c in report["claims"]},
+            "flags": report["health"]["flags"]}
+
+
 def _write(path: Path, report: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2, default=str))
@@ -532,6 +552,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=default_out)
     parser.add_argument("--only", nargs="+", choices=sorted(CHECKS), help="run only these")
     parser.add_argument("--record", type=Path, help="also record a matmul sweep (JSON Lines)")
+    parser.add_argument("--report", type=Path,
+                        help="also run `a800lab report --quick` into this folder (~2 minutes)")
     args = parser.parse_args(argv)
     env = environment("cuda:0" if HAS_CUDA else "cpu")
     report = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -552,6 +574,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.record:
         report["recorded_points"] = record_sweep(args.record)
         print(f"recorded {report['recorded_points']} points to {args.record}")
+    if args.report:
+        report["checks"]["report"] = result = record_report(args.report)
+        print(f"{result['status'].upper():<5} report: {result['points']} in "
+              f"{result['wall_s']} s; {args.report}/report.html", flush=True)
     failed = [n for n, r in report["checks"].items() if r["status"] in ("fail", "error")]
     report["failed"] = failed
     _write(args.out, report)

@@ -299,6 +299,17 @@ class _Judge:
                             {"speedup": figure(f"allreduce / {best} comm time", speed, "x")},
                             _noisy(*ok.values()))
 
+    def usage(self) -> tuple[str, dict]:
+        """What the metered steps cost: $ per million samples and J per sample per precision."""
+        ok = {r.params["precision"]: r for r in _ok(self.steps.get("usage", []))}
+        cost = {p: self.price / 3600 / r.throughput * 1e6 for p, r in ok.items()}
+        text = "; ".join(f"{p}: {r.throughput:.4g} samples/s, ${cost[p]:.3g} per million "
+                         f"samples at ${self.price:g} per GPU-hour, energy per sample "
+                         f"{_joules(r)}"
+                         for p, r in ok.items())
+        return text, {f"{p}_usd_per_million": figure(f"{p}: $ per million samples", c, "$")
+                      for p, c in cost.items()}
+
     def bill(self) -> Verdict | None:
         ok = {r.params["precision"]: r for r in _ok(self.steps.get("usage", []))}
         if "fp32" not in ok or "bf16" not in ok:
@@ -316,7 +327,8 @@ class _Judge:
 
 def _joules(record: Record) -> str:
     j = record.metrics.get("j_per_sample")
-    return "unknown" if j is None else f"{j:.3g} J ({record.metrics.get('energy_source')})"
+    source = record.metrics.get("energy_source")
+    return f"unknown ({source})" if j is None else f"{j:.3g} J ({source})"
 
 
 def _measured_line(records: list[Record]) -> str:
@@ -336,7 +348,10 @@ def judge(records: Iterable[Record], plan: Plan, *, device_name: str,
     verdicts = []
     for claim in CLAIMS:
         if claim in plan.untestable:
-            verdicts.append(Verdict(claim, UNTESTABLE, j.scope, reason=plan.untestable[claim]))
+            # the bill's figures are still worth having where bf16 cannot be compared
+            measured, figures = j.usage() if claim == "bill" else ("", {})
+            verdicts.append(j.verdict(claim, UNTESTABLE, measured, figures,
+                                      reason=plan.untestable[claim]))
             continue
         verdict = getattr(j, claim)()
         if verdict is None:

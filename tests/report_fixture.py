@@ -1,0 +1,243 @@
+"""Synthetic `a800lab report` results (report.json dicts) for tests of the HTML and the
+comparison, shaped as the report runner writes them.
+
+    from tests.report_fixture import make_report
+    cpu = make_report()                        # a complete quick CPU fallback report
+    gpu = make_report(gpu=True)                # a quick report on 2 H200s, cuda:1 flagged slow
+    make_report(complete=False, stopped="budget")   # top-level keys replaced (a deep copy)
+
+The claims are real Verdicts of every claim (report_claims.CLAIMS order), the doctor reports
+are JSON-shaped like build_report's (not-available values as {"available": false, ...}).
+"""
+
+from __future__ import annotations
+
+import copy
+
+from a800lab.workloads.report_claims import (
+    CLAIMS,
+    FAILS,
+    HOLDS,
+    NOT_MEASURED,
+    UNTESTABLE,
+    Verdict,
+    figure,
+    thresholds,
+)
+
+
+def _na(reason: str) -> dict:
+    return {"available": False, "reason": reason}
+
+
+CPU_MODEL = "AMD EPYC 7B13"
+H200 = "NVIDIA H200"
+
+
+def _cpu_doctor() -> dict:
+    no_driver = _na("no NVIDIA driver: nvmlInit failed (Driver Not Loaded)")
+    system = {"driver_version": no_driver, "cuda_driver_version": no_driver,
+              "torch_version": "2.5.1+cpu",
+              "torch_cuda_version": _na("torch 2.5.1+cpu is a CPU-only build"),
+              "cudnn_version": _na("torch has no cuDNN"),
+              "nccl_version": _na("this torch build has no NCCL"),
+              "torch_cuda_usable": _na("torch 2.5.1+cpu is a CPU-only build"),
+              "matmul_fp32_precision": "ieee", "conv_fp32_precision": "tf32",
+              "tf32_api": "fp32_precision"}
+    cpu = {"model": CPU_MODEL, "logical_cores": 2, "physical_cores": 2, "numa_nodes": 1,
+           "memory_total_bytes": 8 * 2**30, "torch_threads": 2, "isa": "AVX2"}
+    why = "no NVIDIA driver: nvmlInit failed (Driver Not Loaded)"
+    return {"system": system, "cpu": cpu, "gpu_found": False, "no_gpu_reason": why, "gpus": [],
+            "topology": None,
+            "advice": [f"No NVIDIA GPU found: {why}. The lab runs in CPU fallback mode (small "
+                       "sizes, CPU timings)."]}
+
+
+def _gpu(index: int) -> dict:
+    return {"index": index, "cuda_index": index, "name": H200,
+            "uuid": f"GPU-h200fake-{index:04d}", "pci_bus_id": f"0000:{7 + 8 * index:02x}:00.0",
+            "compute_capability": "9.0", "sm_count": 132, "memory_total_bytes": 150754820096,
+            "memory_free_bytes": 150750625792, "ecc_enabled": True,
+            "ecc_errors": {"volatile_corrected": 0, "volatile_uncorrected": 0,
+                           "aggregate_corrected": 0, "aggregate_uncorrected": 0},
+            "mig_enabled": False, "sm_clock_mhz": 1980, "sm_clock_max_mhz": 1980,
+            "mem_clock_mhz": 3201, "mem_clock_max_mhz": 3201, "power_w": 120.0,
+            "power_source": "instant", "power_limit_w": 700.0, "temperature_c": 35,
+            "throttle_reasons": [], "pcie_gen": 5, "pcie_gen_max": 5, "pcie_width": 16,
+            "pcie_width_max": 16, "nvlink_active_links": 18, "nvlink_remote_types": ["switch"] * 18,
+            "nvlink_remote_bus_ids": ["0000:c1:00.0"] * 18, "cpu_affinity": "0-47",
+            "numa_node": 0}
+
+
+def _gpu_doctor() -> dict:
+    system = {"driver_version": "550.54.15", "cuda_driver_version": "12.4",
+              "torch_version": "2.5.1+cu124", "torch_cuda_version": "12.4",
+              "cudnn_version": 90100, "nccl_version": "2.21.5", "torch_cuda_usable": True,
+              "matmul_fp32_precision": "ieee", "conv_fp32_precision": "tf32",
+              "tf32_api": "fp32_precision"}
+    cpu = {"model": "Intel(R) Xeon(R) Platinum 8480+", "logical_cores": 96, "physical_cores": 48,
+           "numa_nodes": 1, "memory_total_bytes": 512 * 2**30, "torch_threads": 48, "isa": "AVX512"}
+    topology = {"labels": ["GPU0", "GPU1"], "matrix": [["X", "NV18"], ["NV18", "X"]],
+                "cpu_affinity": ["0-47", "0-47"], "numa_node": [0, 0],
+                "nvlink_peers": [[0, 18], [18, 0]], "nvswitch_links": [18, 18],
+                "nvlink_unknown_links": [0, 0], "legend": {}}
+    advice = ["TF32 is off for float32 matmuls although GPU(s) 0,1 have TF32 TensorCores: "
+              "float32 matmuls run several times slower."]
+    return {"system": system, "cpu": cpu, "gpu_found": True, "no_gpu_reason": "",
+            "gpus": [_gpu(0), _gpu(1)], "topology": topology, "advice": advice}
+
+
+def _environment(gpu: bool) -> dict:
+    if gpu:
+        return {"python": "3.11.9", "platform": "Linux-5.15", "hostname": "gpu-box",
+                "torch": "2.5.1+cu124", "cuda": "12.4", "cudnn": 90100, "nccl": "2.21.5",
+                "driver": "550.54.15", "cpu_model": "Intel(R) Xeon(R) Platinum 8480+",
+                "device_count": 2, "device": "cuda:0", "device_name": H200, "mode": "GPU",
+                "matmul_fp32_precision": "ieee", "conv_fp32_precision": "tf32",
+                "fingerprint": "bbbbbbbbbbbb"}
+    return {"python": "3.11.7", "platform": "Linux-6.1", "hostname": "laptop", "torch": "2.5.1+cpu",
+            "cuda": None, "cudnn": None, "nccl": None, "driver": None, "cpu_model": CPU_MODEL,
+            "device_count": 0, "device": "cpu", "device_name": f"CPU: {CPU_MODEL}",
+            "mode": "CPU fallback", "matmul_fp32_precision": "ieee",
+            "conv_fp32_precision": "tf32", "fingerprint": "aaaaaaaaaaaa"}
+
+
+def _verdicts(gpu: bool) -> list[Verdict]:
+    where = f"on this GPU: {H200}" if gpu else f"on this CPU: {CPU_MODEL}"
+    spread = 2.9 if gpu else 2.2
+    given = {
+        "tile_spread": Verdict("tile_spread", HOLDS, where, f"best tile {spread}x the worst",
+                               figures={"tile_spread.ratio": figure("best / worst tile",
+                                                                    spread, "x")}),
+        "mp_memory": Verdict("mp_memory", HOLDS, where, "bf16 peak 45% below fp32's",
+                             figures={"mp_memory.saving": figure("bf16 memory saving", 45.0,
+                                                                 "%")}),
+        "accumulation": Verdict("accumulation", HOLDS, where, "gap 2e-7, peak 40% lower"),
+        "max_batch": Verdict("max_batch", FAILS, where, "model off by 14% on transformer "
+                             "medium bf16", noisy=True),
+        "bill": Verdict("bill", NOT_MEASURED, reason="the time budget ran out before the "
+                        "usage step: run the same command again to resume"),
+    }
+    if gpu:
+        given.update(
+            tile_peak=Verdict("tile_peak", HOLDS, where, "best tile at 88% of 989 TFLOP/s"),
+            tf32_speed=Verdict("tf32_speed", FAILS, where, "TF32 5.1x fp32",
+                               figures={"tf32_speed.ratio": figure("TF32 / fp32", 5.1, "x")}),
+            mp_speed=Verdict("mp_speed", HOLDS, where, "bf16 2.1x fp32 samples/s"),
+            compression=Verdict("compression", NOT_MEASURED, reason="cancelled before the "
+                                "DDP step"))
+    out = []
+    for cid in CLAIMS:
+        out.append(given.get(cid) or Verdict(
+            cid, UNTESTABLE, reason="needs an NVIDIA GPU (CPU fallback run)" if not gpu
+            else "this GPU has no fp8 TensorCores or the step is not in quick mode"))
+    return out
+
+
+def _series(gpu: bool) -> dict:
+    if not gpu:
+        return {
+            "peaks": [{"device": "cpu", "card_name": CPU_MODEL, "precision": p, "tflops": t,
+                       "datasheet_tflops": None, "noisy": p == "bf16"}
+                      for p, t in (("fp32", 0.21), ("bf16", 0.05))],
+            "tiles": [{"config": f"{b}x{b}x64 g1", "tflops": t, "noisy": b == 32,
+                       "outcome": "ok", "message": ""}
+                      for b, t in ((32, 0.04), (64, 0.07), (128, 0.088))],
+            "train": [{"model": "mlp", "size": "small", "precision": p, "samples_per_s": s,
+                       "peak_mib": m, "noisy": False}
+                      for p, s, m in (("fp32", 950.0, 60.0), ("bf16", 610.0, 33.0))],
+        }
+    peaks = [{"device": d, "card_name": H200, "precision": p,
+              "tflops": None if t is None else round(t * scale, 1), "datasheet_tflops": sheet,
+              "noisy": False}
+             for d, scale in (("cuda:0", 1.0), ("cuda:1", 0.71))
+             for p, t, sheet in (("fp32", 51.0, 67.0), ("tf32", 260.0, 494.7),
+                                 ("bf16", 700.1, 989.4), ("fp8", None, 1978.9))]
+    tiles = [{"config": c, "tflops": t, "noisy": n, "outcome": "ok", "message": ""}
+             for c, t, n in (("64x64x32 w4 s3 g8", 212.0, False),
+                             ("128x128x32 w4 s3 g8", 610.0, False),
+                             ("128x256x64 w8 s3 g8", 655.0, True))]
+    tiles.append({"config": "256x256x64 w8 s4 g8", "tflops": None, "noisy": False,
+                  "outcome": "error", "message": "out of shared memory: 262144 > 232448 bytes"})
+    train = [{"model": m, "size": "medium", "precision": p, "samples_per_s": s, "peak_mib": mib,
+              "noisy": False}
+             for m, p, s, mib in (("transformer", "fp32", 390.0, 3900.0),
+                                  ("transformer", "bf16", 812.0, 2048.0),
+                                  ("cnn", "fp32", 2200.0, 1500.0), ("cnn", "bf16", 4100.0, 900.0))]
+    busbw = [{"size_bytes": s, "busbw_gbs": g, "noisy": s == 2**24}
+             for s, g in ((2**24, 150.2), (2**28, 330.5), (2**30, 362.0))]
+    return {"peaks": peaks, "tiles": tiles, "train": train, "busbw": busbw}
+
+
+def _health(gpu: bool, series: dict) -> dict:
+    if not gpu:
+        p = series["peaks"][0]
+        return {"advice": _cpu_doctor()["advice"],
+                "cards": [{"device": "cpu", "name": CPU_MODEL, "precision": "fp32",
+                           "matmul_tflops": p["tflops"], "datasheet_tflops": None,
+                           "ratio_of_datasheet": None, "copy_gbs": 9.5,
+                           "datasheet_copy_gbs": None, "noisy": False}],
+                "flags": [], "threshold": 0.1, "datasheet_threshold": 0.4,
+                "busbw": {"untestable": "no GPU here: bus bandwidth needs 2 or more GPUs"}}
+    cards = [{"device": d, "name": H200, "precision": "bf16", "matmul_tflops": t,
+              "datasheet_tflops": 989.4, "ratio_of_datasheet": round(t / 989.4, 2),
+              "copy_gbs": 3900.0, "datasheet_copy_gbs": 4800.0, "noisy": False}
+             for d, t in (("cuda:0", 700.1), ("cuda:1", 497.1))]
+    flag = {"device": "cuda:1", "metric": "matmul_tflops", "value": 497.1, "reference": 700.1,
+            "message": "cuda:1 matmul TFLOP/s 497 is 29% below its siblings' median 700"}
+    rows = [{"size_bytes": r["size_bytes"], "busbw_gbs": r["busbw_gbs"],
+             "algbw_gbs": r["busbw_gbs"], "time_ms": r["size_bytes"] / r["busbw_gbs"] / 1e6}
+            for r in series["busbw"]]
+    return {"advice": _gpu_doctor()["advice"], "cards": cards, "flags": [flag],
+            "threshold": 0.1, "datasheet_threshold": 0.4,
+            "busbw": {"rows": rows, "link_gbs": 450.0}}
+
+
+def _figures(gpu: bool, verdicts: list[Verdict], series: dict) -> dict:
+    out = {}
+    for p in series["peaks"]:
+        out[f"peak.{p['device']}.{p['precision']}_tflops"] = figure(
+            f"{p['device']} {p['precision']} matmul TFLOP/s", p["tflops"], "TFLOP/s")
+    for t in series["train"]:
+        out[f"train.{t['model']}.{t['precision']}_samples_per_s"] = figure(
+            f"{t['model']} {t['size']} {t['precision']} samples/s", t["samples_per_s"],
+            "samples/s")
+    for v in verdicts:
+        out.update(v.figures)
+    return out
+
+
+def make_report(gpu: bool = False, **overrides) -> dict:
+    """A report.json dict: a complete quick CPU fallback run, or (gpu=True) a quick run on a
+    box with 2 H200s where cuda:1 is flagged 29% below its sibling. `overrides` replace
+    top-level keys."""
+    verdicts = _verdicts(gpu)
+    series = _series(gpu)
+    planned = 40 if gpu else 14
+    report = {
+        "kind": "a800lab-report", "report_version": 1, "mode": "quick",
+        "created": "2026-12-01T02:03:04+00:00", "wall_s": 95.2 if gpu else 61.4,
+        "device": "cuda:0" if gpu else "cpu",
+        "device_name": H200 if gpu else f"{CPU_MODEL} (2 cores)",
+        "scope": "GPU" if gpu else "CPU fallback", "complete": True, "stopped": "",
+        "points": {"planned": planned, "measured": planned, "ok": planned - 1, "failed": 1,
+                   "not_measured": 0},
+        "results_file": "points.jsonl", "price_per_gpu_hour_usd": 2.0,
+        "environment": _environment(gpu),
+        "doctor": _gpu_doctor() if gpu else _cpu_doctor(),
+        "health": _health(gpu, series),
+        "claims": [v.to_dict() for v in verdicts],
+        "thresholds": thresholds(),
+        "figures": _figures(gpu, verdicts, series),
+        "series": series,
+        "plan": {"mode": "quick", "device": "cuda:0" if gpu else "cpu",
+                 "gpu_count": 2 if gpu else 0, "steps": [], "untestable": {},
+                 "points": planned, "estimate_s": 90.0},
+    }
+    report.update(copy.deepcopy(overrides))
+    return report
+
+
+def make_gpu_report(**overrides) -> dict:
+    """make_report(gpu=True, ...)."""
+    return make_report(gpu=True, **overrides)

@@ -1,0 +1,256 @@
+"""The report's HTML pages: well formed, self-contained (inline PNGs, no URL outside the file),
+a coloured row per claim, escaped text, figures only for measured series, each naming its
+device and mode."""
+
+import base64
+import re
+from html.parser import HTMLParser
+
+import pytest
+
+from a800lab.report_html import (
+    render_compare_html,
+    render_report_html,
+    report_figures,
+    write_compare_html,
+    write_report_html,
+)
+from a800lab.workloads.report_claims import CLAIMS, FAILS, HOLDS, NOT_MEASURED, UNTESTABLE
+from a800lab.workloads.report_compare import compare_reports
+from tests.report_fixture import make_gpu_report, make_report
+
+VOID = {"img", "meta", "br", "hr", "link", "input"}
+EXTERNAL = re.compile(r"""(src|href)\s*=\s*["']?(https?:)?//|url\(\s*["']?https?:""", re.I)
+PNG_SRC = re.compile(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
+
+
+class Page(HTMLParser):
+    """Checks that tags nest and close; collects each table's rows (cell texts and the classes
+    of the row and of every element in it)."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.stack, self.errors, self.tables = [], [], []
+        self.headings, self._cell = [], None
+        self.feed(text)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        classes = (dict(attrs).get("class") or "").split()
+        if tag in VOID:
+            return
+        self.stack.append(tag)
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append({"cells": [], "classes": set(classes)})
+        elif tag in ("td", "th"):
+            self._cell = []
+        if self.tables and self.tables[-1] and "tr" in self.stack:
+            self.tables[-1][-1]["classes"].update(classes)
+
+    def handle_endtag(self, tag):
+        if tag in VOID:
+            return
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append(f"</{tag}> closes {self.stack[-1:]}")
+            return
+        self.stack.pop()
+        if tag in ("td", "th"):
+            self.tables[-1][-1]["cells"].append(" ".join("".join(self._cell).split()))
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+        if self.stack and self.stack[-1] in ("h1", "h2", "h3"):
+            self.headings.append(data)
+
+
+@pytest.fixture(scope="module")
+def gpu_report():
+    return make_gpu_report(complete=False, stopped="budget",
+                           points={"planned": 40, "measured": 38, "ok": 37, "failed": 1,
+                                   "not_measured": 2})
+
+
+@pytest.fixture(scope="module")
+def gpu_html(gpu_report):
+    return render_report_html(gpu_report)
+
+
+@pytest.fixture(scope="module")
+def cpu_html():
+    return render_report_html(make_report())
+
+
+def images(text: str) -> list[bytes]:
+    return [base64.b64decode(b) for b in PNG_SRC.findall(text)]
+
+
+@pytest.mark.parametrize("which", ["h200_box", "cpu_box"])   # not "gpu": that id is a marker
+def test_page_is_well_formed_and_self_contained(which, gpu_html, cpu_html):
+    text = gpu_html if which == "h200_box" else cpu_html
+    page = Page(text)
+    assert page.errors == [] and page.stack == []
+    assert text.startswith("<!DOCTYPE html>") and '<meta charset="utf-8">' in text
+    assert EXTERNAL.search(text) is None
+    assert "http://" not in text and "https://" not in text
+    pngs = images(text)
+    assert len(pngs) == (4 if which == "h200_box" else 3)   # the CPU run has no bus bandwidth
+    assert all(p.startswith(b"\x89PNG\r\n\x1a\n") for p in pngs)
+    assert text.count("<img") == len(pngs)
+
+
+def test_external_url_check_catches_urls():
+    for bad in ('<img src="https://cdn.example/x.png">', "<a href=//cdn.example>",
+                "<style>a{background:url(http://x)}</style>"):
+        assert EXTERNAL.search(bad)
+
+
+def test_header_names_device_scope_and_completeness(gpu_html, cpu_html):
+    page = Page(gpu_html)
+    assert page.headings[0] == "a800lab report: NVIDIA H200 (GPU)"
+    assert "quick mode" in gpu_html and "2026-12-01T02:03:04+00:00" in gpu_html
+    assert "wall time 95 s" in gpu_html
+    assert ("38 of 40 points measured; run the same command again to resume (stopped: the time "
+            "budget ran out)") in gpu_html
+    assert "CPU fallback:" not in gpu_html
+    assert Page(cpu_html).headings[0] == "a800lab report: AMD EPYC 7B13 (2 cores) (CPU fallback)"
+    assert "Complete: 14 of 14 points measured" in cpu_html
+    assert "they are never GPU results" in cpu_html
+
+
+def test_a_coloured_row_for_every_claim(gpu_report, gpu_html):
+    claims_table = Page(gpu_html).tables[0]
+    header, rows = claims_table[0], claims_table[1:]
+    assert header["cells"][:2] == ["verdict", "claim"]
+    assert len(rows) == len(CLAIMS) == len(gpu_report["claims"])
+    css = {HOLDS: "holds", FAILS: "fails", UNTESTABLE: "untestable", NOT_MEASURED: "not-measured"}
+    for row, claim in zip(rows, gpu_report["claims"], strict=True):
+        assert row["cells"][0].startswith(claim["status"])
+        assert row["cells"][1] == claim["text"]
+        assert css[claim["status"]] in row["classes"]
+        assert claim["chapter_path"] in row["cells"][5]
+        assert ("noisy" in row["cells"][0]) == claim["noisy"]
+        if claim["reason"]:
+            assert row["cells"][4] == claim["reason"]
+        else:
+            assert row["cells"][4] == "—"
+    assert {r["cells"][0].split(" noisy")[0] for r in rows} == {HOLDS, FAILS, UNTESTABLE,
+                                                                NOT_MEASURED}
+
+
+def test_text_is_escaped():
+    report = make_report(device_name="<b>box</b>")
+    report["claims"][0]["measured"] = "<script>alert('x')</script> & more"
+    text = render_report_html(report)
+    assert "<script>" not in text and "<b>box</b>" not in text
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; more" in text
+    assert Page(text).errors == []
+
+
+def test_figures_only_for_series_present():
+    assert report_figures(make_report(series={})) == {}
+    text = render_report_html(make_report(series={}))
+    assert images(text) == [] and "no series measured yet" in text
+    only_tiles = make_report(series={"tiles": make_report()["series"]["tiles"], "peaks": [],
+                                     "train": None})
+    assert list(report_figures(only_tiles)) == ["tiles"]
+    assert len(images(render_report_html(only_tiles))) == 1
+
+
+@pytest.mark.parametrize("gpu, names", [(True, ("NVIDIA H200", "GPU", "quick")),
+                                        (False, ("AMD EPYC 7B13 (2 cores)", "CPU fallback"))])
+def test_every_figure_title_names_device_and_mode(gpu, names):
+    figures = report_figures(make_report(gpu=gpu))
+    assert set(figures) == ({"peaks", "tiles", "train", "busbw"} if gpu
+                            else {"peaks", "tiles", "train"})
+    for key, fig in figures.items():
+        axes = fig.get_axes()
+        assert axes, key
+        for ax in axes:
+            for name in names:
+                assert name in ax.get_title(), (key, ax.get_title())
+
+
+def test_noisy_tiles_are_hatched_and_failed_ones_named(gpu_report, gpu_html):
+    fig = report_figures(gpu_report)["tiles"]
+    ax = fig.get_axes()[0]
+    bars = [p for p in ax.patches if p.get_height() > 0]
+    tiles = gpu_report["series"]["tiles"]
+    ok = [t for t in tiles if t["outcome"] == "ok"]
+    assert len(bars) == len(ok)
+    assert sum(bool(b.get_hatch()) for b in bars) == sum(t["noisy"] for t in ok) == 1
+    assert [t.get_text() for t in ax.get_yticklabels()][0] == "128x256x64 w8 s3 g8"  # best
+    assert "256x256x64 w8 s4 g8 (error)" in ax.get_xlabel()
+    assert "256x256x64 w8 s4 g8</code>: error — out of shared memory" in gpu_html
+
+
+def test_health_section(gpu_html, cpu_html):
+    tables = Page(gpu_html).tables
+    cards = next(t for t in tables if t[0]["cells"][:2] == ["device", "name"])
+    assert [r["cells"][0] for r in cards[1:]] == ["cuda:0", "cuda:1"]
+    assert "flagged" in cards[2]["classes"] and "flagged" not in cards[1]["classes"]
+    assert cards[1]["cells"][5] == "71%"
+    assert "cuda:1 matmul TFLOP/s 497 is 29% below its siblings&#x27; median 700" in gpu_html
+    busbw = next(t for t in tables if t[0]["cells"][0] == "message size (bytes)")
+    assert len(busbw) == 4
+    assert "TF32 is off for float32 matmuls" in gpu_html
+    assert "no GPU here: bus bandwidth needs 2 or more GPUs" in cpu_html
+    assert "one card: no siblings to compare it with" in cpu_html
+
+
+def test_thresholds_and_environment(gpu_report, gpu_html):
+    tables = Page(gpu_html).tables
+    rules = next(t for t in tables if t[0]["cells"] == ["claim", "text", "holds if"])
+    assert {r["cells"][0] for r in rules[1:]} == set(CLAIMS)
+    env = {r["cells"][0]: r["cells"][1] for r in
+           next(t for t in tables if t[0]["cells"] == ["fact", "value"])[1:]}
+    assert env["fingerprint"] == "bbbbbbbbbbbb" and env["NVIDIA driver"] == "550.54.15"
+    assert env["Python"] == "3.11.9" and env["host"] == "gpu-box"
+
+
+def test_missing_values_render_as_dashes():
+    report = make_report()
+    report["health"]["cards"][0].update(matmul_tflops=None, copy_gbs=None)
+    for key in ("environment", "thresholds", "plan", "wall_s"):
+        report.pop(key)
+    report["series"]["peaks"][0]["tflops"] = None
+    text = render_report_html(report)
+    cards = next(t for t in Page(text).tables if t[0]["cells"][:2] == ["device", "name"])
+    assert cards[1]["cells"][3] == "—" and cards[1]["cells"][6] == "—"
+    assert "wall time —" in text
+    bare = render_report_html({"kind": "a800lab-report", "report_version": 1})
+    assert Page(bare).errors == [] and "no claims in this report" in bare
+
+
+def test_compare_page():
+    a = make_report()
+    b = make_gpu_report(complete=False, stopped="cancelled",
+                        points={"planned": 40, "measured": 12})
+    c = compare_reports(a, b, "cpu-run/", "gpu-run/")
+    text = render_compare_html(c)
+    page = Page(text)
+    assert page.errors == [] and page.stack == [] and EXTERNAL.search(text) is None
+    assert "A is CPU fallback, B is a GPU" in text
+    assert "B was not complete (12 of 40 points measured, stopped: cancelled)" in text
+    env = next(t for t in page.tables if t[0]["cells"] == ["field", "A", "B", "meaning"])
+    assert ["mode", "CPU fallback", "GPU"] == env[1]["cells"][:3]
+    figures = next(t for t in page.tables if t[0]["cells"][-1] == "B / A")
+    tile = next(r for r in figures if r["cells"][0] == "best / worst tile")
+    assert tile["cells"][1:] == ["2.2", "2.9", "x", "1.32x"]
+    claims = next(t for t in page.tables if t[0]["cells"][:2] == ["claim", "text"])
+    changed = [r["cells"][0] for r in claims[1:] if "changed" in r["classes"]]
+    assert changed == [row["id"] for row in c["claims"] if row["changed"]]
+    assert "tf32_speed" in changed and "tile_spread" not in changed
+
+
+def test_write_helpers(tmp_path, gpu_report):
+    c = compare_reports(make_report(), make_report())
+    out = write_compare_html(c, tmp_path / "sub" / "compare.html")
+    assert out == tmp_path / "sub" / "compare.html"
+    assert out.read_text(encoding="utf-8") == render_compare_html(c)
+    report = make_report(series={}, device_name="Ωmega box")
+    out = write_report_html(report, tmp_path / "report.html")
+    assert "Ωmega box" in out.read_bytes().decode("utf-8")
