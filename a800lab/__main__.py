@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             from . import report_cli
 
             report_cli.check(args, parser)
-            return report_cli.main(args)
+            return report_cli.main(args, show_point=_show)
         _check_run_options(args)
         if args.command == "comm":
             return _comm(args)
@@ -694,8 +694,9 @@ def _progress(done: int, total: int, eta_s: float | None) -> None:
 
 
 def _show(record) -> None:
-    """One line per point: params, outcome, rate and spread; `!` and the reasons when noisy."""
-    line = f"  {record.params}: {record.outcome}"
+    """One line per point: (label,) params, outcome, rate and spread; `!` and the reasons
+    when noisy."""
+    line = f"  {record.label + ' ' if record.label else ''}{record.params}: {record.outcome}"
     if record.throughput:
         line += f" {record.throughput:.3g} {record.throughput_unit}"
     if record.noise:

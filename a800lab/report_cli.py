@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from .workloads.report_claims import FAILS, HOLDS, UNTESTABLE
@@ -48,8 +49,9 @@ def add_parser(sub) -> None:
                         help="print the report (or the comparison) as JSON on stdout")
 
 
-def main(args) -> int:
-    """Run `report` from parsed arguments; see the module docstring for exit codes."""
+def main(args, show_point: Callable) -> int:
+    """Run `report` from parsed arguments, `show_point(record)` printing each point as
+    measured; see the module docstring for exit codes."""
     if args.compare:
         return _compare(args)
     from .report_html import write_report_html
@@ -58,7 +60,7 @@ def main(args) -> int:
     out = Path(args.out or "report")
     report = run_report(args.mode or "quick", out, device=args.device, budget_s=args.budget_s,
                         price_per_gpu_hour_usd=args.price_per_gpu_hour,
-                        torch_threads=args.threads, on_progress=_progress, on_record=_show)
+                        torch_threads=args.threads, on_progress=_progress, on_record=show_point)
     html = write_report_html(report, out / "report.html")
     print(json.dumps(report, indent=1, default=str) if args.json else format_verdicts(report))
     print(f"report: {html} (open it in a browser; no network needed), {out / 'report.json'}, "
@@ -110,17 +112,6 @@ def format_verdicts(report: dict) -> str:
 def _progress(done: int, total: int, eta_s: float | None, what: str) -> None:
     eta = "" if eta_s is None else f", about {eta_s:.0f} s left"
     print(f"[{done}/{total}{eta}] {what}", file=sys.stderr)
-
-
-def _show(record) -> None:
-    line = f"  {record.label} {record.params}: {record.outcome}"
-    if record.throughput:
-        line += f" {record.throughput:.4g} {record.throughput_unit}"
-    if record.message:
-        line += f" {record.message}"
-    if record.noise.get("noisy"):
-        line = "!" + line[1:] + "\n    ! " + "\n    ! ".join(record.noise["reasons"])
-    print(line, file=sys.stderr)
 
 
 def check(args, parser: argparse.ArgumentParser) -> None:
