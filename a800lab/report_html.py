@@ -31,7 +31,8 @@ __all__ = ["render_report_html", "render_compare_html", "write_report_html",
 
 STATUS_CLASS = {HOLDS: "holds", FAILS: "fails", UNTESTABLE: "untestable",
                 NOT_MEASURED: "not-measured"}
-STOPPED = {"budget": "the time budget ran out", "cancelled": "the run was cancelled"}
+STOPPED = {"budget": "the time budget ran out", "cancelled": "the run was cancelled",
+           "interrupted": "the run was interrupted (Ctrl-C)"}
 CAPTIONS = {
     "peaks": "Measured size³ matmul rate per precision and card; the black tick is the "
              "datasheet's dense peak, the percentage the share of it reached.",
@@ -49,7 +50,7 @@ h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:1px solid #d0d7de;padding
 table{border-collapse:collapse;margin:.6em 0;font-size:.92em}
 th,td{border:1px solid #d0d7de;padding:.3em .55em;text-align:left;vertical-align:top}
 th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
-.status{font-weight:600;white-space:nowrap;border-radius:4px;padding:.1em .4em}
+.status{font-weight:600;display:inline-block;border-radius:4px;padding:.1em .4em}
 .holds{background:#dafbe1;color:#116329}.fails{background:#ffebe9;color:#a40e26}
 .untestable{background:#eaeef2;color:#57606a}.not-measured{background:#fff8c5;color:#7d4e00}
 .noisy{color:#9a6700;font-size:.85em;font-weight:600}
@@ -204,6 +205,15 @@ def _health(report: dict) -> list[str]:
     return out
 
 
+def _caption(key: str, report: dict) -> str:
+    """The figure's caption; the peaks' datasheet tick is only described where it is drawn."""
+    if key == "peaks" and not any(r.get("datasheet_tflops")
+                                  for r in report["series"].get("peaks", [])):
+        return ("Measured size³ matmul rate per precision and card (the lab's table has no "
+                "datasheet figure for this device).")
+    return CAPTIONS[key]
+
+
 def _figures(report: dict) -> list[str]:
     out = ["<h2>Figures</h2>"]
     figures = report_figures(report)
@@ -211,7 +221,7 @@ def _figures(report: dict) -> list[str]:
         return out + ["<p>no series measured yet.</p>"]
     for key, fig in figures.items():
         out.append(f"<figure>{_img(figure_png(fig), f'{key}: {who(report)}')}"
-                   f"<figcaption>{esc(CAPTIONS[key])}</figcaption></figure>")
+                   f"<figcaption>{esc(_caption(key, report))}</figcaption></figure>")
         if key == "tiles":
             failed = [t for t in report["series"]["tiles"]
                       if t.get("outcome", "ok") != "ok" or t.get("tflops") is None]

@@ -142,6 +142,7 @@ def tiles_figure(report: dict) -> Figure:
         ax.annotate(f"{r['tflops']:.4g}", (r["tflops"], y), va="center", fontsize="x-small",
                     xytext=(3, 0), textcoords="offset points")
     ax.set_yticks(range(len(ok)), [str(r["config"]) for r in ok], fontsize="small")
+    ax.margins(x=0.12)   # room for the value written after the longest bar
     ax.set_ylim(len(ok) - 0.5 if ok else 0.5, -0.5)   # best first, at the top
     title = "tile configs by TFLOP/s"
     if len(ok) >= 2 and ok[-1]["tflops"] > 0:

@@ -9,6 +9,7 @@ run work only from a Run button and plot with a800lab.plots.
     CommExplorer()          # collectives (busbw), DDP comm hooks, no_sync, buckets on N ranks
     CostExplorer("train")   # samples/s, energy per sample, cost per million samples
     DiffPanel(a, b)         # two machines' results or doctor reports: what differs, B / A
+    ReportPanel()           # `a800lab report`: the guide's claims tested here, report inline
 """
 
 from .comm_explorer import CommExplorer
@@ -19,7 +20,9 @@ from .explorer import Explorer
 from .matmul_explorer import MatmulExplorer
 from .params import Choice, Fixed, Range
 from .pipeline_explorer import PipelineExplorer
+from .report_panel import ReportPanel
 from .training_explorer import TrainingExplorer
 
 __all__ = ["Choice", "CommExplorer", "CostExplorer", "DevicePanel", "DiffPanel", "Explorer",
-           "Fixed", "MatmulExplorer", "PipelineExplorer", "Range", "TrainingExplorer"]
+           "Fixed", "MatmulExplorer", "PipelineExplorer", "Range", "ReportPanel",
+           "TrainingExplorer"]

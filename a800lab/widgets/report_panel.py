@@ -1,0 +1,397 @@
+"""ReportPanel: `python -m a800lab report` in a notebook: run the battery, watch the verdicts
+fill in, read the report inline.
+
+    from a800lab.widgets import ReportPanel
+    panel = ReportPanel()                  # quick battery into runs/report/ (ignored by git)
+    panel                                  # the last expression of a cell shows it
+    report = panel.run(wait=True)          # the Run button in code; returns the report dict
+    panel.report, panel.html               # the last report and its HTML document
+    panel.show("a800-box/report/")         # an existing report folder (or its report.json)
+
+Run measures the battery (a800lab.workloads.report_run) into `<folder>/points.jsonl` on a
+thread of its own, so Stop works mid-run (the point in flight is abandoned, every point before
+it kept); Run again resumes: only points not yet measured in this environment are measured, so
+a price change or a stopped run costs nothing already measured. While it runs, the progress bar
+counts points with the time left and the current step, and the verdict table is re-judged as
+points arrive (off the measuring thread, a few times a second at most), in the "Verdicts" tab.
+At the end it writes report.json and the self-contained report.html beside the points and shows
+that HTML in the "Report" tab, in a sandboxed iframe, so the report's styles stay out of
+JupyterLab. Errors land in the status line
+and the panel stays usable; a second Run during a run is refused.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+import time
+from pathlib import Path
+
+import ipywidgets as widgets
+
+from ..core.cancel import CancelToken
+from ..core.environment import environment, fingerprint
+from ..core.noise import default_cpu_threads
+from ..core.results import Record, read_records
+from ..report_html import render_report_html
+from ..workloads.report_battery import MODES, Plan, plan_battery
+from ..workloads.report_claims import FAILS, HOLDS, NOT_MEASURED, UNTESTABLE
+from ..workloads.report_compare import load_report
+from ..workloads.report_run import (
+    DEFAULT_PRICE_PER_GPU_HOUR_USD,
+    POINTS_FILE,
+    REPORT_FILE,
+    report_device,
+    run_report,
+)
+from ..workloads.report_verdicts import judge
+from .redraw import Redrawer
+from .status import StatusLine
+
+HTML_FILE = "report.html"
+IFRAME_HEIGHT_PX = 900
+_STATUS_COLOURS = {HOLDS: "#1a7f37", FAILS: "#c62828", UNTESTABLE: "#6e6e6e",
+                   NOT_MEASURED: "#b26a00"}
+_CELL = "text-align:left;vertical-align:top;padding:3px 8px;border-bottom:1px solid #ddd"
+_STOPPED = {"budget": "the time budget ran out", "cancelled": "stopped",
+            "interrupted": "interrupted"}
+
+
+def _positive(what: str, value, example: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f"{what} must be a positive number, e.g. {example} (got {value!r})")
+    return float(value)
+
+
+def verdicts_html(claims: list[dict], *, live: bool = False) -> str:
+    """The claims as a table: verdict (coloured), claim, what was measured or why not, and the
+    chapter that explains it."""
+    counts = {s: sum(c.get("status") == s for c in claims) for s in _STATUS_COLOURS}
+    head = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+    title = "Verdicts so far" if live else "Verdicts"
+    rows = []
+    for c in claims:
+        status = str(c.get("status", ""))
+        colour = _STATUS_COLOURS.get(status, "inherit")
+        noisy = " (noisy)" if c.get("noisy") else ""
+        detail = c.get("measured") if status in (HOLDS, FAILS) else c.get("reason")
+        rows.append(
+            f'<tr><td style="{_CELL};color:{colour};font-weight:bold">'
+            f"{html.escape(status + noisy)}</td>"
+            f'<td style="{_CELL}">{html.escape(str(c.get("text", "")))}</td>'
+            f'<td style="{_CELL};font-size:90%">{html.escape(str(detail or ""))}</td>'
+            f'<td style="{_CELL};font-size:90%">{html.escape(str(c.get("chapter_path", "")))}'
+            "</td></tr>")
+    heads = "".join(f'<th style="{_CELL}">{h}</th>'
+                    for h in ("verdict", "claim", "measured / why not", "chapter"))
+    return (f"<b>{title}</b> <small>({html.escape(head or 'no claims')})</small>"
+            '<table class="a800lab-verdicts" style="border-collapse:collapse;line-height:1.3">'
+            f"<tr>{heads}</tr>" + "".join(rows) + "</table>")
+
+
+def iframe_html(document: str, height_px: int = IFRAME_HEIGHT_PX) -> str:
+    """An HTML document inside a sandboxed iframe (no scripts, no navigation): its CSS applies
+    to the frame only."""
+    return (f'<iframe srcdoc="{html.escape(document, quote=True)}" sandbox="" '
+            f'title="a800lab report" style="width:100%;height:{height_px}px;'
+            'border:1px solid #ccc"></iframe>')
+
+
+class ReportPanel:
+    """The report as a panel (see the module docstring).
+
+    `mode`: "quick" (about 2 minutes on one GPU, ~15 s on a CPU) or "full". `out`: the report's
+    folder (points.jsonl, report.json, report.html). `device`: "auto" (the first GPU, else the
+    CPU), "cpu" or "cuda:N". `price_per_gpu_hour_usd`: for the cost per million samples.
+    `cpu_threads`: torch's CPU threads during the run (default on a CPU: all usable cores but
+    one). `budget_s`: stop starting points after this long (default: the mode's). `plan`: a
+    battery of your own (a800lab.workloads.report_battery.Plan), e.g. a smaller one; it
+    replaces the mode's.
+    """
+
+    def __init__(self, mode: str = "quick", out: str | Path = "runs/report", *,
+                 device: str = "auto",
+                 price_per_gpu_hour_usd: float = DEFAULT_PRICE_PER_GPU_HOUR_USD,
+                 cpu_threads: int | None = None, budget_s: float | None = None,
+                 plan: Plan | None = None):
+        if mode not in MODES:
+            raise ValueError(f"mode={mode!r}: use one of {MODES}")
+        if cpu_threads is not None and (isinstance(cpu_threads, bool) or
+                                        not isinstance(cpu_threads, int) or cpu_threads < 1):
+            raise ValueError(f"cpu_threads={cpu_threads!r} must be a positive int or None")
+        if budget_s is not None:
+            _positive("budget_s", budget_s, "600")
+        _positive("price_per_gpu_hour_usd", price_per_gpu_hour_usd, "2.0")
+        self.device = report_device(device)
+        self.torch_threads = cpu_threads or (default_cpu_threads() if self.device == "cpu"
+                                             else None)
+        self.budget_s, self.plan = budget_s, plan
+        self.report: dict | None = None
+        self.html: str | None = None
+        self.measured_now = 0          # points the last run measured (0: all resumed)
+        self._records: list[Record] = []
+        self._records_lock = threading.Lock()
+        self._live_plan: Plan | None = None
+        self._device_name = str(environment(self.device).get("device_name") or self.device)
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._cancel = CancelToken()
+        self._drawer = Redrawer(self._draw_verdicts, name="a800lab-draw-report",
+                                on_error=lambda exc: self.status.say(
+                                    f"Verdict table failed: {type(exc).__name__}: {exc}",
+                                    "error"))
+        self._build(mode, str(out), price_per_gpu_hour_usd)
+
+    # ---- layout -------------------------------------------------------------------------
+    def _build(self, mode: str, out: str, price: float) -> None:
+        self.mode = widgets.ToggleButtons(options=list(MODES), value=mode, description="battery",
+                                          style={"button_width": "auto"},
+                                          tooltips=["a few points per claim (about 2 min on a "
+                                                    "GPU)", "every size and config (about 15 "
+                                                    "min on a GPU)"])
+        self.price = widgets.FloatText(value=price, description="$ / GPU-hour",
+                                       tooltip="for the cost per million samples",
+                                       style={"description_width": "initial"},
+                                       layout=widgets.Layout(width="200px"))
+        self.folder = widgets.Text(value=out, description="folder",
+                                   tooltip="where points.jsonl, report.json and report.html go; "
+                                           "Run again resumes what is there",
+                                   layout=widgets.Layout(width="40%"))
+        self.run_button = widgets.Button(description="Run", button_style="success", icon="play")
+        self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop",
+                                          disabled=True)
+        self.show_button = widgets.Button(description="Show saved", icon="folder-open",
+                                          tooltip="show the report already in the folder")
+        self.run_button.on_click(lambda _: self.run())
+        self.stop_button.on_click(lambda _: self.stop())
+        self.show_button.on_click(lambda _: self.show())
+        self.progress = widgets.IntProgress(value=0, min=0, max=1, description="progress")
+        self.progress_text = widgets.Label("")
+        self.step_text = widgets.Label("")
+        self.status = StatusLine(f"Ready: press Run to measure the {mode} battery on "
+                                 f"{self._conditions()}.")
+        self.status.add_class("a800lab-status")
+        self.verdicts = widgets.HTML("")
+        self.paths = widgets.HTML("")
+        self.view = widgets.HTML("")
+        # two tabs, so the report's own claims table does not sit under a copy of itself: the
+        # verdicts (live during a run), then the report page (shown when it is ready)
+        self.tabs = widgets.Tab(children=[self.verdicts, self.view])
+        self.tabs.set_title(0, "Verdicts")
+        self.tabs.set_title(1, "Report")
+        self.widget = widgets.VBox([
+            widgets.HTML("<h3>The report: this machine against the guide's claims</h3>"),
+            widgets.HBox([self.mode, self.price]),
+            widgets.HBox([self.folder, self.run_button, self.stop_button, self.show_button]),
+            widgets.HBox([self.progress, self.progress_text, self.step_text]),
+            self.status, self.paths, self.tabs])
+        self.mode.observe(lambda _: self._preview(), names="value")
+        self._preview()
+
+    def _ipython_display_(self):
+        from IPython.display import display
+
+        display(self.widget)
+
+    def _conditions(self) -> str:
+        if self.device != "cpu":
+            threads = "" if self.torch_threads is None else f", {self.torch_threads} CPU threads"
+            return f"GPU {self.device}{threads}"
+        plural = "s" if self.torch_threads != 1 else ""
+        return f"CPU fallback, {self.torch_threads} torch thread{plural}"
+
+    def _preview(self) -> None:
+        """The verdict table before any run: what this machine can and cannot test."""
+        if self.running or self.report is not None:
+            return
+        try:
+            plan = self.plan or plan_battery(self.mode.value, self.device)
+            facts = judge([], plan, device_name=self._device_name,
+                          price_per_gpu_hour_usd=self.price.value)
+        except Exception:  # noqa: BLE001 -- a preview only; Run says what is wrong
+            return
+        self.verdicts.value = verdicts_html(facts["claims"], live=True)
+
+    @property
+    def status_text(self) -> str:
+        """The status line as plain text."""
+        return self.status.text
+
+    # ---- running --------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def run(self, wait: bool = False, *, mode: str | None = None, out: str | Path | None = None,
+            price_per_gpu_hour_usd: float | None = None):
+        """Measure (resuming) and judge the battery; keyword values set the controls first.
+        With wait=True returns the report dict (None if the run could not start or failed,
+        the reason in the status line); with wait=False returns whether a run started."""
+        with self._lock:
+            if self.running:
+                self.status.say("A report is already running: press Stop or wait for it.",
+                                "warn")
+                return None if wait else False
+            try:
+                if mode is not None:
+                    if mode not in MODES:
+                        raise ValueError(f"mode={mode!r}: use one of {MODES}")
+                    self.mode.value = mode
+                if out is not None:
+                    self.folder.value = str(out)
+                if price_per_gpu_hour_usd is not None:
+                    self.price.value = price_per_gpu_hour_usd
+                price = _positive("the price per GPU-hour (US dollars)", self.price.value, "2.0")
+                folder = Path(self.folder.value.strip() or ".")
+                if folder.exists() and not folder.is_dir():
+                    raise ValueError(f"folder {str(folder)!r} is a file; give a directory")
+                plan = self.plan or plan_battery(self.mode.value, self.device)
+            except Exception as exc:  # any bad value: say so, start nothing
+                self.status.say(f"Cannot run: {exc}", "error")
+                return None if wait else False
+            self._cancel = CancelToken()
+            self._live_plan = plan
+            self.report = self.html = None
+            self.view.value = self.paths.value = ""
+            self.tabs.selected_index = 0
+            self.run_button.disabled, self.stop_button.disabled = True, False
+            self.show_button.disabled = True
+            self.progress.max, self.progress.value = plan.points, 0
+            self.progress_text.value, self.step_text.value = f"0/{plan.points} points", ""
+            self.status.say(f"Running the {plan.mode} battery ({plan.points} points) on "
+                            f"{self._conditions()} into {folder} ...")
+            self._thread = threading.Thread(target=self._work, args=(plan, folder, price),
+                                            daemon=True, name="a800lab-report")
+            self._thread.start()
+        if not wait:
+            return True
+        self.wait()
+        return self.report
+
+    def wait(self, timeout_s: float | None = None) -> None:
+        """Block until the current run (if any) has ended and its verdicts are drawn. Ctrl-C
+        (a kernel interrupt) stops the run after saving what was measured, then re-raises."""
+        thread = self._thread
+        if thread is None:
+            return
+        try:
+            thread.join(timeout_s)
+        except KeyboardInterrupt:
+            self.stop()
+            thread.join()
+            raise
+        self._drawer.flush(timeout_s)
+
+    def stop(self) -> None:
+        """End the run: the point in flight is abandoned, every point before it is kept (Run
+        again resumes)."""
+        if self.running:
+            self._cancel.cancel()
+            self.status.say(f"Stopping ({self.progress.value} of {self.progress.max} points "
+                            "done) ...", "warn")
+
+    def _work(self, plan: Plan, folder: Path, price: float) -> None:
+        started = time.perf_counter()
+        self.measured_now = 0
+        try:
+            env = environment(self.device)
+            self._device_name = str(env.get("device_name") or self.device)
+            points = folder / POINTS_FILE
+            mine = fingerprint(env)
+            earlier = [r for r in read_records(points) if r.env.get("fingerprint") == mine] \
+                if points.is_file() else []
+            with self._records_lock:
+                self._records = earlier
+            self._drawer.request(urgent=True)
+            report = run_report(plan.mode, folder, device=self.device, budget_s=self.budget_s,
+                                price_per_gpu_hour_usd=price, torch_threads=self.torch_threads,
+                                plan=plan, on_progress=self._on_progress,
+                                on_record=self._on_record, cancel=self._cancel)
+            self.step_text.value = "writing report.html ..."
+            document = render_report_html(report)
+            page = folder / HTML_FILE
+            page.write_text(document, encoding="utf-8")
+            self._drawer.flush()  # the live table's last draw must not overwrite the final one
+            self._display(report, document, folder)
+            self.status.say(self._summary(report, time.perf_counter() - started),
+                            "ok" if report["complete"] else "warn")
+        except BaseException as exc:  # noqa: B036 -- whatever ends the run, say so and recover
+            self.status.say(f"Report failed: {type(exc).__name__}: {exc} (the points measured "
+                            f"are kept in {folder / POINTS_FILE}; press Run to resume)", "error")
+        finally:
+            self.step_text.value = ""
+            self.run_button.disabled, self.stop_button.disabled = False, True
+            self.show_button.disabled = False
+
+    def _on_progress(self, done: int, total: int, eta_s: float | None, what: str) -> None:
+        self.progress.max, self.progress.value = total, done
+        left = "" if eta_s is None or done == total else f", about {eta_s:.0f} s left"
+        self.progress_text.value = f"{done}/{total} points{left}"
+        self.step_text.value = what
+
+    def _on_record(self, record: Record) -> None:
+        """On the measuring thread: keep the point and ask for a re-judge; no drawing here."""
+        with self._records_lock:
+            self._records.append(record)
+        self.measured_now += 1
+        self._drawer.request()
+
+    def _draw_verdicts(self) -> None:
+        with self._records_lock:
+            records = list(self._records)
+        if self._live_plan is None or self.report is not None:
+            return
+        facts = judge(records, self._live_plan, device_name=self._device_name,
+                      price_per_gpu_hour_usd=self.price.value if self.price.value > 0 else 1.0)
+        if self.report is None:
+            self.verdicts.value = verdicts_html(facts["claims"], live=True)
+
+    def _summary(self, report: dict, wall_s: float) -> str:
+        p = report["points"]
+        counts = {s: sum(c["status"] == s for c in report["claims"]) for s in _STATUS_COLOURS}
+        verdicts = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+        head = (f"{p['measured']} of {p['planned']} points measured ({self.measured_now} now, "
+                f"{p['failed']} failed) in {wall_s:.0f} s on {self._conditions()}")
+        if report["complete"]:
+            return f"Done: {head}. {verdicts}."
+        why = _STOPPED.get(report["stopped"], report["stopped"] or "not complete")
+        return (f"Not complete ({why}): {head}; {p['not_measured']} not measured yet: press "
+                f"Run to resume. {verdicts}.")
+
+    # ---- showing --------------------------------------------------------------------------
+    def _display(self, report: dict, document: str, folder: Path | None) -> None:
+        self.report, self.html = report, document
+        self.verdicts.value = verdicts_html(report["claims"])
+        if folder is not None:
+            files = [folder / name for name in (HTML_FILE, REPORT_FILE, POINTS_FILE)
+                     if (folder / name).is_file()]
+            self.paths.value = ("<small>Saved: " + ", ".join(
+                f"<code>{html.escape(str(f))}</code>" for f in files)
+                + " (report.html opens in any browser, no network needed)</small>")
+        else:
+            self.paths.value = ""
+        self.view.value = iframe_html(document)
+        self.tabs.selected_index = 1
+
+    def show(self, path: str | Path | None = None) -> dict | None:
+        """Show an existing report: a folder written by `python -m a800lab report` or this
+        panel, or its report.json (default: the folder box). Returns the report dict, or None
+        with the reason in the status line."""
+        if self.running:
+            self.status.say("A report is running: wait for it or press Stop before showing "
+                            "another.", "warn")
+            return None
+        path = Path(self.folder.value if path is None else path)
+        try:
+            report = load_report(path)
+            document = render_report_html(report)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            self.status.say(f"Cannot show {path}: {exc}", "error")
+            return None
+        self._display(report, document, path if path.is_dir() else path.parent)
+        p = report.get("points") or {}
+        self.status.say(f"Showing {path}: {report.get('device_name')} ({report.get('scope')}), "
+                        f"{report.get('mode')} battery, {p.get('measured')} of "
+                        f"{p.get('planned')} points measured.",
+                        "ok" if report.get("complete") else "warn")
+        return report
