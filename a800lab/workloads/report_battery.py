@@ -49,6 +49,8 @@ QUICK_TRITON_TILES = tuple(
               (256, 64, 32, 4, 3)))
 QUICK_CPU_TILES = tuple(dict(block_m=b, block_n=b, block_k=64, group_m=1) for b in (32, 64, 128))
 QUICK_GPU_MAX_BATCH_MIB = 8192   # quick: plan for an 8 GiB budget (a few trials, not 80 GB's)
+# CPU: a pretend budget of counted bytes; 32 MiB keeps the quick battery's trials under a second
+CPU_MAX_BATCH_MIB = {"quick": 32, "full": 256}
 ACCUM = {"cpu": (64, 16, 4), "cuda": (64, 16, 4)}   # large batch, micro-batch, steps
 PIPELINE = {"preprocess_ms": 0.05, "cost": "cpu", "batch_size": 64, "prefetch_factor": 2}
 PIPELINE_WORKERS = 4
@@ -205,10 +207,10 @@ def _cpu_plan(mode: str) -> Plan:
             {"train_steps": 3, "budget_s": 0.2}, 2.0, ("accumulation",),
             "large batch vs accumulated micro-batches"),
         Step("max_batch", "max_batch", tuple(
-            {"model": m, "size": "tiny", "precision": p}
+            {"model": m, "size": "tiny", "precision": p, "limit_mib": CPU_MAX_BATCH_MIB[mode]}
             for m in (("mlp",) if not full else ("mlp", "transformer"))
-            for p in ("fp32", "bf16")), {}, 3.0, ("max_batch",),
-            "largest micro-batch in a 256 MiB pretend budget"),
+            for p in ("fp32", "bf16")), {}, 1.0 if not full else 3.0, ("max_batch",),
+            f"largest micro-batch in a {CPU_MAX_BATCH_MIB[mode]} MiB pretend budget"),
         Step("usage", "usage", ({"model": "mlp", "size": "tiny", "batch_size": 64,
                                  "precision": "fp32"},), {"duration_s": 0.5}, 1.5, ("bill",),
              "energy per sample and cost per million samples"),
