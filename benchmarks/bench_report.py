@@ -14,10 +14,12 @@ GPU; on a CPU the quick battery runs at CPU sizes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -27,13 +29,18 @@ from a800lab.__main__ import main
 from a800lab.core.results import read_records
 
 
+def _report(mode: str, device: str, folder: Path) -> tuple[int, float]:
+    """The CLI's exit code and wall seconds; its verdict lines go to stderr with its progress,
+    so stdout holds this benchmark's JSON only."""
+    started = time.perf_counter()
+    with contextlib.redirect_stdout(sys.stderr):
+        code = main(["report", f"--{mode}", "--out", str(folder), "--device", device])
+    return code, time.perf_counter() - started
+
+
 def _round(mode: str, device: str, folder: Path) -> dict:
-    started = time.perf_counter()
-    code = main(["report", f"--{mode}", "--out", str(folder), "--device", device])
-    first_s = time.perf_counter() - started
-    started = time.perf_counter()
-    main(["report", f"--{mode}", "--out", str(folder), "--device", device])
-    resume_s = time.perf_counter() - started
+    code, first_s = _report(mode, device, folder)
+    _, resume_s = _report(mode, device, folder)
     report = json.loads((folder / "report.json").read_text())
     per_step: dict[str, float] = defaultdict(float)
     records = read_records(folder / "points.jsonl")
