@@ -99,6 +99,11 @@ def test_an_interrupted_report_resumes_where_it_stopped(tmp_path):
     assert by_id(second)["tile_spread"]["status"] in (HOLDS, "does not hold here")
     assert len(second["sessions"]) == 2
     assert second["wall_s"] == pytest.approx(sum(s["wall_s"] for s in second["sessions"]))
+    third = run_report(out=tmp_path, plan=small_plan())   # nothing left: a sitting of its own
+    assert len(third["sessions"]) == 3
+    (tmp_path / POINTS_FILE).unlink()   # points gone: the sittings that measured them go too
+    fourth = run_report(out=tmp_path, plan=small_plan())
+    assert len(fourth["sessions"]) == 1 and fourth["points"]["measured"] == 3
 
 
 @pytest.mark.usefixtures("one_torch_thread")

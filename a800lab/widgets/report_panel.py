@@ -75,6 +75,8 @@ def verdicts_html(claims: list[dict], *, live: bool = False) -> str:
         colour = _STATUS_COLOURS.get(status, "inherit")
         noisy = " (noisy)" if c.get("noisy") else ""
         detail = c.get("measured") if status in (HOLDS, FAILS) else c.get("reason")
+        if status not in (HOLDS, FAILS) and c.get("measured"):   # e.g. fp32's cost on a CPU
+            detail = f"{detail} Measured: {c['measured']}"
         rows.append(
             f'<tr><td style="{_CELL};color:{colour};font-weight:bold">'
             f"{html.escape(status + noisy)}</td>"

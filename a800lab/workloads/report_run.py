@@ -192,8 +192,8 @@ def build(plan: Plan, folder: str | Path, env: dict, *, wall_s: float = 0.0, sto
           price_per_gpu_hour_usd: float = DEFAULT_PRICE_PER_GPU_HOUR_USD, run_id: str = "",
           torch_threads: int | None = None) -> dict:
     """The report dict of `folder`'s points for this environment; also written to
-    `folder`/report.json (sessions carried over from an earlier report.json of the same
-    environment, so the wall time covers every sitting)."""
+    `folder`/report.json (the sittings that measured its points carried over from an earlier
+    report.json, so the wall time covers every sitting that measured)."""
     folder = Path(folder)
     all_records = read_records(folder / POINTS_FILE) if (folder / POINTS_FILE).exists() else []
     records = [r for r in all_records if r.env.get("fingerprint") == env["fingerprint"]]
@@ -203,7 +203,7 @@ def build(plan: Plan, folder: str | Path, env: dict, *, wall_s: float = 0.0, sto
     facts = judge(newest.values(), plan, device_name=_name(env),
                   price_per_gpu_hour_usd=price_per_gpu_hour_usd)
     doctor = build_report()
-    sessions = _earlier_sessions(folder, env["fingerprint"]) + [
+    sessions = _earlier_sessions(folder, env["fingerprint"], {r.run_id for r in records}) + [
         {"run_id": run_id, "finished": _now(), "wall_s": wall_s, "stopped": stopped,
          "torch_threads": torch_threads}]
     ok = sum(r.outcome == "ok" for r in newest.values())
@@ -236,8 +236,10 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
-def _earlier_sessions(folder: Path, env_fingerprint: str) -> list[dict]:
-    """Sittings recorded by an earlier report.json of the same environment ([] otherwise)."""
+def _earlier_sessions(folder: Path, env_fingerprint: str, run_ids: set[str]) -> list[dict]:
+    """Sittings recorded by an earlier report.json of the same environment whose points are
+    still in the points file (`run_ids`): a sitting that measured nothing, or whose points were
+    deleted, adds no wall time."""
     try:
         earlier = json.loads((folder / REPORT_FILE).read_text())
     except (OSError, ValueError):
@@ -245,4 +247,5 @@ def _earlier_sessions(folder: Path, env_fingerprint: str) -> list[dict]:
     if (not isinstance(earlier, dict) or earlier.get("kind") != KIND
             or (earlier.get("environment") or {}).get("fingerprint") != env_fingerprint):
         return []
-    return [s for s in earlier.get("sessions", []) if isinstance(s, dict) and "wall_s" in s]
+    return [s for s in earlier.get("sessions", [])
+            if isinstance(s, dict) and "wall_s" in s and s.get("run_id") in run_ids]

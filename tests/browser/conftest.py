@@ -121,7 +121,7 @@ def _seed_settings(settings_dir: Path) -> None:
 def _copy_notebooks(root: Path) -> None:
     if (REPO / "notebooks").is_dir():
         shutil.copytree(REPO / "notebooks", root / "notebooks",
-                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "*.jsonl"))
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "*.jsonl", "runs"))
     if (REPO / "data").is_dir():  # recorded runs, as `../data` from a chapter
         (root / "data").symlink_to(REPO / "data", target_is_directory=True)
     (root / "browser").mkdir()

@@ -266,3 +266,30 @@ def test_chapter_02_tile_heatmap_and_shape_sweep(page: Page, lab):
     expect(panel.get_by_text(re.compile("^best tile"))).to_be_visible()
     expect(panel.get_by_text("not a Triton config", exact=False)).to_be_visible()
     panel.screenshot(path=str(ARTIFACTS / "chapter02-tile-heatmap.png"))
+
+
+CHAPTER_11 = REPO / "notebooks" / "11-report.ipynb"
+
+
+@pytest.mark.skipif(not CHAPTER_11.exists(), reason=f"{CHAPTER_11.name} is not written yet")
+def test_chapter_11_report_shown_inline(page: Page, lab):
+    open_notebook(page, lab, f"notebooks/{CHAPTER_11.name}")
+    run_all_cells(page, code_cell_count(CHAPTER_11))
+
+    panel = widget_panel(page, "The report: this machine against the guide's claims")
+    # The run is over: the report's own page sits in a sandboxed frame, its figures inline.
+    report = panel.frame_locator("iframe").first
+    expect(report.locator("h1")).to_contain_text(f"a800lab report: {cpu_device_name()}")
+    expect(report.locator("h1")).to_contain_text("CPU fallback")
+    expect(report.get_by_text("holds here").first).to_be_visible()
+    expect(report.get_by_text("cannot be tested on this machine").first).to_be_visible()
+    expect(report.locator('img[src^="data:image/png;base64,"]').first).to_be_visible()
+    assert report.locator('[src^="http"], [href^="http"]').count() == 0
+    frame = panel.locator("iframe").first
+    frame.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)   # let the frame paint before the picture
+    page.screenshot(path=str(ARTIFACTS / "chapter11-report-panel.png"))
+    # The verdicts tab: one row per claim, the GPU-only ones saying why.
+    panel.get_by_role("tab", name="Verdicts").click()
+    expect(panel.get_by_text("no NVIDIA GPU here").first).to_be_visible()
+    panel.screenshot(path=str(ARTIFACTS / "chapter11-verdicts.png"))
