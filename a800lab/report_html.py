@@ -21,6 +21,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from .core.doctor import format_report, with_defaults
 from .core.envdiff import show_value
 from .report_plots import figure_png, report_figures, who
 from .workloads.report_claims import FAILS, HOLDS, NOT_MEASURED, UNTESTABLE
@@ -189,8 +190,14 @@ def _health(report: dict) -> list[str]:
         out.append("<p>one card: no siblings to compare it with.</p>")
     if isinstance(threshold, int | float):
         out.append(f'<p class="small">A card is flagged when it is more than {_pct(threshold)} '
-                   f"below its siblings' median; below {_pct(health.get('datasheet_threshold'))}"
-                   " of its datasheet figure it is suspect on its own.</p>")
+                   f"below its siblings' median, or more than "
+                   f"{_pct(health.get('datasheet_threshold'))} below its datasheet figure.</p>")
+    out += _memory_health(health.get("memory") or {})
+    doctor = report.get("doctor")
+    if doctor:
+        out.append("<details><summary>doctor's full report: GPUs, clocks and throttling, ECC, "
+                   "MIG, topology (<code>nvidia-smi topo -m</code>), NUMA affinity</summary>"
+                   f"<pre>{esc(format_report(with_defaults(doctor)))}</pre></details>")
     busbw = health.get("busbw") or {}
     out.append("<h3>Bus bandwidth</h3>")
     if busbw.get("rows"):
@@ -212,6 +219,21 @@ def _caption(key: str, report: dict) -> str:
         return ("Measured size³ matmul rate per precision and card (the lab's table has no "
                 "datasheet figure for this device).")
     return CAPTIONS[key]
+
+
+def _memory_health(memory: dict) -> list[str]:
+    """ECC counters, remapped rows and retired pages per GPU: ok / watch / drain, and why."""
+    out = ["<h3>Memory health (ECC, remapped rows, retired pages)</h3>"]
+    if not memory:
+        return out + ["<p>not recorded in this report.</p>"]
+    if not memory.get("gpu_found"):
+        return out + [f"<p>{esc(memory.get('no_gpu_reason') or 'no GPU found')}: nothing to "
+                      "check.</p>"]
+    rows = [[esc(g.get("index")), esc(g.get("name")), esc(g.get("verdict")),
+             esc("; ".join(g.get("reasons") or []) or None)] for g in memory.get("gpus", [])]
+    return out + [_table(["GPU", "name", "verdict", "why"], rows,
+                         ["flagged" if g.get("verdict") != "ok" else ""
+                          for g in memory.get("gpus", [])])]
 
 
 def _figures(report: dict) -> list[str]:

@@ -178,7 +178,10 @@ def _health(gpu: bool, series: dict) -> dict:
                            "ratio_of_datasheet": None, "copy_gbs": 9.5,
                            "datasheet_copy_gbs": None, "noisy": False}],
                 "flags": [], "threshold": 0.1, "datasheet_threshold": 0.4,
-                "busbw": {"untestable": "no GPU here: bus bandwidth needs 2 or more GPUs"}}
+                "busbw": {"untestable": "no GPU here: bus bandwidth needs 2 or more GPUs"},
+                "memory": {"gpu_found": False, "no_gpu_reason": "no NVIDIA driver", "gpus": [],
+                           "advice": ["No NVIDIA GPU found (no NVIDIA driver): nothing to "
+                                      "check."]}}
     cards = [{"device": d, "name": H200, "precision": "bf16", "matmul_tflops": t,
               "datasheet_tflops": 989.4, "ratio_of_datasheet": round(t / 989.4, 2),
               "copy_gbs": 3900.0, "datasheet_copy_gbs": 4800.0, "noisy": False}
@@ -190,7 +193,12 @@ def _health(gpu: bool, series: dict) -> dict:
             for r in series["busbw"]]
     return {"advice": _gpu_doctor()["advice"], "cards": cards, "flags": [flag],
             "threshold": 0.1, "datasheet_threshold": 0.4,
-            "busbw": {"rows": rows, "link_gbs": 450.0}}
+            "busbw": {"rows": rows, "link_gbs": 450.0},
+            "memory": {"gpu_found": True, "no_gpu_reason": "", "gpus": [
+                {"index": 0, "name": H200, "verdict": "ok", "reasons": []},
+                {"index": 1, "name": H200, "verdict": "drain",
+                 "reasons": ["GPU 1: a row remapping failed: drain it and ask for an RMA"]}],
+                "advice": ["GPU 1: a row remapping failed: drain it and ask for an RMA"]}}
 
 
 def _figures(gpu: bool, verdicts: list[Verdict], series: dict) -> dict:

@@ -199,6 +199,13 @@ def test_health_section(gpu_html, cpu_html):
     assert "TF32 is off for float32 matmuls" in gpu_html
     assert "no GPU here: bus bandwidth needs 2 or more GPUs" in cpu_html
     assert "one card: no siblings to compare it with" in cpu_html
+    memory = next(t for t in tables if t[0]["cells"] == ["GPU", "name", "verdict", "why"])
+    assert [r["cells"][2] for r in memory[1:]] == ["ok", "drain"]
+    assert "flagged" in memory[2]["classes"] and "flagged" not in memory[1]["classes"]
+    assert "no NVIDIA driver: nothing to check" in cpu_html
+    # doctor's own tables (GPUs, topology, affinity) travel with the report
+    assert "doctor's full report" in gpu_html and "<pre>" in gpu_html
+    assert "more than 40% below its datasheet figure" in gpu_html
 
 
 def test_thresholds_and_environment(gpu_report, gpu_html):

@@ -33,6 +33,7 @@ from ..core.environment import environment, fingerprint
 from ..core.noise import default_cpu_threads
 from ..core.results import Record, append_record, check_writable, new_run_id, read_records
 from ..core.sweep import measure_point, thread_count
+from .health import health_report
 from .report_battery import BUDGET_S, POINTS, Plan, Step, plan_battery
 from .report_claims import thresholds
 from .report_verdicts import judge
@@ -224,6 +225,7 @@ def build(plan: Plan, folder: str | Path, env: dict, *, wall_s: float = 0.0, sto
         **facts, "thresholds": thresholds(), "plan": plan.to_dict(),
     }
     report["health"]["advice"] = advice(doctor)
+    report["health"]["memory"] = health_report()
     (folder / REPORT_FILE).write_text(json.dumps(report, indent=1, default=str) + "\n")
     return report
 
