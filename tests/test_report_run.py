@@ -200,3 +200,31 @@ def test_cli_compare_two_recorded_reports(tmp_path, capsys):
     assert "best / worst tile" in capsys.readouterr().out
     assert main(["report", "--compare", str(tmp_path / "a"), str(tmp_path / "nothing")]) == 2
     assert "nothing" in capsys.readouterr().err
+
+
+def comm_plan() -> Plan:
+    """The battery's two multi-rank steps on 2 gloo ranks (NCCL's path on a GPU box)."""
+    ranks = {"world_size": 2, "backend": "gloo"}
+    busbw = tuple({"op": "all_reduce", "size_bytes": s, "dtype": "fp32", **ranks}
+                  for s in (2**12, 2**16))
+    ddp = tuple({"hook": h, "sync": s, "accum_steps": 2, **ranks}
+                for h in ("allreduce", "fp16_compress") for s in ("no_sync", "every_micro_batch"))
+    return Plan("quick", "cpu", 0, (
+        Step("busbw", "comm", busbw, {"budget_s": 0.05}, 1.0, ("busbw",), ranks=2),
+        Step("compression", "ddp", ddp, {"budget_s": 0.05, "train_steps": 2}, 1.0,
+             ("compression",), ranks=2)), {})
+
+
+def test_multi_rank_steps_are_judged_and_resume(tmp_path):
+    first = run_report(out=tmp_path, plan=comm_plan())
+    assert first["complete"] and first["points"]["ok"] == 6, [
+        r.message for r in read_records(tmp_path / POINTS_FILE) if r.outcome != "ok"]
+    rows = first["health"]["busbw"]["rows"]
+    assert [r["size_bytes"] for r in rows] == [2**12, 2**16]
+    assert all(r["busbw_gbs"] > 0 for r in rows)
+    compression = by_id(first)["compression"]
+    assert compression["status"] in (HOLDS, "does not hold here"), compression
+    assert "fp16_compress" in compression["measured"] and "eval loss" in compression["measured"]
+    again = []
+    second = run_report(out=tmp_path, plan=comm_plan(), on_record=again.append)
+    assert again == [] and second["complete"]   # the ranks' records match the plan's points

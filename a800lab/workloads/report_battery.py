@@ -320,12 +320,16 @@ def _gpu_plan(mode: str, device: str, count: int) -> Plan:
              "training under the energy meter"),
     ]
     if count >= 2:
+        # the comm workers' records name their world and backend: so do the points, or resume
+        # and the report would never match them
+        ranks = {"world_size": count, "backend": "nccl"}
         steps += [
-            Step("busbw", "comm", tuple({"op": "all_reduce", "size_bytes": s, "dtype": "fp32"}
-                                        for s in COMM_SIZES[mode]), {"budget_s": 0.3}, 2.0,
-                 ("busbw",), f"all-reduce over {count} GPUs", ranks=count),
+            Step("busbw", "comm", tuple({"op": "all_reduce", "size_bytes": s, "dtype": "fp32",
+                                         **ranks} for s in COMM_SIZES[mode]),
+                 {"budget_s": 0.3}, 2.0, ("busbw",), f"all-reduce over {count} GPUs",
+                 ranks=count),
             Step("compression", "ddp", tuple(
-                {"hook": h, "sync": s, "accum_steps": DDP_ACCUM_STEPS}
+                {"hook": h, "sync": s, "accum_steps": DDP_ACCUM_STEPS, **ranks}
                 for h in HOOKS for s in ("no_sync", "every_micro_batch")),
                 {"budget_s": 0.3, "train_steps": 10 if not full else 30}, 5.0,
                 ("compression",), f"DDP comm hooks over {count} GPUs", ranks=count),

@@ -170,16 +170,18 @@ class _Run:
         """The multi-GPU steps: one rank group per step, one point at a time."""
         from .comm_runs import run_comm, start_ranks
 
-        for step in dict.fromkeys(s for s, _ in todo):
+        steps = [s for s in self.plan.steps if any(s is t for t, _ in todo)]
+        for step in steps:
             if not self._go_on():
                 return
-            group = start_ranks(step.ranks, "nccl")
+            backend = step.points[0]["backend"]   # NCCL on GPUs; gloo in the CPU tests
+            group = start_ranks(step.ranks, backend)
             try:
                 for params in [p for s, p in todo if s is step]:
                     if not self._go_on():
                         return
                     result = run_comm(step.workload, {k: [v] for k, v in params.items()},
-                                      world_size=step.ranks, backend="nccl",
+                                      world_size=step.ranks, backend=backend,
                                       settings=step.settings, label=step.name,
                                       run_id=self.run_id, group=group, resume=False,
                                       cancel=self.cancel)
