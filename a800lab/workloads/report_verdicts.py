@@ -38,6 +38,7 @@ from .report_claims import (
     holds_ratio,
 )
 from .stress import DATASHEET_THRESHOLD, THRESHOLD, CardResult, flag_cards
+from .usage import cost_per_million_samples_usd
 
 MIB = 2**20
 
@@ -299,30 +300,33 @@ class _Judge:
                             {"speedup": figure(f"allreduce / {best} comm time", speed, "x")},
                             _noisy(*ok.values()))
 
+    def _costs(self) -> tuple[dict[str, Record], dict[str, dict]]:
+        """The metered steps by precision, and each one's $ per million samples (a figure)."""
+        ok = {r.params["precision"]: r for r in _ok(self.steps.get("usage", []))}
+        return ok, {p: figure(f"{p}: $ per million samples",
+                              cost_per_million_samples_usd(r.throughput, self.price), "$")
+                    for p, r in ok.items()}
+
     def usage(self) -> tuple[str, dict]:
         """What the metered steps cost: $ per million samples and J per sample per precision."""
-        ok = {r.params["precision"]: r for r in _ok(self.steps.get("usage", []))}
-        cost = {p: self.price / 3600 / r.throughput * 1e6 for p, r in ok.items()}
-        text = "; ".join(f"{p}: {r.throughput:.4g} samples/s, ${cost[p]:.3g} per million "
-                         f"samples at ${self.price:g} per GPU-hour, energy per sample "
-                         f"{_joules(r)}"
-                         for p, r in ok.items())
-        return text, {f"{p}_usd_per_million": figure(f"{p}: $ per million samples", c, "$")
-                      for p, c in cost.items()}
+        ok, cost = self._costs()
+        text = "; ".join(f"{p}: {r.throughput:.4g} samples/s, ${cost[p]['value']:.3g} per "
+                         f"million samples at ${self.price:g} per GPU-hour, energy per sample "
+                         f"{_joules(r)}" for p, r in ok.items())
+        return text, {f"{p}_usd_per_million": c for p, c in cost.items()}
 
     def bill(self) -> Verdict | None:
-        ok = {r.params["precision"]: r for r in _ok(self.steps.get("usage", []))}
+        ok, cost = self._costs()
         if "fp32" not in ok or "bf16" not in ok:
             return None
-        cost = {p: self.price / 3600 / r.throughput * 1e6 for p, r in ok.items()}
-        ratio = cost["fp32"] / cost["bf16"]
-        text = (f"at ${self.price:g} per GPU-hour: fp32 ${cost['fp32']:.3g}, bf16 "
-                f"${cost['bf16']:.3g} per million samples ({_x(ratio)}); energy per sample "
+        fp32, bf16 = cost["fp32"]["value"], cost["bf16"]["value"]
+        ratio = fp32 / bf16
+        text = (f"at ${self.price:g} per GPU-hour: fp32 ${fp32:.3g}, bf16 ${bf16:.3g} per "
+                f"million samples ({_x(ratio)}); energy per sample "
                 + ", ".join(f"{p} {_joules(r)}" for p, r in ok.items()))
         return self.verdict("bill", HOLDS if holds_ratio(ratio, 2) else FAILS, text, {
             "cost_ratio": figure("fp32 / bf16 cost per million samples", ratio, "x"),
-            **{f"{p}_usd_per_million": figure(f"{p}: $ per million samples", c, "$")
-               for p, c in cost.items()}}, _noisy(*ok.values()))
+            **{f"{p}_usd_per_million": c for p, c in cost.items()}}, _noisy(*ok.values()))
 
 
 def _joules(record: Record) -> str:
