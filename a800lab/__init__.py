@@ -3,7 +3,7 @@
     import a800lab
     df = a800lab.load_results("runs.jsonl")       # a sweep recorded with `python -m a800lab sweep`
 
-Panels live in `a800lab.widgets`, plots in `a800lab.plots`, the measurement core in
+Panels live in `a800lab.widgets`, plots in `a800lab.figures.sweep`, the measurement core in
 `a800lab.core`. Imports point one way: widgets -> plots -> workloads -> core.
 """
 

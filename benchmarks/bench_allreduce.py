@@ -27,8 +27,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from a800lab.core.launcher import free_port
-from a800lab.workloads.comm import busbw_gbs, collective_point
+from a800lab.workloads.comm.collectives import busbw_gbs, collective_point
+from a800lab.workloads.comm.launcher import free_port
 
 DEFAULT_SIZES_CPU = [2**10, 2**14, 2**18, 2**22, 2**24]
 DEFAULT_SIZES_GPU = [2**e for e in range(10, 31, 2)]

@@ -20,9 +20,9 @@ import torch
 
 from a800lab.core.backends import resolve_device
 from a800lab.core.noise import default_cpu_threads
-from a800lab.workloads.max_batch import find_max_batch_for
-from a800lab.workloads.training import TrainSpec
-from a800lab.workloads.training_models import default_size
+from a800lab.workloads.training.max_batch import find_max_batch_for
+from a800lab.workloads.training.models import default_size
+from a800lab.workloads.training.spec import TrainSpec
 
 
 def _one(spec: TrainSpec, device: str, limit_bytes: int | None, use_model: bool) -> dict:

@@ -3,7 +3,7 @@
     python benchmarks/bench_memory_model.py [--model transformer] [--size small] \
         [--precision fp32 bf16] [--batch-size 8 16 32 64 128] [--device auto]
 
-For each precision the model (a800lab.workloads.training_memory) is fitted to two cheap probes
+For each precision the model (a800lab.workloads.training.memory) is fitted to two cheap probes
 (micro-batches 2 and 4, two optimizer steps each, as the finder's probes) and asked for the
 peak at every batch size; each batch size is then measured: three full optimizer steps of a
 fresh model (the optimizer's first included). Measured is, on a GPU, the caching allocator's
@@ -24,9 +24,11 @@ import torch
 from a800lab.core.backends import resolve_device
 from a800lab.core.memory import free_after_oom, probe_for
 from a800lab.core.noise import default_cpu_threads
-from a800lab.workloads.training import TrainSpec, fit_from_probes, measure_step_memory
-from a800lab.workloads.training_memory import MIB
-from a800lab.workloads.training_models import default_size, preset
+from a800lab.workloads.training.memory import MIB
+from a800lab.workloads.training.models import default_size, preset
+from a800lab.workloads.training.point import fit_from_probes
+from a800lab.workloads.training.spec import TrainSpec
+from a800lab.workloads.training.trainer import measure_step_memory
 
 PROBES = (2, 4)
 

@@ -25,7 +25,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from a800lab.__main__ import main
+from a800lab.cli import main
 from a800lab.core.results import read_records
 
 

@@ -8,7 +8,7 @@ Hopper) with tiled_matmul_point: each is refused if the card cannot hold it, els
 float64 and only then timed. The best config per precision is then timed side by side with
 torch.matmul, interleaved over rounds so that drift hits both alike, and the report gives the
 ratio ours / cuBLAS (target >= 0.9), % of the datasheet peak and % of the peak measured on the
-spot (a800lab.core.peak.measure_peak), with the best config as triton.Config text. --record
+spot (a800lab.workloads.peak.measure_peak), with the best config as triton.Config text. --record
 appends every swept point (with the device's metadata) to a JSON Lines file that the chapters can
 overlay. A benchmark run by hand, not a test; without a CUDA GPU and Triton it says so and exits 0.
 """
@@ -21,12 +21,12 @@ import statistics
 import sys
 
 from a800lab.core.backends import HAS_CUDA, HAS_TRITON, why_unavailable
-from a800lab.core.peak import measure_peak
 from a800lab.core.results import new_run_id
 from a800lab.core.sweep import run_sweep
 from a800lab.workloads.matmul import MatmulSpec
-from a800lab.workloads.tile_config import export_config
-from a800lab.workloads.tiled_matmul import tiled_matmul_point
+from a800lab.workloads.peak import measure_peak
+from a800lab.workloads.tiles.config import export_config
+from a800lab.workloads.tiles.point import tiled_matmul_point
 
 TARGET_RATIO = 0.9
 # (block_m, block_n, block_k, group_m, num_warps, num_stages)

@@ -3,7 +3,7 @@
     python benchmarks/bench_tile_search.py [--size 384] [--budget-s 0.1] [--device auto]
 
 Runs the exhaustive sweep (every valid config at the full budget) and the successive-halving
-search (a800lab.workloads.tile_tuning.tune, nothing reused) over the default grid of the
+search (a800lab.workloads.tiles.tune.tune, nothing reused) over the default grid of the
 device's tile back end (the CPU stand-in on a machine without a GPU), then times the two winners
 side by side, interleaved over several rounds, so "best-throughput ratio" compares like with
 like rather than two numbers taken minutes apart. Prints JSON: wall times and their ratio, both
@@ -25,9 +25,9 @@ import torch
 
 from a800lab.core.backends import resolve_device
 from a800lab.workloads.matmul import MatmulSpec
-from a800lab.workloads.tile_config import check_config
-from a800lab.workloads.tile_tuning import default_grid, tune
-from a800lab.workloads.tiled_matmul import default_backend, tiled_matmul_point
+from a800lab.workloads.tiles.config import check_config
+from a800lab.workloads.tiles.point import default_tile_backend, tiled_matmul_point
+from a800lab.workloads.tiles.tune import default_grid, tune
 
 
 def _tflops(size, precision, backend, config, device, budget_s) -> float:
@@ -39,7 +39,7 @@ def _tflops(size, precision, backend, config, device, budget_s) -> float:
 def run(size: int = 384, precision: str = "fp32", device: str = "auto", budget_s: float = 0.1,
         rounds: int = 5) -> dict:
     device = resolve_device(device)
-    backend = default_backend(device)
+    backend = default_tile_backend(device)
     grid = default_grid(backend)
     valid = []
     for config in grid:

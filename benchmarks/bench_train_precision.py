@@ -3,7 +3,7 @@
     python benchmarks/bench_train_precision.py [--size medium] [--batch-size 32] \
         [--record data/train-precision-<device>.jsonl]
 
-One sweep of a800lab.workloads.training.train_point over the precisions the card has, in
+One sweep of a800lab.workloads.training.point.train_point over the precisions the card has, in
 rounds (each round measures every precision once, so clock and thermal drift hit all alike);
 per precision the median samples/s over rounds, the ratio to fp32 and to tf32, the step's peak
 memory (CUDA allocated) and the loss after the training steps. --record appends every point
@@ -22,7 +22,8 @@ import sys
 from a800lab.core.backends import HAS_CUDA, why_unavailable
 from a800lab.core.results import new_run_id
 from a800lab.core.sweep import run_sweep
-from a800lab.workloads.training import precisions_for, train_point
+from a800lab.workloads.training.point import train_point
+from a800lab.workloads.training.spec import precisions_for
 
 
 def run(size: str = "medium", batch_size: int = 32, rounds: int = 3, budget_s: float = 1.0,

@@ -154,7 +154,7 @@ def check_tf32() -> tuple[str, dict]:
 
 def check_peak() -> tuple[str, dict]:
     """Every measured peak (matmul per precision, copy bandwidth) is 50-105% of the datasheet."""
-    from a800lab.core.peak import measure_peak
+    from a800lab.workloads.peak import measure_peak
 
     report = measure_peak(device="cuda")
     details = report.to_dict()
@@ -325,8 +325,8 @@ def check_tiles() -> tuple[str, dict]:
     memory is refused before launch; the tuned 2048^3 bf16 tile is reported next to cuBLAS."""
     from a800lab.core.precision import unsupported_reason
     from a800lab.workloads.matmul import MatmulSpec
-    from a800lab.workloads.tile_config import check_config
-    from a800lab.workloads.tiled_matmul import tiled_matmul_point
+    from a800lab.workloads.tiles.config import check_config
+    from a800lab.workloads.tiles.point import tiled_matmul_point
 
     details, texts = {"points": {}}, []
     for precision in ("fp32", "tf32", "fp16", "bf16", "fp8"):
@@ -379,7 +379,7 @@ def check_training() -> tuple[str, dict]:
     """A small Transformer trains in fp32, tf32, bf16 and fp16 (GradScaler) with a finite
     loss; the memory model's predicted peak is within 25% of the measured one; bf16 is faster
     than fp32."""
-    from a800lab.workloads.training import train_point
+    from a800lab.workloads.training.point import train_point
 
     details, texts, rates = {}, [], {}
     for precision in ("fp32", "tf32", "bf16", "fp16"):
@@ -464,7 +464,7 @@ def check_comm() -> tuple[str, dict]:
     count = torch.cuda.device_count()
     if count < 2:
         return f"skip: NCCL collectives need 2 or more GPUs, this machine has {count}", {}
-    from a800lab.workloads.comm_runs import run_comm
+    from a800lab.workloads.comm.runs import run_comm
 
     result = run_comm("comm", {"op": ["all_reduce", "all_gather", "reduce_scatter",
                                       "broadcast"], "size_bytes": [1 << 20, 1 << 28]},
@@ -525,8 +525,8 @@ def record_sweep(path: Path) -> int:
 def record_report(folder: Path) -> dict:
     """`a800lab report --quick` on cuda:0 into `folder` (points.jsonl, report.json/.html):
     judged complete, every point measured without an error, every claim given a verdict."""
-    from a800lab.report_html import write_report_html
-    from a800lab.workloads.report_run import run_report
+    from a800lab.report.html import write_report_html
+    from a800lab.report.run import run_report
 
     t0 = time.perf_counter()
     report = run_report("quick", folder, device="cuda:0", on_progress=lambda done, total, eta,

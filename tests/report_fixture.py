@@ -6,7 +6,7 @@ comparison, shaped as the report runner writes them.
     gpu = make_report(gpu=True)                # a quick report on 2 H200s, cuda:1 flagged slow
     make_report(complete=False, stopped="budget")   # top-level keys replaced (a deep copy)
 
-The claims are real Verdicts of every claim (report_claims.CLAIMS order), the doctor reports
+The claims are real Verdicts of every claim (a800lab.report.claims.CLAIMS order), the doctor reports
 are JSON-shaped like build_report's (not-available values as {"available": false, ...}).
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 
-from a800lab.workloads.report_claims import (
+from a800lab.report.claims import (
     CLAIMS,
     FAILS,
     HOLDS,

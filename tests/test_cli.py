@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from a800lab.__main__ import main
+from a800lab.cli import main
 from a800lab.core.results import read_records
 
 
@@ -62,7 +62,7 @@ def test_bad_input_exits_2_with_a_message(tmp_path, capsys):
 
 def test_peak_json_is_recorded_for_tile_points(capsys, tmp_path, monkeypatch):
     from a800lab.core.environment import environment
-    from a800lab.core.peak_store import measured_peak
+    from a800lab.workloads.peak import measured_peak
 
     monkeypatch.setenv("A800LAB_PEAKS", str(tmp_path / "peaks.json"))
     assert main(["peak", "--json", "--device", "cpu"]) == 0
@@ -159,7 +159,8 @@ def test_tile_typos_exit_before_running(tmp_path, capsys):
     assert "no meaning for backend='cpu_blocked'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["sweep", "matmul", "--size", "64", "--block-m", "64", "--out", str(out)])
-    assert "apply to 'sweep tiles'" in capsys.readouterr().err
+    assert "a800lab sweep matmul: error: unrecognized arguments: --block-m 64" in \
+        capsys.readouterr().err
     assert not out.exists()
 
 
@@ -230,10 +231,14 @@ def test_options_of_one_workload_are_refused_by_another(tmp_path, capsys):
     out = str(tmp_path / "r.jsonl")
     with pytest.raises(SystemExit):
         main(["sweep", "matmul", "--size", "8", "--batch-size", "4", "--out", out])
-    assert "['--batch-size'] apply to 'sweep train'" in capsys.readouterr().err
+    assert "sweep matmul: error: unrecognized arguments: --batch-size 4" in \
+        capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["sweep", "train", "--size", "8", "--out", out])
-    assert "['--size'] apply to 'sweep matmul' and 'sweep tiles'" in capsys.readouterr().err
+    assert "sweep train: error: unrecognized arguments: --size 8" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["comm", "collectives", "--hook", "fp16_compress", "--out", out])
+    assert "comm collectives: error: unrecognized arguments: --hook" in capsys.readouterr().err
 
 
 def test_max_batch_prints_a_verified_answer_and_its_plan(tmp_path, capsys):
@@ -283,8 +288,6 @@ def test_comm_bad_input_exits_2_before_any_rank(tmp_path, capsys):
     assert "--size '12Q': give bytes or a number with K, M or G" in capsys.readouterr().err
     assert main(["comm", "collectives", "--op", "allreduce", "--out", out]) == 2
     assert "unknown collective 'allreduce'" in capsys.readouterr().err
-    assert main(["comm", "collectives", "--hook", "fp16_compress", "--out", out]) == 2
-    assert "['--hook'] apply to 'comm ddp'" in capsys.readouterr().err
     assert main(["comm", "ddp", "--hook", "int8", "--out", out]) == 2
     assert "unknown comm hook 'int8'" in capsys.readouterr().err
     assert main(["comm", "ddp", "--nproc", "1", "--out", out]) == 2
@@ -303,3 +306,35 @@ def test_comm_under_torchrun_writes_the_same_records(tmp_path):
     (record,) = read_records(out)  # rank 0 alone writes
     assert record.outcome == "ok" and record.params["ranks_per_node"] == 2  # LOCAL_WORLD_SIZE
     assert record.params["world_size"] == 2 and record.metrics["bus_factor"] == 1.0
+
+
+def test_the_parser_table_has_every_command_and_each_refuses_foreign_options(capsys):
+    from a800lab.cli import build_parser
+
+    parser = build_parser()
+    for argv in (["doctor"], ["peak"], ["diff", "a", "b"], ["health", "--stress"],
+                 ["sweep", "matmul", "--size", "8", "--out", "r"],
+                 ["sweep", "tiles", "--size", "8", "--block-m", "32", "--out", "r"],
+                 ["sweep", "train", "--batch-size", "4", "--out", "r"],
+                 ["tune", "tiles", "--size", "8"], ["max-batch"],
+                 ["comm", "collectives", "--size", "1K", "--out", "r"],
+                 ["comm", "ddp", "--hook", "allreduce", "--out", "r"], ["report", "--quick"]):
+        args = parser.parse_args(argv)
+        assert callable(args.run) and args.command == argv[0], argv
+    for argv, foreign in ((["sweep", "tiles", "--size", "8", "--out", "r"], "--batch-size"),
+                          (["max-batch"], "--size"), (["peak"], "--out"),
+                          (["comm", "ddp", "--out", "r"], "--op"),
+                          (["tune", "tiles", "--size", "8"], "--no-resume")):
+        with pytest.raises(SystemExit):
+            main([*argv, foreign, "1"])
+        err = capsys.readouterr().err
+        assert f"unrecognized arguments: {foreign} 1" in err, (argv, err)
+
+
+def test_tune_tiles_is_also_spelt_tune(tmp_path, capsys):
+    store = tmp_path / "tuned.json"
+    args = ["--size", "32", "--block-m", "16", "32", "--block-n", "32", "--block-k", "32",
+            "--budget-s", "0.01", "--threads", "1", "--store", str(store)]
+    assert main(["tune", "tiles", *args]) == 0
+    assert main(["tune", *args]) == 0
+    assert "reused the result tuned at" in capsys.readouterr().err

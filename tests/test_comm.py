@@ -4,17 +4,16 @@ detection."""
 
 import pytest
 
-from a800lab.core.launcher import RankGroup, process_state
 from a800lab.core.sharing import describe_sharing, mps_status
-from a800lab.workloads.comm import (
+from a800lab.workloads.comm.collectives import (
     algbw_gbs,
     bus_factor,
     busbw_gbs,
     link_gbs,
     message_bytes,
-    size_label,
 )
-from a800lab.workloads.comm_runs import check_point
+from a800lab.workloads.comm.launcher import RankGroup, process_state
+from a800lab.workloads.comm.runs import check_point
 
 
 @pytest.mark.parametrize(("op", "n", "factor"), [
@@ -66,13 +65,6 @@ def test_link_bandwidth_per_direction_from_the_specs():
     assert "400 GB/s total, 200 GB/s per direction" in link_gbs("NVIDIA A800-SXM4-80GB")[1]
     assert link_gbs("NVIDIA L40S")[0] is None and "no NVLink" in link_gbs("NVIDIA L40S")[1]
     assert link_gbs("CPU: AMD EPYC")[0] is None
-
-
-def test_size_labels():
-    assert size_label(1024) == "1 KiB"
-    assert size_label(3 * 2**20) == "3 MiB"
-    assert size_label(2**30) == "1 GiB"
-    assert size_label(100) == "100 B"
 
 
 def test_points_are_checked_before_any_process_starts():
@@ -127,9 +119,10 @@ def test_the_chapters_comm_recipes_parse():
     import shlex
     from pathlib import Path
 
-    from a800lab.__main__ import _size_bytes, build_parser
-    from a800lab.workloads.comm import OPS
-    from a800lab.workloads.comm_ddp import HOOKS
+    from a800lab.cli import build_parser
+    from a800lab.core.units import parse_size
+    from a800lab.workloads.comm.collectives import OPS
+    from a800lab.workloads.comm.ddp import HOOKS
 
     chapter = Path(__file__).resolve().parents[1] / "notebooks" / \
         "08-distributed-communication.ipynb"
@@ -144,6 +137,6 @@ def test_the_chapters_comm_recipes_parse():
         words = shlex.split(line.split("-m a800lab", 1)[1])
         args = build_parser().parse_args(words)
         assert args.command == "comm" and args.out
-        assert all(op in OPS for op in args.op or [])
-        assert all(hook in HOOKS for hook in args.hook or [])
-        assert all(_size_bytes(size) > 0 for size in args.size or [])
+        assert all(op in OPS for op in getattr(args, "op", None) or [])
+        assert all(hook in HOOKS for hook in getattr(args, "hook", None) or [])
+        assert all(parse_size(size) > 0 for size in getattr(args, "size", None) or [])

@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from a800lab.core.launcher import RankGroup
-from a800lab.workloads.comm_ddp import HOOKS
-from a800lab.workloads.comm_runs import WORKER
+from a800lab.workloads.comm.ddp import HOOKS
+from a800lab.workloads.comm.launcher import RankGroup
+from a800lab.workloads.comm.runs import WORKER
 
 SETTINGS = {"budget_s": 0.02, "train_steps": 10}
 
@@ -80,7 +80,7 @@ def test_smaller_buckets_mean_more_of_them(group):
 def test_every_hook_runs_on_nccl():
     import torch
 
-    from a800lab.workloads.comm_runs import hook_support_on
+    from a800lab.workloads.comm.runs import hook_support_on
 
     if torch.cuda.device_count() < 2:
         pytest.skip("needs 2 GPUs: NCCL takes one GPU per rank")

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from a800lab.core.launcher import RankGroup, RankGroupError, process_state
 from a800lab.core.results import read_records
-from a800lab.workloads.comm import OPS, busbw_gbs, median
-from a800lab.workloads.comm_runs import WORKER, run_comm
+from a800lab.workloads.comm.collectives import OPS, busbw_gbs, median
+from a800lab.workloads.comm.launcher import RankGroup, RankGroupError, process_state
+from a800lab.workloads.comm.runs import WORKER, run_comm
 
 POINT = {"job": "point", "workload": "comm", "settings": {"budget_s": 0.02},
          "params": {"op": "all_reduce", "size_bytes": 4096, "world_size": 2, "backend": "gloo"}}
@@ -107,7 +107,8 @@ def test_a_hung_peer_ends_the_run_after_the_timeout():
 
 def test_workers_leave_when_their_parent_dies():
     # the parent loads only the launcher (no torch): it starts quickly, the workers are real
-    launcher = Path(__file__).resolve().parents[1] / "a800lab" / "core" / "launcher.py"
+    launcher = Path(__file__).resolve().parents[1] / "a800lab" / "workloads" / "comm" / \
+        "launcher.py"
     parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import importlib.util, time
         spec = importlib.util.spec_from_file_location("launcher", {str(launcher)!r})

@@ -1,5 +1,6 @@
 """The doctor report: advice lines on the fake A800 box, JSON round trip, CPU-only path, CLI."""
 
+import argparse
 import copy
 import json
 import sys
@@ -7,9 +8,11 @@ import sys
 import pytest
 import torch
 
+from a800lab.cli import main
+from a800lab.cli.machine import doctor_command
 from a800lab.core import nvml as nvml_mod
 from a800lab.core.backends import HAS_CUDA, HAS_NVML
-from a800lab.core.doctor import advice, build_report, format_report, main
+from a800lab.core.doctor import advice, build_report, format_report
 from a800lab.core.precision import matmul_precision
 from tests.fake_nvml import FakeNvml
 from tests.tf32_state import reset_to_defaults
@@ -218,19 +221,19 @@ def test_cpu_only_report_on_this_machine():
     assert "No NVIDIA GPU found" in text and report["cpu"]["model"] in text
 
 
-def test_main_json_output_parses(capsys):
-    assert main(["--json"]) == 0
+def test_doctor_json_output_parses(capsys):
+    assert main(["doctor", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert {"system", "cpu", "gpus", "advice"} <= set(report)
-    assert main(["--json"], nvml=FakeNvml()) == 0
+    assert doctor_command(argparse.Namespace(json=True), nvml=FakeNvml()) == 0
     assert len(json.loads(capsys.readouterr().out)["gpus"]) == 8
 
 
-def test_main_prints_text(capsys):
-    assert main([]) == 0
+def test_doctor_prints_text(capsys):
+    assert main(["doctor"]) == 0
     assert "Advice:" in capsys.readouterr().out
     with pytest.raises(SystemExit):
-        main(["--bogus"])
+        main(["doctor", "--bogus"])
 
 
 def test_a_report_saved_by_an_earlier_a800lab_is_still_read():

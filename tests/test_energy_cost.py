@@ -9,11 +9,11 @@ from a800lab.workloads.energy import EnergyMeter
 from a800lab.workloads.usage import (
     compare_usage,
     cost_per_million_samples_usd,
+    custom_usage_point,
     energy_cost_per_million_samples_usd,
     matmul_usage_point,
     metered_run,
     train_usage_point,
-    usage_point,
 )
 from tests.fake_nvml_counters import CounterFakeNvml
 from tests.test_energy import Clock
@@ -84,10 +84,10 @@ def test_point_functions_on_a_cpu():
         x = torch.ones(width, device=device)
         return (lambda: x * 2), width
 
-    out = usage_point(make_step, {"width": 16}, device="cpu", duration_s=0.05)
+    out = custom_usage_point(make_step, {"width": 16}, device="cpu", duration_s=0.05)
     assert out["samples_per_step"] == 16
     with pytest.raises(ValueError, match="must return"):
-        usage_point(lambda width: 3, {"width": 1}, device="cpu")
+        custom_usage_point(lambda width: 3, {"width": 1}, device="cpu")
 
 
 def test_a_sweep_of_metered_points_records_energy_and_cost_inputs():

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from a800lab.core.results import Record, records_to_frame
-from a800lab.ops_plots import cost_figure
+from a800lab.figures.cost import cost_figure
 from a800lab.widgets import CostExplorer
 
 GPU_ENV = {"device_name": "NVIDIA H200", "mode": "GPU", "fingerprint": "h200"}

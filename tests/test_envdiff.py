@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from a800lab.__main__ import main
+from a800lab.cli import main
 from a800lab.core.doctor import build_report
 from a800lab.core.envdiff import (
     FIELDS,
@@ -238,7 +238,7 @@ def test_diff_panel_compares_and_draws_the_lineup(tmp_path):
 
 
 def test_lineup_figure_names_both_sides_and_marks_noise(tmp_path):
-    from a800lab.ops_plots import lineup_figure
+    from a800lab.figures.diff import lineup_figure
 
     fig = lineup_figure(diff_files(*two_results(tmp_path, noisy_size=2048)))
     assert fig._suptitle.get_text() == ("B: NVIDIA H200 (GPU) vs A: NVIDIA A800-SXM4-80GB (GPU)")

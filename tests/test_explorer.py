@@ -440,8 +440,9 @@ def test_constructor_errors():
         Explorer(step, params={})
     with pytest.raises(ValueError, match="sweep='precision' is not a variable parameter"):
         Explorer(step, params={"precision": "fp32", "batch_size": [1]}, sweep="precision")
-    with pytest.raises(ValueError, match=r"\['label'\] are reserved"):
-        Explorer(lambda label: {}, params={"label": ["a"]})
+    with pytest.raises(ValueError, match=r"\['throughput'\] are reserved by the results table "
+                                         "for what a point measured"):
+        Explorer(lambda throughput: {}, params={"throughput": ["a"]})
     with pytest.raises(ValueError, match="parameter 'batch_size' has an empty list of choices"):
         Explorer(step, params={"batch_size": [], "precision": ["fp32"]})
     with pytest.raises(ValueError, match="Range hi=inf must be a finite number"):
@@ -458,3 +459,36 @@ def test_workload_signature_is_checked_against_params():
     Explorer(lambda n, device: {}, params={"n": [1]})
     Explorer(lambda **kw: {}, params={"n": [1]})
     Explorer(max, params={"n": [1]})  # a builtin without a readable signature: not checked
+
+
+def test_ordinary_parameter_names_are_the_users(tmp_path):
+    """mode, label, message, workload and fingerprint name the record's own columns too: as
+    parameters they run, save, load and plot, and sit in the frame as param.<name>."""
+    def f(mode, label, n, message, workload, fingerprint):
+        return {"throughput": n * (2 if mode == "fast" else 1), "throughput_unit": "items/s"}
+
+    p = Explorer(f, params={"mode": ["fast", "slow"], "label": ["mine"], "n": Range(1, 64),
+                            "message": ["hi"], "workload": ["w"], "fingerprint": ["fp"]},
+                 sweep="n", device="cpu")
+    assert p.run(wait=True, n=[2, 4], mode="slow")
+    assert p.run(wait=True, n=[2, 4], mode="fast")
+    df = p.results
+    assert (df["outcome"] == "ok").all() and len(df) == 4
+    assert list(df["param.mode"]) == ["slow", "slow", "fast", "fast"]
+    assert set(df["param.label"]) == {"mine"} and set(df["param.message"]) == {"hi"}
+    assert set(df["mode"]) == {"CPU fallback"} and set(df["workload"]) == {"f"}
+    assert p.figure is not None and "fast" in p.table.value
+    assert "<th>mode</th>" in p.table.value and "<th>label</th>" in p.table.value
+    path = tmp_path / "mine.jsonl"
+    assert p.save(str(path)) == 4
+    q = Explorer(f, params={"mode": ["fast", "slow"], "label": ["mine"], "n": Range(1, 64),
+                            "message": ["hi"], "workload": ["w"], "fingerprint": ["fp"]},
+                 sweep="n", device="cpu")
+    assert q.load(str(path)) == 4
+    assert q.figure is not None
+    legend = [t.get_text() for leg in q.figure.legends for t in leg.get_texts()]
+    assert any("mode=fast" in text for text in legend) and any("mode=slow" in text
+                                                               for text in legend)
+    p.color_by.value = "param.mode"  # colour by the user's mode, not the record's
+    p.refresh()
+    assert p.figure is not None

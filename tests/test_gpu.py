@@ -88,7 +88,7 @@ def test_2to4_sparse_matmul_is_checked_then_timed():
 
 def test_fp8_with_and_without_fast_accumulation():
     from a800lab.core.precision import unsupported_reason
-    from a800lab.workloads.precision_lab import fp8_point
+    from a800lab.workloads.precision import fp8_point
 
     reason = unsupported_reason("fp8", "cuda")
     if reason:

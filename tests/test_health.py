@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from a800lab.__main__ import main
+from a800lab.cli import main
 from a800lab.core.nccl_env import (
     NCCL_VARIABLES,
     nccl_settings,
     transport_advice,
     transports_from_log,
 )
-from a800lab.workloads.health import format_health, health_report, judge
+from a800lab.workloads.health import format_health, health_report, memory_verdict
 from a800lab.workloads.stress import CardResult, StressReport, flag_cards, stress_report
 from tests.fake_nvml_counters import CounterFakeNvml
 
@@ -64,13 +64,13 @@ def test_judge_on_plain_dicts():
                 "retired_pages": {"available": False, "reason": "Not Supported"}}
         return {**base, **changes}
 
-    assert judge(gpu()) == ("ok", [])
-    verdict, reasons = judge(gpu(ecc_errors={"volatile_uncorrected": 0,
+    assert memory_verdict(gpu()) == ("ok", [])
+    verdict, reasons = memory_verdict(gpu(ecc_errors={"volatile_uncorrected": 0,
                                              "aggregate_uncorrected": 3}))
     assert verdict == "watch" and "lifetime" in reasons[0]
-    assert judge(gpu(ecc_enabled=False))[0] == "watch"
+    assert memory_verdict(gpu(ecc_enabled=False))[0] == "watch"
     na = {"available": False, "reason": "x"}
-    assert judge(gpu(ecc_errors={"volatile_uncorrected": na}, remapped_rows=na))[0] == "ok"
+    assert memory_verdict(gpu(ecc_errors={"volatile_uncorrected": na}, remapped_rows=na))[0] == "ok"
 
 
 def test_health_reads_and_never_writes():
@@ -196,7 +196,7 @@ def test_cli_health_json_and_stress(capsys):
 def test_stress_figure_marks_the_flagged_card():
     from matplotlib.colors import to_rgba
 
-    from a800lab.ops_plots import stress_figure
+    from a800lab.figures.health import stress_figure
 
     cards = [card(i, 272.0, 1750.0) for i in range(4)] + [card(4, 220.0, 1750.0)]
     fig = stress_figure(StressReport(tuple(cards), tuple(flag_cards(cards))))

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from a800lab.workloads.loss_scaling import (
+from a800lab.workloads.training.loss_scaling import (
     FP16_MAX,
     autocast_dtypes,
     compare_scaling,
@@ -15,7 +15,7 @@ from a800lab.workloads.loss_scaling import (
     norm_overflow,
     regression_task,
 )
-from a800lab.workloads.training_models import preset
+from a800lab.workloads.training.models import preset
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -4,8 +4,8 @@ with the quantisation model, the precision table, and what it refuses."""
 import numpy as np
 import pytest
 
-from a800lab.core.quantisation import quantise
 from a800lab.widgets import MatmulExplorer
+from a800lab.workloads.tiles.quantisation import quantise
 
 SMALL = {"size": 64}
 

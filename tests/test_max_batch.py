@@ -8,15 +8,17 @@ import pytest
 import torch
 
 from a800lab.core.memory import is_oom
-from a800lab.workloads import max_batch as mb
-from a800lab.workloads.max_batch import (
+from a800lab.core.units import MIB
+from a800lab.workloads.training import max_batch as mb
+from a800lab.workloads.training.max_batch import (
     find_max_batch,
     find_max_batch_for,
     plan_effective_batch,
 )
-from a800lab.workloads.training import TrainSpec, measure_step_memory
-from a800lab.workloads.training_memory import MIB, InjectedOOM, MemoryBreakdown
-from a800lab.workloads.training_models import preset
+from a800lab.workloads.training.memory import InjectedOOM, MemoryBreakdown
+from a800lab.workloads.training.models import preset
+from a800lab.workloads.training.spec import TrainSpec
+from a800lab.workloads.training.trainer import measure_step_memory
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -5,10 +5,10 @@ import json
 import pytest
 import torch
 
-from a800lab.core import peak as peak_module
 from a800lab.core import precision as precision_module
 from a800lab.core.cancel import Cancelled, CancelToken
-from a800lab.core.peak import CPU_PRECISIONS, PeakEntry, measure_peak
+from a800lab.workloads import peak as peak_module
+from a800lab.workloads.peak import CPU_PRECISIONS, PeakEntry, measure_peak
 
 FAST = {"device": "cpu", "size": 64, "budget_s": 0.01, "copy_bytes": 1 << 20}
 
@@ -86,7 +86,7 @@ def test_measured_peaks_feed_the_percent_of_peak_axis():
     """An unknown device (this CPU) has no datasheet row: the measured peak stands in."""
     import pandas as pd
 
-    from a800lab.plots import throughput_figure
+    from a800lab.figures.sweep import throughput_figure
 
     report = measure_peak(device="cpu", size=64, budget_s=0.02, copy_bytes=1 << 20)
     peak = report.tflops["fp32"]

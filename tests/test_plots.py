@@ -1,4 +1,5 @@
-"""Tests for a800lab.plots: what the figures contain (lines, bands, markers, texts, titles)."""
+"""Tests for a800lab.figures (sweep, tiles, device): what the figures contain (lines, bands,
+markers, texts, titles)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from matplotlib.axes import Axes
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 
-from a800lab import plots
+from a800lab import figures as plots
 
 GIB = 2**30
 CAPACITY = 80 * GIB
@@ -529,5 +530,23 @@ def test_frames_from_the_results_module_plot():
 
 
 def test_plots_never_touch_pyplot():
-    code = "import sys, a800lab.plots; sys.exit('matplotlib.pyplot' in sys.modules)"
+    code = "import sys, a800lab.figures.sweep; sys.exit('matplotlib.pyplot' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_the_old_plots_module_is_an_alias_that_warns_once():
+    import importlib
+    import warnings
+
+    import a800lab.figures
+    import a800lab.plots
+
+    importlib.reload(a800lab.plots)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert a800lab.plots.throughput_figure is a800lab.figures.throughput_figure
+        assert a800lab.plots.heatmap_figure is a800lab.figures.heatmap_figure
+    deprecations = [w for w in seen if issubclass(w.category, DeprecationWarning)]
+    assert len(deprecations) == 1 and "a800lab.figures" in str(deprecations[0].message)
+    with pytest.raises(AttributeError, match="a800lab.figures"):
+        a800lab.plots.no_such_figure  # noqa: B018

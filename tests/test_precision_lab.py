@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from a800lab.tile_plots import error_figure
-from a800lab.workloads.precision_lab import error_vs_k, formats, fp8_point
+from a800lab.figures.tiles import error_figure
+from a800lab.workloads.precision import error_vs_k, formats, fp8_point
 
 
 def test_formats_come_from_their_bits():

@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from a800lab.core.quantisation import quantise, sm_count_of
 from a800lab.core.specs import all_specs
+from a800lab.workloads.tiles.quantisation import quantise, sm_count_of
 
 
 def test_nvidia_guide_wave_example_a100_1792_squared():

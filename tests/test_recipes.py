@@ -11,7 +11,7 @@ import pytest
 import yaml
 from packaging.specifiers import SpecifierSet
 
-from a800lab.__main__ import build_parser
+from a800lab.cli import build_parser
 from a800lab.core.precision import parse_precision
 from a800lab.workloads.matmul import MatmulSpec
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from a800lab.workloads import report_battery as rb
-from a800lab.workloads.report_claims import CLAIMS
+from a800lab.report import battery as rb
+from a800lab.report.claims import CLAIMS
 
 A100_NO_FP8 = "fp8 needs compute capability >= 8.9 (Ada/Hopper); this A100 is 8.0"
 

@@ -6,13 +6,8 @@ import math
 
 import pytest
 
-from a800lab.workloads.report_claims import FAILS, HOLDS, NOT_MEASURED
-from a800lab.workloads.report_compare import (
-    compare_reports,
-    figure_ratio,
-    format_compare,
-    load_report,
-)
+from a800lab.report.claims import FAILS, HOLDS, NOT_MEASURED
+from a800lab.report.compare import compare_reports, figure_ratio, format_compare, load_report
 from tests.report_fixture import make_gpu_report, make_report
 
 

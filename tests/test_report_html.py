@@ -8,15 +8,15 @@ from html.parser import HTMLParser
 
 import pytest
 
-from a800lab.report_html import (
+from a800lab.report.claims import CLAIMS, FAILS, HOLDS, NOT_MEASURED, UNTESTABLE
+from a800lab.report.compare import compare_reports
+from a800lab.report.html import (
     render_compare_html,
     render_report_html,
     report_figures,
     write_compare_html,
     write_report_html,
 )
-from a800lab.workloads.report_claims import CLAIMS, FAILS, HOLDS, NOT_MEASURED, UNTESTABLE
-from a800lab.workloads.report_compare import compare_reports
 from tests.report_fixture import make_gpu_report, make_report
 
 VOID = {"img", "meta", "br", "hr", "link", "input"}

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
+from a800lab.report.battery import Plan, Step, plan_battery
+from a800lab.report.claims import CLAIMS, FAILS, HOLDS, NOT_MEASURED, UNTESTABLE
 from a800lab.widgets import ReportPanel
-from a800lab.workloads.report_battery import Plan, Step, plan_battery
-from a800lab.workloads.report_claims import CLAIMS, FAILS, HOLDS, NOT_MEASURED, UNTESTABLE
 from tests.report_fixture import make_report
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

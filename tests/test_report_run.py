@@ -7,18 +7,12 @@ import json
 
 import pytest
 
-from a800lab.__main__ import main
+from a800lab.cli import main
 from a800lab.core.cancel import CancelToken
 from a800lab.core.results import read_records
-from a800lab.workloads.report_battery import Plan, Step, plan_battery
-from a800lab.workloads.report_claims import (
-    CLAIMS,
-    HOLDS,
-    NOT_MEASURED,
-    STATUSES,
-    UNTESTABLE,
-)
-from a800lab.workloads.report_run import POINTS_FILE, REPORT_FILE, run_report
+from a800lab.report.battery import Plan, Step, plan_battery
+from a800lab.report.claims import CLAIMS, HOLDS, NOT_MEASURED, STATUSES, UNTESTABLE
+from a800lab.report.run import POINTS_FILE, REPORT_FILE, run_report
 
 
 def small_plan() -> Plan:

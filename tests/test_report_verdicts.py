@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from a800lab.core.results import Record
-from a800lab.workloads.report_battery import Plan, Step
-from a800lab.workloads.report_claims import FAILS, HOLDS, NOT_MEASURED, UNTESTABLE
-from a800lab.workloads.report_verdicts import judge, newest_by_step
+from a800lab.report.battery import Plan, Step
+from a800lab.report.claims import FAILS, HOLDS, NOT_MEASURED, UNTESTABLE
+from a800lab.report.verdicts import judge_claims, newest_by_step
 
 MIB = 2**20
 
@@ -26,7 +26,7 @@ def gpu_plan(*steps: str, untestable: dict | None = None) -> Plan:
 
 
 def verdicts(records, plan, price: float = 2.0) -> dict:
-    facts = judge(records, plan, device_name="NVIDIA A800-SXM4-80GB",
+    facts = judge_claims(records, plan, device_name="NVIDIA A800-SXM4-80GB",
                   price_per_gpu_hour_usd=price)
     return {c["id"]: c for c in facts["claims"]} | {"_facts": facts}
 

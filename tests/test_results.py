@@ -11,6 +11,7 @@ from a800lab.core.results import (
     append_record,
     load_results,
     new_run_id,
+    param_column,
     read_records,
     records_to_frame,
 )
@@ -101,6 +102,13 @@ def test_record_validation():
         Record(workload="w", params={}, outcome="fine")
     with pytest.raises(ValueError, match="reserved"):
         Record(workload="w", params={"outcome": 1}, outcome="error")
+    with pytest.raises(ValueError, match="reserved"):  # a metric may not pose as the record's
+        Record(workload="w", params={}, metrics={"label": "x"}, outcome="error")
+    # a parameter may: the frame keeps both, the parameter as param.<name>
+    rec = Record(workload="w", params={"mode": "fast", "label": "a"}, outcome="error")
+    df = records_to_frame([rec])
+    assert df.loc[0, "param.mode"] == "fast" and df.loc[0, "param.label"] == "a"
+    assert df.loc[0, "label"] == "unknown device" and param_column("n") == "n"
     with pytest.raises(ValueError, match="both a parameter and a metric"):
         Record(workload="w", params={"x": 1}, metrics={"x": 2}, outcome="error")
     with pytest.raises(ValueError, match="not storable"):

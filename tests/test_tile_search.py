@@ -6,15 +6,9 @@ import json
 
 import pytest
 
+from a800lab.core.search import SearchResult, Trial, config_key, search
+from a800lab.core.store import TunedStore, grid_hash
 from a800lab.core.timing import Timing
-from a800lab.workloads.tile_search import (
-    SearchResult,
-    Trial,
-    TunedStore,
-    config_key,
-    grid_hash,
-    search,
-)
 
 GRID = [{"block_m": bm, "block_n": bn, "num_warps": w}
         for bm, bn, w in itertools.product([16, 32, 64, 128, 256], [16, 32, 64, 128], [2, 4, 8])]
@@ -141,5 +135,8 @@ def test_a_corrupt_store_is_named_and_never_overwritten(tmp_path):
         store.put("k", GRID, result)
     assert path.read_text() == "{not json"
     path.write_text(json.dumps([1, 2]))
+    with pytest.raises(ValueError, match="not a JSON object"):
+        store.get("k", GRID)
+    path.write_text(json.dumps({"schema_version": 1}))
     with pytest.raises(ValueError, match="no 'entries' object"):
         store.get("k", GRID)

@@ -3,8 +3,8 @@
 import pytest
 
 from a800lab.core.results import read_records
-from a800lab.workloads.tile_search import TunedStore
-from a800lab.workloads.tile_tuning import config_grid, default_grid, default_store_path, tune
+from a800lab.core.store import TunedStore
+from a800lab.workloads.tiles.tune import config_grid, default_grid, default_store_path, tune
 
 GRID = config_grid({"block_m": [32, 128], "block_n": [32, 128], "block_k": [64],
                     "group_m": [1, 0]}, "cpu_blocked")  # group_m=0 is refused

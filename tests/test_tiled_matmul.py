@@ -16,18 +16,19 @@ from a800lab.core.cancel import Cancelled, CancelToken
 from a800lab.core.operands import make_operands
 from a800lab.core.precision import parse_precision
 from a800lab.core.sweep import run_sweep
-from a800lab.workloads import tile_kernel, tiled_matmul
 from a800lab.workloads.matmul import MatmulSpec
-from a800lab.workloads.tile_config import (
+from a800lab.workloads.tiles import kernel as tile_kernel
+from a800lab.workloads.tiles import point as tiled_matmul
+from a800lab.workloads.tiles.config import (
     SMEM_PER_BLOCK_BYTES,
     check_config,
     export_config,
     smem_limit,
 )
-from a800lab.workloads.tiled_matmul import (
+from a800lab.workloads.tiles.point import (
     CPU_STAND_IN,
     blocked_matmul,
-    default_backend,
+    default_tile_backend,
     peak_figures,
     tile_order,
     tiled_matmul_point,
@@ -40,10 +41,10 @@ INTERPRETER_SCRIPT = textwrap.dedent("""
     import json
     import torch
     from a800lab.core.operands import make_operands
-    from a800lab.workloads import tile_kernel
+    from a800lab.workloads.tiles import kernel as tile_kernel
     from a800lab.workloads.matmul import MatmulSpec
-    from a800lab.workloads.tile_config import check_config
-    from a800lab.workloads.tiled_matmul import tiled_matmul_point
+    from a800lab.workloads.tiles.config import check_config
+    from a800lab.workloads.tiles.point import tiled_matmul_point
 
     # edges: ragged tiles on every axis, a single element, K not a multiple of block_k, and 5
     # tile rows so that a group of 2 or 3 rows leaves a shorter last group
@@ -302,7 +303,7 @@ def test_tile_choice_changes_the_measured_cpu_time():
 # ---- the point function ----------------------------------------------------------------------
 
 def test_point_on_cpu_defaults_to_the_labelled_stand_in():
-    assert default_backend("cpu") == "cpu_blocked"
+    assert default_tile_backend("cpu") == "cpu_blocked"
     point = tiled_matmul_point(96, 80, 64, device="cpu", budget_s=0.01)
     assert point["throughput"] == point["tflops"] > 0 and point["throughput_unit"] == "TFLOP/s"
     assert point["backend_label"] == CPU_STAND_IN and "not a TensorCore kernel" in CPU_STAND_IN

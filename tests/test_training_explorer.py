@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from a800lab.widgets import TrainingExplorer
-from a800lab.workloads import max_batch as max_batch_module
+from a800lab.workloads.training import max_batch as max_batch_module
 
 
 def _my_model():

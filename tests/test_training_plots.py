@@ -6,7 +6,7 @@ import torch
 
 from a800lab.core.results import records_to_frame
 from a800lab.core.sweep import run_sweep
-from a800lab.training_plots import (
+from a800lab.figures.training import (
     gradient_histogram_figure,
     loss_curves_figure,
     max_batch_figure,
@@ -14,9 +14,9 @@ from a800lab.training_plots import (
     scaler_figure,
     training_figure,
 )
-from a800lab.workloads.loss_scaling import GradientSample
-from a800lab.workloads.max_batch import MaxBatchResult, TrialRecord
-from a800lab.workloads.training import train_point
+from a800lab.workloads.training.loss_scaling import GradientSample
+from a800lab.workloads.training.max_batch import MaxBatchResult, TrialRecord
+from a800lab.workloads.training.point import train_point
 
 
 @pytest.fixture(scope="module")

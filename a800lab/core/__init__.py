@@ -1,5 +1,7 @@
-"""Measurement core: timing, devices and telemetry, hardware specs, precision, memory, results
-and sweeps. Never imports ipywidgets, IPython or matplotlib (tests/test_layers.py checks).
+"""Measurement core: the harness and the machine's facts. Timing, the measured window, noise,
+devices and telemetry, hardware specs, precision, memory, results (one resume rule), sweeps, the
+search every tuner shares, units, and the lab's cache files. Imports nothing of the layers above
+(workloads, figures, report, widgets, cli) and no UI module (tests/test_layers.py checks).
 
     from a800lab.core import measure, run_sweep, load_results
 """

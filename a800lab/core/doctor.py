@@ -15,8 +15,6 @@ alone, so a report saved on another machine can be re-read.
 
 from __future__ import annotations
 
-import argparse
-import json
 from typing import Any
 
 from .device import LINK_LEGEND, cpu_info, discover_gpus, system_info, topology
@@ -221,7 +219,7 @@ def advice(report: dict) -> list[str]:
     return lines
 
 
-def format_value(value: Any, scale: float = 1.0, digits: int = 0, sep: str = ",") -> str:
+def format_reading(value: Any, scale: float = 1.0, digits: int = 0, sep: str = ",") -> str:
     """A report value as table text: "n/a" where not available, numbers scaled and rounded,
     booleans on/off, lists joined with `sep`."""
     value = _num(value)
@@ -236,7 +234,7 @@ def format_value(value: Any, scale: float = 1.0, digits: int = 0, sep: str = ","
     return str(value)
 
 
-_fmt = format_value  # the short name the report tables below use
+_fmt = format_reading  # the short name the report tables below use
 
 
 def cuda_label(cuda_index: Any) -> str:
@@ -290,15 +288,3 @@ def format_report(report: dict) -> str:
     out.append("Advice:")
     out += [f"  - {line}" for line in report["advice"]] or ["  - nothing to fix found."]
     return "\n".join(out)
-
-
-def main(argv: list[str] | None = None, nvml: Any = None) -> int:
-    """`doctor [--json]`: print the report; returns the exit code (0)."""
-    parser = argparse.ArgumentParser(
-        prog="a800lab doctor",
-        description="Report GPUs, topology, NUMA affinity, drivers and what to fix.")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    args = parser.parse_args(argv)
-    report = build_report(nvml=nvml)
-    print(json.dumps(report, indent=2) if args.json else format_report(report))
-    return 0

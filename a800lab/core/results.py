@@ -24,7 +24,7 @@ import numbers
 import os
 import secrets
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -40,21 +40,32 @@ OUTCOMES = ("ok", "oom", "wrong", "error")
 # (resident set above the point's start); see a800lab.core.window.
 MEMORY_KEYS = ("peak_allocated_bytes", "peak_reserved_bytes", "peak_rss_bytes",
                "baseline_allocated_bytes", "baseline_rss_bytes", "capacity_bytes")
-# Frame columns the record itself fills; a workload's params and metrics must not reuse them.
-RESERVED_COLUMNS = frozenset({
-    "workload", "outcome", "message", "throughput", "throughput_unit", "time_ms", "median_ms",
-    "iqr_ms", "min_ms", "device_name", "fingerprint", "label", "timestamp", "telemetry",
-    "schema_version", "run_id", "noisy", "noise_reason", "torch_threads", "mode",
+# Frame columns of what a point measured: no parameter or metric may take these names.
+RESULT_COLUMNS = frozenset({
+    "outcome", "throughput", "throughput_unit", "time_ms", "median_ms", "iqr_ms", "min_ms",
     *MEMORY_KEYS,
 })
+# Frame columns of where and when it ran. A metric may not take these names; a parameter may
+# (your `mode` or `label` is yours): it then sits in the frame as "param.<name>" (param_column).
+RECORD_COLUMNS = frozenset({
+    "workload", "message", "device_name", "fingerprint", "label", "timestamp", "telemetry",
+    "schema_version", "run_id", "noisy", "noise_reason", "torch_threads", "mode",
+})
+RESERVED_COLUMNS = RESULT_COLUMNS | RECORD_COLUMNS
 
 
 def check_param_names(names) -> None:
-    """Refuse parameter names that the results table uses for its own columns."""
-    reserved = set(names) & RESERVED_COLUMNS
+    """Refuse parameter names that name what a point measured (throughput, time_ms, ...)."""
+    reserved = set(names) & RESULT_COLUMNS
     if reserved:
-        raise ValueError(f"parameter names {sorted(reserved)} are reserved by the results table; "
-                         "rename them")
+        raise ValueError(f"parameter names {sorted(reserved)} are reserved by the results table "
+                         "for what a point measured; rename them")
+
+
+def param_column(name: str) -> str:
+    """The frame column holding parameter `name`: its own name, or "param.<name>" for a name
+    the record uses for itself (mode, label, message, workload, fingerprint, ...)."""
+    return f"param.{name}" if name in RECORD_COLUMNS else name
 
 
 def _now() -> str:
@@ -125,7 +136,7 @@ class Record:
                                  f"{self.throughput!r}; record the point as 'error' instead")
         elif self.throughput is not None:
             raise ValueError(f"a {self.outcome!r} record has no throughput; got {self.throughput}")
-        clash = (set(self.params) | set(self.metrics)) & RESERVED_COLUMNS
+        clash = (set(self.params) & RESULT_COLUMNS) | (set(self.metrics) & RESERVED_COLUMNS)
         if clash:
             raise ValueError(f"parameter/metric names {sorted(clash)} are reserved by the results "
                              "table; rename them")
@@ -297,6 +308,17 @@ def read_records(path: str | os.PathLike) -> list[Record]:
     return records
 
 
+def done_keys(path: str | os.PathLike, env_fingerprint: str,
+              key: Callable[[Record], str] = Record.point_key) -> set[str]:
+    """The resume rule, once for every runner: the keys of the points in `path` measured in
+    this environment (the same fingerprint) that are not errors (errors are retried); an
+    absent file has none."""
+    if not Path(path).exists():
+        return set()
+    return {key(r) for r in read_records(path)
+            if r.env.get("fingerprint") == env_fingerprint and r.outcome != "error"}
+
+
 def records_to_frame(records: list[Record]) -> pd.DataFrame:
     """One row per record: params and metrics as columns beside the record's own columns."""
     rows = []
@@ -304,7 +326,7 @@ def records_to_frame(records: list[Record]) -> pd.DataFrame:
         times = list(r.time_ms)
         stats = _time_stats(times)
         row = {
-            **r.params,
+            **{param_column(k): v for k, v in r.params.items()},
             "workload": r.workload,
             "outcome": r.outcome,
             "message": r.message,

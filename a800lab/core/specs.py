@@ -17,8 +17,8 @@ Conventions, the same for every row:
   before Ada/Hopper, no bf16/tf32 before Ampere). Nothing is derived or guessed.
 - `nvlink_gbs` is total bidirectional NVLink bandwidth per GPU; on PCIe cards it is the optional
   NVLink bridge, None where the card has no NVLink at all.
-An unknown device name gives None and a warning; `a800lab.core.peak.measure_peak()` then measures
-an achievable peak on the spot instead.
+An unknown device name gives None and a warning; `a800lab.workloads.peak.measure_peak()` then
+measures an achievable peak on the spot instead.
 """
 
 from __future__ import annotations
@@ -256,6 +256,6 @@ def peak_for(device_name: str, precision: str) -> tuple[float | None, str]:
 def _unknown_reason(device_name: str) -> str:
     if re.search(r"\bMIG\b", device_name.upper()):
         return (f"{device_name!r} is a MIG slice: its peak is a fraction of the whole GPU's; "
-                "use a800lab.core.peak.measure_peak() to measure it")
+                "use a800lab.workloads.peak.measure_peak() to measure it")
     return (f"no datasheet row for device {device_name!r}; its peak is unknown (not guessed). "
-            "Use a800lab.core.peak.measure_peak() to measure an achievable peak on the spot")
+            "Use a800lab.workloads.peak.measure_peak() to measure an achievable peak on the spot")

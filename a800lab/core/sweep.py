@@ -29,7 +29,6 @@ import json
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from .backends import HAS_NVML, resolve_device
 from .cancel import Cancelled, CancelToken
@@ -42,9 +41,9 @@ from .results import (
     as_number,
     check_param_names,
     check_writable,
+    done_keys,
     is_positive_number,
     new_run_id,
-    read_records,
 )
 from .timing import Timing
 from .window import PointWindow
@@ -125,7 +124,7 @@ def run_sweep(
         check_writable(out)
     env = environment(device)
     env["fingerprint"] = fingerprint(env)
-    done_keys = _done_keys(out, env["fingerprint"]) if (out and resume) else set()
+    done = done_keys(out, env["fingerprint"]) if (out and resume) else set()
 
     result = SweepResult(total=len(points), run_id=run_id or new_run_id())
     started, measured = time.perf_counter(), 0
@@ -133,7 +132,7 @@ def run_sweep(
         for index, point in enumerate(points, start=1):
             params = {**fixed, **point}
             key = Record(workload=workload, params=params, outcome="error").point_key()
-            if key in done_keys:
+            if key in done:
                 result.skipped += 1
             else:
                 if cancel is not None and cancel.cancelled:
@@ -295,13 +294,6 @@ def _record_from_result(raw, base: dict, throughput_key: str | None,
     unit = raw.get("throughput_unit") or (tp_key if tp_key != "throughput" else "")
     return Record(**common, outcome="ok", throughput=as_number(throughput),
                   throughput_unit=str(unit), metrics=metrics)
-
-
-def _done_keys(out, env_fingerprint: str) -> set[str]:
-    if not Path(out).exists():
-        return set()
-    return {r.point_key() for r in read_records(out)
-            if r.env.get("fingerprint") == env_fingerprint and r.outcome != "error"}
 
 
 def _accepts(fn, name: str) -> bool:

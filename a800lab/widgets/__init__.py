@@ -1,5 +1,5 @@
 """ipywidgets panels: thin views over the core objects (a800lab.core, a800lab.workloads); they
-run work only from a Run button and plot with a800lab.plots.
+run work only from a Run button and plot with a800lab.figures.sweep.
 
     from a800lab.widgets import Explorer, Range
     Explorer(my_step, params={"batch_size": Range(1, 256, default=32), "precision": ["fp32"]})
@@ -14,8 +14,8 @@ run work only from a Run button and plot with a800lab.plots.
 
 from .comm_explorer import CommExplorer
 from .cost_explorer import CostExplorer
-from .device import DevicePanel
-from .env_diff import DiffPanel
+from .device_panel import DevicePanel
+from .diff_panel import DiffPanel
 from .explorer import Explorer
 from .matmul_explorer import MatmulExplorer
 from .params import Choice, Fixed, Range

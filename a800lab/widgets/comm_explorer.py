@@ -9,7 +9,7 @@ bucket sizes, measured on worker processes that the panel starts, streams from a
     panel.run(wait=True, view="accumulation", accum_steps=[1, 2, 4])   # no_sync vs every
     panel.run(wait=True, view="buckets", bucket_cap_mb=[0.25, 1, 25])
 
-Four views, each with its own sweep and figure (a800lab.systems_plots):
+Four views, each with its own sweep and figure (a800lab.figures.pipeline):
 - collectives: busbw and time against size_bytes, one line per op (several ops per Run);
   on GPUs the card's per-direction NVLink bandwidth is drawn for comparison;
 - hooks: samples/s, MiB all-reduced per step and the held-out loss per comm hook;
@@ -17,7 +17,7 @@ Four views, each with its own sweep and figure (a800lab.systems_plots):
   with no_sync and every_micro_batch side by side;
 - buckets: samples/s, buckets per backward and the loss against bucket_cap_mb.
 
-Each Run starts `world_size` fresh ranks (a800lab.workloads.comm_runs), sends them the points
+Each Run starts `world_size` fresh ranks (a800lab.workloads.comm.runs), sends them the points
 one at a time and stops them when it ends, whatever happens: Stop ends the run after the point
 in flight; a rank that dies ends it at once, one that hangs after `timeout_s`, with the reason
 in the status line and no process left behind. Records are rank 0's, as the CLI writes them.
@@ -36,14 +36,14 @@ import ipywidgets as widgets
 import pandas as pd
 
 from ..core.backends import HAS_CUDA
-from ..systems_plots import collectives_figure, ddp_figure
-from ..workloads.comm import DTYPES, OPS
-from ..workloads.comm_ddp import HOOKS, SYNC_MODES
-from ..workloads.comm_runs import run_comm, run_point, start_ranks
-from ..workloads.comm_worker import default_backend
+from ..figures.comm import collectives_figure, ddp_figure
+from ..workloads.comm.collectives import DTYPES, OPS
+from ..workloads.comm.ddp import HOOKS, SYNC_MODES
+from ..workloads.comm.runs import run_comm, run_point, start_ranks
+from ..workloads.comm.worker import default_comm_backend
 from .explorer import AUTO_SERIES, DATA_DIR, Explorer
 from .explorer_text import auto_series, run_numbers, table_html
-from .params import Choice, Range, format_value
+from .params import Choice, Range, format_param
 
 VIEWS = {"collectives": "collectives", "hooks": "comm hooks", "accumulation": "no_sync",
          "buckets": "buckets"}
@@ -76,12 +76,14 @@ class CommExplorer(Explorer):
     `out` as for Explorer.
     """
 
+    VIEWS = VIEWS
+
     def __init__(self, *, world_size: int | None = None, backend: str | None = None,
                  timeout_s: float = 60.0, keep_ranks: bool = False,
                  budget_s: float | None = None, train_steps: int | None = None,
                  title: str = "Communication: collectives, comm hooks, no_sync, buckets",
                  recorded_dir: Path | str = DATA_DIR, out: str | None = None):
-        self.backend = backend or default_backend()
+        self.backend = backend or default_comm_backend()
         on_gpu = self.backend == "nccl"
         if world_size is None:
             import torch
@@ -114,31 +116,20 @@ class CommExplorer(Explorer):
                          recorded_dir=recorded_dir, out=out)
 
     # ---- layout ---------------------------------------------------------------------------
-    def _build(self, sweep, title, recorded_dir, out) -> None:
-        super()._build(sweep, title, recorded_dir, out)
-        self.view = widgets.ToggleButtons(options=[(label, key) for key, label in VIEWS.items()],
-                                          value="collectives", description="view",
-                                          style={"button_width": "auto"})
+    def _extra_widgets(self) -> dict[str, list]:
         self.ops = widgets.Text(description="ops", value="all_reduce",
                                 placeholder="e.g. all_reduce, all_gather, broadcast")
-        self.view.observe(self._on_view, names="value")
-        children = list(self.widget.children)
-        children[children.index(self.status):children.index(self.status)] = [
-            widgets.HBox([self.view, self.ops])]
-        self.widget.children = tuple(children)
-        self._on_view()
+        return {"after_controls": [self.ops]}
 
-    def _on_view(self, _change=None) -> None:
+    def _on_view(self) -> None:
         view = self.view.value
         self.ops.layout.display = None if view == "collectives" else "none"
         self.sweep_axis.value = VIEW_AXIS[view]
-        self.sweep_values.value = ", ".join(format_value(v) for v in self._default_values(view))
+        self.sweep_values.value = ", ".join(format_param(v) for v in self._default_values(view))
         for key, control in self.controls.items():
             control.disabled = key == VIEW_AXIS[view] or key not in VIEW_PARAMS[view]
         if view == "collectives":
             self.controls["op"].disabled = True  # the ops box lists them
-        if _change is not None:
-            self._view_changed()
 
     def _default_values(self, view: str) -> list:
         """What a Run sweeps unless told otherwise: a few sizes 16x apart (to 64 MiB on a CPU,

@@ -28,11 +28,16 @@ import pandas as pd
 
 from ..core.backends import resolve_device
 from ..core.precision import unsupported_reason
-from ..ops_plots import cost_figure
+from ..figures.cost import cost_figure
 from ..workloads.matmul import default_sizes
-from ..workloads.training import precisions_for
-from ..workloads.training_models import MODELS, SIZES, default_size
-from ..workloads.usage import compare_usage, matmul_usage_point, train_usage_point, usage_point
+from ..workloads.training.models import MODELS, SIZES, default_size
+from ..workloads.training.spec import precisions_for
+from ..workloads.usage import (
+    compare_usage,
+    custom_usage_point,
+    matmul_usage_point,
+    train_usage_point,
+)
 from .explorer import DATA_DIR, Explorer
 from .explorer_text import TABLE_ROWS, run_numbers
 from .params import Choice, Range, check_signature
@@ -49,7 +54,8 @@ _MATMUL_PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 
 
 def _custom_point(make_step, duration_s, *, device: str = "auto", cancel=None, **params):
-    return usage_point(make_step, params, device=device, duration_s=duration_s, cancel=cancel)
+    return custom_usage_point(make_step, params, device=device, duration_s=duration_s,
+                              cancel=cancel)
 
 
 class CostExplorer(Explorer):
@@ -100,8 +106,7 @@ class CostExplorer(Explorer):
                          out=out)
 
     # ---- layout ---------------------------------------------------------------------------
-    def _build(self, sweep, title, recorded_dir, out) -> None:
-        super()._build(sweep, title, recorded_dir, out)
+    def _extra_widgets(self) -> dict[str, list]:
         price, gpus, kwh = self._prices
         self.price = widgets.BoundedFloatText(value=price, min=0.0, max=1e4, step=0.1,
                                               description="$ / GPU-hour")
@@ -116,9 +121,7 @@ class CostExplorer(Explorer):
             widgets.HTML("<b>Prices</b> <small>change them any time: the plot and the table "
                          "follow without measuring again</small>"),
             widgets.HBox([self.price, self.gpus, self.kwh_price])])
-        children = list(self.widget.children)
-        children.insert(children.index(self.status) + 1, prices)
-        self.widget.children = tuple(children)
+        return {"after_status": [prices]}
 
     # ---- views ----------------------------------------------------------------------------
     def comparison(self) -> pd.DataFrame:

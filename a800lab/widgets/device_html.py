@@ -15,7 +15,7 @@ import html
 from typing import Any
 
 from ..core.device import LINK_LEGEND
-from ..core.doctor import CUDA_BY_NVML_INDEX, cuda_label, format_value
+from ..core.doctor import CUDA_BY_NVML_INDEX, cuda_label, format_reading
 from ..core.nvml import is_not_available
 
 GIB = 2**30
@@ -52,7 +52,7 @@ def _na(value: Any) -> bool:
 
 def cell_text(value: Any, scale: float = 1.0, digits: int = 0) -> str:
     """A report value as cell text: "n/a" where not available, numbers scaled and rounded."""
-    return format_value(value, scale, digits, sep=", ")
+    return format_reading(value, scale, digits, sep=", ")
 
 
 def _why(*values: Any) -> str:

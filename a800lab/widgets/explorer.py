@@ -28,24 +28,25 @@ from ..core.cancel import CancelToken
 from ..core.noise import default_cpu_threads
 from ..core.results import (
     Record,
-    append_record,
     check_param_names,
     new_run_id,
+    param_column,
     read_records,
     records_to_frame,
 )
 from ..core.sweep import SweepResult, run_sweep
-from ..plot_look import EARLIER_RUNS, describe_devices
-from ..plots import throughput_and_memory_figure
+from ..figures.look import EARLIER_RUNS, describe_devices
+from ..figures.sweep import throughput_and_memory_figure
 from .explorer_text import (
     auto_series,
-    describe,
+    describe_record,
     overlay_hint,
     run_numbers,
     summary,
     table_html,
 )
-from .params import Fixed, as_param, check_signature, format_value
+from .panel_records import PanelRecords
+from .params import Fixed, as_param, check_signature, check_value, format_param, plan_run
 from .redraw import Redrawer
 from .status import StatusLine
 
@@ -53,6 +54,10 @@ NO_SWEEP = "(single point)"
 AUTO_SERIES = "(what differs)"  # one line per device label and per value of any other control
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"  # recorded runs in a source checkout
 PNG_DPI = 90  # the 10 in wide figure as 900 px: fits a notebook, small text stays legible
+# where a panel built on Explorer puts its own widgets (_extra_widgets), top to bottom:
+# under the parameter controls (and the view switch), above and below the status line, under
+# the plot's caption
+SLOTS = ("after_controls", "before_status", "after_status", "after_plot")
 
 
 class Explorer:
@@ -100,6 +105,8 @@ class Explorer:
     panel stays usable. Clear empties the panel (what was saved stays in the file).
     """
 
+    VIEWS: dict[str, str] = {}  # a panel with several views: key -> label, the first shown
+
     def __init__(self, workload, params: dict, *, sweep: str | None = None,
                  throughput_key: str | None = None, name: str | None = None,
                  device: str = "auto", cpu_threads: int | None = None, title: str = "",
@@ -118,11 +125,7 @@ class Explorer:
             raise ValueError(f"cpu_threads={cpu_threads!r} must be a positive int or None")
         on_cpu = self.device == "cpu"
         self.torch_threads = cpu_threads or (default_cpu_threads() if on_cpu else None)
-        self._records: list[Record] = []
-        self._records_lock = threading.Lock()
-        self._generation = 0  # bumped by Clear: a draw of the old points must not be cached
-        self._frame_cache: tuple[int, int, pd.DataFrame | None] = (0, 0, None)
-        self._saved: dict[str, set] = {}  # path -> keys of records already in that file
+        self._held = PanelRecords()
         self._overlay = pd.DataFrame()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -160,8 +163,11 @@ class Explorer:
         self.progress_text = widgets.Label("")
         self.status = StatusLine(f"Ready: choose values and press Run ({self._conditions()}).")
         self.status.add_class("a800lab-status")
-        self.color_by = widgets.Dropdown(options=[AUTO_SERIES, "label", *sweepable],
-                                         value=AUTO_SERIES, description="colour by")
+        # (text, frame column): a parameter named like a record column is "param.<name>"
+        self.color_by = widgets.Dropdown(
+            options=[(AUTO_SERIES, AUTO_SERIES), ("device label", "label"),
+                     *((p, param_column(p)) for p in sweepable)],
+            value=AUTO_SERIES, description="colour by")
         self.earlier_runs = widgets.ToggleButtons(options=list(EARLIER_RUNS), value="faded",
                                                   description="earlier runs",
                                                   style={"button_width": "auto"})
@@ -183,22 +189,53 @@ class Explorer:
         self.recorded = widgets.SelectMultiple(options=files, description="overlay", rows=3)
         self.recorded.observe(lambda _: self._guard(self._load_overlay), names="value")
         self.overlay_hint = widgets.HTML(overlay_hint(recorded_dir, len(files)))
+        self.view = None
+        if self.VIEWS:  # one switch for a panel's views; _on_view sets the controls for each
+            self.view = widgets.ToggleButtons(
+                options=[(label, key) for key, label in self.VIEWS.items()],
+                value=next(iter(self.VIEWS)), description="view",
+                style={"button_width": "auto"})
+            self.view.observe(lambda _: (self._on_view(), self._view_changed()), names="value")
+        extras = self._extra_widgets()
+        unknown = set(extras) - set(SLOTS)
+        if unknown:
+            raise ValueError(f"_extra_widgets() returned slots {sorted(unknown)}; the layout "
+                             f"has {list(SLOTS)}")
+
+        def slot(name: str) -> list:
+            return list(extras.get(name, ()))
+
         header = [widgets.HTML(f"<h3>{html.escape(title)}</h3>")] if title else []
         self.widget = widgets.VBox([
             *header,
             widgets.VBox(list(self.controls.values())),
+            *([self.view] if self.view is not None else []),
+            *slot("after_controls"),
             widgets.HBox([self.sweep_axis, self.sweep_values]),
             widgets.HBox([self.run_button, self.stop_button, self.clear_button, self.progress,
                           self.progress_text]),
+            *slot("before_status"),
             self.status,
+            *slot("after_status"),
             widgets.HBox([widgets.VBox([self.color_by, self.earlier_runs]),
                           widgets.VBox([self.recorded, self.overlay_hint],
                                        layout=widgets.Layout(width="55%"))]),
             self.plot,
             self.caption,
+            *slot("after_plot"),
             widgets.HBox([self.path, self.save_button, self.load_button]),
             self.table,
         ])
+        if self.view is not None:
+            self._on_view()
+
+    # Layout a panel built on this one may extend (at construction):
+    def _extra_widgets(self) -> dict[str, list]:
+        """The panel's own widgets by slot (see SLOTS): where each goes in the layout."""
+        return {}
+
+    def _on_view(self) -> None:
+        """Set the controls for the view now chosen (panels with VIEWS); no redraw here."""
 
     def _ipython_display_(self):
         from IPython.display import display
@@ -211,7 +248,7 @@ class Explorer:
             control.disabled = key == axis or isinstance(self.params[key], Fixed)
         self.sweep_values.disabled = axis == NO_SWEEP
         values = [] if axis == NO_SWEEP else self.params[axis].sweep_values()
-        self.sweep_values.value = ", ".join(format_value(v) for v in values)
+        self.sweep_values.value = ", ".join(format_param(v) for v in values)
         if _change is not None:  # the plot's x axis and title follow at once
             self._view_changed()
 
@@ -277,46 +314,21 @@ class Explorer:
             self.status.say("A run is in progress: press Stop or wait for it before Clear.",
                             "warn")
             return 0
-        with self._records_lock:
-            removed, self._records = self._records, []
-            self._generation += 1
-        saved = set().union(*self._saved.values()) if self._saved else set()
-        unsaved = sum(r.measurement_key() not in saved for r in removed)
+        removed, unsaved = self._held.clear()
         note = f"; {unsaved} had not been saved" if unsaved else ""
-        self.status.say(f"Cleared {len(removed)} points from the panel (saved files keep "
+        self.status.say(f"Cleared {removed} points from the panel (saved files keep "
                         f"theirs{note}).", "ok")
         self.refresh()
-        return len(removed)
+        return removed
 
     def _plan(self, overrides: dict) -> tuple[dict, dict]:
-        unknown = set(overrides) - set(self.params)
-        if unknown:
-            raise ValueError(f"unknown parameter(s) {sorted(unknown)}; this panel has "
-                             f"{list(self.params)}")
-        axis = self.sweep_axis.value
-        fixed = {}
-        for key, spec in self.params.items():
-            if key == axis:
-                continue
-            value = overrides.get(key, spec.value if isinstance(spec, Fixed)
-                                  else self.controls[key].value)
-            fixed[key] = self._check_one(key, value)
-        if axis == NO_SWEEP:
-            first = next(iter(fixed))
-            return {first: [fixed.pop(first)]}, fixed
-        values = overrides.get(axis)
-        if values is None:
-            values = self.params[axis].parse(axis, self.sweep_values.value)
-        else:
-            values = list(values) if isinstance(values, (list, tuple)) else [values]
-            if not values:
-                raise ValueError(f"the sweep over {axis} has no values; give at least one")
-            values = [self._check_one(axis, v) for v in values]
-        return {axis: values}, fixed
+        """(axes, fixed) of a Run: the controls' values, `overrides` taking precedence."""
+        current = {key: control.value for key, control in self.controls.items()}
+        return plan_run(self.params, current, self.sweep_axis.value, self.sweep_values.value,
+                        overrides, no_sweep=NO_SWEEP)
 
     def _check_one(self, key: str, value):
-        spec = self.params[key]
-        return value if isinstance(spec, Fixed) else spec.check(key, value)
+        return check_value(self.params[key], key, value)
 
     def _sweep(self, axes: dict, fixed: dict, run_id: str) -> SweepResult:
         """Measure the planned points (on the run's thread), reporting through _on_progress
@@ -357,17 +369,15 @@ class Explorer:
 
     def _on_result(self, record: Record) -> None:
         """On the measuring thread: keep the point and ask for a re-plot; no drawing here."""
-        with self._records_lock:
-            self._records.append(record)
+        self._held.add(record)
         if record.outcome != "ok":
-            self.status.say(describe(record), "error")
+            self.status.say(describe_record(record), "error")
         self._drawer.request()
 
     # ---- views ----------------------------------------------------------------------------
     @property
     def records(self) -> list[Record]:
-        with self._records_lock:
-            return list(self._records)
+        return self._held.records
 
     @property
     def results(self) -> pd.DataFrame:
@@ -381,26 +391,17 @@ class Explorer:
         self._drawer.flush()
 
     def _view_changed(self) -> None:
-        if self._records or not self._overlay.empty:
+        if len(self._held) or not self._overlay.empty:
             self.refresh()
 
     def _measured_frame(self) -> pd.DataFrame:
-        """The panel's points as a frame, converting only the records added since last time."""
-        with self._records_lock:
-            records, generation = list(self._records), self._generation
-        count, cached_generation, frame = self._frame_cache
-        if cached_generation != generation or count > len(records):
-            count, frame = 0, None
-        if count < len(records):
-            new = records_to_frame(records[count:])
-            frame = new if frame is None else pd.concat([frame, new], ignore_index=True)
-            self._frame_cache = (len(records), generation, frame)
-        return frame if frame is not None else pd.DataFrame()
+        """The panel's points as a frame (built once per new point, not per re-plot)."""
+        return self._held.frame()
 
     def _draw(self) -> None:
         """Build the figure, PNG, caption and table (on the drawing thread)."""
         measured = self._measured_frame()
-        x = self._plot_axis()
+        x = param_column(self._plot_axis())
         overlay = self._overlay
         if not overlay.empty and x in overlay:
             overlay = overlay[overlay[x].notna()]
@@ -415,7 +416,7 @@ class Explorer:
             return
         series = self.color_by.value
         if series == AUTO_SERIES:
-            df, series = df.assign(series=auto_series(df, x, list(self.params))), "series"
+            df, series = df.assign(series=auto_series(df, x, self._param_columns())), "series"
         elif series not in df:
             series = "label"
         figure = self._figure(df, x, series)
@@ -441,7 +442,11 @@ class Explorer:
     def _table_html(self, measured: pd.DataFrame) -> str:
         """The results table under the plot (the newest points)."""
         numbers = run_numbers(measured["run_id"]) if "run_id" in measured else {}
-        return table_html(measured, list(self.params), numbers)
+        return table_html(measured, self._param_columns(), numbers)
+
+    def _param_columns(self) -> list[str]:
+        """The frame columns of the panel's parameters (see param_column)."""
+        return [param_column(p) for p in self.params]
 
     def _plot_axis(self) -> str:
         axis = self.sweep_axis.value
@@ -450,31 +455,20 @@ class Explorer:
     def save(self, path: str | None = None) -> int:
         """Append the points not yet in that JSON Lines file; returns how many were written."""
         path = path or self.path.value
-        saved = self._saved.setdefault(str(Path(path).resolve()), set())
-        new = [r for r in self.records if r.measurement_key() not in saved]
-        for record in new:
-            append_record(path, record)
-            saved.add(record.measurement_key())
-        self.status.say(f"Saved {len(new)} new points to {path} ({len(saved)} from this panel "
+        written, there = self._held.save(path)
+        self.status.say(f"Saved {written} new points to {path} ({there} from this panel "
                         "there).", "ok")
-        return len(new)
+        return written
 
     def load(self, path: str | None = None) -> int:
         """Add the points of a JSON Lines file that the panel does not hold yet; returns how
         many were added."""
         path = path or self.path.value
-        loaded = read_records(path)
-        with self._records_lock:
-            held = {r.measurement_key() for r in self._records}
-            new = [r for r in loaded if r.measurement_key() not in held]
-            self._records.extend(new)
-        saved = self._saved.setdefault(str(Path(path).resolve()), set())
-        saved.update(r.measurement_key() for r in loaded)
+        added, skipped = self._held.load(path)
         self.refresh()
-        skipped = len(loaded) - len(new)
         note = f" ({skipped} already in the panel, skipped)" if skipped else ""
-        self.status.say(f"Loaded {len(new)} points from {path}{note}.", "ok")
-        return len(new)
+        self.status.say(f"Loaded {added} points from {path}{note}.", "ok")
+        return added
 
     def _load_overlay(self) -> None:
         records = [r for p in self.recorded.value for r in read_records(p)]

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..core.results import Record
 from ..core.sweep import SweepResult
-from .params import format_value
+from .params import format_param
 
 TABLE_ROWS = 12  # the newest points; panel.results has them all
 
@@ -26,8 +26,8 @@ def run_numbers(run_ids) -> dict[str, int]:
     return {run: i for i, run in enumerate(sorted(set(run_ids)), start=1)}
 
 
-def describe(record: Record) -> str:
-    point = ", ".join(f"{k}={format_value(v)}" for k, v in record.params.items())
+def describe_record(record: Record) -> str:
+    point = ", ".join(f"{k}={format_param(v)}" for k, v in record.params.items())
     return f"{point}: {record.outcome}: {record.message}"
 
 
@@ -52,7 +52,7 @@ def summary(result: SweepResult, elapsed_s: float, *, run_number: int, condition
                  f"{noisy_reason(records)}).")
     failed = [r for r in records if r.outcome != "ok"]
     if failed:
-        text += f" First failure: {describe(failed[0])}"
+        text += f" First failure: {describe_record(failed[0])}"
     return text
 
 
@@ -71,7 +71,7 @@ def auto_series(df: pd.DataFrame, x: str, params: list[str]) -> pd.Series:
     kept apart by the plot itself, not by the name."""
     varying = [p for p in params if p != x and p in df and df[p].astype(str).nunique() > 1]
     parts = [] if df["label"].nunique() <= 1 and varying else [df["label"].astype(str)]
-    parts += [p + "=" + df[p].map(format_value) for p in varying]
+    parts += [p.removeprefix("param.") + "=" + df[p].map(format_param) for p in varying]
     names = parts[0]
     for part in parts[1:]:
         names = names + ", " + part
@@ -81,7 +81,7 @@ def auto_series(df: pd.DataFrame, x: str, params: list[str]) -> pd.Series:
 def _cell(value) -> str:
     if isinstance(value, float):
         return "" if math.isnan(value) else f"{value:.4g}"
-    return html.escape(format_value(value))
+    return html.escape(format_param(value))
 
 
 def table_html(df: pd.DataFrame, params: list[str], numbers: dict[str, int]) -> str:
@@ -93,7 +93,8 @@ def table_html(df: pd.DataFrame, params: list[str], numbers: dict[str, int]) -> 
     columns = [c for c in [*params, "outcome", "throughput", "throughput_unit", "median_ms",
                            "iqr_ms", "message"]
                if c in tail and (tail[c].notna() & (tail[c].astype(str) != "")).any()]
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in ["run", *columns, "noisy"])
+    head = "".join(f"<th>{html.escape(c.removeprefix('param.'))}</th>"
+                   for c in ["run", *columns, "noisy"])
     body = []
     for _, row in tail.iterrows():
         cells = [f"<td>#{numbers.get(row.get('run_id', ''), '?')}</td>"]

@@ -32,12 +32,12 @@ import torch
 
 from ..core.backends import resolve_device
 from ..core.precision import unsupported_reason
-from ..core.quantisation import sm_count_of
-from ..plots import heatmap_figure, throughput_and_memory_figure
-from ..tile_plots import shape_sweep_figure
+from ..figures.sweep import throughput_and_memory_figure
+from ..figures.tiles import heatmap_figure, shape_sweep_figure
 from ..workloads.matmul import DEFAULT_TILES, TILE_FIELDS, MatmulSpec, cpu_slowdown_note
-from ..workloads.tile_config import alignment_hints, export_config
-from ..workloads.tiled_matmul import default_backend, tiled_matmul_point
+from ..workloads.tiles.config import alignment_hints, export_config
+from ..workloads.tiles.point import default_tile_backend, tiled_matmul_point
+from ..workloads.tiles.quantisation import sm_count_of
 from .explorer import DATA_DIR, Explorer
 from .params import Choice, Range
 
@@ -56,6 +56,8 @@ class MatmulExplorer(Explorer):
     (`cpu_threads`, `title`, `recorded_dir`, `out`).
     """
 
+    VIEWS = VIEWS
+
     def __init__(self, *, device: str = "auto", size: int | None = None,
                  card: str | None = None,
                  cpu_threads: int | None = None,
@@ -64,7 +66,7 @@ class MatmulExplorer(Explorer):
         device = resolve_device(device)
         on_cpu = device == "cpu"
         self.card = card
-        self.default_backend = default_backend(device)
+        self.default_backend = default_tile_backend(device)
         tiles = DEFAULT_TILES.get(self.default_backend, DEFAULT_TILES["triton"])
         precisions = [p for p in PRECISION_ORDER if not unsupported_reason(p, device)]
         size = size or (256 if on_cpu else 4096)
@@ -86,29 +88,16 @@ class MatmulExplorer(Explorer):
                          recorded_dir=recorded_dir, out=out)
 
     # ---- layout ---------------------------------------------------------------------------
-    def _build(self, sweep, title, recorded_dir, out) -> None:
-        super()._build(sweep, title, recorded_dir, out)
-        self.view = widgets.ToggleButtons(options=[(label, key) for key, label in VIEWS.items()],
-                                          value="tiles", description="view",
-                                          style={"button_width": "auto"})
+    def _extra_widgets(self) -> dict[str, list]:
         self.block_n_values = widgets.Text(description="block_n", value=", ".join(
             str(v) for v in BLOCKS), placeholder="e.g. 32, 64, 128")
         self.hints = widgets.HTML("")
         self.best = widgets.HTML("")
-        self.view.observe(self._on_view, names="value")
         for key in ("m", "n", "k", "precision"):
             self.controls[key].observe(lambda _: self._show_hints(), names="value")
-        children = list(self.widget.children)
-        controls_at = next(i for i, c in enumerate(children)
-                           if isinstance(c, widgets.VBox) and list(c.children) ==
-                           list(self.controls.values()))
-        children[controls_at + 1:controls_at + 1] = [self.hints, self.view, self.block_n_values]
-        plot_at = children.index(self.caption)
-        children.insert(plot_at + 1, self.best)
-        self.widget.children = tuple(children)
-        self._on_view()
+        return {"after_controls": [self.hints, self.block_n_values], "after_plot": [self.best]}
 
-    def _on_view(self, _change=None) -> None:
+    def _on_view(self) -> None:
         view = self.view.value
         axis = {"tiles": "block_m", "precision": "precision"}.get(view)
         if axis is None:  # shape: keep a shape axis the user chose, else n
@@ -118,8 +107,6 @@ class MatmulExplorer(Explorer):
         if view == "tiles":
             self.controls["block_n"].disabled = True
         self._show_hints()
-        if _change is not None:
-            self._view_changed()
 
     def _show_hints(self) -> None:
         values = {key: self.controls[key].value for key in ("m", "n", "k", "precision")}

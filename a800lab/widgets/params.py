@@ -27,7 +27,7 @@ import ipywidgets as widgets
 _TOGGLE_MAX_OPTIONS = 6  # more options than this read better as a dropdown
 
 
-def format_value(value) -> str:
+def format_param(value) -> str:
     """A parameter value as the panel shows and parses it (floats in %g)."""
     return f"{value:g}" if isinstance(value, float) else str(value)
 
@@ -50,7 +50,7 @@ class Choice:
         return self.values[0] if self.default is None else self.default
 
     def control(self, name: str) -> widgets.ValueWidget:
-        options = [(format_value(v), v) for v in self.values]
+        options = [(format_param(v), v) for v in self.values]
         short = all(len(label) <= 8 for label, _ in options)
         if len(options) <= _TOGGLE_MAX_OPTIONS and short:
             return widgets.ToggleButtons(options=options, value=self.initial, description=name,
@@ -64,11 +64,11 @@ class Choice:
         """`value` itself if it is one of the choices, else a ValueError naming them."""
         if value not in self.values:
             raise ValueError(f"{name}: {value!r} is not a valid value; choose from "
-                             f"{', '.join(format_value(v) for v in self.values)}")
+                             f"{', '.join(format_param(v) for v in self.values)}")
         return value
 
     def parse(self, name: str, text: str) -> list:
-        by_text = {format_value(v): v for v in self.values}
+        by_text = {format_param(v): v for v in self.values}
         out = []
         for token in _tokens(name, text):
             if token not in by_text:
@@ -172,12 +172,12 @@ class Range:
             raise ValueError(f"{name}: {value!r} is not {self._kind}")
         if not math.isfinite(value):
             raise ValueError(f"{name}={value!r} is not a finite number; pick values inside "
-                             f"{format_value(self.lo)}..{format_value(self.hi)}")
+                             f"{format_param(self.lo)}..{format_param(self.hi)}")
         if self.is_int and value != int(value):
             raise ValueError(f"{name}: {value!r} is not {self._kind}")
         if not self.lo <= value <= self.hi:
-            bounds = f"{format_value(self.lo)}..{format_value(self.hi)}"
-            raise ValueError(f"{name}={format_value(value)} is outside the allowed range "
+            bounds = f"{format_param(self.lo)}..{format_param(self.hi)}"
+            raise ValueError(f"{name}={format_param(value)} is outside the allowed range "
                              f"{bounds}; pick values inside it")
         return int(value) if self.is_int else float(value)
 
@@ -207,7 +207,7 @@ class Fixed:
         return self.value
 
     def control(self, name: str) -> widgets.ValueWidget:
-        return widgets.Text(value=format_value(self.value), description=name, disabled=True)
+        return widgets.Text(value=format_param(self.value), description=name, disabled=True)
 
 
 ParamSpec = Choice | Range | Fixed
@@ -227,6 +227,40 @@ def as_param(spec, name: str = "") -> ParamSpec:
 
 
 # Arguments a sweep fills in itself when the workload takes them (a800lab.core.sweep).
+def check_value(spec: ParamSpec, name: str, value):
+    """`value` checked against the parameter's spec (a Fixed one is taken as it is)."""
+    return value if isinstance(spec, Fixed) else spec.check(name, value)
+
+
+def plan_run(params: dict, current: dict, axis: str, typed_values: str, overrides: dict, *,
+             no_sweep: str) -> tuple[dict, dict]:
+    """What a Run measures, as (axes, fixed): every parameter at its control's value
+    (`current`) or its override, the sweep `axis` over the override (a value or a list) or
+    the values typed in its box; `axis` == `no_sweep` measures one point. ValueError names a
+    bad value or an unknown parameter."""
+    unknown = set(overrides) - set(params)
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {sorted(unknown)}; this panel has "
+                         f"{list(params)}")
+    fixed = {}
+    for key, spec in params.items():
+        if key != axis:
+            value = overrides.get(key, spec.value if isinstance(spec, Fixed) else current[key])
+            fixed[key] = check_value(spec, key, value)
+    if axis == no_sweep:
+        first = next(iter(fixed))
+        return {first: [fixed.pop(first)]}, fixed
+    values = overrides.get(axis)
+    if values is None:
+        values = params[axis].parse(axis, typed_values)
+    else:
+        values = list(values) if isinstance(values, (list, tuple)) else [values]
+        if not values:
+            raise ValueError(f"the sweep over {axis} has no values; give at least one")
+        values = [check_value(params[axis], axis, v) for v in values]
+    return {axis: values}, fixed
+
+
 SUPPLIED_ARGUMENTS = ("device", "cancel")
 
 

@@ -25,7 +25,7 @@ import ipywidgets as widgets
 import pandas as pd
 
 from ..core.backends import resolve_device
-from ..systems_plots import pipeline_figure
+from ..figures.pipeline import pipeline_figure
 from ..workloads.pipeline import COSTS, pipeline_point
 from .explorer import DATA_DIR, Explorer
 from .explorer_text import run_numbers, table_html
@@ -65,13 +65,10 @@ class PipelineExplorer(Explorer):
                          device=device, cpu_threads=cpu_threads, title=title,
                          recorded_dir=recorded_dir, out=out)
 
-    def _build(self, sweep, title, recorded_dir, out) -> None:
-        super()._build(sweep, title, recorded_dir, out)
-        if self.device == "cpu":
-            children = list(self.widget.children)
-            note = widgets.HTML(f"<small>{html.escape(CPU_NOTE)}</small>")
-            children.insert(children.index(self.status), note)
-            self.widget.children = tuple(children)
+    def _extra_widgets(self) -> dict[str, list]:
+        if self.device != "cpu":
+            return {}
+        return {"before_status": [widgets.HTML(f"<small>{html.escape(CPU_NOTE)}</small>")]}
 
     def _figure(self, df: pd.DataFrame, x: str, series: str):
         return pipeline_figure(df, x, series=series, earlier_runs=self.earlier_runs.value)

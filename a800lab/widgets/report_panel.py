@@ -8,7 +8,7 @@ fill in, read the report inline.
     panel.report, panel.html               # the last report and its HTML document
     panel.show("a800-box/report/")         # an existing report folder (or its report.json)
 
-Run measures the battery (a800lab.workloads.report_run) into `<folder>/points.jsonl` on a
+Run measures the battery (a800lab.report.run) into `<folder>/points.jsonl` on a
 thread of its own, so Stop works mid-run (the point in flight is abandoned, every point before
 it kept); Run again resumes: only points not yet measured in this environment are measured, so
 a price change or a stopped run costs nothing already measured. While it runs, the progress bar
@@ -33,18 +33,18 @@ from ..core.cancel import CancelToken
 from ..core.environment import environment, fingerprint
 from ..core.noise import default_cpu_threads
 from ..core.results import Record, read_records
-from ..report_html import render_report_html
-from ..workloads.report_battery import MODES, Plan, plan_battery
-from ..workloads.report_claims import FAILS, HOLDS, NOT_MEASURED, UNTESTABLE
-from ..workloads.report_compare import load_report
-from ..workloads.report_run import (
+from ..report.battery import MODES, Plan, plan_battery
+from ..report.claims import FAILS, HOLDS, NOT_MEASURED, UNTESTABLE
+from ..report.compare import load_report
+from ..report.html import render_report_html
+from ..report.run import (
     DEFAULT_PRICE_PER_GPU_HOUR_USD,
     POINTS_FILE,
     REPORT_FILE,
     report_device,
     run_report,
 )
-from ..workloads.report_verdicts import judge
+from ..report.verdicts import judge_claims
 from .redraw import Redrawer
 from .status import StatusLine
 
@@ -107,7 +107,7 @@ class ReportPanel:
     CPU), "cpu" or "cuda:N". `price_per_gpu_hour_usd`: for the cost per million samples.
     `cpu_threads`: torch's CPU threads during the run (default on a CPU: all usable cores but
     one). `budget_s`: stop starting points after this long (default: the mode's). `plan`: a
-    battery of your own (a800lab.workloads.report_battery.Plan), e.g. a smaller one; it
+    battery of your own (a800lab.report.battery.Plan), e.g. a smaller one; it
     replaces the mode's.
     """
 
@@ -208,7 +208,7 @@ class ReportPanel:
             return
         try:
             plan = self.plan or plan_battery(self.mode.value, self.device)
-            facts = judge([], plan, device_name=self._device_name,
+            facts = judge_claims([], plan, device_name=self._device_name,
                           price_per_gpu_hour_usd=self.price.value)
         except Exception:  # noqa: BLE001 -- a preview only; Run says what is wrong
             return
@@ -343,7 +343,7 @@ class ReportPanel:
             records = list(self._records)
         if self._live_plan is None or self.report is not None:
             return
-        facts = judge(records, self._live_plan, device_name=self._device_name,
+        facts = judge_claims(records, self._live_plan, device_name=self._device_name,
                       price_per_gpu_hour_usd=self.price.value if self.price.value > 0 else 1.0)
         if self.report is None:
             self.verdicts.value = verdicts_html(facts["claims"], live=True)

@@ -8,7 +8,7 @@ press Run, see samples/s, where the memory goes, and whether it still learns.
     panel.max_batch_result.summary()
     TrainingExplorer(make_model=my_model, make_batch=my_batch, loss_fn=my_loss)   # your model
 
-Each point (a800lab.workloads.training.train_point) trains a fresh model for a few optimizer
+Each point (a800lab.workloads.training.point.train_point) trains a fresh model for a few optimizer
 steps (the loss curve), counts its memory breakdown, predicts its peak from two smaller probes,
 then times whole optimizer steps. The plot: throughput (one line per series and run, the IQR
 shaded, noisy points hollow) above the stacked memory breakdown (with the predicted and measured
@@ -30,25 +30,19 @@ import pandas as pd
 from ..core.backends import resolve_device
 from ..core.cancel import Cancelled, CancelToken
 from ..core.sweep import thread_count
+from ..core.units import MIB, format_bytes
 from ..core.window import harness_work
-from ..training_plots import max_batch_figure, training_figure
-from ..workloads.max_batch import (
+from ..figures.training import max_batch_figure, training_figure
+from ..workloads.training.max_batch import (
     DEFAULT_MARGIN,
     MaxBatchResult,
     default_limit_bytes,
     find_max_batch_for,
 )
-from ..workloads.training import (
-    CUSTOM,
-    OPTIMIZERS,
-    TrainSpec,
-    check_task,
-    custom_task,
-    precisions_for,
-    train_point,
-)
-from ..workloads.training_memory import MIB, format_bytes
-from ..workloads.training_models import MODELS, SIZES, default_size, describe_sizes
+from ..workloads.training.models import MODELS, SIZES, default_size, describe_sizes
+from ..workloads.training.point import train_point
+from ..workloads.training.spec import OPTIMIZERS, TrainSpec, precisions_for
+from ..workloads.training.task import CUSTOM, check_task, custom_task
 from .explorer import DATA_DIR, Explorer
 from .explorer_text import run_numbers, table_html
 from .params import Choice, Fixed, Range
@@ -112,8 +106,7 @@ class TrainingExplorer(Explorer):
                          out=out)
 
     # ---- layout ---------------------------------------------------------------------------
-    def _build(self, sweep, title, recorded_dir, out) -> None:
-        super()._build(sweep, title, recorded_dir, out)
+    def _extra_widgets(self) -> dict[str, list]:
         on_cpu = self.device == "cpu"
         self.target_batch = widgets.BoundedIntText(
             value=0, min=0, max=2**24, description="target batch",
@@ -140,9 +133,7 @@ class TrainingExplorer(Explorer):
             widgets.HTML(f"<b>Max batch</b> <small>{html.escape(note)}{sizes}</small>"),
             widgets.HBox([self.target_batch, self.limit_mib, self.margin, self.find_button]),
             self.max_batch_text, self.max_batch_plot])
-        children = list(self.widget.children)
-        children.insert(children.index(self.status) + 1, finder)
-        self.widget.children = tuple(children)
+        return {"after_status": [finder]}
 
     # ---- the max-batch search --------------------------------------------------------------
     @property

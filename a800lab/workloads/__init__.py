@@ -1,23 +1,25 @@
-"""Workloads the lab measures: each offers a validated spec and a sweep point function.
+"""What the lab measures: each lab's validated specs and sweep point functions, built on
+a800lab.core (timing, precision, memory) and never importing widgets or figures.
 
-    from a800lab.workloads.matmul import MatmulSpec, matmul_point          # torch.matmul
-    from a800lab.workloads.tiled_matmul import tiled_matmul_point          # tiles, any back end
-    from a800lab.workloads.tile_config import check_config, export_config  # card limits, export
-    from a800lab.workloads.training import TrainSpec, Trainer, train_point   # a training step
-    from a800lab.workloads.max_batch import find_max_batch_for, plan_effective_batch
-    from a800lab.workloads.loss_scaling import gradient_sample, compare_scaling  # fp16 range
-    from a800lab.workloads.energy import EnergyMeter          # NVML energy counter, power, RAPL
-    from a800lab.workloads.usage import metered_run, cost_per_million_samples_usd  # J/sample, $
-    from a800lab.workloads.health import health_report        # ECC, remapped rows, retired pages
-    from a800lab.workloads.stress import stress_report, flag_cards   # slow cards vs siblings
-    from a800lab.workloads.pipeline import pipeline_point, run_pipeline  # loader -> step, idle
-    from a800lab.workloads.placement import placement_point     # embedding table CPU vs GPU
-    from a800lab.workloads.streams import stream_overlap        # copy/compute on two streams
-    from a800lab.workloads.comm import collective_point, busbw_gbs   # on a live process group
-    from a800lab.workloads.comm_ddp import ddp_point            # DDP hooks, no_sync, buckets
-    from a800lab.workloads.comm_runs import run_comm            # ranks started, fed, stopped
+    matmul.py      MatmulSpec, matmul_point: torch.matmul (cuBLAS) over shapes and precisions
+    precision.py   formats, error vs k, fp8 accumulation (chapter 03)
+    sparsity.py    2:4 structured sparsity: sparse_point (chapter 03)
+    peak.py        measure_peak, record_peaks / measured_peak, peak_point: achievable peaks
+    tiles/         the tile lab (chapter 02): the Triton kernel, its CPU stand-in, card limits,
+                   the tuner, tile and wave quantisation
+    training/      the training lab (chapters 04-06): TrainSpec, Trainer, train_point, memory,
+                   max batch, loss scaling
+    pipeline.py    loader -> copy -> step, the device's idle fraction (chapter 07); placement.py
+                   (an embedding table on the CPU or the device), streams.py (copy/compute overlap)
+    comm/          the communication lab (chapter 08): collectives, DDP hooks, ranks launched
+    energy.py      EnergyMeter: NVML's energy counter, power x time, RAPL (chapter 10)
+    usage.py       metered runs: J/sample and cost per million samples (chapter 10)
+    health.py      ECC, remapped rows, retired pages; stress.py: slow cards vs siblings (ch. 09)
 
-The Triton kernel itself is in a800lab.workloads.tile_kernel, imported on first use (set
-TRITON_INTERPRET=1 before that import to run it under the Triton interpreter). Workloads build on
-a800lab.core (timing, precision, memory) and never import widgets or plots.
+    from a800lab.workloads.matmul import MatmulSpec, matmul_point
+    from a800lab.workloads.tiles.point import tiled_matmul_point
+    from a800lab.workloads.training.point import train_point
+
+The Triton kernel itself is in a800lab.workloads.tiles.kernel, imported on first use (set
+TRITON_INTERPRET=1 before that import to run it under the Triton interpreter).
 """

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.device import discover_gpus
-from ..core.doctor import format_value
+from ..core.doctor import format_reading
 from ..core.nvml import (
     NotAvailable,
     device_handle,
@@ -65,7 +65,7 @@ def _count(value: Any) -> int:
     return 0 if value is None or is_not_available(value) else int(value)
 
 
-def judge(gpu: dict) -> tuple[str, list[str]]:
+def memory_verdict(gpu: dict) -> tuple[str, list[str]]:
     """(verdict, reasons) of one GPU entry of health_report (a plain dict, also re-read JSON)."""
     i, reasons, verdict = gpu["index"], [], "ok"
 
@@ -120,7 +120,7 @@ def health_report(nvml: Any = None, cuda_properties: list | None = None) -> dict
                              "ecc_enabled": g.ecc_enabled, "ecc_errors": g.ecc_errors,
                              "remapped_rows": _remapped_rows(handle, nvml),
                              "retired_pages": _retired_pages(handle, nvml)})
-        entry["verdict"], entry["reasons"] = judge(entry)
+        entry["verdict"], entry["reasons"] = memory_verdict(entry)
         entries.append(entry)
     advice = [r for e in entries for r in e["reasons"]]
     return {"gpu_found": True, "no_gpu_reason": "", "gpus": entries,
@@ -151,11 +151,11 @@ def format_health(report: dict) -> str:
     rows = []
     for g in report["gpus"]:
         e = g["ecc_errors"]
-        rows.append([str(g["index"]), format_value(g["name"]), format_value(g["ecc_enabled"]),
-                     f"{format_value(e.get('volatile_uncorrected'))}/"
-                     f"{format_value(e.get('aggregate_uncorrected'))}",
-                     f"{format_value(e.get('volatile_corrected'))}/"
-                     f"{format_value(e.get('aggregate_corrected'))}",
+        rows.append([str(g["index"]), format_reading(g["name"]), format_reading(g["ecc_enabled"]),
+                     f"{format_reading(e.get('volatile_uncorrected'))}/"
+                     f"{format_reading(e.get('aggregate_uncorrected'))}",
+                     f"{format_reading(e.get('volatile_corrected'))}/"
+                     f"{format_reading(e.get('aggregate_corrected'))}",
                      _rows_text(g["remapped_rows"]), _pages_text(g["retired_pages"]),
                      g["verdict"]])
     widths = [max(len(c) for c in column) for column in zip(headers, *rows, strict=True)]

@@ -15,11 +15,11 @@ sweep's peak memory is the product's own (A, B, C). A point that cannot fit in t
 device has available is refused before anything is allocated (an "oom" result, not attempted).
 
 One spec serves three back ends: "torch" (torch.matmul: cuBLAS on a GPU, the reference to beat),
-"triton" (the lab's tile kernel, a800lab.workloads.tiled_matmul) and "cpu_blocked" (a CPU
+"triton" (the lab's tile kernel, a800lab.workloads.tiles.point) and "cpu_blocked" (a CPU
 stand-in that walks the same tiles with torch ops). The tile fields (block_m, ..., num_stages)
 belong to the last two; torch lets cuBLAS choose its own tiles and rejects them. Fields left None
 take the back end's defaults (DEFAULT_TILES), so a spec always names the tile that runs. Checks
-that need a card (shared memory, precisions the card has) are in a800lab.workloads.tile_config.
+that need a card (shared memory, precisions the card has) are in a800lab.workloads.tiles.config.
 """
 
 from __future__ import annotations
@@ -142,7 +142,8 @@ class MatmulSpec:
             object.__setattr__(self, "group_m", int(self.group_m))
 
     def _check_backend_limits(self) -> None:
-        """Limits of the Triton kernel that hold on every card (shared memory: tile_config)."""
+        """Limits of the Triton kernel that hold on every card (shared memory per card:
+        a800lab.workloads.tiles.config)."""
         if self.backend != "triton":
             return
         if self.precision == "fp8" and self.block_k < FP8_MIN_BLOCK_K:

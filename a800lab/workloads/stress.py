@@ -7,7 +7,7 @@ a card slower than its siblings, or than its datasheet, by more than a threshold
     for f in flags: print(f.message)
     StressReport(cards, flags).format()
 
-Each card runs a800lab.core.peak.measure_peak for one precision (GPU: bf16 at 8192^3; CPU:
+Each card runs a800lab.workloads.peak.measure_peak for one precision (GPU: bf16 at 8192^3; CPU:
 fp32 at 512^3), checked against float64 before it is timed, and a device-to-device copy. A card
 is flagged when a metric is below (1 - threshold) x the median of the other cards of the same
 model ("siblings"), or below (1 - datasheet_threshold) x its datasheet figure: a healthy
@@ -28,7 +28,7 @@ import torch
 
 from ..core.backends import HAS_CUDA
 from ..core.cancel import CancelToken
-from ..core.peak import measure_peak
+from .peak import measure_peak
 
 THRESHOLD = 0.1             # a card more than 10% below its siblings' median is flagged
 DATASHEET_THRESHOLD = 0.4   # ... or more than 40% below its datasheet

@@ -7,7 +7,7 @@ samples/s, GPU utilisation, memory, power, joules per sample and cost per millio
     cost_per_million_samples_usd(point["throughput"], price_per_gpu_hour_usd=2.5)
     matmul_usage_point(4096, "bf16", device="cuda")        # sweep point functions (one sample
     train_usage_point("mlp", "small", 256, "bf16")         # = one matmul / one training sample)
-    usage_point(make_step, params, device="cuda")          # your own (step, samples_per_step)
+    custom_usage_point(make_step, params, device="cuda")   # your own (step, samples_per_step)
     compare_usage(df, price_per_gpu_hour_usd=2.5)          # configs side by side, vs the first
 
 A metered run warms up, then calls `step()` back to back for `duration_s` (GPU: 5 s, long
@@ -38,6 +38,7 @@ from ..core.precision import check_supported, matmul_precision, parse_precision
 from ..core.window import timed_section
 from .energy import EnergyMeter
 from .matmul import MatmulSpec
+from .training.spec import matmul_precision_of
 
 GPU_DURATION_S, GPU_WARMUP_S = 5.0, 1.0
 CPU_DURATION_S, CPU_WARMUP_S = 0.5, 0.1
@@ -173,17 +174,18 @@ def train_usage_point(model: str = "mlp", size: str = "tiny", batch_size: int = 
                       precision: str = "fp32", *, device: str = "auto",
                       duration_s: float | None = None,
                       cancel: CancelToken | None = None) -> dict:
-    """Optimizer steps of a training preset (a800lab.workloads.training), metered; one sample =
-    one training sample."""
-    from .training import Trainer, TrainSpec, check_precision
-    from .training_models import preset
+    """Optimizer steps of a training preset (a800lab.workloads.training.trainer), metered; one
+    sample = one training sample."""
+    from .training.models import preset
+    from .training.spec import TrainSpec, check_precision
+    from .training.trainer import Trainer
 
     spec = TrainSpec(model=model, size=size, batch_size=batch_size, precision=precision)
     device = resolve_device(device)
     check_precision(spec.precision, device)
     trainer = Trainer(spec, preset(spec.model, spec.size), device)
     pool = trainer.batches(1)
-    core = "bf16" if spec.precision == "bf16_pure" else spec.precision
+    core = matmul_precision_of(spec.precision)
     with matmul_precision(core):
         result = metered_run(lambda: trainer.cycle(pool), spec.batch_size, device=device,
                              duration_s=duration_s, cancel=cancel)
@@ -191,7 +193,7 @@ def train_usage_point(model: str = "mlp", size: str = "tiny", batch_size: int = 
     return result
 
 
-def usage_point(make_step: Callable, params: dict, *, device: str = "auto",
+def custom_usage_point(make_step: Callable, params: dict, *, device: str = "auto",
                 duration_s: float | None = None, cancel: CancelToken | None = None) -> dict:
     """Your own workload: `make_step(**params)` (also given `device=` if it takes it) returns
     (step, samples_per_step); the step is then metered."""

@@ -1,0 +1,125 @@
+"""The machine's facts on the command line: `doctor`, `peak`, `diff` and `health`.
+
+    python -m a800lab doctor [--json]                  environment and topology report
+    python -m a800lab peak [--json] [--no-store]       achievable matmul rate, copy bandwidth
+    python -m a800lab diff a/runs.jsonl b/runs.jsonl   what differs between two machines
+    python -m a800lab health [--stress] [--json]       ECC, remapped rows, NCCL; slow cards
+
+`health` exits 1 when a GPU should be drained or (with --stress) a card is flagged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+
+def add_parsers(commands) -> None:
+    doctor = commands.add("doctor", run=doctor_command,
+                          help="environment and topology report with advice")
+    doctor.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    peak = commands.add("peak", run=peak_command,
+                        help="measure achievable matmul TFLOP/s and copy bandwidth")
+    peak.add_argument("--json", action="store_true")
+    peak.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
+    peak.add_argument("--precision", nargs="+", default=None,
+                      help="default: the device's set (fp32 on a CPU)")
+    peak.add_argument("--no-store", action="store_true",
+                      help="do not record the peaks (by default tile points report %% of them)")
+
+    diff = commands.add("diff", run=diff_command,
+                        help="compare two results files or two doctor reports: what differs, "
+                             "what it means, throughputs side by side")
+    diff.add_argument("a", help="results file (JSON Lines) or doctor report (doctor --json)")
+    diff.add_argument("b", help="the same from the other machine")
+    diff.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    health = commands.add("health", run=health_command,
+                          help="GPU memory health (ECC, remapped rows, retired pages) and NCCL "
+                               "settings; --stress flags slow cards")
+    health.add_argument("--json", action="store_true", help="print JSON instead of text")
+    health.add_argument("--stress", action="store_true",
+                        help="also time a matmul and a copy on each card and flag cards below "
+                             "their siblings or datasheet")
+    health.add_argument("--device", nargs="+", default=None,
+                        help="cards to stress (default: every visible GPU, else the CPU)")
+    health.add_argument("--threshold", type=float, default=0.1,
+                        help="flag a card this fraction below its siblings' median (0.1)")
+    health.add_argument("--datasheet-threshold", type=float, default=0.4,
+                        help="flag a card this fraction below its datasheet (0.4)")
+    health.add_argument("--budget-s", type=float, default=0.3, help="timing budget per card")
+
+
+def doctor_command(args, nvml=None) -> int:
+    """The report on this machine (`nvml`: a stand-in NVML module, for tests)."""
+    from ..core.doctor import build_report, format_report
+
+    report = build_report(nvml=nvml)
+    print(json.dumps(report, indent=2) if args.json else format_report(report))
+    return 0
+
+
+def peak_command(args) -> int:
+    from ..core.environment import environment
+    from ..workloads.peak import measure_peak, record_peaks
+
+    report = measure_peak(device=args.device, precisions=args.precision,
+                          on_progress=lambda done, total, what: print(
+                              f"[{done}/{total}] {what}", file=sys.stderr))
+    print(json.dumps(report.to_dict(), indent=2) if args.json else report.format())
+    if not args.no_store:
+        path = record_peaks(report, environment(report.device))
+        print(f"peaks recorded in {path}: tile points on this device now report % of them",
+              file=sys.stderr)
+    return 0
+
+
+def diff_command(args) -> int:
+    from ..core.envdiff import diff_files, format_diff
+
+    result = diff_files(args.a, args.b)
+    print(json.dumps(result.to_dict(), indent=2) if args.json else format_diff(result))
+    return 0
+
+
+def health_command(args) -> int:
+    """Memory health, NCCL settings and (--stress) the stress flags; exit 1 when a GPU should
+    be drained or a card is flagged."""
+    from ..core.nccl_env import nccl_settings
+    from ..workloads.health import format_health, health_report
+    from ..workloads.stress import check_thresholds, stress_report
+
+    if args.stress:
+        check_thresholds(args.threshold, args.datasheet_threshold)
+        if not (math.isfinite(args.budget_s) and args.budget_s > 0):
+            raise ValueError(f"--budget-s {args.budget_s} must be a number of seconds > 0")
+    report = health_report()
+    stress = None
+    if args.stress:
+        done = []
+
+        def show(card) -> None:
+            done.append(card)
+            print(f"[{len(done)}] {card.device}: {card.matmul_tflops or 0:.4g} TFLOP/s "
+                  f"{card.precision}, copy {card.copy_gbs or 0:.4g} GB/s", file=sys.stderr)
+
+        stress = stress_report(args.device, threshold=args.threshold,
+                               datasheet_threshold=args.datasheet_threshold,
+                               budget_s=args.budget_s, on_card=show)
+    settings = nccl_settings()
+    if args.json:
+        print(json.dumps({"health": report, "nccl": settings,
+                          "stress": stress.to_dict() if stress else None}, indent=2))
+    else:
+        print(format_health(report))
+        print("\nNCCL environment (read, never set here; NCCL_DEBUG=INFO shows the transport "
+              "each connection uses):")
+        for v in settings:
+            print(f"  {v['name']}={v['value'] if v['value'] is not None else '(unset)'}: "
+                  f"{v['what']}")
+        if stress:
+            print("\nStress run:\n" + stress.format())
+    drain = any(g["verdict"] == "drain" for g in report["gpus"])
+    return 1 if drain or (stress and stress.flags) else 0

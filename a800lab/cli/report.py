@@ -1,0 +1,122 @@
+"""`python -m a800lab report`: the battery, its HTML and JSON report, and two reports compared.
+
+    python -m a800lab report [--quick | --full] [--out report/] [--price-per-gpu-hour 2.0]
+    python -m a800lab report --compare a800-box/ h200-box/ [--out compare/] [--json]
+
+A report writes report/points.jsonl as it measures (run the same command again to resume),
+then report/report.json and the self-contained report/report.html. It exits 0 when the battery
+is complete, 3 when its time budget left points unmeasured (run it again to resume), 130 on
+Ctrl-C (the partial report is still written) and 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ..report.claims import FAILS, HOLDS, UNTESTABLE
+from .options import show_record
+
+_MARK = {HOLDS: "holds", FAILS: "FAILS", UNTESTABLE: "n/a"}
+
+
+def add_parsers(commands) -> None:
+    """The `report` command and its options."""
+    report = commands.add("report", run=report_command,
+                          help="test the tuning guide's claims and this machine's health; "
+                               "write an HTML and a JSON report")
+    size = report.add_mutually_exclusive_group()
+    size.add_argument("--quick", dest="mode", action="store_const", const="quick",
+                      help="the quick battery, about 2 minutes on one GPU (the default)")
+    size.add_argument("--full", dest="mode", action="store_const", const="full",
+                      help="the full battery, about 15 minutes on one GPU")
+    size.add_argument("--compare", nargs=2, metavar=("A", "B"), default=None,
+                      help="two report folders side by side: environment diff, B/A of every "
+                           "figure, the verdicts")
+    report.add_argument("--out", default=None,
+                        help="folder for the report (default: report/; with --compare: "
+                             "report-compare/)")
+    report.add_argument("--device", default="auto", help="auto (cuda:0, else cpu), cpu, cuda:N")
+    report.add_argument("--budget-s", type=float, default=None,
+                        help="stop starting new points after this many seconds (default: "
+                             "quick 120, full 900); run again to resume")
+    report.add_argument("--price-per-gpu-hour", type=float, default=2.0,
+                        help="US dollars per GPU-hour, for the cost per million samples (2.0)")
+    report.add_argument("--threads", type=int, default=None,
+                        help="torch CPU threads (default on a CPU: all usable cores but one)")
+    report.add_argument("--json", action="store_true",
+                        help="print the report (or the comparison) as JSON on stdout")
+
+
+def report_command(args) -> int:
+    """Run `report` from parsed arguments, each point printed as measured; see the module
+    docstring for exit codes."""
+    _check(args)
+    if args.compare:
+        return _compare(args)
+    from ..report.html import write_report_html
+    from ..report.run import run_report
+
+    out = Path(args.out or "report")
+    report = run_report(args.mode or "quick", out, device=args.device, budget_s=args.budget_s,
+                        price_per_gpu_hour_usd=args.price_per_gpu_hour,
+                        torch_threads=args.threads, on_progress=_progress, on_record=show_record)
+    html = write_report_html(report, out / "report.html")
+    print(json.dumps(report, indent=1, default=str) if args.json else format_verdicts(report))
+    print(f"report: {html} (open it in a browser; no network needed), {out / 'report.json'}, "
+          f"points in {out / report['results_file']}", file=sys.stderr)
+    if report["stopped"] == "interrupted":
+        return 130
+    return 0 if report["complete"] else 3
+
+
+def _compare(args) -> int:
+    from ..report.compare import compare_reports, format_compare, load_report
+    from ..report.html import write_compare_html
+
+    a_path, b_path = args.compare
+    comparison = compare_reports(load_report(a_path), load_report(b_path), a_path, b_path)
+    out = Path(args.out or "report-compare")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "compare.json").write_text(json.dumps(comparison, indent=1, default=str) + "\n")
+    html = write_compare_html(comparison, out / "compare.html")
+    print(json.dumps(comparison, indent=1, default=str) if args.json
+          else format_compare(comparison))
+    print(f"comparison: {html}, {out / 'compare.json'}", file=sys.stderr)
+    return 0
+
+
+def format_verdicts(report: dict) -> str:
+    """The verdicts as terminal lines, under a header naming the device and completeness."""
+    p = report["points"]
+    lines = [f"{report['device_name']} ({report['scope']}), {report['mode']} battery: "
+             f"{p['measured']} of {p['planned']} points measured ({p['failed']} failed) in "
+             f"{report['wall_s']:.0f} s" + (f"; stopped: {report['stopped']}"
+                                            if report["stopped"] else "")]
+    if report["scope"] != "GPU":
+        lines.append("  (on a CPU only the claims' methods are checked: no verdict here is a "
+                     "GPU result)")
+    for claim in report["claims"]:
+        mark = _MARK.get(claim["status"], "...")
+        detail = claim["measured"] if claim["status"] in (HOLDS, FAILS) else claim["reason"]
+        if claim["status"] == UNTESTABLE and claim["measured"]:
+            detail += f"\n          measured: {claim['measured']}"
+        lines.append(f"  [{mark:>5}] {claim['text']}\n          {detail}")
+    for flag in report["health"]["flags"]:
+        lines.append(f"  [ FLAG] {flag['message']}")
+    if not report["complete"]:
+        lines.append("not complete: run the same command again to measure the rest")
+    return "\n".join(lines)
+
+
+def _progress(done: int, total: int, eta_s: float | None, what: str) -> None:
+    eta = "" if eta_s is None else f", about {eta_s:.0f} s left"
+    print(f"[{done}/{total}{eta}] {what}", file=sys.stderr)
+
+
+def _check(args) -> None:
+    """Refuse option mixes that mean nothing (argparse cannot say them)."""
+    if args.compare and (args.budget_s is not None or args.threads is not None):
+        args.command_parser.error("--budget-s and --threads apply to running a report, not "
+                                  "to --compare")

@@ -1,0 +1,189 @@
+"""The matmul and tile labs on the command line: `sweep matmul`, `sweep tiles`, `tune tiles`.
+
+    python -m a800lab sweep matmul --size 1024 4096 --precision fp32 bf16 --out runs.jsonl
+    python -m a800lab sweep tiles --size 4096 --precision bf16 --block-m 64 128 256 \
+        --block-n 64 128 256 --out tiles.jsonl        # the tile kernel (CPU: its stand-in)
+    python -m a800lab tune tiles --size 4096 --precision bf16 [--out trials.jsonl]
+
+A sweep appends one JSON line per point as measured; the same command again resumes. `tune
+tiles` (also spelt `tune`) finds the fastest tile by successive halving, says when its lead is
+inside the noise, stores the winner per device, shape and precision, and prints the
+`triton.Config(...)` to paste into your own @triton.autotune.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+
+from ..core.cancel import Cancelled
+from .options import (
+    MATMUL_PRECISION_HELP,
+    TILE_OPTIONS,
+    check_run_options,
+    cpu_notes,
+    resume_options,
+    run_options,
+    run_sweep_command,
+    shape_axes,
+    shape_options,
+    show_record,
+    threads_for,
+    tile_options,
+)
+
+
+def add_parsers(commands) -> None:
+    matmul = commands.add("matmul", group="sweep", run=sweep_matmul_command,
+                          help="torch.matmul (cuBLAS on a GPU) over shapes and precisions")
+    _sweep_options(matmul)
+
+    tiles = commands.add("tiles", group="sweep", run=sweep_tiles_command,
+                         help="the lab's tile kernel over tile configs (on a CPU its labelled "
+                              "stand-in); impossible configs recorded with the reason")
+    _sweep_options(tiles)
+    tile_options(tiles)
+
+    tune = commands.add("tiles", group="tune", run=tune_tiles_command,
+                        help="find the fastest tile config for one shape (successive halving; "
+                             "the winner is stored and reused)")
+    shape_options(tune, many=False)
+    tune.add_argument("--precision", default="fp32", help="fp32, tf32, fp16, bf16 or fp8")
+    tile_options(tune)
+    run_options(tune, out_required=False)
+    tune.add_argument("--store", default=None,
+                      help="tuned-config file (default $A800LAB_TUNED or ~/.cache/a800lab/"
+                           "tuned.json)")
+    tune.add_argument("--force", action="store_true", help="tune even when a result is stored")
+
+
+def _sweep_options(parser) -> None:
+    shape_options(parser)
+    parser.add_argument("--precision", nargs="+", default=["fp32"], help=MATMUL_PRECISION_HELP)
+    run_options(parser)
+    resume_options(parser)
+    parser.add_argument("--telemetry", action="store_true", help="sample NVML during each point")
+
+
+def _square(run):
+    """A point function of (m, n, k, ...) that also takes size=s for m=n=k=s."""
+    def point(size=None, m=None, n=None, k=None, **rest):
+        return run(m or size, n or size, k or size, **rest)
+    return point
+
+
+def _tile_axes(args, backend: str, precision: str) -> dict:
+    """The tile options given, each value checked on its own (a typo exits before running)."""
+    from ..workloads.matmul import MatmulSpec
+
+    axes = {name: list(dict.fromkeys(getattr(args, name))) for name in TILE_OPTIONS
+            if getattr(args, name)}
+    for name, values in axes.items():
+        for value in values:
+            MatmulSpec(64, 64, 64, precision, backend, **{name: value})
+    return axes
+
+
+def _precisions(args, device: str) -> list[str]:
+    """The canonical names given ("fp32" and "float32" are one precision), each supported."""
+    from ..core.precision import check_supported, parse_precision
+
+    precisions = list(dict.fromkeys(parse_precision(p).name for p in args.precision))
+    for name in precisions:
+        check_supported(name, device)
+    return precisions
+
+
+def _check_shapes(axes: dict) -> None:
+    """Reject a bad shape before anything runs."""
+    from ..core.sweep import grid
+    from ..workloads.matmul import MatmulSpec
+
+    for p in grid(axes):
+        size = p.get("size")
+        MatmulSpec(p.get("m", size), p.get("n", size), p.get("k", size), p["precision"])
+
+
+def sweep_matmul_command(args) -> int:
+    from ..core.backends import resolve_device
+    from ..workloads.matmul import matmul_point
+
+    check_run_options(args)
+    device = resolve_device(args.device)
+    precisions = _precisions(args, device)
+    axes = {**shape_axes(args), "precision": precisions}
+    _check_shapes(axes)
+    cpu_notes(precisions, device)
+    point = _square(functools.partial(matmul_point, device=device, budget_s=args.budget_s))
+    return run_sweep_command(point, axes, args, device, workload="matmul")
+
+
+def sweep_tiles_command(args) -> int:
+    from ..core.backends import resolve_device
+    from ..workloads.tiles.point import default_tile_backend, tiled_matmul_point
+
+    check_run_options(args)
+    device = resolve_device(args.device)
+    precisions = _precisions(args, device)
+    axes = {**shape_axes(args), "precision": precisions}
+    backend = default_tile_backend(device) if args.backend == "auto" else args.backend
+    for name in precisions:
+        axes.update(_tile_axes(args, backend, name))
+    _check_shapes(axes)
+    cpu_notes(precisions, device)
+    point = _square(functools.partial(tiled_matmul_point, device=device,
+                                      budget_s=args.budget_s))
+    return run_sweep_command(point, axes, args, device, workload="tiles",
+                             fixed={"backend": backend})
+
+
+def tune_tiles_command(args) -> int:
+    from ..core.backends import resolve_device
+    from ..core.precision import check_supported, parse_precision
+    from ..core.sweep import thread_count
+    from ..workloads.matmul import MatmulSpec
+    from ..workloads.tiles.config import export_config
+    from ..workloads.tiles.point import default_tile_backend
+    from ..workloads.tiles.tune import DEFAULT_AXES, config_grid, default_store_path, tune
+
+    check_run_options(args)
+    device = resolve_device(args.device)
+    precision = parse_precision(args.precision).name
+    check_supported(precision, device)
+    shape = shape_axes(args)
+    m, n, k = (shape["size"],) * 3 if "size" in shape else (shape["m"], shape["n"], shape["k"])
+    backend = default_tile_backend(device) if args.backend == "auto" else args.backend
+    if backend not in DEFAULT_AXES:
+        raise ValueError(f"--backend {backend}: cuBLAS picks its own tiles; tune 'triton' on a "
+                         "GPU or 'cpu_blocked' on the CPU")
+    grid = config_grid({**DEFAULT_AXES[backend], **_tile_axes(args, backend, precision)},
+                       backend)
+    store = args.store or default_store_path()
+    print(f"tuning {m}x{n}x{k} {precision} on {device} ({backend}): {len(grid)} configs",
+          file=sys.stderr)
+    try:
+        with thread_count(threads_for(args, device)):
+            outcome = tune(m, n, k, precision, backend, grid, device=device,
+                           budget_s=args.budget_s, store=store, out=args.out, force=args.force,
+                           on_trial=show_record)
+    except (KeyboardInterrupt, Cancelled):
+        print("stopped; nothing stored" + (f"; the trials are in {args.out}" if args.out
+                                            else ""), file=sys.stderr)
+        return 130
+    entry = outcome.entry
+    if outcome.reused:
+        print(f"reused the result tuned at {entry['tuned_at']} from {store} (--force tunes "
+              "again)", file=sys.stderr)
+    elif not entry:
+        print(f"no result: {outcome.search.verdict}", file=sys.stderr)
+        return 1
+    else:
+        print(f"{outcome.search.verdict}; {len(outcome.records)} trials in "
+              f"{outcome.search.wall_s:.1f} s; stored in {store}", file=sys.stderr)
+    print(json.dumps({"best": entry["best"], "tflops": entry.get("tflops"),
+                      "inside_noise": entry.get("inside_noise"), "verdict": entry["verdict"]},
+                     indent=2))
+    if backend == "triton":
+        print(export_config(MatmulSpec(m, n, k, precision, backend, **entry["best"]))[1])
+    return 0

@@ -1,0 +1,152 @@
+"""The cost lab's figure (chapter 10): samples/s, energy per sample and cost per million samples
+of metered points (a800lab.workloads.usage), configs side by side.
+
+    from a800lab.figures.cost import cost_figure
+    fig = cost_figure(df, "precision", price_per_gpu_hour_usd=2.5)   # the CostExplorer plot
+
+Each series' newest run is drawn strongest and earlier runs faded (as everywhere in the lab);
+the marker says where energy came from (circle: the GPU's energy counter; triangle: power x
+time, an estimate; square: RAPL, the whole CPU package); without energy (a CPU without RAPL)
+the middle row shows CPU time per sample instead, and says so.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from .look import Look
+from .parts import say, wrapped_legend
+from .sweep import NO_POINTS_TEXT, throughput_figure
+
+# energy source -> (marker, legend text)
+SOURCE_MARKERS = {
+    "energy_counter": ("o", "circle: the GPU's energy counter"),
+    "power_x_time": ("^", "triangle: power x time (an estimate)"),
+    "rapl": ("s", "square: RAPL, the whole CPU package"),
+}
+
+
+def _floats(df: pd.DataFrame, name: str) -> np.ndarray:
+    if name not in df:
+        return np.full(len(df), np.nan)
+    return pd.to_numeric(df[name], errors="coerce").to_numpy(float)
+
+
+def _positions(df: pd.DataFrame, x: str) -> pd.Series:
+    """Where each row sits on the x axis the throughput row drew: numbers at themselves,
+    anything else at 0..n-1 in the order first seen."""
+    values = df[x]
+    numeric = pd.to_numeric(values, errors="coerce")
+    if pd.api.types.is_bool_dtype(values) or numeric[values.notna()].isna().any():
+        order = {v: i for i, v in enumerate(dict.fromkeys(values.dropna().astype(str)))}
+        return values.astype(str).map(order).astype(float)
+    return numeric.astype(float)
+
+
+def _draw_lines(ax: Axes, ok: pd.DataFrame, pos: pd.Series, y: np.ndarray, look: Look,
+                markers: list[str], style: str = "-") -> None:
+    """One line per series and run, sorted by x; each point's marker from `markers`."""
+    frame = pd.DataFrame({"pos": pos[ok.index].to_numpy(), "y": y, "marker": markers},
+                         index=ok.index)
+    groups = frame.groupby([look.key[ok.index], look.run[ok.index]], sort=False)
+    for (key, _run), rows in groups:
+        rows = rows[np.isfinite(rows["y"])].sort_values("pos")
+        if rows.empty:
+            continue
+        newest = bool(look.newest[rows.index[0]])
+        color, alpha = look.color(key), look.alpha(newest)
+        ax.plot(rows["pos"], rows["y"], style, color=color, alpha=alpha,
+                lw=1.8 if newest else 1.0)
+        for marker, part in rows.groupby("marker"):
+            ax.plot(part["pos"], part["y"], marker, linestyle="none", color=color, alpha=alpha,
+                    markersize=6 if newest else 4)
+
+
+def _draw_energy(ax: Axes, ok: pd.DataFrame, pos: pd.Series, look: Look) -> list:
+    """J per sample by energy source, or CPU ms per sample where no point has energy."""
+    energy = _floats(ok, "j_per_sample")
+    unit = str(ok["sample_unit"].iloc[0]) if "sample_unit" in ok and len(ok) else "sample"
+    singular = unit[:-1] if unit.endswith("s") else unit
+    if np.isfinite(energy).any():
+        sources = ok["energy_source"].astype(str) if "energy_source" in ok else \
+            pd.Series("", index=ok.index)
+        markers = [SOURCE_MARKERS.get(s, ("x", ""))[0] for s in sources]
+        _draw_lines(ax, ok, pos, energy, look, markers)
+        ax.set_title(f"energy per {singular}")
+        ax.set_ylabel(f"J per {singular}")
+        entries = [(Line2D([], [], color="black", marker=SOURCE_MARKERS[s][0], linestyle="none"),
+                    SOURCE_MARKERS[s][1]) for s in dict.fromkeys(sources)
+                   if s in SOURCE_MARKERS]
+        missing = int((~np.isfinite(energy)).sum())
+        if missing:
+            entries.append((Line2D([], [], linestyle="none"),
+                            f"{missing} point(s) without energy (not drawn)"))
+        return entries
+    cpu = _floats(ok, "cpu_ms_per_sample")
+    _draw_lines(ax, ok, pos, cpu, look, ["o"] * len(ok))
+    ax.set_title(f"energy unavailable: CPU time per {singular}")
+    ax.set_ylabel(f"CPU ms per {singular}")
+    return [(Line2D([], [], linestyle="none"),
+             "no energy readings here (no GPU counter or power, no readable RAPL): this "
+             "process's CPU time, all threads")]
+
+
+def _draw_cost(ax: Axes, ok: pd.DataFrame, pos: pd.Series, look: Look, price: float,
+               gpus: int, price_per_kwh_usd: float) -> list:
+    """Cost per million samples at `price` per GPU-hour; electricity dashed."""
+    unit = str(ok["sample_unit"].iloc[0]) if "sample_unit" in ok and len(ok) else "samples"
+    ax.set_ylabel(f"USD per million {unit}")
+    if price <= 0:
+        ax.set_title("cost per million: enter a price per GPU-hour")
+        return []
+    rate = _floats(ok, "throughput")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cost = price * gpus / (rate * 3600.0) * 1e6
+    _draw_lines(ax, ok, pos, cost, look, ["o"] * len(ok))
+    per = f" x {gpus} GPUs" if gpus != 1 else ""
+    ax.set_title(f"cost per million {unit} at ${price:g} per GPU-hour{per}")
+    entries = []
+    energy = _floats(ok, "j_per_sample")
+    if price_per_kwh_usd > 0 and np.isfinite(energy).any():
+        _draw_lines(ax, ok, pos, energy * 1e6 / 3.6e6 * price_per_kwh_usd, look,
+                    ["o"] * len(ok), style="--")
+        entries.append((Line2D([], [], color="black", linestyle="--"),
+                        f"dashed: electricity at ${price_per_kwh_usd:g} per kWh"))
+    return entries
+
+
+def cost_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
+                price_per_gpu_hour_usd: float = 0.0, gpus: int = 1,
+                price_per_kwh_usd: float = 0.0, earlier_runs: str = "faded") -> Figure:
+    """Three rows against `x`: throughput (IQR band, noisy points hollow; the device and mode
+    in its title), energy per sample (or CPU time per sample), cost per million samples."""
+    fig = Figure(figsize=(10.0, 8.6))
+    top = fig.add_axes((0.08, 0.72, 0.46, 0.21))
+    middle = fig.add_axes((0.08, 0.41, 0.46, 0.2), sharex=top)
+    bottom = fig.add_axes((0.08, 0.08, 0.46, 0.2), sharex=top)
+    series = series if series is not None or df.empty else "label"
+    throughput_figure(df, x, series=series, ax=top, earlier_runs=earlier_runs)
+    if df.empty:
+        for ax in (middle, bottom):
+            say(ax, NO_POINTS_TEXT)
+        return fig
+    look = Look(df, series, earlier_runs=earlier_runs)
+    shown = look.visible(df)
+    ok = shown[(shown["outcome"] == "ok") & np.isfinite(_floats(shown, "throughput"))]
+    if ok.empty:
+        for ax in (middle, bottom):
+            say(ax, NO_POINTS_TEXT)
+        return fig
+    pos = _positions(df, x)
+    wrapped_legend(middle, _draw_energy(middle, ok, pos, look))
+    wrapped_legend(bottom, _draw_cost(bottom, ok, pos, look, price_per_gpu_hour_usd, gpus,
+                                    price_per_kwh_usd))
+    for ax in (middle, bottom):
+        ax.set_ylim(bottom=0)
+        ax.tick_params(labelbottom=True)
+        ax.set_xlabel(x)
+    return fig

@@ -1,0 +1,81 @@
+"""The device panel's figure (chapter 01): NVML telemetry over time, throttle reasons shaded.
+
+    from a800lab.figures.device import telemetry_figure
+    fig = telemetry_figure(sampler.samples, device="cuda:0")   # utilisation, memory, power, clock
+
+Built without pyplot, like every lab figure; an empty sample list gives a figure that says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from matplotlib.figure import Figure
+
+from .parts import new_axes, say
+from .sweep import GIB
+
+# telemetry key, axis label, divisor
+_TELEMETRY_PANELS = (
+    ("gpu_util_pct", "GPU util (%)", 1.0),
+    ("mem_used_bytes", "memory used (GiB)", GIB),
+    ("power_w", "power (W)", 1.0),
+    ("sm_clock_mhz", "SM clock (MHz)", 1.0),
+)
+
+
+def _throttle_spans(samples: list[Mapping]) -> list[tuple[float, float, set]]:
+    """(start_s, end_s, reasons) for each run of samples with a throttle reason ("idle" aside)."""
+    spans: list[tuple[float, float, set]] = []
+    current = None
+    for i, s in enumerate(samples):
+        reasons = {r for r in s.get("throttle_reasons") or () if "idle" not in str(r).lower()}
+        end = samples[i + 1]["t_s"] if i + 1 < len(samples) else s["t_s"]
+        if reasons and current is not None:
+            current = (current[0], end, current[2] | reasons)
+        elif reasons:
+            current = (s["t_s"], end, reasons)
+        elif current is not None:
+            spans.append(current)
+            current = None
+    return spans + ([current] if current is not None else [])
+
+
+def telemetry_figure(samples: Sequence[Mapping], *, device: str | None = None) -> Figure:
+    """Util %, memory GiB, power W and SM clock MHz over time; throttled periods shaded red.
+
+    ``device`` names the GPU in the title (e.g. "NVIDIA A800-SXM4-80GB, NVML 3"); without it
+    a sample's "device_name" is used, else the title says the GPU was not named.
+    """
+    samples = sorted((s for s in samples if s.get("t_s") is not None), key=lambda s: s["t_s"])
+    named = device or next((str(s["device_name"]) for s in samples if s.get("device_name")),
+                           "GPU not named")
+    subtitle = f"{named} (GPU, NVML telemetry)"
+    if not samples:
+        fig, ax, _ = new_axes(None, figsize=(6.4, 4.4))
+        ax.set_axis_off()
+        say(ax, "no telemetry samples", "large")
+        fig.suptitle(subtitle, fontsize="medium")
+        return fig
+    t0 = samples[0]["t_s"]  # one-off snapshots carry time.time(); plot from zero either way
+    samples = [{**s, "t_s": s["t_s"] - t0} for s in samples]
+    fig = Figure(figsize=(7, 7.5), layout="constrained")
+    axes = fig.subplots(len(_TELEMETRY_PANELS), 1, sharex=True)
+    spans = _throttle_spans(samples)
+    for n, (ax, (key, label, scale)) in enumerate(zip(axes, _TELEMETRY_PANELS, strict=True)):
+        points = [(s["t_s"], s[key] / scale) for s in samples if s.get(key) is not None]
+        if points:
+            ax.plot(*zip(*points, strict=True), marker=".", markersize=3)
+        else:
+            say(ax, "n/a", "large")
+        ax.set_ylabel(label)
+        for start, end, reasons in spans:
+            ax.axvspan(start, end, color="tab:red", alpha=0.15, linewidth=0,
+                       label=f"throttled: {', '.join(sorted(reasons))}" if n == 0 else None)
+    axes[0].set_title("telemetry")
+    fig.suptitle(subtitle, fontsize="medium")
+    axes[-1].set_xlabel("time (s)")
+    if axes[0].get_legend_handles_labels()[0]:
+        axes[0].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                       borderaxespad=0.0)
+    return fig

@@ -1,0 +1,170 @@
+"""How a results frame looks in a figure: which device, which series, which run, which noise.
+
+Shared by every figure of ``a800lab.figures.sweep`` so that they all tell the same story:
+
+    describe_devices(df)   # "CPU: AMD EPYC 7B13 (CPU fallback, 1 torch thread)" for the title
+    look = Look(df, series="precision", earlier_runs="faded")
+    look.color(key)        # "C0".."C7" for the series the legend names, grey for the rest
+    look.newest            # per row: True when it belongs to the newest run of its series
+    look.legend_handles()  # one entry per named series, "+3 more series (grey)", earlier runs
+    place_legend(ax, handles)   # outside the axes, on the right: never over the data
+
+Runs: every record carries the `run_id` of the sweep or panel Run that measured it (ids sort by
+start time). A series' newest run is drawn strongest; its earlier runs are faded, or left out
+with ``earlier_runs="hidden"``. Points of different runs are never averaged together.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+LEGEND_MAX_SERIES = 8          # series named in a legend; the rest are grey and summarised
+EARLIER_RUNS = ("faded", "hidden")
+FADED_ALPHA = 0.3              # earlier runs: visible for comparison, clearly not the newest
+OTHER_COLOR = "0.6"            # series beyond the legend cap
+PALETTE = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C8", "C9")  # tab10 without its grey
+NOISY_MARKER = dict(markerfacecolor="white", markeredgewidth=1.5)  # hollow: not a clean number
+_MAX_DEVICES_NAMED = 3
+
+
+def mode_of(df: pd.DataFrame) -> pd.Series:
+    """Each row's mode, "GPU" or "CPU fallback" (from the device name for older frames)."""
+    recorded = df["mode"] if "mode" in df else pd.Series(None, index=df.index, dtype=object)
+    known = recorded.notna() & (recorded.astype(str) != "")
+    if known.all():
+        return recorded
+    names = df["device_name"].astype(str) if "device_name" in df else pd.Series("", df.index)
+    guessed = pd.Series(np.where(names.str.startswith("CPU"), "CPU fallback", "GPU"), df.index)
+    return recorded.where(known, guessed)
+
+
+def describe_devices(df: pd.DataFrame, modes: pd.Series | None = None) -> str:
+    """The device(s) and mode of a frame's points, for a figure's title: "NVIDIA A800-SXM4-80GB
+    (GPU)", "CPU: <model> (CPU fallback, 1 torch thread)", several joined by " | ".
+    `modes`: mode_of(df), when already known."""
+    if df.empty or "device_name" not in df:
+        return "device not recorded"
+    modes = mode_of(df) if modes is None else modes
+    threads = df["torch_threads"] if "torch_threads" in df else pd.Series(np.nan, df.index)
+    parts = []
+    for (name, mode), rows in df.groupby([df["device_name"].astype(str), modes], sort=False):
+        detail = mode
+        if mode != "GPU":
+            counts = sorted({int(t) for t in threads[rows.index].dropna()})
+            if counts:
+                plural = "s" if counts != [1] else ""
+                detail += f", {', '.join(map(str, counts))} torch thread{plural}"
+        parts.append(f"{name} ({detail})")
+    if len(parts) > _MAX_DEVICES_NAMED:
+        extra = len(parts) - _MAX_DEVICES_NAMED + 1
+        parts = parts[:_MAX_DEVICES_NAMED - 1] + [f"+{extra} more devices"]
+    return " | ".join(parts)
+
+
+def series_key(df: pd.DataFrame, series: str | None) -> pd.Series:
+    """Each row's series name as text ("" when there is one series)."""
+    return pd.Series("", index=df.index) if series is None else df[series].astype(str)
+
+
+def run_of(df: pd.DataFrame) -> pd.Series:
+    """Each row's run id ("" for records written before runs had ids)."""
+    if "run_id" not in df:
+        return pd.Series("", index=df.index)
+    return df["run_id"].fillna("").astype(str)
+
+
+class Look:
+    """Colour, strength and legend entries for the rows of one frame (see the module docs)."""
+
+    def __init__(self, df: pd.DataFrame, series: str | None, *, earlier_runs: str = "faded",
+                 max_series: int = LEGEND_MAX_SERIES):
+        if earlier_runs not in EARLIER_RUNS:
+            raise ValueError(f"earlier_runs={earlier_runs!r}: use one of {EARLIER_RUNS}")
+        self.earlier_runs = earlier_runs
+        self.modes = mode_of(df)
+        self.devices = describe_devices(df, self.modes)
+        self.key = series_key(df, series)
+        self.run = run_of(df)
+        by_series = self.run.groupby(self.key, sort=False)
+        latest = by_series.max() if len(df) else pd.Series(dtype=str)
+        self.newest = self.run == self.key.map(latest)
+        self.runs_per_series = by_series.nunique() if len(df) else {}
+        order = list(latest.index)  # series in the order first seen
+        named = order
+        if len(order) > max_series:  # keep the series measured most recently
+            recent = set(sorted(order, key=lambda k: latest[k], reverse=True)[:max_series])
+            named = [k for k in order if k in recent]
+        self.colors = dict(zip(named, PALETTE, strict=False))
+        self.others = [k for k in order if k not in self.colors]
+        self.faded_drawn = False    # set by the figure when it draws an earlier run
+
+    def visible(self, df: pd.DataFrame) -> pd.DataFrame:
+        """The rows to draw: all of them, or only each series' newest run when hidden."""
+        return df if self.earlier_runs == "faded" else df[self.newest[df.index]]
+
+    def color(self, key: str) -> str:
+        return self.colors.get(key, OTHER_COLOR)
+
+    def alpha(self, newest: bool) -> float:
+        if not newest:
+            self.faded_drawn = True
+        return 1.0 if newest else FADED_ALPHA
+
+    def series_handles(self) -> list[tuple[object, str]]:
+        """(handle, label) per named series (the devices for an unnamed one), one summary
+        entry for the rest, and one for faded earlier runs if any were drawn."""
+        entries = []
+        for key, color in self.colors.items():
+            label = key or self.devices
+            runs = int(self.runs_per_series.get(key, 1))
+            if runs > 1:
+                label += f" (newest of {runs} runs)" if self.earlier_runs == "faded" else \
+                    f" (newest run; {runs - 1} earlier hidden)"
+            entries.append((Line2D([], [], color=color, marker="o"), label))
+        if self.others:
+            names = ", ".join(self.others[:2]) + (", ..." if len(self.others) > 2 else "")
+            entries.append((Line2D([], [], color=OTHER_COLOR, marker="o"),
+                            f"+{len(self.others)} more series (grey): {names}"))
+        if self.faded_drawn:
+            entries.append((Line2D([], [], color="black", alpha=FADED_ALPHA, marker="o"),
+                            "earlier runs (faded)"))
+        return entries
+
+
+def noisy_handle() -> tuple[object, str]:
+    return (Line2D([], [], color="black", marker="o", linestyle="none", **NOISY_MARKER),
+            "noisy point (hollow): see the table")
+
+
+def band_handle(categorical: bool) -> tuple[object, str]:
+    if categorical:
+        return (Line2D([], [], color="black", marker="|", linestyle="none", markersize=12),
+                "bars: IQR of the time samples")
+    return Patch(color="black", alpha=0.2, linewidth=0), "shaded: IQR of the time samples"
+
+
+def note_handle(text: str) -> tuple[object, str]:
+    """A legend line of text only (no symbol)."""
+    return Line2D([], [], linestyle="none"), text
+
+
+def place_legend(ax: Axes, entries: list[tuple[object, str]]) -> None:
+    """A legend outside the axes, to the right, so it never covers data."""
+    if entries:
+        handles, labels = zip(*entries, strict=True)
+        ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                  borderaxespad=0.0, fontsize="small")
+
+
+def unique_entries(entries: list[tuple[object, str]]) -> list[tuple[object, str]]:
+    """Entries with repeated labels dropped (first kept)."""
+    seen, out = set(), []
+    for handle, label in entries:
+        if label not in seen:
+            seen.add(label)
+            out.append((handle, label))
+    return out

@@ -1,0 +1,306 @@
+"""Any sweep's figures: throughput and the workload's own peak memory against a swept parameter,
+for the panels, the notebooks and saved reports.
+
+Every function takes the frame of ``a800lab.load_results`` (one row per measured point) and
+returns a ``matplotlib.figure.Figure`` built without pyplot: no global state, so it is safe off
+the kernel's main thread and headless (Agg). Pass ``ax=`` to draw into an Axes you own; the
+function then returns that Axes' figure.
+
+    from a800lab.figures.sweep import throughput_figure, throughput_and_memory_figure
+    fig = throughput_figure(df, "n", series="precision")       # one line per precision and run
+    fig = throughput_and_memory_figure(df, "batch_size")        # the Explorer's plot
+    fig.savefig("matmul.png")
+
+What every figure says (see a800lab.figures.look): the device(s) and mode ("GPU" / "CPU
+fallback") in its title; one line per series *and run*, the newest run of a series drawn
+strongest and earlier runs faded (``earlier_runs="hidden"`` leaves them out), never averaged
+together; noisy points as hollow markers; the IQR band and every marker named in a legend placed
+outside the axes, at most 8 series named and the rest grey and summarised. Only ``outcome ==
+"ok"`` rows are drawn as measurements; oom / wrong / error points are marked on the x axis, so a
+failed configuration is visible rather than silently missing. An empty or all-failed frame gives
+a figure that says "no successful points yet" instead of raising.
+
+Memory is the workload's own peak above what the process held before the point (GPU: live
+tensors; CPU: resident set), on an axis scaled to the data; capacity is named in the caption.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from ..core.specs import match
+from ..core.units import byte_unit
+from .look import (
+    Look,
+    band_handle,
+    noisy_handle,
+    note_handle,
+    place_legend,
+)
+from .parts import (
+    NO_POINTS_TEXT,
+    Lines,
+    XAxis,
+    caption_under,
+    default_series,
+    flags,
+    floats,
+    groups,
+    mark_failures,
+    name_devices,
+    new_axes,
+    per_position,
+    require_columns,
+    say,
+    throughput_band,
+    wrapped_entries,
+)
+
+GIB = 2**30
+# GPU memory: draw the capacity line only when the data reach this share of it; lower, the line
+# would squash the data against the floor, so the capacity goes to the caption alone.
+CAPACITY_LINE_MIN_SHARE = 0.5
+
+
+def _row_peaks(ok: pd.DataFrame, peak_tflops) -> list[float]:
+    """Peak TFLOP/s for each ok row (NaN when unknown): float, dict by precision, or specs."""
+    if isinstance(peak_tflops, (int, float, np.number)):
+        return [float(peak_tflops)] * len(ok)
+    precisions = ok["precision"] if "precision" in ok.columns else [None] * len(ok)
+    devices = ok["device_name"] if "device_name" in ok.columns else [None] * len(ok)
+    # match(), not lookup(): an unknown device (a CPU) is reported in the title, not warned
+    # about on every live re-plot.
+    by_device = {d: match(str(d)) for d in dict.fromkeys(devices) if d is not None}
+    peaks = []
+    for precision, device in zip(precisions, devices, strict=True):
+        if isinstance(peak_tflops, Mapping):
+            peak = peak_tflops.get(precision)
+        else:
+            spec = by_device.get(device)
+            peak = None if spec is None else spec.peak_tflops.get(precision)
+        peaks.append(np.nan if peak is None else float(peak))
+    return peaks
+
+
+def _draw_throughput(ax: Axes, df: pd.DataFrame, x: str, look: Look,
+                     peak_tflops) -> list[tuple[object, str]]:
+    """Throughput lines, one per series and run, into `ax`; returns the legend entries."""
+    ax.set_title(f"throughput vs {x}")
+    if df.empty:
+        say(ax, NO_POINTS_TEXT, "large")
+        return []
+    require_columns(df, x, "outcome", "throughput")
+    xa = XAxis(df[x])
+    shown = look.visible(df)
+    ok = shown[(shown["outcome"] == "ok") & floats(shown, "throughput").notna()].copy()
+    ok["throughput"] = ok["throughput"].astype(float)
+    ok["_pos"] = xa.positions(ok[x])
+    ok["_noisy"] = flags(ok, "noisy")
+    units = list(dict.fromkeys(ok["throughput_unit"])) if "throughput_unit" in ok.columns else []
+    unit = ", ".join(map(str, units)) or "throughput"
+    ok["_peak"] = _row_peaks(ok, peak_tflops) if unit == "TFLOP/s" else np.nan
+    known_peaks = ok["_peak"].dropna().unique()
+    single_peak = known_peaks[0] if len(known_peaks) == 1 and ok["_peak"].notna().all() else None
+    keys = [*look.colors, *look.others]
+    categorical = xa.categories is not None
+    dodge = 0.5 / len(keys) if categorical and keys else 0.0  # keep series apart
+    merged = banded = False
+    lines = Lines()
+    columns = {"thr": ok["throughput"].to_numpy(float), "peak": ok["_peak"].to_numpy(float),
+               "noisy": ok["_noisy"].to_numpy(float)}
+    for (key, _run), idx in groups(ok, look).items():
+        newest = bool(look.newest.loc[ok.index[idx[0]]])
+        color = look.color(key)
+        values = {name: column[idx] for name, column in columns.items()}
+        if newest:
+            values["low"], values["high"] = throughput_band(ok.iloc[idx])
+        upos, counts, agg = per_position(ok["_pos"].to_numpy(float)[idx], values)
+        merged |= bool((counts > 1).any())
+        pos = upos + dodge * (keys.index(key) - (len(keys) - 1) / 2)
+        thr, noisy = agg["thr"], agg["noisy"] > 0
+        if newest and (agg["high"] > agg["low"]).any():
+            banded = True
+            if categorical:  # no line joining categories; the timing spread is an error bar
+                spread = np.clip([thr - agg["low"], agg["high"] - thr], 0, None)
+                ax.errorbar(pos, thr, yerr=spread, fmt="none", ecolor=color, capsize=4)
+            else:
+                ax.fill_between(pos, agg["low"], agg["high"], color=color, alpha=0.2,
+                                linewidth=0)
+        lines.add(key, newest, pos, thr, noisy)
+        if single_peak is None and newest:  # peaks differ per point (x = precision, devices)
+            for p, t, peak in zip(pos, thr, agg["peak"], strict=True):
+                if np.isfinite(peak):
+                    ax.annotate(f"{100 * t / peak:.0f}%", (p, t), textcoords="offset points",
+                                xytext=(8, 0) if dodge else (0, 6), fontsize="small",
+                                ha="left" if dodge else "center", color=color)
+    noisy_drawn = lines.draw(ax, look, "o" if categorical else "-o", "data")
+    failures = mark_failures(ax, shown, x, xa, look)
+    xa.apply(ax, x)
+    ax.set_ylabel(unit)
+    if ok.empty:
+        say(ax, NO_POINTS_TEXT, "large")
+        ax.set_yticks([])
+    ax.set_ylim(bottom=0)
+    if unit == "TFLOP/s" and not ok.empty:
+        if len(known_peaks) == 0:
+            ax.set_title(f"throughput vs {x} (peak unknown)")
+        elif single_peak is not None:
+            peak = float(single_peak)
+            sec = ax.secondary_yaxis("right", functions=(lambda t: 100 * t / peak,
+                                                         lambda pct: pct * peak / 100))
+            sec.set_ylabel(f"% of peak ({peak:g} TFLOP/s)")
+        else:
+            ax.set_title(f"throughput vs {x} (labels: % of each point's peak)")
+    entries = look.series_handles()
+    if banded:
+        entries.append(band_handle(categorical))
+    if noisy_drawn:
+        entries.append(noisy_handle())
+    if merged:
+        entries.append(note_handle("several points per x in a run: median drawn"))
+    return entries + failures
+
+
+def throughput_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
+                      ax: Axes | None = None, peak_tflops=None,
+                      earlier_runs: str = "faded") -> Figure:
+    """Throughput vs ``x``, one line per ``series`` (default "label") and run, IQR band,
+    noisy points hollow, failures marked.
+
+    For TFLOP/s a right axis shows % of peak; ``peak_tflops`` is a float or a dict precision ->
+    TFLOP/s, else the datasheet peak of each row's device_name and precision is looked up.
+    """
+    fig, ax, own = new_axes(ax)
+    series = default_series(df, series)
+    if not df.empty:
+        require_columns(df, series)
+    look = Look(df, series, earlier_runs=earlier_runs)
+    place_legend(ax, wrapped_entries(_draw_throughput(ax, df, x, look, peak_tflops)))
+    name_devices(fig, ax, df, own)
+    return fig
+
+
+
+def _memory_caption(df: pd.DataFrame, ok: pd.DataFrame, modes: pd.Series) -> str:
+    """What the memory lines measure, per mode, and each device's capacity."""
+    notes = []
+    if (modes[ok.index] == "GPU").any():
+        notes.append("solid: the point's own live tensors above what was held before it; "
+                     "dashed: the allocator's total, cache included")
+    if (modes[ok.index] != "GPU").any():
+        notes.append("the point's own peak resident set above its start (to a few MiB)")
+    capacities = floats(df, "capacity_bytes")
+    for mode, what in (("GPU", "GPU memory"), ("CPU fallback", "host RAM")):
+        caps = capacities[modes == mode].dropna().unique()
+        if len(caps):
+            notes.append(f"{what} {', '.join(f'{c / GIB:.1f}' for c in caps)} GiB")
+    return "\n".join(notes)
+
+
+def _draw_memory(ax: Axes, df: pd.DataFrame, x: str, look: Look) -> list[tuple[object, str]]:
+    """Each point's own peak memory into `ax`; returns the legend entries."""
+    ax.set_title(f"peak memory vs {x}")
+    if df.empty:
+        ax.set_ylabel("peak memory")
+        say(ax, NO_POINTS_TEXT, "large")
+        return []
+    require_columns(df, x, "outcome")
+    xa = XAxis(df[x])
+    shown = look.visible(df)
+    ok = shown[shown["outcome"] == "ok"].assign(
+        _pos=lambda d: xa.positions(d[x]),
+        _own=lambda d: floats(d, "peak_allocated_bytes").fillna(floats(d, "peak_rss_bytes")),
+        _reserved=lambda d: floats(d, "peak_reserved_bytes"))
+    top = np.nanmax([ok["_own"].max(), ok["_reserved"].max(), 0.0]) if len(ok) else 0.0
+    scale, unit = byte_unit(top)
+    reserved_drawn = False
+    columns = {"_own": ok["_own"].to_numpy(float) / scale,
+               "_reserved": ok["_reserved"].to_numpy(float) / scale}
+    own, reserved = Lines(), Lines()
+    for (key, _run), idx in groups(ok, look).items():
+        newest = bool(look.newest.loc[ok.index[idx[0]]])
+        upos, _, agg = per_position(ok["_pos"].to_numpy(float)[idx],
+                                     {name: column[idx] for name, column in columns.items()})
+        for lines, column in ((own, "_own"), (reserved, "_reserved")):
+            present = np.isfinite(agg[column])
+            if present.any():
+                lines.add(key, newest, upos[present], agg[column][present])
+                reserved_drawn |= column == "_reserved"
+    own.draw(ax, look, "-o", "data")
+    reserved.draw(ax, look, "--s", "reserved")
+    entries = look.series_handles()
+    if reserved_drawn:
+        entries += [(Line2D([], [], color="black"), "solid: allocated, own peak"),
+                    (Line2D([], [], color="black", linestyle="--"), "dashed: reserved")]
+    gpu = look.modes == "GPU"
+    capacity, line_y = floats(df, "capacity_bytes")[gpu].max(), None
+    absolute = (ok["_own"] + floats(ok, "baseline_allocated_bytes").fillna(0)).max()
+    if np.isfinite(capacity) and np.nanmax([absolute, ok["_reserved"].max(), 0.0]) >= \
+            CAPACITY_LINE_MIN_SHARE * capacity:
+        line_y = capacity / scale
+        line = ax.axhline(line_y, color="black", linestyle=":")
+        line.set_gid("capacity")
+        entries.append((Line2D([], [], color="black", linestyle=":"),
+                        f"capacity {capacity / GIB:.1f} GiB"))
+    oom = shown[shown["outcome"] == "oom"]
+    entries += mark_failures(ax, oom, x, xa, look, y=line_y)
+    slanted = xa.apply(ax, x)
+    ax.set_ylabel(f"own peak memory ({unit})")
+    if ok.empty or ok[["_own", "_reserved"]].isna().all().all():
+        say(ax, NO_POINTS_TEXT if ok.empty else "no memory readings for these points", "large")
+    ax.set_ylim(bottom=0)
+    caption_under(ax, _memory_caption(df, ok, look.modes), slanted)
+    return entries
+
+
+def memory_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
+                  ax: Axes | None = None, earlier_runs: str = "faded") -> Figure:
+    """The workload's own peak memory vs ``x`` (GPU: allocated solid, reserved dashed; CPU:
+    resident set above each point's start), on an axis scaled to the data; capacity in the
+    caption (and as a line on a GPU plot that comes near it); OOM marked."""
+    fig, ax, own = new_axes(ax)
+    series = default_series(df, series)
+    if not df.empty:
+        require_columns(df, series)
+    look = Look(df, series, earlier_runs=earlier_runs)
+    place_legend(ax, wrapped_entries(_draw_memory(ax, df, x, look)))
+    name_devices(fig, ax, df, own)
+    return fig
+
+
+def throughput_and_memory_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
+                                 peak_tflops=None, earlier_runs: str = "faded") -> Figure:
+    """Throughput (left) and peak memory (right) side by side with one legend on the right:
+    the panels' live plot. Laid out by hand (no constrained layout) so a re-plot stays fast."""
+    fig = Figure(figsize=(10.0, 4.2))
+    left = fig.add_axes((0.075, 0.25, 0.29, 0.59))   # room on its right for "% of peak"
+    right = fig.add_axes((0.51, 0.25, 0.21, 0.59))
+    series = default_series(df, series)
+    if not df.empty:
+        require_columns(df, series)
+    look = Look(df, series, earlier_runs=earlier_runs)
+    entries = _draw_throughput(left, df, x, look, peak_tflops)
+    entries += _draw_memory(right, df, x, look)
+    if entries:
+        handles, labels = zip(*wrapped_entries(entries), strict=True)
+        fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(0.735, 0.86),
+                   fontsize="small", frameon=False)
+    fig.suptitle(look.devices, fontsize="medium")
+    return fig
+
+
+def throughput_into(ax: Axes, df: pd.DataFrame, x: str, series: str | None,
+                     earlier_runs: str) -> None:
+    """throughput_figure drawn into `ax`, its legend removed (the figure has one)."""
+    throughput_figure(df, x, series=series, ax=ax, earlier_runs=earlier_runs)
+    ax.set_title(ax.get_title().split("\n")[0])  # the devices go in the figure's title
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()
+
+

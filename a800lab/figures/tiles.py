@@ -1,0 +1,322 @@
+"""Figures of the tile lab (chapters 02-03): the tile heatmap, a shape sweep beside the tile and
+wave quantisation model, error against float64, and the roofline.
+
+    from a800lab.figures.tiles import heatmap_figure, shape_sweep_figure, roofline_figure
+    fig = heatmap_figure(df, "block_m", "block_n")      # TFLOP/s per tile shape, failures named
+    fig = shape_sweep_figure(df, "n", tile=(128, 128, 32), sm_count=108, card="A800")
+    fig = model_figure("n", range(1024, 2049, 64), m=27648, k=4096, tile=(256, 128, 32),
+                       sm_count=108, card="A800")      # the model alone, no measurement
+    fig = roofline_figure(df, peak_tflops=312, mem_bw_gbs=2039)
+
+Shape sweep: top, measured throughput against the swept dimension (one line per series and run,
+as in throughput_figure); bottom, sharing the x axis, what the quantisation model
+(a800lab.workloads.tiles.quantisation) says of the same shapes with that tile on that many SMs:
+the useful share of the tile work, the share of wave slots filled, and their product (the
+predicted relative throughput), with the number of waves written where it changes. The model is
+relative and ignores memory bandwidth and caches: it explains steps and saw-teeth (N=1537 vs
+1536), not the absolute TFLOP/s, so it gets its own axis rather than being scaled onto the
+measurements.
+"""
+
+from __future__ import annotations
+
+import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
+
+from ..workloads.tiles.quantisation import quantise
+from .look import (
+    Look,
+    describe_devices,
+    place_legend,
+)
+from .parts import (
+    NO_POINTS_TEXT,
+    caption_under,
+    default_series,
+    flags,
+    floats,
+    fmt,
+    name_devices,
+    new_axes,
+    ordered,
+    require_columns,
+    say,
+    wrapped_entries,
+)
+from .sweep import throughput_figure
+
+SHAPE_AXES = ("m", "n", "k", "size")
+
+
+def _shape(row: pd.Series, x: str, value: float) -> tuple[int, int, int]:
+    """(m, n, k) of a point with `x` set to `value` ("size" sets all three)."""
+    if x == "size":
+        return int(value), int(value), int(value)
+    dims = {d: int(row[d]) for d in ("m", "n", "k")}
+    dims[x] = int(value)
+    return dims["m"], dims["n"], dims["k"]
+
+
+def model_frame(df: pd.DataFrame, x: str, tile: tuple[int, int, int], sm_count: int) -> \
+        pd.DataFrame:
+    """One row per distinct x of `df`: the model's tile, wave and predicted efficiency."""
+    if x not in SHAPE_AXES:
+        raise ValueError(f"the quantisation model needs a shape axis ({', '.join(SHAPE_AXES)}), "
+                         f"not {x!r}")
+    rows = []
+    for value, points in df.groupby(x, sort=True):
+        m, n, k = _shape(points.iloc[0], x, value)
+        q = quantise(m, n, k, *tile, sm_count=sm_count)
+        rows.append({x: value, "tile_efficiency": q.tile_efficiency,
+                     "wave_efficiency": q.wave_efficiency,
+                     "predicted_efficiency": q.predicted_efficiency, "waves": q.waves,
+                     "tiles": q.tiles})
+    return pd.DataFrame(rows)
+
+
+def shape_sweep_figure(df: pd.DataFrame, x: str, *, tile: tuple[int, int, int] | None,
+                       sm_count: int | None, card: str, series: str | None = None,
+                       earlier_runs: str = "faded") -> Figure:
+    """Measured throughput vs a shape axis over the model's efficiency for `tile` on
+    `sm_count` SMs (`card` names them in the model's legend); see the module docstring.
+    Without a tile (cuBLAS picks its own) or an SM count, the bottom axes says so."""
+    fig = Figure(figsize=(8.6, 6.6), layout="constrained")
+    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
+    throughput_figure(df, x, series=series, ax=top, earlier_runs=earlier_runs)
+    top.set_title(top.get_title().split("\n")[0])  # the devices go in the figure's title
+    fig.suptitle(describe_devices(df), fontsize="medium")
+    top.set_xlabel("")
+    bottom.set_xlabel(x)
+    bottom.set_ylabel("model efficiency (%)")
+    if df.empty or tile is None or sm_count is None:
+        why = ("no tile to model: cuBLAS picks its own" if tile is None and not df.empty
+               else "no SM count to model" if sm_count is None and not df.empty
+               else "no points yet")
+        bottom.text(0.5, 0.5, why, transform=bottom.transAxes, ha="center", va="center",
+                    color="dimgray")
+        return fig
+    _draw_model(bottom, model_frame(df, x, tile, sm_count), x, tile, sm_count, card)
+    if top.get_xscale() == "log":
+        bottom.set_xscale("log", base=2)
+    return fig
+
+
+def _draw_model(ax, model: pd.DataFrame, x: str, tile: tuple[int, int, int], sm_count: int,
+                card: str) -> None:
+    """The model's three curves on `ax`, the number of waves written where it changes."""
+    xs = model[x].to_numpy(float)
+    lines = [
+        ax.plot(xs, 100 * model["tile_efficiency"], ":", color="tab:gray",
+                label="useful share of tile work")[0],
+        ax.plot(xs, 100 * model["wave_efficiency"], "--", color="tab:gray",
+                label="share of wave slots filled")[0],
+        ax.plot(xs, 100 * model["predicted_efficiency"], "-o", color="black", markersize=4,
+                label=f"predicted (their product): {card}, {sm_count} SM{'s' * (sm_count != 1)}"
+                      f", tile {tile[0]}x{tile[1]}x{tile[2]}")[0],
+    ]
+    lines[-1].set_gid("predicted")
+    if sm_count > 1:  # waves on their own axis: labels at every step would collide
+        waves_ax = ax.twinx()
+        (waves,) = waves_ax.step(xs, model["waves"], where="mid", color="tab:blue", alpha=0.5,
+                                 label="waves (right axis)")
+        waves_ax.set_ylabel("waves", color="tab:blue")
+        waves_ax.set_ylim(0, max(model["waves"]) * 1.15)
+        lines.append(waves)
+    ax.set_ylim(0, 110)
+    ax.set_ylabel("model efficiency (%)")
+    ax.legend(lines, [line.get_label() for line in lines], loc="upper center",
+              bbox_to_anchor=(0.5, -0.2), ncols=2, fontsize="small", frameon=False)
+
+
+def model_figure(x: str, values, *, m: int = 4096, n: int = 4096, k: int = 4096,
+                 tile: tuple[int, int, int], sm_count: int, card: str) -> Figure:
+    """The quantisation model alone over `values` of the shape axis `x` (the other dimensions
+    fixed): what a card would lose to tile and wave quantisation. Titled as a model, not a
+    measurement."""
+    shapes = pd.DataFrame({"m": m, "n": n, "k": k, x: list(values)})
+    fig = Figure(figsize=(8.6, 3.8), layout="constrained")
+    ax = fig.add_subplot()
+    _draw_model(ax, model_frame(shapes, x, tile, sm_count), x, tile, sm_count, card)
+    fixed = ", ".join(f"{d}={v}" for d, v in (("m", m), ("n", n), ("k", k)) if d != x)
+    ax.set_title(f"tile and wave quantisation vs {x} at {fixed}")
+    ax.set_xlabel(x)
+    fig.suptitle(f"model for {card} ({sm_count} SMs): arithmetic, not a measurement",
+                 fontsize="medium")
+    return fig
+
+
+def error_figure(df: pd.DataFrame, x: str, *, series: str = "precision") -> Figure:
+    """Relative error against float64 (log scale) vs ``x`` (e.g. the inner dimension k), one
+    line per ``series``: how each precision's rounding grows with the problem."""
+    fig = Figure(figsize=(7.4, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    df = df[pd.to_numeric(df["rel_error"], errors="coerce").notna()]  # unsupported: no point
+    for key, rows in df.groupby(series, sort=False):
+        rows = rows.sort_values(x)
+        ax.plot(rows[x], rows["rel_error"], "-o", label=str(key))
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel(x)
+    ax.set_ylabel("relative error vs float64")
+    ax.set_title(f"rounding error vs {x}")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize="small", frameon=False)
+    fig.suptitle(describe_devices(df), fontsize="medium")
+    return fig
+
+
+def _fmt_value(v: float) -> str:
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
+def _failure_note(cell: pd.DataFrame) -> str:
+    """What a cell without a good point shows: "refused" for a config turned down before it
+    ran (a ValueError naming why), else its outcome (wrong / oom / error)."""
+    last = cell.iloc[-1]
+    if last["outcome"] == "ok":
+        return "n/a"
+    if last["outcome"] == "error" and str(last.get("message", "")).startswith("ValueError"):
+        return "refused"
+    return str(last["outcome"])
+
+
+def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput",
+                   ax: Axes | None = None, highlight_best: bool = True) -> Figure:
+    """``value`` over the grid ``x`` by ``y``: failed cells named in grey ("refused" for a
+    config turned down before it ran), noisy cells marked "~", the best cell outlined. A cell
+    measured in several runs shows its newest run (the title says how many cells that was)."""
+    fig, ax, own = new_axes(ax, figsize=(6.4, 4.8))
+    ax.set_title(f"{value} over {x} x {y}")
+    if not df.empty:
+        require_columns(df, x, y, value, "outcome")
+    if df.empty or floats(df, value)[df["outcome"] == "ok"].dropna().empty:
+        say(ax, NO_POINTS_TEXT, "large")
+        name_devices(fig, ax, df, own)
+        return fig
+    xs, ys = ordered(df[x]), ordered(df[y])
+    col = {v: j for j, v in enumerate(xs)}
+    row = {v: i for i, v in enumerate(ys)}
+    grid = np.full((len(ys), len(xs)), np.nan)
+    notes, noisy_cells, rerun_cells = {}, set(), 0
+    runs = Look(df, None).run
+    for (xv, yv), cell in df.groupby([x, y], sort=False):
+        good = cell[cell["outcome"] == "ok"]
+        vals = floats(good, value).dropna()
+        i, j = row[yv], col[xv]
+        if vals.empty:
+            notes[i, j] = _failure_note(cell)
+            continue
+        cell_runs = runs[vals.index]
+        rerun_cells += cell_runs.nunique() > 1
+        newest = vals.index[cell_runs == cell_runs.max()]
+        grid[i, j] = vals[newest].median()
+        if flags(good.loc[newest], "noisy").any():
+            noisy_cells.add((i, j))
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="#eeeeee")
+    image = ax.imshow(np.ma.masked_invalid(grid), origin="lower", aspect="auto", cmap=cmap)
+    for i, j in zip(*np.nonzero(np.isfinite(grid)), strict=True):
+        dark = image.norm(grid[i, j]) < 0.5  # low end of viridis is dark: write in white
+        mark = "~" if (i, j) in noisy_cells else ""
+        ax.text(j, i, mark + _fmt_value(grid[i, j]), ha="center", va="center",
+                fontsize="small", color="white" if dark else "black")
+    for (i, j), text in notes.items():
+        ax.text(j, i, text, ha="center", va="center", fontsize="small", color="gray",
+                style="italic")
+    notes_below = []
+    if highlight_best:
+        best_i, best_j = np.unravel_index(np.nanargmax(grid), grid.shape)
+        outline = Rectangle((best_j - 0.5, best_i - 0.5), 1, 1, fill=False,
+                                               edgecolor="red", linewidth=2.5)
+        ax.add_patch(outline)
+        outline.set_gid("best")
+        notes_below.append(f"red outline: best ({x}={fmt(xs[best_j])}, {y}={fmt(ys[best_i])})")
+    if noisy_cells:
+        notes_below.append(f"~: noisy timing ({len(noisy_cells)} cells), see the table")
+    ax.set_xticks(range(len(xs)), [fmt(v) for v in xs])
+    ax.set_yticks(range(len(ys)), [fmt(v) for v in ys])
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    caption_under(ax, "; ".join(notes_below), False)
+    if rerun_cells:
+        ax.set_title(f"{value} over {x} x {y} ({rerun_cells} cells measured in several runs: "
+                     "newest shown)")
+    label = value
+    if value == "throughput" and "throughput_unit" in df.columns:
+        units = df.loc[df["outcome"] == "ok", "throughput_unit"].unique()
+        label = f"throughput ({', '.join(map(str, units))})"
+    fig.colorbar(image, ax=ax, label=label)
+    name_devices(fig, ax, df, own)
+    return fig
+
+
+def _positive(name: str, value) -> float | None:
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{name} must be a positive number or None (unknown), got {value!r}; "
+                         "see a800lab.core.specs.lookup(device_name) for datasheet values")
+    return float(value)
+
+
+def roofline_figure(df: pd.DataFrame, *, peak_tflops: float | None, mem_bw_gbs: float | None,
+                    measured_peak_tflops: float | None = None,
+                    measured_bw_gbs: float | None = None, series: str | None = None,
+                    ax: Axes | None = None, earlier_runs: str = "faded") -> Figure:
+    """Achieved TFLOP/s vs arithmetic intensity (flop_count / bytes_moved) under the roofs.
+
+    Datasheet roof solid, measured roof dashed (a missing measured value reuses the datasheet
+    one); each roof's ridge point (peak / bandwidth, FLOP/byte) is marked. Points of earlier
+    runs are faded.
+    """
+    fig, ax, own = new_axes(ax)
+    peak, bw = _positive("peak_tflops", peak_tflops), _positive("mem_bw_gbs", mem_bw_gbs)
+    m_peak = _positive("measured_peak_tflops", measured_peak_tflops)
+    m_bw = _positive("measured_bw_gbs", measured_bw_gbs)
+    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)",
+           ylabel="achieved TFLOP/s", title="roofline")
+    points = pd.DataFrame({"ai": [], "tflops": [], "key": []})
+    entries: list[tuple[object, str]] = []
+    if not df.empty:
+        series = default_series(df, series)
+        require_columns(df, "outcome", "flop_count", "bytes_moved", series)
+        look = Look(df, series, earlier_runs=earlier_runs)
+        shown = look.visible(df)
+        ok = shown[shown["outcome"] == "ok"]
+        flop = floats(ok, "flop_count")
+        # TFLOP/s = flop / (ms * 1e-3 s) / 1e12 when the workload gave no tflops metric
+        tflops = floats(ok, "tflops").fillna(flop / floats(ok, "median_ms") / 1e9)
+        points = pd.DataFrame({"ai": flop / floats(ok, "bytes_moved"), "tflops": tflops,
+                               "key": look.key[ok.index], "newest": look.newest[ok.index]})
+        points = points[np.isfinite(points["ai"]) & (points["ai"] > 0) & (points["tflops"] > 0)]
+        for (key, newest), rows in points.groupby(["key", "newest"], sort=False):
+            ax.plot(rows["ai"], rows["tflops"], "o", color=look.color(key),
+                    alpha=look.alpha(bool(newest)), label=key, gid="data")
+        entries = look.series_handles()
+    roofs = []
+    if peak is not None and bw is not None:
+        roofs.append(("datasheet", peak, bw, "-"))
+        if m_peak is not None or m_bw is not None:
+            roofs.append(("measured", m_peak or peak, m_bw or bw, "--"))
+    ridges = [1e3 * p / b for _, p, b, _ in roofs]  # TFLOP/s / (GB/s) = 1e3 FLOP/byte
+    if roofs:
+        lo, hi = min([*points["ai"], *ridges]) / 8, max([*points["ai"], *ridges]) * 8
+        for (name, p, b, style), ridge in zip(roofs, ridges, strict=True):
+            (line,) = ax.plot([lo, ridge, hi], [b * lo / 1e3, p, p], style, color="black")
+            line.set_gid(f"roof:{name}")
+            entries.append((Line2D([], [], color="black", linestyle=style),
+                            f"{name}: {p:g} TFLOP/s, {b:g} GB/s"))
+            (mark,) = ax.plot([ridge], [p], "o", mfc="none", color="black", markersize=9)
+            mark.set_gid(f"ridge:{name}")
+            ax.annotate(f"ridge {ridge:.0f} FLOP/B", (ridge, p), textcoords="offset points",
+                        xytext=(6, 6 if name == "datasheet" else -14), fontsize="small")
+    else:
+        ax.set_title("roofline (peak unknown: no ceilings)")
+    if points.empty:
+        say(ax, NO_POINTS_TEXT, "large")
+    place_legend(ax, wrapped_entries(entries))
+    name_devices(fig, ax, df, own)
+    return fig

@@ -1,0 +1,369 @@
+"""Figures of the training lab: memory breakdowns, loss curves, GradScaler dynamics, gradients
+against fp16's range and the max-batch search. Pure matplotlib (no pyplot), like every lab
+figure.
+
+    from a800lab.figures.training import training_figure, memory_breakdown_figure
+    fig = training_figure(df, "batch_size", series="precision")   # the TrainingExplorer plot
+    fig = memory_breakdown_figure(df, "batch_size")   # stacked components, predicted, measured
+    breakdown_table(df, ["batch_size", "precision"])  # the same in MiB, one row per point
+    fig = loss_curves_figure(df, series="precision")
+    fig = scaler_figure(compare_scaling(...), device="cpu")
+    fig = gradient_histogram_figure(gradient_sample(...), scale=2**16, device="cpu")
+    fig = max_batch_figure(find_max_batch_for(...))
+
+`df` is a results frame of train points (a800lab.workloads.training.point.train_point). Every figure
+names its device and mode in its title and keeps its legend outside the axes. Bars and curves
+show each series' newest run (earlier runs are faded lines in the throughput plot, not bars);
+noisy points are hollow in the throughput plot, as everywhere in the lab.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from ..core.environment import environment
+from ..core.units import byte_unit, format_bytes
+from ..workloads.training.loss_scaling import (
+    FP16_MAX,
+    FP16_MIN_NORMAL,
+    FP16_MIN_SUBNORMAL,
+    fp16_fractions,
+    log2_histogram,
+)
+from .look import FADED_ALPHA, PALETTE, Look, describe_devices, place_legend
+from .parts import say
+from .sweep import NO_POINTS_TEXT, throughput_figure
+
+# component column, legend label, colour: bottom to top of each bar
+COMPONENTS = (
+    ("param_bytes", "parameters (and buffers)", "#4c72b0"),
+    ("grad_bytes", "gradients", "#55a868"),
+    ("optimizer_state_bytes", "optimizer state", "#c44e52"),
+    ("weight_copy_bytes", "16-bit weight copies", "#8172b2"),
+    ("activation_bytes", "activations (saved for backward)", "#ccb974"),
+    ("recompute_bytes", "one block recomputed (checkpointing)", "#e5ae38"),
+    ("data_bytes", "batches held", "#64b5cd"),
+)
+_METER_WORDS = {"counted": "step peak, counted at phase ends",
+                "allocated": "step peak, CUDA allocated"}
+_MAX_BARS = 24
+
+
+def describe_device(device: str) -> str:
+    """"CPU: <model> (CPU fallback, 1 torch thread)" or "<GPU name> (GPU)" for a title."""
+    env = environment(device)
+    if env["mode"] == "GPU":
+        return f"{env['device_name']} (GPU)"
+    threads = torch.get_num_threads()
+    return f"{env['device_name']} (CPU fallback, {threads} torch thread{'s' * (threads != 1)})"
+
+
+
+def _newest_ok(df: pd.DataFrame, series: str | None) -> tuple[pd.DataFrame, Look]:
+    """The ok points of each series' newest run, and the frame's Look."""
+    look = Look(df, series)
+    ok = df[(df["outcome"] == "ok") & look.newest]
+    return ok, look
+
+
+def _point_label(row: pd.Series, x: str, series: str | None, several: bool) -> str:
+    """A point's name: its x value, and its series when there are several."""
+    text = str(row[x])
+    if several and series and series in row and series != x:
+        text += f"\n{row[series]}"
+    return text
+
+
+def _floats(df: pd.DataFrame, name: str) -> np.ndarray:
+    if name not in df:
+        return np.full(len(df), np.nan)
+    return pd.to_numeric(df[name], errors="coerce").to_numpy(float)
+
+
+def _draw_breakdown(ax: Axes, df: pd.DataFrame, x: str, series: str | None) -> list:
+    """Stacked components per point, with the predicted and the measured peaks; returns
+    the legend entries."""
+    ax.set_title(f"memory breakdown vs {x}")
+    if df.empty or "param_bytes" not in df:
+        say(ax, NO_POINTS_TEXT)
+        return []
+    ok, look = _newest_ok(df, series)
+    ok = ok.sort_values(x, kind="stable").tail(_MAX_BARS)
+    if ok.empty:
+        say(ax, NO_POINTS_TEXT)
+        return []
+    several = look.key[ok.index].nunique() > 1
+    pos = np.arange(len(ok))
+    parts = {col: np.nan_to_num(_floats(ok, col)) for col, _, _ in COMPONENTS}
+    peaks = {"predicted": _floats(ok, "predicted_peak_bytes"),
+             "step": _floats(ok, "step_peak_bytes"),
+             "own": np.where(np.isnan(_floats(ok, "peak_allocated_bytes")),
+                             _floats(ok, "peak_rss_bytes"), _floats(ok, "peak_allocated_bytes"))}
+    stack = sum(parts.values())
+    # the axis fits the counted bars and the model; a CPU resident-set peak can be far above
+    # them (allocator, one-time initialisation): drawn as a triangle on the top edge then
+    top = 1.15 * np.nanmax([np.max(stack), *(np.nanmax(v) if np.isfinite(v).any() else 0
+                                             for v in (peaks["predicted"], peaks["step"]))])
+    if not top > 0:
+        top = np.nanmax([*peaks["own"], 1.0])
+    scale, unit = byte_unit(top)
+    bottom = np.zeros(len(ok))
+    entries = []
+    for col, label, color in COMPONENTS:
+        values = parts[col] / scale
+        if values.any():
+            ax.bar(pos, values, bottom=bottom, color=color, width=0.7, gid=f"part:{col}")
+            entries.append((Patch(color=color), label))
+        bottom += values
+    meters = sorted(set(ok.get("memory_meter", pd.Series(dtype=str)).dropna()))
+    marks = (("predicted", dict(marker="_", markersize=26, mew=2.5, color="black"),
+              "predicted peak (memory model, 2 probes)"),
+             ("step", dict(marker="x", markersize=8, mew=2, color="black"),
+              "; ".join(_METER_WORDS.get(m, m) for m in meters) or "step peak"),
+             ("own", dict(marker="D", markersize=6, color="dimgray", mfc="white"),
+              "point's own peak (CPU: resident set, +- a few MiB)"
+              if (look.modes[ok.index] != "GPU").all() else "point's own peak, allocated"))
+    for key, style, label in marks:
+        values = peaks[key] / scale
+        shown = np.isfinite(values) & (values <= top / scale)
+        if shown.any():
+            ax.plot(pos[shown], values[shown], linestyle="none", gid=f"peak:{key}", **style)
+            entries.append((Line2D([], [], linestyle="none", **style), label))
+        above = np.isfinite(values) & (values > top / scale)
+        if above.any():
+            ax.plot(pos[above], np.full(above.sum(), top / scale), linestyle="none",
+                    marker="^", color="dimgray", clip_on=False, gid=f"peak:{key}:above")
+            entries.append((Line2D([], [], linestyle="none", marker="^", color="dimgray"),
+                            f"{label.split(' (')[0]} above the axis (up to "
+                            f"{format_bytes(np.max(values[above]) * scale)})"))
+    labels = [_point_label(row, x, series, several) for _, row in ok.iterrows()]
+    crowded = sum(len(s.split(chr(10))[-1]) + 2 for s in labels) > 50
+    ax.set_xticks(pos, labels, rotation=30 if crowded else 0, ha="right" if crowded else "center",
+                  fontsize="small")
+    ax.set_xlabel(x)
+    ax.set_ylabel(f"bytes ({unit})")
+    ax.set_ylim(0, top / scale)
+    return entries
+
+
+_LINE_STYLES = ("-", "--", ":", "-.")
+_MAX_CURVES_NAMED = 12
+
+
+def _draw_loss_curves(ax: Axes, df: pd.DataFrame, x: str | None, series: str | None) -> list:
+    """One loss curve per point of each series' newest run: the colour names the x value, the
+    line style the series; earlier runs faded grey. Returns the legend entries."""
+    ax.set_title("training loss per optimizer step")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("loss")
+    if df.empty or "loss_curve" not in df:
+        say(ax, NO_POINTS_TEXT)
+        return []
+    look = Look(df, series)
+    ok = df[df["outcome"] == "ok"]
+    keys = list(dict.fromkeys(look.key[ok.index]))
+    several = len(keys) > 1
+    xs = list(dict.fromkeys(ok[x])) if x in ok else list(ok.index)
+    entries, faded = [], False
+    for index, row in ok.iterrows():
+        curve = row["loss_curve"]
+        if not isinstance(curve, (list, tuple)) or not curve:
+            continue
+        steps = np.arange(1, len(curve) + 1)
+        values = np.array([np.nan if v is None else v for v in curve], dtype=float)
+        if not look.newest[index]:
+            faded = True
+            ax.plot(steps, values, color="gray", alpha=FADED_ALPHA, lw=1.0, gid="loss:earlier")
+            continue
+        color = PALETTE[xs.index(row[x] if x in ok else index) % len(PALETTE)]
+        style = _LINE_STYLES[keys.index(look.key[index]) % len(_LINE_STYLES)]
+        ax.plot(steps, values, color=color, linestyle=style, lw=1.6, gid="loss")
+        label = f"{x}={_point_label(row, x, series, several)}".replace("\n", ", ") if x in ok \
+            else str(look.key[index])
+        entries.append((Line2D([], [], color=color, linestyle=style), label))
+    if len(entries) > _MAX_CURVES_NAMED:
+        entries = entries[:_MAX_CURVES_NAMED - 1] + [
+            (Line2D([], [], color="gray"), f"+{len(entries) - _MAX_CURVES_NAMED + 1} more")]
+    if faded:
+        entries.append((Line2D([], [], color="gray", alpha=FADED_ALPHA), "earlier runs"))
+    values = [v for c in ok["loss_curve"] if isinstance(c, (list, tuple)) for v in c
+              if v is not None and np.isfinite(v)]
+    if values and min(values) > 0 and max(values) / min(values) > 10:
+        ax.set_yscale("log")  # losses falling by decades read best on a log axis
+    return entries
+
+
+def training_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
+                    earlier_runs: str = "faded") -> Figure:
+    """The TrainingExplorer's plot, three rows: throughput (samples/s, IQR band, one line per
+    series and run; the device and mode in its title), the memory breakdown, the loss
+    curves."""
+    fig = Figure(figsize=(10.0, 8.6))  # three rows, each legend on its right
+    throughput_ax = fig.add_axes((0.08, 0.72, 0.46, 0.21))
+    memory_ax = fig.add_axes((0.08, 0.43, 0.46, 0.19))   # room below for slanted labels
+    loss_ax = fig.add_axes((0.08, 0.07, 0.46, 0.2))
+    series = series if series is not None or df.empty else "label"
+    throughput_figure(df, x, series=series, ax=throughput_ax, earlier_runs=earlier_runs)
+    place_legend(memory_ax, _draw_breakdown(memory_ax, df, x, series))
+    place_legend(loss_ax, _draw_loss_curves(loss_ax, df, x, series))
+    return fig
+
+
+def breakdown_table(df: pd.DataFrame, columns=("model", "batch_size", "precision")) -> \
+        pd.DataFrame:
+    """One row per ok point: the given parameter columns, each memory component in MiB, their
+    sum, the step's measured peak, the memory model's prediction and the point's own window
+    peak (CPU: resident set, approximate; GPU: allocated)."""
+    ok = df[df["outcome"] == "ok"] if "outcome" in df else df
+    table = ok[[c for c in columns if c in ok]].copy()
+    for column, label, _ in COMPONENTS:
+        table[label.split(" (")[0]] = _floats(ok, column) / 2**20
+    table["all counted"] = _floats(ok, "counted_bytes") / 2**20
+    table["step peak"] = _floats(ok, "step_peak_bytes") / 2**20
+    table["predicted"] = _floats(ok, "predicted_peak_bytes") / 2**20
+    own = _floats(ok, "peak_allocated_bytes")
+    table["own window peak"] = np.where(np.isnan(own), _floats(ok, "peak_rss_bytes"), own) / 2**20
+    return table.round(3).reset_index(drop=True)
+
+
+def memory_breakdown_figure(df: pd.DataFrame, x: str, *, series: str | None = None) -> Figure:
+    """Stacked memory components of each point (newest run per series), the memory model's
+    predicted peak, the step's measured peak and the point's own window peak."""
+    fig = Figure(figsize=(8.6, 4.6), layout="constrained")
+    ax = fig.add_subplot()
+    place_legend(ax, _draw_breakdown(ax, df, x, series))
+    fig.suptitle(describe_devices(df), fontsize="medium")
+    return fig
+
+
+def loss_curves_figure(df: pd.DataFrame, *, x: str | None = None,
+                       series: str | None = None) -> Figure:
+    """The loss of every point's training steps, one curve per point."""
+    fig = Figure(figsize=(8.6, 4.6), layout="constrained")
+    ax = fig.add_subplot()
+    place_legend(ax, _draw_loss_curves(ax, df, x, series))
+    fig.suptitle(describe_devices(df), fontsize="medium")
+    return fig
+
+
+def scaler_figure(runs: dict[str, list[dict]], *, device: str) -> Figure:
+    """Loss, loss scale (skipped steps marked) and the share of zero gradients per step, one
+    line per run of compare_scaling()."""
+    fig = Figure(figsize=(8.6, 7.2), layout="constrained")
+    loss_ax, scale_ax, zero_ax = fig.subplots(3, 1, sharex=True)
+    entries = []
+    for (name, history), color in zip(runs.items(), PALETTE, strict=False):
+        steps = [h["step"] for h in history]
+        loss_ax.plot(steps, [h["loss"] for h in history], color=color, gid=f"loss:{name}")
+        scales = [h["scale"] for h in history]
+        if any(s is not None for s in scales):
+            scale_ax.plot(steps, scales, color=color, drawstyle="steps-post", gid=f"scale:{name}")
+            skipped = [(h["step"], h["scale"]) for h in history if h["skipped"]]
+            if skipped:
+                scale_ax.plot(*zip(*skipped, strict=True), "v", color="tab:red", gid="skipped")
+        if any("zero_grad_fraction" in h for h in history):
+            zero_ax.plot(steps, [100 * h.get("zero_grad_fraction", np.nan) for h in history],
+                         color=color, gid=f"zero:{name}")
+        skips = sum(h["skipped"] for h in history)
+        entries.append((Line2D([], [], color=color), f"{name} ({skips} skipped)"))
+    entries.append((Line2D([], [], color="tab:red", marker="v", linestyle="none"),
+                    "skipped step (scale backed off)"))
+    loss_ax.set(ylabel="loss", yscale="log", title="fp16 with and without a GradScaler")
+    scale_ax.set(ylabel="loss scale", yscale="log")
+    if not scale_ax.lines:
+        say(scale_ax, "no run used a scaler")
+    zero_ax.set(ylabel="gradient elements\nexactly zero (%)", xlabel="optimizer step")
+    zero_ax.set_ylim(bottom=0)
+    place_legend(loss_ax, entries)
+    fig.suptitle(describe_device(device), fontsize="medium")
+    return fig
+
+
+def gradient_histogram_figure(sample, *, scale: float = 2.0**16, device: str) -> Figure:
+    """|gradient| values (parameters and activations, log2 bins) against fp16's range:
+    the zone that flushes to zero, the subnormal zone and overflow; dashed: the same values
+    multiplied by `scale`, as GradScaler would. The legend gives each share."""
+    fig = Figure(figsize=(8.6, 4.8), layout="constrained")
+    ax = fig.add_subplot()
+    lo, hi = -40, 24
+    ax.axvspan(lo, np.log2(FP16_MIN_SUBNORMAL / 2), color="tab:red", alpha=0.12, lw=0)
+    ax.axvspan(np.log2(FP16_MIN_SUBNORMAL / 2), np.log2(FP16_MIN_NORMAL), color="tab:orange",
+               alpha=0.12, lw=0)
+    ax.axvspan(np.log2(FP16_MAX), hi, color="tab:purple", alpha=0.12, lw=0)
+    entries = [(Patch(color="tab:red", alpha=0.25), "fp16 flushes to zero (< 2^-25)"),
+               (Patch(color="tab:orange", alpha=0.25), "fp16 subnormal: fewer bits (< 2^-14)"),
+               (Patch(color="tab:purple", alpha=0.25), "fp16 overflow: inf (> 65504)")]
+    for kind, color in (("params", "C0"), ("activations", "C1")):
+        values = sample.values(kind)
+        if not values.numel():
+            continue
+        for factor, style in ((1.0, "-"), (scale, "--")):
+            edges, counts = log2_histogram(values * factor, lo, hi)
+            share = np.array(counts) / max(1, sum(counts))
+            ax.stairs(100 * share, edges, color=color, linestyle=style, lw=1.6,
+                      gid=f"hist:{kind}:{factor:g}")
+            f = fp16_fractions(values, factor)
+            what = "as computed" if factor == 1 else f"x {factor:g}"
+            entries.append((Line2D([], [], color=color, linestyle=style),
+                            f"{kind} {what}: {100 * f['underflow']:.1f}% to zero, "
+                            f"{100 * f['subnormal']:.1f}% subnormal, "
+                            f"{100 * f['overflow']:.2f}% inf"))
+    ax.set(xlim=(lo, hi), xlabel="log2 |gradient|", ylabel="share of values (%)",
+           title="gradient magnitudes vs the fp16 range")
+    place_legend(ax, entries)
+    fig.suptitle(describe_device(device), fontsize="medium")
+    return fig
+
+
+_TRIAL_STYLES = {"ok": ("o", "tab:green"), "over": ("s", "tab:orange"), "oom": ("X", "tab:red"),
+                 "skipped": ("o", "lightgray")}
+
+
+def max_batch_figure(result) -> Figure:
+    """Each trial of a max-batch search (micro-batch vs peak, in order), the limit, the budget
+    and the memory model's line; the answer marked."""
+    fig = Figure(figsize=(8.6, 4.6), layout="constrained")
+    ax = fig.add_subplot()
+    scale, unit = byte_unit(result.limit_bytes)
+    batches = [t.batch_size for t in result.trials] or [1]
+    entries = []
+    if result.model is not None:
+        xs = np.geomspace(1, max(batches) * 1.2, 200)
+        ax.plot(xs, [result.model.predict(b) / scale for b in xs], color="gray", lw=1,
+                gid="model")
+        entries.append((Line2D([], [], color="gray"), "memory model (from the probes)"))
+    for outcome, (marker, color) in _TRIAL_STYLES.items():
+        trials = [t for t in result.trials if t.outcome == outcome]
+        if not trials:
+            continue
+        ys = [(t.peak_bytes if t.peak_bytes is not None else
+               (t.predicted_bytes if t.predicted_bytes is not None else result.limit_bytes))
+              / scale for t in trials]
+        ax.plot([t.batch_size for t in trials], ys, marker, color=color, linestyle="none",
+                mfc="white" if outcome == "skipped" else color, gid=f"trial:{outcome}")
+        entries.append((Line2D([], [], marker=marker, color=color, linestyle="none",
+                               mfc="white" if outcome == "skipped" else color),
+                        f"{outcome} ({len(trials)})" + (": predicted, not run"
+                                                         if outcome == "skipped" else "")))
+    ax.axhline(result.limit_bytes / scale, color="black", linestyle=":", gid="limit")
+    ax.axhline(result.budget_bytes / scale, color="black", linestyle="--", gid="budget")
+    entries += [(Line2D([], [], color="black", linestyle=":"), "limit"),
+                (Line2D([], [], color="black", linestyle="--"),
+                 f"budget (limit less {result.margin:.0%})")]
+    if result.batch_size:
+        ax.axvline(result.batch_size, color="tab:green", alpha=0.5, gid="answer")
+        entries.append((Line2D([], [], color="tab:green", alpha=0.5),
+                        f"answer: {result.batch_size}"))
+    ax.set(xscale="log", xlabel="micro-batch", ylabel=f"peak ({unit})",
+           title=f"max-batch search: {result.runs} trials run, "
+                 f"{len(result.trials) - result.runs} skipped")
+    ax.set_ylim(bottom=0)
+    place_legend(ax, entries)
+    fig.suptitle(describe_device(result.device or "cpu"), fontsize="medium")
+    return fig

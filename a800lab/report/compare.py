@@ -1,0 +1,246 @@
+"""Two `a800lab report` runs side by side: their environments, every compared figure as B / A,
+and each claim's verdict on both machines.
+
+    from a800lab.report.compare import compare_reports, format_compare, load_report
+    a, b = load_report("a800/"), load_report("h200/report.json")   # a directory or the file
+    c = compare_reports(a, b, "a800/", "h200/")
+    c["figures"][0]     # {"key", "label", "unit", "a", "b", "ratio": b / a, "only": None}
+    c["claims"][0]      # {"id", "text", "a_status", "b_status", ..., "changed": True}
+    c["notes"]          # ["A is CPU fallback, B is a GPU: ...", "A was not complete ..."]
+    print(format_compare(c))                                      # report --compare A/ B/
+
+A figure's ratio is None where either side lacks it or its value is not a positive number (a
+rate of 0 or a failed point has no meaningful ratio), and where the two sides give it in
+different units. `only` says which side alone has a figure. The environment comparison is the
+one `python -m a800lab diff` makes of two doctor reports (a800lab.core.envdiff).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from ..core.envdiff import diff_sides, show_value, side_from_report
+
+REPORT_KIND = "a800lab-report"
+KNOWN_VERSIONS = (1,)
+REPORT_FILE = "report.json"
+RUN_HINT = "run `python -m a800lab report --out {dir}` first"
+
+
+# ---- reading -----------------------------------------------------------------------------------
+def load_report(path: str | Path) -> dict:
+    """A report written by `python -m a800lab report`: `path` is its directory (report.json is
+    read from it) or the JSON file itself. A ValueError names the path and what to do."""
+    p = Path(path)
+    if p.is_dir():
+        file = p / REPORT_FILE
+        if not file.is_file():
+            resumable = (p / "points.jsonl").is_file()
+            why = ("holds points.jsonl but no report.json: the run was interrupted before it "
+                   "wrote its report; run the same command again to resume it" if resumable
+                   else "has no report.json")
+            raise ValueError(f"{p} {why}: {RUN_HINT.format(dir=p)}")
+    elif p.is_file():
+        file = p
+    else:
+        raise ValueError(f"{p}: no such report directory or file: {RUN_HINT.format(dir=p)}, "
+                         "then compare the directories it wrote")
+    text = file.read_text(encoding="utf-8", errors="replace")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{file}: not valid JSON (line {err.lineno}, column {err.colno}: "
+                         f"{err.msg}); the file is damaged or truncated: run "
+                         f"`python -m a800lab report --out {file.parent}` again") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{file}: holds a JSON {type(data).__name__}, not a report (a JSON "
+                         f"object); give the directory `python -m a800lab report` wrote")
+    kind = data.get("kind")
+    if kind != REPORT_KIND:
+        hint = ("it looks like a doctor report: compare those with `python -m a800lab diff A B`"
+                if "gpus" in data and "system" in data
+                else "give a report.json written by `python -m a800lab report`")
+        raise ValueError(f"{file}: kind {kind!r} is not {REPORT_KIND!r}; {hint}")
+    version = data.get("report_version")
+    if version not in KNOWN_VERSIONS:
+        known = ", ".join(map(str, KNOWN_VERSIONS))
+        raise ValueError(f"{file}: report_version {version!r} is unknown (this a800lab reads "
+                         f"version {known}); upgrade a800lab, or run the report again with "
+                         "this one")
+    return data
+
+
+# ---- comparing ---------------------------------------------------------------------------------
+def _side(report: dict, path: str) -> dict:
+    points = report.get("points") or {}
+    return {"path": path, "device_name": report.get("device_name"),
+            "scope": report.get("scope"), "mode": report.get("mode"),
+            "created": report.get("created"), "complete": report.get("complete"),
+            "stopped": report.get("stopped") or "", "wall_s": report.get("wall_s"),
+            "points": {"planned": points.get("planned"), "measured": points.get("measured")}}
+
+
+def _positive(value: Any) -> float | None:
+    """A value that can take part in a ratio: a finite number above zero, else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value > 0 else None
+
+
+def figure_ratio(a: Any, b: Any) -> float | None:
+    """B / A for two figures' values; None unless both are positive finite numbers."""
+    pa, pb = _positive(a), _positive(b)
+    return None if pa is None or pb is None else pb / pa
+
+
+def _figures(fa: dict, fb: dict) -> list[dict]:
+    rows = []
+    for key in [*fa, *(k for k in fb if k not in fa)]:
+        ea, eb = fa.get(key) or {}, fb.get(key) or {}
+        unit_a, unit_b = ea.get("unit"), eb.get("unit")
+        only = "a" if key not in fb else "b" if key not in fa else None
+        same_unit = only is not None or unit_a == unit_b
+        rows.append({"key": key, "label": ea.get("label") or eb.get("label") or key,
+                     "unit": unit_a if key in fa else unit_b,
+                     "a": ea.get("value"), "b": eb.get("value"),
+                     "ratio": figure_ratio(ea.get("value"), eb.get("value")) if same_unit
+                     else None,
+                     "only": only, "units_differ": not same_unit})
+    return rows
+
+
+def _claims(ca: list, cb: list) -> list[dict]:
+    by_a = {c["id"]: c for c in ca if isinstance(c, dict) and "id" in c}
+    by_b = {c["id"]: c for c in cb if isinstance(c, dict) and "id" in c}
+    rows = []
+    for cid in [*by_a, *(k for k in by_b if k not in by_a)]:
+        va, vb = by_a.get(cid, {}), by_b.get(cid, {})
+        first = va or vb
+        rows.append({"id": cid, "text": first.get("text", ""), "chapter": first.get("chapter"),
+                     "a_status": va.get("status"), "b_status": vb.get("status"),
+                     "a_measured": va.get("measured"), "b_measured": vb.get("measured"),
+                     "a_noisy": bool(va.get("noisy")), "b_noisy": bool(vb.get("noisy")),
+                     "changed": va.get("status") != vb.get("status")})
+    return rows
+
+
+def _notes(sa: dict, sb: dict, figures: list[dict]) -> list[str]:
+    notes = []
+    if sa["scope"] != sb["scope"]:
+        def kind(s: dict) -> str:
+            return ("a GPU" if s["scope"] == "GPU" else str(s["scope"] or "of unknown scope"))
+        notes.append(f"A is {kind(sa)}, B is {kind(sb)}: ratios compare different kinds of "
+                     "machine, not one machine's software or settings")
+    elif sa["scope"] == "CPU fallback":
+        notes.append("both are CPU fallback runs: their figures check the lab's methods and say "
+                     "nothing about a GPU")
+    elif sa["device_name"] != sb["device_name"]:
+        notes.append(f"A ran on {sa['device_name']}, B on {sb['device_name']}: ratios compare "
+                     "hardware; compare each with its datasheet (% of peak) too")
+    if sa["mode"] != sb["mode"]:
+        notes.append(f"A is a {sa['mode']} report, B a {sb['mode']} one: sizes and grids "
+                     "differ, so some figures are not like for like")
+    for name, s in (("A", sa), ("B", sb)):
+        if s["complete"] is False:
+            pts = s["points"]
+            stopped = f", stopped: {s['stopped']}" if s["stopped"] else ""
+            notes.append(f"{name} was not complete ({pts['measured']} of {pts['planned']} "
+                         f"points measured{stopped}): its missing figures and claims show as "
+                         f"absent or not measured yet; run its report command again to resume")
+    differ = [f["label"] for f in figures if f.get("units_differ")]
+    if differ:
+        notes.append(f"{len(differ)} figure(s) have different units on the two sides, so no "
+                     f"ratio: {', '.join(differ)}")
+    return notes
+
+
+def compare_reports(a: dict, b: dict, a_path: str = "A", b_path: str = "B") -> dict:
+    """Reports a and b (load_report's dicts) side by side; see the module docstring."""
+    sa, sb = _side(a, str(a_path)), _side(b, str(b_path))
+    figures = _figures(a.get("figures") or {}, b.get("figures") or {})
+    notes = _notes(sa, sb, figures)
+    env_diff = None
+    if isinstance(a.get("doctor"), dict) and isinstance(b.get("doctor"), dict):
+        diff = diff_sides(side_from_report(a["doctor"], str(a_path)),
+                          side_from_report(b["doctor"], str(b_path)))
+        env_diff = diff.to_dict()
+        notes += diff.notes
+    else:
+        missing = [n for n, r in (("A", a), ("B", b)) if not isinstance(r.get("doctor"), dict)]
+        verb = "holds" if len(missing) == 1 else "hold"
+        notes.append(f"{' and '.join(missing)} {verb} no doctor report: environments not "
+                     "compared")
+    return {"a": sa, "b": sb, "env_diff": env_diff, "figures": figures,
+            "claims": _claims(a.get("claims") or [], b.get("claims") or []), "notes": notes}
+
+
+# ---- text --------------------------------------------------------------------------------------
+def format_number(value: Any) -> str:
+    """A figure's value for a table: "—" where missing, 4 significant digits otherwise."""
+    if value is None or isinstance(value, bool):
+        return "—" if value is None else str(value)
+    if isinstance(value, float):
+        return "—" if not math.isfinite(value) else f"{value:.4g}"
+    return str(value)
+
+
+def format_ratio(ratio: float | None) -> str:
+    return "—" if ratio is None else f"{ratio:.2f}x"
+
+
+def describe_side(s: dict) -> str:
+    """One side's header line: path, device, scope, mode, created, completeness."""
+    pts = s.get("points") or {}
+    done = ("complete" if s.get("complete") else
+            f"incomplete: {pts.get('measured')} of {pts.get('planned')} points"
+            + (f", stopped: {s['stopped']}" if s.get("stopped") else ""))
+    return (f"{s['path']}: {s.get('device_name') or '—'} ({s.get('scope') or '—'}), "
+            f"{s.get('mode') or '—'} report of {s.get('created') or '—'}, {done}")
+
+
+def _table(headers: tuple, rows: list[tuple]) -> list[str]:
+    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=True)]
+    return ["  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+            for row in (headers, *rows)]
+
+
+def format_compare(c: dict, width: int = 100) -> str:
+    """The comparison as plain text: sides, notes, environment differences, figures, claims."""
+    out = [f"A: {describe_side(c['a'])}", f"B: {describe_side(c['b'])}"]
+    if c["notes"]:
+        out += ["", "Notes:"]
+        for note in c["notes"]:
+            out += textwrap.wrap(note, width, initial_indent="  - ", subsequent_indent="    ")
+    d = c.get("env_diff")
+    if d is not None:
+        diffs = d["differences"]
+        out += ["", f"Environment differences ({len(diffs)}):" if diffs else
+                "Environment: no differences in the fields both doctor reports record."]
+        for diff in diffs:
+            out.append(f"  {diff['label']}: A {show_value(diff['field'], diff['a'])} | "
+                       f"B {show_value(diff['field'], diff['b'])}")
+            out += textwrap.wrap(diff["meaning"], width, initial_indent="      ",
+                                 subsequent_indent="      ")
+        for name, items in (("A", d["only_a"]), ("B", d["only_b"])):
+            if items:  # per-GPU facts of a GPU report against a CPU one, mostly
+                text = ", ".join(f"{i['label']} = {show_value(i['field'], i[name.lower()])}"
+                                 for i in items)
+                out += textwrap.wrap(f"Recorded only in {name} ({len(items)}): {text}", width,
+                                     initial_indent="  ", subsequent_indent="      ")
+    rows = [(f["label"], format_number(f["a"]), format_number(f["b"]), f["unit"] or "",
+             format_ratio(f["ratio"]) if f["only"] is None else f"only in {f['only'].upper()}")
+            for f in c["figures"]]
+    out += ["", "Figures (B / A):" if rows else "Figures: neither report has any."]
+    if rows:
+        out += _table(("figure", "A", "B", "unit", "B/A"), rows)
+    claims = [(cl["id"], f"{cl['a_status'] or '—'}{' (noisy)' * cl['a_noisy']}",
+               f"{cl['b_status'] or '—'}{' (noisy)' * cl['b_noisy']}",
+               "changed" if cl["changed"] else "") for cl in c["claims"]]
+    out += ["", "Claims:" if claims else "Claims: neither report has any."]
+    if claims:
+        out += _table(("claim", "A", "B", ""), claims)
+    return "\n".join(out)

@@ -1,0 +1,259 @@
+"""Figures of an `a800lab report` (report.json's "series"): peak matmul rates against the
+datasheet, the tile configs of one matmul ranked, training throughput and memory per precision,
+and all-reduce bus bandwidth over message size. Pure matplotlib (no pyplot), like every lab
+figure.
+
+    from a800lab.report.figures import report_figures, figure_png
+    figs = report_figures(report)          # {"peaks": Figure, "tiles": ..., "train", "busbw"}
+    png = figure_png(figs["peaks"])        # PNG bytes, for the report's HTML
+
+A figure is made only for a series the report holds with at least one row. Every axes' title
+names the device and mode ("NVIDIA H200 · GPU · quick"); noisy bars are hatched and hollow,
+noisy points hollow; legends sit outside the axes, so they never cover data.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import textwrap
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from ..core.units import format_size
+from ..figures.look import NOISY_MARKER, PALETTE, place_legend
+
+NOISY_HATCH = "///"
+LOG_SPAN = 50.0        # bars spanning more than this factor go on a log axis (fp32 vs fp8)
+_FAILED_SHOWN = 4      # failed tile configs named under the chart (the HTML lists them all)
+
+
+def who(report: dict) -> str:
+    """The device and mode every title names: "NVIDIA H200 · GPU · quick"."""
+    parts = [report.get("device_name") or "device not recorded",
+             report.get("scope") or "mode not recorded"]
+    if report.get("mode"):
+        parts.append(str(report["mode"]))
+    return " · ".join(str(p) for p in parts)
+
+
+def _num(value) -> float:
+    """A value as a float; NaN where missing or not a number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return math.nan
+    return float(value)
+
+
+def _bar(ax: Axes, x, height: float, width: float, color: str, noisy: bool, **kw) -> None:
+    """One bar: filled, or hollow and hatched when its measurement was noisy."""
+    if noisy:
+        ax.bar(x, height, width, facecolor="white", edgecolor=color, hatch=NOISY_HATCH,
+               linewidth=1.2, **kw)
+    else:
+        ax.bar(x, height, width, color=color, **kw)
+
+
+def _maybe_log(ax: Axes, values: list[float], label: str) -> None:
+    positive = [v for v in values if v > 0 and math.isfinite(v)]
+    if positive and max(positive) / min(positive) > LOG_SPAN:
+        ax.set_yscale("log")
+        label += " (log scale)"
+    ax.set_ylabel(label)
+
+
+def _noisy_entry() -> tuple[object, str]:
+    return (Patch(facecolor="white", edgecolor="black", hatch=NOISY_HATCH),
+            "noisy measurement (hatched, hollow)")
+
+
+def peaks_figure(report: dict) -> Figure:
+    """Measured size^3 matmul TFLOP/s per precision, one bar per card, the datasheet's dense
+    peak as a black tick over each bar and the share of it written above."""
+    rows = report["series"]["peaks"]
+    precisions = list(dict.fromkeys(r["precision"] for r in rows))
+    devices = list(dict.fromkeys(r["device"] for r in rows))
+    names = {r["device"]: r.get("card_name") or r["device"] for r in rows}
+    width = min(0.8 / len(devices), 0.5)
+    fig = Figure(figsize=(10.0, 4.2), layout="constrained")
+    ax = fig.subplots()
+    entries, values, any_noisy, any_missing, any_sheet = [], [], False, False, False
+    for i, device in enumerate(devices):
+        color = PALETTE[i % len(PALETTE)]
+        entries.append((Patch(color=color), f"{device} ({names[device]})"))
+        for j, precision in enumerate(precisions):
+            x = j - 0.4 + width * (i + 0.5)
+            row = next((r for r in rows if r["device"] == device
+                        and r["precision"] == precision), None)
+            tflops = _num(row and row.get("tflops"))
+            sheet = _num(row and row.get("datasheet_tflops"))
+            if math.isfinite(sheet):
+                any_sheet = True
+                values.append(sheet)
+                ax.hlines(sheet, x - width / 2, x + width / 2, colors="black", linewidth=2)
+            if not math.isfinite(tflops):
+                any_missing = True
+                ax.text(x, 0, "n/a", ha="center", va="bottom", fontsize="x-small",
+                        color="dimgray", transform=ax.get_xaxis_transform())
+                continue
+            values.append(tflops)
+            noisy = bool(row.get("noisy"))
+            any_noisy |= noisy
+            _bar(ax, x, tflops, width * 0.9, color, noisy)
+            if math.isfinite(sheet) and sheet > 0:
+                ax.annotate(f"{tflops / sheet:.0%}", (x, tflops), ha="center", va="bottom",
+                            fontsize="x-small", xytext=(0, 2), textcoords="offset points")
+    ax.set_xticks(range(len(precisions)), precisions)
+    ax.set_xlim(-0.5, len(precisions) - 0.5)
+    _maybe_log(ax, values, "TFLOP/s")
+    ax.set_title(f"peak matmul rate per precision vs datasheet\n{who(report)}")
+    if any_sheet:
+        entries.append((Line2D([], [], color="black", linewidth=2),
+                        "datasheet dense peak (% above a bar: share of it)"))
+    else:
+        entries.append((Line2D([], [], linestyle="none"), "no datasheet figure for this device"))
+    if any_noisy:
+        entries.append(_noisy_entry())
+    if any_missing:
+        entries.append((Line2D([], [], linestyle="none"), "n/a: failed or not measured"))
+    place_legend(ax, entries)
+    return fig
+
+
+def tiles_figure(report: dict) -> Figure:
+    """The tile configs of one matmul by TFLOP/s, best at the top; failed configs named under
+    the chart."""
+    rows = report["series"]["tiles"]
+    ok = sorted((r for r in rows if r.get("outcome", "ok") == "ok"
+                 and math.isfinite(_num(r.get("tflops")))),
+                key=lambda r: -_num(r["tflops"]))
+    kept = {id(r) for r in ok}
+    failed = [r for r in rows if id(r) not in kept]
+    fig = Figure(figsize=(10.0, 1.8 + 0.32 * max(len(ok), 3)), layout="constrained")
+    ax = fig.subplots()
+    for y, r in enumerate(ok):
+        noisy = bool(r.get("noisy"))
+        if noisy:
+            ax.barh(y, r["tflops"], 0.7, facecolor="white", edgecolor="C0", hatch=NOISY_HATCH)
+        else:
+            ax.barh(y, r["tflops"], 0.7, color="C0")
+        ax.annotate(f"{r['tflops']:.4g}", (r["tflops"], y), va="center", fontsize="x-small",
+                    xytext=(3, 0), textcoords="offset points")
+    ax.set_yticks(range(len(ok)), [str(r["config"]) for r in ok], fontsize="small")
+    ax.margins(x=0.12)   # room for the value written after the longest bar
+    ax.set_ylim(len(ok) - 0.5 if ok else 0.5, -0.5)   # best first, at the top
+    title = "tile configs by TFLOP/s"
+    if len(ok) >= 2 and ok[-1]["tflops"] > 0:
+        title += f" (best / worst: {ok[0]['tflops'] / ok[-1]['tflops']:.2f}x)"
+    ax.set_title(f"{title}\n{who(report)}")
+    if not ok:
+        ax.text(0.5, 0.5, "no config ran successfully", transform=ax.transAxes, ha="center",
+                va="center", color="dimgray")
+    label = "TFLOP/s"
+    if failed:
+        named = ", ".join(f"{r['config']} ({r.get('outcome') or 'failed'})"
+                          for r in failed[:_FAILED_SHOWN])
+        more = f", +{len(failed) - _FAILED_SHOWN} more" if len(failed) > _FAILED_SHOWN else ""
+        label += "\n" + textwrap.fill(f"failed ({len(failed)}, listed below the chart): "
+                                      f"{named}{more}", 110)
+    ax.set_xlabel(label)
+    entries = [(Patch(color="C0"), "config measured ok")]
+    if any(r.get("noisy") for r in ok):
+        entries.append(_noisy_entry())
+    place_legend(ax, entries)
+    return fig
+
+
+def train_figure(report: dict) -> Figure:
+    """Training samples/s (left) and step peak memory (right) per precision, per model."""
+    rows = report["series"]["train"]
+    models = list(dict.fromkeys(f"{r['model']} {r.get('size') or ''}".strip() for r in rows))
+    precisions = list(dict.fromkeys(r["precision"] for r in rows))
+    width = min(0.8 / len(precisions), 0.5)
+    fig = Figure(figsize=(11.0, 4.2), layout="constrained")
+    axes = fig.subplots(1, 2)
+    panels = (("samples_per_s", "samples/s", "training throughput"),
+              ("peak_mib", "peak memory (MiB)", "step peak memory"))
+    any_noisy = False
+    for ax, (key, label, title) in zip(axes, panels, strict=True):
+        values = []
+        for i, precision in enumerate(precisions):
+            color = PALETTE[i % len(PALETTE)]
+            for j, model in enumerate(models):
+                row = next((r for r in rows if r["precision"] == precision and
+                            f"{r['model']} {r.get('size') or ''}".strip() == model), None)
+                value = _num(row and row.get(key))
+                if not math.isfinite(value):
+                    continue
+                values.append(value)
+                any_noisy |= bool(row.get("noisy"))
+                _bar(ax, j - 0.4 + width * (i + 0.5), value, width * 0.9, color,
+                     bool(row.get("noisy")))
+        ax.set_xticks(range(len(models)), models)
+        ax.set_xlim(-0.5, len(models) - 0.5)
+        _maybe_log(ax, values, label)
+        ax.set_title(f"{title} per precision\n{who(report)}", fontsize="medium")
+    entries = [(Patch(color=PALETTE[i % len(PALETTE)]), p) for i, p in enumerate(precisions)]
+    if any_noisy:
+        entries.append(_noisy_entry())
+    place_legend(axes[-1], entries)
+    return fig
+
+
+
+def busbw_figure(report: dict) -> Figure:
+    """All-reduce bus bandwidth over message size (log x), the link's datasheet figure dashed."""
+    rows = sorted((r for r in report["series"]["busbw"]
+                   if math.isfinite(_num(r.get("size_bytes")))), key=lambda r: r["size_bytes"])
+    x = np.array([_num(r["size_bytes"]) for r in rows])
+    y = np.array([_num(r.get("busbw_gbs")) for r in rows])
+    noisy = np.array([bool(r.get("noisy")) for r in rows], dtype=bool)
+    fig = Figure(figsize=(10.0, 4.2), layout="constrained")
+    ax = fig.subplots()
+    ax.plot(x, y, "-o", color="C0", markevery=np.flatnonzero(~noisy).tolist())
+    entries = [(Line2D([], [], color="C0", marker="o"), "measured bus bandwidth")]
+    if noisy.any():
+        ax.plot(x[noisy], y[noisy], "o", color="C0", linestyle="none", **NOISY_MARKER)
+        entries.append((Line2D([], [], color="C0", marker="o", linestyle="none",
+                               **NOISY_MARKER), "noisy point (hollow)"))
+    link = _num(((report.get("health") or {}).get("busbw") or {}).get("link_gbs"))
+    if math.isfinite(link):
+        ax.axhline(link, color="dimgray", linestyle="--")
+        entries.append((Line2D([], [], color="dimgray", linestyle="--"),
+                        f"link bandwidth (datasheet): {link:g} GB/s"))
+    ax.set_xscale("log", base=2)
+    if len(x):
+        ticks = np.unique(x)
+        if len(ticks) > 8:
+            ticks = ticks[:: math.ceil(len(ticks) / 8)]
+        ax.set_xticks(ticks, [format_size(v) for v in ticks])
+    ax.set_xlabel("message size")
+    ax.set_ylabel("bus bandwidth (GB/s)")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"all-reduce bus bandwidth vs message size\n{who(report)}")
+    place_legend(ax, entries)
+    return fig
+
+
+BUILDERS = {"peaks": peaks_figure, "tiles": tiles_figure, "train": train_figure,
+            "busbw": busbw_figure}
+
+
+def report_figures(report: dict) -> dict[str, Figure]:
+    """One Figure per series the report holds with rows, keyed "peaks", "tiles", "train",
+    "busbw" (in that order)."""
+    series = report.get("series") or {}
+    return {key: build(report) for key, build in BUILDERS.items()
+            if isinstance(series.get(key), list) and series[key]}
+
+
+def figure_png(fig: Figure, dpi: int = 100) -> bytes:
+    """A figure as PNG bytes (Agg, no pyplot)."""
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()

@@ -1,0 +1,350 @@
+"""The HTML pages of `a800lab report`: one report, or two side by side. Each page is one
+self-contained file: inline CSS, figures as inline PNG (data: URLs), nothing fetched from the
+network, so it opens anywhere, also on an air-gapped box or as a mail attachment.
+
+    from a800lab.report.html import render_report_html, write_report_html, report_figures
+    write_report_html(report, "report/report.html")       # report: report.json's dict
+    html_text = render_compare_html(compare_reports(a, b, "a/", "b/"))
+    write_compare_html(c, "compare.html")
+
+A report page: the device and scope, completeness, one row per claim with its verdict
+coloured, the health checks (advice, per-card table, sibling flags, bus bandwidth), the
+figures (a800lab.report.figures), the verdict thresholds and the environment. Every text is
+escaped; a missing value shows as "—". Chapter references are relative paths, shown as text.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from pathlib import Path
+from typing import Any
+
+from ..core.doctor import format_report, with_defaults
+from ..core.envdiff import show_value
+from .claims import FAILS, HOLDS, NOT_MEASURED, UNTESTABLE
+from .compare import describe_side, format_ratio
+from .figures import figure_png, report_figures, who
+
+__all__ = ["render_report_html", "render_compare_html", "write_report_html",
+           "write_compare_html", "report_figures"]
+
+STATUS_CLASS = {HOLDS: "holds", FAILS: "fails", UNTESTABLE: "untestable",
+                NOT_MEASURED: "not-measured"}
+STOPPED = {"budget": "the time budget ran out", "cancelled": "the run was cancelled",
+           "interrupted": "the run was interrupted (Ctrl-C)"}
+CAPTIONS = {
+    "peaks": "Measured size³ matmul rate per precision and card; the black tick is the "
+             "datasheet's dense peak, the percentage the share of it reached.",
+    "tiles": "The tile configs of one matmul, best first; the spread between best and worst is "
+             "what the tile_spread claim tests.",
+    "train": "Training samples/s (left) and the step's peak memory (right) per precision.",
+    "busbw": "All-reduce bus bandwidth over message size; the dashed line is the link's "
+             "datasheet bandwidth.",
+}
+CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:72em;
+ padding:0 1em;color:#1f2328;line-height:1.4}
+h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:1px solid #d0d7de;padding-bottom:.2em;
+ margin-top:1.6em}
+table{border-collapse:collapse;margin:.6em 0;font-size:.92em}
+th,td{border:1px solid #d0d7de;padding:.3em .55em;text-align:left;vertical-align:top}
+th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.status{font-weight:600;display:inline-block;border-radius:4px;padding:.1em .4em}
+.holds{background:#dafbe1;color:#116329}.fails{background:#ffebe9;color:#a40e26}
+.untestable{background:#eaeef2;color:#57606a}.not-measured{background:#fff8c5;color:#7d4e00}
+.noisy{color:#9a6700;font-size:.85em;font-weight:600}
+.warn{background:#fff8c5;border-left:4px solid #d4a72c;padding:.4em .7em}
+.cpu{background:#ddf4ff;border-left:4px solid #54aeff;padding:.4em .7em}
+.meta{color:#57606a}.small{font-size:.85em;color:#57606a}
+tr.flagged td,tr.changed td{background:#fff1e5}
+figure{margin:1em 0}figure img{max-width:100%;height:auto;border:1px solid #d0d7de}
+figcaption{color:#57606a;font-size:.9em}code{font-size:.9em}
+"""
+
+
+# ---- text helpers ------------------------------------------------------------------------------
+def esc(value: Any) -> str:
+    """A value as escaped HTML text; "—" for None or a non-finite number."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return html.escape(str(value))
+
+
+def _pct(value: Any) -> str:
+    return esc(None) if not isinstance(value, int | float) else f"{100 * value:.0f}%"
+
+
+def _table(headers: list[str], rows: list[list[str]], row_classes: list[str] | None = None,
+           numeric: set[int] = frozenset()) -> str:
+    """A table; cells are HTML already escaped."""
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = []
+    for i, row in enumerate(rows):
+        cls = (row_classes or [""] * len(rows))[i]
+        cells = "".join(f'<td class="num">{c}</td>' if j in numeric else f"<td>{c}</td>"
+                        for j, c in enumerate(row))
+        body.append(f'<tr class="{cls}">{cells}</tr>' if cls else f"<tr>{cells}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _status(status: Any) -> str:
+    cls = STATUS_CLASS.get(status, "untestable")
+    return f'<span class="status {cls}">{esc(status)}</span>' if status else esc(None)
+
+
+def _list(items: list, empty: str) -> str:
+    if not items:
+        return f"<p>{esc(empty)}</p>"
+    return "<ul>" + "".join(f"<li>{esc(i)}</li>" for i in items) + "</ul>"
+
+
+def _page(title: str, body: list[str]) -> str:
+    return ('<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>{esc(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n"
+            + "\n".join(body) + "\n</body>\n</html>\n")
+
+
+def _img(fig_png: bytes, alt: str) -> str:
+    data = base64.b64encode(fig_png).decode("ascii")
+    return f'<img src="data:image/png;base64,{data}" alt="{esc(alt)}">'
+
+
+# ---- one report --------------------------------------------------------------------------------
+def completeness(report: dict) -> str:
+    """"38 of 40 points measured; run the same command again to resume (stopped: ...)"."""
+    pts = report.get("points") or {}
+    planned, measured = pts.get("planned"), pts.get("measured")
+    counts = f"{esc(measured)} of {esc(planned)} points measured"
+    if report.get("complete"):
+        return (f"Complete: {counts} ({esc(pts.get('ok'))} ok, {esc(pts.get('failed'))} "
+                "failed).")
+    stopped = report.get("stopped") or ""
+    why = f" (stopped: {esc(STOPPED.get(stopped, stopped))})" if stopped else ""
+    return f"{counts}; run the same command again to resume{why}."
+
+
+def _header(report: dict) -> list[str]:
+    scope = report.get("scope")
+    wall = report.get("wall_s")
+    meta = (f"{esc(report.get('mode'))} mode · created {esc(report.get('created'))} · wall time "
+            f"{esc(None) if not isinstance(wall, int | float) else f'{wall:.0f} s'} · device "
+            f"{esc(report.get('device'))}")
+    out = [f"<h1>a800lab report: {esc(report.get('device_name'))} ({esc(scope)})</h1>",
+           f'<p class="meta">{meta}</p>',
+           f'<p class="{"meta" if report.get("complete") else "warn"}">'
+           f"{completeness(report)}</p>"]
+    if scope != "GPU":
+        out.append('<p class="cpu">CPU fallback: these numbers check the lab\'s methods on this '
+                   "CPU at small sizes; they are never GPU results. Claims that need a GPU say "
+                   "so.</p>")
+    return out
+
+
+def _claims(report: dict) -> list[str]:
+    claims = report.get("claims") or []
+    counts = {s: sum(c.get("status") == s for c in claims) for s in STATUS_CLASS}
+    summary = " · ".join(f"{_status(s)} {n}" for s, n in counts.items() if n)
+    scopes = {c.get("scope") for c in claims}
+    one_scope = len(scopes) == 1   # said once above the table, not on every row
+    rows = []
+    for c in claims:
+        noisy = ' <span class="noisy">noisy</span>' if c.get("noisy") else ""
+        chapter = (f"{esc(c.get('chapter'))} {esc(c.get('chapter_title'))}<br>"
+                   f"<code>{esc(c.get('chapter_path'))}</code>")
+        where = [] if one_scope else [esc(c.get("scope") or None)]
+        rows.append([_status(c.get("status")) + noisy, esc(c.get("text")), *where,
+                     esc(c.get("measured") or None), esc(c.get("reason") or None), chapter])
+    where_line = f"<p>Measured {esc(scopes.pop())}.</p>" if one_scope and claims else ""
+    return ["<h2>Claims</h2>", f"<p>{summary or 'no claims in this report'}</p>", where_line,
+            _table(["verdict", "claim", *([] if one_scope else ["where"]), "measured",
+                    "why not tested / measured", "chapter"], rows)]
+
+
+def _health(report: dict) -> list[str]:
+    health = report.get("health") or {}
+    advice = health.get("advice") or (report.get("doctor") or {}).get("advice") or []
+    out = ["<h2>Health</h2>", "<h3>Advice</h3>", _list(advice, "nothing to fix found.")]
+    cards, flags = health.get("cards") or [], health.get("flags") or []
+    flagged = {f.get("device") for f in flags}
+    rows = [[esc(c.get("device")), esc(c.get("name")), esc(c.get("precision")),
+             esc(c.get("matmul_tflops")), esc(c.get("datasheet_tflops")),
+             _pct(c.get("ratio_of_datasheet")), esc(c.get("copy_gbs")),
+             esc(c.get("datasheet_copy_gbs")), "noisy" if c.get("noisy") else ""] for c in cards]
+    out.append("<h3>Cards</h3>")
+    out.append(_table(["device", "name", "precision", "matmul TFLOP/s", "datasheet TFLOP/s",
+                       "of datasheet", "copy GB/s", "datasheet copy GB/s", "noise"], rows,
+                      ["flagged" if c.get("device") in flagged else "" for c in cards],
+                      {3, 4, 5, 6, 7}) if cards else "<p>no card was measured.</p>")
+    threshold = health.get("threshold")
+    out.append("<h3>Sibling check</h3>")
+    if flags:
+        out.append(_list([f.get("message") for f in flags], ""))
+    elif len(cards) >= 2:
+        out.append(f"<p>no card is more than {_pct(threshold)} below its siblings' median.</p>")
+    else:
+        out.append("<p>one card: no siblings to compare it with.</p>")
+    if isinstance(threshold, int | float):
+        out.append(f'<p class="small">A card is flagged when it is more than {_pct(threshold)} '
+                   f"below its siblings' median, or more than "
+                   f"{_pct(health.get('datasheet_threshold'))} below its datasheet figure.</p>")
+    out += _memory_health(health.get("memory") or {})
+    doctor = report.get("doctor")
+    if doctor:
+        out.append("<details><summary>doctor's full report: GPUs, clocks and throttling, ECC, "
+                   "MIG, topology (<code>nvidia-smi topo -m</code>), NUMA affinity</summary>"
+                   f"<pre>{esc(format_report(with_defaults(doctor)))}</pre></details>")
+    busbw = health.get("busbw") or {}
+    out.append("<h3>Bus bandwidth</h3>")
+    if busbw.get("rows"):
+        out.append(_table(["message size (bytes)", "busbw GB/s", "algbw GB/s", "time ms"],
+                          [[esc(r.get("size_bytes")), esc(r.get("busbw_gbs")),
+                            esc(r.get("algbw_gbs")), esc(r.get("time_ms"))]
+                           for r in busbw["rows"]], numeric={0, 1, 2, 3}))
+        out.append(f'<p class="small">link bandwidth (datasheet): {esc(busbw.get("link_gbs"))}'
+                   " GB/s</p>")
+    else:
+        out.append(f"<p>{esc(busbw.get('untestable') or 'not measured.')}</p>")
+    return out
+
+
+def _caption(key: str, report: dict) -> str:
+    """The figure's caption; the peaks' datasheet tick is only described where it is drawn."""
+    if key == "peaks" and not any(r.get("datasheet_tflops")
+                                  for r in report["series"].get("peaks", [])):
+        return ("Measured size³ matmul rate per precision and card (the lab's table has no "
+                "datasheet figure for this device).")
+    return CAPTIONS[key]
+
+
+def _memory_health(memory: dict) -> list[str]:
+    """ECC counters, remapped rows and retired pages per GPU: ok / watch / drain, and why."""
+    out = ["<h3>Memory health (ECC, remapped rows, retired pages)</h3>"]
+    if not memory:
+        return out + ["<p>not recorded in this report.</p>"]
+    if not memory.get("gpu_found"):
+        return out + [f"<p>{esc(memory.get('no_gpu_reason') or 'no GPU found')}: nothing to "
+                      "check.</p>"]
+    rows = [[esc(g.get("index")), esc(g.get("name")), esc(g.get("verdict")),
+             esc("; ".join(g.get("reasons") or []) or None)] for g in memory.get("gpus", [])]
+    return out + [_table(["GPU", "name", "verdict", "why"], rows,
+                         ["flagged" if g.get("verdict") != "ok" else ""
+                          for g in memory.get("gpus", [])])]
+
+
+def _figures(report: dict) -> list[str]:
+    out = ["<h2>Figures</h2>"]
+    figures = report_figures(report)
+    if not figures:
+        return out + ["<p>no series measured yet.</p>"]
+    for key, fig in figures.items():
+        out.append(f"<figure>{_img(figure_png(fig), f'{key}: {who(report)}')}"
+                   f"<figcaption>{esc(_caption(key, report))}</figcaption></figure>")
+        if key == "tiles":
+            failed = [t for t in report["series"]["tiles"]
+                      if t.get("outcome", "ok") != "ok" or t.get("tflops") is None]
+            if failed:
+                out.append("<p>Failed tile configs:</p>" + "<ul>" + "".join(
+                    f"<li><code>{esc(t.get('config'))}</code>: {esc(t.get('outcome'))}"
+                    f"{' — ' + esc(t['message']) if t.get('message') else ''}</li>"
+                    for t in failed) + "</ul>")
+    return out
+
+
+def _thresholds(report: dict) -> list[str]:
+    t = report.get("thresholds") or {}
+    texts = {c.get("id"): c.get("text") for c in report.get("claims") or []}
+    rules = t.get("rules") or {}
+    values = [[esc(k), esc(v)] for k, v in t.items() if k != "rules"]
+    return ["<h2>Thresholds</h2>",
+            _table(["claim", "text", "holds if"],
+                   [[esc(k), esc(texts.get(k)), esc(v)] for k, v in rules.items()])
+            if rules else "<p>no thresholds recorded.</p>",
+            _table(["threshold", "value"], values, numeric={1}) if values else ""]
+
+
+ENV_KEYS = (("python", "Python"), ("torch", "torch"), ("cuda", "CUDA (torch)"),
+            ("cudnn", "cuDNN"), ("nccl", "NCCL"), ("driver", "NVIDIA driver"),
+            ("hostname", "host"), ("host", "host"), ("platform", "OS / kernel"),
+            ("cpu_model", "host CPU"), ("device", "device"), ("device_name", "device name"),
+            ("mode", "mode"), ("fingerprint", "fingerprint"))
+
+
+def _environment(report: dict) -> list[str]:
+    env = report.get("environment") or {}
+    rows = [[esc(label), esc(env.get(key))] for key, label in ENV_KEYS if key in env]
+    rows += [[esc("results file"), f"<code>{esc(report.get('results_file'))}</code>"],
+             [esc("price per GPU-hour (USD)"), esc(report.get("price_per_gpu_hour_usd"))]]
+    return ["<h2>Environment</h2>", _table(["fact", "value"], rows)]
+
+
+def render_report_html(report: dict) -> str:
+    """A report (report.json's dict) as one self-contained HTML document."""
+    title = f"a800lab report: {report.get('device_name') or 'unknown device'} " \
+            f"({report.get('scope') or '—'})"
+    body = [*_header(report), *_claims(report), *_health(report), *_figures(report),
+            *_thresholds(report), *_environment(report)]
+    return _page(title, body)
+
+
+# ---- two reports -------------------------------------------------------------------------------
+def render_compare_html(c: dict) -> str:
+    """compare_reports' dict as one self-contained HTML document."""
+    a, b = c["a"], c["b"]
+    body = [f"<h1>a800lab reports compared: {esc(a.get('device_name'))} ({esc(a.get('scope'))})"
+            f" vs {esc(b.get('device_name'))} ({esc(b.get('scope'))})</h1>",
+            f'<p class="meta">A: {esc(describe_side(a))}<br>B: {esc(describe_side(b))}</p>']
+    if c.get("notes"):
+        body += ["<h2>Notes</h2>", _list(c["notes"], "")]
+    d = c.get("env_diff")
+    body.append("<h2>Environment differences</h2>")
+    if d is None:
+        body.append("<p>not compared: a report holds no doctor report.</p>")
+    else:
+        diffs = [(x, "") for x in d["differences"]] + \
+                [(x, "only in A") for x in d["only_a"]] + [(x, "only in B") for x in d["only_b"]]
+        rows = [[esc(x["label"] + (f" ({side})" if side else "")),
+                 esc(show_value(x["field"], x["a"])), esc(show_value(x["field"], x["b"])),
+                 esc(x["meaning"])] for x, side in diffs]
+        body.append(_table(["field", "A", "B", "meaning"], rows) if rows else
+                    "<p>none in the fields both doctor reports record.</p>")
+    rows = [[esc(f["label"]), esc(f["a"]), esc(f["b"]), esc(f.get("unit") or None),
+             esc(format_ratio(f["ratio"]) if f["only"] is None
+                 else f"only in {f['only'].upper()}")] for f in c["figures"]]
+    body += ["<h2>Figures (B / A)</h2>",
+             _table(["figure", "A", "B", "unit", "B / A"], rows, numeric={1, 2, 4})
+             if rows else "<p>neither report has figures.</p>"]
+    rows, classes = [], []
+    for cl in c["claims"]:
+        rows.append([esc(cl["id"]), esc(cl.get("text")),
+                     _status(cl["a_status"]) + (' <span class="noisy">noisy</span>'
+                                                if cl.get("a_noisy") else ""),
+                     _status(cl["b_status"]) + (' <span class="noisy">noisy</span>'
+                                                if cl.get("b_noisy") else ""),
+                     "changed" if cl["changed"] else ""])
+        classes.append("changed" if cl["changed"] else "")
+    body += ["<h2>Claims</h2>", _table(["claim", "text", "A", "B", ""], rows, classes)
+             if rows else "<p>neither report has claims.</p>"]
+    title = f"a800lab reports compared: {a.get('path')} vs {b.get('path')}"
+    return _page(title, body)
+
+
+def _write(text: str, path: str | Path) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def write_report_html(report: dict, path: str | Path) -> Path:
+    """render_report_html into `path` (UTF-8); returns the path."""
+    return _write(render_report_html(report), path)
+
+
+def write_compare_html(c: dict, path: str | Path) -> Path:
+    """render_compare_html into `path` (UTF-8); returns the path."""
+    return _write(render_compare_html(c), path)

@@ -1,0 +1,255 @@
+"""`a800lab report`'s runner: the battery measured point by point into a JSON Lines file, then
+judged into one report dict (written as report.json beside it).
+
+    from a800lab.report.run import run_report
+    report = run_report("quick", out="report/", on_progress=lambda done, total, eta_s, what: ...)
+    report["claims"], report["health"]   # a verdict per claim (a800lab.report.claims)
+    # the HTML: a800lab.report.html.write_report_html(report, "report/report.html")
+
+Every point is appended to `<out>/points.jsonl` as it is measured (flushed), labelled with its
+battery step, so a report stopped by Ctrl-C, Stop, a crash or its time budget resumes: run the
+same call again and only the points missing for this environment (fingerprint) are measured;
+points that failed with an error are retried. The time budget (`budget_s`, default the mode's:
+quick 2 minutes, full 15, or 1.5x the battery's estimate on a box where that is longer, e.g. 8
+GPUs) is checked before each point after the first: a point is never cut short, and what the
+budget left out is "not measured yet" in the report. Ctrl-C ends the run after saving, and the
+report of what was measured is still written ("stopped": "interrupted"). On a CPU torch runs on
+all usable cores but one (`torch_threads`), and every point records its noise verdict.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ..core.backends import resolve_device
+from ..core.cancel import Cancelled, CancelToken
+from ..core.doctor import advice, build_report
+from ..core.environment import environment, fingerprint
+from ..core.noise import default_cpu_threads
+from ..core.results import (
+    Record,
+    append_record,
+    check_writable,
+    done_keys,
+    new_run_id,
+    read_records,
+)
+from ..core.sweep import measure_point, thread_count
+from ..workloads.health import health_report
+from .battery import BUDGET_S, POINTS, Plan, Step, plan_battery
+from .claims import thresholds
+from .verdicts import judge_claims
+
+KIND, VERSION = "a800lab-report", 1
+POINTS_FILE, REPORT_FILE = "points.jsonl", "report.json"
+DEFAULT_PRICE_PER_GPU_HOUR_USD = 2.0
+BUDGET_MARGIN = 1.5   # the default budget: the mode's, or 1.5x the battery's estimate if longer
+
+Progress = Callable[[int, int, float | None, str], None]
+
+
+def report_device(device: str = "auto") -> str:
+    """The report's device: "auto" is the first GPU ("cuda:0") when there is one, else "cpu"."""
+    device = resolve_device(device)
+    return "cuda:0" if device == "cuda" else device
+
+
+def _check_options(mode: str, budget_s, price) -> None:
+    if mode not in BUDGET_S:
+        raise ValueError(f"mode {mode!r}: use 'quick' or 'full'")
+    for name, value in (("budget_s", budget_s), ("price_per_gpu_hour_usd", price)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                                  or not value > 0):
+            raise ValueError(f"{name}={value!r} must be a positive number of "
+                             f"{'seconds' if name == 'budget_s' else 'US dollars'}")
+
+
+def run_report(mode: str = "quick", out: str | Path = "report", *, device: str = "auto",
+               budget_s: float | None = None,
+               price_per_gpu_hour_usd: float = DEFAULT_PRICE_PER_GPU_HOUR_USD,
+               torch_threads: int | None = None, plan: Plan | None = None,
+               on_progress: Progress | None = None,
+               on_record: Callable[[Record], None] | None = None,
+               cancel: CancelToken | None = None) -> dict:
+    """Measure the battery of `mode` on `device` into `out`/points.jsonl (resuming), judge it,
+    write `out`/report.json and return the report dict. `plan`: a battery of your own
+    (a800lab.report.battery.Plan), e.g. a smaller one for a demo. `on_progress(done, total, eta_s,
+    what)` after every point; `on_record(record)` for every point measured now."""
+    _check_options(mode, budget_s, price_per_gpu_hour_usd)
+    device = report_device(device)
+    plan = plan or plan_battery(mode, device)
+    budget_s = budget_s or max(BUDGET_S[mode], BUDGET_MARGIN * plan.estimate_s)
+    folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"--out {str(out)!r} is a file; give a directory for the report")
+    folder.mkdir(parents=True, exist_ok=True)
+    points_path = check_writable(folder / POINTS_FILE)
+    if torch_threads is None and device == "cpu":
+        torch_threads = default_cpu_threads()
+    env = environment(device)
+    env["fingerprint"] = fingerprint(env)
+    done = done_keys(points_path, env["fingerprint"], key=_key)
+    run = _Run(plan, points_path, env, budget_s, done, new_run_id(), on_progress, on_record,
+               cancel)
+    with thread_count(torch_threads):
+        try:
+            run.measure_all()
+        except KeyboardInterrupt:  # Ctrl-C: what was measured is in the file; report it
+            run.stopped = "interrupted"
+        except Cancelled:          # Stop mid-point
+            run.stopped = "cancelled"
+    return build(plan, folder, env, wall_s=run.wall_s, stopped=run.stopped,
+                 price_per_gpu_hour_usd=price_per_gpu_hour_usd, run_id=run.run_id,
+                 torch_threads=torch_threads)
+
+
+def _key(record: Record) -> str:
+    return f"{record.label}|{record.point_key()}"
+
+
+class _Run:
+    """One invocation's walk over the plan: skip what is done, stop on budget or Stop."""
+
+    def __init__(self, plan, path, env, budget_s, done, run_id, on_progress, on_record, cancel):
+        self.plan, self.path, self.env, self.budget_s = plan, path, env, budget_s
+        self.done, self.run_id, self.cancel = done, run_id, cancel
+        self.on_progress, self.on_record = on_progress, on_record
+        self.stopped, self.count = "", 0
+        self.started = time.perf_counter()
+
+    @property
+    def wall_s(self) -> float:
+        return time.perf_counter() - self.started
+
+    def measure_all(self) -> None:
+        todo = [(s, p) for s in self.plan.steps for p in s.points
+                if _key(Record(workload=s.workload, params=p, outcome="error",
+                               label=s.name)) not in self.done]
+        self.total, self.skipped = self.plan.points, self.plan.points - len(todo)
+        self._progress(f"{self.skipped} point(s) already measured" if self.skipped else "start")
+        comm = [(s, p) for s, p in todo if s.ranks]
+        for step, params in [(s, p) for s, p in todo if not s.ranks]:
+            if not self._go_on():
+                return
+            record = measure_point(functools.partial(POINTS[step.workload], **step.settings),
+                                   params, workload=step.workload, device=self.plan.device,
+                                   env=self.env, label=step.name, cancel=self.cancel,
+                                   run_id=self.run_id)
+            self._deliver(record, step)
+        if comm:
+            self._comm(comm)
+
+    def _go_on(self) -> bool:
+        if self.cancel is not None and self.cancel.cancelled:
+            self.stopped = "cancelled"
+        elif self.count and self.wall_s >= self.budget_s:  # every sitting measures a point
+            self.stopped = "budget"
+        return not self.stopped
+
+    def _deliver(self, record: Record, step: Step) -> None:
+        append_record(self.path, record)
+        self.count += 1
+        if self.on_record:
+            self.on_record(record)
+        self._progress(f"{step.name}: {record.outcome}")
+
+    def _progress(self, what: str) -> None:
+        if not self.on_progress:
+            return
+        done = self.skipped + self.count
+        per_point = self.wall_s / self.count if self.count else None
+        eta = None if per_point is None else per_point * (self.total - done)
+        self.on_progress(done, self.total, eta, what)
+
+    def _comm(self, todo: list[tuple[Step, dict]]) -> None:
+        """The multi-GPU steps: one rank group per step, one point at a time."""
+        from ..workloads.comm.runs import run_comm, start_ranks
+
+        steps = [s for s in self.plan.steps if any(s is t for t, _ in todo)]
+        for step in steps:
+            if not self._go_on():
+                return
+            backend = step.points[0]["backend"]   # NCCL on GPUs; gloo in the CPU tests
+            group = start_ranks(step.ranks, backend)
+            try:
+                for params in [p for s, p in todo if s is step]:
+                    if not self._go_on():
+                        return
+                    result = run_comm(step.workload, {k: [v] for k, v in params.items()},
+                                      world_size=step.ranks, backend=backend,
+                                      settings=step.settings, label=step.name,
+                                      run_id=self.run_id, group=group, resume=False,
+                                      cancel=self.cancel)
+                    for record in result.records:
+                        self._deliver(record, step)
+            finally:
+                group.close()
+
+
+def build(plan: Plan, folder: str | Path, env: dict, *, wall_s: float = 0.0, stopped: str = "",
+          price_per_gpu_hour_usd: float = DEFAULT_PRICE_PER_GPU_HOUR_USD, run_id: str = "",
+          torch_threads: int | None = None) -> dict:
+    """The report dict of `folder`'s points for this environment; also written to
+    `folder`/report.json (the sittings that measured its points carried over from an earlier
+    report.json, so the wall time covers every sitting that measured)."""
+    folder = Path(folder)
+    all_records = read_records(folder / POINTS_FILE) if (folder / POINTS_FILE).exists() else []
+    records = [r for r in all_records if r.env.get("fingerprint") == env["fingerprint"]]
+    planned = {_key(Record(workload=s.workload, params=p, outcome="error", label=s.name))
+               for s in plan.steps for p in s.points}
+    newest = {_key(r): r for r in records if _key(r) in planned}
+    facts = judge_claims(newest.values(), plan, device_name=_name(env),
+                  price_per_gpu_hour_usd=price_per_gpu_hour_usd)
+    doctor = build_report()
+    sessions = _earlier_sessions(folder, env["fingerprint"], {r.run_id for r in records}) + [
+        {"run_id": run_id, "finished": _now(), "wall_s": wall_s, "stopped": stopped,
+         "torch_threads": torch_threads}]
+    ok = sum(r.outcome == "ok" for r in newest.values())
+    notes = []
+    if len(all_records) > len(records):
+        notes.append(f"{len(all_records) - len(records)} record(s) in {POINTS_FILE} come from "
+                     "another environment (machine, driver or software) and were left out; "
+                     "use a new --out folder per machine")
+    report = {
+        "kind": KIND, "report_version": VERSION, "mode": plan.mode, "created": _now(),
+        "wall_s": sum(s["wall_s"] for s in sessions), "sessions": sessions,
+        "device": plan.device, "device_name": _name(env), "scope": env["mode"],
+        "complete": len(newest) == len(planned), "stopped": stopped,
+        "points": {"planned": len(planned), "measured": len(newest), "ok": ok,
+                   "failed": len(newest) - ok, "not_measured": len(planned) - len(newest)},
+        "results_file": POINTS_FILE, "price_per_gpu_hour_usd": price_per_gpu_hour_usd,
+        "environment": env, "doctor": doctor, "notes": notes,
+        **facts, "thresholds": thresholds(), "plan": plan.to_dict(),
+    }
+    report["health"]["advice"] = advice(doctor)
+    report["health"]["memory"] = health_report()
+    (folder / REPORT_FILE).write_text(json.dumps(report, indent=1, default=str) + "\n")
+    return report
+
+
+def _name(env: dict) -> str:
+    return str(env.get("device_name") or env.get("cpu_model") or env.get("device"))
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+def _earlier_sessions(folder: Path, env_fingerprint: str, run_ids: set[str]) -> list[dict]:
+    """Sittings recorded by an earlier report.json of the same environment whose points are
+    still in the points file (`run_ids`): a sitting that measured nothing, or whose points were
+    deleted, adds no wall time."""
+    try:
+        earlier = json.loads((folder / REPORT_FILE).read_text())
+    except (OSError, ValueError):
+        return []
+    if (not isinstance(earlier, dict) or earlier.get("kind") != KIND
+            or (earlier.get("environment") or {}).get("fingerprint") != env_fingerprint):
+        return []
+    return [s for s in earlier.get("sessions", [])
+            if isinstance(s, dict) and "wall_s" in s and s.get("run_id") in run_ids]

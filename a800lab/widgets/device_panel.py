@@ -1,0 +1,337 @@
+"""DevicePanel: the GPUs of this machine, their topology, what to fix, and live telemetry.
+
+    from a800lab.widgets import DevicePanel
+    panel = DevicePanel()            # shows in JupyterLab; never raises without a GPU or NVML
+    panel.report                     # the doctor dict (a800lab.core.doctor.build_report)
+    panel.start_telemetry(0)         # sample GPU 0 on a background thread, re-plot every ~1 s
+    panel.nvml_index_of(0)           # the panel's (NVML) number of torch's cuda:0
+    panel.stop_telemetry()           # also the Stop button; panel.telemetry_figure is the plot
+    panel.to_html()                  # every table and advice line as one HTML string
+
+The HTML of each section comes from device_html.py.
+
+Sections: a per-GPU table (name, compute capability, SMs, memory, driver/CUDA, ECC mode and
+error counts, MIG, clocks, power, temperature, PCIe, NVLink links, throttle reasons); the
+`nvidia-smi topo -m` matrix as a coloured grid with a legend; each GPU's NUMA node and CPUs with
+the command that binds a process to them; doctor's advice; and a telemetry strip (utilisation,
+memory, power, SM clock) with Start/Stop. Without an NVIDIA GPU the panel says so at the top with
+the reason, shows the CPU facts instead and disables telemetry, saying why.
+
+`nvml=` and `cuda_properties=` inject a fake pynvml and torch device properties (tests use
+tests/fake_nvml.py). Errors land in the status line; the panel stays usable.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import threading
+import time
+from typing import Any
+
+import ipywidgets as widgets
+
+from ..core.device import cpu_info
+from ..core.doctor import build_report
+from ..core.gpu_map import nvml_index
+from ..core.nvml import NotAvailable, device_count
+from ..core.telemetry import TelemetrySampler
+from ..figures.device import telemetry_figure
+from .device_html import (
+    advice_html,
+    affinity_html,
+    cpu_html,
+    gpu_table_html,
+    latest_telemetry_html,
+    legend_html,
+    no_gpu_html,
+    system_html,
+    topology_html,
+)
+from .status import StatusLine
+
+
+def _fallback_report(exc: Exception) -> dict:
+    """A report-shaped dict for when discovery itself failed (a bug, not a missing GPU)."""
+    try:
+        cpu = cpu_info().to_dict()
+    except Exception:  # keep the panel up whatever the host looks like
+        cpu = {}
+    why = f"device discovery failed: {type(exc).__name__}: {exc}"
+    return {"system": None, "cpu": cpu, "gpu_found": False, "no_gpu_reason": why, "gpus": [],
+            "topology": None, "advice": [f"No NVIDIA GPU found: {why}."]}
+
+
+# ---- the panel ---------------------------------------------------------------------------------
+class DevicePanel:
+    """GPUs, topology, affinity, advice and live telemetry (see the module docstring)."""
+
+    def __init__(self, nvml: Any = None, cuda_properties: list | None = None, *,
+                 interval_s: float = 0.2, refresh_s: float = 1.0, window_s: float = 120.0,
+                 max_duration_s: float = 3600.0):
+        if not (interval_s > 0 and refresh_s > 0 and window_s > 0 and max_duration_s > 0):
+            raise ValueError("interval_s, refresh_s, window_s and max_duration_s must be positive "
+                             "numbers of seconds, e.g. interval_s=0.2, refresh_s=1")
+        self._nvml, self._cuda_properties = nvml, cuda_properties
+        self.interval_s, self.refresh_s = interval_s, refresh_s
+        self.window_s, self.max_duration_s = window_s, max_duration_s
+        self._lock = threading.Lock()
+        self._render_lock = threading.Lock()
+        self._sampler: TelemetrySampler | None = None
+        self._refresher: threading.Thread | None = None
+        self._stop_refresh = threading.Event()
+        self._stop_note = ""
+        self.telemetry_reason = ""  # why telemetry cannot run here; "" when it can
+        self.telemetry_figure = None
+        self.report: dict = {}
+        self._build()
+        self.refresh()
+
+    # ---- layout ---------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.title = widgets.HTML("<h3>Devices and topology</h3>")
+        self.banner = widgets.HTML("")
+        self.system = widgets.HTML("")
+        self.status = StatusLine()
+        self.refresh_button = widgets.Button(description="Refresh", icon="refresh",
+                                             tooltip="read NVML again (clocks, power, errors)")
+        self.refresh_button.on_click(lambda _: self.refresh())
+        self.gpu_table = widgets.HTML("")
+        self.topology = widgets.HTML("")
+        self.legend = widgets.HTML("")
+        self.affinity = widgets.HTML("")
+        self.cpu = widgets.HTML("")
+        self.advice = widgets.HTML("")
+        self.gpu_choice = widgets.Dropdown(options=[], description="GPU",
+                                           layout=widgets.Layout(width="160px"))
+        self.start_button = widgets.Button(description="Start", button_style="success",
+                                           icon="play", tooltip="sample this GPU's telemetry")
+        self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop",
+                                          disabled=True)
+        self.start_button.on_click(lambda _: self.start_telemetry())
+        self.stop_button.on_click(lambda _: self.stop_telemetry())
+        self.telemetry_note = widgets.HTML("")
+        self.latest = widgets.HTML("")
+        # hidden until the first telemetry plot (an empty Image shows as a broken picture)
+        self.plot = widgets.Image(format="png", layout=widgets.Layout(max_width="720px",
+                                                                      display="none"))
+        self._gpu_sections = widgets.VBox([
+            widgets.HTML("<h4>GPUs</h4>"), self.gpu_table,
+            widgets.HTML("<h4>Topology (<code>nvidia-smi topo -m</code>)</h4>"),
+            widgets.HBox([self.topology, self.legend],  # side by side when there is room
+                         layout=widgets.Layout(flex_flow="row wrap", grid_gap="16px")),
+            widgets.HTML("<h4>NUMA and CPU affinity</h4>"), self.affinity])
+        self._cpu_sections = widgets.VBox([widgets.HTML("<h4>CPU</h4>"), self.cpu])
+        self.widget = widgets.VBox([
+            self.title, self.banner, widgets.HBox([self.refresh_button, self.status]),
+            self.system, self._gpu_sections, self._cpu_sections,
+            widgets.HTML("<h4>Advice</h4>"), self.advice,
+            widgets.HTML("<h4>Live telemetry</h4>"),
+            widgets.HBox([self.gpu_choice, self.start_button, self.stop_button]),
+            self.telemetry_note, self.latest, self.plot,
+        ])
+
+    def _ipython_display_(self):
+        from IPython.display import display
+
+        display(self.widget)
+
+    # ---- static sections ------------------------------------------------------------------
+    def refresh(self) -> dict:
+        """Read NVML and torch again and redraw the tables; returns the new report."""
+        try:
+            report = build_report(nvml=self._nvml, cuda_properties=self._cuda_properties)
+            self.status.say("GPUs found." if report["gpu_found"] else "CPU only: no NVIDIA GPU.",
+                            "ok" if report["gpu_found"] else "warn")
+        except Exception as exc:  # the panel must come up whatever discovery does
+            report = _fallback_report(exc)
+            self.status.say(f"Device discovery failed: {type(exc).__name__}: {exc}", "error")
+        self.report = report
+        gpu_found = bool(report["gpu_found"])
+        self.banner.value = "" if gpu_found else no_gpu_html(report)
+        self.system.value = system_html(report)
+        self.gpu_table.value = gpu_table_html(report) if gpu_found else ""
+        self.topology.value = topology_html(report) if gpu_found else ""
+        self.legend.value = legend_html() if gpu_found else ""
+        self.affinity.value = affinity_html(report) if gpu_found else ""
+        self.cpu.value = cpu_html(report)
+        self.advice.value = advice_html(report)
+        self._gpu_sections.layout.display = None if gpu_found else "none"
+        self._configure_telemetry()
+        return report
+
+    def _telemetry_unavailable(self) -> str:
+        """Why telemetry cannot run here ("" when it can)."""
+        if not self.report.get("gpu_found"):
+            return "No NVIDIA GPU found (the reason is in the box above); telemetry reads NVML " \
+                   "on an NVIDIA GPU"
+        count = device_count(self._nvml)
+        if isinstance(count, NotAvailable):
+            return f"telemetry reads NVML, which is not usable here: {count.reason}"
+        if count == 0:
+            return "NVML lists no GPUs"
+        return ""
+
+    def _configure_telemetry(self) -> None:
+        reason = self._telemetry_unavailable()
+        self.telemetry_reason = reason
+        options = [(f"GPU{g['index']}", g["index"]) for g in self.report["gpus"]]
+        if [o[1] for o in self.gpu_choice.options] != [o[1] for o in options]:
+            self.gpu_choice.options = options
+        running = self.telemetry_running
+        self.gpu_choice.disabled = bool(reason) or running
+        self.start_button.disabled = bool(reason) or running
+        self.stop_button.disabled = not running
+        self.telemetry_note.value = (
+            f'<span style="color:#a04000;line-height:1.4">Telemetry unavailable: '
+            f'{html.escape(reason)}</span>'
+            if reason else
+            f"<span style='font-size:12px'>Samples every {self.interval_s:g} s; the plot "
+            f"refreshes every {self.refresh_s:g} s and shows the last {self.window_s:g} s; "
+            "throttled periods are shaded red.</span>")
+
+    # ---- telemetry ------------------------------------------------------------------------
+    @property
+    def telemetry_running(self) -> bool:
+        return self._refresher is not None and self._refresher.is_alive()
+
+    def start_telemetry(self, device_index: int | None = None) -> bool:
+        """Start sampling GPU `device_index` (NVML index; default: the dropdown's choice).
+
+        Returns False, with the reason in the status line, when it cannot start.
+        """
+        with self._lock:
+            reason = self._telemetry_unavailable()
+            if reason:
+                self.status.say(f"Telemetry unavailable: {reason}", "warn")
+                return False
+            if self.telemetry_running:
+                self.status.say("Telemetry is already running: press Stop first.", "warn")
+                return False
+            index = self.gpu_choice.value if device_index is None else device_index
+            known = [g["index"] for g in self.report["gpus"]]
+            if index not in known:
+                self.status.say(f"Cannot sample GPU {index!r}: this machine has GPUs {known}.",
+                                "error")
+                return False
+            try:
+                self._sampler = TelemetrySampler(index, interval_s=self.interval_s,
+                                                 nvml=self._nvml).start()
+            except Exception as exc:
+                self.status.say(f"Telemetry failed to start: {type(exc).__name__}: {exc}", "error")
+                return False
+            if self.gpu_choice.value != index:
+                self.gpu_choice.value = index
+            self._stop_refresh.clear()
+            self._refresher = threading.Thread(target=self._refresh_loop, daemon=True,
+                                               name="a800lab-telemetry-plot")
+            self._refresher.start()
+            self._configure_telemetry()
+            self.status.say(f"Sampling GPU {index} every {self.interval_s:g} s ...")
+        self._render_telemetry()
+        return True
+
+    def stop_telemetry(self) -> None:
+        """Stop sampling, take a last sample and draw the final plot. Safe to call twice."""
+        with self._lock:
+            refresher, self._refresher = self._refresher, None
+            self._stop_refresh.set()
+            if refresher is not None and refresher is not threading.current_thread():
+                refresher.join()
+            sampler = self._sampler
+            if sampler is None:
+                return
+            try:
+                sampler.stop()
+            except Exception as exc:
+                self.status.say(f"Telemetry stop failed: {type(exc).__name__}: {exc}", "error")
+            self._configure_telemetry()
+        self._render_telemetry()
+        if refresher is not None:
+            summary = sampler.summary()
+            notes = [n for n in (self._stop_note, summary["reason"]) if n]
+            problem = f" ({'; '.join(notes)})" if notes else ""
+            self._stop_note = ""
+            self.status.say(f"Stopped: {summary['n_samples']} samples of GPU "
+                            f"{sampler.device_index} over {summary['duration_s']:.1f} s{problem}.",
+                            "warn" if problem else "ok")
+
+    def _refresh_loop(self) -> None:
+        started = time.perf_counter()
+        while not self._stop_refresh.wait(self.refresh_s):
+            self._render_telemetry()
+            if time.perf_counter() - started > self.max_duration_s:
+                self._stop_note = f"max_duration_s={self.max_duration_s:g} s reached"
+                threading.Thread(target=self.stop_telemetry, daemon=True).start()
+                return
+
+    def nvml_index_of(self, cuda_device: int | str = 0) -> int | None:
+        """The NVML index (the panel's GPU numbers) of torch's `cuda:<cuda_device>`; None when
+        there is none (no such device, a MIG slice, no NVML). core.gpu_map.nvml_index says why.
+
+        The numberings differ under CUDA_VISIBLE_DEVICES or without CUDA_DEVICE_ORDER=PCI_BUS_ID.
+        """
+        index = nvml_index(cuda_device, nvml=self._nvml, cuda_properties=self._cuda_properties)
+        return None if isinstance(index, NotAvailable) else index
+
+    @property
+    def telemetry_samples(self) -> list[dict]:
+        """Every sample of the current or last telemetry run (t_s = seconds since Start)."""
+        return [] if self._sampler is None else self._sampler.samples
+
+    def telemetry_summary(self) -> dict:
+        """TelemetrySampler.summary() of the current or last run ({} before the first)."""
+        return {} if self._sampler is None else self._sampler.summary()
+
+    def _gpu_title(self, sampler: TelemetrySampler | None) -> str | None:
+        """"NVIDIA A800-SXM4-80GB, NVML 3 (cuda:0)": the sampled GPU as the report names it."""
+        index = None if sampler is None else sampler.device_index
+        gpu = next((g for g in self.report.get("gpus", []) if g["index"] == index), None)
+        if gpu is None:
+            return None
+        torch_name = f", cuda:{gpu['cuda_index']}" if isinstance(gpu.get("cuda_index"), int) \
+            else ""
+        return f"{gpu['name']}, NVML {index}{torch_name}"
+
+    def _render_telemetry(self) -> None:
+        """Redraw the telemetry plot and the latest-reading line from the sampler's samples."""
+        samples = self.telemetry_samples
+        if samples:
+            last_t = samples[-1]["t_s"]
+            samples = [s for s in samples if s["t_s"] >= last_t - self.window_s]
+        sampler = self._sampler
+        try:
+            with self._render_lock:
+                figure = telemetry_figure(samples, device=self._gpu_title(sampler))
+                buf = io.BytesIO()
+                figure.savefig(buf, format="png", dpi=72)
+                self.telemetry_figure = figure
+                self.plot.value = buf.getvalue()
+                self.plot.layout.display = None
+                self.latest.value = latest_telemetry_html(samples[-1]) if samples else ""
+        except Exception as exc:  # a bad reading must not kill the refresher or the panel
+            self.status.say(f"Telemetry plot failed: {type(exc).__name__}: {exc}", "error")
+        reason = self._sampler._reason if self._sampler is not None else ""
+        if reason:
+            self.status.say(f"Telemetry: {reason}", "error")
+
+    # ---- text -----------------------------------------------------------------------------
+    def to_html(self) -> str:
+        """Every visible HTML part of the panel, in display order (for tests and saved reports)."""
+        parts: list[str] = []
+
+        def walk(w: Any) -> None:
+            if getattr(getattr(w, "layout", None), "display", None) == "none":
+                return  # a hidden section (e.g. the GPU tables on a CPU-only machine)
+            if isinstance(w, widgets.HTML):
+                parts.append(w.value)
+            for child in getattr(w, "children", ()):
+                walk(child)
+
+        walk(self.widget)
+        return "\n".join(parts)
+
+    @property
+    def status_text(self) -> str:
+        """The status line as plain text."""
+        return self.status.text

@@ -1,0 +1,260 @@
+"""Collectives through torch.distributed, timed, with nccl-tests' algbw and busbw.
+
+    from a800lab.workloads.comm.collectives import busbw_gbs, collective_point
+    busbw_gbs("all_reduce", size_bytes=2**30, time_ms=10.0, world_size=8)   # 187.9 GB/s
+    collective_point("all_reduce", 2**20, device="cpu")   # on every rank of a live group
+
+Sizes and bandwidths follow nccl-tests (doc/PERFORMANCE.md), so a number here compares with an
+`all_reduce_perf` line: `size_bytes` is the whole buffer (all-gather: the gathered output,
+reduce-scatter: the input that is scattered; each rank's piece is size / n), algbw = size /
+time in GB/s (1e9 bytes), and busbw = algbw x a factor that makes it the bandwidth each link
+carried, comparable across rank counts with the hardware's per-direction link bandwidth:
+
+    all-reduce 2(n-1)/n, all-gather and reduce-scatter (n-1)/n, broadcast 1.
+
+`hierarchical_all_reduce` is an all-reduce in three steps over two process groups: reduce-scatter
+inside each node, all-reduce of each shard across nodes (one rank per node and local index), and
+all-gather inside the node; it is timed like the others, with the all-reduce factor.
+
+Point functions run on every rank of an initialised process group, in lockstep (every rank calls
+them with the same arguments): a first call is checked (the sum of the ranks' values arrives
+everywhere; a wrong result is recorded as "wrong", never timed), the ranks agree on one
+repetition count, and each repetition's time is the slowest rank's. Gloo runs on CPUs, NCCL on
+NVIDIA GPUs; `link_gbs` names the per-direction NVLink bandwidth of the card from the datasheet
+table (an A800's 400 GB/s total is 200 GB/s per direction).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import torch
+
+from ...core.specs import match
+from ...core.timing import measure
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "hierarchical_all_reduce")
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+WARMUP_CALLS = 2
+MIN_REPS, MAX_REPS = 5, 200
+
+
+def bus_factor(op: str, world_size: int) -> float:
+    """nccl-tests' busbw / algbw for `op` on `world_size` ranks."""
+    if op not in OPS:
+        raise ValueError(f"unknown collective {op!r}: use one of {OPS}")
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size={world_size!r} must be a positive int")
+    n = world_size
+    if op in ("all_reduce", "hierarchical_all_reduce"):
+        return 2 * (n - 1) / n
+    if op in ("all_gather", "reduce_scatter"):
+        return (n - 1) / n
+    return 1.0
+
+
+def algbw_gbs(size_bytes: float, time_ms: float) -> float:
+    """Algorithm bandwidth: the buffer's bytes over the time, in GB/s (1e9 bytes/s)."""
+    if not (size_bytes >= 0 and time_ms > 0):
+        raise ValueError(f"need size_bytes >= 0 and time_ms > 0, got {size_bytes}, {time_ms}")
+    return size_bytes / (time_ms * 1e-3) / 1e9
+
+
+def busbw_gbs(op: str, size_bytes: float, time_ms: float, world_size: int) -> float:
+    """Bus bandwidth: algbw x bus_factor(op, world_size), in GB/s."""
+    return algbw_gbs(size_bytes, time_ms) * bus_factor(op, world_size)
+
+
+def link_gbs(device_name: str) -> tuple[float | None, str]:
+    """(per-direction NVLink GB/s, source) of a card from the datasheet table; (None, why)
+    for a CPU, a card without NVLink or one the table does not know."""
+    spec = match(device_name)
+    if spec is None:
+        return None, f"no datasheet row for {device_name!r}: no link bandwidth to compare with"
+    if spec.nvlink_gbs is None:
+        return None, f"{spec.name} has no NVLink; its peers talk over PCIe"
+    return spec.nvlink_gbs / 2, (f"{spec.name}: NVLink {spec.nvlink_gbs:g} GB/s total, "
+                                 f"{spec.nvlink_gbs / 2:g} GB/s per direction ({spec.source})")
+
+
+def message_bytes(op: str, size_bytes: int, world_size: int, element_bytes: int,
+                  ranks_per_node: int = 1) -> int:
+    """The buffer actually moved: `size_bytes` rounded down to whole elements that split evenly
+    into the ranks' pieces (nccl-tests rounds the same way)."""
+    pieces = {"all_gather": world_size, "reduce_scatter": world_size,
+              "hierarchical_all_reduce": ranks_per_node}.get(op, 1)
+    count = size_bytes // element_bytes // pieces * pieces
+    if count == 0:
+        raise ValueError(f"size_bytes={size_bytes} holds no whole element per piece "
+                         f"({pieces} piece(s) of {element_bytes}-byte elements); give at least "
+                         f"{pieces * element_bytes} bytes")
+    return count * element_bytes
+
+
+def _gather_into(dist):
+    """dist.all_gather_single (torch >= 2.13), else its older name all_gather_into_tensor."""
+    return getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+
+
+def _scatter_into(dist):
+    """dist.reduce_scatter_single (torch >= 2.13), else its older name reduce_scatter_tensor."""
+    return getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+
+@functools.lru_cache(maxsize=8)
+def node_groups(world_size: int, ranks_per_node: int):
+    """(this rank's intra-node group, its inter-node group) for `ranks_per_node` consecutive
+    ranks per node. Every rank must call this with the same arguments (new_group is
+    collective); the groups are made once per shape and kept."""
+    import torch.distributed as dist
+
+    if ranks_per_node < 1 or world_size % ranks_per_node:
+        raise ValueError(f"ranks_per_node={ranks_per_node} must divide world_size={world_size} "
+                         "(nodes of equal size)")
+    rank, nodes = dist.get_rank(), world_size // ranks_per_node
+    intra = inter = None
+    for node in range(nodes):  # every rank creates every group, in the same order
+        group = dist.new_group(list(range(node * ranks_per_node, (node + 1) * ranks_per_node)))
+        if rank // ranks_per_node == node:
+            intra = group
+    for local in range(ranks_per_node):
+        group = dist.new_group(list(range(local, world_size, ranks_per_node)))
+        if rank % ranks_per_node == local:
+            inter = group
+    return intra, inter
+
+
+def hierarchical_all_reduce(tensor: torch.Tensor, intra, inter, ranks_per_node: int) -> None:
+    """Sum `tensor` over all ranks in place: reduce-scatter in the node, all-reduce each shard
+    across nodes, all-gather in the node. numel must be a multiple of ranks_per_node."""
+    import torch.distributed as dist
+
+    shard = torch.empty(tensor.numel() // ranks_per_node, dtype=tensor.dtype,
+                        device=tensor.device)
+    _scatter_into(dist)(shard, tensor, group=intra)
+    dist.all_reduce(shard, group=inter)
+    _gather_into(dist)(tensor, shard, group=intra)
+
+
+def _operation(op: str, count: int, dtype: torch.dtype, device: str, ranks_per_node: int):
+    """(call, check): `call()` runs the collective once on buffers made here; `check()` says
+    whether the last call left the right values (each rank contributes rank + 1)."""
+    import torch.distributed as dist
+
+    rank, n = dist.get_rank(), dist.get_world_size()
+    total = n * (n + 1) / 2
+    full = functools.partial(torch.full, dtype=dtype, device=device)
+    if op == "all_reduce":
+        buf = full((count,), rank + 1.0)
+        return (lambda: (buf.fill_(rank + 1.0), dist.all_reduce(buf)),
+                lambda: bool((buf == total).all()))
+    if op == "hierarchical_all_reduce":
+        intra, inter = node_groups(n, ranks_per_node)
+        buf = full((count,), rank + 1.0)
+        return (lambda: (buf.fill_(rank + 1.0),
+                         hierarchical_all_reduce(buf, intra, inter, ranks_per_node)),
+                lambda: bool((buf == total).all()))
+    if op == "all_gather":
+        piece, out = full((count // n,), rank + 1.0), full((count,), 0.0)
+        expected = torch.arange(1, n + 1, dtype=dtype, device=device).repeat_interleave(
+            count // n)
+        return (lambda: _gather_into(dist)(out, piece),
+                lambda: bool((out == expected).all()))
+    if op == "reduce_scatter":
+        src, out = full((count,), rank + 1.0), full((count // n,), 0.0)
+        return (lambda: _scatter_into(dist)(out, src), lambda: bool((out == total).all()))
+    buf = full((count,), 1.0 if rank == 0 else 0.0)  # broadcast from rank 0
+    return (lambda: dist.broadcast(buf, src=0), lambda: bool((buf == 1.0).all()))
+
+
+def agree(value: float, device: str, how: str = "max") -> float:
+    """The max (or min) of `value` over all ranks: one decision every rank shares."""
+    import torch.distributed as dist
+
+    t = torch.tensor([value], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX if how == "max" else dist.ReduceOp.MIN)
+    return float(t.item())
+
+
+def agreed_reps(call, device: str, budget_s: float) -> int:
+    """Run `call` WARMUP_CALLS times, then agree on one repetition count that fills about
+    `budget_s` on the slowest rank (every rank must time the same number of calls)."""
+    sync = (lambda: torch.cuda.synchronize(device)) if device.startswith("cuda") else \
+        (lambda: None)
+    start = time.perf_counter()
+    for _ in range(WARMUP_CALLS):
+        call()
+        sync()
+    per_call_s = agree((time.perf_counter() - start) / WARMUP_CALLS, device)
+    return max(MIN_REPS, min(MAX_REPS, round(budget_s / per_call_s) if per_call_s > 0
+                             else MAX_REPS))
+
+
+def timed_calls(call, device: str, reps: int) -> list[float]:
+    """`reps` timed calls (measure(): CUDA events on a GPU), each sample the slowest rank's."""
+    import torch.distributed as dist
+
+    timing = measure(call, device=device, min_warmup=0, warmup_s=0.0, min_reps=reps,
+                     max_reps=reps, flush_l2=False)
+    samples = torch.tensor(timing.samples_ms, dtype=torch.float64, device=device)
+    dist.all_reduce(samples, op=dist.ReduceOp.MAX)
+    return samples.tolist()
+
+
+def check_group(world_size: int, backend: str) -> None:
+    """Refuse a point meant for another group than the one this process is in."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        raise RuntimeError("no torch.distributed process group: run this on the ranks of a "
+                           "group (CommExplorer, `python -m a800lab comm`, or torchrun)")
+    if dist.get_world_size() != world_size or dist.get_backend() != backend:
+        raise ValueError(f"this point is for {world_size} ranks on {backend}, the group has "
+                         f"{dist.get_world_size()} on {dist.get_backend()}")
+
+
+def collective_point(op: str, size_bytes: int, dtype: str = "fp32", *, world_size: int,
+                     backend: str, ranks_per_node: int | None = None, device: str = "cpu",
+                     budget_s: float = 0.3) -> dict:
+    """One collective at one size on every rank of the live group: checked, then timed; a
+    sweep point (throughput = median busbw in GB/s). `ranks_per_node` is for the hierarchical
+    all-reduce only (default: all ranks on one node)."""
+    check_group(world_size, backend)
+    if op not in OPS:
+        raise ValueError(f"unknown collective {op!r}: use one of {OPS}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r}: use one of {sorted(DTYPES)}")
+    rpn = world_size if ranks_per_node is None else ranks_per_node
+    if op != "hierarchical_all_reduce" and ranks_per_node is not None:
+        raise ValueError("ranks_per_node applies to hierarchical_all_reduce only")
+    element_bytes = torch.empty((), dtype=DTYPES[dtype]).element_size()
+    moved = message_bytes(op, size_bytes, world_size, element_bytes, rpn)
+    call, check = _operation(op, moved // element_bytes, DTYPES[dtype], device, rpn)
+    call()
+    if agree(1.0 if check() else 0.0, device, "min") < 1:
+        return {"outcome": "wrong", "message": f"{op} left wrong values on some rank (each "
+                "rank gave rank + 1; the sum did not arrive everywhere)",
+                "message_bytes": moved}
+    samples = timed_calls(call, device, agreed_reps(call, device, budget_s))
+    median_ms = median(samples)
+    result = {"throughput": busbw_gbs(op, moved, median_ms, world_size),
+              "throughput_unit": "GB/s busbw", "time_ms": samples, "message_bytes": moved,
+              "algbw_gbs": algbw_gbs(moved, median_ms),
+              "bus_factor": bus_factor(op, world_size)}
+    if device.startswith("cuda"):
+        link, source = link_gbs(torch.cuda.get_device_name(device))
+        result["link_gbs"] = link
+        result["link_source"] = source
+        if link:
+            result["pct_of_link"] = 100 * result["throughput"] / link
+    return result
+
+
+def median(values: list[float]) -> float:
+    """The median of a non-empty list."""
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+

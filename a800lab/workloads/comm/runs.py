@@ -1,0 +1,265 @@
+"""Comm sweeps from one process: start the ranks, feed them points, collect records, clean up.
+
+    from a800lab.workloads.comm.runs import run_comm, hook_support_on
+    res = run_comm("comm", {"op": ["all_reduce"], "size_bytes": [2**10, 2**20]},
+                   world_size=2, out="comm.jsonl")          # gloo on CPU, NCCL on GPUs
+    res.records[0].metrics["algbw_gbs"]
+    run_comm("ddp", {"hook": ["allreduce", "fp16_compress"]}, world_size=2)
+    hook_support_on(world_size=2)          # {"bf16_compress": "ok" or why not, ...}
+    run_point("comm", op="broadcast", size_bytes=2**20)    # one point, one fresh group
+    ranks = start_ranks(world_size=2); run_comm(..., group=ranks); ranks.close()  # reuse ranks
+
+The ranks are worker processes (a800lab.workloads.comm.worker) started by
+a800lab.workloads.comm.launcher.RankGroup for the run and always stopped after it, also when a
+rank dies or hangs: the run then ends with a RankGroupError that says which rank and how, within
+`timeout_s` (a point taking longer counts as hung). Points are sent one at a time, so `cancel`
+stops the run after the point in flight. Each record is rank 0's, appended to `out` as it
+arrives (JSON Lines, resumable like any sweep: points already in the file for this environment
+are skipped). Every record's params include `world_size` and `backend`, and only the settings
+that act on it (see `relevant`).
+
+Under torchrun each process is a rank itself: `run_comm_here` runs the same points in-process
+(what `python -m a800lab comm` does there), rank 0 writing the same JSON Lines.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from ...core.cancel import CancelToken
+from ...core.environment import environment, fingerprint
+from ...core.results import (
+    Record,
+    append_record,
+    check_param_names,
+    check_writable,
+    done_keys,
+    new_run_id,
+)
+from ...core.sweep import SweepResult, grid
+from .collectives import DTYPES, OPS, message_bytes
+from .ddp import HOOKS, SYNC_MODES
+from .launcher import RankGroup
+from .worker import default_comm_backend
+
+WORKER = "a800lab.workloads.comm.worker"
+WORKLOAD_PARAMS = {
+    "comm": ("op", "size_bytes", "dtype", "ranks_per_node"),
+    "ddp": ("hook", "accum_steps", "sync", "bucket_cap_mb", "powersgd_rank", "start_iter",
+            "micro_batch"),
+}
+
+
+def device_of(backend: str) -> str:
+    """Rank 0's device for a backend: "cpu" for gloo, "cuda:0" for NCCL."""
+    return "cuda:0" if backend == "nccl" else "cpu"
+
+
+def check_point(workload: str, params: Mapping) -> None:
+    """Refuse a point the workers would refuse, before any process starts."""
+    if workload not in WORKLOAD_PARAMS:
+        raise ValueError(f"unknown comm workload {workload!r}: use 'comm' or 'ddp'")
+    unknown = set(params) - {*WORKLOAD_PARAMS[workload], "world_size", "backend"}
+    if unknown:
+        raise ValueError(f"{sorted(unknown)} are not parameters of {workload!r}; it takes "
+                         f"{WORKLOAD_PARAMS[workload]}")
+    n = params["world_size"]
+    if workload == "comm":
+        op, dtype = params.get("op", "all_reduce"), params.get("dtype", "fp32")
+        if op not in OPS:
+            raise ValueError(f"unknown collective {op!r}: use one of {OPS}")
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype {dtype!r}: use one of {sorted(DTYPES)}")
+        rpn = params.get("ranks_per_node")
+        if rpn is not None and (op != "hierarchical_all_reduce" or n % rpn):
+            raise ValueError(f"ranks_per_node={rpn} needs op hierarchical_all_reduce and must "
+                             f"divide world_size={n}")
+        size = params.get("size_bytes")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"size_bytes={size!r} must be a positive int, e.g. 1048576")
+        message_bytes(op, size, n, DTYPES[dtype].itemsize, rpn or n)
+    else:
+        if params.get("hook", "allreduce") not in HOOKS:
+            raise ValueError(f"unknown comm hook {params.get('hook')!r}: use one of {HOOKS}")
+        if params.get("sync", "no_sync") not in SYNC_MODES:
+            raise ValueError(f"sync={params.get('sync')!r}: use one of {SYNC_MODES}")
+        if params.get("start_iter", 2) < 2:
+            raise ValueError("start_iter must be >= 2: PowerSGD with error feedback needs 2 "
+                             "steps of plain all-reduce first")
+
+
+def relevant(workload: str, params: Mapping) -> dict:
+    """`params` without settings that do nothing for this point: PowerSGD's rank and start
+    iteration unless the hook is powersgd, ranks_per_node unless the op is hierarchical."""
+    drop = set()
+    if workload == "ddp" and params.get("hook", "allreduce") != "powersgd":
+        drop |= {"powersgd_rank", "start_iter"}
+    if workload == "comm" and params.get("op") != "hierarchical_all_reduce":
+        drop.add("ranks_per_node")
+    return {k: v for k, v in params.items() if k not in drop}
+
+
+def plan_points(workload: str, axes: Mapping[str, Sequence], fixed: Mapping | None,
+                world_size: int, backend: str) -> list[dict]:
+    """Every grid point's params (world_size and backend added, settings that do nothing for
+    it dropped, duplicates once), each checked."""
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 2:
+        raise ValueError(f"world_size={world_size!r}: communication needs at least 2 ranks "
+                         "(with one GPU, use gloo: CPU ranks, e.g. --device cpu)")
+    fixed = {**(fixed or {}), "world_size": world_size, "backend": backend}
+    points = []
+    for point in grid(axes):
+        params = relevant(workload, {**fixed, **point})
+        if params not in points:
+            points.append(params)
+    check_param_names(points[0])
+    for params in points:
+        check_point(workload, params)
+    return points
+
+
+def start_ranks(world_size: int = 2, backend: str | None = None, threads: int = 1,
+                timeout_s: float = 60.0) -> RankGroup:
+    """A started group of comm workers, for several run_comm calls (`group=`); close() it."""
+    group = RankGroup(WORKER, world_size=world_size, timeout_s=timeout_s,
+                      env={"A800LAB_BACKEND": backend or default_comm_backend(),
+                           "A800LAB_THREADS": str(threads), "A800LAB_TIMEOUT_S": str(timeout_s)})
+    group.start()
+    return group
+
+
+def run_comm(workload: str, axes: Mapping[str, Sequence], *, fixed: Mapping | None = None,
+             world_size: int = 2, backend: str | None = None, settings: Mapping | None = None,
+             out=None, resume: bool = True, label: str = "", run_id: str | None = None,
+             timeout_s: float = 60.0, threads: int = 1,
+             on_progress: Callable[[int, int, float | None], None] | None = None,
+             on_result: Callable[[Record], None] | None = None,
+             cancel: CancelToken | None = None, group: RankGroup | None = None) -> SweepResult:
+    """Run every grid point of `workload` ("comm" or "ddp") on `world_size` fresh ranks; see
+    the module docstring. `settings`: the point function's non-param options (budget_s,
+    train_steps); `threads`: torch threads per rank on CPU. `group`: ranks from start_ranks()
+    to use instead (left running; its world size and backend are the points')."""
+    backend = backend or default_comm_backend()
+    if backend == "nccl":
+        import torch
+
+        if world_size > torch.cuda.device_count():
+            raise ValueError(f"NCCL needs one GPU per rank: world_size={world_size}, "
+                             f"{torch.cuda.device_count()} GPU(s) visible; lower world_size "
+                             "or use backend='gloo' (CPU ranks)")
+    points = plan_points(workload, axes, fixed, world_size, backend)
+    if group is not None and group.world_size != world_size:
+        raise ValueError(f"the group has {group.world_size} ranks, the points {world_size}")
+    if out is not None:
+        check_writable(out)
+    env = environment(device_of(backend))
+    done = done_keys(out, fingerprint(env)) if (out and resume) else set()
+    result = SweepResult(total=len(points), run_id=run_id or new_run_id())
+    todo = [p for p in points
+            if Record(workload=workload, params=p, outcome="error").point_key() not in done]
+    result.skipped = len(points) - len(todo)
+    if not todo:
+        return result
+    started = time.perf_counter()
+    own = group is None
+    if own:
+        group = start_ranks(world_size, backend, threads, timeout_s)
+    try:
+        for index, params in enumerate(todo, start=1):
+            if cancel is not None and cancel.cancelled:
+                result.cancelled = True
+                break
+            reply = group.request({"job": "point", "workload": workload, "params": params,
+                                   "settings": dict(settings or {}), "label": label,
+                                   "run_id": result.run_id})
+            _deliver(Record.from_dict(json.loads(reply)), result, out, on_result, on_progress,
+                     done=index, todo=len(todo), total=len(points), started=started)
+    finally:
+        if own:
+            group.close()
+    return result
+
+
+def under_torchrun() -> bool:
+    """True in a process torchrun started (RANK and WORLD_SIZE set, not by the lab)."""
+    import os
+
+    from .launcher import launched
+
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ and not launched()
+
+
+def run_comm_here(workload: str, axes: Mapping[str, Sequence], *, fixed: Mapping | None = None,
+                  settings: Mapping | None = None, out=None, resume: bool = True,
+                  label: str = "", backend: str | None = None, on_progress=None,
+                  on_result=None) -> SweepResult:
+    """run_comm for a process that is itself a rank (under torchrun, one or many nodes): every
+    rank calls it with the same arguments and joins the group from the environment; rank 0
+    decides what is left to measure, writes `out` and gets the records (the others get an
+    empty result)."""
+    import torch.distributed as dist
+
+    from .worker import join_group, measure_on_group
+
+    device = join_group(backend)
+    try:
+        points = plan_points(workload, axes, fixed, dist.get_world_size(), dist.get_backend())
+        rank = dist.get_rank()
+        plan = [None, None]
+        if rank == 0:
+            if out is not None:
+                check_writable(out)
+            env = environment(device)
+            done = done_keys(out, fingerprint(env)) if (out and resume) else set()
+            plan = [[p for p in points if Record(workload=workload, params=p, outcome="error")
+                     .point_key() not in done], new_run_id()]
+        dist.broadcast_object_list(plan, src=0)  # every rank runs the same points
+        todo, run_id = plan
+        result = SweepResult(total=len(points), run_id=run_id, skipped=len(points) - len(todo))
+        started = time.perf_counter()
+        for index, params in enumerate(todo, start=1):
+            record = measure_on_group({"workload": workload, "params": params,
+                                       "settings": dict(settings or {}), "label": label,
+                                       "run_id": run_id}, device)
+            if record is not None:
+                _deliver(record, result, out, on_result, on_progress, done=index,
+                         todo=len(todo), total=len(points), started=started)
+        return result
+    finally:
+        dist.destroy_process_group()
+
+
+def run_point(workload: str, *, world_size: int = 2, backend: str | None = None,
+              settings: Mapping | None = None, timeout_s: float = 60.0, **params) -> Record:
+    """One point on a fresh group (seconds of start-up: sweeps use run_comm), e.g.
+    run_point("comm", op="all_reduce", size_bytes=2**20)."""
+    result = run_comm(workload, {name: [value] for name, value in params.items()},
+                      world_size=world_size, backend=backend, settings=settings,
+                      timeout_s=timeout_s)
+    return result.records[0]
+
+
+def hook_support_on(world_size: int = 2, backend: str | None = None,
+                    timeout_s: float = 60.0) -> dict[str, str]:
+    """Which DDP comm hooks a fresh group of `world_size` ranks on `backend` runs: hook ->
+    "ok" or the error it raised."""
+    group = start_ranks(world_size, backend, 1, timeout_s)
+    try:
+        return group.request({"job": "hook_support"})
+    finally:
+        group.close()
+
+
+def _deliver(record: Record, result: SweepResult, out, on_result, on_progress, *, done: int,
+             todo: int, total: int, started: float) -> None:
+    """A measured point: appended to `out`, kept, reported, and the progress with its ETA."""
+    if out is not None:
+        append_record(out, record)
+    result.records.append(record)
+    if on_result is not None:
+        on_result(record)
+    if on_progress is not None:
+        per_point_s = (time.perf_counter() - started) / done
+        on_progress(result.skipped + done, total, per_point_s * (todo - done))

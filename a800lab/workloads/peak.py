@@ -1,0 +1,305 @@
+"""Measure an achievable peak on the spot: matmul TFLOP/s per precision and copy bandwidth.
+
+    from a800lab.workloads.peak import measure_peak
+    report = measure_peak()                       # GPU: 8192^3 per precision; CPU: 512^3 fp32
+    report.tflops                                 # {"fp32": 18.1, "bf16": 280.4, ...}
+    report.entry("bf16").ratio                    # measured / datasheet, None when unknown
+    report.unsupported                            # {"fp8": "fp8 needs compute capability ..."}
+    report.failed                                 # {"fp16": "fp16 result off: ..."} (wrong/oom)
+    report.mem_bw_gbs, report.datasheet_mem_bw_gbs
+    report.to_dict()
+    record_peaks(report, env)          # kept per machine: `a800lab peak` does this
+    measured_peak(env, "bf16")         # 281.3 (TFLOP/s), or None when none was recorded
+    peak_point("cuda:0", "bf16", 8192) # the report's sweep point: one precision on one card
+
+This is the reference line for "% of peak" plots when the device is not in the datasheet table
+(a800lab.core.specs), and a sanity check when it is: a healthy A800 reaches roughly 70-90% of
+its datasheet dense matmul peak and 85-90% of its HBM bandwidth. Each precision is first checked
+against float64 (a wrong result is reported as "wrong", not as a rate), then timed with
+`measure()`. Bandwidth is a device-to-device tensor copy: (bytes read + bytes written) / time.
+On CPU only fp32 is measured by default: fp16/bf16 matmuls there are ~100x slower.
+
+Measured peaks are kept in $A800LAB_PEAKS (default ~/.cache/a800lab/peaks.json) keyed by the
+environment fingerprint (machine, device name, driver, torch, CUDA; a800lab.core.environment),
+so another GPU, a new driver or a new torch is measured again rather than compared with an old
+number. The file is replaced atomically; one that cannot be read is named in a warning and left
+untouched, and the figures that need it are simply absent.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..core.backends import resolve_device
+from ..core.cancel import CancelToken
+from ..core.environment import cpu_model, fingerprint
+from ..core.memory import free_after_oom, is_oom
+from ..core.operands import make_operands
+from ..core.precision import (
+    FP8_MULTIPLE,
+    PRECISIONS,
+    Precision,
+    matmul_precision,
+    parse_precision,
+    unsupported_reason,
+)
+from ..core.specs import match, peak_for
+from ..core.store import cache_path, read_json, write_json_atomic
+from ..core.timing import Timing, measure
+
+CUDA_SIZE = 8192            # large enough to saturate an A100/H100 with any tile shape
+CPU_SIZE = 512              # ~0.3 GFLOP per call: a fraction of a second on a laptop core
+CUDA_COPY_BYTES = 1 << 30   # 1 GiB, far beyond any L2 (A100: 40 MB, H100: 50 MB)
+CPU_COPY_BYTES = 64 << 20   # 64 MiB, beyond typical last-level caches
+CPU_PRECISIONS = ("fp32",)
+
+
+@dataclass(frozen=True)
+class PeakEntry:
+    """One precision: outcome "ok" | "wrong" | "unsupported" | "oom" and, when ok, its rate."""
+
+    precision: str
+    outcome: str
+    tflops: float | None = None
+    datasheet_tflops: float | None = None
+    datasheet_source: str = ""
+    rel_error: float | None = None
+    timing: Timing | None = None
+    message: str = ""
+
+    @property
+    def ratio(self) -> float | None:
+        """Measured / datasheet dense peak; None when either is unknown."""
+        if self.tflops is None or not self.datasheet_tflops:
+            return None
+        return self.tflops / self.datasheet_tflops
+
+    def to_dict(self) -> dict:
+        return {"precision": self.precision, "outcome": self.outcome, "tflops": self.tflops,
+                "datasheet_tflops": self.datasheet_tflops,
+                "datasheet_source": self.datasheet_source, "ratio": self.ratio,
+                "rel_error": self.rel_error, "message": self.message,
+                "timing": self.timing.to_dict() if self.timing else None}
+
+
+@dataclass(frozen=True)
+class PeakReport:
+    """Measured peaks on one device beside its datasheet row (when the table knows it)."""
+
+    device: str
+    device_name: str
+    size: int
+    entries: tuple[PeakEntry, ...]
+    mem_bw_gbs: float | None
+    datasheet_mem_bw_gbs: float | None
+    spec_name: str | None
+
+    @property
+    def tflops(self) -> dict[str, float]:
+        """Measured TFLOP/s of every precision that ran correctly."""
+        return {e.precision: e.tflops for e in self.entries if e.outcome == "ok"}
+
+    @property
+    def unsupported(self) -> dict[str, str]:
+        """Precisions this device cannot run, with the reason and what to use instead."""
+        return {e.precision: e.message for e in self.entries if e.outcome == "unsupported"}
+
+    @property
+    def failed(self) -> dict[str, str]:
+        """Precisions that ran but gave no rate: "wrong" results and out-of-memory."""
+        return {e.precision: e.message for e in self.entries if e.outcome in ("wrong", "oom")}
+
+    @property
+    def mem_bw_ratio(self) -> float | None:
+        if self.mem_bw_gbs is None or not self.datasheet_mem_bw_gbs:
+            return None
+        return self.mem_bw_gbs / self.datasheet_mem_bw_gbs
+
+    def entry(self, precision: str) -> PeakEntry:
+        name = parse_precision(precision).name
+        for e in self.entries:
+            if e.precision == name:
+                return e
+        raise KeyError(f"{precision!r} was not measured; measured: "
+                       f"{[e.precision for e in self.entries]}")
+
+    def format(self) -> str:
+        """A plain-text table: measured vs datasheet per precision, then copy bandwidth."""
+        lines = [f"{self.device_name} ({self.device}), {self.size}^3 matmul; datasheet row: "
+                 f"{self.spec_name or 'none (unknown device)'}",
+                 f"{'precision':<10} {'outcome':<12} {'TFLOP/s':>10} {'datasheet':>10} "
+                 f"{'ratio':>7}  note"]
+        for e in self.entries:
+            lines.append(f"{e.precision:<10} {e.outcome:<12} {_num(e.tflops):>10} "
+                         f"{_num(e.datasheet_tflops):>10} {_pct(e.ratio):>7}  {e.message}")
+        lines.append(f"copy bandwidth {_num(self.mem_bw_gbs)} GB/s, datasheet "
+                     f"{_num(self.datasheet_mem_bw_gbs)} GB/s ({_pct(self.mem_bw_ratio)})")
+        return "\n".join(line.rstrip() for line in lines)
+
+    def to_dict(self) -> dict:
+        return {"device": self.device, "device_name": self.device_name, "size": self.size,
+                "spec_name": self.spec_name, "mem_bw_gbs": self.mem_bw_gbs,
+                "datasheet_mem_bw_gbs": self.datasheet_mem_bw_gbs,
+                "mem_bw_ratio": self.mem_bw_ratio,
+                "entries": [e.to_dict() for e in self.entries]}
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.4g}"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def measure_peak(device: str = "auto", precisions: Sequence[str] | None = None,
+                 size: int | None = None, budget_s: float = 0.5,
+                 cancel: CancelToken | None = None,
+                 on_progress: Callable[[int, int, str], None] | None = None,
+                 copy_bytes: int | None = None) -> PeakReport:
+    """Time a size^3 matmul per precision and a large copy on `device`; see the module doc.
+
+    `budget_s` is the timing budget per precision (and for the copy); `copy_bytes` the size of
+    the copied tensor (default 1 GiB on CUDA, 64 MiB on CPU). `on_progress(done, total, what)`
+    is called after each step; `cancel` stops between and inside steps (raises Cancelled).
+    """
+    device = resolve_device(device)
+    on_cpu = device == "cpu"
+    names = [parse_precision(p).name for p in
+             (precisions or (CPU_PRECISIONS if on_cpu else PRECISIONS))]
+    size = size or (CPU_SIZE if on_cpu else CUDA_SIZE)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"size={size!r} must be a positive int (the square matmul edge)")
+    device_name = f"CPU: {cpu_model()}" if on_cpu else torch.cuda.get_device_name(device)
+    # CPUs are not in the datasheet table; asking would only warn
+    spec = None if on_cpu else match(device_name)
+
+    entries, total = [], len(names) + 1
+    for done, name in enumerate(names, start=1):
+        if cancel is not None:
+            cancel.raise_if_cancelled()
+        entries.append(_measure_precision(name, size, device, device_name, budget_s, cancel))
+        if on_progress:
+            on_progress(done, total, f"matmul {name}")
+    mem_bw_gbs = _copy_bandwidth(device, copy_bytes or (CPU_COPY_BYTES if on_cpu
+                                                        else CUDA_COPY_BYTES), budget_s, cancel)
+    if on_progress:
+        on_progress(total, total, "copy bandwidth")
+    return PeakReport(device=device, device_name=device_name, size=size, entries=tuple(entries),
+                      mem_bw_gbs=mem_bw_gbs, datasheet_mem_bw_gbs=spec.mem_bw_gbs if spec else None,
+                      spec_name=spec.name if spec else None)
+
+
+def _measure_precision(name: str, size: int, device: str, device_name: str, budget_s: float,
+                       cancel: CancelToken | None) -> PeakEntry:
+    if device == "cpu":
+        datasheet, source = None, "CPUs are not in the datasheet table"
+    else:
+        datasheet, source = peak_for(device_name, name)
+    base = {"precision": name, "datasheet_tflops": datasheet, "datasheet_source": source}
+    reason = unsupported_reason(name, device)
+    if not reason and name == "fp8" and size % FP8_MULTIPLE:
+        reason = f"fp8 needs a size that is a multiple of {FP8_MULTIPLE}, got {size}"
+    if reason:
+        return PeakEntry(**base, outcome="unsupported", message=reason)
+    prec = parse_precision(name)
+    try:
+        rel_error, timing = _check_and_time(prec, size, device, budget_s, cancel)
+        out_of_memory = False
+    except Exception as exc:
+        if not is_oom(exc):
+            raise
+        out_of_memory = True
+    if out_of_memory:
+        free_after_oom()  # after the except block, so the traceback no longer pins the inputs
+        return PeakEntry(**base, outcome="oom",
+                         message=f"out of memory at {size}^3 {name}; pass a smaller size=")
+    if timing is None:
+        return PeakEntry(**base, outcome="wrong", rel_error=rel_error, message=(
+            f"{name} result off: relative error {rel_error:.3g} vs float64 exceeds "
+            f"{prec.rtol:g}; not timed"))
+    tflops = 2 * size**3 / (timing.median_ms * 1e-3) / 1e12
+    return PeakEntry(**base, outcome="ok", tflops=tflops, rel_error=rel_error, timing=timing)
+
+
+def _check_and_time(prec: Precision, size: int, device: str, budget_s: float,
+                    cancel: CancelToken | None) -> tuple[float, Timing | None]:
+    """(relative error, timing); timing is None when the result is wrong (then not timed)."""
+    ops = make_operands(size, size, size, prec, device)
+    with matmul_precision(prec):
+        rel_error = ops.rel_error(ops.run())
+        if not rel_error <= prec.rtol:  # also catches NaN
+            return rel_error, None
+        return rel_error, measure(ops.run, device=device, budget_s=budget_s, cancel=cancel)
+
+
+def _copy_bandwidth(device: str, n_bytes: int, budget_s: float,
+                    cancel: CancelToken | None) -> float:
+    """GB/s of dst.copy_(src) for an n_bytes tensor: each byte is read once and written once."""
+    src = torch.ones(n_bytes // 4, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    # the copy itself streams far more than L2, so flushing between calls would only cost time
+    timing = measure(lambda: dst.copy_(src), device=device, budget_s=budget_s, flush_l2=False,
+                     cancel=cancel)
+    if not torch.equal(dst, src):
+        raise RuntimeError(f"the bandwidth copy on {device} produced wrong data")
+    return 2 * src.numel() * 4 / (timing.median_ms * 1e-3) / 1e9
+
+
+# ---- point functions the battery adds ---------------------------------------------------------
+def peak_point(device: str, precision: str, size: int, *, budget_s: float = 0.3,
+               cancel: CancelToken | None = None) -> dict:
+    """One card's size^3 matmul rate in one precision and its copy bandwidth (measure_peak),
+    beside the datasheet's figures."""
+    report = measure_peak(device, precisions=[precision], size=size, budget_s=budget_s,
+                          cancel=cancel)
+    entry = report.entries[0]
+    base = {"card_name": report.device_name, "datasheet_tflops": entry.datasheet_tflops,
+            "datasheet_source": entry.datasheet_source, "rel_error": entry.rel_error,
+            "copy_gbs": report.mem_bw_gbs, "datasheet_copy_gbs": report.datasheet_mem_bw_gbs}
+    if entry.outcome == "unsupported":
+        raise ValueError(entry.message)
+    if entry.outcome != "ok":
+        return {**base, "outcome": entry.outcome, "message": entry.message}
+    return {**base, "throughput": entry.tflops, "throughput_unit": "TFLOP/s",
+            "timing": entry.timing, "ratio_of_datasheet": entry.ratio}
+
+
+PEAKS_ENV, PEAKS_FILE = "A800LAB_PEAKS", "peaks.json"
+
+
+def default_peaks_path() -> Path:
+    """$A800LAB_PEAKS, else $XDG_CACHE_HOME/a800lab/peaks.json (~/.cache/...)."""
+    return cache_path(PEAKS_ENV, PEAKS_FILE)
+
+
+def _read_peaks(path: Path) -> dict | None:
+    """The stored entries, {} for no file, None (with a warning) for an unreadable one."""
+    try:
+        return read_json(path, what="a peaks file")
+    except ValueError as exc:
+        warnings.warn(f"{exc}; measured peaks are ignored until then", stacklevel=3)
+        return None
+
+
+def record_peaks(report, env: dict, path: str | os.PathLike | None = None) -> Path:
+    """Store a PeakReport's measured TFLOP/s (and copy bandwidth) for this environment."""
+    path = Path(path) if path is not None else default_peaks_path()
+    entries = read_json(path, what="a peaks file")
+    entries[fingerprint(env)] = {"device_name": report.device_name, "tflops": report.tflops,
+                                 "mem_bw_gbs": report.mem_bw_gbs, "size": report.size}
+    return write_json_atomic(path, entries)
+
+
+def measured_peak(env: dict, precision: str, path: str | os.PathLike | None = None
+                  ) -> float | None:
+    """The recorded peak TFLOP/s of `precision` in this environment, or None."""
+    entries = _read_peaks(Path(path) if path is not None else default_peaks_path())
+    entry = (entries or {}).get(fingerprint(env))
+    return None if entry is None else entry.get("tflops", {}).get(precision)

@@ -1,0 +1,138 @@
+"""Tile and wave quantisation of a tiled matmul: why N=1537 runs slower than N=1536.
+
+    q = quantise(m=1792, n=1792, k=4096, block_m=256, block_n=128, block_k=32, sm_count=108)
+    q.tiles, q.waves, q.last_wave_occupancy      # 98 tiles, 1 wave, 98/108 of the SMs busy
+    q.tile_efficiency, q.wave_efficiency         # useful share of the tile work; of the waves
+    q.predicted_efficiency                       # their product: relative throughput
+    sm_count_of("NVIDIA A800-SXM4-80GB")         # 108, from the datasheet table
+
+A tiled kernel splits C (m x n) into ceil(m/block_m) x ceil(n/block_n) output tiles, one thread
+block each, and walks K in ceil(k/block_k) steps. Edge tiles compute their full block even when
+part of it lies outside C (tile quantisation: the useful share is m*n*k over the padded work).
+The GPU runs the tiles in waves of sm_count * blocks_per_sm; a last wave that is only partly full
+leaves SMs idle while it runs (wave quantisation). Every wave costs the time of one tile, so
+
+    time      ~ waves * ceil(k/block_k)
+    efficiency = tile_efficiency * wave_efficiency
+               = m*n*k / (tiles * block_m*block_n*k_padded)  *  tiles / (waves * wave_size)
+
+is the throughput relative to the same kernel on a shape with no padding and full waves. It
+ignores everything else (memory bandwidth, L2 reuse, pipeline start-up), so it explains steps and
+saw-teeth in a shape sweep, not absolute speed. Pure arithmetic: no torch.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+from ...core.specs import all_specs, match
+
+
+def _positive_int(name: str, value) -> int:
+    """`value` as an int (numpy ints too) when it is a positive integer, else a ValueError."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name}={value!r} must be a positive int")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class Quantisation:
+    """How one shape and tile fill the GPU; see the module docstring."""
+
+    m: int
+    n: int
+    k: int
+    block_m: int
+    block_n: int
+    block_k: int
+    sm_count: int
+    blocks_per_sm: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("m", "n", "k", "block_m", "block_n", "block_k", "sm_count",
+                     "blocks_per_sm"):
+            object.__setattr__(self, name, _positive_int(name, getattr(self, name)))
+
+    @property
+    def tiles_m(self) -> int:
+        return math.ceil(self.m / self.block_m)
+
+    @property
+    def tiles_n(self) -> int:
+        return math.ceil(self.n / self.block_n)
+
+    @property
+    def tiles(self) -> int:
+        """Output tiles launched (thread blocks)."""
+        return self.tiles_m * self.tiles_n
+
+    @property
+    def k_steps(self) -> int:
+        """Iterations of the K loop per tile."""
+        return math.ceil(self.k / self.block_k)
+
+    @property
+    def tile_efficiency(self) -> float:
+        """Useful share of the work the tiles do: m*n*k over the padded m*n*k."""
+        padded = (self.tiles_m * self.block_m) * (self.tiles_n * self.block_n) * (
+            self.k_steps * self.block_k)
+        return self.m * self.n * self.k / padded
+
+    @property
+    def wave_size(self) -> int:
+        """Tiles that run at once: one per SM per resident block."""
+        return self.sm_count * self.blocks_per_sm
+
+    @property
+    def waves(self) -> int:
+        return math.ceil(self.tiles / self.wave_size)
+
+    @property
+    def last_wave_occupancy(self) -> float:
+        """Share of the last wave's slots that hold a tile (1.0: the last wave is full)."""
+        return (self.tiles - (self.waves - 1) * self.wave_size) / self.wave_size
+
+    @property
+    def wave_efficiency(self) -> float:
+        """Share of all wave slots that hold a tile."""
+        return self.tiles / (self.waves * self.wave_size)
+
+    @property
+    def predicted_efficiency(self) -> float:
+        """Relative throughput: tile_efficiency * wave_efficiency (1.0 = nothing wasted)."""
+        return self.tile_efficiency * self.wave_efficiency
+
+    def to_dict(self) -> dict:
+        """Inputs and every derived figure, for a results record or a table."""
+        return {"m": self.m, "n": self.n, "k": self.k, "block_m": self.block_m,
+                "block_n": self.block_n, "block_k": self.block_k, "sm_count": self.sm_count,
+                "blocks_per_sm": self.blocks_per_sm, "tiles": self.tiles, "k_steps": self.k_steps,
+                "tile_efficiency": self.tile_efficiency, "waves": self.waves,
+                "wave_size": self.wave_size, "last_wave_occupancy": self.last_wave_occupancy,
+                "wave_efficiency": self.wave_efficiency,
+                "predicted_efficiency": self.predicted_efficiency}
+
+
+def quantise(m: int, n: int, k: int, block_m: int, block_n: int, block_k: int, sm_count: int,
+             blocks_per_sm: int = 1) -> Quantisation:
+    """The tile and wave quantisation of an m x n x k matmul with this tile on sm_count SMs."""
+    return Quantisation(m, n, k, block_m, block_n, block_k, sm_count, blocks_per_sm)
+
+
+def sm_count_of(card: str) -> int:
+    """SM count of a card from the datasheet table: a device name ("NVIDIA A800-SXM4-80GB") or
+    a family every row of which has the same count ("A800", "A100": 108). ValueError naming the
+    card when the table does not know it or its rows differ (pass sm_count= yourself then)."""
+    spec = match(card)
+    if spec is not None:
+        return spec.sm_count
+    family = " ".join(card.upper().split())
+    counts = {row.name: row.sm_count for row in all_specs()
+              if row.name.upper().startswith(family + " ")}
+    if len(set(counts.values())) == 1:
+        return next(iter(counts.values()))
+    known = f"its rows differ: {counts}" if counts else "the datasheet table does not know it"
+    raise ValueError(f"no single SM count for {card!r}: {known}; pass sm_count= (e.g. "
+                     "torch.cuda.get_device_properties(0).multi_processor_count)")

@@ -1,0 +1,148 @@
+"""Tune the tile of one matmul shape: a config grid, successive halving over it, the store.
+
+    outcome = tune(4096, 4096, 4096, "bf16", device="cuda", out="tune.jsonl")
+    outcome.entry["best"]          # {"block_m": 128, "block_n": 256, ...}
+    outcome.reused                 # True: taken from the store, nothing measured
+    outcome.search.verdict         # the winner, its lead and whether that lead is noise
+    default_grid("triton")         # the grid tune() searches unless given one
+    config_grid({"block_m": [64, 128], "block_n": [64, 128]}, "cpu_blocked")
+
+Every trial of the search is a result record (workload "tiles", the shape and config as params,
+the round and its budget as metrics) appended to `out` as it is measured, so a notebook can plot
+a tuning run like any sweep. The winner is stored per (device fingerprint, shape, precision,
+back end) in a JSON file (default ~/.cache/a800lab/tuned.json, or $A800LAB_TUNED): a later
+call with the same grid on the same machine reuses it without measuring; another grid, device,
+driver or torch tunes again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ...core.backends import resolve_device
+from ...core.cancel import Cancelled, CancelToken
+from ...core.environment import environment, fingerprint
+from ...core.results import Record, append_record, check_writable, new_run_id
+from ...core.search import SearchResult, search
+from ...core.store import TunedStore, cache_path
+from ...core.sweep import measure_point
+from ...core.timing import Timing
+from ..matmul import TILE_FIELDS, MatmulSpec
+from .config import check_config
+from .point import default_tile_backend, tiled_matmul_point
+
+# Grids worth searching: Triton's tutorial tiles around 128x128 on a GPU; on the CPU stand-in
+# tiles from 32 to 256 (smaller ones only measure Python's per-call overhead).
+DEFAULT_AXES = {
+    "triton": {"block_m": [64, 128, 256], "block_n": [64, 128, 256], "block_k": [32, 64],
+               "group_m": [8], "num_warps": [4, 8], "num_stages": [3, 4]},
+    "cpu_blocked": {"block_m": [32, 64, 128, 256], "block_n": [32, 64, 128, 256],
+                    "block_k": [64, 128], "group_m": [1]},
+}
+WARMUP_SHARE = 0.5  # warm-up per trial, as a share of its budget (the check already ran it once)
+
+
+def default_store_path() -> Path:
+    """$A800LAB_TUNED, else $XDG_CACHE_HOME/a800lab/tuned.json (~/.cache/...)."""
+    return cache_path("A800LAB_TUNED", "tuned.json")
+
+
+def config_grid(axes: Mapping[str, Sequence], backend: str) -> list[dict]:
+    """The cartesian product of tile axes for `backend`; an axis the back end has no use for
+    is refused with its name."""
+    foreign = [name for name in axes if name not in TILE_FIELDS[backend]]
+    if foreign:
+        raise ValueError(f"{foreign} are not tile fields of backend={backend!r}; it takes "
+                         f"{list(TILE_FIELDS[backend])}")
+    names = list(axes)
+    return [dict(zip(names, values, strict=True))
+            for values in itertools.product(*(list(dict.fromkeys(v)) for v in axes.values()))]
+
+
+def default_grid(backend: str) -> list[dict]:
+    """The grid tune() searches for `backend` ("triton" or "cpu_blocked")."""
+    if backend not in DEFAULT_AXES:
+        raise ValueError(f"backend={backend!r} has no tile grid: cuBLAS ('torch') picks its own "
+                         "tiles; tune 'triton' on a GPU or 'cpu_blocked' on the CPU")
+    return config_grid(DEFAULT_AXES[backend], backend)
+
+
+@dataclass
+class TuneOutcome:
+    """What tune() did: the stored entry, whether it was reused, and the search if one ran."""
+
+    entry: dict
+    reused: bool
+    search: SearchResult | None = None
+    records: list[Record] = field(default_factory=list)
+
+
+def tune(m: int, n: int, k: int, precision: str = "fp32", backend: str = "auto",
+         grid: Sequence[Mapping] | None = None, *, device: str = "auto", budget_s: float = 0.3,
+         store: str | os.PathLike | None = None, out: str | os.PathLike | None = None,
+         force: bool = False, on_trial: Callable[[Record], None] | None = None,
+         cancel: CancelToken | None = None) -> TuneOutcome:
+    """Find the fastest tile of `grid` (default: default_grid) for one shape; see the module
+    docstring. `store=None` uses default_store_path(); `force` tunes even when stored;
+    `on_trial(record)` sees every trial's record as it is measured."""
+    device = resolve_device(device)
+    backend = default_tile_backend(device) if backend == "auto" else backend
+    grid = [dict(c) for c in (grid if grid is not None else default_grid(backend))]
+    shape = {"m": m, "n": n, "k": k, "precision": precision, "backend": backend}
+    MatmulSpec(m, n, k, precision, backend)  # a bad shape or precision: refused up front
+    if out is not None:
+        check_writable(out)
+    env = environment(device)
+    env["fingerprint"] = fingerprint(env)
+    tuned = TunedStore(store if store is not None else default_store_path())
+    key = TunedStore.key(fingerprint=env["fingerprint"], m=m, n=n, k=k, precision=precision,
+                         backend=backend)
+    if not force:
+        entry = tuned.get(key, grid)
+        if entry is not None:
+            return TuneOutcome(entry=entry, reused=True)
+
+    outcome, run_id = TuneOutcome(entry={}, reused=False), new_run_id()
+
+    def validate(config: dict) -> None:
+        check_config(MatmulSpec(m, n, k, precision, backend, **config), device)
+
+    def evaluate(config: dict, trial_budget_s: float) -> dict:
+        def point(**params):
+            return tiled_matmul_point(**params, device=device, budget_s=trial_budget_s,
+                                      warmup_s=WARMUP_SHARE * trial_budget_s, cancel=cancel)
+
+        record = measure_point(point, {**shape, **config}, workload="tiles", device=device,
+                               env=env, run_id=run_id, cancel=cancel)
+        record = dataclasses.replace(record, metrics={**record.metrics,
+                                                      "budget_s": trial_budget_s})
+        outcome.records.append(record)
+        if out is not None:
+            append_record(out, record)
+        if on_trial is not None:
+            on_trial(record)
+        if record.outcome != "ok":
+            return {"outcome": record.outcome, "message": record.message}
+        return {"outcome": "ok", "timing": _timing(record)}
+
+    try:
+        outcome.search = search(grid, validate, evaluate, budget_s=budget_s,
+                                should_stop=lambda: cancel is not None and cancel.cancelled)
+    except Cancelled:
+        outcome.search = None
+    if outcome.search is not None and outcome.search.best is not None and \
+            not outcome.search.cancelled:
+        best = next(r for r in reversed(outcome.records) if r.outcome == "ok" and all(
+            r.params.get(f) == v for f, v in outcome.search.best.items()))
+        outcome.entry = tuned.put(key, grid, outcome.search, shape=shape,
+                                  tflops=best.throughput, device_name=env["device_name"])
+    return outcome
+
+
+def _timing(record: Record) -> Timing:
+    return Timing(samples_ms=record.time_ms, warmup=0, device=record.env.get("device", ""))

@@ -1,0 +1,11 @@
+"""The training lab (chapters 04-06): one training step, measured honestly.
+
+    spec.py          TrainSpec: model, batch, accumulation, precision, optimizer, checkpointing
+    models.py        the presets (MLP, Transformer, CNN on generated data) and Task
+    task.py          your own model as a Task (make_model, make_batch, loss_fn), checked
+    trainer.py       Trainer: autocast, GradScaler, accumulation; accumulation_gap
+    memory.py        where a step's memory goes (counted), and the memory model fitted to probes
+    point.py         train_point: the sweep point (samples/s, memory breakdown, loss curve)
+    max_batch.py     the largest micro-batch that fits (grow, bisect, verify)
+    loss_scaling.py  fp16's range: gradient histograms, GradScaler dynamics, fp32-kept layers
+"""

@@ -1,0 +1,397 @@
+"""The largest micro-batch that fits, found without crashing, and a target effective batch split
+into (micro-batch, accumulation steps).
+
+    from a800lab.workloads.training.max_batch import find_max_batch_for, plan_effective_batch
+    found = find_max_batch_for(TrainSpec(model="transformer", precision="bf16"), device="cuda")
+    found.batch_size, found.summary()     # verified with full steps, optimizer's first included
+    plan = plan_effective_batch(1024, found.batch_size)   # BatchPlan(batch_size, accum_steps)
+    find_max_batch_for(spec, target_batch=1024)           # searched, planned and verified
+
+How the search goes (`find_max_batch`, generic over a trial function):
+
+1. probes: full optimizer steps of a fresh model at two small micro-batches; a memory model
+   (a800lab.workloads.training.memory) is fitted to their breakdowns, and refitted after every
+   later trial (the ones near the limit teach it most);
+2. grow: jump to the model's largest batch under the budget (the limit less a safety margin),
+   else double; a trial fails when it runs out of memory or peaks above the budget;
+3. bisect between the largest success and the smallest failure to a resolution of 1/64;
+   a candidate the model predicts above the budget by more than its tolerance (10%, or twice
+   its worst error on the trials so far) is not run (a "skipped" trial: hopeless);
+4. verify: several full steps of a fresh model at the answer, with the planned accumulation,
+   the optimizer's first step included (its state is the classic "OOM after the finder"); a
+   failure there counts as a failure and the search goes on below it.
+
+Every out-of-memory is a trial record; memory is freed after leaving the except block (the
+traceback holds the failed trial's tensors until then). `use_model=False` gives plain doubling
+then halving, for comparison. On a CPU the limit is a budget the finder pretends is the
+memory (default 256 MiB) and the peaks are counted tensor bytes; on a GPU the limit is the
+memory available when the search starts (or a smaller one, to plan for a smaller card).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from ...core.backends import resolve_device
+from ...core.cancel import CancelToken
+from ...core.memory import available_bytes, free_after_oom, is_oom
+from ...core.units import MIB, format_bytes
+from .memory import MemoryModel, fit_memory_model
+from .models import preset
+from .spec import TrainSpec, check_precision
+from .trainer import Task, measure_step_memory
+
+CPU_DEFAULT_LIMIT_BYTES = 256 * MIB  # a pretend budget: the CPU search runs in seconds
+DEFAULT_MARGIN = 0.10                # keep 10% of the limit free (fragmentation, other work)
+MODEL_TOLERANCE = 0.10               # a candidate predicted this far over the budget is hopeless
+MIN_TOLERANCE = 0.002                # ... or twice the model's worst error so far, if smaller
+VERIFY_STEPS = 3
+RESOLUTION = 1 / 64                  # stop bisecting when the gap is this share of the answer
+MAX_BATCH = 2**20
+
+# trial(batch_size, accum_steps, cycles) -> a MemoryBreakdown (peak_bytes, static_bytes, meter)
+Trial = Callable[[int, int, int], object]
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One candidate: "ok", "oom", "over" (ran, but peaked above the budget) or "skipped" (the
+    model predicted it hopeless; not run)."""
+
+    stage: str
+    batch_size: int
+    accum_steps: int
+    outcome: str
+    peak_bytes: int | None = None
+    predicted_bytes: float | None = None
+    wall_s: float = 0.0
+    message: str = ""
+
+    @property
+    def fits(self) -> bool:
+        return self.outcome == "ok"
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """An effective batch as micro-batch x accumulation steps (never a smaller one)."""
+
+    target_batch: int
+    batch_size: int
+    accum_steps: int
+    note: str = ""
+
+    @property
+    def effective_batch(self) -> int:
+        return self.batch_size * self.accum_steps
+
+
+def plan_effective_batch(target_batch: int, max_batch_size: int) -> BatchPlan:
+    """The fewest accumulation steps whose equal micro-batches (each <= max_batch_size) add up
+    to exactly `target_batch`. The effective batch is never shrunk; a target with no good
+    divisor gets a note saying what it costs and which nearby target splits better."""
+    if isinstance(target_batch, bool) or not isinstance(target_batch, int) or target_batch < 1:
+        raise ValueError(f"target_batch={target_batch!r} must be a positive int, e.g. 1024")
+    if max_batch_size < 1:
+        raise ValueError("not even a micro-batch of 1 fits: use a smaller model, activation "
+                         "checkpointing, bf16, or a device with more memory")
+    accum = math.ceil(target_batch / max_batch_size)
+    while target_batch % accum:
+        accum += 1
+    micro = target_batch // accum
+    note = ""
+    if accum > 1 and 2 * micro <= max_batch_size:
+        steps = math.ceil(target_batch / max_batch_size)
+        nearby = steps * max_batch_size
+        note = (f"{target_batch} splits evenly only as {accum} x {micro} (micro-batches up to "
+                f"{max_batch_size} fit): small micro-batches run slower; a target of {nearby} "
+                f"would be {steps} x {max_batch_size}")
+    return BatchPlan(target_batch, micro, accum, note)
+
+
+@dataclass
+class MaxBatchResult:
+    """What the search found: the answer, every trial, the fitted model and the verification."""
+
+    batch_size: int
+    limit_bytes: int
+    margin: float
+    trials: list[TrialRecord] = field(default_factory=list)
+    model: MemoryModel | None = None
+    plan: BatchPlan | None = None
+    verified: TrialRecord | None = None
+    wall_s: float = 0.0
+    device: str = ""
+    message: str = ""
+
+    @property
+    def budget_bytes(self) -> float:
+        return self.limit_bytes * (1 - self.margin)
+
+    @property
+    def runs(self) -> int:
+        """Trials actually run (skipped ones cost nothing)."""
+        return sum(t.outcome != "skipped" for t in self.trials)
+
+    @property
+    def predicted_bytes(self) -> float | None:
+        """The model's prediction for the answer made before the answer was first run (out of
+        sample), else None."""
+        return next((t.predicted_bytes for t in self.trials if t.batch_size == self.batch_size
+                     and t.outcome != "skipped"), None)
+
+    @property
+    def measured_bytes(self) -> int | None:
+        return None if self.verified is None else self.verified.peak_bytes
+
+    def summary(self) -> str:
+        """One paragraph: the answer, predicted vs measured, the trials it took."""
+        if not self.batch_size:
+            return f"No micro-batch fits in {format_bytes(self.limit_bytes)}. {self.message}"
+        text = (f"Largest micro-batch: {self.batch_size} (budget {format_bytes(self.budget_bytes)}"
+                f" = limit {format_bytes(self.limit_bytes)} less a {self.margin:.0%} margin)")
+        if self.measured_bytes is not None:
+            text += f"; verified peak {format_bytes(self.measured_bytes)}"
+            if self.predicted_bytes is not None:
+                error = (self.predicted_bytes - self.measured_bytes) / self.measured_bytes
+                text += f", predicted {format_bytes(self.predicted_bytes)} ({error:+.1%})"
+        if self.plan is not None:
+            text += (f". Target {self.plan.target_batch} = {self.plan.batch_size} x "
+                     f"{self.plan.accum_steps} accumulation steps")
+            if self.plan.note:
+                text += f" ({self.plan.note})"
+        skipped = len(self.trials) - self.runs
+        text += (f". {self.runs} trials run, {skipped} skipped by the model, "
+                 f"{self.wall_s:.1f} s.")
+        return text + (f" {self.message}" if self.message else "")
+
+    def to_dict(self) -> dict:
+        return {"batch_size": self.batch_size, "limit_bytes": self.limit_bytes,
+                "margin": self.margin, "budget_bytes": self.budget_bytes, "runs": self.runs,
+                "trials": [t.__dict__ for t in self.trials], "wall_s": self.wall_s,
+                "model": None if self.model is None else self.model.to_dict(),
+                "plan": None if self.plan is None else {**self.plan.__dict__},
+                "predicted_bytes": self.predicted_bytes, "measured_bytes": self.measured_bytes,
+                "device": self.device, "message": self.message}
+
+
+class _Search:
+    """State of one search: runs trials, records them, frees memory after each OOM."""
+
+    def __init__(self, trial: Trial, result: MaxBatchResult, *, use_model: bool,
+                 on_trial, cancel: CancelToken | None):
+        self.trial, self.result, self.use_model = trial, result, use_model
+        self.on_trial, self.cancel = on_trial, cancel
+        self.lo, self.hi = 0, None  # largest success, smallest failure (verification aside)
+        self.probes: list = []      # (batch_size, MemoryBreakdown) of every run but verifications
+
+    def attempt(self, stage: str, batch_size: int, accum_steps: int, cycles: int) -> bool:
+        """Run (or skip, when the model calls it hopeless) one candidate; True if it fits."""
+        if self.cancel is not None:
+            self.cancel.raise_if_cancelled()
+        model = self.result.model if self.use_model else None
+        predicted = None if model is None else model.predict(batch_size)
+        budget = self.result.budget_bytes
+        if predicted is not None and stage != "verify" and \
+                predicted > budget * (1 + self.tolerance):
+            return self._record(TrialRecord(stage, batch_size, accum_steps, "skipped",
+                                            predicted_bytes=predicted,
+                                            message="predicted over the budget: not run"))
+        started, failure, breakdown = time.perf_counter(), None, None
+        try:
+            breakdown = self.trial(batch_size, accum_steps, cycles)
+        except Exception as exc:
+            if not is_oom(exc):
+                raise
+            failure = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        wall_s = time.perf_counter() - started
+        if failure is not None:
+            # out of the except block the traceback, and the trial's tensors with it, are gone
+            free_after_oom()
+            return self._record(TrialRecord(stage, batch_size, accum_steps, "oom",
+                                            predicted_bytes=predicted, wall_s=wall_s,
+                                            message=failure))
+        peak = int(breakdown.peak_bytes)
+        fits = peak <= budget
+        if stage != "verify":  # every run refines the model, the ones near the limit most
+            self.probes.append((batch_size, breakdown))
+            if self.use_model and len({b for b, _ in self.probes}) >= 2:
+                self.result.model = fit_memory_model(self.probes,
+                                                     grads_in_forward=accum_steps > 1)
+        return self._record(TrialRecord(
+            stage, batch_size, accum_steps, "ok" if fits else "over", peak_bytes=peak,
+            predicted_bytes=predicted, wall_s=wall_s,
+            message="" if fits else f"peaked at {format_bytes(peak)}, over the "
+                                    f"{format_bytes(budget)} budget"))
+
+    @property
+    def tolerance(self) -> float:
+        """How far over the budget a prediction may be and still be tried: MODEL_TOLERANCE
+        until the model has been checked against a trial, then twice its worst error seen
+        (at least MIN_TOLERANCE)."""
+        errors = [abs(t.predicted_bytes - t.peak_bytes) / t.peak_bytes for t in self.result.trials
+                  if t.predicted_bytes is not None and t.peak_bytes]
+        if not errors:
+            return MODEL_TOLERANCE
+        return min(MODEL_TOLERANCE, max(MIN_TOLERANCE, 2 * max(errors)))
+
+    def _record(self, record: TrialRecord) -> bool:
+        self.result.trials.append(record)
+        if self.on_trial is not None:
+            self.on_trial(record)
+        if record.stage != "verify":
+            if record.fits:
+                self.lo = max(self.lo, record.batch_size)
+            elif self.hi is None or record.batch_size < self.hi:
+                self.hi = record.batch_size
+        return record.fits
+
+    def fail_verification(self, batch_size: int) -> None:
+        """A verification failed at `batch_size`: it and everything above is too big."""
+        self.hi = batch_size
+        self.lo = max((t.batch_size for t in self.result.trials
+                       if t.fits and t.stage != "verify" and t.batch_size < batch_size),
+                      default=0)
+
+
+def find_max_batch(trial: Trial, *, limit_bytes: int, margin: float = DEFAULT_MARGIN,
+                   accum_steps: int = 1, target_batch: int | None = None,
+                   probe_batches: tuple[int, ...] = (1, 2), use_model: bool = True,
+                   verify_steps: int = VERIFY_STEPS, max_batch: int = MAX_BATCH,
+                   resolution: float = RESOLUTION,
+                   on_trial: Callable[[TrialRecord], None] | None = None,
+                   cancel: CancelToken | None = None) -> MaxBatchResult:
+    """The largest micro-batch whose `trial` peaks within limit_bytes * (1 - margin); see the
+    module docstring. `trial(batch_size, accum_steps, cycles)` runs `cycles` full optimizer
+    steps of a fresh model and returns its MemoryBreakdown, or raises an out-of-memory error.
+    `resolution`: bisection stops when the gap is this share of the answer (0: exact).
+    With `target_batch` the answer is also planned as (micro-batch, accum_steps), and the plan
+    is verified too. `on_trial` sees every TrialRecord as it happens."""
+    if isinstance(limit_bytes, bool) or not isinstance(limit_bytes, int) or limit_bytes < 1:
+        raise ValueError(f"limit_bytes={limit_bytes!r} must be a positive int of bytes")
+    if not 0 <= margin < 1:
+        raise ValueError(f"margin={margin!r} must be in [0, 1), e.g. 0.1 for 10% kept free")
+    if target_batch is not None:
+        plan_effective_batch(target_batch, 1)  # a bad target fails before anything runs
+    started = time.perf_counter()
+    result = MaxBatchResult(0, limit_bytes, margin)
+    search = _Search(trial, result, use_model=use_model, on_trial=on_trial, cancel=cancel)
+    cycles = 2  # the optimizer's first step (its state appears) and one step with that state
+    if use_model:
+        for b in probe_batches:
+            if not search.attempt("probe", b, accum_steps, cycles):
+                break
+    if search.lo == 0 and search.hi is None:
+        search.attempt("grow", 1, accum_steps, cycles)
+    while True:
+        _grow(search, accum_steps, cycles, max_batch)
+        _bisect(search, accum_steps, cycles, resolution)
+        if search.lo == 0:
+            result.message = ("even a micro-batch of 1 does not fit: use activation "
+                              "checkpointing, bf16, a smaller model or more memory")
+            break
+        plan = None if target_batch is None else plan_effective_batch(target_batch, search.lo)
+        checks = [(search.lo, accum_steps)]
+        if plan is not None and (plan.batch_size, plan.accum_steps) != checks[0]:
+            checks.append((plan.batch_size, plan.accum_steps))
+        failed = None
+        for micro, accum in checks:
+            if not search.attempt("verify", micro, accum, verify_steps):
+                failed = micro
+                break
+        if failed is None:
+            result.batch_size, result.plan = search.lo, plan
+            result.verified = next(t for t in result.trials if t.stage == "verify" and
+                                   t.batch_size == search.lo and t.fits)
+            break
+        search.fail_verification(failed)
+    result.wall_s = time.perf_counter() - started
+    return result
+
+
+def _grow(search: _Search, accum_steps: int, cycles: int, max_batch: int) -> None:
+    """Double (or jump to the model's guess) until a candidate fails."""
+    result = search.result
+    while search.hi is None and search.lo:
+        candidate = 2 * search.lo
+        if result.model is not None and search.use_model:
+            guess = result.model.largest_batch(result.budget_bytes)
+            candidate = max(candidate, min(guess, max_batch))
+        if candidate > max_batch:
+            result.message = f"stopped growing at the max_batch cap of {max_batch}"
+            search.hi = max_batch + 1
+            return
+        search.attempt("grow", candidate, accum_steps, cycles)
+
+
+def _bisect(search: _Search, accum_steps: int, cycles: int, resolution: float) -> None:
+    """Halve the gap between the largest success and the smallest failure."""
+    while search.hi is not None and search.lo and \
+            search.hi - search.lo > max(1, int(search.lo * resolution)):
+        search.attempt("bisect", (search.lo + search.hi) // 2, accum_steps, cycles)
+
+
+def default_limit_bytes(device: str) -> int:
+    """The limit a search uses unless told: CPU_DEFAULT_LIMIT_BYTES on a CPU (a pretend
+    budget), the memory available now on a GPU (free plus the allocator's unused cache)."""
+    if device == "cpu":
+        return CPU_DEFAULT_LIMIT_BYTES
+    free_after_oom()
+    available = available_bytes(device)
+    if not available:
+        raise ValueError(f"cannot read the free memory of {device}; give limit_bytes")
+    return int(available)
+
+
+def find_max_batch_for(spec: TrainSpec, task: Task | None = None, *, device: str = "auto",
+                       limit_bytes: int | None = None, margin: float = DEFAULT_MARGIN,
+                       target_batch: int | None = None, use_model: bool = True,
+                       verify_steps: int = VERIFY_STEPS, resolution: float = RESOLUTION,
+                       on_trial: Callable[[TrialRecord], None] | None = None,
+                       cancel: CancelToken | None = None) -> MaxBatchResult:
+    """find_max_batch for a training spec (its batch_size is ignored; its accum_steps are used
+    for the search unless a target_batch is planned). `task`: your own Task, else the spec's
+    preset. `limit_bytes`: see default_limit_bytes; given on a GPU it is an injected limit
+    (a step peaking above it counts as out of memory, as on a smaller card)."""
+    device = resolve_device(device)
+    check_precision(spec.precision, device)
+    task = task or preset(spec.model, spec.size)
+    injected = limit_bytes if (limit_bytes is not None or device == "cpu") else None
+    limit = limit_bytes or default_limit_bytes(device)
+    if device == "cpu":
+        injected = limit
+    # planning a target that may need accumulation: search as accumulation will run (>= 2)
+    accum = spec.accum_steps if target_batch is None else 2
+
+    def trial(batch_size: int, accum_steps: int, cycles: int):
+        return measure_step_memory(replace(spec, batch_size=batch_size, accum_steps=accum_steps),
+                                   task, device, cycles=cycles, limit_bytes=injected)
+
+    result = find_max_batch(trial, limit_bytes=limit, margin=margin, accum_steps=accum,
+                            target_batch=target_batch, use_model=use_model,
+                            verify_steps=verify_steps, resolution=resolution,
+                            on_trial=on_trial, cancel=cancel)
+    result.device = device
+    return result
+
+
+def max_batch_point(model: str, size: str, precision: str, limit_mib: float | None = None, *,
+                    device: str = "cpu", cancel: CancelToken | None = None) -> dict:
+    """The largest micro-batch of a preset (find_max_batch_for, verified) with the memory
+    model's prediction of its peak; `limit_mib` None: the device's memory (CPU: 256 MiB)."""
+    limit = None if limit_mib is None else int(limit_mib * 2**20)
+    result = find_max_batch_for(TrainSpec(model=model, size=size, precision=precision),
+                                device=device, limit_bytes=limit, cancel=cancel)
+    facts = {"limit_bytes": result.limit_bytes, "trials_run": result.runs,
+             "search_s": result.wall_s, "summary": result.summary(),
+             "predicted_bytes": result.predicted_bytes, "measured_bytes": result.measured_bytes}
+    if not result.batch_size:
+        return {**facts, "outcome": "oom", "message": result.summary()}
+    error = None
+    if result.predicted_bytes is not None and result.measured_bytes:
+        error = (result.predicted_bytes - result.measured_bytes) / result.measured_bytes
+    return {**facts, "throughput": result.batch_size,
+            "throughput_unit": "samples per micro-batch", "prediction_error": error}

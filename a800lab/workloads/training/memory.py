@@ -1,0 +1,370 @@
+"""Where a training step's memory goes, and a model that predicts its peak from a few probes.
+
+    counter = SavedTensorCounter(model.parameters(), exclude=(x, y))
+    with counter:                      # autograd's saved_tensors_hooks: every tensor kept for
+        loss = loss_fn(model(x), y)    # backward, counted once per storage
+    counter.activation_bytes, counter.weight_copy_bytes
+
+    meter = StepMemory("cpu", limit_bytes=64 * 2**20)   # watches one Trainer's cycles
+    trainer.cycle(batches, watch=meter)                  # raises InjectedOOM above the limit
+    meter.breakdown()        # MemoryBreakdown: params, grads, optimizer state, activations, data
+
+    model = fit_memory_model([(4, breakdown4), (8, breakdown8)], grads_in_forward=False)
+    model.predict(64), model.largest_batch(limit_bytes)
+
+Parameters, gradients and optimizer state are counted exactly from the tensors themselves
+(`.grad` after backward, every tensor in `optimizer.state` after the step). Activations are the
+tensors autograd saves for backward (torch.autograd.graph.saved_tensors_hooks), each storage
+once, parameters and the batch left out; 16-bit copies of the weights that autocast makes are
+reported apart (`weight_copy_bytes`): they do not grow with the batch. With activation
+checkpointing the forward saves only each block's input, and backward recomputes one block at
+a time: `recompute_bytes` is the saved bytes of one block, measured by running it once.
+
+The peak a StepMemory reports is, on CUDA, the caching allocator's real peak (live tensors)
+during the cycles above what was allocated before the model was built. On a CPU it is the
+*counted* peak: the sum of the components above at each phase boundary (after every forward,
+backward and optimizer step), exact and repeatable but blind to short-lived buffers. The
+resident-set peak of a CPU point (a800lab.core.window) is approximate to a few MiB; the counted
+one is what the memory model and the max-batch finder use there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, replace
+
+import torch
+
+from ...core.units import format_bytes
+
+# autograd nodes that pass one input through as a view or a cast: following them from a saved
+# tensor to a parameter's AccumulateGrad shows the tensor is a copy of that weight
+_VIEW_OR_CAST = frozenset({
+    "TBackward0", "ToCopyBackward0", "ViewBackward0", "PermuteBackward0", "ExpandBackward0",
+    "UnsqueezeBackward0", "SqueezeBackward0", "SqueezeBackward1", "TransposeBackward0",
+    "UnsafeViewBackward0", "AliasBackward0", "SliceBackward0", "SelectBackward0",
+    "ReshapeAliasBackward0",
+})
+
+
+
+class InjectedOOM(MemoryError):
+    """A step that went over an injected memory limit (a smaller card, or a CPU test)."""
+
+
+def tensor_bytes(tensors: Iterable) -> int:
+    """Bytes of the distinct storages among `tensors` (non-tensors ignored)."""
+    seen: dict[int, int] = {}
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            storage = t.untyped_storage()
+            seen[storage.data_ptr()] = storage.nbytes()
+    return sum(seen.values())
+
+
+def _storages(tensors: Iterable) -> set[int]:
+    return {t.untyped_storage().data_ptr() for t in tensors if isinstance(t, torch.Tensor)}
+
+
+def _copies_a_parameter(t: torch.Tensor) -> bool:
+    """True when `t` is a view or cast of a leaf parameter (autocast's 16-bit weight copy)."""
+    node = t.grad_fn
+    for _ in range(8):
+        if node is None:
+            return False
+        name = type(node).__name__
+        if name == "AccumulateGrad":
+            return True
+        inputs = [n for n, _ in node.next_functions if n is not None]
+        if name not in _VIEW_OR_CAST or len(inputs) != 1:
+            return False
+        node = inputs[0]
+    return False
+
+
+class SavedTensorCounter:
+    """Counts the tensors autograd saves for backward inside a `with` block (see the module
+    docstring). `exclude`: tensors not to count (the batch); parameters are never counted."""
+
+    def __init__(self, parameters: Iterable[torch.Tensor], exclude: Iterable = ()):
+        self._skip = _storages(parameters) | _storages(exclude)
+        self._saved: dict[int, tuple[int, bool]] = {}  # storage -> (bytes, is a weight copy)
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
+
+    def _pack(self, t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        ptr = storage.data_ptr()
+        if ptr not in self._skip and ptr not in self._saved:
+            self._saved[ptr] = (storage.nbytes(), _copies_a_parameter(t))
+        return t  # kept as is: counting changes nothing about the step
+
+    def __enter__(self) -> SavedTensorCounter:
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._hooks.__exit__(*exc)
+
+    @property
+    def activation_bytes(self) -> int:
+        return sum(n for n, copy in self._saved.values() if not copy)
+
+    @property
+    def weight_copy_bytes(self) -> int:
+        return sum(n for n, copy in self._saved.values() if copy)
+
+
+def _unpack(t: torch.Tensor) -> torch.Tensor:
+    return t
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes of one training cycle by what they hold (each the largest seen in the cycle).
+
+    param_bytes: parameters and buffers; grad_bytes: `.grad` tensors after backward;
+    optimizer_state_bytes: every tensor in optimizer.state on the model's device; activation_bytes:
+    saved for backward by one micro-batch's forward; weight_copy_bytes: autocast's 16-bit weight
+    copies; recompute_bytes: one checkpointed block recomputed in backward (0 without
+    checkpointing); data_bytes: the batches the step holds; peak_bytes: the meter's peak
+    (meter "allocated": CUDA's allocator; "counted": the components summed at phase boundaries).
+    """
+
+    param_bytes: int
+    grad_bytes: int
+    optimizer_state_bytes: int
+    activation_bytes: int
+    weight_copy_bytes: int
+    recompute_bytes: int
+    data_bytes: int
+    peak_bytes: int
+    meter: str
+
+    @property
+    def static_bytes(self) -> int:
+        """Parameters, gradients and optimizer state: what does not depend on the batch."""
+        return self.param_bytes + self.grad_bytes + self.optimizer_state_bytes
+
+    @property
+    def counted_bytes(self) -> int:
+        """Every component together (an upper bound of what is live at one time)."""
+        return (self.static_bytes + self.activation_bytes + self.weight_copy_bytes +
+                self.recompute_bytes + self.data_bytes)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "static_bytes": self.static_bytes,
+                "counted_bytes": self.counted_bytes}
+
+
+class StepMemory:
+    """Watches a Trainer's cycles (pass it as `watch=`): components, peak, an injected limit.
+
+    Create it before the model is built so that CUDA's peak counts the whole step (or give
+    `base_bytes`, what was allocated before the model); `limit_bytes`
+    makes a phase whose peak exceeds it raise InjectedOOM (is_oom() is true for it), the way a
+    smaller card would run out.
+    """
+
+    def __init__(self, device: str, *, limit_bytes: int | None = None,
+                 base_bytes: int | None = None):
+        if limit_bytes is not None and not (isinstance(limit_bytes, int) and limit_bytes > 0):
+            raise ValueError(f"limit_bytes={limit_bytes!r} must be a positive int of bytes")
+        self.device = device
+        self.limit_bytes = limit_bytes
+        self.on_cuda = device.startswith("cuda")
+        self.meter = "allocated" if self.on_cuda else "counted"
+        self.trainer = None          # set by the Trainer it watches
+        self.data_bytes = 0          # set by the Trainer: the batches it holds
+        self._parts = dict.fromkeys(("param_bytes", "grad_bytes", "optimizer_state_bytes",
+                                     "activation_bytes", "weight_copy_bytes",
+                                     "recompute_bytes"), 0)
+        self._counter: SavedTensorCounter | None = None
+        self._block_input: torch.Tensor | None = None
+        self._counted_peak = 0
+        self._base = 0
+        if self.on_cuda:
+            torch.cuda.synchronize(device)
+            torch.cuda.reset_peak_memory_stats(device)
+            self._base = torch.cuda.memory_allocated(device) if base_bytes is None \
+                else base_bytes
+
+    # ---- called by Trainer.cycle ------------------------------------------------------------
+    def forward(self, exclude: Sequence) -> SavedTensorCounter:
+        """The context that wraps one micro-batch's forward and loss."""
+        self._counter = SavedTensorCounter(self._model.parameters(), exclude=exclude)
+        return self._counter
+
+    def phase(self, name: str) -> None:
+        """Read the components after a phase ("forward", "backward", "step"); check the limit."""
+        model, optimizer = self._model, self.trainer.optimizer
+        live = {"param_bytes": tensor_bytes([*model.parameters(), *model.buffers()]),
+                "grad_bytes": tensor_bytes(p.grad for p in model.parameters()),
+                "optimizer_state_bytes": _state_bytes(optimizer, self._param_device)}
+        if name == "forward" and self._counter is not None:
+            live["activation_bytes"] = self._counter.activation_bytes
+            live["weight_copy_bytes"] = self._counter.weight_copy_bytes
+            if self.trainer.spec.checkpointing and not self._parts["recompute_bytes"]:
+                self._parts["recompute_bytes"] = self.trainer.one_block_saved_bytes()
+        if name == "backward":
+            live["recompute_bytes"] = self._parts["recompute_bytes"]
+        for key, value in live.items():
+            self._parts[key] = max(self._parts[key], value)
+        self._counted_peak = max(self._counted_peak, sum(live.values()) + self.data_bytes)
+        if self.limit_bytes is not None and self.peak_bytes > self.limit_bytes:
+            raise InjectedOOM(
+                f"out of memory (injected limit): after {name} the step holds "
+                f"{format_bytes(self.peak_bytes)} ({self.meter}), the limit is "
+                f"{format_bytes(self.limit_bytes)}")
+
+    # ---- what it saw ------------------------------------------------------------------------
+    @property
+    def peak_bytes(self) -> int:
+        if self.on_cuda:
+            return torch.cuda.max_memory_allocated(self.device) - self._base
+        return self._counted_peak
+
+    def breakdown(self) -> MemoryBreakdown:
+        return MemoryBreakdown(**self._parts, data_bytes=self.data_bytes,
+                               peak_bytes=self.peak_bytes, meter=self.meter)
+
+    @property
+    def _model(self):
+        return self.trainer.model
+
+    @property
+    def _param_device(self) -> torch.device:
+        return next(self._model.parameters()).device
+
+
+def _state_bytes(optimizer: torch.optim.Optimizer, device: torch.device) -> int:
+    """Bytes of the optimizer's state tensors on `device` (Adam's `step` counters live on the
+    CPU when the parameters are on a GPU; they are not GPU memory)."""
+    return tensor_bytes(v for state in optimizer.state.values() for v in state.values()
+                        if isinstance(v, torch.Tensor) and v.device == device)
+
+
+# Bytes per parameter that do not grow with the batch, by precision and optimizer: the weights,
+# their gradients and the optimizer's state (SGD with momentum keeps one buffer, AdamW two).
+# Autocast precisions keep fp32 weights, grads and state ("master weights"); 16-bit copies of
+# the weights (2 bytes) come on top while the step runs. Pure bf16 keeps everything in bf16.
+_WEIGHT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 4, "bf16": 4, "bf16_pure": 2}
+_STATE_BUFFERS = {"sgd": 1, "adamw": 2}
+
+
+def static_bytes_per_param(precision: str, optimizer: str) -> int:
+    """Weights + grads + optimizer state per parameter: 16 for AdamW with fp32 master weights
+    (fp32, tf32, fp16/bf16 autocast), 8 for pure bf16 AdamW, 12 for SGD with momentum."""
+    if precision not in _WEIGHT_BYTES or optimizer not in _STATE_BUFFERS:
+        raise ValueError(f"no rule for precision={precision!r}, optimizer={optimizer!r}: "
+                         f"precisions {list(_WEIGHT_BYTES)}, optimizers {list(_STATE_BUFFERS)}")
+    weight = _WEIGHT_BYTES[precision]
+    return weight * (2 + _STATE_BUFFERS[optimizer])
+
+
+def _line(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """(intercept, slope) of the least-squares line through (x, y) points."""
+    xs, ys = [float(x) for x, _ in points], [float(y) for _, y in points]
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    var = sum((x - mean_x) ** 2 for x in xs)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / var
+    return mean_y - slope * mean_x, slope
+
+
+@dataclass(frozen=True)
+class MemoryModel:
+    """Peak bytes of a training step vs its micro-batch, from the breakdown of a few probes.
+
+    Counted exactly: parameters, gradients, optimizer state. Fitted as lines in the
+    micro-batch b: what one micro-batch's forward saves (activations and 16-bit weight copies),
+    one recomputed block (checkpointing), the batches held, and the residual: measured peak less
+    the counted peak (0 with the CPU's counted meter; on CUDA the transients the counts cannot
+    see, e.g. the loss's logits gradient, AdamW's temporaries). The counted peak follows the
+    phases of a step:
+
+        forward:  params + state + saved(b) + data(b)  (+ grads when accumulating: they live
+                  through the next micro-batch's forward)
+        backward: params + state + grads + recompute(b) + data(b)
+
+    so at small batches the gradients decide the peak and at large ones the activations.
+    """
+
+    param_bytes: int
+    grad_bytes: int
+    optimizer_state_bytes: int
+    grads_in_forward: bool
+    saved: tuple[float, float]       # (bytes at b = 0, bytes per sample): activations + copies
+    recompute: tuple[float, float]
+    data: tuple[float, float]
+    residual: tuple[float, float]
+    probes: tuple[tuple[int, int], ...]  # (micro-batch, measured peak bytes)
+    meter: str
+
+    @property
+    def static_bytes(self) -> int:
+        return self.param_bytes + self.grad_bytes + self.optimizer_state_bytes
+
+    @property
+    def per_sample_bytes(self) -> float:
+        """Bytes each extra sample adds at large micro-batches."""
+        return self.saved[1] + self.data[1] + self.residual[1]
+
+    def counted(self, batch_size: float) -> float:
+        """The counted peak at micro-batch `batch_size` (see the class docstring)."""
+        at = lambda line: line[0] + line[1] * batch_size  # noqa: E731
+        forward = at(self.saved) + (self.grad_bytes if self.grads_in_forward else 0)
+        backward = self.grad_bytes + at(self.recompute)
+        return self.param_bytes + self.optimizer_state_bytes + at(self.data) + \
+            max(forward, backward)
+
+    def predict(self, batch_size: float) -> float:
+        """Predicted peak bytes at micro-batch `batch_size`."""
+        return self.counted(batch_size) + self.residual[0] + self.residual[1] * batch_size
+
+    def largest_batch(self, limit_bytes: float, cap: int = 2**31 - 1) -> int:
+        """The largest micro-batch predicted to stay within `limit_bytes` (0: none fits; `cap`
+        when the prediction never reaches the limit)."""
+        if self.predict(1) > limit_bytes:
+            return 0
+        if self.predict(cap) <= limit_bytes:
+            return cap
+        lo, hi = 1, cap  # predict() only grows with the batch: bisect it
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if self.predict(mid) <= limit_bytes else (lo, mid)
+        return lo
+
+    def to_dict(self) -> dict:
+        return {"param_bytes": self.param_bytes, "grad_bytes": self.grad_bytes,
+                "optimizer_state_bytes": self.optimizer_state_bytes,
+                "grads_in_forward": self.grads_in_forward, "saved": list(self.saved),
+                "recompute": list(self.recompute), "data": list(self.data),
+                "residual": list(self.residual), "per_sample_bytes": self.per_sample_bytes,
+                "probes": [list(p) for p in self.probes], "meter": self.meter}
+
+
+def fit_memory_model(probes: Sequence[tuple[int, MemoryBreakdown]], *,
+                     grads_in_forward: bool) -> MemoryModel:
+    """A MemoryModel from (micro-batch, MemoryBreakdown) probes at two or more batch sizes;
+    `grads_in_forward`: the step accumulates (two or more micro-batches per optimizer step)."""
+    if len({int(b) for b, _ in probes}) < 2:
+        raise ValueError(f"the memory model needs probes at two or more micro-batch sizes, got "
+                         f"{[b for b, _ in probes]}; probe e.g. at 2 and 4")
+    last = probes[-1][1]
+    lines = {name: _line([(b, getattr(d, field) if isinstance(field, str) else field(d))
+                          for b, d in probes])
+             for name, field in (("saved", lambda d: d.activation_bytes + d.weight_copy_bytes),
+                                 ("recompute", "recompute_bytes"), ("data", "data_bytes"))}
+    model = MemoryModel(param_bytes=last.param_bytes, grad_bytes=last.grad_bytes,
+                        optimizer_state_bytes=last.optimizer_state_bytes,
+                        grads_in_forward=grads_in_forward, **lines, residual=(0.0, 0.0),
+                        probes=tuple((int(b), int(d.peak_bytes)) for b, d in probes),
+                        meter=last.meter)
+    intercept, slope = _line([(b, d.peak_bytes - model.counted(b)) for b, d in probes])
+    return replace(model, residual=(intercept, max(slope, -model.saved[1])))
+
+
+
+def prediction_error(predicted: float, measured: float) -> float:
+    """(predicted - measured) / measured; NaN when nothing was measured."""
+    return (predicted - measured) / measured if measured else math.nan

@@ -1,0 +1,275 @@
+"""Model presets for the training lab: an MLP, a small decoder-only Transformer and a small
+ResNet-style CNN, each with generated data on a task whose loss and accuracy show learning.
+
+    from a800lab.workloads.training.models import preset
+    task = preset("transformer", "tiny")     # a Task: make_model, make_batch, loss_fn, accuracy_fn
+    model = task.make_model()                # seeded: the same weights every call
+    x, y = task.make_batch(32, generator)    # 32 samples, made on the generator's device
+
+Nothing is downloaded. The tasks are learnable in tens of steps, so a precision that harms
+learning shows as a higher loss or a lower accuracy after the same steps:
+
+- mlp: classify Gaussian vectors by a fixed random teacher network (10 classes);
+- transformer: continue sequences with x[t+1] = x[t-1] + 1 mod vocab (each position needs
+  attention to the one before it); the first position's target is unknowable and ignored;
+- cnn: classify images holding one of 10 fixed smooth patterns under noise. It uses batch
+  norm, as ResNets do, so k micro-batches of b are *not* one batch of k*b (the batch
+  statistics differ); gradient accumulation is exact only without batch norm.
+
+Every preset keeps its repeated blocks in `model.blocks` (an nn.ModuleList), which is what
+activation checkpointing wraps (a800lab.workloads.training.task.checkpoint_blocks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+MODELS = ("mlp", "transformer", "cnn")
+SIZES = ("tiny", "small", "medium", "large")
+IGNORE_INDEX = -100  # cross_entropy skips targets equal to this
+_TEACHER_SEED = 1234  # fixed: the task is the same on every device and in every run
+
+# size -> the dimensions of each preset. "tiny" runs a step in milliseconds on one CPU core;
+# "medium" and "large" are for GPUs (large: ~100-200M parameters).
+DIMENSIONS = {
+    "mlp": {"tiny": dict(in_dim=64, hidden=128, depth=2),
+            "small": dict(in_dim=256, hidden=512, depth=3),
+            "medium": dict(in_dim=1024, hidden=4096, depth=4),
+            "large": dict(in_dim=2048, hidden=8192, depth=6)},
+    "transformer": {"tiny": dict(vocab=32, seq_len=32, d_model=32, layers=2, heads=2),
+                    "small": dict(vocab=64, seq_len=64, d_model=128, layers=4, heads=4),
+                    "medium": dict(vocab=256, seq_len=256, d_model=512, layers=8, heads=8),
+                    "large": dict(vocab=1024, seq_len=512, d_model=1024, layers=12, heads=16)},
+    "cnn": {"tiny": dict(image=16, width=8, blocks=2),
+            "small": dict(image=32, width=16, blocks=4),
+            "medium": dict(image=32, width=64, blocks=8),
+            "large": dict(image=64, width=128, blocks=12)},
+}
+CLASSES = 10
+# AdamW learning rates that train each size in tens of steps (small models take larger steps)
+LEARNING_RATES = {"tiny": 1e-2, "small": 3e-3, "medium": 1e-3, "large": 3e-4}
+
+
+@dataclass(frozen=True)
+class Task:
+    """A model factory and its data: everything a training step needs besides the spec.
+
+    make_model() -> nn.Module (on the CPU, float32; the trainer moves and casts it);
+    make_batch(batch_size, generator) -> (inputs, targets) on the generator's device;
+    loss_fn(outputs, targets) -> scalar; accuracy_fn(outputs, targets) -> fraction correct,
+    or None when the task has no accuracy; lr: a learning rate that trains it in tens of steps.
+    """
+
+    name: str
+    make_model: Callable[[], nn.Module]
+    make_batch: Callable[[int, torch.Generator], tuple]
+    loss_fn: Callable
+    accuracy_fn: Callable | None
+    description: str = ""
+    lr: float = 1e-3
+
+
+def cross_entropy(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over (..., classes) logits, ignoring IGNORE_INDEX targets."""
+    return F.cross_entropy(outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1),
+                           ignore_index=IGNORE_INDEX)
+
+
+def argmax_accuracy(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Share of targets (IGNORE_INDEX aside) that the largest logit names."""
+    targets = targets.reshape(-1)
+    keep = targets != IGNORE_INDEX
+    hits = outputs.reshape(-1, outputs.shape[-1]).argmax(-1)[keep] == targets[keep]
+    return hits.float().mean()
+
+
+def _teacher(*shape: int) -> torch.Tensor:
+    """A fixed random tensor (same on every machine), made on the CPU."""
+    g = torch.Generator().manual_seed(_TEACHER_SEED + sum(shape))
+    return torch.randn(*shape, generator=g)
+
+
+# ---- MLP ----------------------------------------------------------------------------------
+class MLP(nn.Module):
+    """in_dim -> [Linear(hidden) + ReLU] x depth -> Linear(classes); blocks = the hidden layers."""
+
+    def __init__(self, in_dim: int, hidden: int, depth: int, classes: int = CLASSES):
+        super().__init__()
+        self.inp = nn.Linear(in_dim, hidden)
+        self.blocks = nn.ModuleList(nn.Sequential(nn.ReLU(), nn.Linear(hidden, hidden))
+                                    for _ in range(depth - 1))
+        self.out = nn.Sequential(nn.ReLU(), nn.Linear(hidden, classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.inp(x)
+        for block in self.blocks:
+            h = block(h)
+        return self.out(h)
+
+
+def _mlp_task(in_dim: int, hidden: int, depth: int) -> Task:
+    w1, w2 = _teacher(in_dim, 32), _teacher(32, CLASSES)
+
+    def make_batch(batch_size: int, generator: torch.Generator):
+        device = generator.device
+        x = torch.randn(batch_size, in_dim, generator=generator, device=device)
+        y = (torch.tanh(x @ w1.to(device)) @ w2.to(device)).argmax(-1)
+        return x, y
+
+    return Task("mlp", lambda: _seeded(MLP, in_dim, hidden, depth), make_batch, cross_entropy,
+                argmax_accuracy, f"MLP {in_dim}-{hidden}x{depth}-{CLASSES}: teacher classes")
+
+
+# ---- Transformer ----------------------------------------------------------------------------
+class Block(nn.Module):
+    """Pre-norm decoder block: causal self-attention and a 4x MLP, each with a residual."""
+
+    def __init__(self, d_model: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(),
+                                 nn.Linear(4 * d_model, d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        # (b, t, 3d) -> 3 x (b, heads, t, d / heads)
+        q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, self.heads, d // self.heads) \
+            .permute(2, 0, 3, 1, 4)
+        attn = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(attn.transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp(self.norm2(x))
+
+
+class TinyGPT(nn.Module):
+    """Token + position embeddings, decoder blocks, final LayerNorm, an untied output head."""
+
+    def __init__(self, vocab: int, seq_len: int, d_model: int, layers: int, heads: int):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d_model)
+        self.pos = nn.Parameter(torch.randn(seq_len, d_model) * 0.02)
+        self.blocks = nn.ModuleList(Block(d_model, heads) for _ in range(layers))
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        h = self.embed(tokens) + self.pos[:tokens.shape[1]]
+        for block in self.blocks:
+            h = block(h)
+        return self.head(self.norm(h))
+
+
+def _transformer_task(vocab: int, seq_len: int, d_model: int, layers: int, heads: int) -> Task:
+    def make_batch(batch_size: int, generator: torch.Generator):
+        device = generator.device
+        seq = torch.empty(batch_size, seq_len + 1, dtype=torch.long, device=device)
+        seq[:, :2] = torch.randint(0, vocab, (batch_size, 2), generator=generator, device=device)
+        for t in range(2, seq_len + 1):
+            seq[:, t] = (seq[:, t - 2] + 1) % vocab
+        targets = seq[:, 1:].clone()
+        targets[:, 0] = IGNORE_INDEX  # x[1] is random: nothing to learn there
+        return seq[:, :-1], targets
+
+    return Task("transformer", lambda: _seeded(TinyGPT, vocab, seq_len, d_model, layers, heads),
+                make_batch, cross_entropy, argmax_accuracy,
+                f"decoder d={d_model} x{layers} layers, {seq_len} tokens: x[t+1] = x[t-1] + 1 "
+                f"mod {vocab}")
+
+
+# ---- CNN -----------------------------------------------------------------------------------
+class BasicBlock(nn.Module):
+    """conv3x3-BN-ReLU-conv3x3-BN plus the input, then ReLU (ResNet's basic block)."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(width, width, 3, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
+            nn.Conv2d(width, width, 3, padding=1, bias=False), nn.BatchNorm2d(width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(x + self.body(x))
+
+
+class SmallResNet(nn.Module):
+    """Stem conv (stride 2), basic blocks, global average pool, a linear classifier."""
+
+    def __init__(self, width: int, blocks: int, classes: int = CLASSES):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 3, stride=2, padding=1, bias=False),
+                                  nn.BatchNorm2d(width), nn.ReLU())
+        self.blocks = nn.ModuleList(BasicBlock(width) for _ in range(blocks))
+        self.head = nn.Linear(width, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.stem(x)
+        for block in self.blocks:
+            h = block(h)
+        return self.head(h.mean(dim=(2, 3)))
+
+
+def _cnn_task(image: int, width: int, blocks: int) -> Task:
+    # smooth patterns: random 4x4 colour grids, upsampled to the image size
+    templates = F.interpolate(_teacher(CLASSES, 3, 4, 4), size=(image, image), mode="bilinear",
+                              align_corners=False)
+
+    def make_batch(batch_size: int, generator: torch.Generator):
+        device = generator.device
+        y = torch.randint(0, CLASSES, (batch_size,), generator=generator, device=device)
+        noise = torch.randn(batch_size, 3, image, image, generator=generator, device=device)
+        return templates.to(device)[y] + noise, y
+
+    return Task("cnn", lambda: _seeded(SmallResNet, width, blocks), make_batch, cross_entropy,
+                argmax_accuracy,
+                f"ResNet-style width {width} x{blocks} blocks (batch norm), {image}x{image} "
+                "patterns under noise")
+
+
+def _seeded(cls, *args) -> nn.Module:
+    """cls(*args) with a fixed seed and the caller's RNG state left as it was."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return cls(*args)
+
+
+_BUILDERS = {"mlp": _mlp_task, "transformer": _transformer_task, "cnn": _cnn_task}
+
+
+def preset(model: str, size: str = "tiny") -> Task:
+    """The Task of a preset model ("mlp", "transformer", "cnn") at a size ("tiny" ... "large")."""
+    if model not in MODELS:
+        raise ValueError(f"unknown model {model!r}: use one of {MODELS}, or give your own with "
+                         "make_model= and make_batch=")
+    if size not in SIZES:
+        raise ValueError(f"unknown size {size!r}: use one of {SIZES} (tiny on a CPU)")
+    return replace(_BUILDERS[model](**DIMENSIONS[model][size]), lr=LEARNING_RATES[size])
+
+
+def parameter_count(model: nn.Module) -> int:
+    """Number of parameter elements."""
+    return sum(p.numel() for p in model.parameters())
+
+
+def describe_sizes() -> dict[str, dict[str, str]]:
+    """model -> size -> "N params" (built on the meta device: nothing allocated)."""
+    out: dict[str, dict[str, str]] = {}
+    for model in MODELS:
+        out[model] = {}
+        for size in SIZES:
+            with torch.device("meta"):
+                count = parameter_count(preset(model, size).make_model())
+            out[model][size] = f"{count / 1e6:.3g}M params" if count >= 1e5 else \
+                f"{count / 1e3:.3g}k params"
+    return out
+
+
+def default_size(device: str) -> str:
+    """"tiny" on a CPU (a step in milliseconds), "medium" on a GPU."""
+    return "tiny" if device == "cpu" else "medium"
+

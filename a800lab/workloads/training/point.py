@@ -1,0 +1,145 @@
+"""The training lab's sweep points: train, count, then time one configuration.
+
+    from a800lab.workloads.training.point import train_point
+    point = train_point(model="mlp", batch_size=32, accum_steps=2, precision="fp32")
+    point["throughput"], point["loss"], point["activation_bytes"]   # samples/s, ..., bytes
+    run_sweep(train_point, {"batch_size": [8, 16, 32]}, fixed={"model": "mlp"},
+              workload="train")
+    accumulation_point(...)   # the same, plus the gap to one large batch's gradient
+
+A point: probes fit a memory model (a800lab.workloads.training.memory) at two smaller
+micro-batches; a fresh model trains `train_steps` optimizer steps on fresh data (loss, scale and
+skipped steps per step: the learning curve); one instrumented cycle counts the memory
+breakdown; a held-out batch gives loss and accuracy; then measure() times cycles on a fixed pool
+of batches (warm-up excluded, CUDA synchronised). Throughput is samples/s at the effective batch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+
+import torch
+
+from ...core.backends import resolve_device
+from ...core.cancel import CancelToken
+from ...core.memory import free_after_oom
+from ...core.precision import matmul_precision
+from ...core.timing import measure
+from .memory import (
+    StepMemory,
+    fit_memory_model,
+    prediction_error,
+)
+from .models import Task, preset
+from .spec import TrainSpec, check_precision, matmul_precision_of, positive_int
+from .trainer import POOL_BATCHES, Trainer, accumulation_gap, measure_step_memory
+
+DEFAULT_TRAIN_STEPS = 30
+
+
+def probe_batches(batch_size: int) -> tuple[int, int]:
+    """Two micro-batches below `batch_size` to fit a memory model from (b/4 and b/2, at least
+    1 and 2)."""
+    half = max(2, batch_size // 2)
+    return max(1, half // 2), half
+
+
+PROBE_CYCLES = 2  # the optimizer's first step creates its state; the second runs with it
+
+
+def fit_from_probes(spec: TrainSpec, task: Task, device: str, batches: Sequence[int],
+                    *, limit_bytes: int | None = None):
+    """A MemoryModel fitted to probes of a fresh model at each micro-batch in `batches`, each
+    PROBE_CYCLES optimizer steps with the spec's accumulation (at most 2: from two micro-batches
+    on, the gradients live through the next forward and more steps change nothing)."""
+    accum = min(spec.accum_steps, 2)
+    probes = [(b, measure_step_memory(replace(spec, batch_size=b, accum_steps=accum), task,
+                                      device, cycles=PROBE_CYCLES, limit_bytes=limit_bytes))
+              for b in batches]
+    return fit_memory_model(probes, grads_in_forward=accum > 1)
+
+
+# ---- the sweep point -----------------------------------------------------------------------------
+def train_point(model: str = "mlp", size: str = "tiny", batch_size: int = 32,
+                accum_steps: int = 1, precision: str = "fp32", optimizer: str = "adamw",
+                checkpointing: bool = False, *, task: Task | None = None,
+                train_steps: int = DEFAULT_TRAIN_STEPS, budget_s: float = 0.3,
+                lr: float | None = None,
+                grad_scaler: bool | None = None, init_scale: float = 2.0**16,
+                growth_factor: float = 2.0, backoff_factor: float = 0.5,
+                growth_interval: int = 2000, predict_memory: bool = True,
+                device: str = "auto", seed: int = 0,
+                cancel: CancelToken | None = None) -> dict:
+    """Train, count, then time one configuration; a sweep point function (see the module
+    docstring). `task`: your own Task (custom_task); `model`/`size` name a preset otherwise;
+    `lr` None takes the task's.
+
+    Returns throughput (samples/s at the effective batch), timing, optimizer_steps_per_s,
+    effective_batch, loss (the last training step's), eval_loss and accuracy (held-out batch),
+    loss_curve, scale_curve and skipped_steps (steps the scaler skipped), scale, the memory
+    breakdown (param_bytes, grad_bytes, optimizer_state_bytes, activation_bytes,
+    weight_copy_bytes, recompute_bytes, data_bytes, counted_bytes, step_peak_bytes and
+    memory_meter) and predicted_peak_bytes (the memory model fitted to two smaller probes).
+    """
+    spec = TrainSpec(model=model if task is None else task.name, size=size,
+                     batch_size=batch_size, accum_steps=accum_steps, precision=precision,
+                     optimizer=optimizer, checkpointing=checkpointing, lr=lr,
+                     grad_scaler=grad_scaler, init_scale=init_scale,
+                     growth_factor=growth_factor, backoff_factor=backoff_factor,
+                     growth_interval=growth_interval)
+    positive_int("train_steps", train_steps, str(DEFAULT_TRAIN_STEPS))
+    device = resolve_device(device)
+    check_precision(spec.precision, device)
+    task = task or preset(spec.model, spec.size)
+    if cancel is not None:
+        cancel.raise_if_cancelled()
+    core = matmul_precision_of(spec.precision)
+    with matmul_precision(core):
+        predicted = None
+        if predict_memory:  # before the model below exists: the probes never add to its peak
+            memory_model = fit_from_probes(spec, task, device, probe_batches(spec.batch_size))
+            predicted = memory_model.predict(spec.batch_size)
+            free_after_oom()  # the probes' models are gone: hand their blocks back
+        base_bytes = torch.cuda.memory_allocated(device) if device.startswith("cuda") else 0
+        trainer = Trainer(spec, task, device, seed=seed)
+        history = trainer.train(train_steps, cancel=cancel)
+        pool = trainer.batches(min(spec.accum_steps, POOL_BATCHES))
+        breakdown = trainer.counted_cycle(pool, StepMemory(device, base_bytes=base_bytes))
+        evaluation = trainer.evaluate()
+        timing = measure(lambda: trainer.cycle(pool), device=device, budget_s=budget_s,
+                         cancel=cancel)
+    step_s = timing.median_ms / 1e3
+    out = {"throughput": spec.effective_batch / step_s, "throughput_unit": "samples/s",
+           "timing": timing, "optimizer_steps_per_s": 1.0 / step_s,
+           "effective_batch": spec.effective_batch,
+           "loss": history[-1]["loss"], **evaluation,
+           "loss_curve": [h["loss"] for h in history],
+           "skipped_steps": sum(h["skipped"] for h in history),
+           "scale": history[-1]["scale"],
+           "scale_curve": [h["scale"] for h in history] if spec.uses_scaler else [],
+           "param_count": sum(p.numel() for p in trainer.model.parameters()),
+           **{k: v for k, v in breakdown.to_dict().items() if k not in ("peak_bytes", "meter")},
+           "step_peak_bytes": breakdown.peak_bytes, "memory_meter": breakdown.meter,
+           "predicted_peak_bytes": predicted,
+           "prediction_error": None if predicted is None else
+           prediction_error(predicted, breakdown.peak_bytes)}
+    if not math.isfinite(history[-1]["loss"]):
+        out["message"] = ("the loss is not finite after training: this precision diverged "
+                          "(try a GradScaler, bf16, or a lower lr)")
+    return out
+
+
+def accumulation_point(model: str, size: str, batch_size: int, accum_steps: int,
+                       precision: str = "fp32", *, device: str = "cpu", train_steps: int = 5,
+                       budget_s: float = 0.3, cancel: CancelToken | None = None) -> dict:
+    """train_point at (micro-batch, accumulation steps), plus, with accumulation, the gap
+    between its gradient and the same samples' as one batch (accumulation_gap)."""
+    out = train_point(model=model, size=size, batch_size=batch_size, accum_steps=accum_steps,
+                      precision=precision, device=device, train_steps=train_steps,
+                      budget_s=budget_s, predict_memory=False, cancel=cancel)
+    if accum_steps > 1:
+        out["accumulation_gap"] = accumulation_gap(preset(model, size), batch_size, accum_steps,
+                                                   device=device)
+    return out

@@ -1,0 +1,135 @@
+"""A training configuration, validated: the spec every training point, sweep and search takes.
+
+    from a800lab.workloads.training.spec import TrainSpec, check_precision, precisions_for
+    spec = TrainSpec(model="transformer", batch_size=16, accum_steps=4, precision="bf16")
+    spec.effective_batch, spec.uses_scaler, spec.autocast_dtype   # 64, False, torch.bfloat16
+    precisions_for("cpu")            # the training precisions this device can run
+
+Precisions: fp32 (IEEE), tf32 (fp32 tensors, TF32 tensor-core matmuls; CUDA only), fp16
+(autocast + torch.amp.GradScaler), bf16 (autocast, no scaler needed), bf16_pure (weights,
+gradients, optimizer state and activations in bf16; the loss computed in fp32). Autocast
+precisions keep fp32 master weights. A bad field raises ValueError saying what to give instead.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import asdict, dataclass
+
+import torch
+
+from ...core.precision import unsupported_reason
+
+TRAIN_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "bf16_pure")
+OPTIMIZERS = ("sgd", "adamw")
+_ALIASES = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16",
+            "pure_bf16": "bf16_pure", "bf16-pure": "bf16_pure"}
+_AUTOCAST = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def canonical_precision(name: str) -> str:
+    """A training precision's canonical name ("half" -> "fp16", "pure_bf16" -> "bf16_pure")."""
+    if not isinstance(name, str):
+        raise ValueError(f"precision must be a name such as 'bf16', got {name!r}")
+    key = name.strip().lower()
+    key = _ALIASES.get(key, key)
+    if key not in TRAIN_PRECISIONS:
+        raise ValueError(f"unknown training precision {name!r}: use one of {TRAIN_PRECISIONS}")
+    return key
+
+
+def positive_int(name: str, value, example: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name}={value!r} must be a positive int, e.g. {example}")
+    return int(value)
+
+
+def positive_float(name: str, value, example: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or \
+            not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name}={value!r} must be a finite number > 0, e.g. {example}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """One training configuration; validated at construction (ValueError says what to do).
+
+    batch_size is the micro-batch; one optimizer step sees batch_size * accum_steps samples.
+    lr: None takes the task's (presets: 1e-2 tiny ... 3e-4 large). grad_scaler: None means on
+    for fp16 only; the scaler fields are GradScaler's arguments.
+    """
+
+    model: str = "mlp"
+    size: str = "tiny"
+    batch_size: int = 32
+    accum_steps: int = 1
+    precision: str = "fp32"
+    optimizer: str = "adamw"
+    checkpointing: bool = False
+    lr: float | None = None
+    grad_scaler: bool | None = None
+    init_scale: float = 2.0**16
+    growth_factor: float = 2.0
+    backoff_factor: float = 0.5
+    growth_interval: int = 2000
+
+    def __post_init__(self) -> None:
+        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
+        set_("batch_size", positive_int("batch_size", self.batch_size, "32"))
+        set_("accum_steps", positive_int("accum_steps", self.accum_steps,
+                                          "1 (no accumulation) or 4"))
+        set_("precision", canonical_precision(self.precision))
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {self.optimizer!r}: use one of {OPTIMIZERS}")
+        if not isinstance(self.checkpointing, bool):
+            raise ValueError(f"checkpointing={self.checkpointing!r} must be True or False")
+        if self.lr is not None:
+            set_("lr", positive_float("lr", self.lr, "1e-3"))
+        set_("init_scale", positive_float("init_scale", self.init_scale, "65536.0"))
+        if not (isinstance(self.growth_factor, numbers.Real) and self.growth_factor > 1):
+            raise ValueError(f"growth_factor={self.growth_factor!r} must be > 1, e.g. 2.0")
+        if not (isinstance(self.backoff_factor, numbers.Real) and 0 < self.backoff_factor < 1):
+            raise ValueError(f"backoff_factor={self.backoff_factor!r} must be between 0 and 1, "
+                             "e.g. 0.5")
+        set_("growth_interval", positive_int("growth_interval", self.growth_interval, "2000"))
+        if self.grad_scaler and self.precision not in _AUTOCAST:
+            raise ValueError(f"a GradScaler rescues fp16 gradients from underflow; with "
+                             f"precision={self.precision!r} it has nothing to do. Use "
+                             "grad_scaler=None, or precision='fp16'")
+
+    @property
+    def effective_batch(self) -> int:
+        """Samples per optimizer step."""
+        return self.batch_size * self.accum_steps
+
+    @property
+    def uses_scaler(self) -> bool:
+        return self.precision == "fp16" if self.grad_scaler is None else bool(self.grad_scaler)
+
+    @property
+    def autocast_dtype(self) -> torch.dtype | None:
+        return _AUTOCAST.get(self.precision)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def matmul_precision_of(precision: str) -> str:
+    """The matmul precision a training precision runs its products in (bf16_pure: bf16)."""
+    precision = canonical_precision(precision)
+    return "bf16" if precision == "bf16_pure" else precision
+
+
+def check_precision(precision: str, device: str) -> None:
+    """ValueError (why, and what to use instead) when `device` cannot train in `precision`."""
+    reason = unsupported_reason(matmul_precision_of(precision), device)
+    if reason:
+        raise ValueError(reason)
+
+
+def precisions_for(device: str) -> list[str]:
+    """The training precisions `device` can run."""
+    return [p for p in TRAIN_PRECISIONS
+            if not unsupported_reason(matmul_precision_of(p), device)]

@@ -1,0 +1,168 @@
+"""Your own model as a training task, checked before anything is measured, and activation
+checkpointing of a model's blocks.
+
+    from a800lab.workloads.training.task import custom_task, check_task
+    task = custom_task(make_model, make_batch, loss_fn=None)   # the TrainingExplorer contract
+    check_task(task, device="cpu")   # a dry run: ValueError naming the step that failed
+    checkpoint_blocks(model)         # model.blocks (or an nn.Sequential) recomputed in backward
+
+make_model() -> nn.Module; make_batch(batch_size) -> (inputs, targets), also given `device=`
+and/or `generator=` if it takes them; loss_fn(outputs, targets) -> a scalar (default
+cross-entropy).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from .models import Task, argmax_accuracy, cross_entropy
+
+CUSTOM = "custom"
+
+
+# ---- user models ---------------------------------------------------------------------------
+def _extras(fn, **available) -> dict:
+    """The keyword arguments among `available` that `fn` accepts by name."""
+    try:
+        names = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return {}
+    return {k: v for k, v in available.items() if k in names}
+
+
+def custom_task(make_model: Callable[[], nn.Module], make_batch: Callable, loss_fn=None,
+                accuracy_fn=None, *, name: str = CUSTOM) -> Task:
+    """A Task from your own functions.
+
+    make_model() -> nn.Module (the trainer moves it to the device); make_batch(batch_size)
+    -> (inputs, targets), also given `device=` and/or `generator=` if it takes them;
+    loss_fn(outputs, targets) -> scalar loss (default: cross-entropy); accuracy_fn(outputs,
+    targets) -> fraction correct (default: argmax accuracy when the default loss is used).
+    """
+    for what, fn in (("make_model", make_model), ("make_batch", make_batch)):
+        if not callable(fn):
+            raise ValueError(f"{what} must be a function, got {fn!r}")
+    if loss_fn is not None and not callable(loss_fn):
+        raise ValueError(f"loss_fn must be a function of (outputs, targets), got {loss_fn!r}")
+
+    def batch(batch_size: int, generator: torch.Generator):
+        device = generator.device
+        made = make_batch(batch_size, **_extras(make_batch, device=device, generator=generator))
+        return _moved(made, device)
+
+    if accuracy_fn is None and loss_fn is None:
+        accuracy_fn = argmax_accuracy
+    return Task(name, make_model, batch, loss_fn or cross_entropy, accuracy_fn,
+                f"your model ({getattr(make_model, '__name__', 'make_model')})")
+
+
+def _moved(made, device):
+    if isinstance(made, (tuple, list)) and len(made) == 2:
+        return tuple(_to(part, device) for part in made)
+    return made  # check_batch says what is wrong with it
+
+
+def _to(part, device):
+    if isinstance(part, torch.Tensor):
+        return part.to(device)
+    if isinstance(part, (tuple, list)):
+        return tuple(_to(p, device) for p in part)
+    return part
+
+
+def check_batch(made, batch_size: int) -> tuple:
+    """(inputs, targets) from make_batch, each tensor's first dimension the batch size; else a
+    ValueError saying what came back and what is expected."""
+    if not (isinstance(made, (tuple, list)) and len(made) == 2):
+        raise ValueError(f"make_batch({batch_size}) must return (inputs, targets), got "
+                         f"{type(made).__name__}")
+    inputs, targets = made
+    parts = [("inputs", inputs), ("targets", targets)]
+    if isinstance(inputs, (tuple, list)):
+        parts = [(f"inputs[{i}]", t) for i, t in enumerate(inputs)] + [("targets", targets)]
+    for what, t in parts:
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"make_batch({batch_size}) returned {what} of type "
+                             f"{type(t).__name__}; return tensors")
+        if t.dim() == 0 or t.shape[0] != batch_size:
+            raise ValueError(f"make_batch({batch_size}) returned {what} of shape "
+                             f"{tuple(t.shape)}: the first dimension must be the batch size "
+                             f"{batch_size}")
+    return inputs, targets
+
+
+def check_task(task: Task, device: str = "cpu", batch_size: int = 2) -> None:
+    """A dry run of a (user's) task: build the model, make a batch, forward, loss, backward.
+    Raises ValueError naming the step that failed, before anything is measured."""
+    try:
+        model = task.make_model()
+    except Exception as exc:
+        raise ValueError(f"make_model() raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"make_model() must return a torch.nn.Module, got "
+                         f"{type(model).__name__}")
+    if not any(p.requires_grad for p in model.parameters()):
+        raise ValueError("the model has no parameters that require gradients: nothing to train")
+    model.to(device)
+    generator = torch.Generator(device).manual_seed(0)
+    try:
+        made = task.make_batch(batch_size, generator)
+    except Exception as exc:
+        raise ValueError(f"make_batch({batch_size}) raised {type(exc).__name__}: {exc}") from exc
+    inputs, targets = check_batch(made, batch_size)
+    try:
+        outputs = call_model(model, inputs)
+    except Exception as exc:
+        raise ValueError(f"the model raised on a batch of {batch_size} from make_batch: "
+                         f"{type(exc).__name__}: {exc}") from exc
+    try:
+        loss = task.loss_fn(outputs, targets)
+    except Exception as exc:
+        raise ValueError(f"loss_fn(outputs, targets) raised {type(exc).__name__}: {exc}") \
+            from exc
+    if not (isinstance(loss, torch.Tensor) and loss.dim() == 0 and loss.requires_grad):
+        raise ValueError("loss_fn must return a scalar tensor that depends on the model's "
+                         f"parameters, got {loss!r:.80}")
+    loss.backward()
+
+
+def call_model(model: nn.Module, inputs):
+    return model(*inputs) if isinstance(inputs, tuple) else model(inputs)
+
+
+# ---- activation checkpointing ----------------------------------------------------------------
+class Checkpointed(nn.Module):
+    """A block whose activations are recomputed in backward instead of kept (non-reentrant
+    torch.utils.checkpoint)."""
+
+    def __init__(self, inner: nn.Module):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, *args):
+        if torch.is_grad_enabled():
+            return checkpoint(self.inner, *args, use_reentrant=False)
+        return self.inner(*args)
+
+
+def checkpoint_blocks(model: nn.Module) -> list[Checkpointed]:
+    """Wrap each block of `model.blocks` (an nn.ModuleList), or each child of an
+    nn.Sequential, in Checkpointed, in place; returns the wrappers."""
+    holder = getattr(model, "blocks", None)
+    if not isinstance(holder, (nn.ModuleList, nn.Sequential)):
+        holder = model if isinstance(model, nn.Sequential) else None
+    if holder is None:
+        raise ValueError("activation checkpointing needs the model's repeated blocks: give it "
+                         "an nn.ModuleList `blocks` that forward() runs through, or make it an "
+                         "nn.Sequential")
+    wrapped = []
+    for i, block in enumerate(holder):
+        wrapper = block if isinstance(block, Checkpointed) else Checkpointed(block)
+        holder[i] = wrapper
+        wrapped.append(wrapper)
+    return wrapped

@@ -1,0 +1,253 @@
+"""The trainer: a model, its optimizer and GradScaler on one device, with correct gradient
+accumulation; and the two measurements built on it (accumulation's gradient gap, one step's
+memory).
+
+    from a800lab.workloads.training.trainer import Trainer, accumulation_gap
+    trainer = Trainer(spec, preset("mlp"), "cpu")
+    history = trainer.train(20)                    # fresh data each step, synced per step
+    loss = trainer.cycle(trainer.batches())        # one optimizer step, no sync
+
+One optimizer step ("a cycle") over an effective batch of batch_size * accum_steps samples:
+
+    for x, y in micro_batches:                      # accum_steps of them
+        with torch.autocast(device_type, dtype, enabled=autocast):
+            loss = loss_fn(model(x), y) / accum_steps   # so the gradients sum to the mean
+        scaler.scale(loss).backward()               # gradients add up in .grad
+    scaler.step(optimizer)                          # once per cycle: unscale, skip on inf/NaN
+    scaler.update()                                 # once per cycle: back off or grow the scale
+    optimizer.zero_grad(set_to_none=True)           # once per cycle
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import nn
+
+from ...core.cancel import CancelToken
+from .memory import (
+    SavedTensorCounter,
+    StepMemory,
+    tensor_bytes,
+)
+from .models import Task
+from .spec import TrainSpec
+from .task import call_model, check_batch, checkpoint_blocks
+
+_EVAL_SEED = 10_000  # the held-out batch comes from its own generator
+POOL_BATCHES = 2    # distinct micro-batches the timed cycles reuse (data made outside timing)
+
+
+# ---- the trainer -------------------------------------------------------------------------------
+class Trainer:
+    """A model, its optimizer and GradScaler on one device, trained by `cycle()`.
+
+        trainer = Trainer(spec, preset("mlp"), "cpu")
+        history = trainer.train(20)                   # fresh data each step, synced per step
+        loss = trainer.cycle(trainer.batches(2))      # one optimizer step, no sync
+    """
+
+    def __init__(self, spec: TrainSpec, task: Task, device: str, *, seed: int = 0):
+        self.spec, self.task, self.device = spec, task, device
+        self.device_type = torch.device(device).type
+        self.watch: StepMemory | None = None  # set for one counted_cycle()
+        model = task.make_model()
+        if not isinstance(model, nn.Module):
+            raise ValueError(f"make_model() must return a torch.nn.Module, got "
+                             f"{type(model).__name__}")
+        dtype = torch.bfloat16 if spec.precision == "bf16_pure" else None
+        self.model = model.to(device=device, dtype=dtype)
+        self.model.train()
+        self._wrappers = checkpoint_blocks(self.model) if spec.checkpointing else []
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.lr = spec.lr or task.lr
+        if spec.optimizer == "adamw":
+            self.optimizer = torch.optim.AdamW(params, lr=self.lr)
+        else:
+            self.optimizer = torch.optim.SGD(params, lr=self.lr, momentum=0.9)
+        self.scaler = torch.amp.GradScaler(
+            self.device_type, init_scale=spec.init_scale, growth_factor=spec.growth_factor,
+            backoff_factor=spec.backoff_factor, growth_interval=spec.growth_interval,
+            enabled=spec.uses_scaler)
+        self.generator = torch.Generator(device).manual_seed(seed)
+        self.steps_done = 0
+
+    def batch(self, batch_size: int | None = None, generator: torch.Generator | None = None):
+        """One micro-batch (inputs, targets) from the task, checked, cast for pure bf16."""
+        batch_size = batch_size or self.spec.batch_size
+        made = self.task.make_batch(batch_size, generator or self.generator)
+        inputs, targets = check_batch(made, batch_size)
+        if self.spec.precision == "bf16_pure":
+            inputs = _cast_floats(inputs, torch.bfloat16)
+        return inputs, targets
+
+    def batches(self, count: int | None = None) -> list[tuple]:
+        """`count` micro-batches (default accum_steps): one effective batch."""
+        return [self.batch() for _ in range(count or self.spec.accum_steps)]
+
+    def _autocast(self):
+        dtype = self.spec.autocast_dtype
+        return torch.autocast(self.device_type, dtype=dtype or torch.float32,
+                              enabled=dtype is not None)
+
+    def _loss(self, inputs, targets) -> tuple[torch.Tensor, torch.Tensor]:
+        with self._autocast():
+            outputs = call_model(self.model, inputs)
+            if self.spec.precision == "bf16_pure":  # keep the loss in fp32
+                outputs = _cast_floats(outputs, torch.float32)
+            return outputs, self.task.loss_fn(outputs, targets)
+
+    def cycle(self, micro_batches: Sequence[tuple], *,
+              before_step: Callable[[], None] | None = None) -> torch.Tensor:
+        """One optimizer step over accum_steps micro-batches (taken in turn from
+        `micro_batches`); returns the effective batch's mean loss, detached, without a sync.
+        `before_step()` runs between the last backward and the optimizer step."""
+        spec, watch = self.spec, self.watch
+        total = None
+        for i in range(spec.accum_steps):
+            inputs, targets = micro_batches[i % len(micro_batches)]
+            counting = watch.forward(exclude=_flat(inputs, targets)) if watch else \
+                contextlib.nullcontext()
+            with counting:
+                _, loss = self._loss(inputs, targets)
+                loss = loss / spec.accum_steps  # the micro losses sum to the batch mean
+            if watch:
+                watch.phase("forward")
+            self.scaler.scale(loss).backward()
+            if watch:
+                watch.phase("backward")
+            total = loss.detach() if total is None else total + loss.detach()
+        if before_step is not None:
+            before_step()
+        self.scaler.step(self.optimizer)   # skipped when the unscaled grads hold inf/NaN
+        self.scaler.update()
+        if watch:
+            watch.phase("step")
+        self.optimizer.zero_grad(set_to_none=True)
+        self.steps_done += 1
+        return total
+
+    def counted_cycle(self, micro_batches: Sequence[tuple], watch: StepMemory):
+        """One cycle watched by `watch` (its data: `micro_batches`); returns the
+        MemoryBreakdown it saw."""
+        watch.trainer, self.watch = self, watch
+        watch.data_bytes = tensor_bytes(_flat(*micro_batches))
+        try:
+            self.cycle(micro_batches)
+        finally:
+            self.watch = None
+        return watch.breakdown()
+
+    def train(self, steps: int, *, grad_stats: bool = False,
+              cancel: CancelToken | None = None) -> list[dict]:
+        """`steps` optimizer steps on fresh data; per step: loss, scale, skipped (the scale
+        fell at update(): the step was not applied) and, with grad_stats, zero_grad_fraction
+        (the share of gradient elements exactly zero before the step). Synchronises every
+        step."""
+        history = []
+        for _ in range(steps):
+            if cancel is not None:
+                cancel.raise_if_cancelled()
+            before, seen = self.scale, {}
+            look = functools.partial(self._note_zero_grads, seen) if grad_stats else None
+            loss = self.cycle(self.batches(), before_step=look).item()
+            scale = self.scale
+            history.append({"step": self.steps_done, "loss": loss, "scale": scale,
+                            "skipped": scale is not None and scale < before, **seen})
+        return history
+
+    def _note_zero_grads(self, into: dict) -> None:
+        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+        zeros = sum(int((g == 0).sum()) for g in grads)
+        into["zero_grad_fraction"] = zeros / max(1, sum(g.numel() for g in grads))
+
+    @property
+    def scale(self) -> float | None:
+        """The scaler's current loss scale (synchronises); None without a scaler."""
+        return self.scaler.get_scale() if self.scaler.is_enabled() else None
+
+    @torch.no_grad()
+    def evaluate(self, batch_size: int = 256, seed: int = _EVAL_SEED) -> dict:
+        """Loss and accuracy on a held-out batch (the same for every config)."""
+        generator = torch.Generator(self.device).manual_seed(seed)
+        inputs, targets = self.batch(batch_size, generator)
+        self.model.eval()
+        try:
+            outputs, loss = self._loss(inputs, targets)
+            accuracy = None
+            if self.task.accuracy_fn is not None:
+                accuracy = float(self.task.accuracy_fn(outputs.float(), targets))
+        finally:
+            self.model.train()
+        return {"eval_loss": float(loss), "accuracy": accuracy}
+
+    def one_block_saved_bytes(self) -> int:
+        """Bytes one checkpointed block saves when recomputed in backward: the first block run
+        once on an input of the current micro-batch's shape (measured, not estimated)."""
+        if not self._wrappers:
+            return 0
+        captured = {}
+        first = self._wrappers[0]
+        handle = first.register_forward_pre_hook(lambda _m, args: captured.setdefault("x", args))
+        try:
+            with torch.no_grad():
+                call_model(self.model, self.batch(generator=torch.Generator(self.device))[0])
+        finally:
+            handle.remove()
+        args = tuple(a.detach().requires_grad_(a.is_floating_point())
+                     if isinstance(a, torch.Tensor) else a for a in captured["x"])
+        counter = SavedTensorCounter(self.model.parameters(), exclude=args)
+        with counter, self._autocast():
+            first.inner(*args)
+        return counter.activation_bytes + counter.weight_copy_bytes
+
+
+def _cast_floats(x, dtype):
+    if isinstance(x, torch.Tensor):
+        return x.to(dtype) if x.is_floating_point() else x
+    if isinstance(x, (tuple, list)):
+        return type(x)(_cast_floats(v, dtype) for v in x)
+    return x
+
+
+def _flat(*parts) -> list[torch.Tensor]:
+    out = []
+    for p in parts:
+        out += _flat(*p) if isinstance(p, (tuple, list)) else [p]
+    return out
+
+
+def accumulation_gap(task: Task, batch_size: int, accum_steps: int, *, device: str = "cpu",
+                     seed: int = 3) -> float:
+    """How far the gradient of accum_steps micro-batches of batch_size is from the gradient of
+    the same samples as one batch (fp32): max |difference| / max |gradient|. Rounding alone
+    gives ~1e-7; batch norm gives a real gap (each micro-batch has its own statistics)."""
+    generator = torch.Generator(device).manual_seed(seed)
+    micro = [check_batch(task.make_batch(batch_size, generator), batch_size)
+             for _ in range(accum_steps)]
+    whole = [tuple(torch.cat(parts) for parts in zip(*micro, strict=True))]
+    grads = []
+    for b, k, batches in ((batch_size, accum_steps, micro), (batch_size * accum_steps, 1, whole)):
+        trainer = Trainer(TrainSpec(batch_size=b, accum_steps=k, optimizer="sgd"), task, device)
+        seen = {}
+        trainer.cycle(batches, before_step=lambda t=trainer, s=seen: s.update(grad=torch.cat(
+            [p.grad.flatten() for p in t.model.parameters() if p.grad is not None])))
+        grads.append(seen["grad"])
+    return float((grads[0] - grads[1]).abs().max() / grads[1].abs().max())
+
+
+# ---- memory probes -----------------------------------------------------------------------------
+def measure_step_memory(spec: TrainSpec, task: Task, device: str, *, cycles: int = 1,
+                        limit_bytes: int | None = None, seed: int = 0):
+    """Run `cycles` optimizer steps of a fresh model (the optimizer's first step included) at
+    the spec's micro-batch and accumulation, watched; returns the MemoryBreakdown. Raises an
+    out-of-memory error (InjectedOOM above `limit_bytes`); the caller frees after its except."""
+    watch = StepMemory(device, limit_bytes=limit_bytes)  # before the model: CUDA counts it all
+    trainer = Trainer(spec, task, device, seed=seed)
+    pool = trainer.batches(min(spec.accum_steps, POOL_BATCHES))
+    for _ in range(cycles):
+        breakdown = trainer.counted_cycle(pool, watch)
+    return breakdown
