@@ -76,6 +76,27 @@ def test_peak_json_is_recorded_for_tile_points(capsys, tmp_path, monkeypatch):
     assert "recorded" not in capsys.readouterr().err
 
 
+def test_peak_under_a_busy_loop_says_noisy_and_records_nothing(tmp_path, capsys, monkeypatch):
+    """All cores for torch and a busy loop beside it: oversubscribed by construction."""
+    from a800lab.core.noise import usable_cores
+
+    monkeypatch.setenv("A800LAB_PEAKS", str(tmp_path / "peaks.json"))
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        assert main(["peak", "--device", "cpu", "--json", "--threads",
+                     str(usable_cores())]) == 0
+    finally:
+        busy.kill()
+        busy.wait()
+    captured = capsys.readouterr()
+    (entry,) = json.loads(captured.out)["entries"]
+    assert any(r.startswith("oversubscribed") for r in entry["noise"]["reasons"])
+    assert entry["noisy"] and "not recorded, noisy: fp32" in captured.err
+    store = tmp_path / "peaks.json"
+    recorded = json.loads(store.read_text()) if store.exists() else {}
+    assert all("fp32" not in e["tflops"] for e in recorded.values())
+
+
 def test_duplicates_and_aliases_are_measured_once(tmp_path, capsys):
     out = tmp_path / "runs.jsonl"
     assert main(["sweep", "matmul", "--size", "16", "16", "--precision", "fp32", "float32",
@@ -164,7 +185,7 @@ def test_tile_typos_exit_before_running(tmp_path, capsys):
     assert not out.exists()
 
 
-def test_tune_finds_stores_and_reuses(tmp_path, capsys):
+def test_tune_finds_stores_and_reuses(tmp_path, capsys, quiet_cpu):
     store, out = tmp_path / "tuned.json", tmp_path / "trials.jsonl"
     args = ["tune", "--size", "64", "--block-m", "16", "64", "--block-n", "16", "64",
             "--block-k", "64", "--budget-s", "0.01", "--threads", "1", "--store", str(store)]
@@ -331,7 +352,7 @@ def test_the_parser_table_has_every_command_and_each_refuses_foreign_options(cap
         assert f"unrecognized arguments: {foreign} 1" in err, (argv, err)
 
 
-def test_tune_tiles_is_also_spelt_tune(tmp_path, capsys):
+def test_tune_tiles_is_also_spelt_tune(tmp_path, capsys, quiet_cpu):
     store = tmp_path / "tuned.json"
     args = ["--size", "32", "--block-m", "16", "32", "--block-n", "32", "--block-k", "32",
             "--budget-s", "0.01", "--threads", "1", "--store", str(store)]

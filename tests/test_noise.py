@@ -24,7 +24,12 @@ def test_oversubscription_is_named_with_its_fix():
     verdict = assess([1.0] * 5, busy, on_cpu=True)
     assert verdict["noisy"] and "oversubscribed: 2 torch thread(s) + 0.9 cores busy" in \
         verdict["reasons"][0]
-    assert "torch.set_num_threads(1)" in verdict["reasons"][0]
+    assert "torch.set_num_threads(1)" in verdict["reasons"][0] and verdict["contended"]
+    # one thread already: more threads off would not help, fewer other processes would
+    crowded = {"torch_threads": 1, "usable_cores": 2, "others_busy_cores": 1.7}
+    (reason,) = assess([1.0] * 5, crowded, on_cpu=True)["reasons"]
+    assert "set_num_threads" not in reason and "run fewer data-loader workers" in reason
+    assert assess([1.0, 2.0, 1.0, 2.0, 1.5])["contended"] is False  # spread alone
     quiet = {"torch_threads": 1, "usable_cores": 2, "others_busy_cores": 0.9}
     assert assess([1.0] * 5, quiet, on_cpu=True)["noisy"] is False
     too_many = {"torch_threads": 8, "usable_cores": 2, "others_busy_cores": None}

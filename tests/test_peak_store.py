@@ -10,8 +10,9 @@ from a800lab.workloads.peak import measured_peak, record_peaks
 from a800lab.workloads.tiles.point import tiled_matmul_point
 
 
-def report(tflops):
-    return SimpleNamespace(device_name="CPU: test", tflops=tflops, mem_bw_gbs=10.0, size=512)
+def report(tflops, noisy=None, mem_bw_gbs=10.0):
+    return SimpleNamespace(device_name="CPU: test", tflops=tflops, mem_bw_gbs=mem_bw_gbs,
+                           size=512, noisy=noisy or {})
 
 
 def test_peaks_are_kept_per_environment(tmp_path):
@@ -25,6 +26,21 @@ def test_peaks_are_kept_per_environment(tmp_path):
     assert measured_peak(other, "fp32", path) is None
     record_peaks(report({"fp32": 0.7}), env, path)  # a re-measurement replaces the old one
     assert measured_peak(env, "fp32", path) == 0.7
+
+
+def test_a_noisy_peak_is_never_a_reference(tmp_path):
+    path = tmp_path / "peaks.json"
+    env = environment("cpu")
+    contended = "oversubscribed: 2 torch thread(s) + 1.0 cores busy in other processes"
+    record_peaks(report({"fp32": 0.0056}, noisy={"fp32": contended, "copy": contended}), env,
+                 path)
+    assert not path.exists()  # nothing clean: nothing written
+    record_peaks(report({"fp32": 0.18}), env, path)
+    record_peaks(report({"fp32": 0.0056}, noisy={"fp32": contended}, mem_bw_gbs=27.0), env,
+                 path)
+    assert measured_peak(env, "fp32", path) == 0.18  # the clean figure stays
+    assert json.loads(path.read_text())[next(iter(json.loads(path.read_text())))][
+        "mem_bw_gbs"] == 27.0  # the clean copy figure of the same run is kept
 
 
 def test_an_unreadable_file_is_named_and_never_overwritten(tmp_path):

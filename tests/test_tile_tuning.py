@@ -21,7 +21,7 @@ def test_grids():
         default_grid("torch")
 
 
-def test_tune_records_every_trial_and_stores_the_winner(tmp_path):
+def test_tune_records_every_trial_and_stores_the_winner(tmp_path, quiet_cpu):
     store, out = tmp_path / "tuned.json", tmp_path / "tune.jsonl"
     outcome = tune(128, 128, 128, "fp32", device="cpu", grid=GRID, budget_s=0.02, store=store,
                    out=out)
@@ -37,9 +37,28 @@ def test_tune_records_every_trial_and_stores_the_winner(tmp_path):
                                       "backend": "cpu_blocked"}
     budgets = sorted({r.metrics["budget_s"] for r in records})
     assert budgets[0] < budgets[-1] == 0.02  # short early rounds, full budget at the end
+    checked = [r for r in records if r.metrics.get("rel_error") is not None]
+    assert len(checked) == len({tuple(sorted(r.params.items())) for r in records})  # once each
 
 
-def test_a_stored_winner_is_reused_until_the_grid_changes(tmp_path):
+def test_a_contended_winner_is_not_stored(tmp_path, monkeypatch):
+    from a800lab.core import noise, sweep
+
+    def busy(samples, conditions=None, *, on_cpu=False):
+        verdict = noise.assess(samples)
+        return {**verdict, "noisy": True, "contended": True, "reasons": [
+            "oversubscribed: 1 torch thread(s) + 1.9 cores busy in other processes > 2 cores"]}
+
+    monkeypatch.setattr(sweep, "assess", busy)
+    store = tmp_path / "tuned.json"
+    outcome = tune(64, 64, 64, "fp32", device="cpu", grid=GRID, budget_s=0.01, store=store)
+    assert outcome.search.best is not None and outcome.entry == {}
+    assert "contended" in outcome.search.verdict and "outside the noise" not in \
+        outcome.search.verdict
+    assert not store.exists()
+
+
+def test_a_stored_winner_is_reused_until_the_grid_changes(tmp_path, quiet_cpu):
     store = tmp_path / "tuned.json"
     first = tune(64, 64, 64, "fp32", device="cpu", grid=GRID, budget_s=0.01, store=store)
     again = tune(64, 64, 64, "fp32", device="cpu", grid=GRID, budget_s=0.01, store=store)

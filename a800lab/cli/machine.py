@@ -27,7 +27,10 @@ def add_parsers(commands) -> None:
     peak.add_argument("--precision", nargs="+", default=None,
                       help="default: the device's set (fp32 on a CPU)")
     peak.add_argument("--no-store", action="store_true",
-                      help="do not record the peaks (by default tile points report %% of them)")
+                      help="do not record the peaks (by default tile points report %% of them; "
+                           "a noisy figure is never recorded)")
+    peak.add_argument("--threads", type=int, default=None,
+                      help="torch CPU threads (default on CPU: all usable cores but one)")
 
     diff = commands.add("diff", run=diff_command,
                         help="compare two results files or two doctor reports: what differs, "
@@ -62,17 +65,32 @@ def doctor_command(args, nvml=None) -> int:
 
 
 def peak_command(args) -> int:
+    """Measure, print, and record the clean figures (a noisy one is said, never stored)."""
+    from ..core.backends import resolve_device
     from ..core.environment import environment
+    from ..core.sweep import thread_count
     from ..workloads.peak import measure_peak, record_peaks
+    from .options import threads_for
 
-    report = measure_peak(device=args.device, precisions=args.precision,
-                          on_progress=lambda done, total, what: print(
-                              f"[{done}/{total}] {what}", file=sys.stderr))
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads {args.threads} must be at least 1")
+    device = resolve_device(args.device)
+    with thread_count(threads_for(args, device)):
+        report = measure_peak(device=device, precisions=args.precision,
+                              on_progress=lambda done, total, what: print(
+                                  f"[{done}/{total}] {what}", file=sys.stderr))
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.format())
-    if not args.no_store:
+    if args.no_store:
+        return 0
+    noisy = report.noisy
+    clean = [p for p in report.tflops if p not in noisy] + ([] if "copy" in noisy else ["copy"])
+    if clean:
         path = record_peaks(report, environment(report.device))
-        print(f"peaks recorded in {path}: tile points on this device now report % of them",
-              file=sys.stderr)
+        print(f"peaks recorded in {path} ({', '.join(clean)}): tile points on this device now "
+              "report % of them", file=sys.stderr)
+    if noisy:
+        print(f"not recorded, noisy: {', '.join(noisy)} (a noisy figure is no reference; "
+              "measure again with less other work running)", file=sys.stderr)
     return 0
 
 

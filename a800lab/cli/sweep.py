@@ -176,7 +176,10 @@ def tune_tiles_command(args) -> int:
         print(f"reused the result tuned at {entry['tuned_at']} from {store} (--force tunes "
               "again)", file=sys.stderr)
     elif not entry:
-        print(f"no result: {outcome.search.verdict}", file=sys.stderr)
+        search = outcome.search
+        what = "not stored" if search is not None and search.best is not None else "no result"
+        print(f"{what}: {search.verdict if search is not None else 'stopped'}",
+              file=sys.stderr)
         return 1
     else:
         print(f"{outcome.search.verdict}; {len(outcome.records)} trials in "

@@ -3,7 +3,7 @@
     meter = CpuLoadMeter().start(); run(); load = meter.stop()
     load    # {"others_busy_cores": 0.9, "self_busy_cores": 1.0, "window_s": 0.31}
     conditions = cpu_conditions(load)     # + torch_threads, logical_cores
-    assess(samples_ms, conditions)        # {"noisy": True, "iqr_ms": ..., "reasons": [...]}
+    assess(samples_ms, conditions)        # {"noisy": True, "contended": True, "reasons": [...]}
     default_cpu_threads()                 # 1 on a 2-core machine: one core left for the rest
 
 A CPU point is oversubscribed when torch's threads plus the cores other processes kept busy
@@ -100,8 +100,9 @@ def _descheduled(samples_ms: list[float]) -> int:
 
 
 def assess(samples_ms, conditions: dict | None = None, *, on_cpu: bool = False) -> dict:
-    """The noise verdict of one point: {"noisy", "iqr_ms", "iqr_over_median", "reasons"};
-    {} when there are no time samples to judge.
+    """The noise verdict of one point: {"noisy", "contended", "iqr_ms", "iqr_over_median",
+    "reasons"}; {} when there are no time samples to judge. "contended": a CPU reason (other
+    work took the point's cores), not just a wide spread.
 
     Each reason is a sentence saying what was seen and what to do about it.
     """
@@ -116,18 +117,22 @@ def assess(samples_ms, conditions: dict | None = None, *, on_cpu: bool = False) 
     if ratio > NOISE_IQR_OVER_MEDIAN:
         reasons.append(f"timing spread: IQR {iqr_ms:.3g} ms is {100 * ratio:.0f}% of the median "
                        f"{median:.3g} ms")
-    if on_cpu and conditions:
-        reasons += _cpu_reasons(samples, conditions)
-    return {"noisy": bool(reasons), "iqr_ms": iqr_ms, "iqr_over_median": ratio,
-            "reasons": reasons}
+    contention = _cpu_reasons(samples, conditions) if on_cpu and conditions else []
+    reasons += contention
+    return {"noisy": bool(reasons), "contended": bool(contention), "iqr_ms": iqr_ms,
+            "iqr_over_median": ratio, "reasons": reasons}
 
 
 def _cpu_reasons(samples: list[float], conditions: dict) -> list[str]:
+    """Signs that other work took this point's cores: each a sentence with what would help."""
     reasons = []
     threads, cores = conditions.get("torch_threads"), conditions.get("usable_cores")
     others = conditions.get("others_busy_cores")
-    fix = (f"call torch.set_num_threads({max(1, (cores or 2) - 1)}), run fewer data-loader "
-           "workers or ranks, or close other work (browser tabs, other kernels)")
+    fewer_threads = max(1, (cores or 2) - 1)
+    others_fix = ("run fewer data-loader workers or ranks, or close other work (browser tabs, "
+                  "other kernels, other jobs)")
+    fix = (f"call torch.set_num_threads({fewer_threads}), {others_fix}"
+           if threads and threads > fewer_threads else others_fix)
     if threads and cores and threads > cores:
         reasons.append(f"oversubscribed: torch uses {threads} threads on {cores} usable cores; "
                        f"{fix}")

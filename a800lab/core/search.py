@@ -1,20 +1,28 @@
 """The search every tuner shares: successive halving over a config grid, honest about noise
-(the tuned configs are kept by a800lab.core.store.TunedStore).
+and contention (the tuned configs are kept by a800lab.core.store.TunedStore).
 
     result = search(configs, validate, evaluate, budget_s=0.3)
     result.best, result.best_median_ms       # the winner and its median time
     result.verdict                           # "block_m=128 ... leads by 4% (outside the noise)"
-    result.inside_noise                      # True when the runner-up may really be as fast
+    result.inside_noise                      # True when a close rival may really be as fast
+    result.rivals                            # the configs within the noise of the winner
+    result.contended                         # why the timings cannot rank anything, or ""
 
 `validate(config)` raises ValueError for a config that cannot run (the reason is kept);
-`evaluate(config, budget_s)` runs one config and returns a point function's dict (outcome
-"ok" with a `timing` Timing, or "wrong" / an exception for configs that fail). Impossible
-configs are refused before anything runs. Then every valid config is timed with a tenth of
-`budget_s`, the faster half is kept and timed again with twice the budget (at most `budget_s`),
-and so on until two remain; those two are timed with the full `budget_s`. A measured config
-keeps its best (longest-budget) timing. The winner's lead over the runner-up is inside the noise
-when their middle halves (25th-75th percentile of the time samples) overlap: then the ranking
-may flip from run to run, and the verdict says so rather than crowning a winner by chance.
+`evaluate(config, budget_s, first)` runs one config and returns a point function's dict
+(outcome "ok" with a `timing` Timing and, optionally, its `noise` verdict from
+a800lab.core.noise.assess; or "wrong" / an exception for configs that fail); `first` is True the
+first time a config runs (check its result then; later rounds only time it). Impossible configs
+are refused before anything runs. Then every valid config is timed with 1/ETA^2 of `budget_s`;
+the fastest 1/ETA are kept, and also any config whose middle half (25th-75th percentile of the
+time samples) overlaps the slowest one kept, up to twice as many: a config is never dropped on a
+difference inside the noise while there is room. The survivors are timed with ETA times the
+budget, and so on; the last round runs at the full `budget_s`. The
+winner's lead is inside the noise when its middle half overlaps a rival's in the last round:
+then the ranking may flip from run to run, and the verdict says so rather than crowning a
+winner by chance. A trial whose CPU was contended (oversubscribed, descheduled: noise
+"contended") ranks nothing: the verdict says the search must run again on a quiet machine, and
+a tuner must not store its winner.
 """
 
 from __future__ import annotations
@@ -29,8 +37,9 @@ from .cancel import Cancelled
 from .memory import is_oom
 from .timing import Timing
 
-FIRST_ROUND_SHARE = 0.1   # the first round's budget per config, as a share of budget_s
-ETA = 2                   # each round keeps 1/ETA of the configs and gives them ETA x the budget
+ETA = 4         # each round keeps 1/ETA of the configs and gives them ETA x the budget
+ROUNDS = 3      # first round at budget_s / ETA^(ROUNDS-1), the last at budget_s
+KEEP_NOISY = 2  # a round may keep up to this many times 1/ETA for configs inside the noise
 
 
 def config_key(config: Mapping) -> str:
@@ -51,10 +60,24 @@ class Trial:
     round: int
     budget_s: float
     timing: Timing
+    noise: dict = field(default_factory=dict)   # a800lab.core.noise.assess of this timing
 
     @property
     def median_ms(self) -> float:
         return self.timing.median_ms
+
+    @property
+    def contended(self) -> str:
+        """Why this trial's CPU was contended (its first such reason), or ""."""
+        if not self.noise.get("contended"):
+            return ""
+        reasons = [r for r in self.noise.get("reasons", ()) if not r.startswith("timing spread")]
+        return reasons[0] if reasons else "the CPU was contended"
+
+    def overlaps(self, other: Trial) -> bool:
+        """Whether the two timings' middle halves (25th-75th percentile) overlap."""
+        a, b = self.timing, other.timing
+        return a.q25_ms <= b.q75_ms and b.q25_ms <= a.q75_ms
 
 
 @dataclass
@@ -91,22 +114,34 @@ class SearchResult:
         ranked = self.ranking()
         return ranked[0].median_ms if ranked else None
 
+    def _last_round(self) -> list[Trial]:
+        ranked = self.ranking()
+        return [r for r in ranked if ranked and r.round == ranked[0].round]
+
     @property
     def lead(self) -> float | None:
         """Runner-up median / winner median - 1 (0.04 = the winner is 4% faster)."""
-        ranked = self.ranking()
-        if len(ranked) < 2 or ranked[0].round != ranked[1].round:
-            return None
-        return ranked[1].median_ms / ranked[0].median_ms - 1
+        last = self._last_round()
+        return last[1].median_ms / last[0].median_ms - 1 if len(last) >= 2 else None
+
+    @property
+    def rivals(self) -> list[dict]:
+        """The configs of the last round whose middle half overlaps the winner's."""
+        last = self._last_round()
+        return [t.config for t in last[1:] if t.overlaps(last[0])]
+
+    @property
+    def contended(self) -> str:
+        """Why the last round's timings cannot rank (a contended CPU), or ""."""
+        return next((t.contended for t in self._last_round() if t.contended), "")
 
     @property
     def inside_noise(self) -> bool | None:
-        """True when the winner's and runner-up's middle halves overlap; None without a pair."""
-        ranked = self.ranking()
+        """True when the winner may not be the fastest (a rival within the noise, or a
+        contended CPU); None without a runner-up."""
         if self.lead is None:
             return None
-        winner, runner_up = ranked[0].timing, ranked[1].timing
-        return winner.q75_ms >= runner_up.q25_ms
+        return bool(self.rivals) or bool(self.contended)
 
     @property
     def verdict(self) -> str:
@@ -117,15 +152,22 @@ class SearchResult:
         text = f"best: {describe_config(self.best)} ({self.best_median_ms:.4g} ms)"
         if self.lead is None:
             return text + "; no runner-up to compare with"
+        if self.contended:
+            return (text + f"; the timings were contended ({self.contended}): they rank "
+                    "nothing; run again on a quiet machine")
         runner_up = describe_config(self.ranking()[1].config)
-        if self.inside_noise:
-            return (text + f"; its {100 * self.lead:.1f}% lead over {runner_up} is inside the "
-                    "measurement noise (their middle halves overlap): either may win a re-run")
+        rivals = self.rivals
+        if rivals:
+            others = f"{len(rivals)} other config{'s' * (len(rivals) > 1)}"
+            return (text + f"; within the noise of {others} (middle halves overlap; the "
+                    f"runner-up, {runner_up}, is {100 * self.lead:.1f}% slower by median): "
+                    "any of them may win a re-run")
         return text + f"; leads {runner_up} by {100 * self.lead:.1f}% (outside the noise)"
 
     def to_dict(self) -> dict:
         return {"best": self.best, "best_median_ms": self.best_median_ms, "lead": self.lead,
-                "inside_noise": self.inside_noise, "verdict": self.verdict,
+                "inside_noise": self.inside_noise, "rivals": self.rivals,
+                "contended": self.contended, "verdict": self.verdict,
                 "refused": self.refused, "failed": self.failed, "wall_s": self.wall_s,
                 "trials": [{"config": t.config, "round": t.round, "budget_s": t.budget_s,
                             "median_ms": t.median_ms, "iqr_ms": t.timing.iqr_ms}
@@ -133,10 +175,10 @@ class SearchResult:
 
 
 def search(configs: Sequence[Mapping], validate: Callable[[dict], None],
-           evaluate: Callable[[dict, float], Mapping], *, budget_s: float = 0.3,
+           evaluate: Callable[[dict, float, bool], Mapping], *, budget_s: float = 0.3,
            on_trial: Callable[[Trial], None] | None = None,
            should_stop: Callable[[], bool] | None = None) -> SearchResult:
-    """Successive halving over `configs`; see the module docstring."""
+    """Noise-aware successive halving over `configs`; see the module docstring."""
     if not (isinstance(budget_s, int | float) and math.isfinite(budget_s) and budget_s > 0):
         raise ValueError(f"budget_s={budget_s!r} must be a finite number of seconds > 0")
     started = time.perf_counter()
@@ -149,16 +191,18 @@ def search(configs: Sequence[Mapping], validate: Callable[[dict], None],
             result.refused[config_key(config)] = str(exc)
         else:
             alive.append(config)
-    round_budget, round_number = budget_s * FIRST_ROUND_SHARE, 0
+    round_number, ran = 0, set()
     while alive:
-        final_round = len(alive) <= 2
-        budget = budget_s if final_round else round_budget
+        final_round = round_number >= ROUNDS - 1 or len(alive) <= 2
+        budget = budget_s if final_round else budget_s / ETA ** (ROUNDS - 1 - round_number)
         timed = []
         for config in alive:
             if should_stop is not None and should_stop():
                 result.cancelled = True
                 break
-            trial = _try(config, round_number, budget, evaluate, result)
+            key = config_key(config)
+            trial = _try(config, round_number, budget, key not in ran, evaluate, result)
+            ran.add(key)
             if trial is not None:
                 result.trials.append(trial)
                 timed.append(trial)
@@ -166,18 +210,30 @@ def search(configs: Sequence[Mapping], validate: Callable[[dict], None],
                     on_trial(trial)
         if result.cancelled or final_round:
             break
-        timed.sort(key=lambda t: t.median_ms)
-        alive = [t.config for t in timed[:max(2, math.ceil(len(timed) / ETA))]]
-        round_budget = min(budget_s, round_budget * ETA)
+        alive = [t.config for t in _survivors(timed)]
         round_number += 1
     result.wall_s = time.perf_counter() - started
     return result
 
 
-def _try(config: dict, round_number: int, budget_s: float, evaluate, result: SearchResult):
+def _survivors(timed: list[Trial]) -> list[Trial]:
+    """The fastest 1/ETA (at least 2), and the next ones while their middle half overlaps the
+    slowest kept, up to KEEP_NOISY times as many."""
+    ranked = sorted(timed, key=lambda t: t.median_ms)
+    keep = max(2, math.ceil(len(ranked) / ETA))
+    kept = ranked[:keep]
+    for trial in ranked[keep:KEEP_NOISY * keep]:
+        if not trial.overlaps(kept[keep - 1]):
+            break
+        kept.append(trial)
+    return kept
+
+
+def _try(config: dict, round_number: int, budget_s: float, first: bool, evaluate,
+         result: SearchResult):
     """Time one config; a wrong result, an out-of-memory or an error goes to result.failed."""
     try:
-        out = evaluate(config, budget_s)
+        out = evaluate(config, budget_s, first)
     except Cancelled:
         raise
     except Exception as exc:  # a config that fails at run time is a finding, not a crash
@@ -189,4 +245,4 @@ def _try(config: dict, round_number: int, budget_s: float, evaluate, result: Sea
     if outcome != "ok" or not isinstance(timing, Timing):
         result.failed[config_key(config)] = f"{outcome}: {out.get('message', 'no timing')}"
         return None
-    return Trial(config, round_number, budget_s, timing)
+    return Trial(config, round_number, budget_s, timing, dict(out.get("noise") or {}))

@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -40,6 +40,7 @@ from ..core.backends import resolve_device
 from ..core.cancel import CancelToken
 from ..core.environment import cpu_model, fingerprint
 from ..core.memory import free_after_oom, is_oom
+from ..core.noise import CpuLoadMeter, assess, cpu_conditions
 from ..core.operands import make_operands
 from ..core.precision import (
     FP8_MULTIPLE,
@@ -72,6 +73,12 @@ class PeakEntry:
     rel_error: float | None = None
     timing: Timing | None = None
     message: str = ""
+    noise: dict = field(default_factory=dict)   # a800lab.core.noise.assess of the timing
+
+    @property
+    def noisy(self) -> str:
+        """Why this rate is not a clean figure (its first noise reason), or ""."""
+        return _first_reason(self.noise)
 
     @property
     def ratio(self) -> float | None:
@@ -84,7 +91,8 @@ class PeakEntry:
         return {"precision": self.precision, "outcome": self.outcome, "tflops": self.tflops,
                 "datasheet_tflops": self.datasheet_tflops,
                 "datasheet_source": self.datasheet_source, "ratio": self.ratio,
-                "rel_error": self.rel_error, "message": self.message,
+                "rel_error": self.rel_error, "message": self.message, "noise": self.noise,
+                "noisy": bool(self.noisy),
                 "timing": self.timing.to_dict() if self.timing else None}
 
 
@@ -99,6 +107,15 @@ class PeakReport:
     mem_bw_gbs: float | None
     datasheet_mem_bw_gbs: float | None
     spec_name: str | None
+    mem_bw_noise: dict = field(default_factory=dict)
+
+    @property
+    def noisy(self) -> dict[str, str]:
+        """What was measured under noise ("fp32", "copy"), with why: never a reference."""
+        out = {e.precision: e.noisy for e in self.entries if e.outcome == "ok" and e.noisy}
+        if _first_reason(self.mem_bw_noise):
+            out["copy"] = _first_reason(self.mem_bw_noise)
+        return out
 
     @property
     def tflops(self) -> dict[str, float]:
@@ -136,18 +153,30 @@ class PeakReport:
                  f"{'precision':<10} {'outcome':<12} {'TFLOP/s':>10} {'datasheet':>10} "
                  f"{'ratio':>7}  note"]
         for e in self.entries:
+            note = f"! noisy: {e.noisy}" if e.outcome == "ok" and e.noisy else e.message
             lines.append(f"{e.precision:<10} {e.outcome:<12} {_num(e.tflops):>10} "
-                         f"{_num(e.datasheet_tflops):>10} {_pct(e.ratio):>7}  {e.message}")
+                         f"{_num(e.datasheet_tflops):>10} {_pct(e.ratio):>7}  {note}")
+        copy_noise = _first_reason(self.mem_bw_noise)
         lines.append(f"copy bandwidth {_num(self.mem_bw_gbs)} GB/s, datasheet "
-                     f"{_num(self.datasheet_mem_bw_gbs)} GB/s ({_pct(self.mem_bw_ratio)})")
+                     f"{_num(self.datasheet_mem_bw_gbs)} GB/s ({_pct(self.mem_bw_ratio)})"
+                     + (f"  ! noisy: {copy_noise}" if copy_noise else ""))
+        if self.noisy:
+            lines.append("noisy figures are no reference: close other work (or run fewer "
+                         "threads) and measure again")
         return "\n".join(line.rstrip() for line in lines)
 
     def to_dict(self) -> dict:
         return {"device": self.device, "device_name": self.device_name, "size": self.size,
                 "spec_name": self.spec_name, "mem_bw_gbs": self.mem_bw_gbs,
                 "datasheet_mem_bw_gbs": self.datasheet_mem_bw_gbs,
-                "mem_bw_ratio": self.mem_bw_ratio,
-                "entries": [e.to_dict() for e in self.entries]}
+                "mem_bw_ratio": self.mem_bw_ratio, "mem_bw_noise": self.mem_bw_noise,
+                "noisy": self.noisy, "entries": [e.to_dict() for e in self.entries]}
+
+
+def _first_reason(noise: dict) -> str:
+    if not noise.get("noisy"):
+        return ""
+    return (noise.get("reasons") or ["noisy timing"])[0]
 
 
 def _num(x: float | None) -> str:
@@ -187,13 +216,13 @@ def measure_peak(device: str = "auto", precisions: Sequence[str] | None = None,
         entries.append(_measure_precision(name, size, device, device_name, budget_s, cancel))
         if on_progress:
             on_progress(done, total, f"matmul {name}")
-    mem_bw_gbs = _copy_bandwidth(device, copy_bytes or (CPU_COPY_BYTES if on_cpu
-                                                        else CUDA_COPY_BYTES), budget_s, cancel)
+    mem_bw_gbs, mem_bw_noise = _copy_bandwidth(
+        device, copy_bytes or (CPU_COPY_BYTES if on_cpu else CUDA_COPY_BYTES), budget_s, cancel)
     if on_progress:
         on_progress(total, total, "copy bandwidth")
     return PeakReport(device=device, device_name=device_name, size=size, entries=tuple(entries),
                       mem_bw_gbs=mem_bw_gbs, datasheet_mem_bw_gbs=spec.mem_bw_gbs if spec else None,
-                      spec_name=spec.name if spec else None)
+                      spec_name=spec.name if spec else None, mem_bw_noise=mem_bw_noise)
 
 
 def _measure_precision(name: str, size: int, device: str, device_name: str, budget_s: float,
@@ -210,7 +239,7 @@ def _measure_precision(name: str, size: int, device: str, device_name: str, budg
         return PeakEntry(**base, outcome="unsupported", message=reason)
     prec = parse_precision(name)
     try:
-        rel_error, timing = _check_and_time(prec, size, device, budget_s, cancel)
+        rel_error, timing, conditions = _check_and_time(prec, size, device, budget_s, cancel)
         out_of_memory = False
     except Exception as exc:
         if not is_oom(exc):
@@ -225,31 +254,44 @@ def _measure_precision(name: str, size: int, device: str, device_name: str, budg
             f"{name} result off: relative error {rel_error:.3g} vs float64 exceeds "
             f"{prec.rtol:g}; not timed"))
     tflops = 2 * size**3 / (timing.median_ms * 1e-3) / 1e12
-    return PeakEntry(**base, outcome="ok", tflops=tflops, rel_error=rel_error, timing=timing)
+    noise = assess(timing.samples_ms, conditions, on_cpu=device == "cpu")
+    return PeakEntry(**base, outcome="ok", tflops=tflops, rel_error=rel_error, timing=timing,
+                     noise=noise)
+
+
+def _timed(fn, device: str, budget_s: float, cancel: CancelToken | None,
+           **options) -> tuple[Timing, dict]:
+    """measure(fn) and the CPU conditions it ran under (other processes' load: contention)."""
+    meter = CpuLoadMeter().start()
+    timing = measure(fn, device=device, budget_s=budget_s, cancel=cancel, **options)
+    return timing, cpu_conditions(meter.stop())
 
 
 def _check_and_time(prec: Precision, size: int, device: str, budget_s: float,
-                    cancel: CancelToken | None) -> tuple[float, Timing | None]:
-    """(relative error, timing); timing is None when the result is wrong (then not timed)."""
+                    cancel: CancelToken | None) -> tuple[float, Timing | None, dict]:
+    """(relative error, timing, CPU conditions); timing is None when the result is wrong
+    (then not timed)."""
     ops = make_operands(size, size, size, prec, device)
     with matmul_precision(prec):
         rel_error = ops.rel_error(ops.run())
         if not rel_error <= prec.rtol:  # also catches NaN
-            return rel_error, None
-        return rel_error, measure(ops.run, device=device, budget_s=budget_s, cancel=cancel)
+            return rel_error, None, {}
+        return (rel_error, *_timed(ops.run, device, budget_s, cancel))
 
 
 def _copy_bandwidth(device: str, n_bytes: int, budget_s: float,
-                    cancel: CancelToken | None) -> float:
-    """GB/s of dst.copy_(src) for an n_bytes tensor: each byte is read once and written once."""
+                    cancel: CancelToken | None) -> tuple[float, dict]:
+    """(GB/s, noise verdict) of dst.copy_(src) for an n_bytes tensor: each byte is read once
+    and written once."""
     src = torch.ones(n_bytes // 4, dtype=torch.float32, device=device)
     dst = torch.empty_like(src)
     # the copy itself streams far more than L2, so flushing between calls would only cost time
-    timing = measure(lambda: dst.copy_(src), device=device, budget_s=budget_s, flush_l2=False,
-                     cancel=cancel)
+    timing, conditions = _timed(lambda: dst.copy_(src), device, budget_s, cancel,
+                                flush_l2=False)
     if not torch.equal(dst, src):
         raise RuntimeError(f"the bandwidth copy on {device} produced wrong data")
-    return 2 * src.numel() * 4 / (timing.median_ms * 1e-3) / 1e9
+    noise = assess(timing.samples_ms, conditions, on_cpu=device == "cpu")
+    return 2 * src.numel() * 4 / (timing.median_ms * 1e-3) / 1e9, noise
 
 
 # ---- point functions the battery adds ---------------------------------------------------------
@@ -289,11 +331,20 @@ def _read_peaks(path: Path) -> dict | None:
 
 
 def record_peaks(report, env: dict, path: str | os.PathLike | None = None) -> Path:
-    """Store a PeakReport's measured TFLOP/s (and copy bandwidth) for this environment."""
+    """Store a PeakReport's clean TFLOP/s (and copy bandwidth) for this environment. A noisy
+    figure (report.noisy) is never a reference: it is left out, and an earlier clean figure of
+    the same environment stays."""
     path = Path(path) if path is not None else default_peaks_path()
     entries = read_json(path, what="a peaks file")
-    entries[fingerprint(env)] = {"device_name": report.device_name, "tflops": report.tflops,
-                                 "mem_bw_gbs": report.mem_bw_gbs, "size": report.size}
+    key, noisy = fingerprint(env), report.noisy
+    old = entries.get(key, {})
+    clean = {p: v for p, v in report.tflops.items() if p not in noisy}
+    if not clean and "copy" in noisy:
+        return path  # nothing clean to keep: the file is left as it was
+    entries[key] = {"device_name": report.device_name, "size": report.size,
+                    "tflops": {**old.get("tflops", {}), **clean},
+                    "mem_bw_gbs": old.get("mem_bw_gbs") if "copy" in noisy
+                    else report.mem_bw_gbs}
     return write_json_atomic(path, entries)
 
 

@@ -12,7 +12,9 @@ the round and its budget as metrics) appended to `out` as it is measured, so a n
 a tuning run like any sweep. The winner is stored per (device fingerprint, shape, precision,
 back end) in a JSON file (default ~/.cache/a800lab/tuned.json, or $A800LAB_TUNED): a later
 call with the same grid on the same machine reuses it without measuring; another grid, device,
-driver or torch tunes again.
+driver or torch tunes again. A winner whose last round was timed on a contended CPU (other work
+took the cores: a800lab.core.noise) is not stored: the verdict says so and asks for a quiet
+re-run. Each config is checked against float64 once, the first time it runs.
 """
 
 from __future__ import annotations
@@ -112,10 +114,11 @@ def tune(m: int, n: int, k: int, precision: str = "fp32", backend: str = "auto",
     def validate(config: dict) -> None:
         check_config(MatmulSpec(m, n, k, precision, backend, **config), device)
 
-    def evaluate(config: dict, trial_budget_s: float) -> dict:
-        def point(**params):
+    def evaluate(config: dict, trial_budget_s: float, first: bool) -> dict:
+        def point(**params):  # checked against float64 the first time it runs, then timed
             return tiled_matmul_point(**params, device=device, budget_s=trial_budget_s,
-                                      warmup_s=WARMUP_SHARE * trial_budget_s, cancel=cancel)
+                                      warmup_s=WARMUP_SHARE * trial_budget_s, check=first,
+                                      cancel=cancel)
 
         record = measure_point(point, {**shape, **config}, workload="tiles", device=device,
                                env=env, run_id=run_id, cancel=cancel)
@@ -128,7 +131,7 @@ def tune(m: int, n: int, k: int, precision: str = "fp32", backend: str = "auto",
             on_trial(record)
         if record.outcome != "ok":
             return {"outcome": record.outcome, "message": record.message}
-        return {"outcome": "ok", "timing": _timing(record)}
+        return {"outcome": "ok", "timing": _timing(record), "noise": record.noise}
 
     try:
         outcome.search = search(grid, validate, evaluate, budget_s=budget_s,
@@ -136,7 +139,7 @@ def tune(m: int, n: int, k: int, precision: str = "fp32", backend: str = "auto",
     except Cancelled:
         outcome.search = None
     if outcome.search is not None and outcome.search.best is not None and \
-            not outcome.search.cancelled:
+            not outcome.search.cancelled and not outcome.search.contended:
         best = next(r for r in reversed(outcome.records) if r.outcome == "ok" and all(
             r.params.get(f) == v for f, v in outcome.search.best.items()))
         outcome.entry = tuned.put(key, grid, outcome.search, shape=shape,
