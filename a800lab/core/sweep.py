@@ -46,6 +46,7 @@ from .results import (
     new_run_id,
 )
 from .timing import Timing
+from .warmup import warm_runtime
 from .window import PointWindow
 
 _RESULT_KEYS = ("throughput", "throughput_unit", "timing", "time_ms", "outcome", "message",
@@ -201,6 +202,7 @@ def measure_point(point_fn, params: dict, *, workload: str, device: str, env: di
     else:
         on_device = _cuda_device(device)
     outcome = "ok"
+    warm_runtime(device)  # torch's one-time costs, before (never inside) the first window
     try:
         with on_device, PointWindow(device, sampler=_sampler(device, sample_telemetry)) as window:
             raw = call()

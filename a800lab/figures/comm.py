@@ -19,7 +19,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from ..core.units import format_size
-from .look import Look
+from .look import LabFigure, Look
 from .parts import (
     NO_POINTS_TEXT,
     figure_legend,
@@ -50,7 +50,7 @@ def collectives_figure(df: pd.DataFrame, *, series: str | None = "op",
                        earlier_runs: str = "faded") -> Figure:
     """busbw (GB/s) and the slowest rank's median time against the message size, one line per
     `series` (default: the collective) and run; the link's bandwidth dashed on GPU runs."""
-    fig = Figure(figsize=(10.0, 4.2))
+    fig = LabFigure(figsize=(10.0, 4.2))
     left = fig.add_axes((0.075, 0.2, 0.3, 0.64))
     right = fig.add_axes((0.46, 0.2, 0.25, 0.64))
     series = series if series in df else "label" if "label" in df else None
@@ -94,7 +94,7 @@ def ddp_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
                metrics=DDP_METRICS, log_x: bool = False, earlier_runs: str = "faded") -> Figure:
     """Samples/s beside each of `metrics` ((column, axis label, divisor)) against `x` (on a
     log axis with `log_x`): the DDP views (hooks, accumulation, buckets)."""
-    fig = Figure(figsize=(10.5, 4.2))
+    fig = LabFigure(figsize=(10.5, 4.2))
     count = 1 + len(metrics)
     width = (0.7 - 0.07 - 0.07 * (count - 1)) / count  # axes side by side, 0.07 apart
     axes = [fig.add_axes((0.07 + i * (width + 0.07), 0.22, width, 0.62)) for i in range(count)]

@@ -18,7 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from .look import Look
+from .look import LabFigure, Look
 from .parts import say, wrapped_legend
 from .sweep import NO_POINTS_TEXT, throughput_figure
 
@@ -124,7 +124,7 @@ def cost_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
                 price_per_kwh_usd: float = 0.0, earlier_runs: str = "faded") -> Figure:
     """Three rows against `x`: throughput (IQR band, noisy points hollow; the device and mode
     in its title), energy per sample (or CPU time per sample), cost per million samples."""
-    fig = Figure(figsize=(10.0, 8.6))
+    fig = LabFigure(figsize=(10.0, 8.6))
     top = fig.add_axes((0.08, 0.72, 0.46, 0.21))
     middle = fig.add_axes((0.08, 0.41, 0.46, 0.2), sharex=top)
     bottom = fig.add_axes((0.08, 0.08, 0.46, 0.2), sharex=top)

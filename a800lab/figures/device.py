@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from matplotlib.figure import Figure
 
+from .look import LabFigure
 from .parts import new_axes, say
 from .sweep import GIB
 
@@ -59,7 +60,7 @@ def telemetry_figure(samples: Sequence[Mapping], *, device: str | None = None) -
         return fig
     t0 = samples[0]["t_s"]  # one-off snapshots carry time.time(); plot from zero either way
     samples = [{**s, "t_s": s["t_s"] - t0} for s in samples]
-    fig = Figure(figsize=(7, 7.5), layout="constrained")
+    fig = LabFigure(figsize=(7, 7.5), layout="constrained")
     axes = fig.subplots(len(_TELEMETRY_PANELS), 1, sharex=True)
     spans = _throttle_spans(samples)
     for n, (ax, (key, label, scale)) in enumerate(zip(axes, _TELEMETRY_PANELS, strict=True)):

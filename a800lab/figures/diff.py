@@ -13,6 +13,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ..core.envdiff import EnvDiff, format_params
+from .look import LabFigure
 from .parts import say, wrapped_legend
 
 _MAX_LINEUP_ROWS = 30
@@ -30,7 +31,7 @@ def _side_label(diff: EnvDiff, which: str) -> str:
 def lineup_figure(diff: EnvDiff) -> Figure:
     """B / A throughput per config measured on both sides, a bar each; 1 = the same speed."""
     rows = diff.lineup[:_MAX_LINEUP_ROWS]
-    fig = Figure(figsize=(9.0, 1.6 + 0.32 * max(len(rows), 3)), layout="constrained")
+    fig = LabFigure(figsize=(9.0, 1.6 + 0.32 * max(len(rows), 3)), layout="constrained")
     ax = fig.add_subplot()
     fig.suptitle(f"{_side_label(diff, 'B')} vs {_side_label(diff, 'A')}", fontsize="medium")
     ax.set_title("throughput B / A, same configs (newest ok record of each side)")

@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from .look import LabFigure
 from .parts import wrapped_legend
 
 
@@ -23,7 +24,7 @@ def stress_figure(report) -> Figure:
     cards = report.cards
     names = list(dict.fromkeys(c.name for c in cards))
     mode = "GPU" if any(c.device.startswith("cuda") for c in cards) else "CPU fallback"
-    fig = Figure(figsize=(10.0, 3.8), layout="constrained")
+    fig = LabFigure(figsize=(10.0, 3.8), layout="constrained")
     fig.suptitle(f"{' | '.join(names) or 'no cards'} ({mode}), {len(cards)} card(s)",
                  fontsize="medium")
     axes = fig.subplots(1, 2)

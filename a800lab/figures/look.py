@@ -1,7 +1,8 @@
 """How a results frame looks in a figure: which device, which series, which run, which noise.
 
-Shared by every figure of ``a800lab.figures.sweep`` so that they all tell the same story:
+Shared by every lab figure so that they all tell the same story:
 
+    fig = LabFigure(figsize=(8.6, 4.6))   # a Figure that shows itself as a picture anywhere
     describe_devices(df)   # "CPU: AMD EPYC 7B13 (CPU fallback, 1 torch thread)" for the title
     look = Look(df, series="precision", earlier_runs="faded")
     look.color(key)        # "C0".."C7" for the series the legend names, grey for the rest
@@ -16,9 +17,12 @@ with ``earlier_runs="hidden"``. Points of different runs are never averaged toge
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
@@ -29,6 +33,18 @@ OTHER_COLOR = "0.6"            # series beyond the legend cap
 PALETTE = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C8", "C9")  # tab10 without its grey
 NOISY_MARKER = dict(markerfacecolor="white", markeredgewidth=1.5)  # hollow: not a clean number
 _MAX_DEVICES_NAMED = 3
+
+
+class LabFigure(Figure):
+    """A matplotlib Figure that a notebook shows as a picture whether or not
+    `%matplotlib inline` ran: IPython asks an object without a registered formatter for its
+    `_repr_png_`. Built without pyplot, so safe off the main thread; a cell whose last
+    expression is a lab figure draws it once."""
+
+    def _repr_png_(self) -> bytes:
+        buf = io.BytesIO()
+        self.savefig(buf, format="png", bbox_inches="tight")  # legends sit outside the axes
+        return buf.getvalue()
 
 
 def mode_of(df: pd.DataFrame) -> pd.Series:

@@ -21,6 +21,7 @@ from matplotlib.lines import Line2D
 from .look import (
     FADED_ALPHA,
     NOISY_MARKER,
+    LabFigure,
     Look,
     describe_devices,
     noisy_handle,
@@ -218,7 +219,7 @@ def new_axes(ax: Axes | None, figsize=(8.6, 4.6)) -> tuple[Figure, Axes, bool]:
     """(figure, axes, whether the figure is ours); ours have room for a legend on the right."""
     if ax is not None:
         return ax.figure, ax, False
-    fig = Figure(figsize=figsize, layout="constrained")
+    fig = LabFigure(figsize=figsize, layout="constrained")
     return fig, fig.add_subplot(), True
 
 

@@ -17,7 +17,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from .look import Look
+from .look import LabFigure, Look
 from .parts import figure_legend, metric_lines, say
 from .sweep import throughput_into
 
@@ -50,7 +50,7 @@ def draw_timeline(ax: Axes, timeline: list, *, title: str = "timeline") -> None:
 
 def timeline_figure(timeline: list, *, title: str = "timeline") -> Figure:
     """A point's timeline alone (its `timeline` metric)."""
-    fig = Figure(figsize=(8.6, 2.8), layout="constrained")
+    fig = LabFigure(figsize=(8.6, 2.8), layout="constrained")
     draw_timeline(fig.add_subplot(), timeline, title=title)
     return fig
 
@@ -59,7 +59,7 @@ def pipeline_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
                     earlier_runs: str = "faded") -> Figure:
     """Samples/s and the device's idle fraction against `x`, above the timeline of the newest
     point measured (its parameters in the timeline's title)."""
-    fig = Figure(figsize=(10.0, 6.4))
+    fig = LabFigure(figsize=(10.0, 6.4))
     left = fig.add_axes((0.075, 0.52, 0.3, 0.36))
     right = fig.add_axes((0.46, 0.52, 0.25, 0.36))
     bottom = fig.add_axes((0.2, 0.08, 0.51, 0.3))

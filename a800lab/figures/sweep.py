@@ -37,6 +37,7 @@ from matplotlib.lines import Line2D
 from ..core.specs import match
 from ..core.units import byte_unit
 from .look import (
+    LabFigure,
     Look,
     band_handle,
     noisy_handle,
@@ -278,7 +279,7 @@ def throughput_and_memory_figure(df: pd.DataFrame, x: str, *, series: str | None
                                  peak_tflops=None, earlier_runs: str = "faded") -> Figure:
     """Throughput (left) and peak memory (right) side by side with one legend on the right:
     the panels' live plot. Laid out by hand (no constrained layout) so a re-plot stays fast."""
-    fig = Figure(figsize=(10.0, 4.2))
+    fig = LabFigure(figsize=(10.0, 4.2))
     left = fig.add_axes((0.075, 0.25, 0.29, 0.59))   # room on its right for "% of peak"
     right = fig.add_axes((0.51, 0.25, 0.21, 0.59))
     series = default_series(df, series)

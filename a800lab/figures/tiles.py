@@ -30,6 +30,7 @@ from matplotlib.patches import Rectangle
 
 from ..workloads.tiles.quantisation import quantise
 from .look import (
+    LabFigure,
     Look,
     describe_devices,
     place_legend,
@@ -85,7 +86,7 @@ def shape_sweep_figure(df: pd.DataFrame, x: str, *, tile: tuple[int, int, int] |
     """Measured throughput vs a shape axis over the model's efficiency for `tile` on
     `sm_count` SMs (`card` names them in the model's legend); see the module docstring.
     Without a tile (cuBLAS picks its own) or an SM count, the bottom axes says so."""
-    fig = Figure(figsize=(8.6, 6.6), layout="constrained")
+    fig = LabFigure(figsize=(8.6, 6.6), layout="constrained")
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
     throughput_figure(df, x, series=series, ax=top, earlier_runs=earlier_runs)
     top.set_title(top.get_title().split("\n")[0])  # the devices go in the figure's title
@@ -139,7 +140,7 @@ def model_figure(x: str, values, *, m: int = 4096, n: int = 4096, k: int = 4096,
     fixed): what a card would lose to tile and wave quantisation. Titled as a model, not a
     measurement."""
     shapes = pd.DataFrame({"m": m, "n": n, "k": k, x: list(values)})
-    fig = Figure(figsize=(8.6, 3.8), layout="constrained")
+    fig = LabFigure(figsize=(8.6, 3.8), layout="constrained")
     ax = fig.add_subplot()
     _draw_model(ax, model_frame(shapes, x, tile, sm_count), x, tile, sm_count, card)
     fixed = ", ".join(f"{d}={v}" for d, v in (("m", m), ("n", n), ("k", k)) if d != x)
@@ -153,7 +154,7 @@ def model_figure(x: str, values, *, m: int = 4096, n: int = 4096, k: int = 4096,
 def error_figure(df: pd.DataFrame, x: str, *, series: str = "precision") -> Figure:
     """Relative error against float64 (log scale) vs ``x`` (e.g. the inner dimension k), one
     line per ``series``: how each precision's rounding grows with the problem."""
-    fig = Figure(figsize=(7.4, 4.2), layout="constrained")
+    fig = LabFigure(figsize=(7.4, 4.2), layout="constrained")
     ax = fig.add_subplot()
     df = df[pd.to_numeric(df["rel_error"], errors="coerce").notna()]  # unsupported: no point
     for key, rows in df.groupby(series, sort=False):

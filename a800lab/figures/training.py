@@ -36,7 +36,7 @@ from ..workloads.training.loss_scaling import (
     fp16_fractions,
     log2_histogram,
 )
-from .look import FADED_ALPHA, PALETTE, Look, describe_devices, place_legend
+from .look import FADED_ALPHA, PALETTE, LabFigure, Look, describe_devices, place_legend
 from .parts import say
 from .sweep import NO_POINTS_TEXT, throughput_figure
 
@@ -204,7 +204,7 @@ def training_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
     """The TrainingExplorer's plot, three rows: throughput (samples/s, IQR band, one line per
     series and run; the device and mode in its title), the memory breakdown, the loss
     curves."""
-    fig = Figure(figsize=(10.0, 8.6))  # three rows, each legend on its right
+    fig = LabFigure(figsize=(10.0, 8.6))  # three rows, each legend on its right
     throughput_ax = fig.add_axes((0.08, 0.72, 0.46, 0.21))
     memory_ax = fig.add_axes((0.08, 0.43, 0.46, 0.19))   # room below for slanted labels
     loss_ax = fig.add_axes((0.08, 0.07, 0.46, 0.2))
@@ -235,7 +235,7 @@ def breakdown_table(df: pd.DataFrame, columns=("model", "batch_size", "precision
 def memory_breakdown_figure(df: pd.DataFrame, x: str, *, series: str | None = None) -> Figure:
     """Stacked memory components of each point (newest run per series), the memory model's
     predicted peak, the step's measured peak and the point's own window peak."""
-    fig = Figure(figsize=(8.6, 4.6), layout="constrained")
+    fig = LabFigure(figsize=(8.6, 4.6), layout="constrained")
     ax = fig.add_subplot()
     place_legend(ax, _draw_breakdown(ax, df, x, series))
     fig.suptitle(describe_devices(df), fontsize="medium")
@@ -245,7 +245,7 @@ def memory_breakdown_figure(df: pd.DataFrame, x: str, *, series: str | None = No
 def loss_curves_figure(df: pd.DataFrame, *, x: str | None = None,
                        series: str | None = None) -> Figure:
     """The loss of every point's training steps, one curve per point."""
-    fig = Figure(figsize=(8.6, 4.6), layout="constrained")
+    fig = LabFigure(figsize=(8.6, 4.6), layout="constrained")
     ax = fig.add_subplot()
     place_legend(ax, _draw_loss_curves(ax, df, x, series))
     fig.suptitle(describe_devices(df), fontsize="medium")
@@ -255,7 +255,7 @@ def loss_curves_figure(df: pd.DataFrame, *, x: str | None = None,
 def scaler_figure(runs: dict[str, list[dict]], *, device: str) -> Figure:
     """Loss, loss scale (skipped steps marked) and the share of zero gradients per step, one
     line per run of compare_scaling()."""
-    fig = Figure(figsize=(8.6, 7.2), layout="constrained")
+    fig = LabFigure(figsize=(8.6, 7.2), layout="constrained")
     loss_ax, scale_ax, zero_ax = fig.subplots(3, 1, sharex=True)
     entries = []
     for (name, history), color in zip(runs.items(), PALETTE, strict=False):
@@ -289,7 +289,7 @@ def gradient_histogram_figure(sample, *, scale: float = 2.0**16, device: str) ->
     """|gradient| values (parameters and activations, log2 bins) against fp16's range:
     the zone that flushes to zero, the subnormal zone and overflow; dashed: the same values
     multiplied by `scale`, as GradScaler would. The legend gives each share."""
-    fig = Figure(figsize=(8.6, 4.8), layout="constrained")
+    fig = LabFigure(figsize=(8.6, 4.8), layout="constrained")
     ax = fig.add_subplot()
     lo, hi = -40, 24
     ax.axvspan(lo, np.log2(FP16_MIN_SUBNORMAL / 2), color="tab:red", alpha=0.12, lw=0)
@@ -328,7 +328,7 @@ _TRIAL_STYLES = {"ok": ("o", "tab:green"), "over": ("s", "tab:orange"), "oom": (
 def max_batch_figure(result) -> Figure:
     """Each trial of a max-batch search (micro-batch vs peak, in order), the limit, the budget
     and the memory model's line; the answer marked."""
-    fig = Figure(figsize=(8.6, 4.6), layout="constrained")
+    fig = LabFigure(figsize=(8.6, 4.6), layout="constrained")
     ax = fig.add_subplot()
     scale, unit = byte_unit(result.limit_bytes)
     batches = [t.batch_size for t in result.trials] or [1]

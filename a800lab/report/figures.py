@@ -26,7 +26,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ..core.units import format_size
-from ..figures.look import NOISY_MARKER, PALETTE, place_legend
+from ..figures.look import NOISY_MARKER, PALETTE, LabFigure, place_legend
 
 NOISY_HATCH = "///"
 LOG_SPAN = 50.0        # bars spanning more than this factor go on a log axis (fp32 vs fp8)
@@ -79,7 +79,7 @@ def peaks_figure(report: dict) -> Figure:
     devices = list(dict.fromkeys(r["device"] for r in rows))
     names = {r["device"]: r.get("card_name") or r["device"] for r in rows}
     width = min(0.8 / len(devices), 0.5)
-    fig = Figure(figsize=(10.0, 4.2), layout="constrained")
+    fig = LabFigure(figsize=(10.0, 4.2), layout="constrained")
     ax = fig.subplots()
     entries, values, any_noisy, any_missing, any_sheet = [], [], False, False, False
     for i, device in enumerate(devices):
@@ -133,7 +133,7 @@ def tiles_figure(report: dict) -> Figure:
                 key=lambda r: -_num(r["tflops"]))
     kept = {id(r) for r in ok}
     failed = [r for r in rows if id(r) not in kept]
-    fig = Figure(figsize=(10.0, 1.8 + 0.32 * max(len(ok), 3)), layout="constrained")
+    fig = LabFigure(figsize=(10.0, 1.8 + 0.32 * max(len(ok), 3)), layout="constrained")
     ax = fig.subplots()
     for y, r in enumerate(ok):
         noisy = bool(r.get("noisy"))
@@ -174,7 +174,7 @@ def train_figure(report: dict) -> Figure:
     models = list(dict.fromkeys(f"{r['model']} {r.get('size') or ''}".strip() for r in rows))
     precisions = list(dict.fromkeys(r["precision"] for r in rows))
     width = min(0.8 / len(precisions), 0.5)
-    fig = Figure(figsize=(11.0, 4.2), layout="constrained")
+    fig = LabFigure(figsize=(11.0, 4.2), layout="constrained")
     axes = fig.subplots(1, 2)
     panels = (("samples_per_s", "samples/s", "training throughput"),
               ("peak_mib", "peak memory (MiB)", "step peak memory"))
@@ -212,7 +212,7 @@ def busbw_figure(report: dict) -> Figure:
     x = np.array([_num(r["size_bytes"]) for r in rows])
     y = np.array([_num(r.get("busbw_gbs")) for r in rows])
     noisy = np.array([bool(r.get("noisy")) for r in rows], dtype=bool)
-    fig = Figure(figsize=(10.0, 4.2), layout="constrained")
+    fig = LabFigure(figsize=(10.0, 4.2), layout="constrained")
     ax = fig.subplots()
     ax.plot(x, y, "-o", color="C0", markevery=np.flatnonzero(~noisy).tolist())
     entries = [(Line2D([], [], color="C0", marker="o"), "measured bus bandwidth")]

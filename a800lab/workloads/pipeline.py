@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -229,6 +230,17 @@ def check_pipeline(num_workers: int, pin_memory: bool, non_blocking: bool,
                          "non_blocking=False)")
 
 
+@contextlib.contextmanager
+def _quiet_worker_count():
+    """torch warns when loader workers outnumber the cores; the point's noise verdict says it
+    (a job's own workers count as other processes) with what to do, beside the figure, so the
+    warning would only repeat it as a red box."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="This DataLoader will create",
+                                category=UserWarning)
+        yield
+
+
 def pipeline_point(num_workers: int = 0, pin_memory: bool = False, non_blocking: bool = False,
                    prefetch_factor: int = 2, preprocess_ms: float = 0.1, cost: str = "cpu",
                    batch_size: int = 64, *, device: str = "cpu", budget_s: float = 0.5) -> dict:
@@ -236,16 +248,18 @@ def pipeline_point(num_workers: int = 0, pin_memory: bool = False, non_blocking:
     check_pipeline(num_workers, pin_memory, non_blocking, prefetch_factor, preprocess_ms, cost,
                    batch_size, device)
     channels, side, hidden = SHAPES["cuda" if device.startswith("cuda") else "cpu"]
-    loader = torch.utils.data.DataLoader(
-        GeneratedImages(side, channels, preprocess_ms, cost), batch_size=batch_size,
-        num_workers=num_workers, pin_memory=pin_memory,
-        prefetch_factor=prefetch_factor if num_workers else None)
+    with _quiet_worker_count():
+        loader = torch.utils.data.DataLoader(
+            GeneratedImages(side, channels, preprocess_ms, cost), batch_size=batch_size,
+            num_workers=num_workers, pin_memory=pin_memory,
+            prefetch_factor=prefetch_factor if num_workers else None)
     torch.manual_seed(0)
     features = channels * side * side
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(features, hidden),
                                 torch.nn.ReLU(), torch.nn.Linear(hidden, CLASSES)).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    iterator = iter(loader)
+    with _quiet_worker_count():
+        iterator = iter(loader)
 
     def copy(batch):
         images, labels = batch[0], batch[1]
