@@ -492,3 +492,20 @@ def test_ordinary_parameter_names_are_the_users(tmp_path):
     p.color_by.value = "param.mode"  # colour by the user's mode, not the record's
     p.refresh()
     assert p.figure is not None
+
+
+def test_controls_show_what_a_programmatic_run_used():
+    """run(batch_size=[...], precision=...) moves the controls and the values box to what ran;
+    a control changed afterwards is named in the caption beside the points that differ."""
+    p = Explorer(step, params={"batch_size": Range(1, 512, default=32, scale="pow2"),
+                               "precision": ["fp32", "bf16"]}, sweep="batch_size",
+                 device="cpu")
+    assert p.run(wait=True, batch_size=[4, 48], precision="bf16")
+    assert p.sweep_values.value == "4, 48" and p.controls["precision"].value == "bf16"
+    p.sweep_axis.value = "precision"  # the batch slider now matters: it must read what ran
+    assert p.run(wait=True, batch_size=48, precision=["fp32"])
+    assert p.controls["batch_size"].value == 48  # 48 is no power of two: the slider gained it
+    assert "these points ran at" not in p.caption.value
+    p.controls["batch_size"].value = 32  # the user moves the slider without running
+    p.refresh()
+    assert "these points ran at batch_size=48 (the control reads 32)" in p.caption.value

@@ -107,3 +107,26 @@ def test_max_batch_figure_draws_every_trial():
     assert {"trial:ok", "trial:oom", "trial:skipped", "limit", "budget", "answer"} <= \
         _gids(fig)
     assert "3 trials run, 1 skipped" in fig.axes[0].get_title()
+
+
+def test_bars_follow_the_throughput_plots_order_for_categories(frame):
+    """precision swept fp32 then bf16: the bars read in that order too (not alphabetical)."""
+    fig = training_figure(frame[frame["batch_size"] == 4], "precision")
+    memory = fig.axes[1]
+    assert [t.get_text() for t in memory.get_xticklabels()] == ["fp32", "bf16"]
+
+
+def test_loss_curves_on_top_of_each_other_stay_findable():
+    curve = [2.3, 2.2, 2.1, 2.0, 1.9, 1.8]
+    df = pd.DataFrame({"precision": ["fp32", "bf16", "fp16"], "outcome": ["ok"] * 3,
+                       "loss_curve": [curve, [v + 1e-4 for v in curve], [v - 0.3 for v in curve]],
+                       "run_id": ["r1"] * 3, "label": ["CPU: x"] * 3,
+                       "device_name": ["CPU: x"] * 3})
+    fig = loss_curves_figure(df, x="precision")
+    ax = fig.axes[0]
+    lines = [ln for ln in ax.lines if ln.get_gid() == "loss"]
+    assert len({ln.get_marker() for ln in lines}) == 3  # each its own marker ...
+    assert len({str(ln.get_markevery()) for ln in lines}) == 3  # ... on steps of its own
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "precision=bf16 (lies on precision=fp32)" in labels
+    assert "precision=fp16" in labels  # 0.3 below: visibly apart, not called coincident

@@ -18,7 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from .look import LabFigure, Look
+from .look import NOISY_MARKER, LabFigure, Look, noisy_handle
 from .parts import say, wrapped_legend
 from .sweep import NO_POINTS_TEXT, throughput_figure
 
@@ -49,9 +49,12 @@ def _positions(df: pd.DataFrame, x: str) -> pd.Series:
 
 def _draw_lines(ax: Axes, ok: pd.DataFrame, pos: pd.Series, y: np.ndarray, look: Look,
                 markers: list[str], style: str = "-") -> None:
-    """One line per series and run, sorted by x; each point's marker from `markers`."""
-    frame = pd.DataFrame({"pos": pos[ok.index].to_numpy(), "y": y, "marker": markers},
-                         index=ok.index)
+    """One line per series and run, sorted by x; each point's marker from `markers`, hollow
+    where the point is noisy (as in the throughput row above)."""
+    noisy = ok["noisy"].fillna(False).astype(bool).to_numpy() if "noisy" in ok else \
+        np.zeros(len(ok), bool)
+    frame = pd.DataFrame({"pos": pos[ok.index].to_numpy(), "y": y, "marker": markers,
+                          "noisy": noisy}, index=ok.index)
     groups = frame.groupby([look.key[ok.index], look.run[ok.index]], sort=False)
     for (key, _run), rows in groups:
         rows = rows[np.isfinite(rows["y"])].sort_values("pos")
@@ -61,9 +64,10 @@ def _draw_lines(ax: Axes, ok: pd.DataFrame, pos: pd.Series, y: np.ndarray, look:
         color, alpha = look.color(key), look.alpha(newest)
         ax.plot(rows["pos"], rows["y"], style, color=color, alpha=alpha,
                 lw=1.8 if newest else 1.0)
-        for marker, part in rows.groupby("marker"):
+        for (marker, hollow), part in rows.groupby(["marker", "noisy"]):
             ax.plot(part["pos"], part["y"], marker, linestyle="none", color=color, alpha=alpha,
-                    markersize=6 if newest else 4)
+                    markersize=6 if newest else 4, **(NOISY_MARKER if hollow else {}),
+                    gid="noisy" if hollow else None)
 
 
 def _draw_energy(ax: Axes, ok: pd.DataFrame, pos: pd.Series, look: Look) -> list:
@@ -142,9 +146,10 @@ def cost_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
             say(ax, NO_POINTS_TEXT)
         return fig
     pos = _positions(df, x)
-    wrapped_legend(middle, _draw_energy(middle, ok, pos, look))
+    hollow = [noisy_handle()] if "noisy" in ok and ok["noisy"].fillna(False).any() else []
+    wrapped_legend(middle, _draw_energy(middle, ok, pos, look) + hollow)
     wrapped_legend(bottom, _draw_cost(bottom, ok, pos, look, price_per_gpu_hour_usd, gpus,
-                                    price_per_kwh_usd))
+                                      price_per_kwh_usd) + hollow)
     for ax in (middle, bottom):
         ax.set_ylim(bottom=0)
         ax.tick_params(labelbottom=True)

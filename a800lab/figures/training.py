@@ -37,7 +37,7 @@ from ..workloads.training.loss_scaling import (
     log2_histogram,
 )
 from .look import FADED_ALPHA, PALETTE, LabFigure, Look, describe_devices, place_legend
-from .parts import say
+from .parts import ordered, say
 from .sweep import NO_POINTS_TEXT, throughput_figure
 
 # component column, legend label, colour: bottom to top of each bar
@@ -94,7 +94,10 @@ def _draw_breakdown(ax: Axes, df: pd.DataFrame, x: str, series: str | None) -> l
         say(ax, NO_POINTS_TEXT)
         return []
     ok, look = _newest_ok(df, series)
-    ok = ok.sort_values(x, kind="stable").tail(_MAX_BARS)
+    # the throughput plot's order: numbers ascending, anything else as first measured
+    rank = {value: i for i, value in enumerate(ordered(ok[x]))}
+    ok = ok.iloc[np.argsort([rank.get(v, len(rank)) for v in ok[x]], kind="stable")]
+    ok = ok.tail(_MAX_BARS)
     if ok.empty:
         say(ax, NO_POINTS_TEXT)
         return []
@@ -153,7 +156,27 @@ def _draw_breakdown(ax: Axes, df: pd.DataFrame, x: str, series: str | None) -> l
 
 
 _LINE_STYLES = ("-", "--", ":", "-.")
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 _MAX_CURVES_NAMED = 12
+COINCIDE_SHARE = 0.01  # curves closer than this share of the loss range at every step coincide
+
+
+def _coinciding(curves: list[np.ndarray]) -> list[int | None]:
+    """For each curve, the index of an earlier curve it lies on (within COINCIDE_SHARE of the
+    loss range at every step), else None: the legend says so, since the eye cannot tell."""
+    finite = [c[np.isfinite(c)] for c in curves]
+    span = np.ptp(np.concatenate(finite)) if any(len(c) for c in finite) else 0.0
+    tolerance = max(COINCIDE_SHARE * span, 1e-12)
+    out: list[int | None] = []
+    for i, curve in enumerate(curves):
+        match = None
+        for j in range(i):
+            other = curves[j]
+            if len(other) == len(curve) and np.all(np.abs(other - curve) <= tolerance):
+                match = j if out[j] is None else out[j]
+                break
+        out.append(match)
+    return out
 
 
 def _draw_loss_curves(ax: Axes, df: pd.DataFrame, x: str | None, series: str | None) -> list:
@@ -170,7 +193,7 @@ def _draw_loss_curves(ax: Axes, df: pd.DataFrame, x: str | None, series: str | N
     keys = list(dict.fromkeys(look.key[ok.index]))
     several = len(keys) > 1
     xs = list(dict.fromkeys(ok[x])) if x in ok else list(ok.index)
-    entries, faded = [], False
+    entries, faded, drawn = [], False, []
     for index, row in ok.iterrows():
         curve = row["loss_curve"]
         if not isinstance(curve, (list, tuple)) or not curve:
@@ -181,12 +204,22 @@ def _draw_loss_curves(ax: Axes, df: pd.DataFrame, x: str | None, series: str | N
             faded = True
             ax.plot(steps, values, color="gray", alpha=FADED_ALPHA, lw=1.0, gid="loss:earlier")
             continue
+        drawn.append((index, row, steps, values))
+    same = _coinciding([values for *_, values in drawn])
+    for n, (index, row, steps, values) in enumerate(drawn):
         color = PALETTE[xs.index(row[x] if x in ok else index) % len(PALETTE)]
         style = _LINE_STYLES[keys.index(look.key[index]) % len(_LINE_STYLES)]
-        ax.plot(steps, values, color=color, linestyle=style, lw=1.6, gid="loss")
+        # a marker of its own on steps of its own: curves on top of each other stay findable
+        every = max(1, len(steps) // 6, min(len(drawn), len(steps)))
+        mark = dict(marker=_MARKERS[n % len(_MARKERS)], markevery=(n % every, every),
+                    markersize=5, markerfacecolor="white")
+        ax.plot(steps, values, color=color, linestyle=style, lw=1.6, gid="loss", **mark)
         label = f"{x}={_point_label(row, x, series, several)}".replace("\n", ", ") if x in ok \
             else str(look.key[index])
-        entries.append((Line2D([], [], color=color, linestyle=style), label))
+        if same[n] is not None:
+            label += f" (lies on {entries[same[n]][1]})"
+        entries.append((Line2D([], [], color=color, linestyle=style, **{
+            k: v for k, v in mark.items() if k != "markevery"}), label))
     if len(entries) > _MAX_CURVES_NAMED:
         entries = entries[:_MAX_CURVES_NAMED - 1] + [
             (Line2D([], [], color="gray"), f"+{len(entries) - _MAX_CURVES_NAMED + 1} more")]

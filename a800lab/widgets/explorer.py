@@ -39,14 +39,16 @@ from ..figures.look import EARLIER_RUNS, describe_devices
 from ..figures.sweep import throughput_and_memory_figure
 from .explorer_text import (
     auto_series,
+    conditions_text,
     describe_record,
+    fixed_differences,
     overlay_hint,
     run_numbers,
     summary,
     table_html,
 )
 from .panel_records import PanelRecords
-from .params import Fixed, as_param, check_signature, check_value, format_param, plan_run
+from .params import Fixed, as_param, check_signature, check_value, format_param, plan_run, show_plan
 from .redraw import Redrawer
 from .status import StatusLine
 
@@ -101,8 +103,9 @@ class Explorer:
 
     Runs happen on a background thread, so Stop works mid-sweep (after the point in flight); a
     second Run during a run is refused; drawing happens on a thread of its own, a few times a
-    second at most, never in the measurement's way. Errors land in the status line and the
-    panel stays usable. Clear empties the panel (what was saved stays in the file).
+    second at most. After a Run starts, the controls show the values it measures (also those
+    given to `run()`). Errors land in the status line; the panel stays usable. Clear empties the
+    panel (what was saved stays in the file).
     """
 
     VIEWS: dict[str, str] = {}  # a panel with several views: key -> label, the first shown
@@ -253,11 +256,7 @@ class Explorer:
             self._view_changed()
 
     def _conditions(self) -> str:
-        if self.device != "cpu":
-            threads = "" if self.torch_threads is None else f", {self.torch_threads} CPU threads"
-            return f"GPU {self.device}{threads}"
-        plural = "s" if self.torch_threads != 1 else ""
-        return f"CPU fallback, {self.torch_threads} torch thread{plural}"
+        return conditions_text(self.device, self.torch_threads)
 
     # ---- running --------------------------------------------------------------------------
     @property
@@ -276,6 +275,7 @@ class Explorer:
             except Exception as exc:  # any bad value: say so, start nothing
                 self.status.say(f"Cannot run: {exc}", "error")
                 return False
+            self._show_plan(axes, fixed)
             self._cancel, self._stopped_at = CancelToken(), None
             run_id = new_run_id()
             self._thread = threading.Thread(target=self._work, args=(axes, fixed, run_id),
@@ -326,6 +326,12 @@ class Explorer:
         current = {key: control.value for key, control in self.controls.items()}
         return plan_run(self.params, current, self.sweep_axis.value, self.sweep_values.value,
                         overrides, no_sweep=NO_SWEEP)
+
+    def _show_plan(self, axes: dict, fixed: dict) -> None:
+        """The controls and the values box show what this run measures (see show_plan)."""
+        show_plan(self.params, self.controls, axes, fixed)
+        if self.sweep_axis.value in axes:
+            self.sweep_values.value = ", ".join(map(format_param, axes[self.sweep_axis.value]))
 
     def _check_one(self, key: str, value):
         return check_value(self.params[key], key, value)
@@ -423,8 +429,10 @@ class Explorer:
         buf = io.BytesIO()
         figure.savefig(buf, format="png", dpi=PNG_DPI, pil_kwargs={"compress_level": 1})
         self.figure = figure
+        differs = fixed_differences(measured, self.params, self.controls, x)
         self.caption.value = (f"<small><b>{html.escape(self._figure_title(x))}</b>, "
-                              f"measured on {html.escape(describe_devices(df))}</small>")
+                              f"measured on {html.escape(describe_devices(df))}"
+                              f"{html.escape(differs)}</small>")
         self.plot.value = buf.getvalue()
         self.plot.layout.display = self.caption.layout.display = None
         self.table.value = self._table_html(measured)

@@ -14,11 +14,19 @@ import math
 
 import pandas as pd
 
-from ..core.results import Record
+from ..core.results import Record, param_column
 from ..core.sweep import SweepResult
 from .params import format_param
 
 TABLE_ROWS = 12  # the newest points; panel.results has them all
+
+
+def conditions_text(device: str, torch_threads: int | None) -> str:
+    """"GPU cuda:0" or "CPU fallback, 1 torch thread": where a panel runs, for its status."""
+    if device != "cpu":
+        threads = "" if torch_threads is None else f", {torch_threads} CPU threads"
+        return f"GPU {device}{threads}"
+    return f"CPU fallback, {torch_threads} torch thread{'s' * (torch_threads != 1)}"
 
 
 def run_numbers(run_ids) -> dict[str, int]:
@@ -76,6 +84,24 @@ def auto_series(df: pd.DataFrame, x: str, params: list[str]) -> pd.Series:
     for part in parts[1:]:
         names = names + ", " + part
     return names
+
+
+def fixed_differences(measured: pd.DataFrame, params: dict, controls: dict, x: str) -> str:
+    """"; these points ran at precision=bf16 (the control reads fp32)" for each parameter
+    other than `x` whose values in the newest run differ from its control now; "" if none."""
+    if measured.empty or "run_id" not in measured:
+        return ""
+    newest = measured[measured["run_id"] == measured["run_id"].max()]
+    notes = []
+    for name, control in controls.items():
+        column = param_column(name)
+        if column == x or column not in newest:
+            continue
+        ran = list(dict.fromkeys(format_param(v) for v in newest[column]))
+        now = format_param(control.value)
+        if ran != [now]:
+            notes.append(f"{name}={', '.join(ran)} (the control reads {now})")
+    return f"; these points ran at {'; '.join(notes)}" if notes else ""
 
 
 def _cell(value) -> str:

@@ -60,6 +60,10 @@ class Choice:
     def sweep_values(self) -> list:
         return list(self.values)
 
+    def show(self, control: widgets.ValueWidget, value) -> None:
+        """Set the control to `value` (one this spec accepted)."""
+        control.value = value
+
     def check(self, name: str, value):
         """`value` itself if it is one of the choices, else a ValueError naming them."""
         if value not in self.values:
@@ -145,6 +149,15 @@ class Range:
         return cls(value=self.initial, min=self.lo, max=self.hi, step=self.step,
                    description=name, continuous_update=False)
 
+    def show(self, control: widgets.ValueWidget, value) -> None:
+        """Set the control to `value` (one this spec accepted); a pow2 slider gains a stop for
+        a value between its powers of two."""
+        if self.scale == "pow2":
+            stops = [v for _, v in control.options]
+            if value not in stops:
+                control.options = [(str(v), v) for v in sorted({*stops, value})]
+        control.value = value
+
     def _powers_of_two(self) -> list[int]:
         first = math.ceil(math.log2(self.lo))
         return [2**e for e in range(first, int(math.log2(self.hi)) + 1)]
@@ -209,6 +222,9 @@ class Fixed:
     def control(self, name: str) -> widgets.ValueWidget:
         return widgets.Text(value=format_param(self.value), description=name, disabled=True)
 
+    def show(self, control: widgets.ValueWidget, value) -> None:
+        """A fixed value is always what its control shows."""
+
 
 ParamSpec = Choice | Range | Fixed
 
@@ -259,6 +275,15 @@ def plan_run(params: dict, current: dict, axis: str, typed_values: str, override
             raise ValueError(f"the sweep over {axis} has no values; give at least one")
         values = [check_value(params[axis], axis, v) for v in values]
     return {axis: values}, fixed
+
+
+def show_plan(params: dict, controls: dict, axes: dict, fixed: dict) -> None:
+    """Set each control to the value a Run measures (an axis of one value counts too), so the
+    panel shows what ran, also when `run()` was given values the controls did not hold."""
+    single = {name: values[0] for name, values in axes.items() if len(values) == 1}
+    for name, value in {**fixed, **single}.items():
+        if name in controls:
+            params[name].show(controls[name], value)
 
 
 SUPPLIED_ARGUMENTS = ("device", "cancel")
