@@ -6,6 +6,7 @@ printers every family shares (options.py), and one module per command family:
     train.py     sweep train, max-batch
     comm.py      comm collectives, comm ddp
     report.py    report (and report --compare)
+    chapters.py  chapters (copies of the notebooks to run)
 """
 
 from .main import build_parser, main

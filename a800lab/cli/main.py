@@ -15,11 +15,12 @@ with the message, like argparse does.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from . import comm, machine, report, sweep, train
+from . import chapters, comm, machine, report, sweep, train
 
-FAMILIES = (machine, sweep, train, comm, report)
+FAMILIES = (machine, sweep, train, comm, report, chapters)
 GROUPS = {
     "sweep": "run a sweep headless and write JSON Lines (matmul, tiles, train)",
     "tune": "find the fastest config by successive halving, stored and reused (tiles)",
@@ -80,3 +81,6 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:  # bad input: say what and exit like argparse does
         print(f"a800lab: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `... | head` closed our stdout: nothing more to say
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 -- the interpreter closes it at exit
+        return 0

@@ -254,11 +254,13 @@ def format_report(report: dict) -> str:
     """The report as plain text: system lines, GPU table, topology matrix, legend, advice."""
     report = with_defaults(report)
     s, c = report["system"], report["cpu"]
+    # TF32 settings only mean something where a GPU runs the float32 products
+    tf32 = (f" | float32 on GPU: matmul {s['matmul_fp32_precision']}, conv "
+            f"{s['conv_fp32_precision']}") if report.get("gpu_found") else ""
     out = [
         f"Driver {_fmt(s['driver_version'])} (CUDA {_fmt(s['cuda_driver_version'])}) | torch "
         f"{s['torch_version']} (CUDA {_fmt(s['torch_cuda_version'])}, cuDNN "
-        f"{_fmt(s['cudnn_version'])}, NCCL {_fmt(s['nccl_version'])}) | float32 on GPU: matmul "
-        f"{s['matmul_fp32_precision']}, conv {s['conv_fp32_precision']}",
+        f"{_fmt(s['cudnn_version'])}, NCCL {_fmt(s['nccl_version'])}){tf32}",
         f"CPU {c['model']}: {c['logical_cores']} logical / {_fmt(c['physical_cores'])} physical "
         f"cores, {_fmt(c['numa_nodes'])} NUMA node(s), {_fmt(c['memory_total_bytes'], 2**30)} "
         f"GiB RAM, torch {c['torch_threads']} threads, ISA {c['isa']}",
