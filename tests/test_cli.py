@@ -62,8 +62,11 @@ def test_bad_input_exits_2_with_a_message(tmp_path, capsys):
 
 def test_peak_json_is_recorded_for_tile_points(capsys, tmp_path, monkeypatch):
     from a800lab.core.environment import environment
+    from a800lab.workloads import peak as peak_module
     from a800lab.workloads.peak import measured_peak
 
+    # the subject is recording: judge the figures clean (noisy ones have their own test)
+    monkeypatch.setattr(peak_module, "assess", lambda *a, **k: {"noisy": False, "reasons": []})
     monkeypatch.setenv("A800LAB_PEAKS", str(tmp_path / "peaks.json"))
     assert main(["peak", "--json", "--device", "cpu"]) == 0
     captured = capsys.readouterr()
@@ -359,3 +362,19 @@ def test_tune_tiles_is_also_spelt_tune(tmp_path, capsys, quiet_cpu):
     assert main(["tune", "tiles", *args]) == 0
     assert main(["tune", *args]) == 0
     assert "reused the result tuned at" in capsys.readouterr().err
+
+
+def test_a_cpu_run_that_will_take_minutes_says_so_up_front(tmp_path, capsys, monkeypatch):
+    from a800lab.workloads import matmul as matmul_mod
+
+    monkeypatch.setattr(matmul_mod, "cpu_call_s", lambda m, n, k, p, calls=1: 30.0)
+    assert main(["sweep", "matmul", "--size", "64", "128", "--device", "cpu", "--budget-s",
+                 "0.01", "--out", str(tmp_path / "r.jsonl")]) == 0
+    err = capsys.readouterr().err
+    assert "note: on this CPU one 128x128x128 product takes about 30 s, so these 2 point(s) " \
+           "take about 8 minutes" in err
+    assert err.index("note: on this CPU") < err.index("[1/2")  # before anything is measured
+    monkeypatch.setattr(matmul_mod, "cpu_call_s", lambda m, n, k, p, calls=1: 1e-4)
+    assert main(["sweep", "matmul", "--size", "64", "--device", "cpu", "--budget-s", "0.01",
+                 "--out", str(tmp_path / "q.jsonl")]) == 0
+    assert "note: on this CPU" not in capsys.readouterr().err

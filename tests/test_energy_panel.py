@@ -33,7 +33,7 @@ def test_training_cost_panel_on_a_cpu():
     axes = panel.figure.axes
     assert "CPU fallback" in axes[0].get_title()
     assert axes[1].get_title() == "energy unavailable: CPU time per sample"
-    assert "at $3.6 per GPU-hour" in axes[2].get_title()
+    assert "at $3.6 per machine-hour (CPU fallback: this CPU, no GPU)" in axes[2].get_title()
 
 
 def test_a_price_change_replots_without_measuring():
@@ -45,7 +45,7 @@ def test_a_price_change_replots_without_measuring():
     panel.wait()
     panel.refresh()
     assert panel.records == before
-    assert "at $7.5 per GPU-hour x 8 GPUs" in panel.figure.axes[2].get_title()
+    assert "at $7.5 per machine-hour x 8 machines" in panel.figure.axes[2].get_title()
     assert "$7.5 per GPU-hour" in panel.caption.value
     assert panel.comparison()["cost_per_million_usd"].iloc[0] == pytest.approx(
         7.5 * 8 / (3600 * before[0].throughput) * 1e6)

@@ -111,7 +111,13 @@ def _run(args, workload: str, axes: dict, settings: dict, backend: str) -> int:
     import torch
 
     from ..workloads.comm.launcher import RankGroupError
-    from ..workloads.comm.runs import plan_points, run_comm, run_comm_here, under_torchrun
+    from ..workloads.comm.runs import (
+        check_local_ranks,
+        plan_points,
+        run_comm,
+        run_comm_here,
+        under_torchrun,
+    )
     from .options import check_run_options
 
     check_run_options(args)
@@ -120,8 +126,14 @@ def _run(args, workload: str, axes: dict, settings: dict, backend: str) -> int:
     here = under_torchrun()
     if here and args.nproc is not None:
         raise ValueError("--nproc: under torchrun, torchrun starts the ranks (--nproc-per-node)")
-    nproc = int(os.environ["WORLD_SIZE"]) if here else \
-        args.nproc or (torch.cuda.device_count() if backend == "nccl" else 2)
+    if here:
+        nproc = int(os.environ["WORLD_SIZE"])
+    elif args.nproc is not None:  # --nproc 0 is a value to refuse, not "the default"
+        nproc = args.nproc
+    else:
+        nproc = torch.cuda.device_count() if backend == "nccl" else 2
+    if not here:
+        check_local_ranks(nproc, backend)  # too many for this machine: refused, nothing started
     plan_points(workload, axes, None, nproc, backend)  # a bad value exits before any rank
     threads = args.threads or 1
     if backend == "gloo" and args.threads is None:

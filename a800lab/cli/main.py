@@ -17,7 +17,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 
+from ..core.results import LabNotice
 from . import chapters, comm, machine, report, sweep, train
 
 FAMILIES = (machine, sweep, train, comm, report, chapters)
@@ -30,6 +32,16 @@ GROUPS = {
 }
 # `tune --size ...` (before `tune` had sub-commands) means `tune tiles --size ...`
 DEFAULT_IN_GROUP = {"tune": "tiles"}
+
+
+def _show_notice(show):
+    """A LabNotice as the lab's own one line on stderr; any other warning as Python shows it."""
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, LabNotice):
+            print(f"a800lab: note: {message}", file=sys.stderr)
+        else:
+            show(message, category, filename, lineno, file, line)
+    return showwarning
 
 
 class Commands:
@@ -77,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         args.command_parser.error(f"unrecognized arguments: {' '.join(extra)} (see "
                                   f"{args.command_parser.prog} --help)")
     try:
-        return args.run(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_notice(warnings.showwarning)
+            return args.run(args)
     except ValueError as exc:  # bad input: say what and exit like argparse does
         print(f"a800lab: error: {exc}", file=sys.stderr)
         return 2

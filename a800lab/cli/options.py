@@ -98,12 +98,14 @@ def threads_for(args, device: str) -> int | None:
 
 def shape_axes(args) -> dict:
     """{"size": [...]} or {"m": [...], "n": [...], "k": [...]} from the shape options."""
-    if args.size and (args.m or args.n or args.k):
+    given = {name: getattr(args, name) for name in ("size", "m", "n", "k")
+             if getattr(args, name) is not None}  # 0 is a value (refused later), not "absent"
+    if "size" in given and len(given) > 1:
         args.command_parser.error("give either --size (square) or --m/--n/--k, not both")
-    if args.size:
-        return {"size": args.size}
-    if args.m and args.n and args.k:
-        return {"m": args.m, "n": args.n, "k": args.k}
+    if "size" in given:
+        return {"size": given["size"]}
+    if len(given) == 3:
+        return given
     args.command_parser.error("give --size, or all of --m, --n and --k")
 
 

@@ -74,15 +74,42 @@ def _square(run):
 
 
 def _tile_axes(args, backend: str, precision: str) -> dict:
-    """The tile options given, each value checked on its own (a typo exits before running)."""
+    """The tile options given. A value no combination of the given ones can use (a typo, a
+    tile too large with every block_n given) exits before running, its error naming the values
+    given; a combination that alone cannot run is measured as impossible, with the reason."""
+    import itertools
+
     from ..workloads.matmul import MatmulSpec
 
     axes = {name: list(dict.fromkeys(getattr(args, name))) for name in TILE_OPTIONS
             if getattr(args, name)}
-    for name, values in axes.items():
-        for value in values:
-            MatmulSpec(64, 64, 64, precision, backend, **{name: value})
+    if backend == "triton":
+        _check_triton_here(args.device)
+    first_error = None
+    for combo in itertools.product(*axes.values()):
+        try:
+            MatmulSpec(64, 64, 64, precision, backend, **dict(zip(axes, combo, strict=True)))
+            return axes
+        except ValueError as exc:
+            first_error = first_error or exc
+    if first_error is not None:
+        raise first_error
     return axes
+
+
+def _check_triton_here(device: str) -> None:
+    """The Triton kernel needs a CUDA GPU, or the Triton interpreter for correctness checks."""
+    import os
+
+    from ..core.backends import HAS_TRITON, resolve_device, why_unavailable
+
+    if not HAS_TRITON:
+        raise ValueError(f"--backend triton: {why_unavailable('triton')}")
+    if not resolve_device(device).startswith("cuda") and \
+            os.environ.get("TRITON_INTERPRET") != "1":
+        raise ValueError("--backend triton needs a CUDA GPU (or TRITON_INTERPRET=1, the Triton "
+                         "interpreter: correctness only, no GPU timing); on this machine use "
+                         "--backend cpu_blocked, the kernel's CPU stand-in")
 
 
 def _precisions(args, device: str) -> list[str]:
@@ -95,14 +122,42 @@ def _precisions(args, device: str) -> list[str]:
     return precisions
 
 
-def _check_shapes(axes: dict) -> None:
-    """Reject a bad shape before anything runs."""
+def _check_shapes(axes: dict) -> list[tuple[int, int, int, int]]:
+    """Reject a bad shape before anything runs; returns each point's (m, n, k, torch calls
+    of the CPU stand-in: one per tile and K step)."""
     from ..core.sweep import grid
     from ..workloads.matmul import MatmulSpec
 
+    shapes = []
     for p in grid(axes):
         size = p.get("size")
-        MatmulSpec(p.get("m", size), p.get("n", size), p.get("k", size), p["precision"])
+        m, n, k = p.get("m", size), p.get("n", size), p.get("k", size)
+        MatmulSpec(m, n, k, p["precision"])
+        shapes.append((m, n, k, _stand_in_calls(m, n, k, p)))
+    return shapes
+
+
+def _stand_in_calls(m: int, n: int, k: int, tile: dict) -> int:
+    if not tile.get("block_m"):
+        return 1
+    return (-(-m // tile["block_m"]) * -(-n // tile.get("block_n", tile["block_m"]))
+            * -(-k // tile.get("block_k", 64)))
+
+
+def _announce_cpu_duration(device: str, shapes, precisions, points: int, budget_s: float,
+                           threads: int | None) -> bool:
+    """On a CPU, say up front when the run will take minutes (and what to do); True if so."""
+    from ..core.noise import default_cpu_threads
+    from ..core.sweep import thread_count
+    from ..workloads.matmul import cpu_duration_note
+
+    if device != "cpu":
+        return False
+    with thread_count(threads or default_cpu_threads()):  # the threads the run will use
+        note = cpu_duration_note(shapes, precisions, points=points, budget_s=budget_s)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
+    return bool(note)
 
 
 def sweep_matmul_command(args) -> int:
@@ -113,8 +168,10 @@ def sweep_matmul_command(args) -> int:
     device = resolve_device(args.device)
     precisions = _precisions(args, device)
     axes = {**shape_axes(args), "precision": precisions}
-    _check_shapes(axes)
+    shapes = _check_shapes(axes)
     cpu_notes(precisions, device)
+    _announce_cpu_duration(device, shapes, precisions, len(shapes), args.budget_s,
+                           args.threads)
     point = _square(functools.partial(matmul_point, device=device, budget_s=args.budget_s))
     return run_sweep_command(point, axes, args, device, workload="matmul")
 
@@ -130,8 +187,10 @@ def sweep_tiles_command(args) -> int:
     backend = default_tile_backend(device) if args.backend == "auto" else args.backend
     for name in precisions:
         axes.update(_tile_axes(args, backend, name))
-    _check_shapes(axes)
+    shapes = _check_shapes(axes)
     cpu_notes(precisions, device)
+    _announce_cpu_duration(device, shapes, precisions, len(shapes), args.budget_s,
+                           args.threads)
     point = _square(functools.partial(tiled_matmul_point, device=device,
                                       budget_s=args.budget_s))
     return run_sweep_command(point, axes, args, device, workload="tiles",
@@ -162,11 +221,18 @@ def tune_tiles_command(args) -> int:
     store = args.store or default_store_path()
     print(f"tuning {m}x{n}x{k} {precision} on {device} ({backend}): {len(grid)} configs",
           file=sys.stderr)
+    long_run = _announce_cpu_duration(device, [(m, n, k, max(_stand_in_calls(m, n, k, c)
+                                                              for c in grid))],
+                                      [precision], len(grid), args.budget_s, args.threads)
+
+    def starting(config: dict, budget_s: float) -> None:  # a long trial shows it has begun
+        print(f"  timing {config} for {budget_s:.3g} s ...", file=sys.stderr)
+
     try:
         with thread_count(threads_for(args, device)):
             outcome = tune(m, n, k, precision, backend, grid, device=device,
                            budget_s=args.budget_s, store=store, out=args.out, force=args.force,
-                           on_trial=show_record)
+                           on_trial=show_record, on_start=starting if long_run else None)
     except (KeyboardInterrupt, Cancelled):
         print("stopped; nothing stored" + (f"; the trials are in {args.out}" if args.out
                                             else ""), file=sys.stderr)

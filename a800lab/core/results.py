@@ -33,6 +33,12 @@ import pandas as pd
 
 from .timing import Timing
 
+
+class LabNotice(UserWarning):
+    """Something the lab did on its own that a user should know (a torn last line skipped, a
+    peaks file ignored): the command line prints it as one line, "a800lab: note: ..."."""
+
+
 SCHEMA_VERSION = 2
 READABLE_SCHEMA_VERSIONS = (1, 2)
 OUTCOMES = ("ok", "oom", "wrong", "error")
@@ -274,7 +280,7 @@ def _mend_tail(p: Path) -> None:
             Record.from_dict(json.loads(content[keep:]))
         except (ValueError, TypeError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             warnings.warn(f"{p}: dropping a torn last line ({len(content) - keep} bytes) left by "
-                          "an interrupted writer", stacklevel=3)
+                          "an interrupted writer", LabNotice, stacklevel=3)
             f.truncate(keep)
         else:
             f.write(b"\n")
@@ -302,7 +308,7 @@ def read_records(path: str | os.PathLike) -> list[Record]:
             torn = number == len(lines) and not line.endswith("\n")
             if torn and isinstance(exc, json.JSONDecodeError):
                 warnings.warn(f"{p}:{number}: skipping a torn last line (writer interrupted)",
-                              stacklevel=2)
+                              LabNotice, stacklevel=2)
                 continue
             raise ValueError(f"{p}:{number}: malformed result record: {exc}") from exc
     return records

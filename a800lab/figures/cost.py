@@ -111,8 +111,13 @@ def _draw_cost(ax: Axes, ok: pd.DataFrame, pos: pd.Series, look: Look, price: fl
     with np.errstate(divide="ignore", invalid="ignore"):
         cost = price * gpus / (rate * 3600.0) * 1e6
     _draw_lines(ax, ok, pos, cost, look, ["o"] * len(ok))
-    per = f" x {gpus} GPUs" if gpus != 1 else ""
-    ax.set_title(f"cost per million {unit} at ${price:g} per GPU-hour{per}")
+    if (look.modes[ok.index] == "GPU").any():
+        per = f" x {gpus} GPUs" if gpus != 1 else ""
+        ax.set_title(f"cost per million {unit} at ${price:g} per GPU-hour{per}")
+    else:  # a CPU run is no GPU's cost: the price is read as this machine's
+        per = f" x {gpus} machines" if gpus != 1 else ""
+        ax.set_title(f"cost per million {unit} at ${price:g} per machine-hour{per} (CPU "
+                     "fallback: this CPU, no GPU)")
     entries = []
     energy = _floats(ok, "j_per_sample")
     if price_per_kwh_usd > 0 and np.isfinite(energy).any():

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import html
+import math
 from pathlib import Path
 
 import ipywidgets as widgets
@@ -39,7 +40,7 @@ from ..core.backends import HAS_CUDA
 from ..figures.comm import collectives_figure, ddp_figure
 from ..workloads.comm.collectives import DTYPES, OPS
 from ..workloads.comm.ddp import HOOKS, SYNC_MODES
-from ..workloads.comm.runs import run_comm, run_point, start_ranks
+from ..workloads.comm.runs import check_local_ranks, run_comm, run_point, start_ranks
 from ..workloads.comm.worker import default_comm_backend
 from .explorer import AUTO_SERIES, DATA_DIR, Explorer
 from .explorer_text import auto_series, run_numbers, table_html
@@ -89,6 +90,15 @@ class CommExplorer(Explorer):
             import torch
 
             world_size = torch.cuda.device_count() if on_gpu else 2
+        check_local_ranks(world_size, self.backend)  # the CLI's checks, before any rank starts
+        for name, value in (("timeout_s", timeout_s), ("budget_s", budget_s)):
+            if value is not None and not (isinstance(value, int | float) and
+                                          not isinstance(value, bool) and
+                                          math.isfinite(value) and value > 0):
+                raise ValueError(f"{name}={value!r} must be a number of seconds > 0, e.g. 60")
+        if train_steps is not None and (isinstance(train_steps, bool) or
+                                        not isinstance(train_steps, int) or train_steps < 1):
+            raise ValueError(f"train_steps={train_steps!r} must be a positive int, e.g. 10")
         self.world_size, self.timeout_s = world_size, timeout_s
         self.keep_ranks, self._ranks = keep_ranks, None
         self.settings = {"budget_s": budget_s or (0.3 if on_gpu else 0.1)}

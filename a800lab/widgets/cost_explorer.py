@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import functools
 import html
+import math
+import numbers
 from pathlib import Path
 
 import ipywidgets as widgets
@@ -58,6 +60,23 @@ def _custom_point(make_step, duration_s, *, device: str = "auto", cancel=None, *
                               cancel=cancel)
 
 
+def _check_prices(price_per_hour_usd, count, price_per_kwh_usd, duration_s) -> None:
+    """ValueError naming a price, count or duration that means nothing (the CLI refuses the
+    same)."""
+    for name, value in (("price_per_gpu_hour_usd", price_per_hour_usd),
+                        ("price_per_kwh_usd", price_per_kwh_usd)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or \
+                not math.isfinite(value) or value < 0:
+            raise ValueError(f"{name}={value!r} must be a price in US dollars >= 0, e.g. 2.0")
+    if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 1:
+        raise ValueError(f"gpus={count!r} must be a whole number of GPUs (or, on a CPU, "
+                         "machines) >= 1, e.g. 8")
+    if duration_s is not None and (isinstance(duration_s, bool) or
+                                   not isinstance(duration_s, numbers.Real) or
+                                   not math.isfinite(duration_s) or duration_s <= 0):
+        raise ValueError(f"duration_s={duration_s!r} must be a number of seconds > 0, e.g. 5")
+
+
 class CostExplorer(Explorer):
     """The utilisation, energy and cost panel (see the module docstring).
 
@@ -76,7 +95,10 @@ class CostExplorer(Explorer):
                  recorded_dir: Path | str = DATA_DIR, out: str | None = None):
         device = resolve_device(device)
         on_cpu = device == "cpu"
+        _check_prices(price_per_gpu_hour_usd, gpus, price_per_kwh_usd, duration_s)
         self._prices = (price_per_gpu_hour_usd, gpus, price_per_kwh_usd)
+        # a CPU run prices this machine, not a GPU it does not have
+        self._priced = "machine" if on_cpu else "GPU"
         if make_step is not None:
             if not params:
                 raise ValueError("your own workload needs params=, e.g. {'batch_size': [32, 256]}")
@@ -108,10 +130,13 @@ class CostExplorer(Explorer):
     # ---- layout ---------------------------------------------------------------------------
     def _extra_widgets(self) -> dict[str, list]:
         price, gpus, kwh = self._prices
+        what = self._priced
         self.price = widgets.BoundedFloatText(value=price, min=0.0, max=1e4, step=0.1,
-                                              description="$ / GPU-hour")
-        self.gpus = widgets.BoundedIntText(value=gpus, min=1, max=65536, description="GPUs",
-                                           tooltip="GPUs the job holds (each is paid for)")
+                                              description=f"$ / {what}-hour")
+        self.gpus = widgets.BoundedIntText(value=gpus, min=1, max=65536,
+                                           description=f"{what}s" if what == "GPU" else
+                                           "machines",
+                                           tooltip=f"{what}s the job holds (each is paid for)")
         self.kwh_price = widgets.BoundedFloatText(
             value=kwh, min=0.0, max=100.0, step=0.01, description="$ / kWh",
             tooltip="electricity price; 0 leaves electricity out of the plot")
@@ -141,7 +166,7 @@ class CostExplorer(Explorer):
 
     def _figure_title(self, x: str) -> str:
         return (f"throughput, energy per sample and cost per million vs {x} at "
-                f"${self.price.value:g} per GPU-hour")
+                f"${self.price.value:g} per {self._priced}-hour")
 
     def _table_html(self, measured: pd.DataFrame) -> str:
         """The newest ok points at the current prices, what the energy figure came from, and

@@ -65,12 +65,16 @@ class MatmulExplorer(Explorer):
                  recorded_dir: Path | str = DATA_DIR, out: str | None = None):
         device = resolve_device(device)
         on_cpu = device == "cpu"
+        if card is not None:
+            sm_count_of(card)  # an unknown card: refused now, not after measuring
         self.card = card
         self.default_backend = default_tile_backend(device)
         tiles = DEFAULT_TILES.get(self.default_backend, DEFAULT_TILES["triton"])
         precisions = [p for p in PRECISION_ORDER if not unsupported_reason(p, device)]
-        size = size or (256 if on_cpu else 4096)
-        shape = Range(16, 65536, default=size, scale="pow2")
+        if size is None:
+            size = 256 if on_cpu else 4096
+        shape = Range(16, 65536, scale="pow2")
+        shape = Range(16, 65536, default=shape.check("size", size), scale="pow2")
         params = {
             "m": shape, "n": shape, "k": shape,
             "precision": Choice(tuple(precisions), default="fp32" if on_cpu else "bf16"),

@@ -41,7 +41,13 @@ from ..workloads.training.max_batch import (
 )
 from ..workloads.training.models import MODELS, SIZES, default_size, describe_sizes
 from ..workloads.training.point import train_point
-from ..workloads.training.spec import OPTIMIZERS, TrainSpec, precisions_for
+from ..workloads.training.spec import (
+    OPTIMIZERS,
+    TrainSpec,
+    positive_float,
+    positive_int,
+    precisions_for,
+)
 from ..workloads.training.task import CUSTOM, check_task, custom_task
 from .explorer import DATA_DIR, Explorer
 from .explorer_text import run_numbers, table_html
@@ -77,6 +83,13 @@ class TrainingExplorer(Explorer):
         device = resolve_device(device)
         on_cpu = device == "cpu"
         defaults = CPU_DEFAULTS if on_cpu else GPU_DEFAULTS
+        # 0 or -1 are values to refuse now, not "the default": every point would fail later
+        if train_steps is not None:
+            positive_int("train_steps", train_steps, str(defaults["train_steps"]))
+        if budget_s is not None:
+            positive_float("budget_s", budget_s, str(defaults["budget_s"]))
+        if lr is not None:
+            positive_float("lr", lr, "1e-3")
         self.task = None
         if make_model is not None or make_batch is not None:
             if make_model is None or make_batch is None:
@@ -187,6 +200,8 @@ class TrainingExplorer(Explorer):
                          size=chosen["size"], batch_size=1, accum_steps=chosen["accum_steps"],
                          precision=chosen["precision"], optimizer=chosen["optimizer"],
                          checkpointing=chosen["checkpointing"], lr=self.workload.keywords["lr"])
+        if target_batch is not None:  # the box's 0 means "no plan"; an argument of 0 is wrong
+            positive_int("target_batch", target_batch, "1024 (or None for no plan)")
         target = self.target_batch.value if target_batch is None else target_batch
         limit_mib = self.limit_mib.value if limit_mib is None else limit_mib
         if limit_mib < 0:

@@ -259,3 +259,41 @@ def matmul_point(m: int, n: int, k: int, precision: str = "fp32", *, device: str
     tflops = spec.flop_count / (timing.median_ms * 1e-3) / 1e12
     return {"throughput": tflops, "throughput_unit": "TFLOP/s", "timing": timing,
             "tflops": tflops, "rel_error": rel_error, **metrics}
+
+
+CPU_PROBE_SIZE = 128    # a probe this size takes milliseconds in any precision on a CPU
+LONG_RUN_S = 60.0       # a CPU run predicted to take longer is announced with its estimate
+
+
+def cpu_call_s(m: int, n: int, k: int, precision: str, torch_calls: int = 1) -> float:
+    """Seconds one m x n x k matmul in `precision` takes on this CPU: a timed 128^3 probe
+    scaled by the flop count, plus the dispatch cost of `torch_calls` - 1 more torch calls (the
+    CPU stand-in of the tile kernel makes one per tile and K step). A rough figure: caches make
+    large problems a little faster per flop than the probe."""
+    prec = parse_precision(precision)
+    ops = make_operands(CPU_PROBE_SIZE, CPU_PROBE_SIZE, CPU_PROBE_SIZE, prec, "cpu")
+    with matmul_precision(prec):
+        probe = measure(ops.run, device="cpu", budget_s=0.05, warmup_s=0.01, min_reps=3)
+    tile = torch.zeros(16, 16)
+    dispatch = measure(lambda: tile.addmm_(tile, tile), device="cpu", budget_s=0.01,
+                       warmup_s=0.0, min_reps=3)
+    return (probe.median_ms * (m * n * k) / CPU_PROBE_SIZE**3
+            + dispatch.median_ms * max(0, torch_calls - 1)) / 1e3
+
+
+def cpu_duration_note(shapes, precisions, *, points: int, calls_per_point: int = 8,
+                      budget_s: float = 0.3) -> str:
+    """"" or, when a CPU run would take over a minute, a sentence with the estimate and what
+    to do (GPU-sized examples otherwise sit silent for many minutes on a laptop). `shapes` are
+    (m, n, k) or (m, n, k, torch calls per matmul); a point runs at least `calls_per_point`
+    calls (warm-up, the float64 check, the timed repetitions) or its timing budget."""
+    shapes = [(*s, 1) if len(s) == 3 else tuple(s) for s in shapes]
+    per_call = max(cpu_call_s(m, n, k, p, calls) for m, n, k, calls in shapes
+                   for p in precisions)
+    total_s = points * max(calls_per_point * per_call, budget_s + 3 * per_call)
+    if total_s < LONG_RUN_S:
+        return ""
+    m, n, k, _ = max(shapes, key=lambda s: s[0] * s[1] * s[2] * s[3])
+    return (f"on this CPU one {m}x{n}x{k} product takes about {per_call:.3g} s, so these "
+            f"{points} point(s) take about {total_s / 60:.0f} minutes; a CPU shows the method at "
+            "small sizes (e.g. --size 256, fp32), a GPU the real figures")

@@ -50,6 +50,7 @@ from ..core.precision import (
     parse_precision,
     unsupported_reason,
 )
+from ..core.results import LabNotice
 from ..core.specs import match, peak_for
 from ..core.store import cache_path, read_json, write_json_atomic
 from ..core.timing import Timing, measure
@@ -326,7 +327,7 @@ def _read_peaks(path: Path) -> dict | None:
     try:
         return read_json(path, what="a peaks file")
     except ValueError as exc:
-        warnings.warn(f"{exc}; measured peaks are ignored until then", stacklevel=3)
+        warnings.warn(f"{exc}; measured peaks are ignored until then", LabNotice, stacklevel=3)
         return None
 
 

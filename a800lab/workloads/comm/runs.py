@@ -30,6 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from ...core.cancel import CancelToken
 from ...core.environment import environment, fingerprint
+from ...core.memory import available_bytes
+from ...core.noise import usable_cores
 from ...core.results import (
     Record,
     append_record,
@@ -120,11 +122,52 @@ def plan_points(workload: str, axes: Mapping[str, Sequence], fixed: Mapping | No
     return points
 
 
+RANK_BYTES = 400 * 2**20   # resident memory of one rank process (torch imported: ~250-350 MiB)
+RANKS_PER_CORE = 4         # gloo ranks beyond this many per core only queue for the cores
+BACKENDS = ("gloo", "nccl")
+
+
+def check_local_ranks(world_size, backend: str) -> None:
+    """ValueError, before any process starts, for ranks this machine cannot run side by side:
+    fewer than 2, NCCL without a GPU per rank, more rank processes than memory holds, or far
+    more gloo ranks than cores (they would only take turns)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend={backend!r}: use 'gloo' (CPU ranks) or 'nccl' (one GPU per "
+                         "rank)")
+    if backend == "nccl":
+        import torch
+
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if gpus < 2 or (isinstance(world_size, int) and world_size > gpus):
+            raise ValueError(f"NCCL needs one GPU per rank and at least 2 ranks: "
+                             f"world_size={world_size}, {gpus} GPU(s) visible; lower world_size "
+                             "or use backend='gloo' (CPU ranks)")
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 2:
+        raise ValueError(f"world_size={world_size!r}: communication needs at least 2 ranks "
+                         "(with one GPU, use gloo: CPU ranks, e.g. --device cpu)")
+    if backend == "nccl":
+        return
+    cores = usable_cores()
+    room = available_bytes("cpu")
+    if room is not None and world_size * RANK_BYTES > room:
+        raise ValueError(f"world_size={world_size}: {world_size} rank processes need about "
+                         f"{world_size * RANK_BYTES / 2**30:.1f} GiB ({RANK_BYTES // 2**20} MiB "
+                         f"each) and {room / 2**30:.1f} GiB is available; use at most "
+                         f"{max(2, int(room // RANK_BYTES))} ranks here, or run under torchrun "
+                         "on more machines")
+    if world_size > RANKS_PER_CORE * cores:
+        raise ValueError(f"world_size={world_size}: {world_size} gloo ranks on {cores} usable "
+                         f"core(s) would only take turns; use at most "
+                         f"{max(2, RANKS_PER_CORE * cores)} here")
+
+
 def start_ranks(world_size: int = 2, backend: str | None = None, threads: int = 1,
                 timeout_s: float = 60.0) -> RankGroup:
     """A started group of comm workers, for several run_comm calls (`group=`); close() it."""
+    backend = backend or default_comm_backend()
+    check_local_ranks(world_size, backend)
     group = RankGroup(WORKER, world_size=world_size, timeout_s=timeout_s,
-                      env={"A800LAB_BACKEND": backend or default_comm_backend(),
+                      env={"A800LAB_BACKEND": backend,
                            "A800LAB_THREADS": str(threads), "A800LAB_TIMEOUT_S": str(timeout_s)})
     group.start()
     return group
@@ -142,13 +185,8 @@ def run_comm(workload: str, axes: Mapping[str, Sequence], *, fixed: Mapping | No
     train_steps); `threads`: torch threads per rank on CPU. `group`: ranks from start_ranks()
     to use instead (left running; its world size and backend are the points')."""
     backend = backend or default_comm_backend()
-    if backend == "nccl":
-        import torch
-
-        if world_size > torch.cuda.device_count():
-            raise ValueError(f"NCCL needs one GPU per rank: world_size={world_size}, "
-                             f"{torch.cuda.device_count()} GPU(s) visible; lower world_size "
-                             "or use backend='gloo' (CPU ranks)")
+    if group is None:
+        check_local_ranks(world_size, backend)
     points = plan_points(workload, axes, fixed, world_size, backend)
     if group is not None and group.world_size != world_size:
         raise ValueError(f"the group has {group.world_size} ranks, the points {world_size}")

@@ -88,10 +88,12 @@ def tune(m: int, n: int, k: int, precision: str = "fp32", backend: str = "auto",
          grid: Sequence[Mapping] | None = None, *, device: str = "auto", budget_s: float = 0.3,
          store: str | os.PathLike | None = None, out: str | os.PathLike | None = None,
          force: bool = False, on_trial: Callable[[Record], None] | None = None,
+         on_start: Callable[[dict, float], None] | None = None,
          cancel: CancelToken | None = None) -> TuneOutcome:
     """Find the fastest tile of `grid` (default: default_grid) for one shape; see the module
     docstring. `store=None` uses default_store_path(); `force` tunes even when stored;
-    `on_trial(record)` sees every trial's record as it is measured."""
+    `on_trial(record)` sees every trial's record as it is measured, `on_start(config,
+    budget_s)` every trial as it begins."""
     device = resolve_device(device)
     backend = default_tile_backend(device) if backend == "auto" else backend
     grid = [dict(c) for c in (grid if grid is not None else default_grid(backend))]
@@ -115,6 +117,8 @@ def tune(m: int, n: int, k: int, precision: str = "fp32", backend: str = "auto",
         check_config(MatmulSpec(m, n, k, precision, backend, **config), device)
 
     def evaluate(config: dict, trial_budget_s: float, first: bool) -> dict:
+        if on_start is not None:
+            on_start(config, trial_budget_s)
         def point(**params):  # checked against float64 the first time it runs, then timed
             return tiled_matmul_point(**params, device=device, budget_s=trial_budget_s,
                                       warmup_s=WARMUP_SHARE * trial_budget_s, check=first,
