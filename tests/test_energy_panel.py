@@ -46,7 +46,7 @@ def test_a_price_change_replots_without_measuring():
     panel.refresh()
     assert panel.records == before
     assert "at $7.5 per machine-hour x 8 machines" in panel.figure.axes[2].get_title()
-    assert "$7.5 per GPU-hour" in panel.caption.value
+    assert "$7.5 per machine-hour" in panel.caption.value
     assert panel.comparison()["cost_per_million_usd"].iloc[0] == pytest.approx(
         7.5 * 8 / (3600 * before[0].throughput) * 1e6)
 
