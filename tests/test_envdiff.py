@@ -3,6 +3,7 @@ results files on either side, and the same configs' throughputs side by side."""
 
 import json
 
+import matplotlib.colors
 import pytest
 
 from a800lab.cli import main
@@ -270,3 +271,37 @@ def test_results_files_record_and_compare_the_tf32_setting(tmp_path):
     d = diff_files(plain, tf32)
     (difference,) = [x for x in d.differences if x.field == "matmul_fp32_precision"]
     assert (difference.a, difference.b) == ("ieee", "tf32")
+
+
+def test_a_swing_inside_the_spread_or_on_one_machine_is_drawn_as_no_difference(tmp_path):
+    """chapter 09's baseline: the same machine twice showed a 0.70x solid red 'B slower' bar."""
+    from a800lab.core.envdiff import LineupRow
+    from a800lab.figures.diff import lineup_figure
+
+    def rec(size, times):
+        return Record(workload="matmul", params={"size": size, "precision": "fp32"},
+                      outcome="ok", throughput=1.0 / sorted(times)[len(times) // 2],
+                      throughput_unit="TFLOP/s", time_ms=tuple(times),
+                      env={"device_name": "CPU: x", "mode": "CPU fallback"})
+
+    for name, records in (("a", [rec(64, [1.0, 1.1, 1.2, 1.3, 1.4]), rec(128, [1.0] * 5)]),
+                          ("b", [rec(64, [1.2, 1.25, 1.3, 1.4, 1.5]), rec(128, [2.0] * 5)])):
+        for r in records:
+            append_record(tmp_path / f"{name}.jsonl", r)
+    diff = diff_files(tmp_path / "a.jsonl", tmp_path / "b.jsonl")
+    overlapping, apart = diff.lineup
+    assert overlapping.within_spread and not apart.within_spread
+    assert diff.same_environment  # one machine: every bar is run-to-run variation
+    fig = lineup_figure(diff)
+    bars = [p for p in fig.axes[0].patches if p.get_width() > 0]
+    assert {b.get_facecolor()[:3] for b in bars} == {matplotlib.colors.to_rgb("tab:gray")}
+    legend = [" ".join(t.get_text().split()) for t in fig.axes[0].get_legend().get_texts()]
+    assert "same environment: run-to-run variation, no difference" in legend
+    assert "B slower" not in legend
+    assert "0.50x~" in format_diff(diff) and "same environment" in format_diff(diff)
+    # two different environments: a difference beyond the spread is red, one inside it grey
+    diff.differences.append(diff.only_a[0] if diff.only_a else object())
+    colours = [b.get_facecolor()[:3] for b in lineup_figure(diff).axes[0].patches
+               if b.get_width() > 0]
+    assert colours == [matplotlib.colors.to_rgb("tab:gray"), matplotlib.colors.to_rgb("tab:red")]
+    assert LineupRow("w", {}, "u", 1.0, 1.0, False, False).within_spread is False  # no samples

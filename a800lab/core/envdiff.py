@@ -161,10 +161,21 @@ class LineupRow:
     b_throughput: float
     a_noisy: bool
     b_noisy: bool
+    a_quartiles_ms: tuple[float, float] | None = None  # 25th and 75th percentile per call
+    b_quartiles_ms: tuple[float, float] | None = None
 
     @property
     def ratio(self) -> float:
         return self.b_throughput / self.a_throughput
+
+    @property
+    def within_spread(self) -> bool:
+        """Whether B / A = 1 lies inside what the two sides' middle halves allow
+        (A's q25/B's q75 .. A's q75/B's q25): a difference the timings cannot tell from none."""
+        if self.a_quartiles_ms is None or self.b_quartiles_ms is None:
+            return False
+        (a25, a75), (b25, b75) = self.a_quartiles_ms, self.b_quartiles_ms
+        return b25 > 0 and b75 > 0 and a25 / b75 <= 1.0 <= a75 / b25
 
 
 @dataclass(frozen=True)
@@ -183,6 +194,12 @@ class EnvDiff:
     @property
     def notes(self) -> list[str]:
         return [f"A: {n}" for n in self.a.notes] + [f"B: {n}" for n in self.b.notes]
+
+    @property
+    def same_environment(self) -> bool:
+        """Both sides the same machine and software (no difference in the compared fields):
+        then every B / A is run-to-run variation, the baseline other comparisons must exceed."""
+        return not self.differences and not self.only_a and not self.only_b
 
     @property
     def geomean_ratio(self) -> float | None:
@@ -357,6 +374,13 @@ def _newest_ok(records) -> dict[str, Record]:
     return best
 
 
+def _quartiles(samples_ms) -> tuple[float, float] | None:
+    if len(samples_ms) < 2:
+        return None
+    q = statistics.quantiles(samples_ms, n=4, method="inclusive")
+    return q[0], q[2]
+
+
 def lineup(a_records, b_records) -> tuple[list[LineupRow], tuple[int, int]]:
     """The configs measured ok on both sides (same workload, params and unit), in A's order,
     and how many were measured on one side only."""
@@ -368,7 +392,8 @@ def lineup(a_records, b_records) -> tuple[list[LineupRow], tuple[int, int]]:
             continue
         rows.append(LineupRow(ra.workload, dict(ra.params), ra.throughput_unit,
                               float(ra.throughput), float(rb.throughput),
-                              bool(ra.noise.get("noisy")), bool(rb.noise.get("noisy"))))
+                              bool(ra.noise.get("noisy")), bool(rb.noise.get("noisy")),
+                              _quartiles(ra.time_ms), _quartiles(rb.time_ms)))
     matched = len(rows)
     return rows, (len(a_best) - matched, len(b_best) - matched)
 
@@ -458,10 +483,14 @@ def _lineup_lines(d: EnvDiff) -> list[str]:
                 f"in A, {d.unmatched[1]} only in B); run the same sweep on both machines."]
     rows = [(r.workload, format_params(r.params),
              f"{r.a_throughput:.4g}{'!' * r.a_noisy}", f"{r.b_throughput:.4g}{'!' * r.b_noisy}",
-             r.unit, f"{r.ratio:.2f}x") for r in d.lineup]
+             r.unit, f"{r.ratio:.2f}x{'~' * (d.same_environment or r.within_spread)}")
+            for r in d.lineup]
     headers = ("workload", "params", "A", "B", "unit", "B/A")
     widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=True)]
-    lines = ["Throughput, same configs (newest ok record of each side; ! = noisy):"]
+    lines = ["Throughput, same configs (newest ok record of each side; ! = noisy; ~ = no "
+             "difference the timings can tell" + ("; A and B are the same environment: every "
+                                                  "B/A is run-to-run variation" if
+                                                  d.same_environment else "") + "):"]
     lines += ["  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
               for row in (headers, *rows)]
     lines.append(f"  geometric mean B/A over {len(d.lineup)} configs: {d.geomean_ratio:.2f}x; "

@@ -41,7 +41,11 @@ def lineup_figure(diff: EnvDiff) -> Figure:
         return fig
     ratios = np.array([r.ratio for r in rows])
     labels = [f"{r.workload} {format_params(r.params)} ({r.unit})" for r in rows]
-    colors = ["tab:green" if q >= 1 else "tab:red" for q in ratios]
+    same = diff.same_environment  # then every bar is run-to-run variation
+    # a difference the two sides' timings cannot tell from none is neither faster nor slower
+    spread = [same or r.within_spread for r in rows]
+    colors = ["tab:gray" if s else "tab:green" if q >= 1 else "tab:red"
+              for q, s in zip(ratios, spread, strict=True)]
     noisy = [r.a_noisy or r.b_noisy for r in rows]
     bars = ax.barh(range(len(rows)), ratios, color=colors, alpha=0.8)
     for bar, flag in zip(bars, noisy, strict=True):
@@ -55,8 +59,14 @@ def lineup_figure(diff: EnvDiff) -> Figure:
     ax.invert_yaxis()
     ax.set_xlabel("B / A")
     ax.set_xlim(0, max(1.1, ratios.max() * 1.15))
-    entries = [(Patch(color="tab:green", alpha=0.8), "B faster"),
-               (Patch(color="tab:red", alpha=0.8), "B slower")]
+    entries = [(Patch(color=c, alpha=0.8), text) for c, text, shown in (
+        ("tab:green", "B faster", any(not s and q >= 1 for q, s in zip(ratios, spread,
+                                                                        strict=True))),
+        ("tab:red", "B slower", any(not s and q < 1 for q, s in zip(ratios, spread,
+                                                                     strict=True))),
+        ("tab:gray", "same environment: run-to-run variation, no difference" if same else
+         "inside the timing spread (middle halves of both sides allow 1x)", any(spread)))
+        if shown]
     if any(noisy):
         entries.append((Patch(facecolor="white", edgecolor="black", hatch="//"),
                         "hatched: a side's timing was noisy"))

@@ -61,6 +61,7 @@ th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
 tr.flagged td,tr.changed td{background:#fff1e5}
 figure{margin:1em 0}figure img{max-width:100%;height:auto;border:1px solid #d0d7de}
 figcaption{color:#57606a;font-size:.9em}code{font-size:.9em}
+pre{white-space:pre-wrap;overflow-x:auto;max-width:100%}
 """
 
 

@@ -72,13 +72,19 @@ def diff_html(diff: EnvDiff) -> str:
     if diff.notes:
         out.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in diff.notes) + "</ul>")
     if diff.lineup:
+        def ratio(r) -> str:  # ~: no difference the timings can tell
+            return f"{r.ratio:.2f}x" + ("~" if diff.same_environment or r.within_spread else "")
+
         rows = "".join(
             f"<tr>{_cell(r.workload)}{_cell(format_params(r.params))}"
             f"{_cell(f'{r.a_throughput:.4g}' + '!' * r.a_noisy)}"
             f"{_cell(f'{r.b_throughput:.4g}' + '!' * r.b_noisy)}{_cell(r.unit)}"
-            f"{_cell(f'{r.ratio:.2f}x')}</tr>" for r in diff.lineup)
+            f"{_cell(ratio(r))}</tr>" for r in diff.lineup)
+        same = (" A and B are the same environment: every B/A is run-to-run variation."
+                if diff.same_environment else "")
         out.append(f"<h4>Throughput, same configs</h4><p><small>Newest ok record of each side; "
-                   f"! marks a noisy one. Geometric mean B/A {diff.geomean_ratio:.2f}x; "
+                   f"! marks a noisy one, ~ a difference the timings cannot tell from none."
+                   f"{same} Geometric mean B/A {diff.geomean_ratio:.2f}x; "
                    f"{diff.unmatched[0]} configs only in A, {diff.unmatched[1]} only in B."
                    "</small></p><table><tr><th>workload</th><th>params</th><th>A</th><th>B"
                    f"</th><th>unit</th><th>B/A</th></tr>{rows}</table>")

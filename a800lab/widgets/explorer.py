@@ -181,7 +181,8 @@ class Explorer:
         self.caption = widgets.HTML("", layout=widgets.Layout(display="none"))
         self.caption.add_class("a800lab-caption")
         self.plot = widgets.Image(format="png", layout=widgets.Layout(display="none"))
-        self.table = widgets.HTML("")
+        # a wide table scrolls inside the panel instead of being cut at its right edge
+        self.table = widgets.HTML("", layout=widgets.Layout(overflow="auto"))
         self.path = widgets.Text(value=out, description="file")
         self.save_button = widgets.Button(description="Save", icon="save")
         self.load_button = widgets.Button(description="Load", icon="folder-open")

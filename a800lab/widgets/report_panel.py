@@ -173,7 +173,7 @@ class ReportPanel:
         self.status = StatusLine(f"Ready: press Run to measure the {mode} battery on "
                                  f"{self._conditions()}.")
         self.status.add_class("a800lab-status")
-        self.verdicts = widgets.HTML("")
+        self.verdicts = widgets.HTML("", layout=widgets.Layout(overflow="auto"))
         self.paths = widgets.HTML("")
         self.view = widgets.HTML("")
         # two tabs, so the report's own claims table does not sit under a copy of itself: the
@@ -352,8 +352,10 @@ class ReportPanel:
         p = report["points"]
         counts = {s: sum(c["status"] == s for c in report["claims"]) for s in _STATUS_COLOURS}
         verdicts = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+        # the report's own measuring time, as its page says; the panel's wall time beside it
         head = (f"{p['measured']} of {p['planned']} points measured ({self.measured_now} now, "
-                f"{p['failed']} failed) in {wall_s:.0f} s on {self._conditions()}")
+                f"{p['failed']} failed) in {report.get('wall_s', wall_s):.0f} s ({wall_s:.0f} s "
+                f"with planning and start-up) on {self._conditions()}")
         if report["complete"]:
             return f"Done: {head}. {verdicts}."
         why = _STOPPED.get(report["stopped"], report["stopped"] or "not complete")
