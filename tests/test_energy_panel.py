@@ -33,7 +33,8 @@ def test_training_cost_panel_on_a_cpu():
     axes = panel.figure.axes
     assert "CPU fallback" in axes[0].get_title()
     assert axes[1].get_title() == "energy unavailable: CPU time per sample"
-    assert "at $3.6 per machine-hour (CPU fallback: this CPU, no GPU)" in axes[2].get_title()
+    assert "at $3.6 per machine-hour\n(CPU fallback: the price of this CPU machine" in \
+        axes[2].get_title()
 
 
 def test_a_price_change_replots_without_measuring():

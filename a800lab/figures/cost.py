@@ -116,8 +116,8 @@ def _draw_cost(ax: Axes, ok: pd.DataFrame, pos: pd.Series, look: Look, price: fl
         ax.set_title(f"cost per million {unit} at ${price:g} per GPU-hour{per}")
     else:  # a CPU run is no GPU's cost: the price is read as this machine's
         per = f" x {gpus} machines" if gpus != 1 else ""
-        ax.set_title(f"cost per million {unit} at ${price:g} per machine-hour{per} (CPU "
-                     "fallback: this CPU, no GPU)")
+        ax.set_title(f"cost per million {unit} at ${price:g} per machine-hour{per}\n(CPU "
+                     "fallback: the price of this CPU machine, no GPU)", fontsize="medium")
     entries = []
     energy = _floats(ok, "j_per_sample")
     if price_per_kwh_usd > 0 and np.isfinite(energy).any():

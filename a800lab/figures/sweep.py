@@ -33,6 +33,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import EngFormatter
 
 from ..core.specs import match
 from ..core.units import byte_unit
@@ -144,6 +145,8 @@ def _draw_throughput(ax: Axes, df: pd.DataFrame, x: str, look: Look,
     failures = mark_failures(ax, shown, x, xa, look)
     xa.apply(ax, x)
     ax.set_ylabel(unit)
+    # 140k, not 140000: long tick labels push the axis label out of a panel's figure
+    ax.yaxis.set_major_formatter(EngFormatter(sep=""))
     if ok.empty:
         say(ax, NO_POINTS_TEXT, "large")
         ax.set_yticks([])

@@ -132,7 +132,8 @@ class CostExplorer(Explorer):
         price, gpus, kwh = self._prices
         what = self._priced
         self.price = widgets.BoundedFloatText(value=price, min=0.0, max=1e4, step=0.1,
-                                              description=f"$ / {what}-hour")
+                                              description=f"$ / {what}-hour",
+                                              style={"description_width": "initial"})
         self.gpus = widgets.BoundedIntText(value=gpus, min=1, max=65536,
                                            description=f"{what}s" if what == "GPU" else
                                            "machines",

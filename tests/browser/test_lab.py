@@ -293,3 +293,36 @@ def test_chapter_11_report_shown_inline(page: Page, lab):
     panel.get_by_role("tab", name="Verdicts").click()
     expect(panel.get_by_text("no NVIDIA GPU here").first).to_be_visible()
     panel.screenshot(path=str(ARTIFACTS / "chapter11-verdicts.png"))
+
+
+# Chapters whose figures and controls must show what ran (figures as pictures, no stray
+# stderr box, bars in the throughput plot's order, loss curves told apart, the controls at the
+# values a programmatic run used): every panel and every drawn figure is screenshot, for a
+# person to look at (artifacts/browser/chapterNN-panel-K.png, chapterNN-figure-K.png).
+SHOWS_WHAT_RAN = ("00-start-here.ipynb", "04-mixed-precision-training.ipynb",
+                  "05-loss-scaling.ipynb", "06-batch-size-and-accumulation.ipynb",
+                  "09-deployment.ipynb", "10-utilisation-and-cost.ipynb")
+
+
+@pytest.mark.parametrize("chapter", SHOWS_WHAT_RAN)
+def test_chapters_show_what_ran(page: Page, lab, chapter):
+    notebook = REPO / "notebooks" / chapter
+    open_notebook(page, lab, f"notebooks/{chapter}")
+    run_all_cells(page, code_cell_count(notebook))
+    outputs = page.locator(".jp-NotebookPanel .jp-OutputArea-output")
+    printed = [t for t in outputs.all_inner_texts()
+               if re.search(r"<\w*Figure size [\d.]+x[\d.]+ with \d+ Axes>", t)]
+    assert not printed, f"figures printed as text, not drawn: {printed}"
+    stderr = page.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')
+    assert stderr.count() == 0, f"stderr boxes: {stderr.all_inner_texts()}"
+    stem = chapter.split("-")[0]
+    panels = outputs.filter(has=page.locator(".jupyter-widgets h3"))
+    figures = page.locator('.jp-NotebookPanel .jp-OutputArea-output[data-mime-type="image/png"]')
+    assert panels.count() + figures.count() >= 1  # each of these chapters shows a figure
+    for kind, shown in (("panel", panels), ("figure", figures)):
+        for k in range(shown.count()):
+            shown.nth(k).scroll_into_view_if_needed()
+            shown.nth(k).screenshot(path=str(ARTIFACTS / f"chapter{stem}-{kind}-{k + 1}.png"))
+    if chapter.startswith("10"):  # a CPU run is priced per machine-hour, never as a GPU's
+        cost = widget_panel(page, "Utilisation, energy and cost per sample")
+        expect(cost.locator(".a800lab-caption")).to_contain_text("per machine-hour")
