@@ -60,3 +60,31 @@ def test_cpu_load_meter_reads_cores():
 
 def test_default_cpu_threads_leave_a_core_free():
     assert default_cpu_threads() == max(1, usable_cores() - 1)
+
+
+def test_a_busy_loop_beside_a_sweep_and_a_panel_marks_their_points():
+    """Every core for torch and another process spinning: each point says oversubscribed."""
+    import subprocess
+    import sys
+
+    from a800lab.core.sweep import run_sweep
+    from a800lab.widgets import Explorer
+    from a800lab.workloads.matmul import matmul_point
+
+    def point(size):
+        return matmul_point(size, size, size, "fp32", device="cpu", budget_s=0.1)
+
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.2)  # let it take its core
+        swept = run_sweep(point, {"size": [128]}, device="cpu", torch_threads=usable_cores())
+        panel = Explorer(point, params={"size": [128, 256]}, sweep="size", device="cpu",
+                         cpu_threads=usable_cores())
+        panel.run(wait=True, size=[128])
+    finally:
+        busy.kill()
+        busy.wait()
+    for record in [*swept.records, *panel.records]:
+        assert record.noise["noisy"] and record.noise["contended"]
+        assert any(r.startswith("oversubscribed") for r in record.noise["reasons"])
+    assert "1 noisy" in panel.status_text

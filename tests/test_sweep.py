@@ -236,6 +236,7 @@ def test_a_point_function_without_device_runs_inside_that_device(monkeypatch):
     monkeypatch.setattr(sweep_mod, "PointWindow", _NoWindow)
     monkeypatch.setattr(sweep_mod, "_cuda_device", Recorder)
     monkeypatch.setattr(sweep_mod, "environment", lambda device: {"device": device})
+    monkeypatch.setattr(sweep_mod, "warm_runtime", lambda device: None)  # no GPU here
 
     def fn(m):
         seen.append(list(entered))
