@@ -1,14 +1,17 @@
-"""Optional back ends, detected once at import: CUDA (through torch), Triton and NVML.
+"""Optional back ends, detected once at import: CUDA (through torch), Triton and NVML; and
+torchvision, detected once on first use (importing it costs about a second).
 
     from a800lab.core.backends import HAS_CUDA, HAS_TRITON, HAS_NVML, why_unavailable
     if not HAS_TRITON:
         print(why_unavailable("triton"))
+    torchvision_reason()     # "" when torchvision imports beside this torch, else why not
 
 Detection never raises: a missing driver, library or GPU only turns a flag off and records why.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 
 _REASONS: dict[str, str] = {}
@@ -54,6 +57,24 @@ def _detect_nvml() -> bool:
 HAS_CUDA: bool = _detect_cuda()
 HAS_TRITON: bool = _detect_triton()
 HAS_NVML: bool = _detect_nvml()
+
+
+@functools.lru_cache(maxsize=1)
+def torchvision_reason() -> str:
+    """"" when torchvision imports beside this torch (the ResNet-50 of the report), else why not
+    and what to do. PyPI's torchvision wheel does not import beside a CPU-only torch build
+    ("operator torchvision::nms does not exist"): the pair must come from one index."""
+    if importlib.util.find_spec("torchvision") is None:
+        return ("torchvision is not installed: pip install 'a800lab[resnet]' (on a CPU-only "
+                "torch take torchvision from the same index as torch, e.g. "
+                "https://download.pytorch.org/whl/cpu)")
+    try:
+        import torchvision.models  # noqa: F401 -- the import is the check
+    except Exception as exc:  # noqa: BLE001 -- any failure to import is the reason
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return (f"torchvision is installed but does not import beside torch ({first}); "
+                "install the torchvision built for this torch, from the same index")
+    return ""
 
 
 def why_unavailable(name: str) -> str:

@@ -5,6 +5,7 @@
     check_supported(prec, "cuda")               # ValueError saying why and what to use instead
     with matmul_precision("tf32"):              # fp32 tensors, TF32 tensor-core math inside
         c = a @ b
+    with framework_fp32():                      # torch's defaults: matmul IEEE, convs TF32
     tf32_settings()    # {"matmul_fp32_precision": "ieee", "conv_fp32_precision": "tf32", ...}
 
 `Precision.rtol` is the largest relative Frobenius error ||C - C_ref|| / ||C_ref|| accepted for a
@@ -164,16 +165,17 @@ def _own_fp32_precision(setting: object, parent: object, parent_own: str) -> str
     return "none" if follows else value
 
 
-def _set_fp32_precision(mode: str) -> Callable[[], None]:
-    """Set matmul and conv fp32_precision to `mode` ("tf32"/"ieee") where they differ; returns
-    the function that puts back exactly what was there."""
+def _set_fp32_precision(matmul: str, conv: str) -> Callable[[], None]:
+    """Set matmul and conv fp32_precision to `matmul` / `conv` ("tf32"/"ieee") where they
+    differ; returns the function that puts back exactly what was there."""
     # torch's chain of settings: generic (torch.backends) <- "cuda"/"all" (torch.backends.cudnn)
     # <- matmul / conv. Writing back an inherited value would pin it, so that a later change of
     # the parent no longer reached it: write back what each setting held itself.
     generic, cuda_all = torch.backends, torch.backends.cudnn
     cuda_all_own = _own_fp32_precision(cuda_all, generic, generic.fp32_precision)
     undo = []
-    for setting in (torch.backends.cuda.matmul, torch.backends.cudnn.conv):
+    for setting, mode in ((torch.backends.cuda.matmul, matmul),
+                          (torch.backends.cudnn.conv, conv)):
         if (setting.fp32_precision == "tf32") == (mode == "tf32"):
             continue  # already computes this way: leave it untouched
         undo.append((setting, _own_fp32_precision(setting, cuda_all, cuda_all_own)))
@@ -186,14 +188,14 @@ def _set_fp32_precision(mode: str) -> Callable[[], None]:
     return restore
 
 
-def _set_allow_tf32(tf32: bool) -> Callable[[], None]:
+def _set_allow_tf32(matmul_tf32: bool, conv_tf32: bool) -> Callable[[], None]:
     """The same through the legacy flags (torch without fp32_precision)."""
     matmul_before = torch.get_float32_matmul_precision()  # "highest", "high" or "medium"
     cudnn_before = torch.backends.cudnn.allow_tf32
-    if (matmul_before != "highest") != tf32:
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-    if cudnn_before != tf32:
-        torch.backends.cudnn.allow_tf32 = tf32
+    if (matmul_before != "highest") != matmul_tf32:
+        torch.backends.cuda.matmul.allow_tf32 = matmul_tf32
+    if cudnn_before != conv_tf32:
+        torch.backends.cudnn.allow_tf32 = conv_tf32
 
     def restore() -> None:
         torch.backends.cudnn.allow_tf32 = cudnn_before
@@ -211,11 +213,27 @@ def matmul_precision(precision: str | Precision) -> Iterator[Precision]:
     every setting is what it was, through whichever API the caller had used.
     """
     prec = parse_precision(precision)
-    if _FP32_PRECISION_API:
-        restore = _set_fp32_precision("tf32" if prec.tf32 else "ieee")
-    else:
-        restore = _set_allow_tf32(prec.tf32)
-    try:
+    with _fp32_modes(prec.tf32, prec.tf32):
         yield prec
+
+
+@contextlib.contextmanager
+def framework_fp32() -> Iterator[None]:
+    """PyTorch's own defaults for float32, whatever was set before: matmuls in IEEE fp32 (TF32
+    off since torch 1.12) and cuDNN convolutions allowed TF32 (on by default); restored after.
+    This is the "fp32" a user gets without touching a flag."""
+    with _fp32_modes(False, True):
+        yield
+
+
+@contextlib.contextmanager
+def _fp32_modes(matmul_tf32: bool, conv_tf32: bool) -> Iterator[None]:
+    if _FP32_PRECISION_API:
+        restore = _set_fp32_precision("tf32" if matmul_tf32 else "ieee",
+                                      "tf32" if conv_tf32 else "ieee")
+    else:
+        restore = _set_allow_tf32(matmul_tf32, conv_tf32)
+    try:
+        yield
     finally:
         restore()

@@ -38,7 +38,7 @@ from ..core.precision import check_supported, matmul_precision, parse_precision
 from ..core.window import timed_section
 from .energy import EnergyMeter
 from .matmul import MatmulSpec
-from .training.spec import matmul_precision_of
+from .training.spec import precision_context
 
 GPU_DURATION_S, GPU_WARMUP_S = 5.0, 1.0
 CPU_DURATION_S, CPU_WARMUP_S = 0.5, 0.1
@@ -185,8 +185,7 @@ def train_usage_point(model: str = "mlp", size: str = "tiny", batch_size: int = 
     check_precision(spec.precision, device)
     trainer = Trainer(spec, preset(spec.model, spec.size), device)
     pool = trainer.batches(1)
-    core = matmul_precision_of(spec.precision)
-    with matmul_precision(core):
+    with precision_context(spec.precision):
         result = metered_run(lambda: trainer.cycle(pool), spec.batch_size, device=device,
                              duration_s=duration_s, cancel=cancel)
     result["loss"] = float(trainer.cycle(pool))

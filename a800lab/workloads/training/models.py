@@ -1,13 +1,19 @@
 """Model presets for the training lab: an MLP, a small decoder-only Transformer and a small
-ResNet-style CNN, each with generated data on a task whose loss and accuracy show learning.
+ResNet-style CNN, each with generated data on a task whose loss and accuracy show learning; and
+two field-standard shapes the report measures the guide's claims on: the Transformer at GPT-2
+small's shape (size "gpt2_small") and torchvision's ResNet-50 (model "resnet50", optional).
 
     from a800lab.workloads.training.models import preset
     task = preset("transformer", "tiny")     # a Task: make_model, make_batch, loss_fn, accuracy_fn
     model = task.make_model()                # seeded: the same weights every call
     x, y = task.make_batch(32, generator)    # 32 samples, made on the generator's device
+    preset("transformer", "gpt2_small")      # 12 layers, d=768, 12 heads, 1024 tokens, 50257 vocab
+    preset("resnet50", "224")                # torchvision resnet50(weights=None), 224x224 images
 
-Nothing is downloaded. The tasks are learnable in tens of steps, so a precision that harms
-learning shows as a higher loss or a lower accuracy after the same steps:
+Nothing is downloaded (ResNet-50's weights are random: weights=None; torchvision is the optional
+extra `a800lab[resnet]`, and without it preset("resnet50") says why and what to install). The
+tasks are learnable in tens of steps, so a precision that harms learning shows as a higher loss
+or a lower accuracy after the same steps:
 
 - mlp: classify Gaussian vectors by a fixed random teacher network (10 classes);
 - transformer: continue sequences with x[t+1] = x[t-1] + 1 mod vocab (each position needs
@@ -16,8 +22,12 @@ learning shows as a higher loss or a lower accuracy after the same steps:
   norm, as ResNets do, so k micro-batches of b are *not* one batch of k*b (the batch
   statistics differ); gradient accumulation is exact only without batch norm.
 
-Every preset keeps its repeated blocks in `model.blocks` (an nn.ModuleList), which is what
-activation checkpointing wraps (a800lab.workloads.training.task.checkpoint_blocks).
+- resnet50: torchvision's ResNet-50 (1000-class head, batch norm) on the cnn task's patterns
+  at 224x224.
+
+Every lab preset keeps its repeated blocks in `model.blocks` (an nn.ModuleList), which is what
+activation checkpointing wraps (a800lab.workloads.training.task.checkpoint_blocks); torchvision's
+ResNet-50 keeps its own layout (layer1..layer4) and is not checkpointed.
 """
 
 from __future__ import annotations
@@ -29,8 +39,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...core.backends import torchvision_reason
+
 MODELS = ("mlp", "transformer", "cnn")
 SIZES = ("tiny", "small", "medium", "large")
+ZOO_MODELS = {"resnet50": ("224",)}     # models from a model zoo, and their sizes
 IGNORE_INDEX = -100  # cross_entropy skips targets equal to this
 _TEACHER_SEED = 1234  # fixed: the task is the same on every device and in every run
 
@@ -44,7 +57,11 @@ DIMENSIONS = {
     "transformer": {"tiny": dict(vocab=32, seq_len=32, d_model=32, layers=2, heads=2),
                     "small": dict(vocab=64, seq_len=64, d_model=128, layers=4, heads=4),
                     "medium": dict(vocab=256, seq_len=256, d_model=512, layers=8, heads=8),
-                    "large": dict(vocab=1024, seq_len=512, d_model=1024, layers=12, heads=16)},
+                    "large": dict(vocab=1024, seq_len=512, d_model=1024, layers=12, heads=16),
+                    # GPT-2 small's shape (Radford et al. 2019): 124M parameters with a tied
+                    # head; this lab's head is untied, 163M in all
+                    "gpt2_small": dict(vocab=50257, seq_len=1024, d_model=768, layers=12,
+                                       heads=12)},
     "cnn": {"tiny": dict(image=16, width=8, blocks=2),
             "small": dict(image=32, width=16, blocks=4),
             "medium": dict(image=32, width=64, blocks=8),
@@ -52,7 +69,8 @@ DIMENSIONS = {
 }
 CLASSES = 10
 # AdamW learning rates that train each size in tens of steps (small models take larger steps)
-LEARNING_RATES = {"tiny": 1e-2, "small": 3e-3, "medium": 1e-3, "large": 3e-4}
+LEARNING_RATES = {"tiny": 1e-2, "small": 3e-3, "medium": 1e-3, "large": 3e-4,
+                  "gpt2_small": 3e-4, "224": 1e-3}
 
 
 @dataclass(frozen=True)
@@ -169,10 +187,10 @@ class TinyGPT(nn.Module):
 def _transformer_task(vocab: int, seq_len: int, d_model: int, layers: int, heads: int) -> Task:
     def make_batch(batch_size: int, generator: torch.Generator):
         device = generator.device
-        seq = torch.empty(batch_size, seq_len + 1, dtype=torch.long, device=device)
-        seq[:, :2] = torch.randint(0, vocab, (batch_size, 2), generator=generator, device=device)
-        for t in range(2, seq_len + 1):
-            seq[:, t] = (seq[:, t - 2] + 1) % vocab
+        first = torch.randint(0, vocab, (batch_size, 2), generator=generator, device=device)
+        # x[t] = x[t - 2] + 1 unrolled: x[t] = x[t % 2] + t // 2 (mod vocab), one kernel
+        t = torch.arange(seq_len + 1, device=device)
+        seq = (first[:, t % 2] + t // 2) % vocab
         targets = seq[:, 1:].clone()
         targets[:, 0] = IGNORE_INDEX  # x[1] is random: nothing to learn there
         return seq[:, :-1], targets
@@ -214,7 +232,8 @@ class SmallResNet(nn.Module):
         return self.head(h.mean(dim=(2, 3)))
 
 
-def _cnn_task(image: int, width: int, blocks: int) -> Task:
+def _patterns(image: int):
+    """make_batch for images holding one of CLASSES fixed smooth patterns under noise."""
     # smooth patterns: random 4x4 colour grids, upsampled to the image size
     templates = F.interpolate(_teacher(CLASSES, 3, 4, 4), size=(image, image), mode="bilinear",
                               align_corners=False)
@@ -225,10 +244,27 @@ def _cnn_task(image: int, width: int, blocks: int) -> Task:
         noise = torch.randn(batch_size, 3, image, image, generator=generator, device=device)
         return templates.to(device)[y] + noise, y
 
-    return Task("cnn", lambda: _seeded(SmallResNet, width, blocks), make_batch, cross_entropy,
-                argmax_accuracy,
+    return make_batch
+
+
+def _cnn_task(image: int, width: int, blocks: int) -> Task:
+    return Task("cnn", lambda: _seeded(SmallResNet, width, blocks), _patterns(image),
+                cross_entropy, argmax_accuracy,
                 f"ResNet-style width {width} x{blocks} blocks (batch norm), {image}x{image} "
                 "patterns under noise")
+
+
+def _resnet50() -> nn.Module:
+    from torchvision.models import resnet50  # the optional extra; checked by preset()
+
+    return resnet50(weights=None)
+
+
+def _resnet50_task(image: int = 224) -> Task:
+    return Task("resnet50", lambda: _seeded(_resnet50), _patterns(image), cross_entropy,
+                argmax_accuracy,
+                f"torchvision ResNet-50 (weights=None, 1000-class head), {image}x{image} "
+                f"patterns of {CLASSES} classes under noise")
 
 
 def _seeded(cls, *args) -> nn.Module:
@@ -241,13 +277,28 @@ def _seeded(cls, *args) -> nn.Module:
 _BUILDERS = {"mlp": _mlp_task, "transformer": _transformer_task, "cnn": _cnn_task}
 
 
-def preset(model: str, size: str = "tiny") -> Task:
-    """The Task of a preset model ("mlp", "transformer", "cnn") at a size ("tiny" ... "large")."""
+def sizes_of(model: str) -> tuple[str, ...]:
+    """The sizes a preset model comes in."""
+    if model in ZOO_MODELS:
+        return ZOO_MODELS[model]
     if model not in MODELS:
-        raise ValueError(f"unknown model {model!r}: use one of {MODELS}, or give your own with "
-                         "make_model= and make_batch=")
-    if size not in SIZES:
-        raise ValueError(f"unknown size {size!r}: use one of {SIZES} (tiny on a CPU)")
+        raise ValueError(f"unknown model {model!r}: use one of {(*MODELS, *ZOO_MODELS)}, or "
+                         "give your own with make_model= and make_batch=")
+    return tuple(DIMENSIONS[model])
+
+
+def preset(model: str, size: str = "tiny") -> Task:
+    """The Task of a preset model ("mlp", "transformer", "cnn" at "tiny" ... "large"; the
+    transformer also at "gpt2_small"; "resnet50" at "224", which needs torchvision)."""
+    sizes = sizes_of(model)
+    if size not in sizes:
+        raise ValueError(f"unknown size {size!r} for {model}: use one of {sizes}"
+                         + (" (tiny on a CPU)" if "tiny" in sizes else ""))
+    if model in ZOO_MODELS:
+        reason = torchvision_reason()
+        if reason:
+            raise ValueError(f"{model} comes from torchvision's model zoo: {reason}")
+        return replace(_resnet50_task(int(size)), lr=LEARNING_RATES[size])
     return replace(_BUILDERS[model](**DIMENSIONS[model][size]), lr=LEARNING_RATES[size])
 
 
@@ -261,7 +312,7 @@ def describe_sizes() -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for model in MODELS:
         out[model] = {}
-        for size in SIZES:
+        for size in sizes_of(model):
             with torch.device("meta"):
                 count = parameter_count(preset(model, size).make_model())
             out[model][size] = f"{count / 1e6:.3g}M params" if count >= 1e5 else \

@@ -25,7 +25,6 @@ import torch
 from ...core.backends import resolve_device
 from ...core.cancel import CancelToken
 from ...core.memory import free_after_oom
-from ...core.precision import matmul_precision
 from ...core.timing import measure
 from .memory import (
     StepMemory,
@@ -33,7 +32,7 @@ from .memory import (
     prediction_error,
 )
 from .models import Task, preset
-from .spec import TrainSpec, check_precision, matmul_precision_of, positive_int
+from .spec import TrainSpec, check_precision, positive_int, precision_context
 from .trainer import POOL_BATCHES, Trainer, accumulation_gap, measure_step_memory
 
 DEFAULT_TRAIN_STEPS = 30
@@ -95,8 +94,7 @@ def train_point(model: str = "mlp", size: str = "tiny", batch_size: int = 32,
     task = task or preset(spec.model, spec.size)
     if cancel is not None:
         cancel.raise_if_cancelled()
-    core = matmul_precision_of(spec.precision)
-    with matmul_precision(core):
+    with precision_context(spec.precision):
         predicted = None
         if predict_memory:  # before the model below exists: the probes never add to its peak
             memory_model = fit_from_probes(spec, task, device, probe_batches(spec.batch_size))

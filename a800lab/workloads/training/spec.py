@@ -4,8 +4,12 @@
     spec = TrainSpec(model="transformer", batch_size=16, accum_steps=4, precision="bf16")
     spec.effective_batch, spec.uses_scaler, spec.autocast_dtype   # 64, False, torch.bfloat16
     precisions_for("cpu")            # the training precisions this device can run
+    with precision_context("fp32_default"): ...   # the TF32 settings a precision trains under
 
-Precisions: fp32 (IEEE), tf32 (fp32 tensors, TF32 tensor-core matmuls; CUDA only), fp16
+Precisions: fp32 (IEEE: matmuls and cuDNN convolutions without TF32), fp32_default (PyTorch's
+own defaults, what a user gets without touching a flag: IEEE matmuls, cuDNN convolutions allowed
+TF32; the baseline "fp32" of NVIDIA's and torch's mixed-precision figures on convnets), tf32
+(fp32 tensors, TF32 tensor-core matmuls and convolutions; CUDA only), fp16
 (autocast + torch.amp.GradScaler), bf16 (autocast, no scaler needed), bf16_pure (weights,
 gradients, optimizer state and activations in bf16; the loss computed in fp32). Autocast
 precisions keep fp32 master weights. A bad field raises ValueError saying what to give instead.
@@ -13,18 +17,20 @@ precisions keep fp32 master weights. A bad field raises ValueError saying what t
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 from dataclasses import asdict, dataclass
 
 import torch
 
-from ...core.precision import unsupported_reason
+from ...core.precision import framework_fp32, matmul_precision, unsupported_reason
 
-TRAIN_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "bf16_pure")
+TRAIN_PRECISIONS = ("fp32", "fp32_default", "tf32", "fp16", "bf16", "bf16_pure")
 OPTIMIZERS = ("sgd", "adamw")
 _ALIASES = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16",
-            "pure_bf16": "bf16_pure", "bf16-pure": "bf16_pure"}
+            "pure_bf16": "bf16_pure", "bf16-pure": "bf16_pure", "default": "fp32_default",
+            "fp32-default": "fp32_default"}
 _AUTOCAST = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -117,9 +123,18 @@ class TrainSpec:
 
 
 def matmul_precision_of(precision: str) -> str:
-    """The matmul precision a training precision runs its products in (bf16_pure: bf16)."""
+    """The matmul precision a training precision runs its products in (bf16_pure: bf16,
+    fp32_default: fp32)."""
     precision = canonical_precision(precision)
-    return "bf16" if precision == "bf16_pure" else precision
+    return {"bf16_pure": "bf16", "fp32_default": "fp32"}.get(precision, precision)
+
+
+def precision_context(precision: str) -> contextlib.AbstractContextManager:
+    """The TF32 settings a training precision runs under: torch's defaults for fp32_default,
+    else matmul_precision(matmul_precision_of(precision)) (TF32 on for tf32 only)."""
+    if canonical_precision(precision) == "fp32_default":
+        return framework_fp32()
+    return matmul_precision(matmul_precision_of(precision))
 
 
 def check_precision(precision: str, device: str) -> None:
