@@ -3,9 +3,11 @@
     spec.py          TrainSpec: model, batch, accumulation, precision, optimizer, checkpointing
     models.py        the presets (MLP, Transformer, CNN on generated data) and Task
     task.py          your own model as a Task (make_model, make_batch, loss_fn), checked
-    trainer.py       Trainer: autocast, GradScaler, accumulation; accumulation_gap
+    trainer.py       Trainer: autocast, GradScaler, accumulation; accumulation_gaps (the lab's
+                     loop and the guide's snippet against one large batch)
     memory.py        where a step's memory goes (counted), and the memory model fitted to probes
     point.py         train_point: the sweep point (samples/s, memory breakdown, loss curve)
+    numerics.py      held-out loss per precision (TF32 engaged?), embeddings in fp16 vs fp32
     max_batch.py     the largest micro-batch that fits (grow, bisect, verify)
     loss_scaling.py  fp16's range: gradient histograms, GradScaler dynamics, fp32-kept layers
 """

@@ -33,7 +33,7 @@ from .memory import (
 )
 from .models import Task, preset
 from .spec import TrainSpec, check_precision, positive_int, precision_context
-from .trainer import POOL_BATCHES, Trainer, accumulation_gap, measure_step_memory
+from .trainer import POOL_BATCHES, Trainer, accumulation_gaps, measure_step_memory
 
 DEFAULT_TRAIN_STEPS = 30
 
@@ -133,11 +133,12 @@ def accumulation_point(model: str, size: str, batch_size: int, accum_steps: int,
                        precision: str = "fp32", *, device: str = "cpu", train_steps: int = 5,
                        budget_s: float = 0.3, cancel: CancelToken | None = None) -> dict:
     """train_point at (micro-batch, accumulation steps), plus, with accumulation, the gap
-    between its gradient and the same samples' as one batch (accumulation_gap)."""
+    between its gradient and the same samples' as one batch, and the gap of the tuning guide's
+    snippet, which keeps only the last micro-batch's gradient (trainer.accumulation_gaps)."""
     out = train_point(model=model, size=size, batch_size=batch_size, accum_steps=accum_steps,
                       precision=precision, device=device, train_steps=train_steps,
                       budget_s=budget_s, predict_memory=False, cancel=cancel)
     if accum_steps > 1:
-        out["accumulation_gap"] = accumulation_gap(preset(model, size), batch_size, accum_steps,
-                                                   device=device)
+        out.update(accumulation_gaps(preset(model, size), batch_size, accum_steps,
+                                     device=device))
     return out

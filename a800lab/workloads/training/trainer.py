@@ -1,8 +1,8 @@
 """The trainer: a model, its optimizer and GradScaler on one device, with correct gradient
-accumulation; and the two measurements built on it (accumulation's gradient gap, one step's
-memory).
+accumulation; and the measurements built on it (accumulation's gradient gap, the gap of the
+guide's snippet that keeps only the last micro-batch's gradient, one step's memory).
 
-    from a800lab.workloads.training.trainer import Trainer, accumulation_gap
+    from a800lab.workloads.training.trainer import Trainer, accumulation_gaps
     trainer = Trainer(spec, preset("mlp"), "cpu")
     history = trainer.train(20)                    # fresh data each step, synced per step
     loss = trainer.cycle(trainer.batches())        # one optimizer step, no sync
@@ -220,23 +220,49 @@ def _flat(*parts) -> list[torch.Tensor]:
     return out
 
 
+def accumulation_gaps(task: Task, batch_size: int, accum_steps: int, *, device: str = "cpu",
+                      seed: int = 3) -> dict[str, float]:
+    """How far two ways of accumulating accum_steps micro-batches of batch_size are from the
+    gradient of the same samples as one batch (fp32), each as max |difference| / max |gradient|:
+
+    - "accumulation_gap": the lab's loop (loss / k, backward per micro-batch, one step). Rounding
+      alone gives ~1e-7; batch norm gives a real gap (each micro-batch has its own statistics);
+    - "snippet_gap": the tuning guide's TensorFlow snippet as written: the loss divided by k,
+      but a fresh GradientTape per micro-batch whose gradients are kept for the last one only,
+      so the step applies the last micro-batch's gradient / k (a gap near 1)."""
+    grads = _accumulation_gradients(task, batch_size, accum_steps, device, seed)
+    whole = grads["whole"]
+    return {f"{name}_gap": float((grads[key] - whole).abs().max() / whole.abs().max())
+            for name, key in (("accumulation", "accumulated"), ("snippet", "last_only"))}
+
+
 def accumulation_gap(task: Task, batch_size: int, accum_steps: int, *, device: str = "cpu",
                      seed: int = 3) -> float:
-    """How far the gradient of accum_steps micro-batches of batch_size is from the gradient of
-    the same samples as one batch (fp32): max |difference| / max |gradient|. Rounding alone
-    gives ~1e-7; batch norm gives a real gap (each micro-batch has its own statistics)."""
+    """accumulation_gaps' "accumulation_gap": the lab's loop against one large batch."""
+    return accumulation_gaps(task, batch_size, accum_steps, device=device,
+                             seed=seed)["accumulation_gap"]
+
+
+def _accumulation_gradients(task: Task, batch_size: int, accum_steps: int, device: str,
+                            seed: int) -> dict[str, torch.Tensor]:
+    """One SGD step's gradient from the same weights on the same samples, three ways (fp32):
+    k micro-batches accumulated, the last micro-batch only (loss / k), one batch of k*b."""
     generator = torch.Generator(device).manual_seed(seed)
     micro = [check_batch(task.make_batch(batch_size, generator), batch_size)
              for _ in range(accum_steps)]
     whole = [tuple(torch.cat(parts) for parts in zip(*micro, strict=True))]
-    grads = []
-    for b, k, batches in ((batch_size, accum_steps, micro), (batch_size * accum_steps, 1, whole)):
+    out = {}
+    # name, micro-batch, steps, batches, the factor on the gradient (the snippet's loss / k)
+    for name, b, k, batches, scale in (
+            ("accumulated", batch_size, accum_steps, micro, 1.0),
+            ("last_only", batch_size, 1, micro[-1:], 1.0 / accum_steps),
+            ("whole", batch_size * accum_steps, 1, whole, 1.0)):
         trainer = Trainer(TrainSpec(batch_size=b, accum_steps=k, optimizer="sgd"), task, device)
         seen = {}
         trainer.cycle(batches, before_step=lambda t=trainer, s=seen: s.update(grad=torch.cat(
             [p.grad.flatten() for p in t.model.parameters() if p.grad is not None])))
-        grads.append(seen["grad"])
-    return float((grads[0] - grads[1]).abs().max() / grads[1].abs().max())
+        out[name] = seen["grad"] * scale
+    return out
 
 
 # ---- memory probes -----------------------------------------------------------------------------

@@ -1,0 +1,165 @@
+"""Training numerics the report asks about: the held-out loss a precision reaches after N steps
+(and whether TF32 really engaged), and embedding tables stored in fp16 against fp32.
+
+    from a800lab.workloads.training.numerics import held_out_point, embedding_point
+    p = held_out_point("tf32", model="transformer", size="medium", train_steps=100,
+                       device="cuda")
+    p["eval_loss"], p["matmul_probe_error"]   # TF32 engaged: the probe's error >> fp32's ~1e-7
+    e = embedding_point("fp16", model="transformer", size="medium", device="cuda")
+    e["eval_loss"], e["lost_update_share"]    # share of the last step's embedding updates lost
+
+Both train a fresh preset model (seeded weights; `seed` picks the data order) for `train_steps`
+optimizer steps on fresh batches, synchronising every step, then take the held-out batch's
+loss and accuracy (Trainer.evaluate: the same batch for every config). Throughput is training
+samples/s over those steps, batch generation included (the point is the loss, not the speed).
+
+- held_out_point trains in one training precision (a800lab.workloads.training.spec), and
+  multiplies a 256^3 float32 probe under the same settings: its error against float64 says
+  whether TF32 engaged (about 1e-7 in IEEE fp32, about 1e-4 to 1e-3 with TF32), so a "tf32" run
+  that silently ran IEEE fp32 cannot pass for one.
+- embedding_point stores every nn.Embedding of the model in `embedding` (fp16 or fp32), the rest
+  in fp32 weights trained in `precision` (default fp32_default, so that a GradScaler, which
+  refuses fp16 gradients, is not needed). The optimizer updates an fp16 table in fp16, as
+  `model.embed.half()` in plain PyTorch does: with SGD an update below half a unit in the last
+  place of a weight is lost, and `lost_update_share` counts that on the last step (of the table
+  entries with a non-zero gradient, the share the step left unchanged); with AdamW the moment
+  estimates live in fp16 too, where g^2 and eps=1e-8 underflow to 0 and the update divides by
+  zero (the loss turns NaN: eval_loss None and `diverged` True, with a message).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+
+import torch
+from torch import nn
+
+from ...core.backends import resolve_device
+from ...core.cancel import CancelToken
+from ...core.operands import make_operands
+from .models import Task, preset
+from .spec import TrainSpec, check_precision, positive_int, precision_context
+from .trainer import Trainer
+
+EMBEDDING_DTYPES = {"fp16": torch.float16, "fp32": torch.float32}
+PROBE_SIZE = 256
+
+
+def matmul_probe_error(device: str) -> float:
+    """Relative error vs float64 of a PROBE_SIZE^3 float32 torch.matmul under the settings in
+    force now (TF32 on: ~1e-4..1e-3; IEEE fp32: ~1e-7)."""
+    ops = make_operands(PROBE_SIZE, PROBE_SIZE, PROBE_SIZE, "fp32", device, seed=11)
+    return ops.rel_error(ops.run())
+
+
+def _train(trainer: Trainer, steps: int, cancel: CancelToken | None,
+           last_step=None) -> tuple[list[float], list[float]]:
+    """`steps` optimizer steps on fresh data; (per-step ms, per-step losses). `last_step(trainer)`
+    runs the final step itself when given (it returns that step's loss)."""
+    times, losses = [], []
+    for i in range(steps):
+        if cancel is not None:
+            cancel.raise_if_cancelled()
+        start = time.perf_counter()
+        if last_step is not None and i == steps - 1:
+            loss = last_step(trainer)
+        else:
+            loss = trainer.train(1)[0]["loss"]
+        times.append((time.perf_counter() - start) * 1e3)   # train() synchronises (.item())
+        losses.append(loss)
+    return times, losses
+
+
+def _result(trainer: Trainer, times: list[float], losses: list[float]) -> dict:
+    spec = trainer.spec
+    step_s = sorted(times)[len(times) // 2] / 1e3
+    finite = [v if math.isfinite(v) else None for v in losses]   # JSON has no NaN
+    evaluation = {k: v if v is None or math.isfinite(v) else None
+                  for k, v in trainer.evaluate().items()}
+    return {"throughput": spec.effective_batch / step_s, "throughput_unit": "samples/s",
+            "time_ms": times, "steps_trained": len(times), "loss_curve": finite,
+            "loss": finite[-1], **evaluation, "diverged": evaluation["eval_loss"] is None,
+            "param_count": sum(p.numel() for p in trainer.model.parameters()),
+            **({"message": f"the loss is not finite after {len(times)} steps ({spec.precision},"
+                           f" {spec.optimizer}): training diverged"}
+               if evaluation["eval_loss"] is None else {})}
+
+
+def held_out_point(precision: str = "fp32", model: str = "transformer", size: str = "tiny",
+                   batch_size: int = 32, *, train_steps: int = 60, seed: int = 0,
+                   device: str = "auto", cancel: CancelToken | None = None) -> dict:
+    """Train `train_steps` steps in `precision`, then the held-out loss and the TF32 probe (see
+    the module docstring); a sweep point."""
+    positive_int("train_steps", train_steps, "60")
+    device = resolve_device(device)
+    spec = TrainSpec(model=model, size=size, batch_size=batch_size, precision=precision)
+    check_precision(spec.precision, device)
+    trainer = Trainer(spec, preset(model, size), device, seed=seed)
+    with precision_context(spec.precision):
+        times, losses = _train(trainer, train_steps, cancel)
+        out = _result(trainer, times, losses)
+        out["matmul_probe_error"] = matmul_probe_error(device)
+    return out
+
+
+def with_embeddings_in(task: Task, dtype: torch.dtype) -> Task:
+    """`task` whose model keeps every nn.Embedding's table in `dtype` (the rest as built)."""
+    make = task.make_model
+
+    def make_model() -> nn.Module:
+        model = make()
+        for module in model.modules():
+            if isinstance(module, nn.Embedding):
+                module.to(dtype)
+        return model
+
+    return replace(task, make_model=make_model)
+
+
+def _embedding_tables(model: nn.Module) -> list[nn.Parameter]:
+    return [m.weight for m in model.modules() if isinstance(m, nn.Embedding)]
+
+
+def embedding_point(embedding: str = "fp16", model: str = "transformer", size: str = "tiny",
+                    batch_size: int = 32, precision: str = "fp32_default",
+                    optimizer: str = "adamw", *,
+                    train_steps: int = 60, seed: int = 0, device: str = "auto",
+                    cancel: CancelToken | None = None) -> dict:
+    """Train with the embedding tables stored in `embedding`, then the held-out loss and the
+    share of the last step's table updates that were lost (module docstring); a sweep point."""
+    if embedding not in EMBEDDING_DTYPES:
+        raise ValueError(f"embedding={embedding!r}: use one of {tuple(EMBEDDING_DTYPES)}")
+    positive_int("train_steps", train_steps, "60")
+    device = resolve_device(device)
+    spec = TrainSpec(model=model, size=size, batch_size=batch_size, precision=precision,
+                     optimizer=optimizer)
+    if spec.uses_scaler:
+        raise ValueError("a GradScaler refuses fp16 gradients, and an fp16 embedding table has "
+                         "them; train the rest in fp32_default, fp32 or bf16")
+    check_precision(spec.precision, device)
+    task = with_embeddings_in(preset(model, size), EMBEDDING_DTYPES[embedding])
+    trainer = Trainer(spec, task, device, seed=seed)
+    tables = _embedding_tables(trainer.model)
+    if not tables:
+        raise ValueError(f"the {model} preset has no nn.Embedding: use the transformer")
+    lost = {}
+
+    def last_step(t: Trainer) -> float:
+        before = [w.detach().clone() for w in tables]
+        touched = []
+        loss = t.cycle(t.batches(), before_step=lambda: touched.extend(
+            w.grad != 0 for w in tables))
+        changed = sum(int(((w.detach() != b) & m).sum())
+                      for w, b, m in zip(tables, before, touched, strict=True))
+        updated = sum(int(m.sum()) for m in touched)
+        lost["share"] = 1 - changed / updated if updated else 0.0
+        return float(loss)
+
+    with precision_context(spec.precision):
+        times, losses = _train(trainer, train_steps, cancel, last_step=last_step)
+        out = _result(trainer, times, losses)
+    out.update(embedding_dtype=embedding, lost_update_share=lost["share"],
+               embedding_params=sum(w.numel() for w in tables))
+    return out
