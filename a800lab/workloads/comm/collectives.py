@@ -19,9 +19,10 @@ all-gather inside the node; it is timed like the others, with the all-reduce fac
 Point functions run on every rank of an initialised process group, in lockstep (every rank calls
 them with the same arguments): a first call is checked (the sum of the ranks' values arrives
 everywhere; a wrong result is recorded as "wrong", never timed), the ranks agree on one
-repetition count, and each repetition's time is the slowest rank's. Gloo runs on CPUs, NCCL on
-NVIDIA GPUs; `link_gbs` names the per-direction NVLink bandwidth of the card from the datasheet
-table (an A800's 400 GB/s total is 200 GB/s per direction).
+repetition count, and each repetition's time is the slowest rank's. The timed calls run the
+collective alone: nothing refills a buffer between them (the reductions are timed on zeros).
+Gloo runs on CPUs, NCCL on NVIDIA GPUs; `link_gbs` names the per-direction NVLink bandwidth of
+the card from the datasheet table (an A800's 400 GB/s total is 200 GB/s per direction).
 """
 
 from __future__ import annotations
@@ -138,34 +139,43 @@ def hierarchical_all_reduce(tensor: torch.Tensor, intra, inter, ranks_per_node: 
 
 
 def _operation(op: str, count: int, dtype: torch.dtype, device: str, ranks_per_node: int):
-    """(call, check): `call()` runs the collective once on buffers made here; `check()` says
-    whether the last call left the right values (each rank contributes rank + 1)."""
+    """(call, check, ready): `call()` runs the collective once on buffers made here; `check()`
+    says whether the first call left the right values (each rank contributes rank + 1);
+    `ready()` prepares the buffers for timing once, outside the timed calls.
+
+    The reducing collectives are timed on buffers of zeros: a sum of zeros stays zero, so no
+    call needs a refill inside the timed region (a refill is a memset of the whole buffer: at
+    1 GiB it costs several % of the measured bandwidth) and fp16 cannot overflow over hundreds
+    of repetitions; the interconnect moves the same bytes whatever their values."""
     import torch.distributed as dist
 
     rank, n = dist.get_rank(), dist.get_world_size()
     total = n * (n + 1) / 2
     full = functools.partial(torch.full, dtype=dtype, device=device)
-    if op == "all_reduce":
+    if op in ("all_reduce", "hierarchical_all_reduce"):
         buf = full((count,), rank + 1.0)
-        return (lambda: (buf.fill_(rank + 1.0), dist.all_reduce(buf)),
-                lambda: bool((buf == total).all()))
-    if op == "hierarchical_all_reduce":
-        intra, inter = node_groups(n, ranks_per_node)
-        buf = full((count,), rank + 1.0)
-        return (lambda: (buf.fill_(rank + 1.0),
-                         hierarchical_all_reduce(buf, intra, inter, ranks_per_node)),
-                lambda: bool((buf == total).all()))
+        if op == "all_reduce":
+            def call():
+                dist.all_reduce(buf)
+        else:
+            intra, inter = node_groups(n, ranks_per_node)
+
+            def call():
+                hierarchical_all_reduce(buf, intra, inter, ranks_per_node)
+        return call, lambda: bool((buf == total).all()), buf.zero_
     if op == "all_gather":
         piece, out = full((count // n,), rank + 1.0), full((count,), 0.0)
         expected = torch.arange(1, n + 1, dtype=dtype, device=device).repeat_interleave(
             count // n)
         return (lambda: _gather_into(dist)(out, piece),
-                lambda: bool((out == expected).all()))
+                lambda: bool((out == expected).all()), lambda: None)
     if op == "reduce_scatter":
         src, out = full((count,), rank + 1.0), full((count // n,), 0.0)
-        return (lambda: _scatter_into(dist)(out, src), lambda: bool((out == total).all()))
+        return (lambda: _scatter_into(dist)(out, src), lambda: bool((out == total).all()),
+                lambda: None)
     buf = full((count,), 1.0 if rank == 0 else 0.0)  # broadcast from rank 0
-    return (lambda: dist.broadcast(buf, src=0), lambda: bool((buf == 1.0).all()))
+    return (lambda: dist.broadcast(buf, src=0), lambda: bool((buf == 1.0).all()),
+            lambda: None)
 
 
 def agree(value: float, device: str, how: str = "max") -> float:
@@ -230,12 +240,13 @@ def collective_point(op: str, size_bytes: int, dtype: str = "fp32", *, world_siz
         raise ValueError("ranks_per_node applies to hierarchical_all_reduce only")
     element_bytes = torch.empty((), dtype=DTYPES[dtype]).element_size()
     moved = message_bytes(op, size_bytes, world_size, element_bytes, rpn)
-    call, check = _operation(op, moved // element_bytes, DTYPES[dtype], device, rpn)
+    call, check, ready = _operation(op, moved // element_bytes, DTYPES[dtype], device, rpn)
     call()
     if agree(1.0 if check() else 0.0, device, "min") < 1:
         return {"outcome": "wrong", "message": f"{op} left wrong values on some rank (each "
                 "rank gave rank + 1; the sum did not arrive everywhere)",
                 "message_bytes": moved}
+    ready()
     samples = timed_calls(call, device, agreed_reps(call, device, budget_s))
     median_ms = median(samples)
     result = {"throughput": busbw_gbs(op, moved, median_ms, world_size),

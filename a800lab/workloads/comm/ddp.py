@@ -13,8 +13,9 @@ micro_batch x accum_steps x world_size / step time.
 
 Traffic is counted where it leaves DDP: the hooks hand their tensors to torch.distributed.
 all_reduce, which is wrapped with a counter during the counted step (in this process only).
-`bytes_per_step` is the payload one rank hands to all-reduce per optimizer step; what a ring
-all-reduce puts on each link is 2(n-1)/n of it. "allreduce" registers torch's allreduce_hook,
+`bytes_per_step` is the payload one rank hands to all-reduce per optimizer step (and
+`bytes_per_sample` the same per training sample the rank processed); what a ring all-reduce puts
+on each link is 2(n-1)/n of it. "allreduce" registers torch's allreduce_hook,
 which does what DDP does without a hook; `buckets` is how many buckets one synchronised backward
 communicated (DDP sizes buckets by bucket_cap_mb after its first step, in the order the
 gradients became ready).
@@ -192,6 +193,9 @@ def ddp_point(hook: str = "allreduce", accum_steps: int = 1, sync: str = "no_syn
         "throughput": micro_batch * accum_steps * world_size / (step_ms / 1e3),
         "throughput_unit": "samples/s", "time_ms": samples, "eval_loss": eval_loss,
         "bytes_per_step": counted["bytes"], "allreduce_calls_per_step": counted["calls"],
+        # per training sample this rank processed: what accumulation with no_sync divides
+        "bytes_per_sample": counted["bytes"] / (micro_batch * accum_steps),
+        "allreduce_calls_per_sample": counted["calls"] / (micro_batch * accum_steps),
         "syncs_per_step": syncs, "buckets": counted["hook_calls"] // syncs,
         "grad_bytes": grad_bytes, "param_count": grad_bytes // 4,
         "sent_vs_fp32": counted["bytes"] / (grad_bytes * syncs),
