@@ -94,17 +94,11 @@ def sparsity_unsupported_reason(m: int, k: int, precision: str, device: str = "a
     return ""
 
 
-def sparse_point(m: int, n: int, k: int, precision: str = "fp16", *, device: str = "auto",
-                 budget_s: float = 0.3, seed: int = 0, cancel: CancelToken | None = None) -> dict:
-    """Dense and 2:4-sparse C = A @ B on the same pruned A: both checked vs float64, then timed.
-
-    Returns {"throughput" (sparse effective TFLOP/s), "throughput_unit", "timing" (sparse),
-    "dense_tflops", "sparse_tflops", "speedup", "rel_error" (sparse), "dense_rel_error",
-    "backend"}, or {"outcome": "wrong", ...} when either product is off. ValueError (with what
-    it needs) where 2:4 sparsity cannot run.
-    """
+def sparse_operands(m: int, n: int, k: int, precision: str, device: str, seed: int = 0):
+    """(pruned A, its 2:4-compressed copy, B, {"dense", "sparse"} relative errors vs float64)
+    for C = A @ B; ValueError (with what it needs) where 2:4 sparsity cannot run, an "oom"
+    refusal (WontFit) where the product cannot fit."""
     prec = parse_precision(precision)
-    device = resolve_device(device)
     check_supported(prec, device)
     reason = sparsity_unsupported_reason(m, k, prec.name, device)
     if reason:
@@ -119,7 +113,21 @@ def sparse_point(m: int, n: int, k: int, precision: str = "fp16", *, device: str
     a_sparse = torch.sparse.to_sparse_semi_structured(a)
     errors = {"dense": relative_error(a @ b, reference),
               "sparse": relative_error(a_sparse @ b, reference)}
-    del reference
+    return a, a_sparse, b, errors
+
+
+def sparse_point(m: int, n: int, k: int, precision: str = "fp16", *, device: str = "auto",
+                 budget_s: float = 0.3, seed: int = 0, cancel: CancelToken | None = None) -> dict:
+    """Dense and 2:4-sparse C = A @ B on the same pruned A: both checked vs float64, then timed.
+
+    Returns {"throughput" (sparse effective TFLOP/s), "throughput_unit", "timing" (sparse),
+    "dense_tflops", "sparse_tflops", "speedup", "rel_error" (sparse), "dense_rel_error",
+    "backend"}, or {"outcome": "wrong", ...} when either product is off. ValueError (with what
+    it needs) where 2:4 sparsity cannot run.
+    """
+    prec = parse_precision(precision)
+    device = resolve_device(device)
+    a, a_sparse, b, errors = sparse_operands(m, n, k, prec.name, device, seed)
     if not all(err <= prec.rtol for err in errors.values()):
         return {"outcome": "wrong", "rel_error": errors["sparse"],
                 "dense_rel_error": errors["dense"], "backend": backend_name(),

@@ -7,6 +7,7 @@ samples/s, GPU utilisation, memory, power, joules per sample and cost per millio
     cost_per_million_samples_usd(point["throughput"], price_per_gpu_hour_usd=2.5)
     matmul_usage_point(4096, "bf16", device="cuda")        # sweep point functions (one sample
     train_usage_point("mlp", "small", 256, "bf16")         # = one matmul / one training sample)
+    sparse_usage_point(8192, "fp16", device="cuda")        # 2:4-sparse; j_per_tflop per matmul
     custom_usage_point(make_step, params, device="cuda")   # your own (step, samples_per_step)
     compare_usage(df, price_per_gpu_hour_usd=2.5)          # configs side by side, vs the first
 
@@ -166,8 +167,38 @@ def matmul_usage_point(size: int, precision: str = "fp32", *, device: str = "aut
                                f"{prec.rtol:g}; not metered"}
         result = metered_run(ops.run, 1, device=device, duration_s=duration_s,
                              sample_unit="matmuls", cancel=cancel)
-    result.update(rel_error=rel_error, tflops=spec.flop_count * result["throughput"] / 1e12)
+    return _per_flop(result, spec.flop_count, rel_error)
+
+
+def _per_flop(result: dict, flop_count: int, rel_error: float) -> dict:
+    """A metered matmul's rate and energy per FLOP (one sample = one matmul of flop_count)."""
+    j, tera = result["j_per_sample"], flop_count / 1e12
+    result.update(rel_error=rel_error, flop_count=flop_count,
+                  tflops=tera * result["throughput"],
+                  j_per_tflop=None if j is None else j / tera,
+                  cpu_s_per_tflop=result["cpu_ms_per_sample"] / 1e3 / tera)
     return result
+
+
+def sparse_usage_point(size: int, precision: str = "fp16", *, device: str = "auto",
+                       duration_s: float | None = None,
+                       cancel: CancelToken | None = None) -> dict:
+    """A size^3 2:4-sparse matmul (a800lab.workloads.sparsity), checked against float64, then
+    metered; one sample = one matmul, FLOPs counted dense (2 size^3: the same work as the dense
+    product, so J per TFLOP compares with matmul_usage_point's)."""
+    from .sparsity import backend_name, sparse_operands
+
+    device = resolve_device(device)
+    prec = parse_precision(precision)
+    _, a_sparse, b, errors = sparse_operands(size, size, size, prec.name, device)
+    if not errors["sparse"] <= prec.rtol:
+        return {"outcome": "wrong", "rel_error": errors["sparse"],
+                "message": f"2:4-sparse relative error {errors['sparse']:.3g} vs float64 "
+                           f"exceeds {prec.rtol:g}; not metered"}
+    result = metered_run(lambda: a_sparse @ b, 1, device=device, duration_s=duration_s,
+                         sample_unit="matmuls", cancel=cancel)
+    result["backend"] = backend_name()
+    return _per_flop(result, 2 * size**3, errors["sparse"])
 
 
 def train_usage_point(model: str = "mlp", size: str = "tiny", batch_size: int = 32,
