@@ -37,3 +37,13 @@ def quiet_cpu(monkeypatch):
 
     monkeypatch.setattr(sweep, "assess", lambda samples, conditions=None, *, on_cpu=False:
                         noise.assess(samples))
+
+
+@pytest.fixture(scope="session")
+def quick_cpu_report(tmp_path_factory):
+    """The quick CPU battery, run once for the whole session (it takes seconds, and 2 gloo
+    ranks): (report dict, its folder). Tests read its real records; none may change it."""
+    from a800lab.report.run import run_report
+
+    folder = tmp_path_factory.mktemp("quick-cpu-report")
+    return run_report("quick", folder, torch_threads=1), folder

@@ -6,8 +6,9 @@ comparison, shaped as the report runner writes them.
     gpu = make_report(gpu=True)                # a quick report on 2 H200s, cuda:1 flagged slow
     make_report(complete=False, stopped="budget")   # top-level keys replaced (a deep copy)
 
-The claims are real Verdicts of every claim (a800lab.report.claims.CLAIMS order), the doctor reports
-are JSON-shaped like build_report's (not-available values as {"available": false, ...}).
+The claims are real Verdicts of every register entry (a800lab.report.register.REGISTER order),
+the doctor reports are JSON-shaped like build_report's (not-available values as
+{"available": false, ...}).
 """
 
 from __future__ import annotations
@@ -15,15 +16,18 @@ from __future__ import annotations
 import copy
 
 from a800lab.report.claims import (
-    CLAIMS,
+    FAILED,
     FAILS,
     HOLDS,
+    METHOD_ON_CPU,
+    NOT_MEASURABLE,
     NOT_MEASURED,
     UNTESTABLE,
     Verdict,
     figure,
     thresholds,
 )
+from a800lab.report.register import REGISTER
 
 
 def _na(reason: str) -> dict:
@@ -103,34 +107,42 @@ def _environment(gpu: bool) -> dict:
 
 
 def _verdicts(gpu: bool) -> list[Verdict]:
-    where = f"on this GPU: {H200}" if gpu else f"on this CPU: {CPU_MODEL}"
-    spread = 2.9 if gpu else 2.2
+    where = f"on this GPU: {H200} (cuda:0)" if gpu else f"on this CPU (CPU: {CPU_MODEL})"
+    ratio = 2.9 if gpu else 0.05
+    cpu_why = "a claim about tensor cores: this CPU ran its method at small sizes"
     given = {
-        "tile_spread": Verdict("tile_spread", HOLDS, where, f"best tile {spread}x the worst",
-                               figures={"tile_spread.ratio": figure("best / worst tile",
-                                                                    spread, "x")}),
-        "mp_memory": Verdict("mp_memory", HOLDS, where, "bf16 peak 45% below fp32's",
-                             figures={"mp_memory.saving": figure("bf16 memory saving", 45.0,
-                                                                 "%")}),
-        "accumulation": Verdict("accumulation", HOLDS, where, "gap 2e-7, peak 40% lower"),
-        "max_batch": Verdict("max_batch", FAILS, where, "model off by 14% on transformer "
-                             "medium bf16", noisy=True),
-        "bill": Verdict("bill", NOT_MEASURED, reason="the time budget ran out before the "
-                        "usage step: run the same command again to resume"),
+        "tile_shape": Verdict("tile_shape", HOLDS if gpu else METHOD_ON_CPU, where,
+                              f"the guide's 16x16 tile {ratio}x fp32",
+                              "" if gpu else cpu_why,
+                              figures={"ratio": figure("guide tile / fp32", ratio, "x")}),
+        "mp_memory": Verdict("mp_memory", HOLDS if gpu else METHOD_ON_CPU, where,
+                             "AMP peak 45% below fp32's", "" if gpu else cpu_why,
+                             figures={"saving": figure("AMP memory saving", 45.0, "%")}),
+        "accum_snippet": Verdict("accum_snippet", HOLDS, where, "gap 2e-7, peak 40% lower"),
+        "max_batch": Verdict("max_batch", FAILS if gpu else UNTESTABLE, where,
+                             "model off by 14% on transformer medium bf16", noisy=gpu,
+                             reason="" if gpu else "on a CPU the peak is counted bytes"),
+        "energy": Verdict("energy", NOT_MEASURED, where, reason="the time budget ran out "
+                          "before the energy step: run the same command again to resume"),
     }
     if gpu:
         given.update(
-            tile_peak=Verdict("tile_peak", HOLDS, where, "best tile at 88% of 989 TFLOP/s"),
+            tc_peak=Verdict("tc_peak", FAILS, where, "best tile at 88% of 989 TFLOP/s"),
             tf32_speed=Verdict("tf32_speed", FAILS, where, "TF32 5.1x fp32",
-                               figures={"tf32_speed.ratio": figure("TF32 / fp32", 5.1, "x")}),
-            mp_speed=Verdict("mp_speed", HOLDS, where, "bf16 2.1x fp32 samples/s"),
-            compression=Verdict("compression", NOT_MEASURED, reason="cancelled before the "
-                                "DDP step"))
+                               figures={"ratio": figure("TF32 / fp32", 5.1, "x")}),
+            amp_speed=Verdict("amp_speed", HOLDS, where, "AMP 2.1x fp32 samples/s"),
+            buffers_resnet50=Verdict("buffers_resnet50", FAILED, where, reason=(
+                "step 'amp': 2 of 8 point(s) failed: out of memory: CUDA out of memory")),
+            compression=Verdict("compression", NOT_MEASURED, where, reason="cancelled before "
+                                "the DDP step"))
     out = []
-    for cid in CLAIMS:
-        out.append(given.get(cid) or Verdict(
-            cid, UNTESTABLE, reason="needs an NVIDIA GPU (CPU fallback run)" if not gpu
-            else "this GPU has no fp8 TensorCores or the step is not in quick mode"))
+    for claim in REGISTER:
+        if claim.not_measurable:
+            out.append(Verdict(claim.id, NOT_MEASURABLE, reason=claim.not_measurable))
+            continue
+        out.append(given.get(claim.id) or Verdict(
+            claim.id, UNTESTABLE, where, reason="needs an NVIDIA GPU (CPU fallback run)"
+            if not gpu else "this GPU has no fp8 TensorCores or the step is not in quick mode"))
     return out
 
 
@@ -211,7 +223,7 @@ def _figures(gpu: bool, verdicts: list[Verdict], series: dict) -> dict:
             f"{t['model']} {t['size']} {t['precision']} samples/s", t["samples_per_s"],
             "samples/s")
     for v in verdicts:
-        out.update(v.figures)
+        out.update({f"{v.claim}.{name}": fig for name, fig in v.figures.items()})
     return out
 
 
@@ -223,7 +235,7 @@ def make_report(gpu: bool = False, **overrides) -> dict:
     series = _series(gpu)
     planned = 40 if gpu else 14
     report = {
-        "kind": "a800lab-report", "report_version": 1, "mode": "quick",
+        "kind": "a800lab-report", "report_version": 2, "mode": "quick",
         "created": "2026-12-01T02:03:04+00:00", "wall_s": 95.2 if gpu else 61.4,
         "device": "cuda:0" if gpu else "cpu",
         "device_name": H200 if gpu else f"{CPU_MODEL} (2 cores)",
@@ -234,7 +246,8 @@ def make_report(gpu: bool = False, **overrides) -> dict:
         "environment": _environment(gpu),
         "doctor": _gpu_doctor() if gpu else _cpu_doctor(),
         "health": _health(gpu, series),
-        "claims": [v.to_dict() for v in verdicts],
+        "claims": [v.to_dict(claim.to_dict())
+                   for v, claim in zip(verdicts, REGISTER, strict=True)],
         "thresholds": thresholds(),
         "figures": _figures(gpu, verdicts, series),
         "series": series,

@@ -187,7 +187,8 @@ def test_cli_health_json_and_stress(capsys):
     assert {s["name"] for s in out["nccl"]} >= {"NCCL_DEBUG", "NCCL_IB_HCA"}
     assert main(["health", "--stress", "--budget-s", "0.02"]) == 0
     captured = capsys.readouterr()
-    assert "Stress run:" in captured.out and "NCCL_DEBUG=" in captured.out
+    assert "Stress run (a throughput check, not a memory test):" in captured.out
+    assert "NCCL_DEBUG=" in captured.out and "DCGM: " in captured.out
     assert "[1] cpu:" in captured.err
     assert main(["health", "--stress", "--threshold", "2"]) == 2
     assert "must be a fraction" in capsys.readouterr().err
@@ -207,3 +208,54 @@ def test_stress_figure_marks_the_flagged_card():
     assert matmul.get_title() == "matmul TFLOP/s" and copy.get_legend() is not None
     cpu = stress_figure(StressReport((CardResult("cpu", "CPU: x", "fp32", 0.05, 9.0),), ()))
     assert "(CPU fallback)" in cpu._suptitle.get_text()
+
+
+# ---- DCGM --------------------------------------------------------------------------------------
+def test_dcgm_is_offered_when_present_and_its_absence_says_what_to_install():
+    from a800lab.workloads.dcgm import dcgm_status
+
+    missing = dcgm_status(which=lambda name: None)
+    assert not missing["found"] and "install NVIDIA DCGM" in missing["advice"]
+    assert "dcgmi diag -r 3" in missing["advice"] and "nvidia-smi has no memory stress test" \
+        in missing["advice"] and "memory clock is fixed" in missing["advice"]
+    found = dcgm_status(which=lambda name: "/usr/bin/dcgmi")
+    assert found["found"] and "health --dcgm" in found["advice"] and "-r 1" in found["advice"]
+
+
+def test_the_quick_diagnostic_runs_level_1_only_and_failures_say_why():
+    import subprocess
+
+    from a800lab.workloads.dcgm import run_quick_diag
+
+    seen = []
+
+    def fake_run(argv, **kwargs):
+        seen.append(argv)
+        return subprocess.CompletedProcess(argv, 0, stdout="Deployment | Pass\n", stderr="")
+
+    result = run_quick_diag(run=fake_run)
+    assert seen == [["dcgmi", "diag", "-r", "1"]] and result["returncode"] == 0
+    assert "Pass" in result["output"]
+
+    def missing(argv, **kwargs):
+        raise FileNotFoundError(argv[0])
+
+    def hangs(argv, **kwargs):
+        raise subprocess.TimeoutExpired(argv, kwargs["timeout"])
+
+    with pytest.raises(ValueError, match="not on the PATH"):
+        run_quick_diag(run=missing)
+    with pytest.raises(ValueError, match="nv-hostengine"):
+        run_quick_diag(run=hangs, timeout_s=1)
+
+
+def test_cli_health_dcgm_exits_1_when_the_diagnostic_fails(monkeypatch, capsys):
+    import subprocess
+
+    from a800lab.workloads import dcgm
+
+    monkeypatch.setattr(dcgm.subprocess, "run", lambda argv, **kw: subprocess.CompletedProcess(
+        argv, 1, stdout="Persistence Mode | Fail\n", stderr=""))
+    assert main(["health", "--dcgm"]) == 1
+    out = capsys.readouterr().out
+    assert "dcgmi diag -r 1 (exit 1):" in out and "Persistence Mode | Fail" in out

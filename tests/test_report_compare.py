@@ -6,8 +6,9 @@ import math
 
 import pytest
 
-from a800lab.report.claims import FAILS, HOLDS, NOT_MEASURED
+from a800lab.report.claims import FAILS, HOLDS, METHOD_ON_CPU, NOT_MEASURED
 from a800lab.report.compare import compare_reports, figure_ratio, format_compare, load_report
+from a800lab.report.register import REGISTER
 from tests.report_fixture import make_gpu_report, make_report
 
 
@@ -57,24 +58,38 @@ def test_different_units_give_no_ratio_and_a_note():
 
 
 # ---- claims ------------------------------------------------------------------------------------
-def test_claim_statuses_side_by_side_and_changes_flagged():
+def test_claim_statuses_side_by_side_with_their_scopes():
     c = compare_reports(make_report(), make_gpu_report())
     by = {row["id"]: row for row in c["claims"]}
-    assert len(by) == 14
-    assert by["tile_spread"]["a_status"] == by["tile_spread"]["b_status"] == HOLDS
-    assert by["tile_spread"]["changed"] is False
-    assert by["tf32_speed"]["b_status"] == FAILS and by["tf32_speed"]["changed"] is True
-    assert by["compression"]["b_status"] == NOT_MEASURED and by["compression"]["changed"]
-    assert by["max_batch"]["a_noisy"] and by["max_batch"]["b_noisy"]
-    assert by["tile_spread"]["a_measured"] == "best tile 2.2x the worst"
-    assert by["tile_spread"]["b_measured"] == "best tile 2.9x the worst"
-    assert by["mp_memory"]["chapter"] == "04" and "40% memory" in by["mp_memory"]["text"]
+    assert len(by) == len(REGISTER)
+    # a CPU's method beside a GPU's verdict: never a "change", always with both scopes
+    shape = by["tile_shape"]
+    assert (shape["a_status"], shape["b_status"]) == (METHOD_ON_CPU, HOLDS)
+    assert shape["same_scope"] is False and shape["changed"] is False
+    assert shape["note"] == "different scopes"
+    assert shape["a_scope"].startswith("on this CPU") and "NVIDIA H200" in shape["b_scope"]
+    assert by["accum_snippet"]["note"] == "different scopes"
+    assert by["max_batch"]["b_noisy"] and not by["max_batch"]["a_noisy"]
+    assert by["mp_memory"]["chapter"] == "04" and "40%" in by["mp_memory"]["text"]
+    text = format_compare(c)
+    line = next(ln for ln in text.splitlines() if ln.strip().startswith("tile_shape"))
+    assert "[CPU]" in line and "[on this GPU: NVIDIA H200]" in line
+    assert "different scopes" in line
+
+
+def test_the_same_card_twice_flags_what_changed():
+    a = make_gpu_report()
+    b = make_gpu_report(claims=[{**cl, "status": FAILS, "scope": cl["scope"].replace(
+        "cuda:0", "cuda:3")} if cl["id"] == "amp_speed" else cl for cl in a["claims"]])
+    by = {row["id"]: row for row in compare_reports(a, b)["claims"]}
+    assert by["amp_speed"]["changed"] and by["amp_speed"]["same_scope"]   # another ordinal
+    assert not by["tile_shape"]["changed"] and by["tile_shape"]["note"] == ""
 
 
 def test_a_claim_on_one_side_only_counts_as_changed():
     a = make_report()
-    b = make_report(claims=[c for c in a["claims"] if c["id"] != "bill"])
-    row = next(r for r in compare_reports(a, b)["claims"] if r["id"] == "bill")
+    b = make_report(claims=[c for c in a["claims"] if c["id"] != "energy"])
+    row = next(r for r in compare_reports(a, b)["claims"] if r["id"] == "energy")
     assert row["a_status"] == NOT_MEASURED and row["b_status"] is None and row["changed"]
 
 
@@ -127,7 +142,8 @@ def test_format_compare_text():
     line = next(ln for ln in text.splitlines() if "bf16 matmul" in ln)
     assert "1.50x" in line and "2" in line and "3" in line
     assert "only in A" in next(ln for ln in text.splitlines() if "old one" in ln)
-    assert "changed" in next(ln for ln in text.splitlines() if ln.strip().startswith("tf32_speed"))
+    assert "different scopes" in next(ln for ln in text.splitlines()
+                                      if ln.strip().startswith("tf32_speed"))
     assert "Environment differences" in text and "NVIDIA driver" in text
     assert "Recorded only in B" in text
 
@@ -173,7 +189,7 @@ def test_corrupt_json_names_file_and_line(tmp_path):
     ({"kind": "something-else", "report_version": 1}, "kind 'something-else' is not"),
     ({"report_version": 1}, "kind None is not"),
     ({"system": {}, "gpus": []}, "doctor report"),
-    ({"kind": "a800lab-report", "report_version": 2}, "report_version 2 is unknown"),
+    ({"kind": "a800lab-report", "report_version": 3}, "report_version 3 is unknown"),
     ({"kind": "a800lab-report"}, "report_version None is unknown"),
 ])
 def test_wrong_content_is_refused_with_the_path(tmp_path, data, message):

@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from a800lab.report.claims import CLAIMS, FAILS, HOLDS, NOT_MEASURED, UNTESTABLE
+from a800lab.report.claims import FAILED, FAILS, HOLDS, LOOKS, NOT_MEASURABLE, NOT_MEASURED
 from a800lab.report.compare import compare_reports
 from a800lab.report.html import (
     render_compare_html,
@@ -17,6 +17,7 @@ from a800lab.report.html import (
     write_compare_html,
     write_report_html,
 )
+from a800lab.report.register import REGISTER
 from tests.report_fixture import make_gpu_report, make_report
 
 VOID = {"img", "meta", "br", "hr", "link", "input"}
@@ -121,24 +122,42 @@ def test_header_names_device_scope_and_completeness(gpu_html, cpu_html):
     assert "they are never GPU results" in cpu_html
 
 
-def test_a_coloured_row_for_every_claim(gpu_report, gpu_html):
-    claims_table = Page(gpu_html).tables[0]
-    header, rows = claims_table[0], claims_table[1:]
-    assert header["cells"][:2] == ["verdict", "claim"]
-    assert len(rows) == len(CLAIMS) == len(gpu_report["claims"])
-    css = {HOLDS: "holds", FAILS: "fails", UNTESTABLE: "untestable", NOT_MEASURED: "not-measured"}
-    for row, claim in zip(rows, gpu_report["claims"], strict=True):
+def claim_rows(html_text: str) -> list[dict]:
+    """The rows of the claims tables (measured, then not measurable)."""
+    tables = [t for t in Page(html_text).tables if t[0]["cells"][:2] == [
+        "verdict", "the claim, as stated"]]
+    assert len(tables) == 2
+    return [r for t in tables for r in t[1:]]
+
+
+def test_a_row_drawn_per_status_for_every_claim(gpu_report, gpu_html):
+    rows = claim_rows(gpu_html)
+    header = next(t for t in Page(gpu_html).tables if t[0]["cells"][0] == "verdict")[0]
+    assert header["cells"] == ["verdict", "the claim, as stated", "the lab's reading",
+                               "measured", "why", "chapter"]
+    by_id = {c["id"]: c for c in gpu_report["claims"]}
+    assert len(rows) == len(REGISTER) == len(gpu_report["claims"])
+    for row in rows:
+        claim = next(c for c in by_id.values() if f"· {c['id']}" in row["cells"][1])
         assert row["cells"][0].startswith(claim["status"])
-        assert row["cells"][1] == claim["text"]
-        assert css[claim["status"]] in row["classes"]
+        assert row["cells"][1].startswith(claim["stated"])
+        assert LOOKS[claim["status"]].css in row["classes"]
         assert claim["chapter_path"] in row["cells"][5]
         assert ("noisy" in row["cells"][0]) == claim["noisy"]
-        if claim["reason"]:
-            assert row["cells"][4] == claim["reason"]
-        else:
-            assert row["cells"][4] == "—"
-    assert {r["cells"][0].split(" noisy")[0] for r in rows} == {HOLDS, FAILS, UNTESTABLE,
-                                                                NOT_MEASURED}
+        assert row["cells"][4] == (claim["reason"] or "—")
+        if claim["reading"]:
+            assert row["cells"][2].startswith(claim["reading"])
+    statuses = {r["cells"][0].split(" noisy")[0] for r in rows}
+    assert {HOLDS, FAILS, FAILED, NOT_MEASURED, NOT_MEASURABLE} <= statuses
+
+
+def test_a_cpu_run_never_draws_a_gpu_claim_green_or_red(cpu_html):
+    text = cpu_html
+    for row in claim_rows(text):
+        if "· tile_shape" in row["cells"][1] or "· mp_memory" in row["cells"][1]:
+            assert "method-cpu" in row["classes"] and not {"holds", "fails"} & set(
+                row["classes"])
+    assert ".method-cpu{" in text and "dashed" in text
 
 
 def test_text_is_escaped():
@@ -210,8 +229,10 @@ def test_health_section(gpu_html, cpu_html):
 
 def test_thresholds_and_environment(gpu_report, gpu_html):
     tables = Page(gpu_html).tables
-    rules = next(t for t in tables if t[0]["cells"] == ["claim", "text", "holds if"])
-    assert {r["cells"][0] for r in rules[1:]} == set(CLAIMS)
+    rules = next(t for t in tables if t[0]["cells"] == ["threshold", "value"])
+    assert {r["cells"][0] for r in rules[1:]} >= {"accumulation_gap", "loss_tolerance"}
+    decided = "decided: holds if the better guide tile over fp32 cuBLAS reaches 2.5x"
+    assert decided in gpu_html
     env = {r["cells"][0]: r["cells"][1] for r in
            next(t for t in tables if t[0]["cells"] == ["fact", "value"])[1:]}
     assert env["fingerprint"] == "bbbbbbbbbbbb" and env["NVIDIA driver"] == "550.54.15"
@@ -245,12 +266,24 @@ def test_compare_page():
     env = next(t for t in page.tables if t[0]["cells"] == ["field", "A", "B", "meaning"])
     assert ["mode", "CPU fallback", "GPU"] == env[1]["cells"][:3]
     figures = next(t for t in page.tables if t[0]["cells"][-1] == "B / A")
-    tile = next(r for r in figures if r["cells"][0] == "best / worst tile")
-    assert tile["cells"][1:] == ["2.2", "2.9", "x", "1.32x"]
+    tile = next(r for r in figures if r["cells"][0] == "guide tile / fp32")
+    assert tile["cells"][1:] == ["0.05", "2.9", "x", "58.00x"]
+    claims = next(t for t in page.tables if t[0]["cells"][:2] == ["claim", "text"])
+    rows = {r["cells"][0]: r for r in claims[1:]}
+    # a CPU's method beside a GPU's verdict: side by side only with each scope named
+    shape = rows["tile_shape"]
+    assert shape["cells"][2].startswith("method shown on CPU") and "on this CPU" in \
+        shape["cells"][2]
+    assert shape["cells"][3].startswith("holds here") and "on this GPU: NVIDIA H200" in \
+        shape["cells"][3]
+    assert shape["cells"][4] == "different scopes" and "changed" not in shape["classes"]
+    same = compare_reports(make_gpu_report(), make_gpu_report(claims=[
+        {**cl, "status": FAILS} if cl["id"] == "amp_speed" else cl
+        for cl in make_gpu_report()["claims"]]))
+    page = Page(render_compare_html(same))
     claims = next(t for t in page.tables if t[0]["cells"][:2] == ["claim", "text"])
     changed = [r["cells"][0] for r in claims[1:] if "changed" in r["classes"]]
-    assert changed == [row["id"] for row in c["claims"] if row["changed"]]
-    assert "tf32_speed" in changed and "tile_spread" not in changed
+    assert changed == ["amp_speed"]
 
 
 def test_write_helpers(tmp_path, gpu_report):

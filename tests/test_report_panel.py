@@ -11,7 +11,8 @@ import time
 import pytest
 
 from a800lab.report.battery import Plan, Step, plan_battery
-from a800lab.report.claims import CLAIMS, FAILS, HOLDS, NOT_MEASURED, UNTESTABLE
+from a800lab.report.claims import METHOD_ON_CPU, NOT_MEASURED, UNTESTABLE
+from a800lab.report.register import REGISTER
 from a800lab.widgets import ReportPanel
 from tests.report_fixture import make_report
 
@@ -21,14 +22,17 @@ TILE_BLOCKS = (16, 32, 64)
 
 
 def tiny_plan() -> Plan:
-    """One peak point at 128^3 and three CPU tile configs of a 64^3 matmul: about a second."""
+    """One peak point at 128^3, three CPU tile configs of a 64^3 matmul and a metered 64^3
+    matmul: about a second."""
     steps = (
         Step("peak", "peak", ({"device": "cpu", "precision": "fp32", "size": 128},),
-             {"budget_s": 0.05}, 0.2, ("health",), "fp32 matmul rate"),
+             {"budget_s": 0.05}, 0.2, ("health", "tc_peak"), "fp32 matmul rate"),
         Step("tiles", "tiles", tuple(
             {"m": 64, "n": 64, "k": 64, "precision": "fp32", "backend": "cpu_blocked",
              "block_m": b, "block_n": b, "block_k": 32, "group_m": 1} for b in TILE_BLOCKS),
-            {"budget_s": 0.05, "warmup_s": 0.01}, 0.2, ("tile_spread",), "tile configs"),
+            {"budget_s": 0.05, "warmup_s": 0.01}, 0.2, ("tc_peak",), "tile configs"),
+        Step("energy", "matmul_usage", ({"size": 64, "precision": "fp32"},),
+             {"duration_s": 0.05}, 0.2, ("energy",), "a metered matmul"),
     )
     return Plan("quick", "cpu", 0, steps, plan_battery("quick", "cpu").untestable)
 
@@ -72,32 +76,33 @@ def test_a_run_shows_the_verdicts_and_the_report_inline(tmp_path):
     panel = panel_in(tmp_path)
     report = panel.run(wait=True)
     assert report is panel.report and report["complete"] and report["stopped"] == ""
-    assert report["points"] == {"planned": 4, "measured": 4, "ok": 4, "failed": 0,
+    assert report["points"] == {"planned": 5, "measured": 5, "ok": 5, "failed": 0,
                                 "not_measured": 0}
-    assert panel.status_text.startswith("Done: 4 of 4 points measured (4 now, 0 failed)")
-    assert (panel.progress.value, panel.progress.max) == (4, 4)
+    assert panel.status_text.startswith("Done: 5 of 5 points measured (5 now, 0 failed)")
+    assert (panel.progress.value, panel.progress.max) == (5, 5)
     assert not panel.run_button.disabled and panel.stop_button.disabled
     assert panel.tabs.selected_index == 1        # the report's tab, now that it is ready
 
-    spread = next(c for c in report["claims"] if c["id"] == "tile_spread")
-    assert spread["status"] in (HOLDS, FAILS)
+    spread = next(c for c in report["claims"] if c["id"] == "tc_peak")
+    assert spread["status"] == METHOD_ON_CPU     # a CPU never passes a tensor-core claim
     table = panel.verdicts.value
     assert table.startswith("<b>Verdicts</b>")
-    assert html.escape(spread["text"]) in table and html.escape(spread["measured"]) in table
+    assert html.escape(spread["stated"]) in table and html.escape(spread["measured"]) in table
+    assert html.escape(spread["reading"]) in table
 
     # the report's own page, inline and sandboxed: its CSS stays inside the frame
     view = panel.view.value
     assert view.startswith("<iframe ") and 'sandbox=""' in view and "<style" not in view
     document = srcdoc(view)
     assert document == panel.html and document.lstrip().startswith("<!DOCTYPE html>")
-    for claim in CLAIMS.values():
-        assert html.escape(claim.text) in document
+    for claim in REGISTER:
+        assert html.escape(claim.stated) in document
     assert html.escape(spread["measured"]) in document
 
     folder = tmp_path / "report"
     assert (folder / "report.html").read_text(encoding="utf-8") == panel.html
     assert json.loads((folder / "report.json").read_text())["kind"] == "a800lab-report"
-    assert lines(folder / "points.jsonl") == 4
+    assert lines(folder / "points.jsonl") == 5
     for name in ("report.html", "report.json", "points.jsonl"):
         assert html.escape(str(folder / name)) in panel.paths.value
 
@@ -108,23 +113,23 @@ def test_stop_keeps_the_measured_points_and_run_resumes(tmp_path):
     on_progress_value(panel, 2, panel.stop)      # after the peak and the first tile
     report = panel.run(wait=True)
     assert report["stopped"] == "cancelled" and not report["complete"]
-    assert report["points"]["measured"] == 2 and report["points"]["not_measured"] == 2
+    assert report["points"]["measured"] == 2 and report["points"]["not_measured"] == 3
     assert lines(points) == 2
-    assert panel.status_text.startswith("Not complete (stopped): 2 of 4 points measured")
+    assert panel.status_text.startswith("Not complete (stopped): 2 of 5 points measured")
     assert "press Run to resume" in panel.status_text
-    spread = next(c for c in report["claims"] if c["id"] == "tile_spread")
+    spread = next(c for c in report["claims"] if c["id"] == "tc_peak")
     assert spread["status"] == NOT_MEASURED
     assert "not measured yet" in srcdoc(panel.view.value)
 
-    resumed = panel.run(wait=True)               # only the two missing points
-    assert panel.measured_now == 2 and resumed["complete"] and resumed["stopped"] == ""
-    assert lines(points) == 4
-    assert "(2 now" in panel.status_text
+    resumed = panel.run(wait=True)               # only the three missing points
+    assert panel.measured_now == 3 and resumed["complete"] and resumed["stopped"] == ""
+    assert lines(points) == 5
+    assert "(3 now" in panel.status_text
 
     again = panel.run(wait=True)                 # nothing left: judged again, nothing measured
     assert panel.measured_now == 0 and again["complete"]
-    assert lines(points) == 4
-    assert panel.status_text.startswith("Done: 4 of 4 points measured (0 now")
+    assert lines(points) == 5
+    assert panel.status_text.startswith("Done: 5 of 5 points measured (0 now")
     assert len(again["sessions"]) == 3
 
 
@@ -132,11 +137,11 @@ def test_a_second_run_is_refused_while_one_runs_and_the_table_fills_live(tmp_pat
     panel = panel_in(tmp_path)
     reached, release = threading.Event(), threading.Event()
 
-    def hold():                                  # the run waits here, after 3 of 4 points
+    def hold():                                  # the run waits here, after 4 of 5 points
         reached.set()
         release.wait(60)
 
-    on_progress_value(panel, 3, hold)
+    on_progress_value(panel, 4, hold)
     assert panel.run() is True
     try:
         assert reached.wait(60)
@@ -146,9 +151,9 @@ def test_a_second_run_is_refused_while_one_runs_and_the_table_fills_live(tmp_pat
         assert panel.status_text == "A report is already running: press Stop or wait for it."
         assert panel.show(tmp_path / "report") is None
         assert "A report is running" in panel.status_text
-        # two tiles measured: the live table has the tile verdict before the run ends
+        # the tiles measured: the live table has their verdict before the run ends
         deadline = time.monotonic() + 30
-        while HOLDS not in panel.verdicts.value and FAILS not in panel.verdicts.value:
+        while METHOD_ON_CPU not in panel.verdicts.value:
             assert time.monotonic() < deadline, panel.verdicts.value
             time.sleep(0.05)
         assert "Verdicts so far" in panel.verdicts.value
@@ -156,8 +161,8 @@ def test_a_second_run_is_refused_while_one_runs_and_the_table_fills_live(tmp_pat
     finally:
         release.set()
     panel.wait()
-    assert panel.report["complete"] and panel.measured_now == 4
-    assert lines(tmp_path / "report" / "points.jsonl") == 4
+    assert panel.report["complete"] and panel.measured_now == 5
+    assert lines(tmp_path / "report" / "points.jsonl") == 5
 
 
 @pytest.mark.parametrize("price", [0.0, -1.0])
@@ -201,7 +206,7 @@ def test_show_a_saved_report(tmp_path):
     document = srcdoc(panel.view.value)
     assert document == panel.html and html.escape(gpu["device_name"]) in document
     for claim in gpu["claims"]:
-        assert html.escape(claim["text"]) in panel.verdicts.value
+        assert html.escape(claim["stated"]) in panel.verdicts.value
     assert html.escape(str(folder / "report.json")) in panel.paths.value
     assert panel.show(folder / "report.json") == gpu     # the file itself works too
 

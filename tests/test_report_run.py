@@ -1,9 +1,11 @@
-"""`a800lab report`'s runner on a CPU: the quick battery end to end, resume after Ctrl-C, a
-torn file, a changed environment, Stop, the budget, bad input, and the CLI."""
+"""`a800lab report`'s runner on a CPU: the quick battery end to end (2 gloo ranks included),
+resume after Ctrl-C, a torn file, a changed environment, Stop, the budget, bad input, and the
+CLI."""
 
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -11,7 +13,15 @@ from a800lab.cli import main
 from a800lab.core.cancel import CancelToken
 from a800lab.core.results import read_records
 from a800lab.report.battery import Plan, Step, plan_battery
-from a800lab.report.claims import CLAIMS, HOLDS, NOT_MEASURED, STATUSES, UNTESTABLE
+from a800lab.report.claims import (
+    HOLDS,
+    METHOD_ON_CPU,
+    NOT_MEASURABLE,
+    NOT_MEASURED,
+    STATUSES,
+    UNTESTABLE,
+)
+from a800lab.report.register import REGISTER
 from a800lab.report.run import POINTS_FILE, REPORT_FILE, run_report
 
 
@@ -23,48 +33,59 @@ def small_plan() -> Plan:
         Step("peak", "peak", ({"device": "cpu", "precision": "fp32", "size": 128},),
              {"budget_s": 0.05}, 0.5, ("health",)),
         Step("tiles", "tiles", tiles, {"budget_s": 0.05, "warmup_s": 0.01}, 0.5,
-             ("tile_spread",))), plan_battery("quick", "cpu").untestable)
+             ("tc_peak",))), plan_battery("quick", "cpu").untestable)
 
 
 def by_id(report: dict) -> dict:
     return {c["id"]: c for c in report["claims"]}
 
 
-@pytest.mark.usefixtures("one_torch_thread")
-def test_the_quick_cpu_battery_end_to_end(tmp_path):
-    seen = []
-    report = run_report("quick", tmp_path, torch_threads=1,
-                        on_progress=lambda done, total, eta, what: seen.append((done, total)))
+def test_the_quick_cpu_battery_end_to_end(quick_cpu_report):
+    report, folder = quick_cpu_report
     plan = plan_battery("quick", "cpu")
     assert report["complete"] and report["stopped"] == ""
     assert report["points"]["planned"] == plan.points == report["points"]["measured"]
     assert report["points"]["ok"] == plan.points, [
-        r.message for r in read_records(tmp_path / POINTS_FILE) if r.outcome != "ok"]
-    assert seen[-1] == (plan.points, plan.points)
-    assert len(read_records(tmp_path / POINTS_FILE)) == plan.points
-    assert json.loads((tmp_path / REPORT_FILE).read_text())["claims"] == report["claims"]
+        r.message for r in read_records(folder / POINTS_FILE) if r.outcome != "ok"]
+    assert len(read_records(folder / POINTS_FILE)) == plan.points
+    assert json.loads((folder / REPORT_FILE).read_text())["claims"] == report["claims"]
     assert report["scope"] == "CPU fallback" and report["device"] == "cpu"
+    assert report["report_version"] == 2
     claims = by_id(report)
-    assert list(claims) == list(CLAIMS)
-    for claim in claims.values():
-        assert claim["status"] in STATUSES
-        if claim["status"] == UNTESTABLE:
-            assert claim["reason"]
-    # what a CPU can check is measured and judged; what it cannot says why
-    for measured in ("tile_spread", "mp_memory", "accumulation"):
-        assert claims[measured]["status"] not in (UNTESTABLE, NOT_MEASURED), claims[measured]
-        assert "on this CPU" in claims[measured]["scope"]
-    for gpu_only in ("tf32_speed", "sparsity_speed", "mp_speed", "compression", "bill"):
+    assert list(claims) == [c.id for c in REGISTER]        # every claim has a row
+    for claim in REGISTER:
+        row = claims[claim.id]
+        assert row["status"] in STATUSES
+        if row["status"] != HOLDS:
+            assert row["reason"], row
+        if claim.not_measurable:
+            assert row["status"] == NOT_MEASURABLE
+        elif not claim.cpu_answers:   # never a pass or a fail from a CPU stand-in
+            assert row["status"] in (METHOD_ON_CPU, UNTESTABLE), row
+    for method in ("tile_shape", "tc_peak", "mp_memory", "amp_speed", "idle_cut", "placement",
+                   "energy", "hierarchical", "compression", "embeddings_fp32", "amp_trains"):
+        assert claims[method]["status"] == METHOD_ON_CPU and claims[method]["measured"], method
+    for answered in ("accum_snippet", "accum_traffic", "accum_frequency"):
+        assert claims[answered]["status"] == HOLDS, claims[answered]
+    for gpu_only in ("tf32_speed", "tf32_accuracy", "sparsity_speed", "sparsity_util",
+                     "unit_util", "buffers_resnet50"):
         assert claims[gpu_only]["status"] == UNTESTABLE
         assert "no NVIDIA GPU" in claims[gpu_only]["reason"]
     # the CPU's max-batch agreement is by construction: reported, never called a pass
     assert claims["max_batch"]["status"] == UNTESTABLE and claims["max_batch"]["measured"]
-    assert "per million samples" in claims["bill"]["measured"]   # fp32's cost, still given
     card = report["health"]["cards"][0]
     assert card["device"] == "cpu" and card["matmul_tflops"] > 0 and card["copy_gbs"] > 0
     assert "untestable" in report["health"]["busbw"]
-    assert report["figures"]["tile_spread.ratio"]["value"] > 0
-    assert {s["config"] for s in report["series"]["tiles"]}
+    assert report["figures"]["tile_shape.ratio"]["value"] > 0
+    assert any(s["config"].startswith("guide ") for s in report["series"]["tiles"])
+
+
+def test_a_finished_report_resumes_without_measuring_ranks_included(quick_cpu_report, tmp_path):
+    _, folder = quick_cpu_report
+    shutil.copy(folder / POINTS_FILE, tmp_path / POINTS_FILE)
+    again = []
+    report = run_report("quick", tmp_path, torch_threads=1, on_record=again.append)
+    assert again == [] and report["complete"]   # the ranks' records match the plan's points
 
 
 @pytest.mark.usefixtures("one_torch_thread")
@@ -80,8 +101,8 @@ def test_an_interrupted_report_resumes_where_it_stopped(tmp_path):
     assert first["stopped"] == "interrupted" and not first["complete"]
     assert first["points"] == {"planned": 3, "measured": 2, "ok": 2, "failed": 0,
                                "not_measured": 1}
-    assert by_id(first)["tile_spread"]["status"] == NOT_MEASURED
-    assert "run the same command again" in by_id(first)["tile_spread"]["reason"]
+    assert by_id(first)["tc_peak"]["status"] == NOT_MEASURED
+    assert "run the same command again" in by_id(first)["tc_peak"]["reason"]
     # a crash mid-write leaves a torn line: it is skipped, nothing measured is lost
     with open(tmp_path / POINTS_FILE, "a") as f:
         f.write('{"workload": "tiles", "par')
@@ -90,7 +111,7 @@ def test_an_interrupted_report_resumes_where_it_stopped(tmp_path):
         second = run_report(out=tmp_path, plan=small_plan(), on_record=again.append)
     assert [r.params["block_m"] for r in again] == [64]   # only the missing point
     assert second["complete"] and second["points"]["measured"] == 3
-    assert by_id(second)["tile_spread"]["status"] in (HOLDS, "does not hold here")
+    assert by_id(second)["tc_peak"]["status"] == METHOD_ON_CPU
     assert len(second["sessions"]) == 2
     assert second["wall_s"] == pytest.approx(sum(s["wall_s"] for s in second["sessions"]))
     third = run_report(out=tmp_path, plan=small_plan())   # nothing left: a sitting of its own
@@ -189,36 +210,8 @@ def test_cli_compare_two_recorded_reports(tmp_path, capsys):
                  "--out", str(out)]) == 0
     comparison = json.loads((out / "compare.json").read_text())
     ratios = {f["key"]: f["ratio"] for f in comparison["figures"]}
-    assert ratios["tile_spread.ratio"] > 0 and "health.cpu.fp32.matmul_tflops" in ratios
+    assert ratios["tc_peak.pct_of_measured"] > 0 and "health.cpu.fp32.matmul_tflops" in ratios
     assert "<html" in (out / "compare.html").read_text().lower()
-    assert "best / worst tile" in capsys.readouterr().out
+    assert "best tile, % of measured fp32" in capsys.readouterr().out
     assert main(["report", "--compare", str(tmp_path / "a"), str(tmp_path / "nothing")]) == 2
     assert "nothing" in capsys.readouterr().err
-
-
-def comm_plan() -> Plan:
-    """The battery's two multi-rank steps on 2 gloo ranks (NCCL's path on a GPU box)."""
-    ranks = {"world_size": 2, "backend": "gloo"}
-    busbw = tuple({"op": "all_reduce", "size_bytes": s, "dtype": "fp32", **ranks}
-                  for s in (2**12, 2**16))
-    ddp = tuple({"hook": h, "sync": s, "accum_steps": 2, **ranks}
-                for h in ("allreduce", "fp16_compress") for s in ("no_sync", "every_micro_batch"))
-    return Plan("quick", "cpu", 0, (
-        Step("busbw", "comm", busbw, {"budget_s": 0.05}, 1.0, ("busbw",), ranks=2),
-        Step("compression", "ddp", ddp, {"budget_s": 0.05, "train_steps": 2}, 1.0,
-             ("compression",), ranks=2)), {})
-
-
-def test_multi_rank_steps_are_judged_and_resume(tmp_path):
-    first = run_report(out=tmp_path, plan=comm_plan())
-    assert first["complete"] and first["points"]["ok"] == 6, [
-        r.message for r in read_records(tmp_path / POINTS_FILE) if r.outcome != "ok"]
-    rows = first["health"]["busbw"]["rows"]
-    assert [r["size_bytes"] for r in rows] == [2**12, 2**16]
-    assert all(r["busbw_gbs"] > 0 for r in rows)
-    compression = by_id(first)["compression"]
-    assert compression["status"] in (HOLDS, "does not hold here"), compression
-    assert "fp16_compress" in compression["measured"] and "eval loss" in compression["measured"]
-    again = []
-    second = run_report(out=tmp_path, plan=comm_plan(), on_record=again.append)
-    assert again == [] and second["complete"]   # the ranks' records match the plan's points

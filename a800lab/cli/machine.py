@@ -3,9 +3,11 @@
     python -m a800lab doctor [--json]                  environment and topology report
     python -m a800lab peak [--json] [--no-store]       achievable matmul rate, copy bandwidth
     python -m a800lab diff a/runs.jsonl b/runs.jsonl   what differs between two machines
-    python -m a800lab health [--stress] [--json]       ECC, remapped rows, NCCL; slow cards
+    python -m a800lab health [--stress] [--dcgm] [--json]   ECC, remapped rows, NCCL; slow cards
 
-`health` exits 1 when a GPU should be drained or (with --stress) a card is flagged.
+`health` exits 1 when a GPU should be drained, (with --stress) a card is flagged, or (with
+--dcgm) DCGM's quick diagnostic fails. --stress is a throughput check (a matmul and a copy per
+card), not a memory test: memory integrity is DCGM's, and `health` says whether dcgmi is here.
 """
 
 from __future__ import annotations
@@ -40,12 +42,16 @@ def add_parsers(commands) -> None:
     diff.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     health = commands.add("health", run=health_command,
-                          help="GPU memory health (ECC, remapped rows, retired pages) and NCCL "
-                               "settings; --stress flags slow cards")
+                          help="GPU memory health (ECC, remapped rows, retired pages), NCCL "
+                               "settings, DCGM; --stress is a throughput check of each card")
     health.add_argument("--json", action="store_true", help="print JSON instead of text")
     health.add_argument("--stress", action="store_true",
-                        help="also time a matmul and a copy on each card and flag cards below "
-                             "their siblings or datasheet")
+                        help="a throughput check, not a memory test: time a matmul and a copy "
+                             "on each card and flag cards below their siblings or datasheet")
+    health.add_argument("--dcgm", action="store_true",
+                        help="also run DCGM's quick diagnostic (dcgmi diag -r 1: deployment "
+                             "checks, seconds, no load on the GPUs); the memory tests are "
+                             "dcgmi diag -r 3 on a drained GPU, never started here")
     health.add_argument("--device", nargs="+", default=None,
                         help="cards to stress (default: every visible GPU, else the CPU)")
     health.add_argument("--threshold", type=float, default=0.1,
@@ -106,6 +112,7 @@ def health_command(args) -> int:
     """Memory health, NCCL settings and (--stress) the stress flags; exit 1 when a GPU should
     be drained or a card is flagged."""
     from ..core.nccl_env import nccl_settings
+    from ..workloads.dcgm import dcgm_status, run_quick_diag
     from ..workloads.health import format_health, health_report
     from ..workloads.stress import check_thresholds, stress_report
 
@@ -127,8 +134,10 @@ def health_command(args) -> int:
                                datasheet_threshold=args.datasheet_threshold,
                                budget_s=args.budget_s, on_card=show)
     settings = nccl_settings()
+    dcgm = dcgm_status()
+    diag = run_quick_diag() if args.dcgm else None
     if args.json:
-        print(json.dumps({"health": report, "nccl": settings,
+        print(json.dumps({"health": report, "nccl": settings, "dcgm": {**dcgm, "diag": diag},
                           "stress": stress.to_dict() if stress else None}, indent=2))
     else:
         print(format_health(report))
@@ -137,7 +146,10 @@ def health_command(args) -> int:
         for v in settings:
             print(f"  {v['name']}={v['value'] if v['value'] is not None else '(unset)'}: "
                   f"{v['what']}")
+        print(f"\nDCGM: {dcgm['advice']}")
+        if diag:
+            print(f"\n{diag['command']} (exit {diag['returncode']}):\n{diag['output'].rstrip()}")
         if stress:
-            print("\nStress run:\n" + stress.format())
+            print("\nStress run (a throughput check, not a memory test):\n" + stress.format())
     drain = any(g["verdict"] == "drain" for g in report["gpus"])
-    return 1 if drain or (stress and stress.flags) else 0
+    return 1 if drain or (stress and stress.flags) or (diag and diag["returncode"]) else 0

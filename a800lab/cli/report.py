@@ -2,6 +2,7 @@
 
     python -m a800lab report [--quick | --full] [--out report/] [--price-per-gpu-hour 2.0]
     python -m a800lab report --compare a800-box/ h200-box/ [--out compare/] [--json]
+    python -m a800lab report --register        # every claim, its reading and rule (Markdown)
 
 A report writes report/points.jsonl as it measures (run the same command again to resume),
 then report/report.json and the self-contained report/report.html. It exits 0 when the battery
@@ -13,12 +14,13 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from pathlib import Path
 
-from ..report.claims import FAILS, HOLDS, UNTESTABLE
+from ..report.claims import LOOKS, STATUSES
 from .options import show_record
 
-_MARK = {HOLDS: "holds", FAILS: "FAILS", UNTESTABLE: "n/a"}
+WIDTH = 100
 
 
 def add_parsers(commands) -> None:
@@ -34,6 +36,9 @@ def add_parsers(commands) -> None:
     size.add_argument("--compare", nargs=2, metavar=("A", "B"), default=None,
                       help="two report folders side by side: environment diff, B/A of every "
                            "figure, the verdicts")
+    size.add_argument("--register", action="store_true",
+                      help="print the claim register (every claim, its reading and rule) as a "
+                           "Markdown table, and measure nothing")
     report.add_argument("--out", default=None,
                         help="folder for the report (default: report/; with --compare: "
                              "report-compare/)")
@@ -53,6 +58,11 @@ def report_command(args) -> int:
     """Run `report` from parsed arguments, each point printed as measured; see the module
     docstring for exit codes."""
     _check(args)
+    if args.register:
+        from ..report.register import register_markdown
+
+        print(register_markdown())
+        return 0
     if args.compare:
         return _compare(args)
     from ..report.html import write_report_html
@@ -63,7 +73,8 @@ def report_command(args) -> int:
                         price_per_gpu_hour_usd=args.price_per_gpu_hour,
                         torch_threads=args.threads, on_progress=_progress, on_record=show_record)
     html = write_report_html(report, out / "report.html")
-    print(json.dumps(report, indent=1, default=str) if args.json else format_verdicts(report))
+    print(json.dumps(report, indent=1, default=str) if args.json
+          else format_verdicts(report, colour=sys.stdout.isatty()))
     print(f"report: {html} (open it in a browser; no network needed), {out / 'report.json'}, "
           f"points in {out / report['results_file']}", file=sys.stderr)
     if report["stopped"] == "interrupted":
@@ -87,27 +98,40 @@ def _compare(args) -> int:
     return 0
 
 
-def format_verdicts(report: dict) -> str:
-    """The verdicts as terminal lines, under a header naming the device and completeness."""
+def format_verdicts(report: dict, colour: bool = False) -> str:
+    """The verdicts as terminal lines, under a header naming the device and completeness: per
+    claim its status in full (coloured per status when `colour`), the claim as stated, the
+    lab's reading, what was measured and why it is not more."""
     p = report["points"]
     lines = [f"{report['device_name']} ({report['scope']}), {report['mode']} battery: "
              f"{p['measured']} of {p['planned']} points measured ({p['failed']} failed) in "
              f"{report['wall_s']:.0f} s" + (f"; stopped: {report['stopped']}"
                                             if report["stopped"] else "")]
     if report["scope"] != "GPU":
-        lines.append("  (on a CPU only the claims' methods are checked: no verdict here is a "
-                     "GPU result)")
+        lines += _wrap("on a CPU no verdict is a GPU result: a claim about GPU hardware reads "
+                       "\"method shown on CPU; says nothing about the GPU\", with its numbers",
+                       "  ")
+    counts = {s: sum(c["status"] == s for c in report["claims"]) for s in STATUSES}
+    lines.append("  " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
     for claim in report["claims"]:
-        mark = _MARK.get(claim["status"], "...")
-        detail = claim["measured"] if claim["status"] in (HOLDS, FAILS) else claim["reason"]
-        if claim["status"] == UNTESTABLE and claim["measured"]:
-            detail += f"\n          measured: {claim['measured']}"
-        lines.append(f"  [{mark:>5}] {claim['text']}\n          {detail}")
+        status = claim["status"]
+        label = f"[{status}]"
+        if colour and status in LOOKS:
+            label = f"\033[{LOOKS[status].ansi}m{label}\033[0m"
+        lines.append(f"  {label} {claim['id']}: {claim.get('stated') or claim.get('text')}")
+        for name, text in (("reading", claim.get("reading")), ("measured", claim["measured"]),
+                           ("why", claim["reason"])):
+            if text:
+                lines += _wrap(f"{name}: {text}", "      ")
     for flag in report["health"]["flags"]:
-        lines.append(f"  [ FLAG] {flag['message']}")
+        lines.append(f"  [FLAG] {flag['message']}")
     if not report["complete"]:
         lines.append("not complete: run the same command again to measure the rest")
     return "\n".join(lines)
+
+
+def _wrap(text: str, indent: str) -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ")
 
 
 def _progress(done: int, total: int, eta_s: float | None, what: str) -> None:
@@ -120,3 +144,6 @@ def _check(args) -> None:
     if args.compare and (args.budget_s is not None or args.threads is not None):
         args.command_parser.error("--budget-s and --threads apply to running a report, not "
                                   "to --compare")
+    if args.register and (args.compare or args.mode):
+        args.command_parser.error("--register prints the claim register and runs nothing; "
+                                  "drop --quick/--full/--compare")

@@ -1,163 +1,148 @@
-"""The tuning guide's claims that `a800lab report` tests, the thresholds its verdicts use, and
-the verdict record itself.
+"""The report's vocabulary: the claim record (the register's entries), the statuses, how each
+is drawn, the verdict record, and the rules the judging code shares (a figure reached within
+its noise, a range, a loss reached).
 
-    from a800lab.report.claims import CLAIMS, Verdict, holds_ratio
-    CLAIMS["mp_memory"].text          # "mixed precision saves 40% memory"
-    CLAIMS["mp_memory"].threshold     # the rule the verdict applies, in words
-    holds_ratio(2.1, 2.5)             # True: 2.1 reaches 80% of the claimed 2.5x
+    from a800lab.report.claims import HOLDS, METHOD_ON_CPU, LOOKS, Claim, Verdict, reaches
+    LOOKS[HOLDS].css, LOOKS[HOLDS].colour       # "holds", "#1a7f37": HTML, panel, terminal
+    reaches(2.3, 0.25, 2.5)                     # True: 2.3 + its spread 0.25 reaches 2.5
 
-A verdict is one of HOLDS ("holds here"), FAILS ("does not hold here"), UNTESTABLE ("cannot be
-tested on this machine", always with the reason) and NOT_MEASURED (the time budget ran out or the
-run was stopped: run the same command again to resume). Its `scope` says where the number came
-from: a GPU by name, or "on this CPU", where only a claim's method can be checked (the CPU
-stand-in of the tile kernel, counted tensor bytes) and the result is never a GPU result.
+Statuses (one verdict per claim of a800lab.report.register.REGISTER):
+- HOLDS / FAILS: measured here on the claim's own configuration, and the figure reaches (does
+  not reach) the claimed one within the measurement's noise.
+- METHOD_ON_CPU: a CPU run of a claim about GPU hardware (tensor cores, HBM, NVLink, NCCL, GPU
+  energy) or about models a CPU cannot train at their size: the method ran at the chapters'
+  small CPU sizes and its numbers are shown, but they say nothing about a GPU. Never drawn as a
+  pass or a fail.
+- FAILED: the measurement itself failed: out of memory, unsupported here, a wrong result (the
+  reason says which). Running again gives the same; change the configuration or the machine.
+- UNTESTABLE: this machine lacks what the claim needs (a GPU, 2 GPUs, fp8, torchvision), why.
+- NOT_MEASURABLE: no measurement can decide it (a cluster's job mix, a customer's case), why.
+- NOT_MEASURED: its points are not in the results yet (time budget, Stop): run again to resume.
 
-Thresholds (also written into every report):
-- a speed-up or saving claim ("2.5x", "40%") holds when the measured figure reaches RATIO_SHARE
-  (80%) of the claimed one, or of a range's low end: cards of one model differ by up to ~10% in
-  sustained clocks and power, and short timings by a few %; a claim that falls short by more
-  than a fifth is wrong for planning. A figure above the claimed range also holds (the effect is
-  there, larger) and the verdict says so;
-- "% of peak" claims hold within PEAK_SLACK_POINTS (5) percentage points below the claimed low
-  end, against the datasheet's dense peak;
-- "no cost in accuracy" holds when the error vs float64 is within NO_COST_FACTOR (2x) of fp32's,
-  the spread of that error over random inputs;
-- gradient accumulation "matches the large batch" when the gradients differ by at most
-  ACCUMULATION_GAP (1e-5 of the largest gradient; fp32 rounding alone gives ~1e-7, batch norm
-  ~1e-2) and its peak memory is below the large batch's;
-- the memory model predicts the largest batch's peak within MODEL_ERROR (10%, the tolerance the
-  max-batch finder itself trusts it to);
-- loading "overlaps compute" when workers, pinned memory and non_blocking copies cut the
-  device's idle fraction at least by half (OVERLAP_CUT).
+Noise: a figure built from timed records carries a spread, half the records' relative IQR added
+(a ratio of two rates: both records' relative half-IQRs summed). A claimed figure is reached
+when value + spread >= claimed; a range ("1.8-2.5x") from its low end, and a value whose lower
+edge is above the high end is reported as above the range. Counted quantities (bytes, calls)
+have no spread.
 """
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass, field
 
 HOLDS = "holds here"
 FAILS = "does not hold here"
+METHOD_ON_CPU = "method shown on CPU; says nothing about the GPU"
+FAILED = "failed"
 UNTESTABLE = "cannot be tested on this machine"
+NOT_MEASURABLE = "not measurable"
 NOT_MEASURED = "not measured yet"
-STATUSES = (HOLDS, FAILS, UNTESTABLE, NOT_MEASURED)
+STATUSES = (HOLDS, FAILS, METHOD_ON_CPU, FAILED, UNTESTABLE, NOT_MEASURABLE, NOT_MEASURED)
+NEEDS_REASON = (METHOD_ON_CPU, FAILED, UNTESTABLE, NOT_MEASURABLE, NOT_MEASURED)
 
-RATIO_SHARE = 0.8
-PEAK_SLACK_POINTS = 5.0
-NO_COST_FACTOR = 2.0
-ACCUMULATION_GAP = 1e-5
-MODEL_ERROR = 0.10
-OVERLAP_CUT = 0.5
+ACCUMULATION_GAP = 1e-5   # largest gradient difference / largest gradient: rounding ~1e-7
+MODEL_ERROR = 0.10        # the memory model's prediction of the verified peak
+LOSS_TOLERANCE = 0.02     # a held-out loss "reached": within 2% of the baseline's (one seed)
+
 
 CHAPTERS = {
     "02": ("TensorCore tiles", "notebooks/02-tensor-core-tiles.ipynb"),
     "03": ("Precision", "notebooks/03-precision.ipynb"),
     "04": ("Mixed-precision training", "notebooks/04-mixed-precision-training.ipynb"),
+    "05": ("Loss scaling", "notebooks/05-loss-scaling.ipynb"),
     "06": ("Batch size and accumulation", "notebooks/06-batch-size-and-accumulation.ipynb"),
     "07": ("CPU-GPU overlap", "notebooks/07-cpu-gpu-overlap.ipynb"),
     "08": ("Distributed communication", "notebooks/08-distributed-communication.ipynb"),
     "09": ("Deployment", "notebooks/09-deployment.ipynb"),
     "10": ("Utilisation and cost", "notebooks/10-utilisation-and-cost.ipynb"),
 }
+SOURCES = ("the guide", "the guide's second document", "NVIDIA's datasheets", "the lab")
 
 
 @dataclass(frozen=True)
 class Claim:
-    """A claim as tuning guides put it, the chapter that explains it, the rule of its verdict."""
+    """One statement and how the lab judges it (a800lab.report.register says how to read
+    one)."""
 
     id: str
-    chapter: str
-    text: str
-    threshold: str
-    claimed: float | None = None      # the claimed figure (a range's low end), for the figure
+    source: str           # one of SOURCES
+    section: str          # where it stands: "summary table", "TensorCore section", ...
+    stated: str           # the claim as the guide puts it (paraphrased), with its figure
+    figure: str           # the guide's figure as written ("92%", "1.8-2.5x"), "" if none
+    chapter: str          # the chapter that explains it (CHAPTERS)
+    reading: str = ""     # the lab's reading: what is compared with what, model, baseline
+    other: str = ""       # the reading not chosen, or what else is shown beside
+    method: str = ""      # how it is measured
+    decides: str = ""     # what decides the verdict
+    judge: str = ""       # the judging function (report.verdicts.JUDGES); "" if not measurable
+    low: float | None = None    # the claimed figure (a range's low end), for the rules
+    high: float | None = None   # a range's high end
     unit: str = "x"
+    about: str = ""       # the hardware it is about ("tensor cores", "HBM", "NVLink, NCCL")
+    cpu_answers: bool = False   # a CPU run answers it (counted bytes, software semantics)
+    not_measurable: str = ""    # why no measurement decides it
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise ValueError(f"{self.id}: source {self.source!r} is not one of {SOURCES}")
+        if self.chapter not in CHAPTERS:
+            raise ValueError(f"{self.id}: chapter {self.chapter!r} is not one of {list(CHAPTERS)}")
+        if bool(self.judge) == bool(self.not_measurable):
+            raise ValueError(f"{self.id}: give a judge, or say why it is not measurable")
+        if self.judge and not (self.reading and self.decides):
+            raise ValueError(f"{self.id}: a measured claim needs its reading and what decides it")
 
     def to_dict(self) -> dict:
         title, path = CHAPTERS[self.chapter]
-        return {**asdict(self), "chapter_title": title, "chapter_path": path}
+        return {**asdict(self), "chapter_title": title, "chapter_path": path,
+                "text": self.stated}
 
 
-def _ratio_rule(claimed: float, what: str) -> str:
-    return (f"holds if {what} reaches {RATIO_SHARE * claimed:.3g}x "
-            f"({RATIO_SHARE:.0%} of the claimed {claimed:g}x)")
+@dataclass(frozen=True)
+class Look:
+    """How a status is drawn: CSS class (HTML), colour (panel, terminal on a TTY), and a short
+    word for narrow places (compare tables)."""
+
+    css: str
+    colour: str
+    short: str
+    ansi: str
 
 
-_CLAIMS = (
-    Claim("tile_spread", "02", "the right tile choice gives 2.5x throughput (best vs worst "
-          "sensible tile of one realistic matmul)",
-          _ratio_rule(2.5, "the best tile's TFLOP/s over the worst's"), 2.5),
-    Claim("tile_peak", "02", "the best tile reaches 85-92% of peak",
-          f"holds if the best tile reaches {85 - PEAK_SLACK_POINTS:g}% of the datasheet's dense "
-          f"peak (the claim's 85% less {PEAK_SLACK_POINTS:g} points for clock and power "
-          "variation)", 85.0, "%"),
-    Claim("tf32_speed", "03", "TF32 gives about 8x fp32",
-          _ratio_rule(8, "TF32's matmul TFLOP/s over IEEE fp32's"), 8.0),
-    Claim("tf32_accuracy", "03", "... at no cost in accuracy",
-          f"holds if TF32's matmul error vs float64 is within {NO_COST_FACTOR:g}x of fp32's",
-          NO_COST_FACTOR, "x fp32's error"),
-    Claim("half_speed", "03", "bf16 and fp16 double TF32's rate again",
-          _ratio_rule(2, "bf16's and fp16's TFLOP/s over TF32's"), 2.0),
-    Claim("fp8_speed", "03", "fp8 doubles bf16's rate once more",
-          _ratio_rule(2, "fp8's TFLOP/s over bf16's"), 2.0),
-    Claim("sparsity_speed", "03", "2:4 structured sparsity doubles the matmul rate",
-          _ratio_rule(2, "the 2:4-sparse matmul's rate over the dense one's"), 2.0),
-    Claim("mp_memory", "04", "mixed precision saves 40% memory",
-          f"holds if bf16 autocast's step peak is at least {RATIO_SHARE * 40:g}% "
-          f"({RATIO_SHARE:.0%} of 40%) below fp32's, on every preset measured", 40.0, "%"),
-    Claim("mp_speed", "04", "mixed precision runs 1.8-2.5x faster",
-          _ratio_rule(1.8, "bf16 autocast's samples/s over fp32's, on every preset measured,")
-          + "; the range's low end", 1.8),
-    Claim("accumulation", "06", "gradient accumulation gives the big batch without the memory",
-          f"holds if k micro-batches give the large batch's gradient within {ACCUMULATION_GAP:g}"
-          " of its largest value and peak below the large batch's memory (the throughput cost "
-          "is reported beside it)", None, ""),
-    Claim("max_batch", "06", "the memory model predicts the largest batch that fits",
-          f"holds if the model's prediction of the largest micro-batch's peak is within "
-          f"{MODEL_ERROR:.0%} of the verified peak, for every preset and precision measured",
-          None, ""),
-    Claim("pipeline_overlap", "07", "DataLoader workers, pin_memory and non_blocking copies make "
-          "loading overlap compute",
-          f"holds if they cut the device's idle fraction by at least {OVERLAP_CUT:.0%}",
-          None, ""),
-    Claim("compression", "08", "gradient compression makes communication 3x faster",
-          _ratio_rule(3, "the plain all-reduce's exposed communication time per sync over the "
-                         "best compressing hook's") + " (the loss each hook reaches is reported "
-          "beside it)", 3.0),
-    Claim("bill", "10", "bf16 halves the bill (cost per million samples)",
-          _ratio_rule(2, "fp32's cost per million training samples over bf16's") + " (energy "
-          "per sample and cost per million at your price are reported beside it)", 2.0),
-)
-CLAIMS: dict[str, Claim] = {c.id: c for c in _CLAIMS}
+LOOKS = {
+    HOLDS: Look("holds", "#1a7f37", "holds", "32"),
+    FAILS: Look("fails", "#c62828", "does not hold", "31"),
+    METHOD_ON_CPU: Look("method-cpu", "#0969da", "method on CPU", "34"),
+    FAILED: Look("failed", "#8250df", "failed", "35"),
+    UNTESTABLE: Look("untestable", "#6e6e6e", "untestable here", "90"),
+    NOT_MEASURABLE: Look("not-measurable", "#57606a", "not measurable", "90"),
+    NOT_MEASURED: Look("not-measured", "#9a6700", "not measured yet", "33"),
+}
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """One claim's verdict on this machine: status, where, what was measured, and why not."""
+    """One claim's verdict on this machine: status, where, what was measured, and why."""
 
     claim: str
     status: str
-    scope: str = ""            # "on this GPU: ..." / "on this CPU: ..." / ""
+    scope: str = ""            # "on this GPU: ..." / "on this CPU (...): ..." / ""
     measured: str = ""         # the measurement behind the verdict, in words with numbers
-    reason: str = ""           # why it cannot be tested / was not measured
+    reason: str = ""           # why it is only a method / failed / untestable / not measured
     figures: dict = field(default_factory=dict)   # name -> {"label", "value", "unit"}
     noisy: bool = False
 
     def __post_init__(self) -> None:
-        if self.claim not in CLAIMS:
-            raise ValueError(f"unknown claim {self.claim!r}; known: {sorted(CLAIMS)}")
         if self.status not in STATUSES:
             raise ValueError(f"status {self.status!r} is not one of {STATUSES}")
-        if self.status in (UNTESTABLE, NOT_MEASURED) and not self.reason:
+        if self.status in NEEDS_REASON and not self.reason:
             raise ValueError(f"a {self.status!r} verdict needs the reason")
 
-    def to_dict(self) -> dict:
-        return {**CLAIMS[self.claim].to_dict(), "status": self.status, "scope": self.scope,
-                "measured": self.measured, "reason": self.reason, "figures": self.figures,
-                "noisy": self.noisy}
-
-
-def holds_ratio(measured: float, claimed: float) -> bool:
-    """A speed-up or saving claim's rule: the measured figure reaches RATIO_SHARE of it."""
-    return measured >= RATIO_SHARE * claimed
+    def to_dict(self, claim: dict) -> dict:
+        """The verdict beside its register entry (`claim`: Claim.to_dict())."""
+        return {**claim, "status": self.status, "scope": self.scope, "measured": self.measured,
+                "reason": self.reason, "figures": self.figures, "noisy": self.noisy}
 
 
 def figure(label: str, value: float | None, unit: str = "") -> dict:
@@ -165,9 +150,47 @@ def figure(label: str, value: float | None, unit: str = "") -> dict:
     return {"label": label, "value": value, "unit": unit}
 
 
+# ---- the rules ---------------------------------------------------------------------------------
+def rel_spread(time_ms) -> float:
+    """Half the relative IQR of a record's time samples (0 with fewer than 4 samples)."""
+    samples = [t for t in time_ms if t > 0]
+    if len(samples) < 4:
+        return 0.0
+    q1, _, q3 = statistics.quantiles(samples, n=4)
+    median = statistics.median(samples)
+    return (q3 - q1) / 2 / median if median > 0 else 0.0
+
+
+def reaches(value: float, spread: float, claimed: float) -> bool:
+    """The measured `value` reaches `claimed` within its noise: value + spread >= claimed."""
+    return value + spread >= claimed
+
+
+def beyond_range(value: float, spread: float, low: float, high: float | None,
+                 unit: str = "x") -> str:
+    """" (above the claimed range 1.8-2.5x)" when even the value's lower edge is above the high
+    end; "" otherwise (also for a claim without a range)."""
+    if high is None or high == low or value - spread <= high:
+        return ""
+    return f" (above the claimed range {low:g}-{high:g}{unit}: the effect is there, larger)"
+
+
+def loss_reached(loss: float | None, baseline: float | None,
+                 tolerance: float = LOSS_TOLERANCE) -> bool:
+    """A held-out loss reaches the baseline's: finite and at most (1 + tolerance) x baseline."""
+    return loss is not None and baseline is not None and loss <= baseline * (1 + tolerance)
+
+
+def with_spread(value: float, spread: float, unit: str = "x", digits: int = 3) -> str:
+    """"2.31x ± 0.12" (the spread only where there is one)."""
+    text = f"{value:.{digits}g}{unit}"
+    return text + (f" ± {spread:.2g}" if spread > 0 else "")
+
+
 def thresholds() -> dict:
-    """The verdict thresholds, for the report's JSON and HTML."""
-    return {"ratio_share": RATIO_SHARE, "peak_slack_points": PEAK_SLACK_POINTS,
-            "no_cost_factor": NO_COST_FACTOR, "accumulation_gap": ACCUMULATION_GAP,
-            "model_error": MODEL_ERROR, "overlap_cut": OVERLAP_CUT,
-            "rules": {c.id: c.threshold for c in _CLAIMS}}
+    """The shared constants of the rules, for the report's JSON and HTML (each claim's own rule
+    is its register entry's `decides`)."""
+    return {"accumulation_gap": ACCUMULATION_GAP, "model_error": MODEL_ERROR,
+            "loss_tolerance": LOSS_TOLERANCE,
+            "noise": "a figure is reached when value + spread >= claimed; the spread is half "
+                     "the relative IQR of the timings behind it (summed for a ratio)"}

@@ -5,7 +5,7 @@ and each claim's verdict on both machines.
     a, b = load_report("a800/"), load_report("h200/report.json")   # a directory or the file
     c = compare_reports(a, b, "a800/", "h200/")
     c["figures"][0]     # {"key", "label", "unit", "a", "b", "ratio": b / a, "only": None}
-    c["claims"][0]      # {"id", "text", "a_status", "b_status", ..., "changed": True}
+    c["claims"][0]      # {"id", "text", "a_status", "b_status", "a_scope", ..., "note"}
     c["notes"]          # ["A is CPU fallback, B is a GPU: ...", "A was not complete ..."]
     print(format_compare(c))                                      # report --compare A/ B/
 
@@ -26,7 +26,7 @@ from typing import Any
 from ..core.envdiff import diff_sides, show_value, side_from_report
 
 REPORT_KIND = "a800lab-report"
-KNOWN_VERSIONS = (1,)
+KNOWN_VERSIONS = (1, 2)   # 1: before the claim register (its claims compare by id)
 REPORT_FILE = "report.json"
 RUN_HINT = "run `python -m a800lab report --out {dir}` first"
 
@@ -114,18 +114,35 @@ def _figures(fa: dict, fb: dict) -> list[dict]:
 
 
 def _claims(ca: list, cb: list) -> list[dict]:
+    """Each claim on both sides. Verdicts of different scopes (a GPU's against a CPU's method,
+    or two different cards) are set side by side only with each scope named."""
     by_a = {c["id"]: c for c in ca if isinstance(c, dict) and "id" in c}
     by_b = {c["id"]: c for c in cb if isinstance(c, dict) and "id" in c}
     rows = []
     for cid in [*by_a, *(k for k in by_b if k not in by_a)]:
         va, vb = by_a.get(cid, {}), by_b.get(cid, {})
         first = va or vb
-        rows.append({"id": cid, "text": first.get("text", ""), "chapter": first.get("chapter"),
+        same_scope = _scope_kind(va.get("scope")) == _scope_kind(vb.get("scope"))
+        changed = va.get("status") != vb.get("status") and (same_scope or not (va and vb))
+        note = ("changed" if changed else "different scopes" if not same_scope and va and vb
+                else "")
+        rows.append({"id": cid, "text": first.get("stated") or first.get("text", ""),
+                     "chapter": first.get("chapter"),
                      "a_status": va.get("status"), "b_status": vb.get("status"),
+                     "a_scope": va.get("scope"), "b_scope": vb.get("scope"),
+                     "same_scope": same_scope,
                      "a_measured": va.get("measured"), "b_measured": vb.get("measured"),
                      "a_noisy": bool(va.get("noisy")), "b_noisy": bool(vb.get("noisy")),
-                     "changed": va.get("status") != vb.get("status")})
+                     "changed": changed, "note": note})
     return rows
+
+
+def _scope_kind(scope) -> str:
+    """"on this GPU: <card>" / "on this CPU": the part that makes two verdicts comparable."""
+    text = str(scope or "")
+    if text.startswith("on this GPU"):
+        return text.split(" (cuda")[0]      # the card's name, not which ordinal it had
+    return "CPU" if text.startswith("on this CPU") else text
 
 
 def _notes(sa: dict, sb: dict, figures: list[dict]) -> list[str]:
@@ -208,6 +225,13 @@ def _table(headers: tuple, rows: list[tuple]) -> list[str]:
             for row in (headers, *rows)]
 
 
+def _side_status(cl: dict, side: str) -> str:
+    text = f"{cl[f'{side}_status'] or '—'}{' (noisy)' * cl[f'{side}_noisy']}"
+    if not cl["same_scope"] and cl[f"{side}_scope"]:
+        text += f" [{_scope_kind(cl[f'{side}_scope'])}]"
+    return text
+
+
 def format_compare(c: dict, width: int = 100) -> str:
     """The comparison as plain text: sides, notes, environment differences, figures, claims."""
     out = [f"A: {describe_side(c['a'])}", f"B: {describe_side(c['b'])}"]
@@ -237,9 +261,8 @@ def format_compare(c: dict, width: int = 100) -> str:
     out += ["", "Figures (B / A):" if rows else "Figures: neither report has any."]
     if rows:
         out += _table(("figure", "A", "B", "unit", "B/A"), rows)
-    claims = [(cl["id"], f"{cl['a_status'] or '—'}{' (noisy)' * cl['a_noisy']}",
-               f"{cl['b_status'] or '—'}{' (noisy)' * cl['b_noisy']}",
-               "changed" if cl["changed"] else "") for cl in c["claims"]]
+    claims = [(cl["id"], *(_side_status(cl, side) for side in ("a", "b")), cl["note"])
+              for cl in c["claims"]]
     out += ["", "Claims:" if claims else "Claims: neither report has any."]
     if claims:
         out += _table(("claim", "A", "B", ""), claims)

@@ -7,10 +7,12 @@ network, so it opens anywhere, also on an air-gapped box or as a mail attachment
     html_text = render_compare_html(compare_reports(a, b, "a/", "b/"))
     write_compare_html(c, "compare.html")
 
-A report page: the device and scope, completeness, one row per claim with its verdict
-coloured, the health checks (advice, per-card table, sibling flags, bus bandwidth), the
-figures (a800lab.report.figures), the verdict thresholds and the environment. Every text is
-escaped; a missing value shows as "—". Chapter references are relative paths, shown as text.
+A report page: the device and scope, completeness, one row per claim of the register with its
+verdict drawn per status (a CPU run's "method shown on CPU" neither green nor red), the claim as
+stated beside the lab's reading, the health checks (advice, per-card table, sibling flags, bus
+bandwidth), the figures (a800lab.report.figures), the verdict thresholds and the environment.
+Every text is escaped; a missing value shows as "—". Chapter references are relative paths,
+shown as text.
 """
 
 from __future__ import annotations
@@ -23,22 +25,21 @@ from typing import Any
 
 from ..core.doctor import format_report, with_defaults
 from ..core.envdiff import show_value
-from .claims import FAILS, HOLDS, NOT_MEASURED, UNTESTABLE
+from .claims import LOOKS, STATUSES
 from .compare import describe_side, format_ratio
 from .figures import figure_png, report_figures, who
 
 __all__ = ["render_report_html", "render_compare_html", "write_report_html",
            "write_compare_html", "report_figures"]
 
-STATUS_CLASS = {HOLDS: "holds", FAILS: "fails", UNTESTABLE: "untestable",
-                NOT_MEASURED: "not-measured"}
+STATUS_CLASS = {status: look.css for status, look in LOOKS.items()}
 STOPPED = {"budget": "the time budget ran out", "cancelled": "the run was cancelled",
            "interrupted": "the run was interrupted (Ctrl-C)"}
 CAPTIONS = {
     "peaks": "Measured size³ matmul rate per precision and card; the black tick is the "
              "datasheet's dense peak, the percentage the share of it reached.",
-    "tiles": "The tile configs of one matmul, best first; the spread between best and worst is "
-             "what the tile_spread claim tests.",
+    "tiles": "The tile configs of one matmul, best first, the guide's 16x16 and 32x16 tiles "
+             "among them (\"guide\"); the best one is what tc_peak takes as % of peak.",
     "train": "Training samples/s (left) and the step's peak memory (right) per precision.",
     "busbw": "All-reduce bus bandwidth over message size; the dashed line is the link's "
              "datasheet bandwidth.",
@@ -53,7 +54,11 @@ th,td{border:1px solid #d0d7de;padding:.3em .55em;text-align:left;vertical-align
 th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .status{font-weight:600;display:inline-block;border-radius:4px;padding:.1em .4em}
 .holds{background:#dafbe1;color:#116329}.fails{background:#ffebe9;color:#a40e26}
-.untestable{background:#eaeef2;color:#57606a}.not-measured{background:#fff8c5;color:#7d4e00}
+.method-cpu{background:#ddf4ff;color:#0550ae;border:1px dashed #54aeff}
+.failed{background:#fbefff;color:#6e40c9}
+.untestable{background:#eaeef2;color:#57606a}.not-measurable{background:#f6f8fa;color:#6e7781}
+.not-measured{background:#fff8c5;color:#7d4e00}
+.reading{color:#57606a;font-size:.9em}
 .noisy{color:#9a6700;font-size:.85em;font-weight:600}
 .warn{background:#fff8c5;border-left:4px solid #d4a72c;padding:.4em .7em}
 .cpu{background:#ddf4ff;border-left:4px solid #54aeff;padding:.4em .7em}
@@ -147,23 +152,43 @@ def _header(report: dict) -> list[str]:
 
 
 def _claims(report: dict) -> list[str]:
+    """One row per claim: its verdict, the claim as the guide states it, the lab's reading,
+    what was measured, why not more, the chapter; measured claims first, then the ones no
+    measurement decides."""
     claims = report.get("claims") or []
-    counts = {s: sum(c.get("status") == s for c in claims) for s in STATUS_CLASS}
+    counts = {s: sum(c.get("status") == s for c in claims) for s in STATUSES}
     summary = " · ".join(f"{_status(s)} {n}" for s, n in counts.items() if n)
-    scopes = {c.get("scope") for c in claims}
+    scopes = {c.get("scope") for c in claims if c.get("scope")}
     one_scope = len(scopes) == 1   # said once above the table, not on every row
-    rows = []
-    for c in claims:
-        noisy = ' <span class="noisy">noisy</span>' if c.get("noisy") else ""
-        chapter = (f"{esc(c.get('chapter'))} {esc(c.get('chapter_title'))}<br>"
-                   f"<code>{esc(c.get('chapter_path'))}</code>")
-        where = [] if one_scope else [esc(c.get("scope") or None)]
-        rows.append([_status(c.get("status")) + noisy, esc(c.get("text")), *where,
-                     esc(c.get("measured") or None), esc(c.get("reason") or None), chapter])
-    where_line = f"<p>Measured {esc(scopes.pop())}.</p>" if one_scope and claims else ""
-    return ["<h2>Claims</h2>", f"<p>{summary or 'no claims in this report'}</p>", where_line,
-            _table(["verdict", "claim", *([] if one_scope else ["where"]), "measured",
-                    "why not tested / measured", "chapter"], rows)]
+    out = ["<h2>Claims</h2>", f"<p>{summary or 'no claims in this report'}</p>"]
+    if one_scope:
+        out.append(f"<p>Measured {esc(next(iter(scopes)))}.</p>")
+    heads = ["verdict", "the claim, as stated", "the lab's reading", *([] if one_scope
+                                                                       else ["where"]),
+             "measured", "why", "chapter"]
+    for title, rows in (("Measured or measurable here", [c for c in claims if c.get("judge")]),
+                        ("Not measurable", [c for c in claims if not c.get("judge")])):
+        if rows:
+            out += [f"<h3>{esc(title)}</h3>", _table(heads, [_claim_row(c, one_scope)
+                                                            for c in rows])]
+    return out
+
+
+def _claim_row(c: dict, one_scope: bool) -> list[str]:
+    noisy = ' <span class="noisy">noisy</span>' if c.get("noisy") else ""
+    where = f"{esc(c.get('source'))}, {esc(c.get('section'))}" if c.get("source") else ""
+    stated = (f"<b>{esc(c.get('stated') or c.get('text'))}</b><br>"
+              f'<span class="reading">{where} · <code>{esc(c.get("id"))}</code></span>')
+    reading = esc(c.get("reading") or None)
+    if c.get("other"):
+        reading += f'<br><span class="reading">also: {esc(c["other"])}</span>'
+    if c.get("decides"):
+        reading += f'<br><span class="reading">decided: {esc(c["decides"])}</span>'
+    chapter = (f"{esc(c.get('chapter'))} {esc(c.get('chapter_title'))}<br>"
+               f"<code>{esc(c.get('chapter_path'))}</code>")
+    return [_status(c.get("status")) + noisy, stated, reading,
+            *([] if one_scope else [esc(c.get("scope") or None)]),
+            esc(c.get("measured") or None), esc(c.get("reason") or None), chapter]
 
 
 def _health(report: dict) -> list[str]:
@@ -257,15 +282,13 @@ def _figures(report: dict) -> list[str]:
 
 
 def _thresholds(report: dict) -> list[str]:
+    """The shared constants of the verdict rules (each claim's own rule is in its row)."""
     t = report.get("thresholds") or {}
-    texts = {c.get("id"): c.get("text") for c in report.get("claims") or []}
-    rules = t.get("rules") or {}
     values = [[esc(k), esc(v)] for k, v in t.items() if k != "rules"]
     return ["<h2>Thresholds</h2>",
-            _table(["claim", "text", "holds if"],
-                   [[esc(k), esc(texts.get(k)), esc(v)] for k, v in rules.items()])
-            if rules else "<p>no thresholds recorded.</p>",
-            _table(["threshold", "value"], values, numeric={1}) if values else ""]
+            "<p>Each claim's rule is in its row (\"decided\"). Shared by the rules:</p>",
+            _table(["threshold", "value"], values) if values else
+            "<p>no thresholds recorded.</p>"]
 
 
 ENV_KEYS = (("python", "Python"), ("torch", "torch"), ("cuda", "CUDA (torch)"),
@@ -321,12 +344,14 @@ def render_compare_html(c: dict) -> str:
              if rows else "<p>neither report has figures.</p>"]
     rows, classes = [], []
     for cl in c["claims"]:
-        rows.append([esc(cl["id"]), esc(cl.get("text")),
-                     _status(cl["a_status"]) + (' <span class="noisy">noisy</span>'
-                                                if cl.get("a_noisy") else ""),
-                     _status(cl["b_status"]) + (' <span class="noisy">noisy</span>'
-                                                if cl.get("b_noisy") else ""),
-                     "changed" if cl["changed"] else ""])
+        sides = []
+        for side in ("a", "b"):
+            cell = _status(cl[f"{side}_status"]) + (' <span class="noisy">noisy</span>'
+                                                    if cl.get(f"{side}_noisy") else "")
+            if not cl.get("same_scope", True) and cl.get(f"{side}_scope"):
+                cell += f'<br><span class="reading">{esc(cl[f"{side}_scope"])}</span>'
+            sides.append(cell)
+        rows.append([esc(cl["id"]), esc(cl.get("text")), *sides, esc(cl.get("note"))])
         classes.append("changed" if cl["changed"] else "")
     body += ["<h2>Claims</h2>", _table(["claim", "text", "A", "B", ""], rows, classes)
              if rows else "<p>neither report has claims.</p>"]

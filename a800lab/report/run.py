@@ -45,7 +45,7 @@ from .battery import BUDGET_S, POINTS, Plan, Step, plan_battery
 from .claims import thresholds
 from .verdicts import judge_claims
 
-KIND, VERSION = "a800lab-report", 1
+KIND, VERSION = "a800lab-report", 2
 POINTS_FILE, REPORT_FILE = "points.jsonl", "report.json"
 DEFAULT_PRICE_PER_GPU_HOUR_USD = 2.0
 BUDGET_MARGIN = 1.5   # the default budget: the mode's, or 1.5x the battery's estimate if longer
@@ -167,26 +167,30 @@ class _Run:
         self.on_progress(done, self.total, eta, what)
 
     def _comm(self, todo: list[tuple[Step, dict]]) -> None:
-        """The multi-GPU steps: one rank group per step, one point at a time."""
+        """The steps on ranks: one rank group per (world size, backend), started once for every
+        step that runs on it (starting one costs seconds), one point at a time."""
         from ..workloads.comm.runs import run_comm, start_ranks
 
         steps = [s for s in self.plan.steps if any(s is t for t, _ in todo)]
-        for step in steps:
+        groups: dict[tuple, list[Step]] = {}
+        for step in steps:   # NCCL on GPUs; gloo on a CPU and in the tests
+            groups.setdefault((step.ranks, step.points[0]["backend"]), []).append(step)
+        for (ranks, backend), group_steps in groups.items():
             if not self._go_on():
                 return
-            backend = step.points[0]["backend"]   # NCCL on GPUs; gloo in the CPU tests
-            group = start_ranks(step.ranks, backend)
+            group = start_ranks(ranks, backend)
             try:
-                for params in [p for s, p in todo if s is step]:
-                    if not self._go_on():
-                        return
-                    result = run_comm(step.workload, {k: [v] for k, v in params.items()},
-                                      world_size=step.ranks, backend=backend,
-                                      settings=step.settings, label=step.name,
-                                      run_id=self.run_id, group=group, resume=False,
-                                      cancel=self.cancel)
-                    for record in result.records:
-                        self._deliver(record, step)
+                for step in group_steps:
+                    for params in [p for s, p in todo if s is step]:
+                        if not self._go_on():
+                            return
+                        result = run_comm(step.workload, {k: [v] for k, v in params.items()},
+                                          world_size=ranks, backend=backend,
+                                          settings=step.settings, label=step.name,
+                                          run_id=self.run_id, group=group, resume=False,
+                                          cancel=self.cancel)
+                        for record in result.records:
+                            self._deliver(record, step)
             finally:
                 group.close()
 

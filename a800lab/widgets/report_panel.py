@@ -34,7 +34,7 @@ from ..core.environment import environment, fingerprint
 from ..core.noise import default_cpu_threads
 from ..core.results import Record, read_records
 from ..report.battery import MODES, Plan, plan_battery
-from ..report.claims import FAILS, HOLDS, NOT_MEASURED, UNTESTABLE
+from ..report.claims import LOOKS, METHOD_ON_CPU, STATUSES
 from ..report.compare import load_report
 from ..report.html import render_report_html
 from ..report.run import (
@@ -50,8 +50,6 @@ from .status import StatusLine
 
 HTML_FILE = "report.html"
 IFRAME_HEIGHT_PX = 900
-_STATUS_COLOURS = {HOLDS: "#1a7f37", FAILS: "#c62828", UNTESTABLE: "#6e6e6e",
-                   NOT_MEASURED: "#b26a00"}
 _CELL = "text-align:left;vertical-align:top;padding:3px 8px;border-bottom:1px solid #ddd"
 _STOPPED = {"budget": "the time budget ran out", "cancelled": "stopped",
             "interrupted": "interrupted"}
@@ -64,28 +62,37 @@ def _positive(what: str, value, example: str) -> float:
 
 
 def verdicts_html(claims: list[dict], *, live: bool = False) -> str:
-    """The claims as a table: verdict (coloured), claim, what was measured or why not, and the
+    """The claims as a table: verdict (drawn per status, as in the report's HTML), the claim as
+    stated with the lab's reading under it, what was measured and why not more, and the
     chapter that explains it."""
-    counts = {s: sum(c.get("status") == s for c in claims) for s in _STATUS_COLOURS}
+    counts = {s: sum(c.get("status") == s for c in claims) for s in STATUSES}
     head = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     title = "Verdicts so far" if live else "Verdicts"
     rows = []
     for c in claims:
         status = str(c.get("status", ""))
-        colour = _STATUS_COLOURS.get(status, "inherit")
+        look = LOOKS.get(status)
+        style = (f"color:{look.colour};font-weight:bold" if look else "font-weight:bold")
+        if status == METHOD_ON_CPU:   # neither a pass nor a fail: outlined, not filled
+            style += f";border-left:3px dashed {look.colour}"
         noisy = " (noisy)" if c.get("noisy") else ""
-        detail = c.get("measured") if status in (HOLDS, FAILS) else c.get("reason")
-        if status not in (HOLDS, FAILS) and c.get("measured"):   # e.g. fp32's cost on a CPU
-            detail = f"{detail} Measured: {c['measured']}"
+        detail = " ".join(f"{name}: {text}" for name, text in (
+            ("measured", c.get("measured")), ("why", c.get("reason"))) if text)
+        reading = c.get("reading")
+        claim = html.escape(str(c.get("stated") or c.get("text", "")))
+        if reading:
+            claim += (f'<br><span style="color:#57606a;font-size:85%">reading: '
+                      f"{html.escape(str(reading))}</span>")
         rows.append(
-            f'<tr><td style="{_CELL};color:{colour};font-weight:bold">'
-            f"{html.escape(status + noisy)}</td>"
-            f'<td style="{_CELL}">{html.escape(str(c.get("text", "")))}</td>'
-            f'<td style="{_CELL};font-size:90%">{html.escape(str(detail or ""))}</td>'
+            f'<tr class="a800lab-verdict" data-claim="{html.escape(str(c.get("id", "")))}">'
+            f'<td style="{_CELL};{style}">{html.escape(status + noisy)}</td>'
+            f'<td style="{_CELL}">{claim}</td>'
+            f'<td style="{_CELL};font-size:90%">{html.escape(detail)}</td>'
             f'<td style="{_CELL};font-size:90%">{html.escape(str(c.get("chapter_path", "")))}'
             "</td></tr>")
     heads = "".join(f'<th style="{_CELL}">{h}</th>'
-                    for h in ("verdict", "claim", "measured / why not", "chapter"))
+                    for h in ("verdict", "claim (and the lab's reading)", "measured / why",
+                              "chapter"))
     return (f"<b>{title}</b> <small>({html.escape(head or 'no claims')})</small>"
             '<table class="a800lab-verdicts" style="border-collapse:collapse;line-height:1.3">'
             f"<tr>{heads}</tr>" + "".join(rows) + "</table>")
@@ -350,7 +357,7 @@ class ReportPanel:
 
     def _summary(self, report: dict, wall_s: float) -> str:
         p = report["points"]
-        counts = {s: sum(c["status"] == s for c in report["claims"]) for s in _STATUS_COLOURS}
+        counts = {s: sum(c["status"] == s for c in report["claims"]) for s in STATUSES}
         verdicts = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
         # the report's own measuring time, as its page says; the panel's wall time beside it
         head = (f"{p['measured']} of {p['planned']} points measured ({self.measured_now} now, "

@@ -1,5 +1,7 @@
 """A short stress run per GPU (matmul throughput and copy bandwidth) and the flags it raises:
-a card slower than its siblings, or than its datasheet, by more than a threshold.
+a card slower than its siblings, or than its datasheet, by more than a threshold. It is a
+throughput check, not a memory test: a card with failing memory can pass it (memory integrity
+is DCGM's `dcgmi diag -r 3`; a800lab.workloads.dcgm).
 
     from a800lab.workloads.stress import stress_cards, flag_cards
     cards = stress_cards()               # every visible GPU (a CPU without one), one after another

@@ -1,0 +1,124 @@
+"""What every judging function of the report shares: the measured records of one report, looked
+up by battery step and parameters, and the Finding a judging function returns.
+
+    from a800lab.report.judge import Context, Finding
+    ctx = Context(records_by_step, plan, device_name="NVIDIA H200", price_per_gpu_hour_usd=2.0)
+    ctx.one("peak", precision="fp32")        # the ok record of that point, or None
+    ctx.rate_ratio(top, base)                # (top / base rate, its spread)
+    ctx.decide(claim, value, spread)         # HOLDS or FAILS by the claim's own figure
+
+A judging function (report.judges_*) takes (ctx, claim) and returns a Finding, or None when the
+records it needs are not there (the report then says "not measured yet", or "failed" when the
+points were measured and failed: report.verdicts decides which). Findings carry the status the
+numbers give; the CPU rule (a CPU never holds or fails a claim about GPU hardware) is applied
+after, in one place (report.verdicts).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ..core.results import Record
+from .battery import Plan
+from .claims import FAILS, HOLDS, Claim, reaches, rel_spread
+
+
+@dataclass
+class Finding:
+    """A judging function's result: status, the measurement in words, its figures."""
+
+    status: str
+    measured: str
+    figures: dict = field(default_factory=dict)
+    noisy: bool = False
+    reason: str = ""
+
+
+def newest_by_step(records: Iterable[Record]) -> dict[str, list[Record]]:
+    """The newest record of each point, grouped by step name (the record's label), in the
+    order the points were first measured."""
+    newest: dict[str, Record] = {}
+    for record in records:
+        newest[record.point_key() + "|" + record.label] = record
+    steps: dict[str, list[Record]] = defaultdict(list)
+    for record in newest.values():
+        steps[record.label].append(record)
+    return dict(steps)
+
+
+def ok(records: list[Record]) -> list[Record]:
+    """The records that measured something (outcome ok, a throughput)."""
+    return [r for r in records if r.outcome == "ok" and r.throughput]
+
+
+def noisy(*records: Record) -> bool:
+    return any(bool(r.noise.get("noisy")) for r in records if r is not None)
+
+
+def median_ms(record: Record) -> float | None:
+    return statistics.median(record.time_ms) if record.time_ms else None
+
+
+def failure_kind(record: Record) -> str:
+    """What a failed point's outcome means, in words."""
+    if record.outcome == "oom":
+        return "out of memory"
+    if record.outcome == "wrong":
+        return "wrong result"
+    if record.message.startswith("ValueError"):
+        return "unsupported here"
+    return "error"
+
+
+def failures_text(records: list[Record]) -> str:
+    """"2 of 4 point(s) failed: out of memory: <message>" ("" when none failed)."""
+    failed = [r for r in records if r.outcome != "ok"]
+    if not failed:
+        return ""
+    first = failed[0]
+    return (f"{len(failed)} of {len(records)} point(s) failed: {failure_kind(first)}: "
+            f"{first.message}")
+
+
+class Context:
+    """The records of one report, by step, and the plan they were measured for."""
+
+    def __init__(self, steps: dict[str, list[Record]], plan: Plan, device_name: str,
+                 price_per_gpu_hour_usd: float):
+        self.steps, self.plan, self.device_name = steps, plan, device_name
+        self.price = price_per_gpu_hour_usd
+        self.on_gpu = plan.device.startswith("cuda")
+
+    def records(self, step: str, **params) -> list[Record]:
+        """Every newest record of `step` whose params include `params`."""
+        return [r for r in self.steps.get(step, [])
+                if all(r.params.get(k) == v for k, v in params.items())]
+
+    def ok(self, step: str, **params) -> list[Record]:
+        return ok(self.records(step, **params))
+
+    def one(self, step: str, **params) -> Record | None:
+        """The first ok record of `step` matching `params`, or None."""
+        found = self.ok(step, **params)
+        return found[0] if found else None
+
+    def rate_ratio(self, top: Record, base: Record) -> tuple[float, float]:
+        """top's rate over base's, and its spread (both records' relative half-IQRs summed)."""
+        ratio = top.throughput / base.throughput
+        return ratio, ratio * (rel_spread(top.time_ms) + rel_spread(base.time_ms))
+
+    def time_cut(self, new: Record, old: Record) -> tuple[float, float]:
+        """1 - new's median time / old's, and its spread."""
+        ratio = median_ms(new) / median_ms(old)
+        return 1 - ratio, ratio * (rel_spread(new.time_ms) + rel_spread(old.time_ms))
+
+    @staticmethod
+    def decide(claim: Claim, value: float, spread: float = 0.0) -> str:
+        """HOLDS when `value` reaches the claim's figure (its low end) within `spread`."""
+        return HOLDS if reaches(value, spread, claim.low) else FAILS
+
+    def untestable_reason(self, claim: str) -> str:
+        return self.plan.untestable.get(claim, "")

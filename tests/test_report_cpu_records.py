@@ -1,0 +1,176 @@
+"""The verdict functions on records this machine really measured: the quick CPU battery (2 gloo
+ranks included, run once per session), every judge finding its method in them, the edge cases
+rebuilt from real records (TF32 that did not engage, zero exposed communication, every point out
+of memory, a changed price), and the same verdict for every claim in the JSON, the HTML page,
+the terminal and the panel."""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+import re
+import shutil
+
+import pytest
+
+from a800lab.cli.report import format_verdicts
+from a800lab.core.environment import environment, fingerprint
+from a800lab.core.results import read_records
+from a800lab.core.sweep import measure_point
+from a800lab.report.battery import Plan, Step, plan_battery
+from a800lab.report.claims import FAILED, HOLDS, LOOKS, METHOD_ON_CPU
+from a800lab.report.html import render_report_html
+from a800lab.report.judge import Context, newest_by_step
+from a800lab.report.register import CLAIMS, REGISTER
+from a800lab.report.run import POINTS_FILE, REPORT_FILE, build
+from a800lab.report.verdicts import JUDGES, judge_claims
+from a800lab.widgets.report_panel import verdicts_html
+from a800lab.workloads.tiles.point import tiled_matmul_point
+from a800lab.workloads.training.numerics import held_out_point
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def real_records(quick_cpu_report):
+    _, folder = quick_cpu_report
+    return read_records(folder / POINTS_FILE)
+
+
+def gpu_plan_of(*steps: tuple) -> Plan:
+    """A GPU box's plan for (step name, claims, points) to judge real CPU records as if they
+    came from one: the judging functions themselves, without the CPU rule."""
+    return Plan("quick", "cuda:0", 2, tuple(Step(n, n, tuple({"i": i} for i in range(k)),
+                                                 claims=c) for n, c, k in steps), {})
+
+
+def env():
+    e = environment("cpu")
+    return {**e, "fingerprint": fingerprint(e)}
+
+
+def test_every_judge_finds_its_method_in_the_real_cpu_records(quick_cpu_report):
+    plan = plan_battery("quick", "cpu")
+    ctx = Context(newest_by_step(real_records(quick_cpu_report)), plan, "this CPU", 2.0)
+    judged = []
+    for claim in REGISTER:
+        if claim.not_measurable or claim.id in plan.untestable:
+            continue
+        finding = JUDGES[claim.judge](ctx, claim)
+        assert finding is not None and finding.measured, claim.id
+        judged.append(claim.id)
+    assert len(judged) >= 17     # every measured guide claim but the GPU-only ones
+
+
+def test_the_real_records_behind_the_cpu_answered_claims(quick_cpu_report):
+    report, _ = quick_cpu_report
+    ddp = {(r.params["hook"], r.params["sync"]): r for r in real_records(quick_cpu_report)
+           if r.label == "ddp"}
+    every, quiet = ddp[("allreduce", "every_micro_batch")], ddp[("allreduce", "no_sync")]
+    assert every.metrics["allreduce_calls_per_sample"] > quiet.metrics[
+        "allreduce_calls_per_sample"]
+    powersgd = ddp[("powersgd", "no_sync")]
+    assert powersgd.metrics["compressed"] and powersgd.metrics["sent_vs_fp32"] < 0.5
+    by_id = {c["id"]: c for c in report["claims"]}
+    assert by_id["accum_traffic"]["status"] == HOLDS
+    assert "75%" in by_id["accum_traffic"]["measured"]   # 4 micro-batches, one sync
+    assert "powersgd + no_sync" in by_id["compression"]["measured"]
+    assert by_id["compression"]["status"] == METHOD_ON_CPU
+
+
+def test_tf32_that_did_not_engage_fails_on_real_records():
+    """Two real training runs on this CPU, one under the name tf32: TF32 cannot engage on a CPU,
+    so its matmul probe reads IEEE fp32, and the verdict says so instead of 'no cost'."""
+    records = []
+    for seed in (0, 1):
+        r = measure_point(held_out_point, {"precision": "fp32", "size": "tiny",
+                                           "batch_size": 16, "train_steps": 4, "seed": seed},
+                          workload="held_out", device="cpu", env=env(), label="tf32_loss")
+        records += [r, dataclasses.replace(r, params={**r.params, "precision": "tf32"})]
+    plan = gpu_plan_of(("tf32_loss", ("tf32_accuracy",), 4))
+    v = {c["id"]: c for c in judge_claims(records, plan, device_name="A800",
+                                          price_per_gpu_hour_usd=2.0)["claims"]}
+    assert v["tf32_accuracy"]["status"] == FAILED
+    assert "TF32 did not engage" in v["tf32_accuracy"]["reason"]
+
+
+def test_zero_exposed_communication_on_real_gloo_records(quick_cpu_report):
+    """The plain run's no_sync record standing for both sync modes: no exposed communication
+    at all, and every figure stays finite (nothing divides by a communication time)."""
+    ddp = [r for r in real_records(quick_cpu_report) if r.label == "ddp"]
+    quiet = next(r for r in ddp if r.params["hook"] == "allreduce" and
+                 r.params["sync"] == "no_sync")
+    records = [r for r in ddp if r.params["sync"] == "no_sync"] + [dataclasses.replace(
+        quiet, params={**quiet.params, "sync": "every_micro_batch"})]
+    v = {c["id"]: c for c in judge_claims(records, gpu_plan_of(
+        ("ddp", ("compression", "accum_traffic", "accum_frequency"), len(records))),
+        device_name="A800", price_per_gpu_hour_usd=2.0)["claims"]}
+    text = v["compression"]["measured"]
+    assert "+0 ms per step" in text and "inf" not in text
+    assert all(f["value"] is not None and f["value"] < 1e6
+               for f in v["compression"]["figures"].values())
+
+
+def test_every_point_out_of_memory_is_failed_on_real_records():
+    """The guide's tiles at a size no machine holds: real "oom" records (refused before
+    allocating), and the claim reads "failed", not "not measured yet"."""
+    size = 300_000   # 3 x 360 GB of fp32 operands
+    points = [{"m": size, "n": size, "k": size, "precision": "fp32", "backend": "cpu_blocked",
+               "block_m": b, "block_n": 16, "block_k": 16, "group_m": 1} for b in (16, 32)] + [
+        {"m": size, "n": size, "k": size, "precision": "fp32", "backend": "torch"}]
+    records = [measure_point(tiled_matmul_point, p, workload="tiles", device="cpu", env=env(),
+                             label="guide_tiles") for p in points]
+    assert {r.outcome for r in records} == {"oom"}
+    plan = Plan("quick", "cpu", 0, (Step("guide_tiles", "tiles", tuple(points),
+                                         claims=("tile_shape",)),), {})
+    v = {c["id"]: c for c in judge_claims(records, plan, device_name="CPU",
+                                          price_per_gpu_hour_usd=2.0)["claims"]}
+    assert v["tile_shape"]["status"] == FAILED
+    assert "3 of 3 point(s) failed: out of memory" in v["tile_shape"]["reason"]
+
+
+def test_a_changed_price_rejudges_the_real_points_and_changes_only_the_cost(quick_cpu_report,
+                                                                          tmp_path):
+    report, folder = quick_cpu_report
+    shutil.copy(folder / POINTS_FILE, tmp_path / POINTS_FILE)
+    shutil.copy(folder / REPORT_FILE, tmp_path / REPORT_FILE)
+    dear = build(plan_battery("quick", "cpu"), tmp_path, report["environment"],
+                 price_per_gpu_hour_usd=20.0)
+    assert [c["status"] for c in dear["claims"]] == [c["status"] for c in report["claims"]]
+    key = "amp_speed.transformer_amp_usd_per_million"
+    assert dear["figures"][key]["value"] == pytest.approx(10 * report["figures"][key]["value"])
+
+
+# ---- one verdict, four renderings --------------------------------------------------------------
+def html_statuses(text: str) -> dict[str, str]:
+    rows = re.findall(r'<tr><td><span class="status ([a-z-]+)">([^<]*)</span>.*?<code>'
+                      r"([a-z0-9_]+)</code></span>", text)
+    return {cid: (css, html.unescape(status)) for css, status, cid in rows}
+
+
+def test_json_html_terminal_and_panel_show_the_same_verdict(quick_cpu_report):
+    report, folder = quick_cpu_report
+    saved = {c["id"]: c["status"] for c in json.loads((folder / REPORT_FILE).read_text())[
+        "claims"]}
+    assert list(saved) == [c.id for c in REGISTER]
+    page = html_statuses(render_report_html(report))
+    assert set(page) == set(saved)
+    for cid, status in saved.items():
+        assert page[cid] == (LOOKS[status].css, status), cid
+    lines = re.findall(r"^  \[([^\]]+)\] ([a-z0-9_]+): ", format_verdicts(report), re.M)
+    assert {cid: status for status, cid in lines} == saved
+    panel = dict(re.findall(r'data-claim="([a-z0-9_]+)"><td style="[^"]*">([^<]*)</td>',
+                            verdicts_html(report["claims"])))
+    assert {cid: html.unescape(s).removesuffix(" (noisy)") for cid, s in panel.items()} == saved
+    # drawn per status: each status its own look, a CPU's method neither green nor red
+    assert len({LOOKS[s].css for s in saved.values()}) == len(set(saved.values()))
+    assert LOOKS[METHOD_ON_CPU].colour not in (LOOKS[HOLDS].colour, "#c62828")
+
+
+def test_the_terminal_colours_each_status_on_a_tty(quick_cpu_report):
+    report, _ = quick_cpu_report
+    coloured = format_verdicts(report, colour=True)
+    for claim in report["claims"]:
+        assert f"\033[{LOOKS[claim['status']].ansi}m[{claim['status']}]\033[0m" in coloured
+    assert "\033[" not in format_verdicts(report)
+    assert all(c in CLAIMS for c in re.findall(r"\] ([a-z0-9_]+): ", coloured))
