@@ -144,11 +144,15 @@ def test_report_while_a_sweep_holds_matmul_precision(tf32_defaults, mode, matmul
 
 def test_cuda_build_newer_than_driver():
     report = fake_report()
+    # minor version compatibility: any CUDA 12.x build runs on a 535 driver (CUDA 12.2)
     report["system"]["torch_cuda_version"] = "12.4"
-    [line] = [line for line in advice(report) if "supports CUDA up to" in line]
-    assert "CUDA 12.4" in line and "535.129.03" in line and "12.2" in line
-    report["system"]["torch_cuda_version"] = "12.1"
     assert not [line for line in advice(report) if "supports CUDA up to" in line]
+    # another major release does not: say which driver runs it, or the forward-compat package
+    report["system"].update(torch_cuda_version="12.1", cuda_driver_version="11.8",
+                            driver_version="520.61.05")
+    [line] = [line for line in advice(report) if "supports CUDA up to" in line]
+    assert "CUDA 12.1" in line and "520.61.05" in line and "11.8" in line
+    assert "driver >= 525.60" in line and "cuda-compat" in line
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="torch here can use the GPU")

@@ -115,11 +115,14 @@ def test_an_old_saved_report_is_read_with_defaults():
     assert side.facts["matmul_fp32_precision"] == "tf32"
 
 
-def test_torch_cuda_newer_than_the_driver_is_noted():
+def test_torch_cuda_of_a_newer_major_than_the_driver_is_noted():
     r = report()
-    r["system"]["torch_cuda_version"] = "12.4"  # the fake driver supports CUDA 12.2
+    r["system"]["torch_cuda_version"] = "12.4"  # the fake 535 driver supports CUDA 12.2:
+    assert side_from_report(r, "b.json").notes == ()   # minor version compatibility
+    r["system"].update(torch_cuda_version="12.4", cuda_driver_version="11.8",
+                       driver_version="520.61.05")
     side = side_from_report(r, "b.json")
-    assert side.notes and "supports CUDA up to 12.2" in side.notes[0]
+    assert side.notes and "supports CUDA up to 11.8" in side.notes[0]
     d = diff_sides(side_from_report(report()), side)
     assert any(n.startswith("B: torch was built for CUDA 12.4") for n in d.notes)
 

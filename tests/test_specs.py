@@ -11,7 +11,6 @@ from a800lab.core.specs import PEAK_KEYS, SPECS, DeviceSpec, UnknownDeviceWarnin
 # torch/NVML spellings -> the row they must resolve to; together they reach every row
 NAMES = {
     "NVIDIA A800-SXM4-80GB": "A800 SXM4 80GB",
-    "NVIDIA A800-SXM4-40GB": "A800 SXM4 40GB",
     "NVIDIA A800 80GB PCIe": "A800 PCIe 80GB",
     "NVIDIA A800 40GB PCIe": "A800 PCIe 40GB",
     "NVIDIA A800 40GB Active": "A800 PCIe 40GB",
@@ -153,3 +152,10 @@ def test_rules_are_ordered_most_specific_first():
     assert rows.index("H800 PCIe 80GB") < rows.index("H800 SXM5 80GB")
     assert rows.index("H200 NVL 141GB") < rows.index("H200 SXM 141GB")
     assert rows.index("A800 SXM4 80GB") < rows.index("A800 PCIe 80GB")
+
+
+def test_an_a800_without_a_datasheet_is_unknown_not_guessed():
+    # NVIDIA publishes no A800 SXM4 40GB: its peaks are unknown, not an A100 40GB's
+    assert specs.match("NVIDIA A800-SXM4-40GB") is None
+    with pytest.warns(UnknownDeviceWarning):
+        assert lookup("NVIDIA A800-SXM4-40GB") is None

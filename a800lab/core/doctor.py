@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .cuda_compat import cuda_runtime_problem, version_tuple
 from .device import LINK_LEGEND, cpu_info, discover_gpus, system_info, topology
 from .nvml import NotAvailable, is_not_available
 
@@ -74,15 +75,6 @@ def build_report(nvml: Any = None, cuda_properties: list | None = None) -> dict:
 def _num(value: Any) -> Any:
     """A number from the report, or None where it is not available."""
     return None if value is None or is_not_available(value) else value
-
-
-def _version(text: Any) -> tuple[int, ...] | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        return tuple(int(part) for part in text.split(".")[:2])
-    except ValueError:
-        return None
 
 
 def _nvlink_groups(report: dict) -> list[list[int]]:
@@ -191,21 +183,17 @@ def advice(report: dict) -> list[str]:
         lines.append(f"NVML sees {len(gpus)} GPU(s) but torch cannot use them: "
                      f"{system['torch_cuda_usable']['reason']}.")
     ampere = [g["index"] for g in gpus
-              if (_version(_num(g["compute_capability"])) or (0,)) >= (8, 0)]
+              if (version_tuple(_num(g["compute_capability"])) or (0,)) >= (8, 0)]
     if ampere and system["matmul_fp32_precision"] == "ieee":
         lines.append(
             f"TF32 is off for float32 matmuls although GPU(s) {','.join(map(str, ampere))} have "
             "TF32 TensorCores: float32 matmuls run several times slower. If ~1e-3 relative error "
             f"is fine, {_TF32_HOWTO[system['tf32_api']]}")
-    built, supported = _version(_num(system["torch_cuda_version"])), _version(
-        _num(system["cuda_driver_version"]))
-    if built and supported and built > supported:
-        lines.append(
-            f"torch was built with CUDA {system['torch_cuda_version']} but driver "
-            f"{_fmt(system['driver_version'])} supports CUDA up to {system['cuda_driver_version']}"
-            ": kernels may fail to load (PTX JIT) or CUDA may not start. Upgrade the NVIDIA "
-            "driver, or install a torch build for CUDA "
-            f"{system['cuda_driver_version']} or older.")
+    problem = cuda_runtime_problem(_num(system["torch_cuda_version"]),
+                                   _num(system["cuda_driver_version"]),
+                                   _fmt(system["driver_version"]))
+    if problem:
+        lines.append(problem + ".")
     mig = [str(g["index"]) for g in gpus if _num(g["mig_enabled"])]
     if mig:
         lines.append(

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .cuda_compat import cuda_runtime_problem
 from .doctor import with_defaults
 from .nvml import is_not_available
 from .results import Record, read_records
@@ -77,14 +78,15 @@ FIELDS: dict[str, tuple[str, str]] = {
                      "from one machine (taskset, numactl) is wrong on the other."),
     "driver": ("NVIDIA driver", "Different NVIDIA drivers: the newest CUDA each supports, bug "
                "fixes and NVLink/NCCL behaviour differ; keep one driver across a cluster."),
-    "cuda_driver": ("CUDA the driver supports", "The drivers support different CUDA versions: a "
-                    "torch built for a newer CUDA than its driver supports may fail to load "
-                    "kernels."),
+    "cuda_driver": ("CUDA the driver supports", "The drivers support different CUDA versions: "
+                    "within one major release a newer runtime still runs (minor version "
+                    "compatibility, without JIT of newer PTX); across major releases it needs a "
+                    "newer driver."),
     "torch": ("torch", "Different torch releases: kernels, defaults and the libraries they "
               "bundle differ; pin one (a lock file or a container image)."),
     "torch_cuda": ("torch's CUDA runtime", "torch was built against different CUDA runtimes: "
-                   "cuBLAS and cuDNN kernels differ, and a runtime newer than the driver's CUDA "
-                   "needs a newer driver."),
+                   "cuBLAS and cuDNN kernels differ; a runtime newer than the driver's CUDA "
+                   "runs within its major release (minor version compatibility)."),
     "cudnn": ("cuDNN", "Different cuDNN builds: convolution algorithms and their speed differ."),
     "nccl": ("NCCL", "Different NCCL builds: collective algorithms and transports differ; ranks "
              "of one job on different NCCL versions can hang or fail."),
@@ -318,21 +320,11 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _version(text: Any) -> tuple[int, ...] | None:
-    try:
-        return tuple(int(part) for part in str(text).split(".")[:2])
-    except ValueError:
-        return None
-
-
 def _consistency(facts: dict) -> list[str]:
-    """Problems within one side: torch's CUDA newer than the driver supports."""
-    built, supported = _version(facts.get("torch_cuda")), _version(facts.get("cuda_driver"))
-    if built and supported and built > supported:
-        return [f"torch was built for CUDA {facts['torch_cuda']} but driver {facts['driver']} "
-                f"supports CUDA up to {facts['cuda_driver']}: kernels may fail to load; upgrade "
-                "the driver or install a torch build for an older CUDA"]
-    return []
+    """Problems within one side: torch's CUDA beyond what the driver runs (core.cuda_compat)."""
+    problem = cuda_runtime_problem(facts.get("torch_cuda"), facts.get("cuda_driver"),
+                                   facts.get("driver"))
+    return [problem] if problem else []
 
 
 # ---- comparing ---------------------------------------------------------------------------------

@@ -235,7 +235,8 @@ def power_reading(handle: Any, nvml: Any = None) -> tuple[Any, Any]:
 
     The source is "instant" (field NVML_FI_DEV_POWER_INSTANT, where the driver has it),
     "average_1s" (nvmlDeviceGetPowerUsage where NVML documents it as the last second's average:
-    compute capability above 8.0, e.g. Hopper) or "power_usage" (nvmlDeviceGetPowerUsage on
+    Ampere and newer except GA100, i.e. compute capability above 8.0: A10, L40S, Hopper) or
+    "power_usage" (nvmlDeviceGetPowerUsage on
     GA100 / A800 and older, documented as instantaneous, or on an unknown architecture).
     """
     instant_mw = field_value(handle, "NVML_FI_DEV_POWER_INSTANT", nvml)

@@ -79,6 +79,9 @@ _HALVED = "dense = datasheet sparsity figure / 2"
 # --- Ampere GA100: A100 whitepaper (2020) and A100 datasheet (2021), 108 SMs at 1410 MHz ----
 _GA100 = _peaks(fp64=19.5, fp32=19.5, tf32=156.0, fp16=312.0, bf16=312.0, int8=624.0)
 _A100_SRC = "NVIDIA A100 Tensor Core GPU datasheet (2021) and A100 architecture whitepaper"
+# The A800 sources list an 80GB SXM, an 80GB PCIe and a 40GB PCIe part; none found lists an A800
+# SXM4 40GB, so the table has no such row and a card by that name is "unknown peak" (measure it
+# with `a800lab peak`), not an A100 SXM4 40GB guess.
 _A800_SRC = ("NVIDIA A800 datasheets (2022); A800 = A100 compute and memory with NVLink capped "
              "at 400 GB/s")
 _AMPERE_NOTE = f"{_FP64_TC}; vector FP64 is 9.7 TFLOP/s"
@@ -90,8 +93,6 @@ A100_PCIE_80GB = replace(A100_SXM4_80GB, name="A100 PCIe 80GB", mem_bw_gbs=1935.
                          "board power may hold sustained clocks below the SXM part")
 A100_PCIE_40GB = replace(A100_PCIE_80GB, name="A100 PCIe 40GB", mem_bw_gbs=1555.0, memory_gb=40)
 A800_SXM4_80GB = replace(A100_SXM4_80GB, name="A800 SXM4 80GB", nvlink_gbs=400.0,
-                         source=_A800_SRC)
-A800_SXM4_40GB = replace(A100_SXM4_40GB, name="A800 SXM4 40GB", nvlink_gbs=400.0,
                          source=_A800_SRC)
 A800_PCIE_80GB = replace(A100_PCIE_80GB, name="A800 PCIe 80GB", nvlink_gbs=400.0,
                          source=_A800_SRC)
@@ -161,7 +162,7 @@ V100S_PCIE = replace(V100_PCIE_32GB, name="V100S PCIe 32GB", mem_bw_gbs=1134.0,
                      peak_tflops=_peaks(fp64=8.2, fp32=16.4, fp16=130.0))
 
 SPECS: tuple[DeviceSpec, ...] = (
-    A800_SXM4_80GB, A800_SXM4_40GB, A800_PCIE_80GB, A800_PCIE_40GB,
+    A800_SXM4_80GB, A800_PCIE_80GB, A800_PCIE_40GB,
     A100_SXM4_80GB, A100_SXM4_40GB, A100_PCIE_80GB, A100_PCIE_40GB,
     H800_SXM5, H800_PCIE, H100_SXM5, H100_PCIE, H100_NVL, H200_SXM, H200_NVL,
     L40S, L4, A10, RTX_4090, T4,
@@ -187,7 +188,6 @@ _GB40, _GB80 = _gb(40), _gb(80)
 
 _RULES: tuple[tuple[str, DeviceSpec], ...] = (
     (rf"\bA800\b.*SXM.*{_GB80}", A800_SXM4_80GB),
-    (rf"\bA800\b.*SXM.*{_GB40}", A800_SXM4_40GB),
     (rf"\bA800\b.*{_either(_PCIE, _GB80)}", A800_PCIE_80GB),
     (rf"\bA800\b.*{_either(_PCIE, _GB40)}", A800_PCIE_40GB),
     (rf"\bA100\b.*SXM.*{_GB80}", A100_SXM4_80GB),

@@ -43,8 +43,8 @@ def _value(reading: Any) -> Any:
 def snapshot(device_index: int = 0, nvml: Any = None, t_s: float | None = None) -> dict:
     """One reading of GPU `device_index` (NVML index); values NVML cannot give are None.
 
-    power_source says what power_w is: "instant", "average_1s" (PowerUsage on Hopper and other
-    GPUs where NVML averages it) or "power_usage" (see core.nvml.power_reading).
+    power_source says what power_w is: "instant", "average_1s" (PowerUsage where NVML averages
+    it: Ampere and newer except GA100) or "power_usage" (see core.nvml.power_reading).
 
     t_s: the timestamp to record (the sampler passes seconds since it started); default
     time.time().

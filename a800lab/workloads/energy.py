@@ -13,9 +13,10 @@ Sources, best first:
 - "energy_counter": nvmlDeviceGetTotalEnergyConsumption, the GPU's energy in millijoules
   since the driver loaded (Volta and newer), read at start and stop.
 - "power_x_time": the sampler's power readings integrated over time (trapezoids), where the
-  card has no counter. Where NVML's reading is the average of the last second (Hopper and newer:
-  power_source "average_1s") it lags the load by up to 1 s, so a run of a few seconds reads low:
-  run for 10 s or more, or repeat the run.
+  card has no counter. Where NVML's reading is the average of the last second (Ampere and newer
+  except GA100, per nvmlDeviceGetPowerUsage's documentation: A10, L40S, Hopper; power_source
+  "average_1s") it lags the load by up to 1 s, so a run of a few seconds reads low: run for 10 s
+  or more, or repeat the run. GA100 (A100, A800) and older report instantaneous power.
 - "rapl": on a CPU, the RAPL package counters (/sys/class/powercap/intel-rapl:N/energy_uj)
   where the kernel lets this user read them (usually root only): the whole package, every
   process on it, DRAM not included.
@@ -41,9 +42,9 @@ from ..core.telemetry import TelemetrySampler
 POWERCAP = Path("/sys/class/powercap")
 SHORT_RUN_S = 1.0  # shorter runs: counters and averaged power say little; say so
 _POWER_NOTES = {
-    "average_1s": "NVML averages this GPU's power over the last second (Hopper and newer): "
-                  "readings lag the load by up to 1 s, so runs of a few seconds read low; run "
-                  "for 10 s or more, or repeat the run",
+    "average_1s": "NVML averages this GPU's power over the last second (Ampere and newer, "
+                  "except GA100): readings lag the load by up to 1 s, so runs of a few seconds "
+                  "read low; run for 10 s or more, or repeat the run",
     "instant": "instantaneous readings: spikes between samples are missed",
     "power_usage": "nvmlDeviceGetPowerUsage, instantaneous on A100/A800 and older per NVML's "
                    "documentation: spikes between samples are missed",
