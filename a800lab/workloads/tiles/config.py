@@ -170,16 +170,19 @@ def export_config(spec: MatmulSpec) -> tuple[dict, str]:
     return config, source
 
 
-# Shape multiples that tensor-core paths want, per input precision: cuBLAS takes TensorCore
-# kernels only when M, N, K are multiples of 16 bytes of elements (8 for 16-bit, 4 for tf32,
-# 16 for fp8); A100-class tiles (64/128 wide) fill whole when dimensions are multiples of 64.
+# Shape multiples that tensor-core paths run fastest at, per input precision: since cuBLAS 11.0
+# TensorCores are used for any shape, but the fastest kernels need M, N, K (and the leading
+# dimensions) to be multiples of 16 bytes of elements (8 for 16-bit, 4 for tf32, 16 for fp8;
+# cuBLAS documentation, "Tensor Core Usage"); A100-class tiles (64/128 wide) fill whole when
+# dimensions are multiples of 64.
 ALIGNMENT_ELEMENTS = {"fp16": 8, "bf16": 8, "tf32": 4, "fp8": 16}
 WHOLE_TILE_MULTIPLE = 64
 
 
 def alignment_hints(m: int, n: int, k: int, precision: str) -> list[str]:
-    """Plain sentences about m, n, k that are not multiples a TensorCore path wants, each with
-    the padded size to use; [] when every dimension is aligned (or fp32/fp64, no TensorCores)."""
+    """Plain sentences about m, n, k that are not multiples a TensorCore path runs fastest at,
+    each with the padded size to use; [] when every dimension is aligned (or fp32/fp64, no
+    TensorCores)."""
     name = parse_precision(precision).name
     need = ALIGNMENT_ELEMENTS.get(name)
     if need is None:
@@ -189,7 +192,8 @@ def alignment_hints(m: int, n: int, k: int, precision: str) -> list[str]:
         if value % need:
             padded = -(-value // need) * need
             hints.append(f"{dim}={value} is not a multiple of {need}: {name} TensorCore paths "
-                         f"want multiples of {need} (16 bytes); pad to {padded}")
+                         f"want multiples of {need} (16 bytes) for their fastest kernels "
+                         f"(cuBLAS still uses TensorCores, with narrower loads); pad to {padded}")
         elif value % WHOLE_TILE_MULTIPLE:
             padded = -(-value // WHOLE_TILE_MULTIPLE) * WHOLE_TILE_MULTIPLE
             hints.append(f"{dim}={value}: a multiple of {need} but not of "
