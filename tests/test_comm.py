@@ -140,3 +140,38 @@ def test_the_chapters_comm_recipes_parse():
         assert all(op in OPS for op in getattr(args, "op", None) or [])
         assert all(hook in HOOKS for hook in getattr(args, "hook", None) or [])
         assert all(parse_size(size) > 0 for size in getattr(args, "size", None) or [])
+
+
+def test_the_timed_all_reduce_is_the_collective_alone(tmp_path, monkeypatch):
+    """The check verifies the first call's sum; the timed calls then run all_reduce on a buffer
+    zeroed once, with no refill (a memset per call cost a few % of busbw at 1 GiB)."""
+    import torch
+    import torch.distributed as dist
+
+    from a800lab.workloads.comm.collectives import MIN_REPS, collective_point
+
+    zeroed = []
+    real_zero = torch.Tensor.zero_
+
+    def no_fill(*args, **kwargs):
+        raise AssertionError("a timed call refilled the buffer")
+
+    def count_zero(self):
+        zeroed.append(self.numel())
+        return real_zero(self)
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0,
+                            world_size=1)
+    try:
+        monkeypatch.setattr(torch.Tensor, "fill_", no_fill)
+        monkeypatch.setattr(torch.Tensor, "zero_", count_zero)
+        point = collective_point("all_reduce", 2**12, world_size=1, backend="gloo",
+                                 budget_s=0.01)
+        hier = collective_point("hierarchical_all_reduce", 2**12, world_size=1,
+                                backend="gloo", budget_s=0.01)
+    finally:
+        dist.destroy_process_group()
+    # one rank: busbw's factor 2(n-1)/n is 0, algbw still times the call
+    assert point["algbw_gbs"] > 0 and len(point["time_ms"]) >= MIN_REPS
+    assert hier["algbw_gbs"] > 0
+    assert zeroed == [1024, 1024]        # once per point, before timing: 1024 fp32 = 4 KiB

@@ -18,12 +18,10 @@ from .claims import Claim
 
 G, DOC2 = "the guide", "the guide's second document"
 TC, HBM, LINKS, ENERGY = "tensor cores", "HBM (GPU memory)", "NVLink and NCCL", "GPU energy"
-AMP = ("AMP: fp16 autocast + GradScaler, fp32 master weights (the guide's FP16 weights and "
-       "activations with FP32 gradients and dynamic loss scaling)")
-DEFAULT_FP32 = ("the framework's default fp32 (PyTorch: IEEE fp32 matmuls, cuDNN convolutions "
-                "allowed TF32)")
-MODELS = ("the guide's models: torchvision's ResNet-50 (224x224, weights=None; where torchvision "
-          "is installed) and a GPT-2-small-shaped Transformer (12 layers, d=768, 1024 tokens)")
+AMP = "AMP (fp16 autocast + GradScaler over fp32 master weights: the guide's FP16/FP32 recipe)"
+DEFAULT_FP32 = "the framework's default fp32 (PyTorch: IEEE matmuls, TF32 cuDNN convolutions)"
+MODELS = ("the guide's models: torchvision's ResNet-50 (224x224) and a GPT-2-small-shaped "
+          "Transformer (12 layers, d=768, 1024 tokens)")
 CASE = ("a customer's workload, cluster and before/after configuration the guide does not "
         "give: there is nothing to rerun")
 case = partial(Claim, source=G, section="customer cases", chapter="10", not_measurable=CASE)

@@ -166,11 +166,16 @@ def _claims(report: dict) -> list[str]:
     heads = ["verdict", "the claim, as stated", "the lab's reading", *([] if one_scope
                                                                        else ["where"]),
              "measured", "why", "chapter"]
-    for title, rows in (("Measured or measurable here", [c for c in claims if c.get("judge")]),
-                        ("Not measurable", [c for c in claims if not c.get("judge")])):
-        if rows:
-            out += [f"<h3>{esc(title)}</h3>", _table(heads, [_claim_row(c, one_scope)
-                                                            for c in rows])]
+    measured = [c for c in claims if c.get("judge")]
+    if measured:
+        out += ["<h3>Measured or measurable here</h3>",
+                _table(heads, [_claim_row(c, one_scope) for c in measured])]
+    unmeasurable = [c for c in claims if not c.get("judge")]
+    if unmeasurable:   # nothing to read or measure: the claim, why not, where it is explained
+        out += ["<h3>Not measurable</h3>", _table(
+            ["verdict", "the claim, as stated", "why", "chapter"],
+            [[row[0], row[1], row[-2], row[-1]] for row in
+             (_claim_row(c, True) for c in unmeasurable)])]
     return out
 
 

@@ -58,6 +58,11 @@ def noisy(*records: Record) -> bool:
     return any(bool(r.noise.get("noisy")) for r in records if r is not None)
 
 
+def loss_text(loss: float | None) -> str:
+    """A held-out loss for a sentence: "diverged" where training left none."""
+    return "diverged" if loss is None else f"{loss:.4g}"
+
+
 def median_ms(record: Record) -> float | None:
     return statistics.median(record.time_ms) if record.time_ms else None
 

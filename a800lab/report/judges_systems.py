@@ -15,7 +15,7 @@ from __future__ import annotations
 from ..core.units import MIB
 from .claims import FAILS, HOLDS, UNTESTABLE, figure, loss_reached, reaches
 from .claims import with_spread as ws
-from .judge import Context, Finding, median_ms, noisy
+from .judge import Context, Finding, loss_text, median_ms, noisy
 
 PLAIN = ("allreduce", "every_micro_batch")
 
@@ -96,8 +96,8 @@ def compression(ctx: Context, claim) -> Finding | None:
         compressed = sent < 1 and r.metrics.get("compressed", True)
         trains = loss_reached(r.metrics.get("eval_loss"), loss0)
         checks = ("" if compressed else f"; did not compress (sent {sent:.2f} of fp32's bytes)")
-        checks += "" if trains else (f"; held-out loss {r.metrics.get('eval_loss')} misses "
-                                     f"plain all-reduce's {loss0:.4g}")
+        checks += "" if trains else (f"; held-out loss {loss_text(r.metrics.get('eval_loss'))}"
+                                     f" misses plain all-reduce's {loss0:.4g} (within 2%)")
         parts.append(f"{hook} + no_sync {ws(speed, spread)} (sent {sent:.3g} of fp32's bytes per "
                      f"sync){checks}")
         figures[f"{hook}_speedup"] = figure(f"{hook} + no_sync / plain samples/s", speed, "x")

@@ -27,7 +27,7 @@ from .claims import (
     reaches,
 )
 from .claims import with_spread as ws
-from .judge import Context, Finding, noisy
+from .judge import Context, Finding, loss_text, noisy
 
 BASE, AMP = "fp32_default", "fp16"
 MODEL_ORDER = ("resnet50", "transformer", "mlp", "cnn")
@@ -157,14 +157,10 @@ def amp_trains(ctx: Context, claim) -> Finding | None:
     ok = loss_reached(la, lb)
     skipped, steps = amp.metrics.get("skipped_steps", 0), len(amp.metrics.get("loss_curve", []))
     text = (f"{_name(ctx, 'transformer')}, the same {steps} steps: held-out loss fp32 "
-            f"{_loss_text(lb)}, AMP {_loss_text(la)}; the "
+            f"{loss_text(lb)}, AMP {loss_text(la)}; the "
             f"scaler skipped {skipped} step(s), final scale {amp.metrics.get('scale')}")
     return Finding(HOLDS if ok else FAILS, text, {"amp_eval_loss": figure(
         "AMP held-out loss", la), "fp32_eval_loss": figure("fp32 held-out loss", lb)})
-
-
-def _loss_text(loss: float | None) -> str:
-    return "diverged" if loss is None else f"{loss:.4g}"
 
 
 def _losses(records) -> list[float | None]:
@@ -221,7 +217,7 @@ def embeddings_fp32(ctx: Context, claim) -> Finding | None:
     figures = {}
     if all(sgd.values()):
         lost = {e: r.metrics.get("lost_update_share", 0.0) for e, r in sgd.items()}
-        loss = {e: _loss_text(r.metrics.get("eval_loss")) for e, r in sgd.items()}
+        loss = {e: loss_text(r.metrics.get("eval_loss")) for e, r in sgd.items()}
         text += (f"; SGD: the last step left {100 * lost['fp16']:.0f}% of the fp16 table's "
                  f"updated entries unchanged (fp32: {100 * lost['fp32']:.0f}%), held-out loss "
                  f"{loss['fp16']} vs {loss['fp32']}")

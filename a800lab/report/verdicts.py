@@ -135,7 +135,8 @@ def judge_claims(records: Iterable[Record], plan: Plan, *, device_name: str,
     for row in health["busbw"].get("rows", []):
         figures[f"busbw.{row['size_bytes']}"] = figure(
             f"all-reduce busbw at {row['size_bytes'] / MIB:g} MiB", row["busbw_gbs"], "GB/s")
-    return {"claims": verdicts, "health": health, "figures": figures, "series": _series(steps)}
+    return {"claims": verdicts, "health": health, "figures": figures,
+            "series": _series(steps, plan)}
 
 
 def _health(steps: dict[str, list[Record]], plan: Plan) -> dict:
@@ -173,8 +174,9 @@ def _health(steps: dict[str, list[Record]], plan: Plan) -> dict:
             "threshold": THRESHOLD, "datasheet_threshold": DATASHEET_THRESHOLD, "busbw": busbw}
 
 
-def _series(steps: dict[str, list[Record]]) -> dict:
-    """Rows for the report's figures."""
+def _series(steps: dict[str, list[Record]], plan: Plan) -> dict:
+    """Rows for the report's figures (no bus bandwidth where the plan says it means nothing:
+    gloo ranks on a CPU are no interconnect)."""
     peaks = [{"device": r.params["device"], "card_name": r.metrics.get("card_name"),
               "precision": r.params["precision"], "tflops": r.throughput,
               "datasheet_tflops": r.metrics.get("datasheet_tflops"), "noisy": noisy(r)}
@@ -189,9 +191,9 @@ def _series(steps: dict[str, list[Record]]) -> dict:
               "precision": r.params["precision"], "samples_per_s": r.throughput,
               "peak_mib": r.metrics["step_peak_bytes"] / MIB, "noisy": noisy(r)}
              for r in ok(steps.get("amp", []))]
-    busbw = [{"size_bytes": r.params["size_bytes"], "busbw_gbs": r.throughput,
-              "noisy": noisy(r)} for r in ok(steps.get("hierarchical", []))
-             if r.params.get("op") == "all_reduce"]
+    busbw = [] if "busbw" in plan.untestable else [
+        {"size_bytes": r.params["size_bytes"], "busbw_gbs": r.throughput, "noisy": noisy(r)}
+        for r in ok(steps.get("hierarchical", [])) if r.params.get("op") == "all_reduce"]
     return {"peaks": peaks, "tiles": tiles, "train": train, "busbw": busbw}
 
 

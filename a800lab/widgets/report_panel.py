@@ -76,7 +76,7 @@ def verdicts_html(claims: list[dict], *, live: bool = False) -> str:
         if status == METHOD_ON_CPU:   # neither a pass nor a fail: outlined, not filled
             style += f";border-left:3px dashed {look.colour}"
         noisy = " (noisy)" if c.get("noisy") else ""
-        detail = " ".join(f"{name}: {text}" for name, text in (
+        detail = "<br>".join(f"<b>{name}</b>: {html.escape(str(text))}" for name, text in (
             ("measured", c.get("measured")), ("why", c.get("reason"))) if text)
         reading = c.get("reading")
         claim = html.escape(str(c.get("stated") or c.get("text", "")))
@@ -87,7 +87,7 @@ def verdicts_html(claims: list[dict], *, live: bool = False) -> str:
             f'<tr class="a800lab-verdict" data-claim="{html.escape(str(c.get("id", "")))}">'
             f'<td style="{_CELL};{style}">{html.escape(status + noisy)}</td>'
             f'<td style="{_CELL}">{claim}</td>'
-            f'<td style="{_CELL};font-size:90%">{html.escape(detail)}</td>'
+            f'<td style="{_CELL};font-size:90%">{detail}</td>'
             f'<td style="{_CELL};font-size:90%">{html.escape(str(c.get("chapter_path", "")))}'
             "</td></tr>")
     heads = "".join(f'<th style="{_CELL}">{h}</th>'

@@ -8,13 +8,14 @@ a800lab.core (timing, precision, memory) and never importing widgets or figures.
     tiles/         the tile lab (chapter 02): the Triton kernel, its CPU stand-in, card limits,
                    the tuner, tile and wave quantisation
     training/      the training lab (chapters 04-06): TrainSpec, Trainer, train_point, memory,
-                   max batch, loss scaling
+                   max batch, loss scaling, numerics (held-out loss, fp16 embedding tables)
     pipeline.py    loader -> copy -> step, the device's idle fraction (chapter 07); placement.py
                    (an embedding table on the CPU or the device), streams.py (copy/compute overlap)
     comm/          the communication lab (chapter 08): collectives, DDP hooks, ranks launched
     energy.py      EnergyMeter: NVML's energy counter, power x time, RAPL (chapter 10)
-    usage.py       metered runs: J/sample and cost per million samples (chapter 10)
-    health.py      ECC, remapped rows, retired pages; stress.py: slow cards vs siblings (ch. 09)
+    usage.py       metered runs: J/sample, J per TFLOP and cost per million samples (chapter 10)
+    health.py      ECC, remapped rows, retired pages; stress.py: slow cards vs siblings, a
+                   throughput check (ch. 09); dcgm.py: DCGM's diagnostic, found and run
 
     from a800lab.workloads.matmul import MatmulSpec, matmul_point
     from a800lab.workloads.tiles.point import tiled_matmul_point
