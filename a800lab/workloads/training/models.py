@@ -71,6 +71,7 @@ CLASSES = 10
 # AdamW learning rates that train each size in tens of steps (small models take larger steps)
 LEARNING_RATES = {"tiny": 1e-2, "small": 3e-3, "medium": 1e-3, "large": 3e-4,
                   "gpt2_small": 3e-4, "224": 1e-3}
+EVAL_BATCH = {"gpt2_small": 8, "224": 32}   # held-out samples where 256 would not fit
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,9 @@ class Task:
     make_model() -> nn.Module (on the CPU, float32; the trainer moves and casts it);
     make_batch(batch_size, generator) -> (inputs, targets) on the generator's device;
     loss_fn(outputs, targets) -> scalar; accuracy_fn(outputs, targets) -> fraction correct,
-    or None when the task has no accuracy; lr: a learning rate that trains it in tens of steps.
+    or None when the task has no accuracy; lr: a learning rate that trains it in tens of steps;
+    eval_batch: the held-out batch's size (smaller for the large shapes: GPT-2 small's logits
+    for 256 sequences of 1024 tokens alone would take 50 GB).
     """
 
     name: str
@@ -90,6 +93,7 @@ class Task:
     accuracy_fn: Callable | None
     description: str = ""
     lr: float = 1e-3
+    eval_batch: int = 256
 
 
 def cross_entropy(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -298,8 +302,10 @@ def preset(model: str, size: str = "tiny") -> Task:
         reason = torchvision_reason()
         if reason:
             raise ValueError(f"{model} comes from torchvision's model zoo: {reason}")
-        return replace(_resnet50_task(int(size)), lr=LEARNING_RATES[size])
-    return replace(_BUILDERS[model](**DIMENSIONS[model][size]), lr=LEARNING_RATES[size])
+        return replace(_resnet50_task(int(size)), lr=LEARNING_RATES[size],
+                       eval_batch=EVAL_BATCH.get(size, 256))
+    return replace(_BUILDERS[model](**DIMENSIONS[model][size]), lr=LEARNING_RATES[size],
+                   eval_batch=EVAL_BATCH.get(size, 256))
 
 
 def parameter_count(model: nn.Module) -> int:

@@ -170,8 +170,10 @@ class Trainer:
         return self.scaler.get_scale() if self.scaler.is_enabled() else None
 
     @torch.no_grad()
-    def evaluate(self, batch_size: int = 256, seed: int = _EVAL_SEED) -> dict:
-        """Loss and accuracy on a held-out batch (the same for every config)."""
+    def evaluate(self, batch_size: int | None = None, seed: int = _EVAL_SEED) -> dict:
+        """Loss and accuracy on a held-out batch (the same for every config of a task: its
+        `eval_batch` samples unless `batch_size` is given)."""
+        batch_size = batch_size or self.task.eval_batch
         generator = torch.Generator(self.device).manual_seed(seed)
         inputs, targets = self.batch(batch_size, generator)
         self.model.eval()
