@@ -368,11 +368,12 @@ def test_no_idle_time_to_cut_is_untestable_not_a_failure():
 def test_placement_holds_when_the_split_is_as_fast():
     p = plan(("placement", ("placement",)))
     whole = rec("placement", {"placement": "all_on_device", "num_rows": 10**7, "dim": 128},
-                9000.0, memory={"peak_allocated_bytes": 6000 * MIB})
+                9000.0, memory={"peak_allocated_bytes": 6000 * MIB}, table_bytes=5120 * MIB)
     split = rec("placement", {"placement": "embedding_on_cpu", "num_rows": 10**7, "dim": 128},
                 9100.0, memory={"peak_allocated_bytes": 900 * MIB}, crossing_bytes_per_step=4 * MIB)
     v = judge([whole, split], p)["placement"]
     assert v["status"] == HOLDS and "6000 MiB device peak" in v["measured"]
+    assert "a 5120 MiB embedding table" in v["measured"]
 
 
 # ---- communication -----------------------------------------------------------------------------

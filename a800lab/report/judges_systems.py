@@ -65,14 +65,16 @@ def placement(ctx: Context, claim) -> Finding | None:
     split, whole = both["embedding_on_cpu"], both["all_on_device"]
     ratio, spread = ctx.rate_ratio(split, whole)
 
-    def device_mib(r) -> str:
-        peak = r.memory.get("peak_allocated_bytes")
-        return "—" if peak is None else f"{peak / MIB:.0f} MiB"
+    def device_peak(r) -> str:
+        peak = r.memory.get("peak_allocated_bytes")   # CUDA's allocator: the device's own
+        return "" if peak is None else f" ({peak / MIB:.0f} MiB device peak)"
 
-    text = (f"table {whole.params.get('num_rows')} x {whole.params.get('dim')}: all on the "
-            f"device {whole.throughput:.4g} samples/s ({device_mib(whole)} device peak), table "
-            f"on the CPU {split.throughput:.4g} ({device_mib(split)}): {ws(ratio, spread)}; "
-            f"{split.metrics.get('crossing_bytes_per_step', 0) / MIB:.2f} MiB cross per step split")
+    table_mib = (whole.metrics.get("table_bytes") or 0) / MIB
+    text = (f"a {table_mib:.0f} MiB embedding table: all on the device {whole.throughput:.4g} "
+            f"samples/s{device_peak(whole)}, table on the CPU {split.throughput:.4g}"
+            f"{device_peak(split)}: {ws(ratio, spread)}; "
+            f"{split.metrics.get('crossing_bytes_per_step', 0) / MIB:.2f} MiB cross per step "
+            "split")
     return Finding(HOLDS if reaches(ratio, spread, 1.0) else FAILS, text,
                    {"split_over_whole": figure("table on CPU / all on device samples/s", ratio,
                                                "x")}, noisy(split, whole))
