@@ -144,6 +144,4 @@ def _check(args) -> None:
     if args.compare and (args.budget_s is not None or args.threads is not None):
         args.command_parser.error("--budget-s and --threads apply to running a report, not "
                                   "to --compare")
-    if args.register and (args.compare or args.mode):
-        args.command_parser.error("--register prints the claim register and runs nothing; "
-                                  "drop --quick/--full/--compare")
+
