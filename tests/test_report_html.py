@@ -299,3 +299,13 @@ def test_write_helpers(tmp_path, gpu_report):
     report = make_report(series={}, device_name="Ωmega box")
     out = write_report_html(report, tmp_path / "report.html")
     assert "Ωmega box" in out.read_bytes().decode("utf-8")
+
+
+def test_a_report_from_before_the_register_still_shows_its_claims():
+    old = {"id": "tile_spread", "text": "the right tile gives 2.5x", "status": HOLDS,
+           "scope": "on this CPU", "measured": "5.4x", "reason": "", "chapter": "02",
+           "chapter_title": "TensorCore tiles",
+           "chapter_path": "notebooks/02-tensor-core-tiles.ipynb", "noisy": False}
+    text = render_report_html(make_report(report_version=1, claims=[old]))
+    assert Page(text).errors == [] and "Measured or measurable here" in text
+    assert "the right tile gives 2.5x" in text and "5.4x" in text

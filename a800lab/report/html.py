@@ -25,7 +25,7 @@ from typing import Any
 
 from ..core.doctor import format_report, with_defaults
 from ..core.envdiff import show_value
-from .claims import LOOKS, STATUSES
+from .claims import LOOKS, NOT_MEASURABLE, STATUSES
 from .compare import describe_side, format_ratio
 from .figures import figure_png, report_figures, who
 
@@ -166,11 +166,11 @@ def _claims(report: dict) -> list[str]:
     heads = ["verdict", "the claim, as stated", "the lab's reading", *([] if one_scope
                                                                        else ["where"]),
              "measured", "why", "chapter"]
-    measured = [c for c in claims if c.get("judge")]
+    measured = [c for c in claims if c.get("status") != NOT_MEASURABLE]
     if measured:
         out += ["<h3>Measured or measurable here</h3>",
                 _table(heads, [_claim_row(c, one_scope) for c in measured])]
-    unmeasurable = [c for c in claims if not c.get("judge")]
+    unmeasurable = [c for c in claims if c.get("status") == NOT_MEASURABLE]
     if unmeasurable:   # nothing to read or measure: the claim, why not, where it is explained
         out += ["<h3>Not measurable</h3>", _table(
             ["verdict", "the claim, as stated", "why", "chapter"],
