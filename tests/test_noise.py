@@ -46,13 +46,15 @@ def test_samples_that_lost_their_core_are_named():
 
 
 def test_cpu_load_meter_reads_cores():
-    meter = CpuLoadMeter().start()
+    meter, cpu0 = CpuLoadMeter().start(), time.process_time()
     end = time.monotonic() + 0.12
-    while time.monotonic() < end:  # keep this core busy
+    while time.monotonic() < end:  # keep this core busy (as far as other work lets it)
         pass
-    load = meter.stop()
+    load, cpu_s = meter.stop(), time.process_time() - cpu0
     assert load["window_s"] >= 0.12
-    assert load["self_busy_cores"] == pytest.approx(1.0, abs=0.35)
+    # what this process really got of a core (a loaded machine gives it less than one), read
+    # by the meter from /proc in 10 ms ticks
+    assert load["self_busy_cores"] == pytest.approx(cpu_s / load["window_s"], abs=0.2)
     assert 0 <= load["others_busy_cores"] <= usable_cores()
     short = CpuLoadMeter().start().stop()
     assert short["others_busy_cores"] is None  # too short to read from clock ticks
