@@ -88,6 +88,24 @@ def test_a_finished_report_resumes_without_measuring_ranks_included(quick_cpu_re
     assert again == [] and report["complete"]   # the ranks' records match the plan's points
 
 
+def test_points_of_an_earlier_battery_are_measured_again_not_judged(tmp_path):
+    """A folder from before the claim register: same steps and params, metrics of another
+    meaning (or none). They are re-measured; today's judges never read them."""
+    import dataclasses
+
+    first = run_report(out=tmp_path, plan=small_plan())
+    path = tmp_path / POINTS_FILE
+    old = [dataclasses.replace(r, metrics={k: v for k, v in r.metrics.items()
+                                           if k != "battery_version"})
+           for r in read_records(path)]
+    path.write_text("".join(r.to_json() + "\n" for r in old))
+    again = []
+    second = run_report(out=tmp_path, plan=small_plan(), on_record=again.append)
+    assert len(again) == first["points"]["planned"] == 3   # every old point measured anew
+    assert second["complete"] and second["points"]["measured"] == 3
+    assert all(r.metrics["battery_version"] >= 2 for r in again)
+
+
 @pytest.mark.usefixtures("one_torch_thread")
 def test_an_interrupted_report_resumes_where_it_stopped(tmp_path):
     count = []

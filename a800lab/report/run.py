@@ -19,6 +19,7 @@ all usable cores but one (`torch_threads`), and every point records its noise ve
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import functools
 import json
@@ -41,7 +42,7 @@ from ..core.results import (
 )
 from ..core.sweep import measure_point, thread_count
 from ..workloads.health import health_report
-from .battery import BUDGET_S, POINTS, Plan, Step, plan_battery
+from .battery import BATTERY_VERSION, BUDGET_S, POINTS, Plan, Step, plan_battery
 from .claims import thresholds
 from .verdicts import judge_claims
 
@@ -109,7 +110,16 @@ def run_report(mode: str = "quick", out: str | Path = "report", *, device: str =
 
 
 def _key(record: Record) -> str:
-    return f"{record.label}|{record.point_key()}"
+    """A point's identity in the report folder: its step, the battery version that measured it
+    and its params. A point measured by an earlier battery (whose metrics may mean something
+    else, or be missing) is measured again, never judged by today's rules."""
+    version = record.metrics.get("battery_version", 1)
+    return f"{record.label}|v{version}|{record.point_key()}"
+
+
+def _planned(step: Step, params: dict) -> Record:
+    return Record(workload=step.workload, params=params, outcome="error", label=step.name,
+                  metrics={"battery_version": BATTERY_VERSION})
 
 
 class _Run:
@@ -128,8 +138,7 @@ class _Run:
 
     def measure_all(self) -> None:
         todo = [(s, p) for s in self.plan.steps for p in s.points
-                if _key(Record(workload=s.workload, params=p, outcome="error",
-                               label=s.name)) not in self.done]
+                if _key(_planned(s, p)) not in self.done]
         self.total, self.skipped = self.plan.points, self.plan.points - len(todo)
         self._progress(f"{self.skipped} point(s) already measured" if self.skipped else "start")
         comm = [(s, p) for s, p in todo if s.ranks]
@@ -152,6 +161,8 @@ class _Run:
         return not self.stopped
 
     def _deliver(self, record: Record, step: Step) -> None:
+        record = dataclasses.replace(record, metrics={**record.metrics,
+                                                      "battery_version": BATTERY_VERSION})
         append_record(self.path, record)
         self.count += 1
         if self.on_record:
@@ -204,8 +215,7 @@ def build(plan: Plan, folder: str | Path, env: dict, *, wall_s: float = 0.0, sto
     folder = Path(folder)
     all_records = read_records(folder / POINTS_FILE) if (folder / POINTS_FILE).exists() else []
     records = [r for r in all_records if r.env.get("fingerprint") == env["fingerprint"]]
-    planned = {_key(Record(workload=s.workload, params=p, outcome="error", label=s.name))
-               for s in plan.steps for p in s.points}
+    planned = {_key(_planned(s, p)) for s in plan.steps for p in s.points}
     newest = {_key(r): r for r in records if _key(r) in planned}
     facts = judge_claims(newest.values(), plan, device_name=_name(env),
                   price_per_gpu_hour_usd=price_per_gpu_hour_usd)

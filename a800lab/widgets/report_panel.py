@@ -361,8 +361,9 @@ class ReportPanel:
         verdicts = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
         # the report's own measuring time, as its page says; the panel's wall time beside it
         head = (f"{p['measured']} of {p['planned']} points measured ({self.measured_now} now, "
-                f"{p['failed']} failed) in {report.get('wall_s', wall_s):.0f} s ({wall_s:.0f} s "
-                f"with planning and start-up) on {self._conditions()}")
+                f"{p['failed']} failed) in {report.get('wall_s', wall_s):.0f} s of measuring, as "
+                f"the report says (this sitting: {wall_s:.0f} s with planning and start-up) on "
+                f"{self._conditions()}")
         if report["complete"]:
             return f"Done: {head}. {verdicts}."
         why = _STOPPED.get(report["stopped"], report["stopped"] or "not complete")
