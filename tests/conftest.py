@@ -1,8 +1,11 @@
 """Shared test set-up: tests marked `gpu` skip, with the reason, where CUDA is unusable; the
-`one_torch_thread` fixture runs a module's tests on one torch thread (use it with
-`pytestmark = pytest.mark.usefixtures("one_torch_thread")`); `quiet_cpu` judges points on
-their timing spread alone (for tests whose subject is not contention).
+compile cache of the tile facts is the session's own (a config compiles once per run, never
+into the user's cache); the `one_torch_thread` fixture runs a module's tests on one torch
+thread (use it with `pytestmark = pytest.mark.usefixtures("one_torch_thread")`); `quiet_cpu`
+judges points on their timing spread alone (for tests whose subject is not contention).
 """
+
+import os
 
 import pytest
 import torch
@@ -17,6 +20,19 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_compile_cache(tmp_path_factory):
+    """$A800LAB_COMPILE_CACHE for the whole session (subprocesses inherit it)."""
+    path = tmp_path_factory.mktemp("compile-cache") / "compiled_tiles.json"
+    saved = os.environ.get("A800LAB_COMPILE_CACHE")
+    os.environ["A800LAB_COMPILE_CACHE"] = str(path)
+    yield path
+    if saved is None:
+        os.environ.pop("A800LAB_COMPILE_CACHE", None)
+    else:
+        os.environ["A800LAB_COMPILE_CACHE"] = saved
 
 
 @pytest.fixture

@@ -71,13 +71,29 @@ def test_spec_is_canonical_hashable_and_counts_work():
 def test_tile_back_ends_fill_defaults_so_a_spec_names_its_tile():
     triton = MatmulSpec(64, 64, 64, "fp16", backend="triton", block_n=64)
     assert triton.tile == {**DEFAULT_TILES["triton"], "block_n": 64}
-    assert triton.smem_bytes == 3 * (128 + 64) * 32 * 2  # stages x (A + B tile) x bytes
+    assert (triton.schedule, triton.loads, triton.fp8_acc) == ("tile", "pointer", None)
     blocked = MatmulSpec(64, 64, 64, backend="cpu_blocked", group_m=4)
     assert blocked.tile == {**DEFAULT_TILES["cpu_blocked"], "group_m": 4}
-    assert blocked.num_warps is None and blocked.smem_bytes is None
+    assert blocked.num_warps is None and blocked.schedule is None
     plain = MatmulSpec(64, 64, 64)
-    assert plain.tile == {} and plain.block_m is None and plain.smem_bytes is None
+    assert plain.tile == {} and plain.block_m is None
     assert set(TILE_FIELDS["cpu_blocked"]) < set(TILE_FIELDS["triton"])
+
+
+def test_the_hopper_levers_and_fp8_accumulation_are_named_choices():
+    spec = MatmulSpec(64, 64, 64, "fp8", "triton", block_k=32, schedule="persistent",
+                      loads="tma")
+    assert spec.tile["schedule"] == "persistent" and spec.tile["loads"] == "tma"
+    assert spec.fp8_acc == "precise"  # cuBLAS's default, so the two compare like with like
+    assert MatmulSpec(64, 64, 64, "fp8", fp8_acc="fast").fp8_acc == "fast"
+    with pytest.raises(ValueError, match=r"schedule='ring' must be one of \('tile', "):
+        MatmulSpec(64, 64, 64, "fp16", "triton", schedule="ring")
+    with pytest.raises(ValueError, match="fp8_acc='fast' is fp8's accumulation choice"):
+        MatmulSpec(64, 64, 64, "bf16", "triton", fp8_acc="fast")
+    with pytest.raises(ValueError, match="fp8_acc='sloppy' must be 'precise'"):
+        MatmulSpec(64, 64, 64, "fp8", fp8_acc="sloppy")
+    with pytest.raises(ValueError, match=r"\['loads'\] have no meaning for backend='cpu_blocked'"):
+        MatmulSpec(64, 64, 64, "fp32", "cpu_blocked", loads="tma")
 
 
 def test_default_sizes_on_cpu():
@@ -153,7 +169,7 @@ def test_numpy_integers_are_dimensions():
     spec = MatmulSpec(np.int64(64), np.int32(32), 16, backend="triton", block_m=np.int64(64),
                       num_warps=np.int64(8), num_stages=np.int32(2), group_m=np.int64(4))
     assert (spec.m, spec.n, spec.block_m) == (64, 32, 64) and type(spec.m) is int
-    assert all(type(v) is int for v in spec.tile.values())
+    assert all(type(v) is int for k, v in spec.tile.items() if k not in ("schedule", "loads"))
     assert spec == MatmulSpec(64, 32, 16, backend="triton", block_m=64, num_warps=8,
                               num_stages=2, group_m=4)
 

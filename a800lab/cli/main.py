@@ -6,10 +6,10 @@ the chosen one up and runs it.
     build_parser().parse_args(["comm", "ddp", "--out", "ddp.jsonl"])     # e.g. to check a recipe
 
 A family module offers `add_parsers(commands)` and calls `commands.add(name, run=..., help=...,
-group=...)` for each of its commands; `group` nests it ("sweep", "tune", "comm"). Each command's
-parser takes only its own options, so a foreign option ("--block-m" to `sweep matmul`) is refused
-by that parser, naming the command. Bad values raise ValueError in the command, which exits 2
-with the message, like argparse does.
+group=...)` for each of its commands; `group` nests it ("sweep", "tune", "check", "comm"). Each
+command's parser takes only its own options, so a foreign option ("--block-m" to `sweep matmul`)
+is refused by that parser, naming the command. Bad values raise ValueError in the command, which
+exits 2 with the message, like argparse does.
 """
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ import sys
 import warnings
 
 from ..core.results import LabNotice
-from . import chapters, comm, machine, report, sweep, train
+from . import chapters, check, comm, machine, report, sweep, train
 
-FAMILIES = (machine, sweep, train, comm, report, chapters)
+FAMILIES = (machine, sweep, check, train, comm, report, chapters)
 GROUPS = {
     "sweep": "run a sweep headless and write JSON Lines (matmul, tiles, train)",
     "tune": "find the fastest config by successive halving, stored and reused (tiles)",
+    "check": "compile-only checks for any card, no GPU needed: the compiler's verdict on tile "
+             "configs (tiles)",
     "comm": "collectives over message sizes (algbw, busbw) or a DDP step (comm hooks, no_sync, "
             "buckets) on N ranks: gloo on CPUs, NCCL on GPUs; under torchrun every process is "
             "a rank",

@@ -54,6 +54,19 @@ def tile_options(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=int, nargs="+")
 
 
+def tile_choice_options(parser: argparse.ArgumentParser) -> None:
+    """The Triton kernel's named choices: --schedule, --loads, --fp8-acc (each a list)."""
+    from ..workloads.matmul import FP8_ACCUMULATION, LOADS, SCHEDULES
+
+    parser.add_argument("--schedule", nargs="+", choices=SCHEDULES,
+                        help="tile (one program per tile) and/or persistent (one per SM)")
+    parser.add_argument("--loads", nargs="+", choices=LOADS,
+                        help="pointer and/or tma (tensor descriptors, Hopper sm_90 on)")
+    parser.add_argument("--fp8-acc", nargs="+", choices=FP8_ACCUMULATION,
+                        help="fp8 only: precise (every 32-deep product into fp32, cuBLAS's "
+                             "default) or fast (Triton's default on sm_90)")
+
+
 def train_options(parser: argparse.ArgumentParser, *, many: bool = True) -> None:
     """The training spec's options (a list of values each for a sweep)."""
     nargs = "+" if many else None

@@ -5,6 +5,8 @@
     match("NVIDIA A800-SXM4-80GB")                 # the same, without the warning
     spec.peak_tflops["bf16"], spec.mem_bw_gbs      # 312.0, 2039.0
     tflops, source = peak_for(torch.cuda.get_device_name(), "tf32")
+    target = resolve_target("A800")                # Target("A800", (8, 0), 108, ...); "sm_90" too
+    arch_limits((9, 0)).smem_per_block_optin_bytes # 232448: what one thread block may opt in to
 
 Conventions, the same for every row:
 - `peak_tflops` holds DENSE tensor throughput (TFLOP/s; int8 in TOPS). NVIDIA headlines the
@@ -48,6 +50,7 @@ class DeviceSpec:
     memory_gb: float
     source: str
     notes: str = field(default="")
+    compute_capability: tuple[int, int] = (0, 0)
 
     def __post_init__(self) -> None:
         missing = set(PEAK_KEYS) - set(self.peak_tflops)
@@ -65,7 +68,8 @@ class DeviceSpec:
         return {"name": self.name, "peak_tflops": dict(self.peak_tflops),
                 "mem_bw_gbs": self.mem_bw_gbs, "nvlink_gbs": self.nvlink_gbs,
                 "sm_count": self.sm_count, "memory_gb": self.memory_gb,
-                "source": self.source, "notes": self.notes}
+                "source": self.source, "notes": self.notes,
+                "compute_capability": list(self.compute_capability)}
 
 
 def _peaks(fp64=None, fp32=None, tf32=None, fp16=None, bf16=None, fp8=None, int8=None):
@@ -86,7 +90,7 @@ _A800_SRC = ("NVIDIA A800 datasheets (2022); A800 = A100 compute and memory with
              "at 400 GB/s")
 _AMPERE_NOTE = f"{_FP64_TC}; vector FP64 is 9.7 TFLOP/s"
 A100_SXM4_80GB = DeviceSpec("A100 SXM4 80GB", _GA100, 2039.0, 600.0, 108, 80, _A100_SRC,
-                            _AMPERE_NOTE)
+                            _AMPERE_NOTE, (8, 0))
 A100_SXM4_40GB = replace(A100_SXM4_80GB, name="A100 SXM4 40GB", mem_bw_gbs=1555.0, memory_gb=40)
 A100_PCIE_80GB = replace(A100_SXM4_80GB, name="A100 PCIe 80GB", mem_bw_gbs=1935.0,
                          notes=_AMPERE_NOTE + "; NVLink via the optional 2-GPU bridge; 300 W "
@@ -108,12 +112,12 @@ _NVL = _peaks(fp64=60.0, fp32=60.0, tf32=417.5, fp16=835.5, bf16=835.5, fp8=1670
               int8=1670.5)
 _HOPPER_SRC = "NVIDIA H100 Tensor Core GPU architecture whitepaper (2022), dense columns"
 H100_SXM5 = DeviceSpec("H100 SXM5 80GB", _H100_SXM, 3350.0, 900.0, 132, 80, _HOPPER_SRC,
-                       f"{_FP64_TC}; vector FP64 is 33.5 TFLOP/s")
+                       f"{_FP64_TC}; vector FP64 is 33.5 TFLOP/s", (9, 0))
 H100_PCIE = DeviceSpec("H100 PCIe 80GB", _H100_PCIE, 2000.0, 600.0, 114, 80, _HOPPER_SRC,
-                       f"{_FP64_TC}; NVLink via the optional bridge")
+                       f"{_FP64_TC}; NVLink via the optional bridge", (9, 0))
 H100_NVL = DeviceSpec("H100 NVL 94GB", _NVL, 3900.0, 600.0, 132, 94,
                       "NVIDIA H100 NVL datasheet (2023, per-GPU 94 GB edition)",
-                      f"{_FP64_TC}; {_HALVED}; NVLink via bridge")
+                      f"{_FP64_TC}; {_HALVED}; NVLink via bridge", (9, 0))
 H800_SXM5 = replace(H100_SXM5, name="H800 SXM5 80GB", nvlink_gbs=400.0,
                     peak_tflops={**_H100_SXM, "fp64": 1.0},
                     source="NVIDIA H800 SXM5 datasheet (2023); tensor rates as H100 SXM5",
@@ -133,27 +137,29 @@ H200_NVL = replace(H100_NVL, name="H200 NVL 141GB", mem_bw_gbs=4800.0, memory_gb
 L40S = DeviceSpec("L40S 48GB", _peaks(fp32=91.6, tf32=183.0, fp16=362.05, bf16=362.05,
                                       fp8=733.0, int8=733.0),
                   864.0, None, 142, 48, "NVIDIA L40S datasheet (2023)",
-                  f"{_HALVED}; FP64 not published")
+                  f"{_HALVED}; FP64 not published", (8, 9))
 L4 = DeviceSpec("L4 24GB", _peaks(fp32=30.3, tf32=60.0, fp16=121.0, bf16=121.0, fp8=242.5,
                                   int8=242.5),
-                300.0, None, 58, 24, "NVIDIA L4 datasheet (2023)", f"{_HALVED}; FP64 not published")
+                300.0, None, 58, 24, "NVIDIA L4 datasheet (2023)", f"{_HALVED}; FP64 not published",
+                (8, 9))
 A10 = DeviceSpec("A10 24GB", _peaks(fp32=31.2, tf32=62.5, fp16=125.0, bf16=125.0, int8=250.0),
                  600.0, None, 72, 24, "NVIDIA A10 datasheet (2021)",
-                 f"{_HALVED}; FP64 not published")
+                 f"{_HALVED}; FP64 not published", (8, 6))
 RTX_4090 = DeviceSpec("GeForce RTX 4090 24GB",
                       _peaks(fp32=82.6, tf32=82.6, fp16=165.2, bf16=165.2, fp8=330.3,
                              int8=660.6),
                       1008.0, None, 128, 24,
                       "NVIDIA Ada Lovelace architecture whitepaper (2022), appendix table",
                       "fp16/bf16/fp8 with FP32 accumulate (torch's mode); FP16 accumulate runs "
-                      "at 2x (fp16 330.3, fp8 660.6); FP64 not published")
+                      "at 2x (fp16 330.3, fp8 660.6); FP64 not published", (8, 9))
 T4 = DeviceSpec("T4 16GB", _peaks(fp32=8.1, fp16=65.0, int8=130.0), 320.0, None, 40, 16,
                 "NVIDIA T4 datasheet (2019)",
-                "fp16 is mixed precision (FP32 accumulate); no bf16/tf32/fp8; FP64 not published")
+                "fp16 is mixed precision (FP32 accumulate); no bf16/tf32/fp8; FP64 not published",
+                (7, 5))
 V100_SXM2_32GB = DeviceSpec("V100 SXM2 32GB", _peaks(fp64=7.8, fp32=15.7, fp16=125.0),
                             900.0, 300.0, 80, 32, "NVIDIA V100 datasheet (2020)",
                             "fp16 is the tensor-core (mixed precision) rate; no bf16/tf32/fp8; "
-                            "int8 (DP4A) not published")
+                            "int8 (DP4A) not published", (7, 0))
 V100_SXM2_16GB = replace(V100_SXM2_32GB, name="V100 SXM2 16GB", memory_gb=16)
 V100_PCIE_32GB = replace(V100_SXM2_32GB, name="V100 PCIe 32GB", nvlink_gbs=None,
                          peak_tflops=_peaks(fp64=7.0, fp32=14.0, fp16=112.0))
@@ -259,3 +265,106 @@ def _unknown_reason(device_name: str) -> str:
                 "use a800lab.workloads.peak.measure_peak() to measure it")
     return (f"no datasheet row for device {device_name!r}; its peak is unknown (not guessed). "
             "Use a800lab.workloads.peak.measure_peak() to measure an achievable peak on the spot")
+
+
+# ---- what one SM of each architecture holds ---------------------------------------------------
+KIB = 1024
+ARCH_SOURCE = ("CUDA C++ Programming Guide, Technical Specifications per Compute Capability; "
+               "register allocation as in CUDA's occupancy calculator (cuda_occupancy.h)")
+
+
+@dataclass(frozen=True)
+class ArchLimits:
+    """Per-SM and per-block limits of one compute capability (bytes, registers, warps)."""
+
+    capability: tuple[int, int]
+    smem_per_block_optin_bytes: int   # cudaDevAttrMaxSharedMemoryPerBlockOptin
+    smem_per_sm_bytes: int            # the largest shared-memory carve-out of an SM
+    smem_reserved_per_block_bytes: int  # the driver's own 1 KiB per block from sm_80 on
+    max_warps_per_sm: int
+    max_blocks_per_sm: int
+    registers_per_sm: int = 65536
+    registers_per_block: int = 65536
+    max_registers_per_thread: int = 255
+    register_unit: int = 256          # registers are given to a warp in units of 256
+    sub_partitions: int = 4           # ... in each of an SM's 4 quarters
+    smem_unit_bytes: int = 128        # shared memory is given to a block in units of 128 B
+
+    @property
+    def sm(self) -> str:
+        return f"sm_{self.capability[0]}{self.capability[1]}"
+
+
+_ARCH = (
+    ArchLimits((7, 0), 96 * KIB, 96 * KIB, 0, 64, 32),      # V100
+    ArchLimits((7, 5), 64 * KIB, 64 * KIB, 0, 32, 16),      # T4, RTX 20xx
+    ArchLimits((8, 0), 163 * KIB, 164 * KIB, KIB, 64, 32),  # A100, A800
+    ArchLimits((8, 6), 99 * KIB, 100 * KIB, KIB, 48, 16),   # A10, RTX 30xx
+    ArchLimits((8, 7), 163 * KIB, 164 * KIB, KIB, 48, 16),  # Jetson Orin
+    ArchLimits((8, 9), 99 * KIB, 100 * KIB, KIB, 48, 24),   # L4, L40S, RTX 40xx
+    ArchLimits((9, 0), 227 * KIB, 228 * KIB, KIB, 64, 32),  # H100, H800, H200
+    ArchLimits((10, 0), 227 * KIB, 228 * KIB, KIB, 64, 32),  # B200
+    ArchLimits((12, 0), 99 * KIB, 100 * KIB, KIB, 48, 32),  # RTX 50xx
+)
+ARCH_LIMITS: Mapping[tuple[int, int], ArchLimits] = MappingProxyType(
+    {limits.capability: limits for limits in _ARCH})
+
+
+def arch_limits(capability: tuple[int, int]) -> ArchLimits:
+    """The limits of compute capability `capability`; ValueError naming the ones known."""
+    capability = (int(capability[0]), int(capability[1]))
+    if capability not in ARCH_LIMITS:
+        known = ", ".join(f"{a}.{b}" for a, b in ARCH_LIMITS)
+        raise ValueError(f"no limits for compute capability {capability[0]}.{capability[1]} "
+                         f"(the table has {known})")
+    return ARCH_LIMITS[capability]
+
+
+@dataclass(frozen=True)
+class Target:
+    """A card to plan for: its name as given, compute capability, SM count (None when the
+    name covers cards that differ, e.g. "H100": SXM 132, PCIe 114) and datasheet row."""
+
+    name: str
+    capability: tuple[int, int]
+    sm_count: int | None
+    spec: DeviceSpec | None = None
+
+    @property
+    def sm(self) -> str:
+        return f"sm_{self.capability[0]}{self.capability[1]}"
+
+    @property
+    def label(self) -> str:
+        return self.sm if self.name == self.sm else f"{self.name} ({self.sm})"
+
+
+def family_rows(card: str) -> tuple[DeviceSpec, ...]:
+    """The rows a card name means: its own row ("NVIDIA A800-SXM4-80GB"), or every row of a
+    family ("A800": the four A800 rows)."""
+    spec = match(card)
+    if spec is not None:
+        return (spec,)
+    family = " ".join(card.upper().split())
+    return tuple(row for row in all_specs() if row.name.upper().startswith(family + " "))
+
+
+def resolve_target(name: str) -> Target:
+    """A card name or family of the table ("A800", "H100 SXM5 80GB") or an architecture
+    ("sm_80", "sm_90", "8.9") as a Target; ValueError saying what is accepted."""
+    text = str(name).strip()
+    found = re.fullmatch(r"(?:sm_?|compute_?)?(\d{1,2})\.?(\d)", text.lower())
+    if found and (int(found[1]), int(found[2])) in ARCH_LIMITS:
+        capability = (int(found[1]), int(found[2]))
+        sm = f"sm_{capability[0]}{capability[1]}"
+        return Target(sm, capability, None)
+    rows = family_rows(text) if text else ()
+    capabilities = {row.compute_capability for row in rows}
+    if len(capabilities) == 1:
+        counts = {row.sm_count for row in rows}
+        return Target(text, capabilities.pop(), counts.pop() if len(counts) == 1 else None,
+                      rows[0] if len(rows) == 1 else None)
+    cards = sorted({row.name.split()[0] for row in all_specs()})
+    raise ValueError(f"unknown target {name!r}: give a card of the datasheet table "
+                     f"({', '.join(cards)}) or an architecture such as sm_80 (A800/A100) or "
+                     "sm_90 (H100/H200)")

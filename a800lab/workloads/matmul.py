@@ -42,14 +42,20 @@ DEFAULT_CPU_SIZES = (64, 128, 256, 512)  # fp32 on a laptop CPU: well under a se
 DEFAULT_GPU_SIZES = (1024, 2048, 4096, 8192)
 NUM_WARPS = (1, 2, 4, 8, 16)
 MAX_NUM_STAGES = 8
-_TILE_FIELDS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "group_m")
+_TILE_FIELDS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "group_m",
+                "schedule", "loads")
 # the tile fields each back end takes: the CPU stand-in has no warps and no pipeline
 TILE_FIELDS = {"torch": (), "triton": _TILE_FIELDS,
                "cpu_blocked": ("block_m", "block_n", "block_k", "group_m")}
+# the Triton kernel's two Hopper levers (a800lab.workloads.tiles.kernel): one program per tile
+# or one per SM looping over tiles; pointer loads or tensor-descriptor (TMA) loads
+SCHEDULES = ("tile", "persistent")
+LOADS = ("pointer", "tma")
+FP8_ACCUMULATION = ("precise", "fast")  # fp8 only: every product into fp32, or Triton's default
 DEFAULT_TILES = {
     # Triton's matmul tutorial's middle-of-the-road tile: 96 KiB of shared memory in fp32
     "triton": {"block_m": 128, "block_n": 128, "block_k": 32, "num_warps": 4, "num_stages": 3,
-               "group_m": 8},
+               "group_m": 8, "schedule": "tile", "loads": "pointer"},
     # 128^3 tiles: few enough torch calls that the CPU's own matmul dominates the time
     "cpu_blocked": {"block_m": 128, "block_n": 128, "block_k": 128, "group_m": 1},
 }
@@ -77,6 +83,9 @@ class MatmulSpec:
     num_warps: int | None = None
     num_stages: int | None = None
     group_m: int | None = None
+    schedule: str | None = None
+    loads: str | None = None
+    fp8_acc: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("m", "n", "k"):
@@ -91,6 +100,7 @@ class MatmulSpec:
                              f"{self.m}x{self.n}x{self.k}; round them up")
         self._check_backend_fields()
         self._validate_tiles()
+        self._validate_fp8_acc()
         for name, value in DEFAULT_TILES.get(self.backend, {}).items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
@@ -140,6 +150,25 @@ class MatmulSpec:
         if self.group_m is not None:
             _require_int("group_m", self.group_m, "a row-group size such as 8 (1 = no grouping)")
             object.__setattr__(self, "group_m", int(self.group_m))
+        for name, choices in (("schedule", SCHEDULES), ("loads", LOADS)):
+            value = getattr(self, name)
+            if value is not None and value not in choices:
+                raise ValueError(f"{name}={value!r} must be one of {choices}")
+
+    def _validate_fp8_acc(self) -> None:
+        if self.precision != "fp8":
+            if self.fp8_acc is not None:
+                raise ValueError(f"fp8_acc={self.fp8_acc!r} is fp8's accumulation choice; "
+                                 f"drop it for {self.precision}")
+            return
+        if self.fp8_acc is None:
+            object.__setattr__(self, "fp8_acc", "precise")  # what cuBLAS does by default
+        if self.fp8_acc not in FP8_ACCUMULATION:
+            raise ValueError(f"fp8_acc={self.fp8_acc!r} must be 'precise' (every product into "
+                             "fp32, cuBLAS's default) or 'fast' (Triton's default on sm_90, "
+                             "cuBLAS's use_fast_accum=True)")
+        if self.backend == "cpu_blocked":
+            raise ValueError("fp8_acc needs a GPU back end ('triton' or 'torch')")
 
     def _check_backend_limits(self) -> None:
         """Limits of the Triton kernel that hold on every card (shared memory per card:
@@ -163,15 +192,6 @@ class MatmulSpec:
                 f"block_m={self.block_m} x block_n={self.block_n} needs {registers} accumulator "
                 f"registers per thread with num_warps={self.num_warps} ({threads} threads); a "
                 f"thread has at most {MAX_ACC_REGISTERS}: raise num_warps or shrink the tile")
-
-    @property
-    def smem_bytes(self) -> int | None:
-        """Shared memory of the Triton kernel's pipeline: num_stages buffers of an A tile
-        (block_m x block_k) and a B tile (block_k x block_n); None for other back ends."""
-        if self.backend != "triton":
-            return None
-        element_bytes = parse_precision(self.precision).bytes_per_element
-        return self.num_stages * (self.block_m + self.block_n) * self.block_k * element_bytes
 
     @property
     def tile(self) -> dict:

@@ -1,18 +1,22 @@
-"""What a tile config means on a card: shared-memory limits, the checks made before a launch,
-and the `triton.Config(...)` text a user pastes into their own kernel.
+"""What a tile config means on a card: the checks made before a launch (the compiler's verdict
+for that card), and the `triton.Config(...)` text a user pastes into their own kernel.
 
     from a800lab.workloads.tiles.config import check_config, smem_limit, export_config
     spec = MatmulSpec(4096, 4096, 4096, "bf16", backend="triton", block_m=128, num_stages=4)
     check_config(spec, "cuda")                 # ValueError naming the value, why, what to try
-    check_config(spec, capability=(8, 0))      # plan for an A800/A100 from any machine
+    check_config(spec, target="A800")          # plan for an A800/A100 from any machine
+    check_config(spec, capability=(9, 0))      # ... or for an architecture
     smem_limit(capability=(9, 0))              # (232448, "CUDA C++ Programming Guide ...")
     config, source = export_config(spec)       # {"BLOCK_SIZE_M": 128, ...}, "triton.Config(...)"
 
 MatmulSpec itself refuses what is wrong on every card (block sizes, warps, fp8's block_k); the
-checks here need the card: the pipeline's shared memory (MatmulSpec.smem_bytes) against what one
-thread block may use, and a precision the card has. On a CUDA device the limit is what torch
-reports (`shared_memory_per_block_optin`, the driver's opt-in maximum); otherwise, or to plan for
-another card, it comes from a per-compute-capability table.
+checks here need the card: a precision it has, TMA loads only from Hopper on, and the kernel's
+shared memory and registers against what one thread block may use, read from the compiled
+kernel (a800lab.workloads.tiles.facts: the real Triton compiler for the card's architecture,
+cached; a labelled estimate where Triton is not installed). On a CUDA device the shared-memory
+limit is what torch reports (`shared_memory_per_block_optin`, the driver's opt-in maximum);
+otherwise, or to plan for another card, it comes from the architecture table in
+a800lab.core.specs.
 """
 
 from __future__ import annotations
@@ -20,27 +24,10 @@ from __future__ import annotations
 import torch
 
 from ...core.backends import HAS_TRITON, resolve_device, why_unavailable
-from ...core.precision import check_supported, parse_precision, unsupported_reason
+from ...core.precision import check_supported, parse_precision
+from ...core.specs import ARCH_SOURCE, Target, arch_limits, match, resolve_target
 from ..matmul import MatmulSpec
 
-KIB = 1024
-# Maximum shared memory one thread block can opt in to (cudaDevAttrMaxSharedMemoryPerBlockOptin):
-# CUDA C++ Programming Guide, "Technical Specifications per Compute Capability". An SM has 1 KiB
-# more (the A100/A800 SM has 164 KiB, a block 163 KiB); torch's inductor keys A100 and H100 on
-# the same 166912 and 232448 bytes.
-SMEM_PER_BLOCK_BYTES = {
-    (7, 0): 96 * KIB,    # V100
-    (7, 5): 64 * KIB,    # T4, RTX 20xx
-    (8, 0): 163 * KIB,   # A100, A800
-    (8, 6): 99 * KIB,    # A10, RTX 30xx
-    (8, 7): 163 * KIB,   # Jetson Orin
-    (8, 9): 99 * KIB,    # L4, L40S, RTX 40xx
-    (9, 0): 227 * KIB,   # H100, H800, H200
-    (10, 0): 227 * KIB,  # B200
-    (12, 0): 99 * KIB,   # RTX 50xx
-}
-SMEM_TABLE_SOURCE = ("CUDA C++ Programming Guide, Technical Specifications per Compute "
-                     "Capability (maximum shared memory per thread block)")
 # the kernel's constexpr names, as in Triton's matmul tutorial, so the export pastes unchanged
 TRITON_CONFIG_NAMES = {"block_m": "BLOCK_SIZE_M", "block_n": "BLOCK_SIZE_N",
                        "block_k": "BLOCK_SIZE_K", "group_m": "GROUP_SIZE_M"}
@@ -64,34 +51,47 @@ def smem_limit(device: str = "auto", capability: tuple[int, int] | None = None
             return int(optin), f"{props.name}: torch's shared_memory_per_block_optin"
         limit, source = smem_limit(capability=(props.major, props.minor))
         return limit, f"{props.name}, {source}"
-    capability = (int(capability[0]), int(capability[1]))
-    if capability not in SMEM_PER_BLOCK_BYTES:
-        known = ", ".join(f"{a}.{b}" for a, b in SMEM_PER_BLOCK_BYTES)
-        raise ValueError(f"no shared-memory figure for compute capability "
-                         f"{capability[0]}.{capability[1]} (table: {known}); pass "
-                         "smem_limit_bytes= from cudaDevAttrMaxSharedMemoryPerBlockOptin")
-    return (SMEM_PER_BLOCK_BYTES[capability],
-            f"compute capability {capability[0]}.{capability[1]}: {SMEM_TABLE_SOURCE}")
+    try:
+        limits = arch_limits(capability)
+    except ValueError as exc:
+        raise ValueError(f"{exc}; pass smem_limit_bytes= from "
+                         "cudaDevAttrMaxSharedMemoryPerBlockOptin") from None
+    return (limits.smem_per_block_optin_bytes,
+            f"compute capability {capability[0]}.{capability[1]}: {ARCH_SOURCE}")
+
+
+def device_target(device: str) -> Target:
+    """The Target of a CUDA device: its name, compute capability and SM count."""
+    props = torch.cuda.get_device_properties(device)
+    return Target(props.name, (props.major, props.minor), props.multi_processor_count,
+                  match(props.name))
 
 
 def check_config(spec: MatmulSpec, device: str = "auto", *,
-                 capability: tuple[int, int] | None = None,
+                 capability: tuple[int, int] | None = None, target: str | Target | None = None,
                  smem_limit_bytes: int | None = None) -> dict:
     """Refuse, with a ValueError naming the value, why and what to try, a spec that cannot run
-    on `device` (or, given `capability`, on that card); else return the facts a point records.
+    on `device` (or, given `target` or `capability`, on that card); else return the facts a
+    point records.
 
     `smem_limit_bytes` overrides the shared-memory limit (a card the table lacks). Returns
-    {"smem_bytes", "smem_limit_bytes", "smem_limit_source"} for backend="triton", {} otherwise.
+    {"smem_bytes", "smem_limit_bytes", "smem_limit_source", "registers", "spill_bytes",
+    "pipeline", "mma", "blocks_per_sm", "facts_source"} for backend="triton", {} otherwise.
     """
+    if capability is not None and target is None:
+        target = resolve_target(f"sm_{capability[0]}{capability[1]}")
+    planning = target is not None
+    if isinstance(target, str):
+        target = resolve_target(target)
     if spec.backend == "torch":
-        check_supported(spec.precision, device, capability)
+        check_supported(spec.precision, device, target.capability if planning else None)
         return {}
     if spec.backend == "cpu_blocked":
-        if capability is not None or resolve_device(device) != "cpu":
+        if planning or resolve_device(device) != "cpu":
             raise ValueError("backend='cpu_blocked' is the CPU stand-in and runs on the CPU only; "
                              "on a GPU use backend='triton' (the tile kernel) or 'torch'")
         return {}
-    if capability is None:
+    if not planning:
         device = resolve_device(device)
         interpreted = _interpreter_on()
         if device == "cpu" and not interpreted:
@@ -101,19 +101,22 @@ def check_config(spec: MatmulSpec, device: str = "auto", *,
                              "use backend='torch' (cuBLAS) meanwhile")
         if interpreted:
             return _interpreter_facts(spec, device)
-    reason = unsupported_reason(spec.precision, device, capability)
-    if reason and spec.precision == "fp8":
-        reason += ("; fp8 tensor-core instructions arrived with Ada and Hopper (8.9, 9.0): "
-                   "Ampere cards such as the A800 and A100 (8.0) have none")
-    if reason:
-        raise ValueError(reason)
-    if smem_limit_bytes is None:
-        limit, source = smem_limit(device, capability)
+        target = device_target(device)
+    if smem_limit_bytes is not None:
+        source = "given as smem_limit_bytes"
+    elif planning:
+        source = f"{target.sm}: {ARCH_SOURCE}"
     else:
-        limit, source = int(smem_limit_bytes), "given as smem_limit_bytes"
-    if spec.smem_bytes > limit:
-        raise ValueError(_smem_refusal(spec, limit, source))
-    return {"smem_bytes": spec.smem_bytes, "smem_limit_bytes": limit, "smem_limit_source": source}
+        smem_limit_bytes, source = smem_limit(device)
+    from .facts import tile_facts
+
+    facts = tile_facts(spec, target, smem_limit_bytes=smem_limit_bytes)
+    if not facts.fits:
+        raise ValueError(f"refused for {target.label} ({facts.source}): {facts.reason}")
+    return {"smem_bytes": facts.smem_bytes, "smem_limit_bytes": facts.smem_limit_bytes,
+            "smem_limit_source": source, "registers": facts.registers,
+            "spill_bytes": facts.spill_bytes, "pipeline": facts.pipeline, "mma": facts.mma,
+            "blocks_per_sm": facts.blocks_per_sm, "facts_source": facts.source}
 
 
 def _interpreter_on() -> bool:
@@ -129,7 +132,9 @@ def _no_gpu_reason() -> str:
     return (f"backend='triton' runs the tile kernel on a CUDA GPU, but "
             f"{why_unavailable('cuda')}{triton}. On CPU use backend='cpu_blocked' (a CPU "
             "stand-in), or set TRITON_INTERPRET=1 before a800lab.workloads.tiles.kernel is "
-            "imported to check the kernel's results under the Triton interpreter (slow)")
+            "imported to check the kernel's results under the Triton interpreter (slow); to "
+            "see what the compiler says of a config for a card, run `python -m a800lab check "
+            "tiles --card A800`")
 
 
 def _interpreter_facts(spec: MatmulSpec, device: str) -> dict:
@@ -141,20 +146,8 @@ def _interpreter_facts(spec: MatmulSpec, device: str) -> dict:
         raise ValueError(f"{spec.precision} is a tensor-core format the Triton interpreter "
                          "(numpy on the CPU) cannot reproduce; check 'fp32', 'fp16' or 'bf16' "
                          "there and the rest on a GPU")
-    return {"smem_bytes": spec.smem_bytes, "smem_limit_bytes": None,
+    return {"smem_bytes": None, "smem_limit_bytes": None,
             "smem_limit_source": "Triton interpreter: no shared memory"}
-
-
-def _smem_refusal(spec: MatmulSpec, limit: int, source: str) -> str:
-    element_bytes = parse_precision(spec.precision).bytes_per_element
-    per_stage = (spec.block_m + spec.block_n) * spec.block_k * element_bytes
-    fitting = limit // per_stage
-    advice = (f"use num_stages={fitting} or fewer, or a smaller block_k" if fitting >= 1 else
-              "halve block_k, block_m or block_n")
-    return (f"num_stages={spec.num_stages} x (block_m={spec.block_m} + block_n={spec.block_n}) x "
-            f"block_k={spec.block_k} x {element_bytes} B ({spec.precision}) = {spec.smem_bytes} B "
-            f"({spec.smem_bytes / KIB:g} KiB) of shared memory exceeds the {limit} B "
-            f"({limit / KIB:g} KiB) one thread block may use ({source}); {advice}")
 
 
 def export_config(spec: MatmulSpec) -> tuple[dict, str]:
@@ -167,6 +160,15 @@ def export_config(spec: MatmulSpec) -> tuple[dict, str]:
     config = {**constexprs, "num_warps": spec.num_warps, "num_stages": spec.num_stages}
     source = (f"triton.Config({constexprs!r}, num_warps={spec.num_warps}, "
               f"num_stages={spec.num_stages})")
+    variant = [text for on, text in (
+        (spec.schedule == "persistent", "persistent schedule (one program per SM)"),
+        (spec.loads == "tma", "TensorDescriptor (TMA) loads"),
+        (spec.fp8_acc == "fast", "fp8 fast accumulation (tl.dot's default on sm_90)"),
+        (spec.fp8_acc == "precise", "fp8 precise accumulation (tl.dot(..., "
+                                    "max_num_imprecise_acc=32))")) if on]
+    if variant:
+        source += f"  # for a kernel with {', '.join(variant)}, as in Triton's persistent-matmul " \
+                  "tutorial and a800lab.workloads.tiles.kernel"
     return config, source
 
 

@@ -1,65 +1,88 @@
-"""The lab's Triton tile kernel: C = A @ B, one block_m x block_n tile of C per program.
+"""The lab's Triton tile kernels: C = A @ B, tile by tile, with the Hopper levers as options.
 
-    from a800lab.workloads.tiles.kernel import launch_tile_matmul
+    from a800lab.workloads.tiles.kernel import launch_tile_matmul, kernel_call
     c = launch_tile_matmul(a, b, spec)    # a (m x k), b (k x n) on the GPU; spec: a MatmulSpec
     c = launch_tile_matmul(a8, b8, spec, scale=1 / (scale_a * scale_b))   # fp8 e4m3 -> bf16 C
+    call = kernel_call(spec, a, b, c, scale=None, num_programs=132)   # what a launch passes
 
-Each program walks K in block_k steps, loading an A tile (block_m x block_k) and a B tile
-(block_k x block_n) and accumulating their tl.dot in fp32 (input_precision "ieee" for fp32,
-"tf32" for tf32; 16- and 8-bit inputs use the tensor cores directly). Programs are numbered in
-Triton's grouped order (group_m rows of tiles column by column; group_m=1 is row-major) so that
-tiles running together share A rows and B columns in L2. Edges are masked, so any M, N, K works:
-rows and columns past the edge re-read valid data (index modulo M, N) and are never stored; K past
-the edge loads zeros. num_warps and num_stages go to the launch. Triton caches each compiled
-variant (per constexpr tile, dtype, num_warps and num_stages) in memory and on disk, so a config
-compiles once per process and a sweep pays compilation on its first (checking) run only.
+Two kernels, one tile body each (Triton's matmul and persistent-matmul tutorials):
+- `tile_matmul_kernel`: pointer loads. Each tile walks K in block_k steps, loading an A tile
+  (block_m x block_k) and a B tile (block_k x block_n) and accumulating their tl.dot in fp32
+  (input_precision "ieee" for fp32, "tf32" for tf32; 16- and 8-bit inputs use the tensor cores
+  directly). Edges are masked, so any M, N, K works: rows and columns past the edge re-read
+  valid data (index modulo M, N) and are never stored; K past the edge loads zeros.
+- `tma_tile_matmul_kernel`: tensor-descriptor loads (TMA, the Tensor Memory Accelerator of
+  Hopper, sm_90): host-side `TensorDescriptor`s of A, B and C, the copy engine fetching whole
+  tiles into shared memory, edges zero-filled on load and clipped on store. Needs 16-byte
+  aligned rows (a800lab.workloads.tiles.config says so before a launch).
+Both number tiles in Triton's grouped order (group_m rows of tiles column by column; group_m=1
+is row-major) so that tiles running together share A rows and B columns in L2, and both take
+the schedule as a constexpr: "tile" launches one program per tile; "persistent" launches
+`num_programs` programs (one per SM) that loop over the tiles (`tl.range(..., flatten=True)`,
+so the compiler may pipeline across tile boundaries). fp8 accumulation is a stated choice:
+"precise" promotes the tensor core's partial sums into a separate fp32 accumulator after every
+32-deep product (max_num_imprecise_acc=32, one wgmma k-step; like cuBLAS without fast
+accumulation; below 32 Triton gives up wgmma for mma.sync), "fast" is Triton's default (on
+sm_90 2^30: the whole K loop in the tensor core's reduced-precision accumulator, like cuBLAS's
+use_fast_accum=True; elsewhere the same as precise).
 
-Set TRITON_INTERPRET=1 before this module is imported to run the kernel under the Triton
-interpreter (numpy on the CPU, for correctness at small sizes; INTERPRETED is then True). The
-interpreter multiplies bf16 tiles as raw 16-bit integers, so in interpreter mode bf16 tiles are
-widened to fp32 before tl.dot (same inputs, fp32 products; bf16 tensor-core tl.dot is checked on
-a GPU only). The module imports without Triton; the kernel then does not exist and callers check
+Triton launches on torch's *current* CUDA device, so a launch first makes the tensors' device
+current (cuda:1 tensors run on cuda:1, never on GPU 0). Set TRITON_INTERPRET=1 before this
+module is imported to run the kernels under the Triton interpreter (numpy on the CPU, for
+correctness at small sizes; INTERPRETED is then True). The interpreter multiplies bf16 tiles as
+raw 16-bit integers, so in interpreter mode bf16 tiles are widened to fp32 before tl.dot. The
+module imports without Triton; the kernels then do not exist and callers check
 a800lab.core.backends.HAS_TRITON first.
 """
 
 from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
 
 import torch
 
 from ...core.backends import HAS_TRITON
 
 INTERPRETED = False
+INTERPRETER_PROGRAMS = 3  # persistent programs under the interpreter: enough to loop
+# fp8 "precise": promote the tensor core's partial sums into fp32 after every 32-deep product (one
+# wgmma k-step); Triton keeps wgmma for >= 32 and falls back to mma.sync below it
+PRECISE_FP8_ACC = 32
 
 if HAS_TRITON:
     import triton
     import triton.language as tl
     from triton.runtime.errors import OutOfResources
+    from triton.tools.tensor_descriptor import TensorDescriptor
 
     @triton.jit
-    def tile_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
-                           stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                           scale,
-                           BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
-                           BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
-                           INPUT_PRECISION: tl.constexpr, WIDEN: tl.constexpr,
-                           HAS_SCALE: tl.constexpr):
-        # program id -> (tile row, tile column) in grouped order
-        pid = tl.program_id(axis=0)
+    def _tile_of(tile_id, M, N, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
+                 GROUP_SIZE_M: tl.constexpr):
+        """tile id -> (tile row, tile column) in grouped order."""
         tiles_m = tl.cdiv(M, BLOCK_SIZE_M)
         tiles_n = tl.cdiv(N, BLOCK_SIZE_N)
         tiles_per_group = GROUP_SIZE_M * tiles_n
-        first_m = (pid // tiles_per_group) * GROUP_SIZE_M
+        first_m = (tile_id // tiles_per_group) * GROUP_SIZE_M
         group_rows = min(tiles_m - first_m, GROUP_SIZE_M)  # the last group may be shorter
-        pid_m = first_m + (pid % tiles_per_group) % group_rows
-        pid_n = (pid % tiles_per_group) // group_rows
+        pid_m = first_m + (tile_id % tiles_per_group) % group_rows
+        pid_n = (tile_id % tiles_per_group) // group_rows
+        return pid_m, pid_n
 
+    @triton.jit
+    def _pointer_tile(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                      stride_cm, stride_cn, scale, tile_id,
+                      BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
+                      BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+                      INPUT_PRECISION: tl.constexpr, WIDEN: tl.constexpr,
+                      HAS_SCALE: tl.constexpr, MAX_IMPRECISE_ACC: tl.constexpr):
+        pid_m, pid_n = _tile_of(tile_id, M, N, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
         # rows/columns past the edge wrap onto valid ones: loaded, computed, never stored
         offs_am = (pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)) % M
         offs_bn = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)) % N
         offs_k = tl.arange(0, BLOCK_SIZE_K)
         a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
         b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
-
         acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
         for step in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
             k_left = K - step * BLOCK_SIZE_K  # K past the edge loads zeros: adds nothing
@@ -68,45 +91,160 @@ if HAS_TRITON:
             if WIDEN:
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
-            acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+            acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION,
+                         max_num_imprecise_acc=MAX_IMPRECISE_ACC)
             a_ptrs += BLOCK_SIZE_K * stride_ak
             b_ptrs += BLOCK_SIZE_K * stride_bk
         if HAS_SCALE:
             acc = acc * scale  # fp8: undo the per-tensor input scales
-
         offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
         offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
         c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
         c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
         tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
 
+    @triton.jit
+    def tile_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                           stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                           scale, num_programs,
+                           BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
+                           BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+                           INPUT_PRECISION: tl.constexpr, WIDEN: tl.constexpr,
+                           HAS_SCALE: tl.constexpr, MAX_IMPRECISE_ACC: tl.constexpr,
+                           PERSISTENT: tl.constexpr):
+        if PERSISTENT:
+            tiles = tl.cdiv(M, BLOCK_SIZE_M) * tl.cdiv(N, BLOCK_SIZE_N)
+            for tile_id in tl.range(tl.program_id(axis=0), tiles, num_programs, flatten=True):
+                _pointer_tile(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
+                              stride_bn, stride_cm, stride_cn, scale, tile_id, BLOCK_SIZE_M,
+                              BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, INPUT_PRECISION, WIDEN,
+                              HAS_SCALE, MAX_IMPRECISE_ACC)
+        else:
+            _pointer_tile(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
+                          stride_bn, stride_cm, stride_cn, scale, tl.program_id(axis=0),
+                          BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,
+                          INPUT_PRECISION, WIDEN, HAS_SCALE, MAX_IMPRECISE_ACC)
+
+    @triton.jit
+    def _tma_tile(a_desc, b_desc, c_desc, M, N, K, scale, tile_id,
+                  BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
+                  BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+                  INPUT_PRECISION: tl.constexpr, WIDEN: tl.constexpr, HAS_SCALE: tl.constexpr,
+                  MAX_IMPRECISE_ACC: tl.constexpr, B_COLUMN_MAJOR: tl.constexpr):
+        pid_m, pid_n = _tile_of(tile_id, M, N, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
+        acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+        for step in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
+            a = a_desc.load([pid_m * BLOCK_SIZE_M, step * BLOCK_SIZE_K])  # edges read zeros
+            if B_COLUMN_MAJOR:  # fp8: B is stored as its transpose (n x k)
+                b = b_desc.load([pid_n * BLOCK_SIZE_N, step * BLOCK_SIZE_K]).T
+            else:
+                b = b_desc.load([step * BLOCK_SIZE_K, pid_n * BLOCK_SIZE_N])
+            if WIDEN:
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
+            acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION,
+                         max_num_imprecise_acc=MAX_IMPRECISE_ACC)
+        if HAS_SCALE:
+            acc = acc * scale
+        c_desc.store([pid_m * BLOCK_SIZE_M, pid_n * BLOCK_SIZE_N], acc.to(c_desc.dtype))
+
+    @triton.jit
+    def tma_tile_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, scale, num_programs,
+                               BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
+                               BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+                               INPUT_PRECISION: tl.constexpr, WIDEN: tl.constexpr,
+                               HAS_SCALE: tl.constexpr, MAX_IMPRECISE_ACC: tl.constexpr,
+                               PERSISTENT: tl.constexpr, B_COLUMN_MAJOR: tl.constexpr):
+        if PERSISTENT:
+            tiles = tl.cdiv(M, BLOCK_SIZE_M) * tl.cdiv(N, BLOCK_SIZE_N)
+            for tile_id in tl.range(tl.program_id(axis=0), tiles, num_programs, flatten=True):
+                _tma_tile(a_desc, b_desc, c_desc, M, N, K, scale, tile_id, BLOCK_SIZE_M,
+                          BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, INPUT_PRECISION, WIDEN,
+                          HAS_SCALE, MAX_IMPRECISE_ACC, B_COLUMN_MAJOR)
+        else:
+            _tma_tile(a_desc, b_desc, c_desc, M, N, K, scale, tl.program_id(axis=0),
+                      BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, INPUT_PRECISION,
+                      WIDEN, HAS_SCALE, MAX_IMPRECISE_ACC, B_COLUMN_MAJOR)
+
     INTERPRETED = type(tile_matmul_kernel).__name__ == "InterpretedFunction"
+
+
+@dataclass(frozen=True)
+class KernelCall:
+    """One launch, as data: the kernel, its grid, positional arguments, constexprs and launch
+    options. a800lab.workloads.tiles.facts compiles exactly this for any target."""
+
+    kernel: object
+    grid: tuple[int]
+    args: tuple
+    constexprs: dict
+    options: dict
+
+
+def kernel_call(spec, a, b, c, *, scale: float | None, num_programs: int) -> KernelCall:
+    """The launch of `spec` (a backend="triton" MatmulSpec) on a (m x k), b (k x n; fp8:
+    column-major) and c (m x n); a, b, c may be placeholders with shape, stride(), dtype and
+    data_ptr(). `num_programs` is the persistent schedule's program count (one per SM)."""
+    m, k = a.shape
+    n = b.shape[1]
+    tiles = triton.cdiv(m, spec.block_m) * triton.cdiv(n, spec.block_n)
+    persistent = spec.schedule == "persistent"
+    grid = (min(tiles, num_programs) if persistent else tiles,)
+    constexprs = {
+        "BLOCK_SIZE_M": spec.block_m, "BLOCK_SIZE_N": spec.block_n,
+        "BLOCK_SIZE_K": spec.block_k, "GROUP_SIZE_M": spec.group_m,
+        "INPUT_PRECISION": "ieee" if spec.precision == "fp32" else "tf32",
+        "WIDEN": INTERPRETED and spec.precision == "bf16", "HAS_SCALE": scale is not None,
+        "MAX_IMPRECISE_ACC": PRECISE_FP8_ACC if spec.fp8_acc == "precise" else None,
+        "PERSISTENT": persistent}
+    scale = 1.0 if scale is None else float(scale)
+    if spec.loads == "tma":
+        column_major = b.stride(0) == 1 and n > 1
+        a_desc = TensorDescriptor.from_tensor(a, [spec.block_m, spec.block_k])
+        b_desc = (TensorDescriptor.from_tensor(b.t(), [spec.block_n, spec.block_k])
+                  if column_major else TensorDescriptor.from_tensor(b, [spec.block_k,
+                                                                       spec.block_n]))
+        c_desc = TensorDescriptor.from_tensor(c, [spec.block_m, spec.block_n])
+        return KernelCall(tma_tile_matmul_kernel, grid,
+                          (a_desc, b_desc, c_desc, m, n, k, scale, num_programs),
+                          {**constexprs, "B_COLUMN_MAJOR": column_major},
+                          {"num_warps": spec.num_warps, "num_stages": spec.num_stages})
+    return KernelCall(tile_matmul_kernel, grid,
+                      (a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                       c.stride(0), c.stride(1), scale, num_programs), constexprs,
+                      {"num_warps": spec.num_warps, "num_stages": spec.num_stages})
+
+
+def on_device(tensor: torch.Tensor):
+    """The tensor's CUDA device made current for a launch (Triton launches on torch's current
+    device and stream); a no-op for CPU tensors (the interpreter)."""
+    if tensor.device.type != "cuda":
+        return contextlib.nullcontext()
+    return torch.cuda.device(tensor.device)
 
 
 def launch_tile_matmul(a: torch.Tensor, b: torch.Tensor, spec, *,
                        scale: float | None = None) -> torch.Tensor:
-    """C = A @ B with the tile of `spec` (a backend="triton" MatmulSpec, checked by
-    a800lab.workloads.tiles.config.check_config). C is fp32 for fp32/tf32, bf16 for fp8,
-    else the input dtype.
+    """C = A @ B with the tile, schedule and loads of `spec` (a backend="triton" MatmulSpec,
+    checked by a800lab.workloads.tiles.config.check_config) on A's device. C is fp32 for
+    fp32/tf32, bf16 for fp8, else the input dtype.
 
     ValueError when Triton refuses the config at compile time (e.g. more shared memory than the
     card has): the kernel is then not launched.
     """
-    m, k = a.shape
+    m = a.shape[0]
     n = b.shape[1]
     out_dtype = torch.bfloat16 if spec.precision == "fp8" else a.dtype
     c = torch.empty(m, n, dtype=out_dtype, device=a.device)
-    grid = (triton.cdiv(m, spec.block_m) * triton.cdiv(n, spec.block_n),)
-    try:
-        tile_matmul_kernel[grid](
-            a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-            c.stride(0), c.stride(1), 1.0 if scale is None else scale,
-            BLOCK_SIZE_M=spec.block_m, BLOCK_SIZE_N=spec.block_n, BLOCK_SIZE_K=spec.block_k,
-            GROUP_SIZE_M=spec.group_m,
-            INPUT_PRECISION="ieee" if spec.precision == "fp32" else "tf32",
-            WIDEN=INTERPRETED and spec.precision == "bf16", HAS_SCALE=scale is not None,
-            num_warps=spec.num_warps, num_stages=spec.num_stages)
-    except OutOfResources as exc:
-        raise ValueError(f"Triton refused the tile {spec.tile} in {spec.precision} when "
-                         f"compiling it: {exc}; lower num_stages or the block sizes") from exc
+    with on_device(a):
+        if a.device.type == "cuda":
+            programs = torch.cuda.get_device_properties(a.device).multi_processor_count
+        else:
+            programs = INTERPRETER_PROGRAMS
+        call = kernel_call(spec, a, b, c, scale=scale, num_programs=programs)
+        try:
+            call.kernel[call.grid](*call.args, **call.constexprs, **call.options)
+        except OutOfResources as exc:
+            raise ValueError(f"Triton refused the tile {spec.tile} in {spec.precision} when "
+                             f"compiling it: {exc}; lower num_stages or the block sizes") from exc
     return c

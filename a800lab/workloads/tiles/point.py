@@ -110,28 +110,35 @@ def blocked_matmul(a: torch.Tensor, b: torch.Tensor, block_m: int, block_n: int,
 def tiled_matmul_point(m: int, n: int, k: int, precision: str = "fp32", backend: str = "auto",
                        block_m: int | None = None, block_n: int | None = None,
                        block_k: int | None = None, group_m: int | None = None,
-                       num_warps: int | None = None, num_stages: int | None = None, *,
+                       num_warps: int | None = None, num_stages: int | None = None,
+                       schedule: str | None = None, loads: str | None = None,
+                       fp8_acc: str | None = None, *,
                        device: str = "auto", budget_s: float = 0.3, warmup_s: float = 0.1,
                        seed: int = 0, check: bool = True,
                        cancel: CancelToken | None = None) -> dict:
     """Check the config, then the result against float64, then time one tiled matmul.
 
-    Tile fields left None take the back end's defaults; budget_s and warmup_s go to measure().
-    `check=False` skips the float64 comparison (rel_error None): for a config already checked
-    at this shape on this device, e.g. a tuner's later rounds.
+    Tile fields left None take the back end's defaults (schedule "tile", loads "pointer"; fp8
+    accumulation "precise" on both GPU back ends: cuBLAS's use_fast_accum=False and the kernel's
+    max_num_imprecise_acc=32, so the two compare like with like; "fast" for both the other way);
+    the kernel runs on `device` (a cuda:N device made current for the launch); budget_s and
+    warmup_s go to measure(). `check=False` skips the float64 comparison (rel_error None): for
+    a config already checked at this shape on this device, e.g. a tuner's later rounds.
     Returns {"throughput", "throughput_unit", "timing", "tflops", "rel_error", "flop_count",
     "bytes_moved", "arithmetic_intensity", "operand_bytes", "tiles_launched",
     "datasheet_peak_tflops", "pct_of_datasheet_peak", "roofline_tflops", "roofline_bound",
     "backend_label", "tile_config", "measured_peak_tflops", "pct_of_measured_peak"} (the
     measured peak is `a800lab peak`'s record for this environment, None when there is none;
-    + "smem_bytes", "smem_limit_bytes", "smem_limit_source" for "triton"), or
+    + the compiler's facts for "triton": "smem_bytes", "smem_limit_bytes", "smem_limit_source",
+    "registers", "spill_bytes", "pipeline", "mma", "blocks_per_sm", "facts_source"), or
     {"outcome": "wrong", "message", "rel_error", ...} without throughput or timing. Raises
     ValueError for a refused config and WontFit ("oom") for a problem that cannot fit.
     """
     device = resolve_device(device)
     spec = MatmulSpec(m, n, k, precision, default_tile_backend(device) if backend == "auto"
                       else backend, block_m=block_m, block_n=block_n, block_k=block_k,
-                      group_m=group_m, num_warps=num_warps, num_stages=num_stages)
+                      group_m=group_m, num_warps=num_warps, num_stages=num_stages,
+                      schedule=schedule, loads=loads, fp8_acc=fp8_acc)
     facts = check_config(spec, device)
     if cancel is not None:
         cancel.raise_if_cancelled()
@@ -166,9 +173,13 @@ def _work_figures(spec: MatmulSpec) -> dict:
         tile_text = f"{spec.block_m}x{spec.block_n}x{spec.block_k}, group_m={spec.group_m}"
         if spec.backend == "triton":
             tile_text += f", {spec.num_warps} warps, {spec.num_stages} stages"
+            if spec.schedule != "tile" or spec.loads != "pointer":
+                tile_text += f", {spec.schedule} schedule, {spec.loads} loads"
         tiles = math.ceil(spec.m / spec.block_m) * math.ceil(spec.n / spec.block_n)
     else:
         tile_text, tiles = "chosen by torch's BLAS library", None
+    if spec.fp8_acc is not None:
+        tile_text += f", fp8 {spec.fp8_acc} accumulation"
     return {"flop_count": spec.flop_count, "bytes_moved": spec.bytes_moved,
             "arithmetic_intensity": spec.arithmetic_intensity,
             "operand_bytes": operand_bytes(spec.m, spec.n, spec.k, spec.precision),
@@ -196,7 +207,7 @@ def peak_figures(tflops: float, spec: MatmulSpec, device_name: str | None) -> di
 
 def _operands(spec: MatmulSpec, device: str, seed: int) -> MatmulOperands:
     """The seeded operands with `run` computing C on the spec's back end."""
-    if spec.backend == "triton" and spec.precision == "fp8":
+    if spec.precision == "fp8" and (spec.backend == "triton" or spec.fp8_acc == "fast"):
         return _fp8_operands(spec, device, seed)
     ops = make_operands(spec.m, spec.n, spec.k, spec.precision, device, seed=seed)
     a, b = ops.a, ops.b
@@ -218,12 +229,18 @@ def _operands(spec: MatmulSpec, device: str, seed: int) -> MatmulOperands:
 
 def _fp8_operands(spec: MatmulSpec, device: str, seed: int) -> MatmulOperands:
     """fp8 e4m3 inputs scaled per tensor as core.operands makes them for torch._scaled_mm, and
-    the scale the kernel undoes."""
-    from .kernel import launch_tile_matmul
-
+    C by the kernel (undoing the scales) or by cuBLAS with the spec's accumulation."""
     data = make_operands(spec.m, spec.n, spec.k, "fp32", device, seed=seed)  # seeded fp32 data
     a, b, inv_a, inv_b = fp8_inputs(data.a, data.b)
     del data
+    if spec.backend == "torch":
+        def run() -> torch.Tensor:
+            return torch._scaled_mm(a, b, scale_a=inv_a, scale_b=inv_b, out_dtype=torch.bfloat16,
+                                    use_fast_accum=spec.fp8_acc == "fast")
+
+        return MatmulOperands(parse_precision("fp8"), a, b, run, seed)
+    from .kernel import launch_tile_matmul
+
     inverse = (inv_a * inv_b).item()
 
     def run() -> torch.Tensor:

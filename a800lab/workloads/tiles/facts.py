@@ -1,0 +1,409 @@
+"""The compiler's verdict on a tile config for any target card, on any machine, cached.
+
+    from a800lab.workloads.tiles.facts import tile_facts, tile_facts_grid
+    facts = tile_facts(spec, "A800")     # or "H100", "sm_90", a Target; no GPU needed
+    facts.fits, facts.reason             # False, "shared memory: 196,608 B > ..." when refused
+    facts.smem_bytes, facts.registers, facts.spill_bytes, facts.pipeline, facts.mma
+    facts.blocks_per_sm, facts.occupancy # resident blocks per SM and what limits them
+    tile_facts_grid(specs, "sm_80", on_config=print)   # a grid, one cache read and write
+
+With Triton installed, the lab's kernel is compiled for the target exactly as a launch would
+compile it (a800lab.workloads.tiles.kernel.kernel_call on placeholders of the spec's shapes,
+specialised by Triton's own rule: 16-byte-divisible pointers and integers marked divisible,
+integers equal to 1 made constants), with `triton.compile(ASTSource(...),
+target=GPUTarget("cuda", 80, 32))`: no GPU and no driver needed. The facts are read from what it
+built: shared memory from `metadata.shared` (what Triton's launcher checks against the card),
+registers per thread, static shared memory and local memory (spills; Triton's n_spills x 4) from
+the cubin (`cuobjdump --dump-resource-usage`, shipped in Triton's wheel), whether the main loop
+is pipelined (cp.async, or TMA's cp.async.bulk.tensor) and which MMA instruction it uses
+(mma.sync, wgmma) from the PTX. Occupancy follows (a800lab.workloads.tiles.occupancy) against the
+target's limits in a800lab.core.specs.
+
+Each compile is cached on disk (cache_path: $A800LAB_COMPILE_CACHE, else
+~/.cache/a800lab/compiled_tiles.json) per Triton version, kernel source hash, specialisation
+(which carries the config and what of the shape matters) and target, so a grid compiles once.
+
+Without Triton the facts are an estimate labelled as one (`exact` False), following Triton's
+rule (`estimate`): num_stages - 1 shared-memory buffers of an A and a B tile on mma.sync paths
+(the last stage lives in registers), num_stages with wgmma (sm_90) or TMA, and for rows Triton
+cannot prove 16-aligned no pipelining and the epilogue's layout-conversion scratch when that is
+larger; registers unknown, so occupancy counts shared memory and warps only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from ...core import backends
+from ...core.precision import parse_precision, unsupported_reason
+from ...core.specs import Target, arch_limits, resolve_target
+from ...core.store import cache_path, read_json, write_json_atomic
+from ..matmul import MatmulSpec
+from .occupancy import occupancy
+
+CACHE_ENV = "A800LAB_COMPILE_CACHE"
+CACHE_FILE = "compiled_tiles.json"
+SCHEMA = 1
+TMA_MIN_CAPABILITY = (9, 0)
+TMA_MAX_BOX = 256            # a TMA box holds at most 256 elements per dimension
+DEFAULT_PROGRAMS = 132       # the persistent program count when the target's SMs are unknown
+_RESOURCE = re.compile(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)")
+
+
+@dataclass(frozen=True)
+class TileFacts:
+    """What one config costs on one target, and whether it can run there; see the module
+    docstring. `smem_bytes` is the dynamic shared memory a launch asks for."""
+
+    target: str
+    source: str
+    exact: bool
+    fits: bool
+    reason: str
+    smem_bytes: int | None
+    static_smem_bytes: int
+    smem_limit_bytes: int
+    registers: int | None
+    spill_bytes: int | None
+    pipeline: str
+    mma: str
+    blocks_per_sm: int
+    occupancy: dict
+    compile_s: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def default_cache_path() -> Path:
+    return cache_path(CACHE_ENV, CACHE_FILE)
+
+
+def _target(target) -> Target:
+    if isinstance(target, Target):
+        return target
+    if isinstance(target, tuple):
+        return resolve_target(f"sm_{target[0]}{target[1]}")
+    return resolve_target(target)
+
+
+def tile_facts(spec: MatmulSpec, target, *, smem_limit_bytes: int | None = None,
+               cache: str | Path | None = None) -> TileFacts:
+    """The facts of a backend="triton" spec on `target` (a card, "sm_XY" or (major, minor));
+    `smem_limit_bytes` overrides the table's per-block limit (a real device's own figure)."""
+    return tile_facts_grid([spec], target, smem_limit_bytes=smem_limit_bytes, cache=cache)[0]
+
+
+def tile_facts_grid(specs: Iterable[MatmulSpec], target, *, smem_limit_bytes: int | None = None,
+                    cache: str | Path | None = None,
+                    on_config: Callable[[MatmulSpec, TileFacts], None] | None = None
+                    ) -> list[TileFacts]:
+    """tile_facts for every spec, reading and writing the cache once."""
+    target = _target(target)
+    store = _Cache(Path(cache) if cache is not None else default_cache_path())
+    out = []
+    for spec in specs:
+        facts = _facts(spec, target, smem_limit_bytes, store)
+        out.append(facts)
+        if on_config is not None:
+            on_config(spec, facts)
+    store.save()
+    return out
+
+
+def _facts(spec: MatmulSpec, target: Target, smem_limit_bytes: int | None,
+           store: _Cache) -> TileFacts:
+    if spec.backend != "triton":
+        raise ValueError(f"compiler facts are about the Triton kernel; spec has backend "
+                         f"{spec.backend!r}")
+    limits = arch_limits(target.capability)
+    limit = limits.smem_per_block_optin_bytes if smem_limit_bytes is None else smem_limit_bytes
+    refusal = card_refusal(spec, target.capability)
+    if refusal and spec.loads == "tma":  # no descriptor can be built: nothing to compile
+        raw = {"triton": None}
+        source = f"the lab's check for {target.sm}"
+    elif backends.HAS_TRITON and not _interpreted():
+        raw = store.compiled(spec, target)  # also for a refused precision: the compiler's say
+        source = f"Triton {raw['triton']} compiler for {target.sm}"
+    else:
+        raw = estimate(spec, target.capability)
+        source = (f"estimate for {target.sm} by Triton's rule (Triton is not usable here: "
+                  f"{backends.why_unavailable('triton') or 'TRITON_INTERPRET=1'})")
+    error = raw.get("error")
+    if refusal or error:
+        reason = refusal or f"compiler error: {error}"
+        if refusal and error:
+            reason += f"; Triton {raw['triton']} agrees: {error}"
+        return TileFacts(target.sm, source, raw.get("triton") is not None, False, reason, None,
+                         0, limit, None, None, "-", "-", 0, {}, raw.get("compile_s", 0.0))
+    occ = occupancy(limits, num_warps=spec.num_warps,
+                    registers_per_thread=raw["registers"] or 0, smem_bytes=raw["smem_bytes"],
+                    static_smem_bytes=raw["static_smem_bytes"])
+    used = raw["smem_bytes"] + raw["static_smem_bytes"]
+    reason = ""
+    if used > limit:
+        reason = _smem_refusal(spec, raw, limit, target, limits.smem_per_block_optin_bytes
+                               == limit)
+    elif occ.blocks_per_sm == 0:
+        reason = (f"registers: {raw['registers']} per thread x {32 * spec.num_warps} threads "
+                  f"exceed the {limits.registers_per_block} a block may hold on {target.sm}; "
+                  "raise num_warps or shrink the tile")
+    return TileFacts(target.sm, source, raw.get("triton") is not None, not reason, reason,
+                     raw["smem_bytes"], raw["static_smem_bytes"], limit, raw["registers"],
+                     raw["spill_bytes"], raw["pipeline"], raw["mma"], occ.blocks_per_sm,
+                     occ.to_dict(), raw.get("compile_s", 0.0))
+
+
+def card_refusal(spec: MatmulSpec, capability: tuple[int, int]) -> str:
+    """The lab's own reason a config cannot run on a card of `capability`, before compiling:
+    a precision the card lacks, TMA before Hopper, rows TMA cannot address; "" otherwise."""
+    reason = unsupported_reason(spec.precision, "cuda", capability)
+    if reason and spec.precision == "fp8":
+        reason += ("; fp8 tensor-core instructions arrived with Ada and Hopper (8.9, 9.0): "
+                   "Ampere cards such as the A800 and A100 (8.0) have none")
+    if reason or spec.loads != "tma":
+        return f"precision: {reason}" if reason else ""
+    if tuple(capability) < TMA_MIN_CAPABILITY:
+        return (f"TMA: loads='tma' needs the Tensor Memory Accelerator of Hopper (compute "
+                f"capability >= 9.0); this card is {capability[0]}.{capability[1]}: use "
+                "loads='pointer'")
+    big = [f"{name}={getattr(spec, name)}" for name in ("block_m", "block_n", "block_k")
+           if getattr(spec, name) > TMA_MAX_BOX]
+    if big:
+        return f"TMA: loads='tma' copies boxes of at most {TMA_MAX_BOX} per side; {', '.join(big)}"
+    element = parse_precision(spec.precision).bytes_per_element
+    out = 2 if spec.precision == "fp8" else element
+    rows = {"A (m x k)": spec.k * element, "C (m x n)": spec.n * out,
+            "B": (spec.k if spec.precision == "fp8" else spec.n) * element}
+    bad = [f"{name} rows of {size} B" for name, size in rows.items() if size % 16]
+    if bad:
+        need = 16 // element
+        return (f"TMA: loads='tma' needs rows whose length is a multiple of 16 bytes; "
+                f"{', '.join(bad)} are not: pad k and n to multiples of {need} for "
+                f"{spec.precision}, or use loads='pointer'")
+    return ""
+
+
+def refusal_kind(message: str) -> str:
+    """The short kind of a config refusal ("shared memory", "registers", "precision", "TMA",
+    "compiler error"), for a heatmap cell; "" for other messages."""
+    found = re.search(r"refused for .*?\): ([a-zA-Z0-9 ]+):", message)
+    return found[1] if found else ""
+
+
+def _smem_refusal(spec, raw: dict, limit: int, target: Target, table_limit: bool) -> str:
+    used = raw["smem_bytes"] + raw["static_smem_bytes"]
+    static = (f" + {raw['static_smem_bytes']:,} B static = {used:,} B"
+              if raw["static_smem_bytes"] else "")
+    where = f"the {target.sm} limit" if table_limit else "this device's limit"
+    per_stage = (spec.block_m + spec.block_n) * spec.block_k * parse_precision(
+        spec.precision).bytes_per_element
+    fewer = spec.num_stages - -(-(used - limit) // per_stage)
+    advice = (f"use num_stages={fewer} or fewer, or a smaller block_k" if fewer >= 1 else
+              "halve block_k, block_m or block_n")
+    return (f"shared memory: {raw['smem_bytes']:,} B{static} ({used / 1024:.4g} KiB) "
+            f"exceeds {where} of {limit:,} B ({limit / 1024:.4g} KiB) per thread block; {advice}")
+
+
+# ---- the estimate (no Triton) ------------------------------------------------------------------
+def mma_kind(spec: MatmulSpec, capability: tuple[int, int]) -> str:
+    """The MMA instruction Triton picks: wgmma on sm_90 for 16-bit, tf32 and fp8 tiles of a
+    warp group (num_warps a multiple of 4, block_m a multiple of 64), mma.sync from sm_80 (fp16
+    from sm_75), FMA for fp32 ("ieee")."""
+    if spec.precision == "fp32":
+        return "FMA (no tensor cores)"
+    if tuple(capability) >= (9, 0) and spec.num_warps % 4 == 0 and spec.block_m % 64 == 0:
+        return "wgmma"
+    return "mma.sync"
+
+
+def estimate(spec: MatmulSpec, capability: tuple[int, int]) -> dict:
+    """Triton's rule for the shared memory of the lab's kernel, as a raw facts dict.
+
+    Rows whose length is a multiple of 16 elements (what Triton's JIT can prove) are loaded
+    with cp.async into num_stages - 1 buffers on mma.sync and FMA paths, num_stages with wgmma
+    or TMA (TMA adds an 8-byte barrier per stage; a persistent wgmma loop one more buffer).
+    Other shapes are not pipelined: one buffer, or the epilogue's full-tile layout conversion
+    when larger. Checked against Triton 3.7 on the tuner's grid (5 precisions, sm_80, sm_89,
+    sm_90, aligned and ragged shapes): equal on 534 of 560 configs, within 2x on the rest."""
+    element = parse_precision(spec.precision).bytes_per_element
+    out = 2 if spec.precision == "fp8" else element
+    mma = mma_kind(spec, capability)
+    tile = (spec.block_m + spec.block_n) * spec.block_k * element
+    aligned = spec.loads == "tma" or not any(d % 16 for d in (spec.n, spec.k))
+    if not aligned:
+        smem, pipeline = max(tile, spec.block_m * spec.block_n * out), "none"
+    else:
+        buffers = spec.num_stages if mma == "wgmma" or spec.loads == "tma" else \
+            spec.num_stages - 1
+        if mma == "wgmma" and spec.schedule == "persistent":
+            buffers += 1
+        smem = tile * max(buffers, 1) + (8 * spec.num_stages if spec.loads == "tma" else 0)
+        pipeline = ("TMA" if spec.loads == "tma" else "cp.async") if buffers >= 1 else "none"
+    return {"triton": None, "smem_bytes": smem, "static_smem_bytes": 0, "registers": None,
+            "spill_bytes": None, "mma": mma, "pipeline": pipeline, "compile_s": 0.0}
+
+
+# ---- compiling ---------------------------------------------------------------------------------
+def _interpreted() -> bool:
+    from .kernel import INTERPRETED
+
+    return INTERPRETED
+
+
+class _Placeholder:
+    """What a launch reads of a tensor (shape, strides, dtype, a 16-byte-aligned address)."""
+
+    def __init__(self, shape, strides, dtype):
+        self.shape = torch.Size(shape)
+        self._strides = tuple(strides)
+        self.dtype = dtype
+
+    def stride(self, dim: int | None = None):
+        return self._strides if dim is None else self._strides[dim]
+
+    def data_ptr(self) -> int:
+        return 0  # torch's allocations are 256-byte aligned
+
+    def t(self) -> _Placeholder:
+        return _Placeholder(self.shape[::-1], self._strides[::-1], self.dtype)
+
+
+def placeholders(spec: MatmulSpec):
+    """A, B and C as the lab's point function makes them: row-major, fp8's B column-major
+    (torch._scaled_mm's layout) and its C bf16."""
+    m, n, k = spec.m, spec.n, spec.k
+    dtype = parse_precision(spec.precision).dtype
+    a = _Placeholder((m, k), (k, 1), dtype)
+    b = _Placeholder((k, n), (1, k) if spec.precision == "fp8" else (n, 1), dtype)
+    c = _Placeholder((m, n), (n, 1), torch.bfloat16 if spec.precision == "fp8" else dtype)
+    return a, b, c
+
+
+def specialisation(call) -> tuple[dict, dict, dict]:
+    """(signature, constexprs, attrs) of a KernelCall, by the rule Triton's JIT applies."""
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+
+    names = call.kernel.arg_names
+    signature, constexprs, attrs = {}, dict(call.constexprs), {}
+    for index, (name, value) in enumerate(zip(names, call.args, strict=False)):
+        kind, attr = native_specialize_impl(BaseBackend, value, False, True, True)
+        signature[name] = kind
+        if kind == "constexpr":
+            constexprs[name] = value
+        elif attr == "D":
+            attrs[(index,)] = [["tt.divisibility", 16]]
+    for name in names[len(call.args):]:
+        signature[name] = "constexpr"
+    return signature, constexprs, attrs
+
+
+def compile_raw(spec: MatmulSpec, target: Target) -> dict:
+    """Compile the spec's launch for `target` and read its facts (the cache's value)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from .kernel import kernel_call
+
+    a, b, c = placeholders(spec)
+    programs = target.sm_count or DEFAULT_PROGRAMS
+    call = kernel_call(spec, a, b, c, scale=1.0 if spec.precision == "fp8" else None,
+                       num_programs=programs)
+    signature, constexprs, attrs = specialisation(call)
+    capability = target.capability[0] * 10 + target.capability[1]
+    started = time.perf_counter()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # ptxas failures print a reproducer
+            compiled = triton.compile(ASTSource(call.kernel, signature, constexprs, attrs),
+                                      target=GPUTarget("cuda", capability, 32),
+                                      options=call.options)
+    except Exception as exc:  # a refusal is a finding: keep its most telling line
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()] or [""]
+        text = next((line for line in reversed(lines) if "Error" in line), lines[-1])
+        return {"triton": triton.__version__, "error": f"{type(exc).__name__}: {text}"[:400],
+                "compile_s": round(time.perf_counter() - started, 3)}
+    ptx = compiled.asm["ptx"]
+    usage = resource_usage(compiled.asm["cubin"])
+    return {"triton": triton.__version__, "smem_bytes": int(compiled.metadata.shared),
+            "static_smem_bytes": usage["shared"], "registers": usage["registers"],
+            "spill_bytes": usage["local"],
+            "pipeline": "TMA" if "cp.async.bulk.tensor" in ptx else
+            "cp.async" if "cp.async" in ptx else "none",
+            "mma": "wgmma" if "wgmma.mma_async" in ptx else "mma.sync" if "mma.sync" in ptx
+            else "FMA (no tensor cores)",
+            "compile_s": round(time.perf_counter() - started, 3)}
+
+
+def resource_usage(cubin: bytes) -> dict:
+    """Registers per thread, static shared and local (spill) bytes of a cubin's kernel."""
+    from triton import knobs
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "kernel.cubin"
+        path.write_bytes(cubin)
+        text = subprocess.run([knobs.nvidia.cuobjdump.path, "--dump-resource-usage", str(path)],
+                              capture_output=True, text=True, check=True, timeout=60).stdout
+    found = _RESOURCE.search(text)
+    if found is None:
+        raise RuntimeError(f"cuobjdump printed no resource usage: {text[:200]!r}")
+    return {"registers": int(found[1]), "shared": int(found[3]), "local": int(found[4])}
+
+
+class _Cache:
+    """The compile cache: one JSON file, read once, written once per grid."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._entries: dict | None = None
+        self._dirty = False
+
+    def _load(self) -> dict:
+        if self._entries is None:
+            data = read_json(self.path, what="a800lab's compile cache")
+            self._entries = dict(data.get("entries", {})) if data.get("schema") == SCHEMA else {}
+        return self._entries
+
+    def compiled(self, spec: MatmulSpec, target: Target) -> dict:
+        key = self.key(spec, target)
+        entries = self._load()
+        if key not in entries:
+            entries[key] = compile_raw(spec, target)
+            self._dirty = True
+        return entries[key]
+
+    @staticmethod
+    def key(spec: MatmulSpec, target: Target) -> str:
+        import triton
+
+        from .kernel import kernel_call
+
+        a, b, c = placeholders(spec)
+        call = kernel_call(spec, a, b, c, scale=1.0 if spec.precision == "fp8" else None,
+                           num_programs=target.sm_count or DEFAULT_PROGRAMS)
+        signature, constexprs, attrs = specialisation(call)
+        return json.dumps({"triton": triton.__version__, "kernel": call.kernel.cache_key,
+                           "signature": signature, "constexprs": repr(sorted(
+                               constexprs.items())), "attrs": repr(sorted(attrs)),
+                           "options": call.options, "target": target.sm}, sort_keys=True)
+
+    def save(self) -> None:
+        if not self._dirty:
+            return
+        on_disk = read_json(self.path, what="a800lab's compile cache")
+        entries = dict(on_disk.get("entries", {})) if on_disk.get("schema") == SCHEMA else {}
+        entries.update(self._entries or {})
+        write_json_atomic(self.path, {"schema": SCHEMA, "entries": entries})
+        self._dirty = False

@@ -1,0 +1,77 @@
+"""Occupancy: how many thread blocks of one kernel an SM holds at once, and what limits it.
+
+    from a800lab.core.specs import arch_limits
+    occ = occupancy(arch_limits((8, 0)), num_warps=8, registers_per_thread=255,
+                    smem_bytes=147456)
+    occ.blocks_per_sm, occ.limited_by        # 1, "shared memory"
+    occ.to_dict()                            # every limit, for a record or a table
+
+The arithmetic of CUDA's occupancy calculator (cuda_occupancy.h) for one kernel on one
+architecture (a800lab.core.specs.ArchLimits):
+- shared memory: a block takes its dynamic + static shared memory plus the 1 KiB the driver
+  reserves per block (sm_80 on), rounded up to 128 B; an SM with the largest carve-out holds
+  floor(shared per SM / that) blocks;
+- registers: a warp takes registers per thread x 32, rounded up to 256; each of the SM's four
+  quarters holds floor(65536 / 4 / that) warps; a block needs all its warps resident, and a block
+  over 65536 registers cannot launch at all;
+- warps and blocks: at most max_warps_per_sm / num_warps blocks, and max_blocks_per_sm.
+The smallest of these is the number of blocks resident per SM (0: the kernel cannot launch).
+Pure arithmetic: no torch, no Triton.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ...core.specs import ArchLimits
+
+WARP_SIZE = 32
+
+
+def _round_up(value: int, unit: int) -> int:
+    return -(-value // unit) * unit
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """Blocks per SM under each limit and overall; see the module docstring."""
+
+    blocks_per_sm: int
+    by_smem: int
+    by_registers: int
+    by_warps: int
+    by_blocks: int
+    limited_by: str
+    warps_per_sm: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def occupancy(limits: ArchLimits, *, num_warps: int, registers_per_thread: int,
+              smem_bytes: int, static_smem_bytes: int = 0) -> Occupancy:
+    """Resident blocks per SM of a kernel with these resources on `limits`' architecture."""
+    block_smem = _round_up(smem_bytes + static_smem_bytes + limits.smem_reserved_per_block_bytes,
+                           limits.smem_unit_bytes)
+    by_smem = limits.smem_per_sm_bytes // block_smem
+    if smem_bytes + static_smem_bytes > limits.smem_per_block_optin_bytes:
+        by_smem = 0
+    registers_per_warp = _round_up(registers_per_thread * WARP_SIZE, limits.register_unit)
+    # the hardware checks a block's registers as if its warps filled every quarter evenly
+    warps_allocated = _round_up(num_warps, limits.sub_partitions)
+    if registers_per_warp == 0:
+        by_registers = limits.max_blocks_per_sm
+    elif registers_per_warp * warps_allocated > limits.registers_per_block or \
+            registers_per_thread > limits.max_registers_per_thread:
+        by_registers = 0
+    else:
+        per_quarter = limits.registers_per_sm // limits.sub_partitions // registers_per_warp
+        by_registers = per_quarter * limits.sub_partitions // num_warps
+    by_warps = limits.max_warps_per_sm // num_warps
+    limits_found = {"shared memory": by_smem, "registers": by_registers, "warps": by_warps,
+                    "blocks per SM": limits.max_blocks_per_sm}
+    limited_by = min(limits_found, key=limits_found.get)
+    blocks = limits_found[limited_by]
+    return Occupancy(blocks_per_sm=blocks, by_smem=by_smem, by_registers=by_registers,
+                     by_warps=by_warps, by_blocks=limits.max_blocks_per_sm,
+                     limited_by=limited_by, warps_per_sm=blocks * num_warps)
