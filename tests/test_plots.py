@@ -400,6 +400,28 @@ def test_heatmap_marks_refused_noisy_and_best_cells():
     assert "~: noisy timing (1 cells)" in caption
 
 
+def test_heatmap_names_the_compilers_reason_in_a_refused_cell():
+    message = ("ValueError: refused for NVIDIA A800-SXM4-80GB (sm_80) (Triton 3.7.1 compiler for "
+               "sm_80): shared memory: 294,912 B (288 KiB) exceeds the sm_80 limit of 166,912 B")
+    df = frame(row(block_m=64, block_n=64, throughput=10.0),
+               row(block_m=128, block_n=64, outcome="error", throughput=np.nan, message=message),
+               row(block_m=64, block_n=128, outcome="error", throughput=np.nan,
+                   message="ValueError: refused for sm_90 (the lab's check for sm_90): TMA: "
+                           "loads='tma' copies boxes of at most 256 per side"))
+    shown = texts(plots.heatmap_figure(df, "block_m", "block_n").axes[0])
+    assert "refused\nshared memory" in shown and "refused\nTMA" in shown
+
+
+def test_the_wave_model_counts_the_compilers_resident_blocks():
+    from a800lab.figures.tiles import model_frame
+
+    shapes = pd.DataFrame({"m": [4096], "n": [4096], "k": [4096]})
+    one = model_frame(shapes, "n", (128, 128, 64), 108)        # 1024 tiles / 108 -> 10 waves
+    two = model_frame(shapes, "n", (128, 128, 64), 108, 2)     # / 216 -> 5 waves
+    assert (one["waves"].iloc[0], two["waves"].iloc[0]) == (10, 5)
+    assert two["wave_efficiency"].iloc[0] == pytest.approx(1024 / (5 * 216))
+
+
 def test_heatmap_all_failed_and_bad_value_column():
     ax = plots.heatmap_figure(frame(row(outcome="oom")), "n", "precision").axes[0]
     assert texts(ax) == [plots.NO_POINTS_TEXT]

@@ -26,6 +26,7 @@ def a100(monkeypatch):
     monkeypatch.setattr(plan_gpu, "sparsity_unsupported_reason", lambda *a, **k: "")
     monkeypatch.setattr(plan_gpu, "HAS_TRITON", True)
     monkeypatch.setattr(plan_gpu, "torchvision_reason", lambda: "")
+    monkeypatch.setattr(plan_gpu, "fitting_points", lambda points, device: (list(points), 0))
 
 
 def covered(plan: rb.Plan) -> set[str]:
@@ -112,6 +113,25 @@ def test_without_torchvision_resnet50_says_why_and_the_transformer_still_runs(mo
     amp = next(s for s in plan.steps if s.name == "amp")
     assert {p["model"] for p in amp.points} == {"transformer"}
     assert "torchvision is not installed" in plan.untestable["buffers_resnet50"]
+
+
+def test_the_tile_step_leaves_out_what_the_compiler_refuses_on_the_card(monkeypatch, a100):
+    from a800lab.workloads.tiles import config
+
+    seen = {}
+
+    def refusing(specs, device):  # as the compiler would for a card with little shared memory
+        seen["device"] = device
+        return {i: "shared memory: too much" for i, s in enumerate(specs) if s.block_k == 64}
+
+    monkeypatch.setattr(config, "refused_configs", refusing)
+    monkeypatch.setattr(plan_gpu, "fitting_points", config.fitting_points)
+    tiles = next(s for s in rb.plan_battery("full", "cuda:0", gpu_count=1).steps
+                 if s.name == "tiles")
+    assert seen["device"] == "cuda:0" and tiles.points
+    assert all(p["block_k"] == 32 for p in tiles.points)
+    assert f"{len(rb.default_grid_points('triton')) - len(tiles.points)} configs the compiler " \
+           "refuses here left out" in tiles.what
 
 
 def test_without_triton_the_tile_claims_say_so(monkeypatch, a100):

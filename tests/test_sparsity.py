@@ -29,7 +29,8 @@ def test_shape_minimums_come_from_torch():
     assert shape_minimums("cusparselt")["bf16"] == (16, 16)
 
 
-def test_reasons_say_what_is_needed():
+def test_reasons_say_what_is_needed(monkeypatch):
+    monkeypatch.setattr(torch.backends.cusparselt, "is_available", lambda: True)
     assert "compute capability >= 8.0" in sparsity_unsupported_reason(4096, 4096, "fp16", "cpu")
     assert "this GPU has 7.5" in sparsity_unsupported_reason(4096, 4096, "fp16", "cuda",
                                                              capability=(7, 5))
@@ -42,7 +43,7 @@ def test_shape_and_precision_refusals_name_the_backend(monkeypatch):
     assert reason == ("the cutlass back end needs A's rows (m=4096) to be a multiple of 32 and "
                       "its columns (k=100) a multiple of 64 for fp16; round them up")
     assert "takes fp16, bf16 inputs, not fp32" in sparsity_unsupported_reason(
-        4096, 4096, "fp32", "cuda", capability=(9, 0))
+        4096, 4096, "fp32", "cuda", capability=(8, 0))
 
 
 def test_on_cpu_the_point_is_an_error_record_that_says_why():

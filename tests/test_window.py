@@ -33,6 +33,9 @@ class FakeProbe:
     def free(self, nbytes):
         self.live -= nbytes
 
+    def warm(self):
+        pass
+
     def current_bytes(self):
         return self.live
 

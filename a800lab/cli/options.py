@@ -19,6 +19,7 @@ from ..core.precision import PRECISIONS
 from ..core.units import format_bytes
 
 TILE_OPTIONS = ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages")
+TILE_CHOICES = ("schedule", "loads", "fp8_acc")  # the Triton kernel's named choices
 MATMUL_PRECISION_HELP = f"one or more of {', '.join(PRECISIONS[1:])} (default fp32)"
 TRAIN_PRECISION_HELP = "fp32, tf32, fp16 (+ GradScaler), bf16 or bf16_pure (default fp32)"
 

@@ -4,11 +4,15 @@
     python -m a800lab sweep tiles --size 4096 --precision bf16 --block-m 64 128 256 \
         --block-n 64 128 256 --out tiles.jsonl        # the tile kernel (CPU: its stand-in)
     python -m a800lab tune tiles --size 4096 --precision bf16 [--out trials.jsonl]
+    python -m a800lab sweep tiles ... --schedule tile persistent --loads pointer tma  # Hopper
 
-A sweep appends one JSON line per point as measured; the same command again resumes. `tune
-tiles` (also spelt `tune`) finds the fastest tile by successive halving, says when its lead is
-inside the noise, stores the winner per device, shape and precision, and prints the
-`triton.Config(...)` to paste into your own @triton.autotune.
+A sweep appends one JSON line per point as measured; the same command again resumes. On a GPU
+both first ask the compiler about every config for this card (a800lab.workloads.tiles.facts,
+cached) and say how many it refuses and why; refused configs are recorded with that reason and
+never launched (`tune` leaves them out of the search). `tune tiles` (also spelt `tune`) finds the
+fastest tile by successive halving, says when its lead is inside the noise, stores the winner per
+device, shape and precision, and prints the `triton.Config(...)` to paste into your own
+@triton.autotune. `check tiles` (a800lab.cli.check) asks the compiler without a GPU.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import sys
 from ..core.cancel import Cancelled
 from .options import (
     MATMUL_PRECISION_HELP,
+    TILE_CHOICES,
     TILE_OPTIONS,
     check_run_options,
     cpu_notes,
@@ -30,6 +35,7 @@ from .options import (
     shape_options,
     show_record,
     threads_for,
+    tile_choice_options,
     tile_options,
 )
 
@@ -44,6 +50,7 @@ def add_parsers(commands) -> None:
                               "stand-in); impossible configs recorded with the reason")
     _sweep_options(tiles)
     tile_options(tiles)
+    tile_choice_options(tiles)
 
     tune = commands.add("tiles", group="tune", run=tune_tiles_command,
                         help="find the fastest tile config for one shape (successive halving; "
@@ -51,6 +58,7 @@ def add_parsers(commands) -> None:
     shape_options(tune, many=False)
     tune.add_argument("--precision", default="fp32", help="fp32, tf32, fp16, bf16 or fp8")
     tile_options(tune)
+    tile_choice_options(tune)
     run_options(tune, out_required=False)
     tune.add_argument("--store", default=None,
                       help="tuned-config file (default $A800LAB_TUNED or ~/.cache/a800lab/"
@@ -81,8 +89,10 @@ def _tile_axes(args, backend: str, precision: str) -> dict:
 
     from ..workloads.matmul import MatmulSpec
 
-    axes = {name: list(dict.fromkeys(getattr(args, name))) for name in TILE_OPTIONS
-            if getattr(args, name)}
+    axes = {name: list(dict.fromkeys(getattr(args, name))) for name in
+            (*TILE_OPTIONS, *TILE_CHOICES) if getattr(args, name)}
+    if "fp8_acc" in axes and precision != "fp8":
+        raise ValueError(f"--fp8-acc is fp8's accumulation choice; drop it for {precision}")
     if backend == "triton":
         _check_triton_here(args.device)
     first_error = None
@@ -191,10 +201,31 @@ def sweep_tiles_command(args) -> int:
     cpu_notes(precisions, device)
     _announce_cpu_duration(device, shapes, precisions, len(shapes), args.budget_s,
                            args.threads)
+    if backend == "triton" and device != "cpu":
+        _say_refused(axes, backend, device)
     point = _square(functools.partial(tiled_matmul_point, device=device,
                                       budget_s=args.budget_s))
     return run_sweep_command(point, axes, args, device, workload="tiles",
                              fixed={"backend": backend})
+
+
+def _say_refused(axes: dict, backend: str, device: str) -> None:
+    """Ask the compiler about every config of the grid for this card first (cached), and say
+    how many it refuses and why; the points record the same reasons without launching."""
+    from ..core.sweep import grid
+    from ..workloads.matmul import MatmulSpec
+    from ..workloads.tiles.config import refused_configs
+
+    specs = []
+    for p in grid(axes):
+        size = p.pop("size", None)
+        m, n, k = p.pop("m", size), p.pop("n", size), p.pop("k", size)
+        specs.append(MatmulSpec(m, n, k, p.pop("precision"), backend, **p))
+    refused = refused_configs(specs, device)
+    if refused:
+        print(f"the compiler refuses {len(refused)} of {len(specs)} configs on {device} (recorded "
+              f"with the reason, never launched); e.g. {next(iter(refused.values()))}",
+              file=sys.stderr)
 
 
 def tune_tiles_command(args) -> int:
@@ -216,8 +247,12 @@ def tune_tiles_command(args) -> int:
     if backend not in DEFAULT_AXES:
         raise ValueError(f"--backend {backend}: cuBLAS picks its own tiles; tune 'triton' on a "
                          "GPU or 'cpu_blocked' on the CPU")
-    grid = config_grid({**DEFAULT_AXES[backend], **_tile_axes(args, backend, precision)},
-                       backend)
+    axes = _tile_axes(args, backend, precision)
+    fp8_acc = axes.pop("fp8_acc", [None])
+    if len(fp8_acc) > 1:
+        raise ValueError("tune tiles takes one --fp8-acc (precise or fast): the two compute "
+                         "different things, so tune each on its own")
+    grid = config_grid({**DEFAULT_AXES[backend], **axes}, backend)
     store = args.store or default_store_path()
     print(f"tuning {m}x{n}x{k} {precision} on {device} ({backend}): {len(grid)} configs",
           file=sys.stderr)
@@ -232,7 +267,8 @@ def tune_tiles_command(args) -> int:
         with thread_count(threads_for(args, device)):
             outcome = tune(m, n, k, precision, backend, grid, device=device,
                            budget_s=args.budget_s, store=store, out=args.out, force=args.force,
-                           on_trial=show_record, on_start=starting if long_run else None)
+                           on_trial=show_record, on_start=starting if long_run else None,
+                           fp8_acc=fp8_acc[0])
     except (KeyboardInterrupt, Cancelled):
         print("stopped; nothing stored" + (f"; the trials are in {args.out}" if args.out
                                             else ""), file=sys.stderr)
@@ -254,5 +290,6 @@ def tune_tiles_command(args) -> int:
                       "inside_noise": entry.get("inside_noise"), "verdict": entry["verdict"]},
                      indent=2))
     if backend == "triton":
-        print(export_config(MatmulSpec(m, n, k, precision, backend, **entry["best"]))[1])
+        print(export_config(MatmulSpec(m, n, k, precision, backend, fp8_acc=fp8_acc[0],
+                                       **entry["best"]))[1])
     return 0

@@ -1,6 +1,7 @@
 """Memory around a measured point: the workload's own peak, capacity, and out-of-memory handling.
 
     probe = probe_for("cuda:0")            # MemoryProbe: current_bytes / reset_peak / peak_bytes
+    probe.warm()                           # cuBLAS's workspace exists before the baseline
     base = probe.current_bytes()           # before the point: what the process already holds
     probe.reset_peak(); run(); peak = probe.peak_bytes() - base   # the workload's own peak
     read_memory("cuda:0")                  # capacity_bytes, free_bytes
@@ -29,6 +30,7 @@ import torch
 # allocate memory", "not enough memory"), cuBLAS/cuDNN ("CUBLAS_STATUS_ALLOC_FAILED").
 _OOM_MESSAGES = ("out of memory", "can't allocate memory", "not enough memory", "alloc_failed")
 GIB = 2**30
+_warmed: set[str] = set()  # CUDA devices whose cuBLAS state exists (MemoryProbe.warm)
 
 
 class WontFit(MemoryError):
@@ -49,6 +51,22 @@ class MemoryProbe:
     def kind(self) -> str:
         """What the bytes are: "allocated" (CUDA live tensors) or "rss" (CPU resident set)."""
         return "allocated" if self.on_cuda else "rss"
+
+    def warm(self) -> None:
+        """Make the state a process's first matmul creates before its baseline is read: on
+        CUDA the cuBLAS handle and its workspace (32 MiB on Hopper, ~8 MiB otherwise), kept
+        for the life of the process and allocated through torch's allocator, so otherwise the
+        first point of a fresh process would count it as its own. Once per device."""
+        if not self.on_cuda or self.device in _warmed:
+            return
+        with torch.cuda.device(self.device):
+            x = torch.ones(16, 16, device=self.device)
+            dtypes = (torch.float32, torch.bfloat16) if torch.cuda.is_bf16_supported() else \
+                (torch.float32,)
+            for dtype in dtypes:  # cuBLAS and cuBLASLt paths
+                x.to(dtype) @ x.to(dtype)
+            torch.cuda.synchronize(self.device)
+        _warmed.add(self.device)
 
     def current_bytes(self) -> int | None:
         if self.on_cuda:

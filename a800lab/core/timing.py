@@ -7,7 +7,12 @@
 On CUDA every call is bracketed by CUDA events, the L2 cache is flushed (a buffer larger than
 L2, allocated once per device by `l2_flush_buffer`, is zeroed) before each call so a small
 problem cannot run from a warm cache, and the device is synchronised once before the events are
-read. On CPU each call is timed with the clock (`time.perf_counter` unless injected; tests pass
+read. The flush also keeps the GPU busy while the host enqueues the call, but only for as long as
+zeroing 256 MiB takes (about 55 us on an H200): a call whose host side takes longer (a Python-heavy
+dispatch such as a 2:4 sparse matmul) would leave the GPU idle between the start event and its
+first kernel, and that host time would count as the call's. So measure() times the host side of
+each warm-up call and, where it exceeds the flush, queues a GPU spin (`torch.cuda._sleep`) of
+that length after each flush and before the start event (`launch_guard_cycles`). On CPU each call is timed with the clock (`time.perf_counter` unless injected; tests pass
 a fake clock). Warm-up and repetition counts follow a time budget with minimum counts; a cancel
 token is honoured between repetitions. Warm-up and timing together are the point's measured
 window (a800lab.core.window): its memory peak, telemetry and CPU load are read there.
@@ -32,6 +37,9 @@ from .window import count_as_baseline, timed_section
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current L2 (H100/H200: 50 MB, A100: 40 MB)
 _flush_buffers: dict[str, Any] = {}
 _flush_lock = threading.Lock()
+# a spin covers twice the host's launch time plus 20 us, so jitter cannot reopen the gap
+GUARD_FACTOR, GUARD_MARGIN_MS = 2.0, 0.02
+_device_rates: dict[str, tuple[float, float]] = {}  # device -> (flush ms, sleep cycles per ms)
 
 
 @dataclass(frozen=True)
@@ -129,17 +137,21 @@ def measure(
     flush = l2_flush_buffer(device) if on_cuda and flush_l2 else None  # before the window
 
     with timed_section():
-        warmup, t0 = 0, clock()
+        warmup, t0, launch_s = 0, clock(), []
         while warmup < min_warmup or (clock() - t0 < warmup_s and warmup < max_reps):
             _check(cancel)
+            called = clock()
             fn()
+            launch_s.append(clock() - called)  # on CUDA: the host's side only (before sync)
             sync()  # without it CUDA launches queue up unboundedly ahead of the clock
             warmup += 1
         per_call_s = (clock() - t0) / warmup if warmup else 0.0
         reps = max_reps if per_call_s <= 0 else round(budget_s / per_call_s)
         reps = max(min_reps, min(max_reps, reps))
         if on_cuda:
-            samples = _time_cuda(fn, device, reps, flush, cancel)
+            guard = launch_guard_cycles(device, statistics.median(launch_s)) if \
+                flush is not None and launch_s else 0
+            samples = _time_cuda(fn, device, reps, flush, cancel, guard_cycles=guard)
         else:
             samples = _time_cpu(fn, reps, clock, cancel)
     return Timing(samples_ms=tuple(samples), warmup=warmup, device=device)
@@ -157,6 +169,39 @@ def l2_flush_buffer(device: str):
             _flush_buffers[key] = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device=key)
             count_as_baseline(L2_FLUSH_BYTES)
         return _flush_buffers[key]
+
+
+def guard_cycles_for(launch_ms: float, flush_ms: float, cycles_per_ms: float) -> int:
+    """GPU spin cycles to queue after a flush of `flush_ms` so that a call whose host side takes
+    `launch_ms` is fully enqueued before the GPU reaches its start event; 0 when the flush
+    alone covers it."""
+    need_ms = GUARD_FACTOR * launch_ms + GUARD_MARGIN_MS
+    if need_ms <= flush_ms:
+        return 0
+    return int((need_ms - flush_ms) * cycles_per_ms)
+
+
+def launch_guard_cycles(device: str, launch_s: float) -> int:
+    """guard_cycles_for this device: its flush time and spin rate, measured once (events)."""
+    import torch
+
+    if not hasattr(torch.cuda, "_sleep"):
+        return 0
+    if device not in _device_rates:
+        flush = l2_flush_buffer(device)
+        with torch.cuda.device(device):
+            ms = []
+            for work in (flush.zero_, lambda: torch.cuda._sleep(1_000_000)) * 3:
+                start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+                start.record()
+                work()
+                end.record()
+                end.synchronize()
+                ms.append(start.elapsed_time(end))
+        flush_ms, sleep_ms = min(ms[0::2]), min(ms[1::2])
+        _device_rates[device] = (flush_ms, 1_000_000 / max(sleep_ms, 1e-6))
+    flush_ms, cycles_per_ms = _device_rates[device]
+    return guard_cycles_for(launch_s * 1e3, flush_ms, cycles_per_ms)
 
 
 def _check(cancel: CancelToken | None) -> None:
@@ -184,8 +229,10 @@ def _time_cpu(fn, reps: int, clock, cancel) -> list[float]:
     return samples
 
 
-def _time_cuda(fn, device: str, reps: int, flush, cancel, cuda: Any = None) -> list[float]:
-    """Per-call milliseconds from CUDA events; `cuda` is torch.cuda (tests pass a recorder)."""
+def _time_cuda(fn, device: str, reps: int, flush, cancel, cuda: Any = None,
+               guard_cycles: int = 0) -> list[float]:
+    """Per-call milliseconds from CUDA events, a spin of `guard_cycles` after each flush (see
+    the module docstring); `cuda` is torch.cuda (tests pass a recorder)."""
     if cuda is None:
         import torch
 
@@ -196,6 +243,8 @@ def _time_cuda(fn, device: str, reps: int, flush, cancel, cuda: Any = None) -> l
             _check(cancel)
             if flush is not None:
                 flush.zero_()  # evict L2 outside the timed span
+            if guard_cycles:
+                cuda._sleep(guard_cycles)  # the GPU waits here, not inside the timed span
             start = cuda.Event(enable_timing=True)
             end = cuda.Event(enable_timing=True)
             start.record()

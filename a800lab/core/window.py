@@ -124,6 +124,7 @@ class PointWindow:
         if self._quiet:
             _GATE.acquire_for_point()
         try:
+            self.probe.warm()  # cuBLAS's lasting workspace is the process's, not this point's
             self._baseline = self.probe.current_bytes()
             self._start()
         except BaseException:

@@ -3,7 +3,8 @@ wave quantisation model, error against float64, and the roofline.
 
     from a800lab.figures.tiles import heatmap_figure, shape_sweep_figure, roofline_figure
     fig = heatmap_figure(df, "block_m", "block_n")      # TFLOP/s per tile shape, failures named
-    fig = shape_sweep_figure(df, "n", tile=(128, 128, 32), sm_count=108, card="A800")
+    fig = shape_sweep_figure(df, "n", tile=(128, 128, 32), sm_count=108, card="A800",
+                             blocks_per_sm=2)     # resident blocks per SM, from the compiler
     fig = model_figure("n", range(1024, 2049, 64), m=27648, k=4096, tile=(256, 128, 32),
                        sm_count=108, card="A800")      # the model alone, no measurement
     fig = roofline_figure(df, peak_tflops=312, mem_bw_gbs=2039)
@@ -12,7 +13,9 @@ Shape sweep: top, measured throughput against the swept dimension (one line per 
 as in throughput_figure); bottom, sharing the x axis, what the quantisation model
 (a800lab.workloads.tiles.quantisation) says of the same shapes with that tile on that many SMs:
 the useful share of the tile work, the share of wave slots filled, and their product (the
-predicted relative throughput), with the number of waves written where it changes. The model is
+predicted relative throughput), with the number of waves written where it changes. A wave holds
+sm_count x blocks_per_sm tiles: blocks_per_sm is how many thread blocks of the kernel an SM
+keeps resident, which the compiler's facts give (a800lab.workloads.tiles.facts); 1 unless told. The model is
 relative and ignores memory bandwidth and caches: it explains steps and saw-teeth (N=1537 vs
 1536), not the absolute TFLOP/s, so it gets its own axis rather than being scaled onto the
 measurements.
@@ -28,6 +31,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
+from ..workloads.tiles.facts import refusal_kind
 from ..workloads.tiles.quantisation import quantise
 from .look import (
     LabFigure,
@@ -63,8 +67,8 @@ def _shape(row: pd.Series, x: str, value: float) -> tuple[int, int, int]:
     return dims["m"], dims["n"], dims["k"]
 
 
-def model_frame(df: pd.DataFrame, x: str, tile: tuple[int, int, int], sm_count: int) -> \
-        pd.DataFrame:
+def model_frame(df: pd.DataFrame, x: str, tile: tuple[int, int, int], sm_count: int,
+                blocks_per_sm: int = 1) -> pd.DataFrame:
     """One row per distinct x of `df`: the model's tile, wave and predicted efficiency."""
     if x not in SHAPE_AXES:
         raise ValueError(f"the quantisation model needs a shape axis ({', '.join(SHAPE_AXES)}), "
@@ -72,7 +76,7 @@ def model_frame(df: pd.DataFrame, x: str, tile: tuple[int, int, int], sm_count: 
     rows = []
     for value, points in df.groupby(x, sort=True):
         m, n, k = _shape(points.iloc[0], x, value)
-        q = quantise(m, n, k, *tile, sm_count=sm_count)
+        q = quantise(m, n, k, *tile, sm_count=sm_count, blocks_per_sm=blocks_per_sm)
         rows.append({x: value, "tile_efficiency": q.tile_efficiency,
                      "wave_efficiency": q.wave_efficiency,
                      "predicted_efficiency": q.predicted_efficiency, "waves": q.waves,
@@ -82,7 +86,7 @@ def model_frame(df: pd.DataFrame, x: str, tile: tuple[int, int, int], sm_count: 
 
 def shape_sweep_figure(df: pd.DataFrame, x: str, *, tile: tuple[int, int, int] | None,
                        sm_count: int | None, card: str, series: str | None = None,
-                       earlier_runs: str = "faded") -> Figure:
+                       earlier_runs: str = "faded", blocks_per_sm: int = 1) -> Figure:
     """Measured throughput vs a shape axis over the model's efficiency for `tile` on
     `sm_count` SMs (`card` names them in the model's legend); see the module docstring.
     Without a tile (cuBLAS picks its own) or an SM count, the bottom axes says so."""
@@ -101,14 +105,15 @@ def shape_sweep_figure(df: pd.DataFrame, x: str, *, tile: tuple[int, int, int] |
         bottom.text(0.5, 0.5, why, transform=bottom.transAxes, ha="center", va="center",
                     color="dimgray")
         return fig
-    _draw_model(bottom, model_frame(df, x, tile, sm_count), x, tile, sm_count, card)
+    _draw_model(bottom, model_frame(df, x, tile, sm_count, blocks_per_sm), x, tile, sm_count,
+                card, blocks_per_sm)
     if top.get_xscale() == "log":
         bottom.set_xscale("log", base=2)
     return fig
 
 
 def _draw_model(ax, model: pd.DataFrame, x: str, tile: tuple[int, int, int], sm_count: int,
-                card: str) -> None:
+                card: str, blocks_per_sm: int = 1) -> None:
     """The model's three curves on `ax`, the number of waves written where it changes."""
     xs = model[x].to_numpy(float)
     lines = [
@@ -118,7 +123,8 @@ def _draw_model(ax, model: pd.DataFrame, x: str, tile: tuple[int, int, int], sm_
                 label="share of wave slots filled")[0],
         ax.plot(xs, 100 * model["predicted_efficiency"], "-o", color="black", markersize=4,
                 label=f"predicted (their product): {card}, {sm_count} SM{'s' * (sm_count != 1)}"
-                      f", tile {tile[0]}x{tile[1]}x{tile[2]}")[0],
+                      f"{f' x {blocks_per_sm} blocks' if blocks_per_sm > 1 else ''}, tile "
+                      f"{tile[0]}x{tile[1]}x{tile[2]}")[0],
     ]
     lines[-1].set_gid("predicted")
     if sm_count > 1:  # waves on their own axis: labels at every step would collide
@@ -135,18 +141,21 @@ def _draw_model(ax, model: pd.DataFrame, x: str, tile: tuple[int, int, int], sm_
 
 
 def model_figure(x: str, values, *, m: int = 4096, n: int = 4096, k: int = 4096,
-                 tile: tuple[int, int, int], sm_count: int, card: str) -> Figure:
+                 tile: tuple[int, int, int], sm_count: int, card: str,
+                 blocks_per_sm: int = 1) -> Figure:
     """The quantisation model alone over `values` of the shape axis `x` (the other dimensions
     fixed): what a card would lose to tile and wave quantisation. Titled as a model, not a
     measurement."""
     shapes = pd.DataFrame({"m": m, "n": n, "k": k, x: list(values)})
     fig = LabFigure(figsize=(8.6, 3.8), layout="constrained")
     ax = fig.add_subplot()
-    _draw_model(ax, model_frame(shapes, x, tile, sm_count), x, tile, sm_count, card)
+    _draw_model(ax, model_frame(shapes, x, tile, sm_count, blocks_per_sm), x, tile, sm_count,
+                card, blocks_per_sm)
     fixed = ", ".join(f"{d}={v}" for d, v in (("m", m), ("n", n), ("k", k)) if d != x)
     ax.set_title(f"tile and wave quantisation vs {x} at {fixed}")
     ax.set_xlabel(x)
-    fig.suptitle(f"model for {card} ({sm_count} SMs): arithmetic, not a measurement",
+    blocks = f" x {blocks_per_sm} resident blocks" if blocks_per_sm > 1 else ""
+    fig.suptitle(f"model for {card} ({sm_count} SMs{blocks}): arithmetic, not a measurement",
                  fontsize="medium")
     return fig
 
@@ -176,19 +185,23 @@ def _fmt_value(v: float) -> str:
 
 def _failure_note(cell: pd.DataFrame) -> str:
     """What a cell without a good point shows: "refused" for a config turned down before it
-    ran (a ValueError naming why), else its outcome (wrong / oom / error)."""
+    ran (a ValueError naming why), with the compiler's kind of reason when it gave one
+    ("refused\nshared memory"), else its outcome (wrong / oom / error)."""
     last = cell.iloc[-1]
     if last["outcome"] == "ok":
         return "n/a"
-    if last["outcome"] == "error" and str(last.get("message", "")).startswith("ValueError"):
-        return "refused"
+    message = str(last.get("message", ""))
+    if last["outcome"] == "error" and message.startswith("ValueError"):
+        kind = refusal_kind(message)
+        return f"refused\n{kind}" if kind else "refused"
     return str(last["outcome"])
 
 
 def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput",
                    ax: Axes | None = None, highlight_best: bool = True) -> Figure:
     """``value`` over the grid ``x`` by ``y``: failed cells named in grey ("refused" for a
-    config turned down before it ran), noisy cells marked "~", the best cell outlined. A cell
+    config turned down before it ran, with the compiler's reason: "shared memory",
+    "registers", ...), noisy cells marked "~", the best cell outlined. A cell
     measured in several runs shows its newest run (the title says how many cells that was)."""
     fig, ax, own = new_axes(ax, figsize=(6.4, 4.8))
     ax.set_title(f"{value} over {x} x {y}")

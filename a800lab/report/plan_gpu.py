@@ -20,6 +20,7 @@ import torch
 from ..core.backends import HAS_TRITON, torchvision_reason, why_unavailable
 from ..core.precision import unsupported_reason
 from ..workloads.sparsity import sparsity_unsupported_reason
+from ..workloads.tiles.config import fitting_points
 from ..workloads.training.spec import canonical_precision, matmul_precision_of
 from .battery import (
     Plan,
@@ -81,14 +82,14 @@ def gpu_plan(mode: str, device: str, gpu_count: int | None = None) -> Plan:
             {"device": c, "precision": p, "size": PEAK_SIZE}
             for c in cards[1:] for p in sibling_precisions), {"budget_s": 0.3}, 2.0,
             ("health",), "the same on every other card, for the sibling check"))
-    steps += _tile_steps(full, supported, untestable)
+    steps += _tile_steps(full, device, supported, untestable)
     steps += _sparsity_step(full, device, untestable)
     steps += _training_steps(full, device, untestable)
     steps += _systems_steps(full, device, count, untestable)
     return Plan(mode, device, count, tuple(steps), untestable)
 
 
-def _tile_steps(full: bool, supported: list[str], untestable: dict) -> list[Step]:
+def _tile_steps(full: bool, device: str, supported: list[str], untestable: dict) -> list[Step]:
     tile_precision = "bf16" if "bf16" in supported else "fp16"
     shape = {"m": TILE_SIZE, "n": TILE_SIZE, "k": TILE_SIZE}
     cublas = tuple({**shape, "precision": p, "backend": "torch"} for p in ("fp32", tile_precision))
@@ -96,11 +97,14 @@ def _tile_steps(full: bool, supported: list[str], untestable: dict) -> list[Step
         untestable["tc_peak"] = untestable["tile_shape"] = why_unavailable("triton")
         return []
     configs = default_grid_points("triton") if full else QUICK_TRITON_TILES
+    points, refused = fitting_points(  # the compiler's verdict for this card, first
+        [{**shape, "precision": tile_precision, "backend": "triton", **c} for c in configs], device)
+    left_out = f"; {refused} configs the compiler refuses here left out" if refused else ""
     return [
-        Step("tiles", "tiles", tuple({**shape, "precision": tile_precision, "backend": "triton",
-                                      **c} for c in configs),
+        Step("tiles", "tiles", tuple(points),
              {"budget_s": 0.3, "warmup_s": 0.1}, 3.0, ("tc_peak", "tile_shape"),
-             f"the Triton tile kernel over tile configs, {TILE_SIZE}^3 {tile_precision}"),
+             f"the Triton tile kernel over tile configs, {TILE_SIZE}^3 {tile_precision}"
+             f"{left_out}"),
         Step("guide_tiles", "tiles", tuple(
             {**shape, "precision": tile_precision, "backend": "triton", **c}
             for c in GUIDE_TRITON_TILES) + cublas, {"budget_s": 0.3, "warmup_s": 0.1}, 3.0,

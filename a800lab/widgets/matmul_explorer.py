@@ -8,13 +8,15 @@
     panel.run(wait=True, view="precision")                        # every precision the card has
 
 Three views of the same records (workload "tiles", as `python -m a800lab sweep tiles` writes):
-- tile heatmap: TFLOP/s over block_m x block_n at the other controls' values, refused and wrong
-  configs named in their cells, noisy cells marked, the best outlined and exported below the
+- tile heatmap: TFLOP/s over block_m x block_n at the other controls' values, refused (with
+  the compiler's reason: shared memory, registers, ...) and wrong configs named in their cells,
+  noisy cells marked, the best outlined and exported below the
   plot as a dict and as the `triton.Config(...)` line for your own @triton.autotune;
 - shape sweep: TFLOP/s against m, n or k (at the other controls' values) over the tile and
-  wave quantisation model of the same shapes: on a GPU with its own SM count; on a CPU with one
-  tile at a time, which is how the CPU stand-in walks them (no waves), unless `card` names a
-  GPU to model instead;
+  wave quantisation model of the same shapes: on a GPU with its own SM count and the compiler's
+  resident blocks per SM; on a CPU with one tile at a time, which is how the CPU stand-in walks
+  them (no waves), unless `card` names a GPU to model instead (its SM count, and the tile kernel
+  compiled for it);
 - precision table: every precision the device has, with TFLOP/s, % of the datasheet peak and
   of the peak `python -m a800lab peak` recorded on this machine, relative error against float64
   and the operands' bytes.
@@ -36,6 +38,7 @@ from ..figures.sweep import throughput_and_memory_figure
 from ..figures.tiles import heatmap_figure, shape_sweep_figure
 from ..workloads.matmul import DEFAULT_TILES, TILE_FIELDS, MatmulSpec, cpu_slowdown_note
 from ..workloads.tiles.config import alignment_hints, export_config
+from ..workloads.tiles.facts import tile_facts
 from ..workloads.tiles.point import default_tile_backend, tiled_matmul_point
 from ..workloads.tiles.quantisation import sm_count_of
 from .explorer import DATA_DIR, Explorer
@@ -200,9 +203,10 @@ class MatmulExplorer(Explorer):
         self.best.value = ""
         if view == "shape" and x in SHAPE_DIMS:
             shown, _ = self._slice(df, (x,))
-            tile, sm_count, card = self._model_inputs(shown)
+            tile, sm_count, card, blocks = self._model_inputs(shown)
             return shape_sweep_figure(shown, x, tile=tile, sm_count=sm_count, card=card,
-                                      series=series, earlier_runs=self.earlier_runs.value)
+                                      series=series, earlier_runs=self.earlier_runs.value,
+                                      blocks_per_sm=blocks)
         return throughput_and_memory_figure(self._precision_rows(df), x, series="backend",
                                             earlier_runs=self.earlier_runs.value)
 
@@ -227,19 +231,34 @@ class MatmulExplorer(Explorer):
                 "precision": "precision table: TFLOP/s and peak memory per precision and back "
                              "end"}[self.view.value]
 
-    def _model_inputs(self, df: pd.DataFrame) -> tuple[tuple | None, int | None, str]:
-        """(tile, SM count, card) for the quantisation model of the newest point."""
+    def _model_inputs(self, df: pd.DataFrame) -> tuple[tuple | None, int | None, str, int]:
+        """(tile, SM count, card, blocks per SM) for the quantisation model of the newest
+        point; blocks per SM are the compiler's (the point's own facts on this GPU, the Triton
+        kernel compiled for `card` when modelling another)."""
         newest = df.sort_values("timestamp").iloc[-1]
         tile = None
         if all(key in df and not pd.isna(newest[key]) for key in ("block_m", "block_n",
                                                                   "block_k")):
             tile = (int(newest["block_m"]), int(newest["block_n"]), int(newest["block_k"]))
         if self.card is not None:
-            return tile, sm_count_of(self.card), f"{self.card} (model of that GPU)"
+            return (tile, sm_count_of(self.card), f"{self.card} (model of that GPU)",
+                    self._card_blocks_per_sm(newest) if tile else 1)
         if self.device == "cpu":
-            return tile, 1, "CPU stand-in, one tile at a time"
+            return tile, 1, "CPU stand-in, one tile at a time", 1
         props = torch.cuda.get_device_properties(self.device)
-        return tile, props.multi_processor_count, props.name
+        blocks = newest.get("blocks_per_sm")
+        return tile, props.multi_processor_count, props.name, \
+            int(blocks) if blocks is not None and not pd.isna(blocks) and blocks > 0 else 1
+
+    def _card_blocks_per_sm(self, newest: pd.Series) -> int:
+        """The Triton kernel's resident blocks per SM on `card` for the newest point's tile
+        (the tile kernel's warps and stages where the point has none: the CPU stand-in)."""
+        fields = {f: newest[f] for f in TILE_FIELDS["triton"]
+                  if f in newest and not pd.isna(newest[f])}
+        spec = MatmulSpec(int(newest["m"]), int(newest["n"]), int(newest["k"]),
+                          newest["precision"], "triton", **fields)
+        facts = tile_facts(spec, self.card)
+        return max(1, facts.blocks_per_sm)
 
     def _show_best(self, shown: pd.DataFrame) -> None:
         config, source = self.best_config(shown)

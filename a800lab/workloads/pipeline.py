@@ -14,7 +14,8 @@ a small MLP on it. Steps are timed by core.timing.measure (CUDA events on a GPU)
 steps that start the workers and fill the prefetch queue.
 
 The timeline records each stage of each timed step on one clock: the main thread's waits on the
-CPU clock; the copy and compute on the GPU from CUDA events (aligned to the CPU clock at a
+CPU clock; the copy and compute on the GPU from CUDA events (all recorded with `device` made
+current, so on cuda:1 the reference and the marks are cuda:1's) (aligned to the CPU clock at a
 synchronised start, to within a launch latency); each worker's preprocessing from timestamps the
 samples carry (time.perf_counter is CLOCK_MONOTONIC on Linux, shared by all processes). The
 device's idle fraction is 1 - (time covered by compute) / (timed window).
@@ -136,24 +137,26 @@ def run_pipeline(next_batch: Callable[[], object], copy: Callable[[object], obje
             spans.extend(extra_spans(step_no[0], batch))
         step_no[0] += 1
 
-    reference = None
-    if on_cuda:
-        torch.cuda.synchronize(device)
-        reference = (torch.cuda.Event(enable_timing=True), clock())
-        reference[0].record()
-    timing = measure(step, device=device, budget_s=budget_s, min_warmup=min_warmup,
-                     flush_l2=False, clock=clock)
-    timed = [s for s in spans if s[1] >= timing.warmup]
-    lane = "compute"
-    if on_cuda:
-        torch.cuda.synchronize(device)
-        ref_event, ref_s = reference
-        lane = "compute (GPU)"
-        for step_index, start, copied, done in events:
-            if step_index >= timing.warmup:
-                at = [ref_s + ref_event.elapsed_time(e) / 1e3 for e in (start, copied, done)]
-                timed += [("copy (GPU)", step_index, at[0], at[1]),
-                          (lane, step_index, at[1], at[2])]
+    # events are recorded on the current device's stream: make `device` current for all of them
+    with torch.cuda.device(device) if on_cuda else contextlib.nullcontext():
+        reference = None
+        if on_cuda:
+            torch.cuda.synchronize(device)
+            reference = (torch.cuda.Event(enable_timing=True), clock())
+            reference[0].record()
+        timing = measure(step, device=device, budget_s=budget_s, min_warmup=min_warmup,
+                         flush_l2=False, clock=clock)
+        timed = [s for s in spans if s[1] >= timing.warmup]
+        lane = "compute"
+        if on_cuda:
+            torch.cuda.synchronize(device)
+            ref_event, ref_s = reference
+            lane = "compute (GPU)"
+            for step_index, start, copied, done in events:
+                if step_index >= timing.warmup:
+                    at = [ref_s + ref_event.elapsed_time(e) / 1e3 for e in (start, copied, done)]
+                    timed += [("copy (GPU)", step_index, at[0], at[1]),
+                              (lane, step_index, at[1], at[2])]
     return PipelineRun(timing=timing, spans=timed, compute_lane=lane)
 
 

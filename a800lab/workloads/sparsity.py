@@ -8,8 +8,9 @@
 The guide's "structured zero compression" is NVIDIA's 2:4 sparsity: in every group of 4
 consecutive weights along K at most 2 are non-zero, and sparse tensor cores (Ampere and newer,
 compute capability >= 8.0) skip the zeros, for up to 2x the dense math rate. torch exposes it as
-`torch.sparse.to_sparse_semi_structured(A) @ B` with two back ends, cuSPARSELt (the default
-where torch has it) and CUTLASS; each takes only some dtypes and needs A's rows and columns to be
+`torch.sparse.to_sparse_semi_structured(A) @ B` with two back ends, cuSPARSELt (torch's
+default) and CUTLASS (when SparseSemiStructuredTensor._FORCE_CUTLASS is set; sm_8x only, so on a
+Hopper card that path cannot be tested, and says why); each takes only some dtypes and needs A's rows and columns to be
 multiples of a minimum block (read from torch itself, see `shape_minimums`). Both products here
 use the same pruned A, so the speed-up compares like with like; each is checked against the
 float64 product of the pruned data before it is timed. TFLOP/s count the dense 2*m*n*k for both
@@ -30,6 +31,7 @@ from ..core.timing import measure
 
 SPARSE_PRECISIONS = ("fp16", "bf16")  # the float types both back ends take
 MIN_CAPABILITY = (8, 0)               # sparse tensor cores: Ampere (A100/A800) and newer
+CUTLASS_MAJOR = 8                     # PyTorch builds its CUTLASS 2:4 kernels for sm_8x only
 
 
 def prune_2to4(a: torch.Tensor) -> torch.Tensor:
@@ -45,12 +47,12 @@ def prune_2to4(a: torch.Tensor) -> torch.Tensor:
 
 
 def backend_name() -> str:
-    """The back end torch.sparse.to_sparse_semi_structured will use here."""
+    """The back end torch.sparse.to_sparse_semi_structured will use, by torch's own rule:
+    CUTLASS when SparseSemiStructuredTensor._FORCE_CUTLASS is set, else cuSPARSELt (whether or
+    not this build has it: then the product fails, and sparsity_unsupported_reason says so)."""
     from torch.sparse import SparseSemiStructuredTensor
 
-    if SparseSemiStructuredTensor._FORCE_CUTLASS or not torch.backends.cusparselt.is_available():
-        return "cutlass"
-    return "cusparselt"
+    return "cutlass" if SparseSemiStructuredTensor._FORCE_CUTLASS else "cusparselt"
 
 
 def shape_minimums(backend: str | None = None) -> dict[str, tuple[int, int]]:
@@ -83,6 +85,16 @@ def sparsity_unsupported_reason(m: int, k: int, precision: str, device: str = "a
         return (f"2:4 sparse matmul needs compute capability >= 8.0 (sparse tensor cores), this "
                 f"GPU has {capability[0]}.{capability[1]}")
     backend = backend_name()
+    if backend == "cusparselt" and not torch.backends.cusparselt.is_available():
+        return ("torch's default 2:4 back end, cuSPARSELt, is not in this torch build "
+                "(torch.backends.cusparselt.is_available() is False); install a CUDA build of "
+                "torch that ships it, or set torch.sparse.SparseSemiStructuredTensor."
+                "_FORCE_CUTLASS = True on an sm_8x card")
+    if backend == "cutlass" and capability[0] != CUTLASS_MAJOR:
+        return (f"PyTorch's CUTLASS 2:4 kernels are built for sm_8x (Ampere/Ada) only and this "
+                f"GPU is {capability[0]}.{capability[1]}, so the CUTLASS path cannot be tested "
+                "here; unset torch.sparse.SparseSemiStructuredTensor._FORCE_CUTLASS to use "
+                "cuSPARSELt")
     minimums = shape_minimums(backend)
     if prec.name not in SPARSE_PRECISIONS or prec.name not in minimums:
         return (f"2:4 sparsity here ({backend}) takes {', '.join(SPARSE_PRECISIONS)} "

@@ -6,6 +6,7 @@ for that card), and the `triton.Config(...)` text a user pastes into their own k
     check_config(spec, "cuda")                 # ValueError naming the value, why, what to try
     check_config(spec, target="A800")          # plan for an A800/A100 from any machine
     check_config(spec, capability=(9, 0))      # ... or for an architecture
+    refused_configs(specs, target="H100")      # {index: reason} of a grid, compiled at once
     smem_limit(capability=(9, 0))              # (232448, "CUDA C++ Programming Guide ...")
     config, source = export_config(spec)       # {"BLOCK_SIZE_M": 128, ...}, "triton.Config(...)"
 
@@ -117,6 +118,37 @@ def check_config(spec: MatmulSpec, device: str = "auto", *,
             "smem_limit_source": source, "registers": facts.registers,
             "spill_bytes": facts.spill_bytes, "pipeline": facts.pipeline, "mma": facts.mma,
             "blocks_per_sm": facts.blocks_per_sm, "facts_source": facts.source}
+
+
+def refused_configs(specs, device: str = "auto", *, target: str | Target | None = None
+                    ) -> dict[int, str]:
+    """{index: reason} of the specs the compiler refuses on `device` (or `target`), asking
+    about the whole grid at once (one cache pass); the others fit."""
+    from .facts import tile_facts_grid
+
+    specs = list(specs)
+    limit = None
+    if target is None:
+        device = resolve_device(device)
+        target, limit = device_target(device), smem_limit(device)[0]
+    facts = tile_facts_grid(specs, target, smem_limit_bytes=limit)
+    return {i: fact.reason for i, fact in enumerate(facts) if not fact.fits}
+
+
+def fitting_points(points, device: str) -> tuple[list[dict], int]:
+    """The tile points (dicts of MatmulSpec fields) the compiler lets run on `device`, and how
+    many it refused: a battery's grid pruned before anything is measured."""
+    points = list(points)
+    valid, specs = [], []
+    for point in points:
+        try:  # wrong on every card (an accumulator over a thread's registers): refused too
+            specs.append(MatmulSpec(**point))
+        except ValueError:
+            continue
+        valid.append(dict(point))
+    refused = refused_configs(specs, device)
+    kept = [p for i, p in enumerate(valid) if i not in refused]
+    return kept, len(points) - len(kept)
 
 
 def _interpreter_on() -> bool:

@@ -7,6 +7,7 @@ one shape and precision, with occupancy, waves and the quantisation model's pred
     plan.rows[0]        # {"config": "128x256x64 8w 3s", "fits": True, "smem_bytes": ..., ...}
     plan.frame()        # the rows as a DataFrame (a notebook table)
     print(format_plan(plan))                                # what `a800lab check tiles` prints
+    compare_targets(["A800", "H100 SXM5 80GB"], "bf16", 4096, 4096, 4096, configs=[...])
 
 Every row comes from a800lab.workloads.tiles.facts (the real Triton compiler for the card's
 architecture, cached; a labelled estimate without Triton). Fitting configs also get the tile
@@ -99,6 +100,19 @@ def plan_tiles(target: str | Target, precision: str, m: int, n: int, k: int, *,
     plan.rows = [_row(spec, fact, target) for spec, fact in zip(specs, facts, strict=True)]
     plan.rows += refused
     return plan
+
+
+def compare_targets(targets: Sequence[str | Target], precision: str, m: int, n: int, k: int,
+                    *, configs: Sequence[Mapping] | None = None,
+                    fields: Sequence[str] = ("fits", "smem_bytes", "registers", "mma",
+                                             "blocks_per_sm", "waves")) -> pd.DataFrame:
+    """One row per config, `fields` side by side per target: how the same tiles fare on
+    different cards (the compiler for each one's architecture)."""
+    frames = {}
+    for target in targets:
+        plan = plan_tiles(target, precision, m, n, k, configs=configs)
+        frames[plan.target.label] = plan.frame().set_index("config")[list(fields)]
+    return pd.concat(frames, axis=1)
 
 
 def _row(spec: MatmulSpec, facts: TileFacts, target: Target) -> dict:

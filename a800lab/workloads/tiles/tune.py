@@ -89,23 +89,27 @@ def tune(m: int, n: int, k: int, precision: str = "fp32", backend: str = "auto",
          store: str | os.PathLike | None = None, out: str | os.PathLike | None = None,
          force: bool = False, on_trial: Callable[[Record], None] | None = None,
          on_start: Callable[[dict, float], None] | None = None,
-         cancel: CancelToken | None = None) -> TuneOutcome:
+         cancel: CancelToken | None = None, fp8_acc: str | None = None) -> TuneOutcome:
     """Find the fastest tile of `grid` (default: default_grid) for one shape; see the module
     docstring. `store=None` uses default_store_path(); `force` tunes even when stored;
     `on_trial(record)` sees every trial's record as it is measured, `on_start(config,
-    budget_s)` every trial as it begins."""
+    budget_s)` every trial as it begins; `fp8_acc` ("precise" or "fast") is fp8's
+    accumulation, the same for every trial. On a GPU the compiler's verdict for the card
+    (check_config) leaves out the configs it cannot run before anything is timed."""
     device = resolve_device(device)
     backend = default_tile_backend(device) if backend == "auto" else backend
     grid = [dict(c) for c in (grid if grid is not None else default_grid(backend))]
     shape = {"m": m, "n": n, "k": k, "precision": precision, "backend": backend}
-    MatmulSpec(m, n, k, precision, backend)  # a bad shape or precision: refused up front
+    if fp8_acc is not None:
+        shape["fp8_acc"] = fp8_acc
+    MatmulSpec(m, n, k, precision, backend, fp8_acc=fp8_acc)  # a bad shape: refused up front
     if out is not None:
         check_writable(out)
     env = environment(device)
     env["fingerprint"] = fingerprint(env)
     tuned = TunedStore(store if store is not None else default_store_path())
-    key = TunedStore.key(fingerprint=env["fingerprint"], m=m, n=n, k=k, precision=precision,
-                         backend=backend)
+    key = TunedStore.key(fingerprint=env["fingerprint"],
+                         **{name: value for name, value in shape.items()})
     if not force:
         entry = tuned.get(key, grid)
         if entry is not None:
@@ -114,7 +118,8 @@ def tune(m: int, n: int, k: int, precision: str = "fp32", backend: str = "auto",
     outcome, run_id = TuneOutcome(entry={}, reused=False), new_run_id()
 
     def validate(config: dict) -> None:
-        check_config(MatmulSpec(m, n, k, precision, backend, **config), device)
+        check_config(MatmulSpec(m, n, k, precision, backend, fp8_acc=fp8_acc, **config),
+                     device)
 
     def evaluate(config: dict, trial_budget_s: float, first: bool) -> dict:
         if on_start is not None:
