@@ -7,12 +7,15 @@
 On CUDA every call is bracketed by CUDA events, the L2 cache is flushed (a buffer larger than
 L2, allocated once per device by `l2_flush_buffer`, is zeroed) before each call so a small
 problem cannot run from a warm cache, and the device is synchronised once before the events are
-read. The flush also keeps the GPU busy while the host enqueues the call, but only for as long as
-zeroing 256 MiB takes (about 55 us on an H200): a call whose host side takes longer (a Python-heavy
-dispatch such as a 2:4 sparse matmul) would leave the GPU idle between the start event and its
-first kernel, and that host time would count as the call's. So measure() times the host side of
-each warm-up call and, where it exceeds the flush, queues a GPU spin (`torch.cuda._sleep`) of
-that length after each flush and before the start event (`launch_guard_cycles`). On CPU each call is timed with the clock (`time.perf_counter` unless injected; tests pass
+read. The flush also keeps the GPU busy while the host enqueues the call, but only for as long
+as zeroing 256 MiB takes (about 55 us on an H200): a call whose host side takes longer (a
+Python-heavy dispatch such as a 2:4 sparse matmul) would leave the GPU idle between the start
+event and its first kernel, and that host time would count as the call's. So measure() times the
+host side of each warm-up call and, where it exceeds the flush, queues a GPU spin
+(`torch.cuda._sleep`) of that length after each flush and before the start event
+(`launch_guard_cycles`).
+
+On CPU each call is timed with the clock (`time.perf_counter` unless injected; tests pass
 a fake clock). Warm-up and repetition counts follow a time budget with minimum counts; a cancel
 token is honoured between repetitions. Warm-up and timing together are the point's measured
 window (a800lab.core.window): its memory peak, telemetry and CPU load are read there.

@@ -15,10 +15,10 @@ as in throughput_figure); bottom, sharing the x axis, what the quantisation mode
 the useful share of the tile work, the share of wave slots filled, and their product (the
 predicted relative throughput), with the number of waves written where it changes. A wave holds
 sm_count x blocks_per_sm tiles: blocks_per_sm is how many thread blocks of the kernel an SM
-keeps resident, which the compiler's facts give (a800lab.workloads.tiles.facts); 1 unless told. The model is
-relative and ignores memory bandwidth and caches: it explains steps and saw-teeth (N=1537 vs
-1536), not the absolute TFLOP/s, so it gets its own axis rather than being scaled onto the
-measurements.
+keeps resident, which the compiler's facts give (a800lab.workloads.tiles.facts); 1 unless told.
+The model is relative and ignores memory bandwidth and caches: it explains steps and saw-teeth
+(N=1537 vs 1536), not the absolute TFLOP/s, so it gets its own axis rather than being scaled onto
+the measurements.
 """
 
 from __future__ import annotations

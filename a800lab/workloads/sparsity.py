@@ -8,14 +8,14 @@
 The guide's "structured zero compression" is NVIDIA's 2:4 sparsity: in every group of 4
 consecutive weights along K at most 2 are non-zero, and sparse tensor cores (Ampere and newer,
 compute capability >= 8.0) skip the zeros, for up to 2x the dense math rate. torch exposes it as
-`torch.sparse.to_sparse_semi_structured(A) @ B` with two back ends, cuSPARSELt (torch's
-default) and CUTLASS (when SparseSemiStructuredTensor._FORCE_CUTLASS is set; sm_8x only, so on a
-Hopper card that path cannot be tested, and says why); each takes only some dtypes and needs A's rows and columns to be
-multiples of a minimum block (read from torch itself, see `shape_minimums`). Both products here
-use the same pruned A, so the speed-up compares like with like; each is checked against the
-float64 product of the pruned data before it is timed. TFLOP/s count the dense 2*m*n*k for both
-(the sparse figure is an effective rate). On a CPU, or a GPU without sparse tensor cores, the
-point raises ValueError saying what it needs: there is no fake number.
+`torch.sparse.to_sparse_semi_structured(A) @ B` with two back ends, cuSPARSELt (torch's default)
+and CUTLASS (when SparseSemiStructuredTensor._FORCE_CUTLASS is set; sm_8x only, so on a Hopper
+card that path cannot be tested, and says why); each takes only some dtypes and needs A's rows
+and columns to be multiples of a minimum block (read from torch itself, see `shape_minimums`).
+Both products here use the same pruned A, so the speed-up compares like with like; each is
+checked against the float64 product of the pruned data before it is timed. TFLOP/s count the
+dense 2*m*n*k for both (the sparse figure is an effective rate). On a CPU, or a GPU without
+sparse tensor cores, the point raises ValueError saying what it needs: there is no fake number.
 """
 
 from __future__ import annotations
