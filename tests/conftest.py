@@ -1,16 +1,44 @@
-"""Shared test set-up: tests marked `gpu` skip, with the reason, where CUDA is unusable; the
+"""Shared test set-up: tests marked `gpu` skip, with the reason, where CUDA is unusable; where
+ipywidgets is missing (a lent GPU machine's stack) the panels' test modules are left out of
+collection, said in the report header, so the rest (the GPU tests too) still runs; the
 compile cache of the tile facts is the session's own (a config compiles once per run, never
 into the user's cache); the `one_torch_thread` fixture runs a module's tests on one torch
 thread (use it with `pytestmark = pytest.mark.usefixtures("one_torch_thread")`); `quiet_cpu`
 judges points on their timing spread alone (for tests whose subject is not contention).
 """
 
+import importlib
 import os
+import re
+from pathlib import Path
 
 import pytest
 import torch
 
 from a800lab.core.backends import HAS_CUDA, why_unavailable
+
+_PANELS = re.compile(r"^(from a800lab\.widgets|import a800lab\.widgets)", re.MULTILINE)
+
+
+def _importable(name: str) -> bool:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
+
+
+HAS_IPYWIDGETS = _importable("ipywidgets")
+collect_ignore = [] if HAS_IPYWIDGETS else sorted(
+    path.name for path in Path(__file__).parent.glob("test_*.py")
+    if _PANELS.search(path.read_text(encoding="utf-8")))
+
+
+def pytest_report_header(config):
+    if collect_ignore:
+        return (f"ipywidgets is not installed: {len(collect_ignore)} panel test modules left "
+                f"out ({', '.join(collect_ignore)})")
+    return None
 
 
 def pytest_collection_modifyitems(config, items):

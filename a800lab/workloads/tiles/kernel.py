@@ -29,8 +29,9 @@ use_fast_accum=True; elsewhere the same as precise).
 Triton launches on torch's *current* CUDA device, so a launch first makes the tensors' device
 current (cuda:1 tensors run on cuda:1, never on GPU 0). Set TRITON_INTERPRET=1 before this
 module is imported to run the kernels under the Triton interpreter (numpy on the CPU, for
-correctness at small sizes; INTERPRETED is then True). The interpreter multiplies bf16 tiles as
-raw 16-bit integers, so in interpreter mode bf16 tiles are widened to fp32 before tl.dot. The
+correctness at small sizes; INTERPRETED is then True; Triton >= 3.7 there, whose interpreter
+loops over a helper's scalar arguments). The interpreter multiplies bf16 tiles as raw 16-bit
+integers, so in interpreter mode bf16 tiles are widened to fp32 before tl.dot. The
 module imports without Triton; the kernels then do not exist and callers check
 a800lab.core.backends.HAS_TRITON first.
 """
@@ -247,4 +248,12 @@ def launch_tile_matmul(a: torch.Tensor, b: torch.Tensor, spec, *,
         except OutOfResources as exc:
             raise ValueError(f"Triton refused the tile {spec.tile} in {spec.precision} when "
                              f"compiling it: {exc}; lower num_stages or the block sizes") from exc
+        except Exception as exc:
+            if INTERPRETED and "0-dimensional arrays" in str(exc):
+                raise ValueError(
+                    f"Triton {triton.__version__}'s interpreter cannot loop over a helper's "
+                    "scalar arguments under NumPy 2 (Triton 3.7.1's can), and the lab's kernel "
+                    "does; install triton>=3.7 for the interpreter, or use the CPU stand-in "
+                    "(backend='cpu_blocked')") from exc
+            raise
     return c
