@@ -7,6 +7,9 @@
         --block-n 64 128 256 --out tiles.jsonl        # the tile kernel (CPU: its stand-in)
     python -m a800lab tune tiles --size 4096 --precision bf16 [--out trials.jsonl]
                                                        # fastest tile, stored and reused
+    python -m a800lab check tiles --card A800 --precision bf16 [--size 4096]
+                                                       # the compiler's verdict on every tile
+                                                       # for a card, no GPU needed
     python -m a800lab sweep train --model transformer --batch-size 8 32 128 \
         --precision fp32 bf16 --accum-steps 1 4 --out train.jsonl   # training steps
     python -m a800lab max-batch --model transformer --precision bf16 --target-batch 1024

@@ -69,3 +69,46 @@ def test_without_a_gpu_it_fails_and_says_why(tmp_path, capsys):
     assert report["error"].startswith("no CUDA device") and report["checks"] == {}
     assert report["environment"]["mode"] == "CPU fallback"
     assert capsys.readouterr().out.startswith("FAIL  gpu_check: no CUDA device")
+
+
+def test_checks_that_do_not_fit_the_budget_are_recorded_as_not_run(tmp_path, monkeypatch,
+                                                                    capsys):
+    written = []
+
+    def quick():
+        """Holds."""
+        written.append(json.loads((tmp_path / "out" / "gpu_check-fake-gpu.json").read_text())
+                       if (tmp_path / "out" / "gpu_check-fake-gpu.json").exists() else None)
+        return "fine", {}
+
+    def slow():
+        """Would take too long."""
+        raise AssertionError("started past the budget")
+
+    monkeypatch.setattr(gpu_check, "HAS_CUDA", True)
+    monkeypatch.setattr(gpu_check, "environment", lambda device: {"device_name": "Fake GPU",
+                                                                  "mode": "GPU"})
+    monkeypatch.setattr(gpu_check, "fingerprint", lambda env: "f")
+    monkeypatch.setattr(gpu_check, "CHECKS", {"quick": quick, "slow": slow, "again": quick})
+    monkeypatch.setattr(gpu_check, "ESTIMATE_S", {"quick": 1, "slow": 500, "again": 1})
+    monkeypatch.setattr(gpu_check, "default_out",
+                        lambda name: tmp_path / "data" / "gpu_check-fake-gpu.json")
+    monkeypatch.setenv("OUT", str(tmp_path / "out"))
+    assert gpu_check.main(["--budget-s", "60"]) == 3
+    report = json.loads((tmp_path / "data" / "gpu_check-fake-gpu.json").read_text())
+    assert [report["checks"][n]["status"] for n in ("quick", "slow", "again")] == [
+        "pass", "not run", "pass"]
+    assert "takes ~500 s and" in report["checks"]["slow"]["summary"]
+    assert report["not_run"] == ["slow"] and report["failed"] == []
+    assert written[1]["checks"]["quick"]["status"] == "pass"  # written after the first check
+    assert (tmp_path / "out" / "gpu_check-fake-gpu.json").read_text() == \
+        (tmp_path / "data" / "gpu_check-fake-gpu.json").read_text()  # the lent box's copy
+    assert "SKIP  slow: not run" in capsys.readouterr().out
+
+
+def test_the_help_names_the_one_command_and_its_budget(capsys):
+    with pytest.raises(SystemExit):
+        gpu_check.main(["--help"])
+    text = capsys.readouterr().out
+    assert "python3 scripts/gpu_check.py " in text and "--budget-s 270" in text
+    assert "at most 5" in text and "no ipywidgets" in text

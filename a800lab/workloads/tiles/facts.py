@@ -54,7 +54,7 @@ from .occupancy import occupancy
 
 CACHE_ENV = "A800LAB_COMPILE_CACHE"
 CACHE_FILE = "compiled_tiles.json"
-SCHEMA = 1
+SCHEMA = 2  # 2: the kernel hash
 TMA_MIN_CAPABILITY = (9, 0)
 TMA_MAX_BOX = 256            # a TMA box holds at most 256 elements per dimension
 DEFAULT_PROGRAMS = 132       # the persistent program count when the target's SMs are unknown
@@ -81,6 +81,7 @@ class TileFacts:
     blocks_per_sm: int
     occupancy: dict
     compile_s: float
+    kernel_hash: str = ""   # the key Triton's own cache (and a launch's JIT) files it under
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -162,7 +163,7 @@ def _facts(spec: MatmulSpec, target: Target, smem_limit_bytes: int | None,
     return TileFacts(target.sm, source, raw.get("triton") is not None, not reason, reason,
                      raw["smem_bytes"], raw["static_smem_bytes"], limit, raw["registers"],
                      raw["spill_bytes"], raw["pipeline"], raw["mma"], occ.blocks_per_sm,
-                     occ.to_dict(), raw.get("compile_s", 0.0))
+                     occ.to_dict(), raw.get("compile_s", 0.0), raw.get("hash", ""))
 
 
 def card_refusal(spec: MatmulSpec, capability: tuple[int, int]) -> str:
@@ -337,7 +338,8 @@ def compile_raw(spec: MatmulSpec, target: Target) -> dict:
                 "compile_s": round(time.perf_counter() - started, 3)}
     ptx = compiled.asm["ptx"]
     usage = resource_usage(compiled.asm["cubin"])
-    return {"triton": triton.__version__, "smem_bytes": int(compiled.metadata.shared),
+    return {"triton": triton.__version__, "hash": compiled.hash,
+            "smem_bytes": int(compiled.metadata.shared),
             "static_smem_bytes": usage["shared"], "registers": usage["registers"],
             "spill_bytes": usage["local"],
             "pipeline": "TMA" if "cp.async.bulk.tensor" in ptx else
