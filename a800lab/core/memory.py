@@ -26,11 +26,12 @@ from dataclasses import dataclass
 
 import torch
 
+from .warmup import warm_runtime
+
 # How allocation failures read: CUDA ("CUDA out of memory"), torch's CPU allocator ("can't
 # allocate memory", "not enough memory"), cuBLAS/cuDNN ("CUBLAS_STATUS_ALLOC_FAILED").
 _OOM_MESSAGES = ("out of memory", "can't allocate memory", "not enough memory", "alloc_failed")
 GIB = 2**30
-_warmed: set[str] = set()  # CUDA devices whose cuBLAS state exists (MemoryProbe.warm)
 
 
 class WontFit(MemoryError):
@@ -53,20 +54,11 @@ class MemoryProbe:
         return "allocated" if self.on_cuda else "rss"
 
     def warm(self) -> None:
-        """Make the state a process's first matmul creates before its baseline is read: on
-        CUDA the cuBLAS handle and its workspace (32 MiB on Hopper, ~8 MiB otherwise), kept
-        for the life of the process and allocated through torch's allocator, so otherwise the
-        first point of a fresh process would count it as its own. Once per device."""
-        if not self.on_cuda or self.device in _warmed:
-            return
-        with torch.cuda.device(self.device):
-            x = torch.ones(16, 16, device=self.device)
-            dtypes = (torch.float32, torch.bfloat16) if torch.cuda.is_bf16_supported() else \
-                (torch.float32,)
-            for dtype in dtypes:  # cuBLAS and cuBLASLt paths
-                x.to(dtype) @ x.to(dtype)
-            torch.cuda.synchronize(self.device)
-        _warmed.add(self.device)
+        """Make what a process's first steps create (cuBLAS's handle and lasting workspace, 32
+        MiB on Hopper and ~8 MiB otherwise, allocated through torch's allocator; the
+        optimizers' imports on a CPU) before a baseline is read: a800lab.core.warmup, once
+        per device, so no first point of a fresh process counts it as its own."""
+        warm_runtime(self.device)
 
     def current_bytes(self) -> int | None:
         if self.on_cuda:

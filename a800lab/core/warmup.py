@@ -7,7 +7,8 @@ A fresh process pays once for what torch loads lazily: autograd's engine, the op
 first step (which imports torch._dynamo and friends, over 100 MiB of resident memory on a CPU),
 the BLAS and its thread pool, cuBLAS's workspace on a GPU. Without this the first point of a
 fresh kernel showed ~150 MiB of "own peak memory" while the same point measured again showed
-5 MiB. run_sweep calls it before its first point; it runs outside every measured window.
+5 MiB. run_sweep calls it before its first point, and every measured window before reading
+its baseline (MemoryProbe.warm), so points measured outside a sweep are covered too.
 """
 
 from __future__ import annotations
@@ -40,4 +41,6 @@ def warm_runtime(device: str) -> None:
             optimizer.step()
         torch.matmul(x, x.T)
         if device.startswith("cuda"):
+            if torch.cuda.is_bf16_supported():  # cuBLASLt's path too
+                torch.matmul(x.bfloat16(), x.T.bfloat16())
             torch.cuda.synchronize(device)
