@@ -337,7 +337,10 @@ def compile_raw(spec: MatmulSpec, target: Target) -> dict:
         return {"triton": triton.__version__, "error": f"{type(exc).__name__}: {text}"[:400],
                 "compile_s": round(time.perf_counter() - started, 3)}
     ptx = compiled.asm["ptx"]
-    usage = resource_usage(compiled.asm["cubin"])
+    try:
+        usage = resource_usage(compiled.asm["cubin"])
+    except (OSError, subprocess.SubprocessError, RuntimeError):  # no usable cuobjdump
+        usage = {"registers": None, "shared": 0, "local": None}
     return {"triton": triton.__version__, "hash": compiled.hash,
             "smem_bytes": int(compiled.metadata.shared),
             "static_smem_bytes": usage["shared"], "registers": usage["registers"],

@@ -18,7 +18,10 @@ leaves SMs idle while it runs (wave quantisation). Every wave costs the time of 
 
 is the throughput relative to the same kernel on a shape with no padding and full waves. It
 ignores everything else (memory bandwidth, L2 reuse, pipeline start-up), so it explains steps and
-saw-teeth in a shape sweep, not absolute speed. Pure arithmetic: no torch.
+saw-teeth in a shape sweep, not absolute speed. blocks_per_sm is how many thread blocks of the
+kernel an SM holds at once: the compiler's figure for a card comes from
+a800lab.workloads.tiles.facts (`tile_facts(spec, "A800").blocks_per_sm`). Pure arithmetic: no
+torch.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import math
 import numbers
 from dataclasses import dataclass
 
-from ...core.specs import all_specs, match
+from ...core.specs import family_rows
 
 
 def _positive_int(name: str, value) -> int:
@@ -125,12 +128,8 @@ def sm_count_of(card: str) -> int:
     """SM count of a card from the datasheet table: a device name ("NVIDIA A800-SXM4-80GB") or
     a family every row of which has the same count ("A800", "A100": 108). ValueError naming the
     card when the table does not know it or its rows differ (pass sm_count= yourself then)."""
-    spec = match(card)
-    if spec is not None:
-        return spec.sm_count
-    family = " ".join(card.upper().split())
-    counts = {row.name: row.sm_count for row in all_specs()
-              if row.name.upper().startswith(family + " ")}
+    rows = family_rows(card)
+    counts = {row.name: row.sm_count for row in rows}
     if len(set(counts.values())) == 1:
         return next(iter(counts.values()))
     known = f"its rows differ: {counts}" if counts else "the datasheet table does not know it"
