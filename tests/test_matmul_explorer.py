@@ -105,3 +105,15 @@ def test_shape_hints_follow_the_controls():
     panel.controls["n"].value = 32
     assert "n=32: a multiple of 8 but not of 64; A100-class tiles fill whole at 64" in \
         panel.hints.value
+
+
+def test_modelling_another_card_asks_the_compiler_about_the_tile():
+    panel = MatmulExplorer(size=64, card="A800")
+    assert panel.run(wait=True, view="shape", n=[48, 64], block_m=64, block_n=64,
+                     block_k=64), panel.status_text
+    (predicted,) = [line for line in panel.figure.axes[1].lines
+                    if line.get_gid() == "predicted"]
+    label = predicted.get_label()
+    assert "A800 (model of that GPU)" in label and "108 SMs" in label
+    # fp32 64x64x64 at the tile kernel's 4 warps and 3 stages fits an A800 several times over
+    assert "blocks" in label and "refuses" not in label

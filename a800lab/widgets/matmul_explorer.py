@@ -241,8 +241,13 @@ class MatmulExplorer(Explorer):
                                                                   "block_k")):
             tile = (int(newest["block_m"]), int(newest["block_n"]), int(newest["block_k"]))
         if self.card is not None:
-            return (tile, sm_count_of(self.card), f"{self.card} (model of that GPU)",
-                    self._card_blocks_per_sm(newest) if tile else 1)
+            card = f"{self.card} (model of that GPU)"
+            if tile is None:
+                return tile, sm_count_of(self.card), card, 1
+            facts = self._card_facts(newest)
+            if not facts.fits:
+                card += f"; the compiler refuses this tile there: {facts.reason.split(':')[0]}"
+            return tile, sm_count_of(self.card), card, max(1, facts.blocks_per_sm)
         if self.device == "cpu":
             return tile, 1, "CPU stand-in, one tile at a time", 1
         props = torch.cuda.get_device_properties(self.device)
@@ -250,15 +255,14 @@ class MatmulExplorer(Explorer):
         return tile, props.multi_processor_count, props.name, \
             int(blocks) if blocks is not None and not pd.isna(blocks) and blocks > 0 else 1
 
-    def _card_blocks_per_sm(self, newest: pd.Series) -> int:
-        """The Triton kernel's resident blocks per SM on `card` for the newest point's tile
+    def _card_facts(self, newest: pd.Series):
+        """The compiler's facts for the Triton kernel with the newest point's tile on `card`
         (the tile kernel's warps and stages where the point has none: the CPU stand-in)."""
         fields = {f: newest[f] for f in TILE_FIELDS["triton"]
                   if f in newest and not pd.isna(newest[f])}
         spec = MatmulSpec(int(newest["m"]), int(newest["n"]), int(newest["k"]),
                           newest["precision"], "triton", **fields)
-        facts = tile_facts(spec, self.card)
-        return max(1, facts.blocks_per_sm)
+        return tile_facts(spec, self.card)
 
     def _show_best(self, shown: pd.DataFrame) -> None:
         config, source = self.best_config(shown)
