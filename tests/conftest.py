@@ -1,10 +1,12 @@
-"""Shared test set-up: tests marked `gpu` skip, with the reason, where CUDA is unusable; where
-ipywidgets is missing (a lent GPU machine's stack) the panels' test modules are left out of
-collection, said in the report header, so the rest (the GPU tests too) still runs; the
-compile cache of the tile facts is the session's own (a config compiles once per run, never
-into the user's cache); the `one_torch_thread` fixture runs a module's tests on one torch
-thread (use it with `pytestmark = pytest.mark.usefixtures("one_torch_thread")`); `quiet_cpu`
-judges points on their timing spread alone (for tests whose subject is not contention).
+"""Shared test set-up: tests marked `gpu` skip, with the reason, where CUDA is unusable; tests
+marked `slow` (torch.compile's first compile, ~20-60 s on 2 cores) run only by hand:
+`python -m pytest --run-slow ...` or `-m slow`; where ipywidgets is missing (a lent GPU
+machine's stack) the panels' test modules are left out of collection, said in the report
+header, so the rest (the GPU tests too) still runs; the compile cache of the tile facts is the
+session's own (a config compiles once per run, never into the user's cache); the
+`one_torch_thread` fixture runs a module's tests on one torch thread (use it with
+`pytestmark = pytest.mark.usefixtures("one_torch_thread")`); `quiet_cpu` judges points on their
+timing spread alone (for tests whose subject is not contention).
 """
 
 import importlib
@@ -41,13 +43,21 @@ def pytest_report_header(config):
     return None
 
 
+def pytest_addoption(parser):
+    parser.addoption("--run-slow", action="store_true",
+                     help="also run the tests marked slow (run by hand, not in the README "
+                          "command)")
+
+
 def pytest_collection_modifyitems(config, items):
-    if HAS_CUDA:
-        return
-    skip = pytest.mark.skip(reason=f"needs a CUDA GPU: {why_unavailable('cuda')}")
+    run_slow = config.getoption("--run-slow") or "slow" in (config.getoption("-m") or "")
+    skip_slow = pytest.mark.skip(reason="slow: run by hand with --run-slow")
+    skip_gpu = pytest.mark.skip(reason=f"needs a CUDA GPU: {why_unavailable('cuda')}")
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        if item.get_closest_marker("slow") and not run_slow:
+            item.add_marker(skip_slow)
+        if "gpu" in item.keywords and not HAS_CUDA:
+            item.add_marker(skip_gpu)
 
 
 @pytest.fixture(scope="session", autouse=True)

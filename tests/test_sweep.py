@@ -134,7 +134,6 @@ KILLED_WRITER = textwrap.dedent("""
 """)
 
 
-@pytest.mark.slow
 def test_sigkill_mid_sweep_loses_no_completed_record(tmp_path):
     out = tmp_path / "runs.jsonl"
     proc = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(out)])
