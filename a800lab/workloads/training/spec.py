@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from ...core.precision import framework_fp32, matmul_precision, unsupported_reason
+from .levers import ATTENTION_BACKENDS, COMPILE_MODES, OPTIMIZER_IMPLS, check_choice
 
 TRAIN_PRECISIONS = ("fp32", "fp32_default", "tf32", "fp16", "bf16", "bf16_pure")
 OPTIMIZERS = ("sgd", "adamw")
@@ -64,7 +65,9 @@ class TrainSpec:
 
     batch_size is the micro-batch; one optimizer step sees batch_size * accum_steps samples.
     lr: None takes the task's (presets: 1e-2 tiny ... 3e-4 large). grad_scaler: None means on
-    for fp16 only; the scaler fields are GradScaler's arguments.
+    for fp16 only; the scaler fields are GradScaler's arguments. compile, optimizer_impl,
+    attention and channels_last are the step's kernel levers (a800lab.workloads.training.levers:
+    what each trades, where each is refused).
     """
 
     model: str = "mlp"
@@ -80,6 +83,10 @@ class TrainSpec:
     growth_factor: float = 2.0
     backoff_factor: float = 0.5
     growth_interval: int = 2000
+    compile: str = "off"
+    optimizer_impl: str = "default"
+    attention: str = "default"
+    channels_last: bool = False
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
@@ -89,8 +96,12 @@ class TrainSpec:
         set_("precision", canonical_precision(self.precision))
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {self.optimizer!r}: use one of {OPTIMIZERS}")
-        if not isinstance(self.checkpointing, bool):
-            raise ValueError(f"checkpointing={self.checkpointing!r} must be True or False")
+        for name in ("checkpointing", "channels_last"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name}={getattr(self, name)!r} must be True or False")
+        check_choice("compile", self.compile, COMPILE_MODES)
+        check_choice("optimizer_impl", self.optimizer_impl, OPTIMIZER_IMPLS)
+        check_choice("attention", self.attention, ATTENTION_BACKENDS)
         if self.lr is not None:
             set_("lr", positive_float("lr", self.lr, "1e-3"))
         set_("init_scale", positive_float("init_scale", self.init_scale, "65536.0"))

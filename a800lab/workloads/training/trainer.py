@@ -22,12 +22,23 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import time
+import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import torch
 from torch import nn
 
 from ...core.cancel import CancelToken
+from .levers import (
+    attention_backend,
+    attention_refusal,
+    compile_model,
+    lever_unavailable,
+    optimizer_flags,
+    to_channels_last,
+)
 from .memory import (
     SavedTensorCounter,
     StepMemory,
@@ -60,14 +71,20 @@ class Trainer:
                              f"{type(model).__name__}")
         dtype = torch.bfloat16 if spec.precision == "bf16_pure" else None
         self.model = model.to(device=device, dtype=dtype)
+        if spec.channels_last:
+            self.model = self.model.to(memory_format=torch.channels_last)
         self.model.train()
         self._wrappers = checkpoint_blocks(self.model) if spec.checkpointing else []
+        # what the training cycles call: the model, or its torch.compile wrapper (evaluation and
+        # the memory probes of one block use the eager model, so they never recompile it)
+        self.step_model = compile_model(self.model, spec.compile)
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.lr = spec.lr or task.lr
+        flags = optimizer_flags(spec.optimizer_impl)
         if spec.optimizer == "adamw":
-            self.optimizer = torch.optim.AdamW(params, lr=self.lr)
+            self.optimizer = torch.optim.AdamW(params, lr=self.lr, **flags)
         else:
-            self.optimizer = torch.optim.SGD(params, lr=self.lr, momentum=0.9)
+            self.optimizer = torch.optim.SGD(params, lr=self.lr, momentum=0.9, **flags)
         self.scaler = torch.amp.GradScaler(
             self.device_type, init_scale=spec.init_scale, growth_factor=spec.growth_factor,
             backoff_factor=spec.backoff_factor, growth_interval=spec.growth_interval,
@@ -78,11 +95,36 @@ class Trainer:
     def batch(self, batch_size: int | None = None, generator: torch.Generator | None = None):
         """One micro-batch (inputs, targets) from the task, checked, cast for pure bf16."""
         batch_size = batch_size or self.spec.batch_size
-        made = self.task.make_batch(batch_size, generator or self.generator)
+        return self.prepare(self.task.make_batch(batch_size, generator or self.generator),
+                            batch_size)
+
+    def prepare(self, made, batch_size: int) -> tuple:
+        """(inputs, targets) of `made` checked, cast for pure bf16, in channels_last if set."""
         inputs, targets = check_batch(made, batch_size)
         if self.spec.precision == "bf16_pure":
             inputs = _cast_floats(inputs, torch.bfloat16)
+        if self.spec.channels_last:
+            inputs = to_channels_last(inputs)
         return inputs, targets
+
+    def load_parameters(self, tensors: Sequence[torch.Tensor]) -> None:
+        """Copy `tensors` (in model.parameters() order, e.g. another trainer's) into the model."""
+        with torch.no_grad():
+            for p, q in zip(self.model.parameters(), tensors, strict=True):
+                p.copy_(q)
+
+    def cycle_gradient(self, micro_batches: Sequence[tuple]) -> torch.Tensor:
+        """One cycle over `micro_batches`; returns the gradient the optimizer stepped with, as
+        one float32 vector, unscaled (GradScaler's scale divided out)."""
+        seen = {}
+
+        def capture():
+            scale = self.scaler.get_scale() if self.scaler.is_enabled() else 1.0
+            seen["grad"] = torch.cat([p.grad.float().flatten() for p in self.model.parameters()
+                                      if p.grad is not None]) / scale
+
+        self.cycle(micro_batches, before_step=capture)
+        return seen["grad"]
 
     def batches(self, count: int | None = None) -> list[tuple]:
         """`count` micro-batches (default accum_steps): one effective batch."""
@@ -93,9 +135,10 @@ class Trainer:
         return torch.autocast(self.device_type, dtype=dtype or torch.float32,
                               enabled=dtype is not None)
 
-    def _loss(self, inputs, targets) -> tuple[torch.Tensor, torch.Tensor]:
-        with self._autocast():
-            outputs = call_model(self.model, inputs)
+    def _loss(self, inputs, targets, *, eager: bool = False
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+        with self._autocast(), attention_backend(self.spec.attention):
+            outputs = call_model(self.model if eager else self.step_model, inputs)
             if self.spec.precision == "bf16_pure":  # keep the loss in fp32
                 outputs = _cast_floats(outputs, torch.float32)
             return outputs, self.task.loss_fn(outputs, targets)
@@ -144,20 +187,43 @@ class Trainer:
     def train(self, steps: int, *, grad_stats: bool = False,
               cancel: CancelToken | None = None) -> list[dict]:
         """`steps` optimizer steps on fresh data; per step: loss, scale, skipped (the scale
-        fell at update(): the step was not applied) and, with grad_stats, zero_grad_fraction
-        (the share of gradient elements exactly zero before the step). Synchronises every
-        step."""
+        fell at update(): the step was not applied), wall_s (the step with its data, synced:
+        the first one pays the optimizer's state and any compilation) and, with grad_stats,
+        zero_grad_fraction (the share of gradient elements exactly zero before the step).
+        Synchronises every step."""
         history = []
         for _ in range(steps):
             if cancel is not None:
                 cancel.raise_if_cancelled()
             before, seen = self.scale, {}
             look = functools.partial(self._note_zero_grads, seen) if grad_stats else None
+            started = time.perf_counter()
             loss = self.cycle(self.batches(), before_step=look).item()
+            wall_s = time.perf_counter() - started
             scale = self.scale
             history.append({"step": self.steps_done, "loss": loss, "scale": scale,
-                            "skipped": scale is not None and scale < before, **seen})
+                            "skipped": scale is not None and scale < before, "wall_s": wall_s,
+                            **seen})
         return history
+
+    def check_attention(self) -> None:
+        """A forward of 2 samples with the spec's forced attention back end; ValueError with
+        torch's reasons when the back end refuses the model's shapes or dtype (a no-op for
+        attention="default")."""
+        if self.spec.attention == "default":
+            return
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                with torch.no_grad():
+                    self._loss(*self.batch(2, torch.Generator(self.device).manual_seed(0)),
+                               eager=True)
+                failure = None
+            except RuntimeError as exc:
+                failure = exc
+        if failure is not None:
+            raise attention_refusal(self.spec.attention, failure,
+                                    [str(w.message) for w in caught])
 
     def _note_zero_grads(self, into: dict) -> None:
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
@@ -178,7 +244,7 @@ class Trainer:
         inputs, targets = self.batch(batch_size, generator)
         self.model.eval()
         try:
-            outputs, loss = self._loss(inputs, targets)
+            outputs, loss = self._loss(inputs, targets, eager=True)
             accuracy = None
             if self.task.accuracy_fn is not None:
                 accuracy = float(self.task.accuracy_fn(outputs.float(), targets))
@@ -202,9 +268,21 @@ class Trainer:
         args = tuple(a.detach().requires_grad_(a.is_floating_point())
                      if isinstance(a, torch.Tensor) else a for a in captured["x"])
         counter = SavedTensorCounter(self.model.parameters(), exclude=args)
-        with counter, self._autocast():
+        with counter, self._autocast(), attention_backend(self.spec.attention):
             first.inner(*args)
         return counter.activation_bytes + counter.weight_copy_bytes
+
+
+def check_levers(spec: TrainSpec, task: Task, device: str) -> None:
+    """ValueError (why, and what to use instead) when the spec's compile mode, attention back
+    end or layout cannot run on `device` or this model; a forced attention back end is tried
+    on 2 samples first (the model's own shapes decide)."""
+    refusal = lever_unavailable(spec, device)
+    if refusal:
+        raise ValueError(refusal)
+    if spec.attention != "default":
+        Trainer(replace(spec, batch_size=2, accum_steps=1, compile="off"), task,
+                device).check_attention()
 
 
 def _cast_floats(x, dtype):
@@ -234,7 +312,7 @@ def accumulation_gaps(task: Task, batch_size: int, accum_steps: int, *, device: 
       so the step applies the last micro-batch's gradient / k (a gap near 1)."""
     grads = _accumulation_gradients(task, batch_size, accum_steps, device, seed)
     whole = grads["whole"]
-    return {f"{name}_gap": float((grads[key] - whole).abs().max() / whole.abs().max())
+    return {f"{name}_gap": gradient_gap(grads[key], whole)
             for name, key in (("accumulation", "accumulated"), ("snippet", "last_only"))}
 
 
@@ -260,11 +338,13 @@ def _accumulation_gradients(task: Task, batch_size: int, accum_steps: int, devic
             ("last_only", batch_size, 1, micro[-1:], 1.0 / accum_steps),
             ("whole", batch_size * accum_steps, 1, whole, 1.0)):
         trainer = Trainer(TrainSpec(batch_size=b, accum_steps=k, optimizer="sgd"), task, device)
-        seen = {}
-        trainer.cycle(batches, before_step=lambda t=trainer, s=seen: s.update(grad=torch.cat(
-            [p.grad.flatten() for p in t.model.parameters() if p.grad is not None])))
-        out[name] = seen["grad"] * scale
+        out[name] = trainer.cycle_gradient(batches) * scale
     return out
+
+
+def gradient_gap(grad: torch.Tensor, reference: torch.Tensor) -> float:
+    """max |grad - reference| / max |reference| (0 for identical gradients)."""
+    return float((grad - reference).abs().max() / reference.abs().max())
 
 
 # ---- memory probes -----------------------------------------------------------------------------

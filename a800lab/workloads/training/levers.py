@@ -1,0 +1,175 @@
+"""The compile, fused-kernel and layout levers of a training step: torch.compile's mode, the
+optimizer's implementation, the SDPA attention back end and channels_last, each refused with the
+reason where the device or the model cannot use it, and applied to a model and its optimizer.
+
+    from a800lab.workloads.training.levers import lever_unavailable, optimizer_flags
+    lever_unavailable(spec, "cpu")          # "" or why (and what to use instead)
+    torch.optim.AdamW(params, lr=1e-3, **optimizer_flags("fused"))   # {"fused": True}
+    with attention_backend("flash"):        # torch.nn.attention.sdpa_kernel, or nothing
+        loss = loss_fn(model(x), y)
+    compiled = compile_model(model, "max-autotune")   # torch.compile; "off": the model itself
+    graphs = compiled_graph_count()         # graphs Dynamo compiled so far in this process
+
+- compile: "off" (eager), "default", "reduce-overhead" (CUDA graphs: the launch overhead of a
+  step replayed in one go; CUDA only), "max-autotune" (Inductor also benchmarks matmul
+  templates and uses CUDA graphs). The first step pays the compile (tens of seconds on a CPU,
+  less when Inductor's on-disk cache already holds the graphs); a new shape recompiles.
+- optimizer_impl: "default" (torch picks: foreach on CUDA, the for-loop on a CPU), "for-loop"
+  (one kernel per parameter and operation), "foreach" (multi-tensor kernels over all
+  parameters), "fused" (one kernel per step for AdamW/SGD).
+- attention: "default" (torch picks per call), "math", "flash", "efficient" (memory-efficient),
+  "cudnn": the back end every F.scaled_dot_product_attention call of the model must use.
+- channels_last: NHWC layout for the weights and 4-D inputs of a convolutional model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+
+import torch
+from torch import nn
+
+from .models import MODELS
+
+COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")
+OPTIMIZER_IMPLS = ("default", "for-loop", "foreach", "fused")
+ATTENTION_BACKENDS = ("default", "math", "flash", "efficient", "cudnn")
+_ATTENTION_ENUM = {"math": "MATH", "flash": "FLASH_ATTENTION",
+                   "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION"}
+_CUDA_ONLY_ATTENTION = {"efficient": "the memory-efficient SDPA kernel",
+                        "cudnn": "cuDNN's SDPA kernel"}
+# presets whose forward calls F.scaled_dot_product_attention / takes 4-D image inputs
+ATTENTION_PRESETS = ("transformer",)
+IMAGE_PRESETS = ("cnn",)
+
+
+def check_choice(name: str, value, choices: tuple) -> str:
+    """`value` if it is one of `choices`, else ValueError naming them."""
+    if value not in choices:
+        raise ValueError(f"{name}={value!r} is not a choice: use one of {choices}")
+    return value
+
+
+def lever_unavailable(spec, device: str) -> str:
+    """Why `spec`'s compile mode, attention back end or layout cannot run on `device` (or on
+    its preset), with what to use instead; "" when they all can. Whether a forced attention
+    back end accepts the model's shapes is known only when it runs (Trainer.check_attention)."""
+    on_cuda = device.startswith("cuda")
+    preset = spec.model if spec.model in MODELS else None
+    if spec.compile == "reduce-overhead" and not on_cuda:
+        return ("compile='reduce-overhead' replays the step as CUDA graphs, which need a CUDA "
+                "device; on a CPU use compile='default' or 'max-autotune'")
+    if spec.compile != "off" and not on_cuda and shutil.which("g++") is None and \
+            shutil.which("c++") is None:
+        return (f"compile={spec.compile!r} on a CPU needs a C++ compiler for Inductor's "
+                "kernels (none found on PATH): install g++, or use compile='off'")
+    if spec.attention != "default":
+        if preset is not None and preset not in ATTENTION_PRESETS:
+            return (f"attention={spec.attention!r}: the {preset} preset has no attention; the "
+                    "back end is a lever of the transformer preset (or your own model)")
+        if spec.attention in _CUDA_ONLY_ATTENTION and not on_cuda:
+            kernel = _CUDA_ONLY_ATTENTION[spec.attention]
+            return (f"attention={spec.attention!r}: torch has {kernel} on CUDA only; on a CPU "
+                    "use 'math' or 'flash'")
+        if spec.attention == "cudnn" and on_cuda and \
+                torch.cuda.get_device_capability(device) < (8, 0):
+            return "attention='cudnn' needs an Ampere or newer GPU (sm_80+); use 'efficient'"
+    if spec.channels_last and preset is not None and preset not in IMAGE_PRESETS:
+        return (f"channels_last is a layout of 4-D image tensors; the {preset} preset has none "
+                "(use it with the cnn preset or your own convolutional model)")
+    return ""
+
+
+def optimizer_flags(impl: str) -> dict:
+    """The keyword arguments of torch.optim.AdamW / SGD for an implementation."""
+    check_choice("optimizer_impl", impl, OPTIMIZER_IMPLS)
+    return {"default": {}, "for-loop": {"foreach": False}, "foreach": {"foreach": True},
+            "fused": {"fused": True}}[impl]
+
+
+def attention_backend(name: str):
+    """The context that makes every SDPA call use back end `name` (a no-op for "default")."""
+    check_choice("attention", name, ATTENTION_BACKENDS)
+    if name == "default":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel(getattr(SDPBackend, _ATTENTION_ENUM[name]))
+
+
+def attention_refusal(name: str, exc: BaseException, reasons: list[str]) -> ValueError:
+    """The ValueError for a forced back end that refused the model's call: torch's reasons (the
+    warnings it gave), and what to use instead."""
+    cleaned = (re.sub(r"\s*\(Triggered internally at [^)]*\)\.?", "", r).strip()
+               for r in reasons)
+    why = " ".join(dict.fromkeys(r for r in cleaned if r)) or \
+        str(exc).strip().splitlines()[0]
+    return ValueError(f"attention={name!r} cannot run this model's attention here: {why}. Use "
+                      "attention='default' (torch picks per call) or another back end")
+
+
+def compile_model(model: nn.Module, mode: str):
+    """`model` compiled by torch.compile in `mode` ("default": torch's default mode), or the
+    model itself for "off". Compilation happens at the first call."""
+    check_choice("compile", mode, COMPILE_MODES)
+    if mode == "off":
+        return model
+    return torch.compile(model, mode=None if mode == "default" else mode)
+
+
+def compiled_graph_count() -> int:
+    """Graphs Dynamo has compiled in this process so far (each recompilation adds one)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+def graph_break_count() -> int:
+    """Graph breaks Dynamo has met in this process so far."""
+    from torch._dynamo.utils import counters
+
+    return int(sum(counters["graph_break"].values()))
+
+
+def to_channels_last(x):
+    """4-D tensors (and those inside tuples) in channels_last; anything else as it is."""
+    if isinstance(x, torch.Tensor):
+        return x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x
+    if isinstance(x, (tuple, list)):
+        return type(x)(to_channels_last(v) for v in x)
+    return x
+
+
+
+class CompileWatch:
+    """What torch.compile did during one point: the graphs compiled by the first step (the
+    compile), those compiled after it (recompilations: a new shape, a failed guard) and the
+    compile's own time (the first step's wall time less a later step's median).
+
+        watch = CompileWatch("default")      # before the first step
+        ...first step...; watch.first_step_done()
+        ...the rest...; watch.metrics([h["wall_s"] for h in history])   # {} for "off"
+    """
+
+    def __init__(self, mode: str):
+        self.mode = check_choice("compile", mode, COMPILE_MODES)
+        self._counts = [compiled_graph_count()] if mode != "off" else []
+        self._breaks = graph_break_count() if mode != "off" else 0
+
+    def first_step_done(self) -> None:
+        if self._counts:
+            self._counts.append(compiled_graph_count())
+
+    def metrics(self, step_wall_s: list[float]) -> dict:
+        """compile_s, compiled_graphs, recompiles and graph_breaks; {} when not compiling."""
+        if not self._counts:
+            return {}
+        start, after_first = self._counts[0], self._counts[-1]
+        later = sorted(step_wall_s[1:])
+        steady_s = later[len(later) // 2] if later else 0.0
+        return {"compile_s": max(0.0, step_wall_s[0] - steady_s) if step_wall_s else None,
+                "compiled_graphs": after_first - start,
+                "recompiles": compiled_graph_count() - after_first,
+                "graph_breaks": graph_break_count() - self._breaks}
