@@ -26,14 +26,22 @@ from ...core.backends import resolve_device
 from ...core.cancel import CancelToken
 from ...core.memory import free_after_oom
 from ...core.timing import measure
+from .levers import CompileWatch
 from .memory import (
     StepMemory,
     fit_memory_model,
     prediction_error,
 )
+from .mfu import count_model_flops, mfu_figures, peaks_for
 from .models import Task, preset
 from .spec import TrainSpec, check_precision, positive_int, precision_context
-from .trainer import POOL_BATCHES, Trainer, accumulation_gaps, measure_step_memory
+from .trainer import (
+    POOL_BATCHES,
+    Trainer,
+    accumulation_gaps,
+    check_levers,
+    measure_step_memory,
+)
 
 DEFAULT_TRAIN_STEPS = 30
 
@@ -68,7 +76,9 @@ def train_point(model: str = "mlp", size: str = "tiny", batch_size: int = 32,
                 lr: float | None = None,
                 grad_scaler: bool | None = None, init_scale: float = 2.0**16,
                 growth_factor: float = 2.0, backoff_factor: float = 0.5,
-                growth_interval: int = 2000, predict_memory: bool = True,
+                growth_interval: int = 2000, compile: str = "off",
+                optimizer_impl: str = "default", attention: str = "default",
+                channels_last: bool = False, predict_memory: bool = True,
                 device: str = "auto", seed: int = 0,
                 cancel: CancelToken | None = None) -> dict:
     """Train, count, then time one configuration; a sweep point function (see the module
@@ -80,18 +90,25 @@ def train_point(model: str = "mlp", size: str = "tiny", batch_size: int = 32,
     loss_curve, scale_curve and skipped_steps (steps the scaler skipped), scale, the memory
     breakdown (param_bytes, grad_bytes, optimizer_state_bytes, activation_bytes,
     weight_copy_bytes, recompute_bytes, data_bytes, counted_bytes, step_peak_bytes and
-    memory_meter) and predicted_peak_bytes (the memory model fitted to two smaller probes).
+    memory_meter) and predicted_peak_bytes (the memory model fitted to two smaller probes);
+    MFU (a800lab.workloads.training.mfu): model_flops_per_sample (FLOP, forward + backward),
+    achieved_tflops, datasheet_peak_tflops / measured_peak_tflops of the precision's matmuls
+    and mfu_pct_of_datasheet_peak / mfu_pct_of_measured_peak (None where the peak is unknown);
+    with compile on: compile_s, compiled_graphs, recompiles and graph_breaks (levers.CompileWatch).
     """
     spec = TrainSpec(model=model if task is None else task.name, size=size,
                      batch_size=batch_size, accum_steps=accum_steps, precision=precision,
                      optimizer=optimizer, checkpointing=checkpointing, lr=lr,
                      grad_scaler=grad_scaler, init_scale=init_scale,
                      growth_factor=growth_factor, backoff_factor=backoff_factor,
-                     growth_interval=growth_interval)
+                     growth_interval=growth_interval, compile=compile,
+                     optimizer_impl=optimizer_impl, attention=attention,
+                     channels_last=channels_last)
     positive_int("train_steps", train_steps, str(DEFAULT_TRAIN_STEPS))
     device = resolve_device(device)
     check_precision(spec.precision, device)
     task = task or preset(spec.model, spec.size)
+    check_levers(spec, task, device)
     if cancel is not None:
         cancel.raise_if_cancelled()
     with precision_context(spec.precision):
@@ -100,9 +117,13 @@ def train_point(model: str = "mlp", size: str = "tiny", batch_size: int = 32,
             memory_model = fit_from_probes(spec, task, device, probe_batches(spec.batch_size))
             predicted = memory_model.predict(spec.batch_size)
             free_after_oom()  # the probes' models are gone: hand their blocks back
+        flops = count_model_flops(spec, task, device)  # a fresh eager model, freed after
         base_bytes = torch.cuda.memory_allocated(device) if device.startswith("cuda") else 0
         trainer = Trainer(spec, task, device, seed=seed)
-        history = trainer.train(train_steps, cancel=cancel)
+        compiling = CompileWatch(spec.compile)
+        history = trainer.train(1, cancel=cancel)  # the first step compiles, if anything does
+        compiling.first_step_done()
+        history += trainer.train(train_steps - 1, cancel=cancel)
         pool = trainer.batches(min(spec.accum_steps, POOL_BATCHES))
         breakdown = trainer.counted_cycle(pool, StepMemory(device, base_bytes=base_bytes))
         evaluation = trainer.evaluate()
@@ -122,7 +143,11 @@ def train_point(model: str = "mlp", size: str = "tiny", batch_size: int = 32,
            "step_peak_bytes": breakdown.peak_bytes, "memory_meter": breakdown.meter,
            "predicted_peak_bytes": predicted,
            "prediction_error": None if predicted is None else
-           prediction_error(predicted, breakdown.peak_bytes)}
+           prediction_error(predicted, breakdown.peak_bytes),
+           **mfu_figures(flops.per_sample, spec.effective_batch / step_s,
+                         peaks_for(spec.precision, device)),
+           "model_flops_by_op": flops.by_op,
+           **compiling.metrics([h["wall_s"] for h in history])}
     if not math.isfinite(history[-1]["loss"]):
         out["message"] = ("the loss is not finite after training: this precision diverged "
                           "(try a GradScaler, bf16, or a lower lr)")
