@@ -1,0 +1,101 @@
+"""Figures of a profiled training step: where each profiled configuration's step goes (a stacked
+bar per category, one bar per profile) and one step's timeline, host and device lanes.
+
+    from a800lab.figures.training_profile import profile_figure
+    fig = profile_figure([small, large])     # ProfileReports (profile_step); the last one's
+                                             # timeline below the bars
+    fig = profile_figure(reports, timeline=0)   # the first one's timeline instead
+
+The bars are shares of each profiled step (so a 4 ms and a 25 ms step compare), with the step's
+milliseconds written on top; the timeline is the middle profiled step of one report, its
+segments coloured by the same categories (in CPU mode the lanes are the host's threads and each
+segment is the innermost op then; on a GPU the host lane shows its ops in grey above the CUDA
+streams). The title names the device and mode of the profiles.
+"""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from ..workloads.training.trace import CATEGORIES, HOST, IDLE, category_label
+from .look import place_legend
+from .parts import say
+
+COLORS = {"matmul/conv": "#4c72b0", "other compute": "#dd8452", "copy H2D": "#55a868",
+          "copy D2H": "#8c8c3c", "copy on device": "#64b5cd", "communication": "#8172b2",
+          IDLE: "#dddddd", HOST: "#707070"}
+
+
+def label_of(report) -> str:
+    """A profile's name in the figure: micro-batch x accumulation, precision and any lever."""
+    spec = report.spec
+    text = f"b={spec['batch_size']}" + (f"x{spec['accum_steps']}" if spec["accum_steps"] > 1
+                                        else "") + f" {spec['precision']}"
+    for field, default in (("compile", "off"), ("optimizer_impl", "default"),
+                           ("attention", "default")):
+        if spec.get(field, default) != default:
+            text += f"\n{field} {spec[field]}"
+    if spec.get("checkpointing"):
+        text += "\ncheckpointing"
+    return text
+
+
+def profile_figure(reports: list, *, timeline: int = -1) -> Figure:
+    """Stacked shares per profile above one profile's step timeline; see the module doc."""
+    fig = Figure(figsize=(10, 6.4), layout="constrained")
+    bars, line = fig.subplots(2, 1, gridspec_kw={"height_ratios": [1, 1.1]})
+    if not reports:
+        say(bars, "no profile yet: press Profile")
+        line.set_axis_off()
+        return fig
+    on_cuda = reports[-1].on_cuda
+    positions = range(len(reports))
+    bottoms = [0.0] * len(reports)
+    for cat in CATEGORIES:
+        shares = [100 * r.breakdown.categories_ms[cat] / r.breakdown.window_ms
+                  if r.breakdown.window_ms else 0.0 for r in reports]
+        if any(shares):
+            bars.bar(positions, shares, bottom=bottoms, color=COLORS[cat], width=0.6,
+                     gid=f"bar:{cat}")
+            bottoms = [b + s for b, s in zip(bottoms, shares, strict=True)]
+    for i, r in enumerate(reports):
+        bars.annotate(f"{r.breakdown.window_ms:.3g} ms\n{r.bound}", (i, 100), ha="center",
+                      va="bottom", fontsize="small", xytext=(0, 2), textcoords="offset points")
+    bars.set_xticks(list(positions), [label_of(r) for r in reports], fontsize="small")
+    bars.set(ylim=(0, 125), ylabel="share of the profiled step (%)",
+             title="where a step's time goes" + ("" if on_cuda else
+                                                 " (CPU mode: op self times on the host)"))
+    shown = [c for c in CATEGORIES if any(r.breakdown.categories_ms[c] for r in reports)]
+    place_legend(bars, [(Patch(color=COLORS[c]), category_label(c, on_cuda)) for c in shown])
+    _timeline(line, reports[timeline])
+    devices = sorted({f"{r.device_name} ({r.mode}" + ("" if r.on_cuda else
+                      f", {r.torch_threads} torch thread{'s' * (r.torch_threads != 1)}") + ")"
+                      for r in reports})
+    fig.suptitle(" | ".join(devices), fontsize="medium")
+    return fig
+
+
+def _timeline(ax, report) -> None:
+    segments = report.breakdown.timeline
+    if not segments:
+        say(ax, "no segments in the profiled step")
+        return
+    lanes = list(dict.fromkeys(s.lane for s in segments))
+    for y, lane in enumerate(lanes):
+        by_cat: dict[str, list[tuple[float, float]]] = {}
+        for s in segments:
+            if s.lane == lane:
+                by_cat.setdefault(s.category, []).append((s.start_us / 1e3,
+                                                          (s.end_us - s.start_us) / 1e3))
+        for cat, spans in by_cat.items():
+            ax.broken_barh(spans, (y - 0.4, 0.8), facecolors=COLORS.get(cat, "black"),
+                           gid=f"timeline:{cat}")
+    ax.set_yticks(range(len(lanes)), lanes, fontsize="small")
+    ax.invert_yaxis()
+    ax.set(xlabel="ms from the step's start",
+           title=f"one step's timeline ({label_of(report).replace(chr(10), ', ')}; the middle "
+                 f"of {report.steps} profiled steps, gaps are idle)")
+    cats = list(dict.fromkeys(s.category for s in segments))
+    place_legend(ax, [(Patch(color=COLORS.get(c, "black")), category_label(c, report.on_cuda))
+                      for c in cats])

@@ -1,0 +1,224 @@
+"""Profile a training step: where its time goes, whether it is launch-bound, its top ops, and a
+Perfetto / Chrome trace file for your own tools.
+
+    from a800lab.workloads.training.profile import profile_step
+    report = profile_step(TrainSpec(model="transformer", batch_size=32, precision="bf16"),
+                          out="prof/")            # prof/trace.json and prof/profile.json
+    report.breakdown.categories_ms               # ms per step: matmul/conv ... idle
+    report.busy_pct, report.bound, report.verdict # "launch-bound: the device waited ..."
+    print(report.summary())                       # what `python -m a800lab profile` prints
+    profile_step(spec, task=custom_task(make_model, make_batch))   # your own model
+
+How: a fresh model trains `warmup_steps` optimizer steps (the optimizer's state and any
+compilation happen there), the step is timed unprofiled with measure() (the honest step time:
+the profiler adds a few microseconds per op), then `steps` steps run under torch.profiler, each
+inside record_function("a800lab step N"), synchronised once at the end, as training runs. The
+exported trace is analysed by a800lab.workloads.training.trace: on a GPU the CUDA timeline
+(kernels by category, copies by direction, idle, the gaps where the device waited for a
+launch); on a CPU (labelled CPU mode) the host's op self times, and the time outside ops.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, record_function
+from torch.profiler import profile as torch_profile
+
+from ...core.backends import resolve_device
+from ...core.cancel import CancelToken
+from ...core.environment import environment
+from ...core.noise import CpuLoadMeter, assess, cpu_conditions
+from ...core.precision import matmul_precision
+from ...core.timing import measure
+from .models import Task, preset
+from .spec import TrainSpec, check_precision, matmul_precision_of, positive_int
+from .trace import IDLE, STEP_PREFIX, TraceBreakdown, analyse_trace, category_label
+from .trainer import POOL_BATCHES, Trainer, check_levers
+
+LAUNCH_BOUND_SHARE = 0.2   # the device waiting for launches this share of a step: launch-bound
+DEVICE_BOUND_PCT = 80.0    # the device (CPU mode: the ops) busy this much: compute-bound
+TRACE_FILE, REPORT_FILE = "trace.json", "profile.json"
+
+
+@dataclass
+class ProfileReport:
+    """One profiled configuration: the breakdown per step, headlines, files, conditions."""
+
+    spec: dict
+    device: str
+    device_name: str
+    mode: str
+    torch_threads: int
+    steps: int
+    warmup_steps: int
+    step_ms: float                 # the unprofiled step (median of measure()'s samples)
+    step_iqr_ms: float
+    effective_batch: int
+    breakdown: TraceBreakdown
+    trace_path: str
+    noise: dict = field(default_factory=dict)
+
+    @property
+    def on_cuda(self) -> bool:
+        return self.breakdown.on_cuda
+
+    @property
+    def busy_pct(self) -> float:
+        """GPU: the device's busy share of the step; CPU mode: the share inside ops."""
+        return self.breakdown.busy_pct
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.effective_batch / (self.step_ms / 1e3)
+
+    @property
+    def profiler_overhead(self) -> float:
+        """Profiled step / unprofiled step - 1 (the profiler's own cost on the host)."""
+        return self.breakdown.window_ms / self.step_ms - 1 if self.step_ms > 0 else 0.0
+
+    @property
+    def launch_bound(self) -> bool | None:
+        """True when the device waited for launches for LAUNCH_BOUND_SHARE of a step or more;
+        None in CPU mode (no device to wait)."""
+        waited = self.breakdown.launch_wait_ms
+        if waited is None:
+            return None
+        return waited >= LAUNCH_BOUND_SHARE * self.breakdown.window_ms
+
+    @property
+    def bound(self) -> str:
+        """"launch-bound", "device-bound" or "mixed" on a GPU; "overhead-bound" (outside ops
+        half the step or more), "compute-bound" or "mixed" in CPU mode."""
+        if self.on_cuda:
+            if self.launch_bound:
+                return "launch-bound"
+            return "device-bound" if self.busy_pct >= DEVICE_BOUND_PCT else "mixed"
+        idle_share = self.breakdown.categories_ms[IDLE] / self.breakdown.window_ms
+        if idle_share >= 0.5:
+            return "overhead-bound"
+        return "compute-bound" if self.busy_pct >= DEVICE_BOUND_PCT else "mixed"
+
+    @property
+    def verdict(self) -> str:
+        """One sentence: what bounds the step and what to try."""
+        b, window = self.breakdown, self.breakdown.window_ms
+        if self.on_cuda:
+            waited = b.launch_wait_ms or 0.0
+            if self.launch_bound:
+                return (f"launch-bound: the device sat idle {waited:.3g} ms of a {window:.3g} ms "
+                        f"step ({100 * waited / window:.0f}%) waiting for the host to launch "
+                        f"{b.launches:.0f} kernels; fewer, larger kernels help: a larger batch, "
+                        "torch.compile, CUDA graphs (compile='reduce-overhead'), a fused "
+                        "optimizer")
+            if self.bound == "device-bound":
+                return (f"device-bound: the device is busy {self.busy_pct:.0f}% of the step; "
+                        "speed comes from the kernels themselves (precision, shapes, compile)")
+            return (f"mixed: the device is busy {self.busy_pct:.0f}% of the step; of the idle "
+                    f"time {waited:.3g} ms waited for launches, the rest for synchronisations, "
+                    "copies or data")
+        idle = b.categories_ms[IDLE]
+        text = (f"CPU mode (no device): ops run {self.busy_pct:.0f}% of the step, "
+                f"{idle:.3g} ms of {window:.3g} ms is outside ops (Python, autograd, the "
+                "optimizer's loop)")
+        if self.bound == "overhead-bound":
+            return text + (": overhead-bound, the CPU analogue of launch-bound (a larger "
+                           "batch or fewer, fused ops help)")
+        return text
+
+    def summary(self) -> str:
+        """A few lines for a terminal: headline, the split, top ops, the trace file."""
+        b = self.breakdown
+        noisy = " (noisy: " + "; ".join(self.noise.get("reasons", [])) + ")" \
+            if self.noise.get("noisy") else ""
+        spec = self.spec
+        lines = [f"{spec['model']} ({spec['size']}), micro-batch {spec['batch_size']} x "
+                 f"{spec['accum_steps']}, {spec['precision']}, compile {spec['compile']} on "
+                 f"{self.device_name} ({self.mode}, {self.torch_threads} torch thread"
+                 f"{'s' * (self.torch_threads != 1)})",
+                 f"step {self.step_ms:.4g} ms unprofiled (IQR {self.step_iqr_ms:.2g} ms)"
+                 f"{noisy}, {self.samples_per_s:.4g} samples/s; profiled {b.window_ms:.4g} ms "
+                 f"per step over {self.steps} steps (profiler overhead "
+                 f"{100 * self.profiler_overhead:+.0f}%)",
+                 self.verdict,
+                 ("device time per step: " if self.on_cuda else "CPU time per step: ") +
+                 ", ".join(f"{category_label(k, self.on_cuda)} {v:.3g} ms"
+                           for k, v in b.categories_ms.items() if v > 0)]
+        if self.on_cuda:
+            lines.append(f"host: inside ops {b.host_ops_ms:.3g} ms, launch calls "
+                         f"{b.launch_api_ms:.3g} ms ({b.launches:.0f} launches), synchronise "
+                         f"{b.sync_wait_ms:.3g} ms; streams overlapped {b.overlap_ms:.3g} ms")
+        lines.append("top ops by " + ("device" if self.on_cuda else "CPU") + " self time:")
+        lines += [f"  {op['self_ms']:8.3f} ms {op['share_pct']:5.1f}%  {op['name']} "
+                  f"({op['calls']:g} calls, {op['category']})" for op in b.top_ops]
+        lines.append(f"trace: {self.trace_path} (open in https://ui.perfetto.dev or "
+                     "chrome://tracing)")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        b = self.breakdown
+        return {"spec": self.spec, "device": self.device, "device_name": self.device_name,
+                "mode": self.mode, "torch_threads": self.torch_threads, "steps": self.steps,
+                "warmup_steps": self.warmup_steps, "step_ms": self.step_ms,
+                "step_iqr_ms": self.step_iqr_ms, "samples_per_s": self.samples_per_s,
+                "effective_batch": self.effective_batch, "busy_pct": self.busy_pct,
+                "bound": self.bound, "launch_bound": self.launch_bound, "verdict": self.verdict,
+                "profiler_overhead": self.profiler_overhead, "noise": self.noise,
+                "trace_path": self.trace_path,
+                "window_ms": b.window_ms, "categories_ms": b.categories_ms,
+                "overlap_ms": b.overlap_ms, "host_ops_ms": b.host_ops_ms,
+                "launch_api_ms": b.launch_api_ms, "launches": b.launches,
+                "sync_wait_ms": b.sync_wait_ms, "launch_wait_ms": b.launch_wait_ms,
+                "top_ops": b.top_ops}
+
+
+def profile_step(spec: TrainSpec, task: Task | None = None, *, device: str = "auto",
+                 steps: int = 3, warmup_steps: int = 3, timing_budget_s: float = 0.3,
+                 out: str | Path | None = None,
+                 cancel: CancelToken | None = None) -> ProfileReport:
+    """Profile `steps` optimizer steps of `spec` (your own `task`, else the spec's preset);
+    see the module docstring. `out`: a folder for trace.json and profile.json (None: the trace
+    goes to a new temporary folder)."""
+    positive_int("steps", steps, "3")
+    positive_int("warmup_steps", warmup_steps, "3")
+    device = resolve_device(device)
+    check_precision(spec.precision, device)
+    task = task or preset(spec.model, spec.size)
+    check_levers(spec, task, device)
+    folder = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="a800lab-profile-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    on_cuda = device.startswith("cuda")
+    with matmul_precision(matmul_precision_of(spec.precision)):
+        trainer = Trainer(spec, task, device)
+        trainer.train(warmup_steps, cancel=cancel)  # optimizer state, compilation
+        pool = trainer.batches(min(spec.accum_steps, POOL_BATCHES))
+        meter = CpuLoadMeter().start()
+        timing = measure(lambda: trainer.cycle(pool), device=device, budget_s=timing_budget_s,
+                         warmup_s=0.0, cancel=cancel)
+        conditions = cpu_conditions(meter.stop())
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
+        with torch_profile(activities=activities) as prof:
+            for i in range(steps):
+                if cancel is not None:
+                    cancel.raise_if_cancelled()
+                with record_function(f"{STEP_PREFIX} {i}"):
+                    trainer.cycle(pool)
+            if on_cuda:
+                torch.cuda.synchronize(device)
+    trace_path = folder / TRACE_FILE
+    prof.export_chrome_trace(str(trace_path))
+    breakdown = analyse_trace(json.loads(trace_path.read_text()), on_cuda=on_cuda, steps=steps)
+    env = environment(device)
+    report = ProfileReport(
+        spec=spec.to_dict(), device=device, device_name=env["device_name"], mode=env["mode"],
+        torch_threads=torch.get_num_threads(), steps=steps, warmup_steps=warmup_steps,
+        step_ms=timing.median_ms, step_iqr_ms=timing.iqr_ms,
+        effective_batch=spec.effective_batch, breakdown=breakdown,
+        trace_path=str(trace_path),
+        noise=assess(timing.samples_ms, conditions, on_cpu=not on_cuda))
+    (folder / REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=1), encoding="utf-8")
+    return report

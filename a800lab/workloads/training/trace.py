@@ -1,0 +1,319 @@
+"""Where a profiled step's time goes, read from torch.profiler's Chrome trace (the JSON that
+Perfetto and chrome://tracing open): device time by category, idle, the host's op dispatch and
+the gaps in which the device waits for launches.
+
+    from a800lab.workloads.training.trace import analyse_trace
+    breakdown = analyse_trace(json.load(open("trace.json")), on_cuda=True, steps=3)
+    breakdown.categories_ms      # per step: {"matmul/conv": 4.1, ..., "idle": 0.8}
+    breakdown.busy_pct, breakdown.launch_wait_ms, breakdown.top_ops[:5]
+
+On a GPU the "device" is the CUDA timeline: kernels (matmul/conv: GEMM, convolution and fused
+attention kernels; communication: NCCL; other compute: the rest: elementwise, normalisation,
+softmax, reductions), memory copies by direction (memsets count as copies on the device) and
+idle, the window's time with nothing running. Where streams overlap, each instant goes to one
+category (matmul/conv first, then communication, other compute, copies) and the doubly-covered
+time is reported as `overlap_ms`, so the categories and idle add up to the window exactly. A
+device gap counts as waiting for the host when the kernel that ends it was launched (its
+cudaLaunchKernel, matched by correlation id) after the device went idle.
+
+On a CPU there is no device: the same split is made of the host's op self times (the innermost
+aten op running at each instant, on every thread), and "idle" is the time outside any op
+(Python, the autograd engine, the optimizer's loop). Launch gaps do not exist there (None).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+MATMUL, OTHER, COMM, IDLE = "matmul/conv", "other compute", "communication", "idle"
+H2D, D2H, D2D = "copy H2D", "copy D2H", "copy on device"
+CATEGORIES = (MATMUL, OTHER, H2D, D2H, D2D, COMM, IDLE)  # bottom to top of a stacked bar
+HOST = "host op"  # a GPU step's host segments in the timeline (the host dispatching ops)
+# what two categories are in CPU mode, where the host is the device
+CPU_WORDS = {IDLE: "outside ops (Python, autograd, optimizer loop)", D2D: "memory copies"}
+_PRIORITY = (MATMUL, COMM, OTHER, D2D, H2D, D2H)       # who owns an instant two streams share
+STEP_PREFIX = "a800lab step"                            # record_function name of each step
+
+_GPU_MATMUL = re.compile(r"gemm|cutlass|cublas|xmma|wgmma|hmma|conv|cudnn|winograd|fprop|dgrad|"
+                         r"wgrad|flash|fmha|attention|triton_tem_|bmm", re.I)
+_CPU_MATMUL = re.compile(r"^aten::(mm|addmm|bmm|baddbmm|addbmm|matmul|linear|_addmm_activation|"
+                         r"mv|addmv|dot|einsum|conv\w*|_convolution\w*|convolution\w*|mkldnn_\w*|"
+                         r"_scaled_dot_product\w*|_flash_attention\w*|_efficient_attention\w*)$")
+_CPU_COPY = re.compile(r"^aten::(copy_|_copy_from|_copy_from_and_resize|_to_copy|to|clone|"
+                       r"contiguous)$")
+_COMM = re.compile(r"nccl|c10d::|gloo|all_?reduce|all_?gather|reduce_?scatter|alltoall", re.I)
+_LAUNCH = re.compile(r"launch", re.I)
+_SYNC = re.compile(r"synchronize|^cudaMemcpy$|^cuMemcpy", re.I)
+DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset")  # lower-cased
+
+
+def category_label(category: str, on_cuda: bool) -> str:
+    """A category's name for a reader: CPU mode renames idle and on-device copies."""
+    return category if on_cuda else CPU_WORDS.get(category, category)
+
+
+def classify_device(event: dict) -> str:
+    """The category of a CUDA timeline event (kernel, memcpy, memset)."""
+    cat, name = event.get("cat", "").lower(), event.get("name", "")
+    if "memcpy" in cat:
+        if re.search(r"HtoD|H2D", name):
+            return H2D
+        if re.search(r"DtoH|D2H", name):
+            return D2H
+        return D2D
+    if "memset" in cat:
+        return D2D
+    if _COMM.search(name):
+        return COMM
+    return MATMUL if _GPU_MATMUL.search(name) else OTHER
+
+
+def classify_op(name: str) -> str:
+    """The category of a host (aten) op's self time in CPU mode."""
+    if _COMM.search(name):
+        return COMM
+    if _CPU_MATMUL.match(name):
+        return MATMUL
+    return D2D if _CPU_COPY.match(name) else OTHER
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A span of one lane (a host thread or a CUDA stream), microseconds on the trace clock."""
+
+    lane: str
+    start_us: float
+    end_us: float
+    category: str
+    name: str
+    op_id: int = -1  # the op (or kernel) a segment is part of: one op's self time may be split
+
+
+@dataclass
+class TraceBreakdown:
+    """Per-step figures of a profiled window; see the module docstring. Times in ms per step."""
+
+    on_cuda: bool
+    steps: int
+    window_ms: float
+    categories_ms: dict[str, float]
+    overlap_ms: float
+    host_ops_ms: float                   # the host inside aten ops (op dispatch and the ops)
+    launch_api_ms: float | None          # in cudaLaunchKernel & co (GPU)
+    launches: float | None               # kernels launched per step (GPU)
+    sync_wait_ms: float | None           # the host blocked in a synchronize (GPU)
+    launch_wait_ms: float | None         # device idle waiting for a launch (GPU)
+    top_ops: list[dict] = field(default_factory=list)
+    timeline: list[Segment] = field(default_factory=list)  # one step, times from its start
+
+    @property
+    def busy_ms(self) -> float:
+        return self.window_ms - self.categories_ms[IDLE]
+
+    @property
+    def busy_pct(self) -> float:
+        return 100 * self.busy_ms / self.window_ms if self.window_ms > 0 else 0.0
+
+
+def _spans(events: list[dict], cats: tuple[str, ...]) -> list[dict]:
+    return [e for e in events if e.get("ph") == "X" and e.get("cat", "").lower() in cats
+            and "dur" in e and "ts" in e]
+
+
+def self_segments(ops: list[dict]) -> list[Segment]:
+    """The innermost op at each instant, per thread: ops nested on one thread become the
+    segments where each is on top (its self time)."""
+    by_lane: dict[str, list[dict]] = defaultdict(list)
+    for e in ops:
+        by_lane[f"thread {e.get('tid')}"].append(e)
+    return [seg for lane, spans in by_lane.items() for seg in _lane_segments(lane, spans)]
+
+
+def _lane_segments(lane: str, spans: list[dict]) -> list[Segment]:
+    out: list[Segment] = []
+    stack: list[tuple[float, str, int]] = []  # (end, name, op id) of the open ops
+    cursor = 0.0
+    for e in sorted(spans, key=lambda e: (e["ts"], -e["dur"])):
+        start, end = float(e["ts"]), float(e["ts"]) + float(e["dur"])
+        while stack and stack[-1][0] <= start:  # ops that ended before this one starts
+            cursor = _emit(out, lane, stack, cursor, stack[-1][0])
+            stack.pop()
+        cursor = _emit(out, lane, stack, cursor, start)
+        stack.append((end, e["name"], id(e)))
+    while stack:
+        cursor = _emit(out, lane, stack, cursor, stack[-1][0])
+        stack.pop()
+    return out
+
+
+def _emit(out: list[Segment], lane: str, stack: list, cursor: float, until: float) -> float:
+    """The top op's segment from `cursor` to `until`, if any; returns the new cursor."""
+    if stack and until > cursor:
+        _, name, op_id = stack[-1]
+        out.append(Segment(lane, cursor, until, classify_op(name), name, op_id))
+    return max(cursor, until)
+
+
+def device_segments(events: list[dict]) -> list[Segment]:
+    """Every CUDA kernel, copy and memset as a segment of its stream's lane."""
+    return [Segment(f"stream {e.get('args', {}).get('stream', e.get('tid'))}", float(e["ts"]),
+                    float(e["ts"]) + float(e["dur"]), classify_device(e), e.get("name", ""),
+                    id(e)) for e in _spans(events, DEVICE_CATS)]
+
+
+def split(segments: list[Segment], start_us: float, end_us: float
+          ) -> tuple[dict[str, float], float]:
+    """(microseconds per category, doubly-covered microseconds) inside [start, end]; each
+    instant goes to the highest-priority category running then, the rest of the window is
+    idle."""
+    edges = []
+    for s in segments:
+        a, b = max(s.start_us, start_us), min(s.end_us, end_us)
+        if b > a:
+            edges += [(a, 1, s.category), (b, -1, s.category)]
+    edges.sort(key=lambda x: (x[0], x[1]))
+    totals = dict.fromkeys(CATEGORIES, 0.0)
+    active: dict[str, int] = defaultdict(int)
+    overlap, last = 0.0, start_us
+    for t, delta, cat in edges:
+        running = [c for c in _PRIORITY if active[c] > 0]
+        if running and t > last:
+            totals[running[0]] += t - last
+            if sum(active.values()) > 1:
+                overlap += t - last
+        last = max(last, t)
+        active[cat] += delta
+    busy = sum(totals.values())
+    totals[IDLE] = max(0.0, (end_us - start_us) - busy)
+    return totals, overlap
+
+
+def _union_us(spans: list[tuple[float, float]]) -> float:
+    total, reach = 0.0, None
+    for a, b in sorted(spans):
+        if reach is None or a > reach:
+            total += b - a
+            reach = b
+        elif b > reach:
+            total += b - reach
+            reach = b
+    return total
+
+
+def _launch_waits(device: list[Segment], launches: dict, raw_device: list[dict],
+                  start: float, end: float) -> float:
+    """Microseconds the device sat idle until a kernel that the host launched only after the
+    device had gone idle."""
+    by_start = sorted(zip(device, raw_device, strict=True), key=lambda p: p[0].start_us)
+    reach, waited = start, 0.0
+    for seg, raw in by_start:
+        if seg.start_us > reach and seg.start_us <= end:
+            launch = launches.get(raw.get("args", {}).get("correlation"))
+            if launch is not None and launch > reach:
+                waited += seg.start_us - reach
+        reach = max(reach, seg.end_us)
+    return waited
+
+
+def _top_ops(segments: list[Segment], steps: int, limit: int, owner=None) -> list[dict]:
+    """The ops with the most self time (ms per step); `owner(segment)` names the op a device
+    segment belongs to (its launching op) when known."""
+    time_us: dict[str, float] = defaultdict(float)
+    calls: dict[str, set] = defaultdict(set)
+    cats: dict[str, str] = {}
+    for s in segments:
+        name = owner(s) if owner else s.name
+        time_us[name] += s.end_us - s.start_us
+        calls[name].add(s.op_id)
+        cats.setdefault(name, s.category)
+    total = sum(time_us.values()) or 1.0
+    ranked = sorted(time_us, key=time_us.get, reverse=True)[:limit]
+    return [{"name": n, "self_ms": time_us[n] / 1e3 / steps, "calls": len(calls[n]) / steps,
+             "share_pct": 100 * time_us[n] / total, "category": cats[n]} for n in ranked]
+
+
+def analyse_trace(trace: dict, *, on_cuda: bool, steps: int | None = None,
+                  step_prefix: str = STEP_PREFIX, top: int = 10) -> TraceBreakdown:
+    """Per-step breakdown of the steps annotated `step_prefix ...` in a Chrome trace; see the
+    module docstring. ValueError when the trace holds no such step."""
+    events = trace.get("traceEvents", []) if isinstance(trace, dict) else []
+    marks = sorted((e for e in _spans(events, ("user_annotation",))
+                    if str(e.get("name", "")).startswith(step_prefix)), key=lambda e: e["ts"])
+    if not marks:
+        raise ValueError(f"the trace has no '{step_prefix} N' ranges: profile the steps inside "
+                         f"torch.profiler.record_function('{step_prefix} N')")
+    steps = steps or len(marks)
+    start = float(marks[0]["ts"])
+    host_end = max(float(m["ts"]) + float(m["dur"]) for m in marks)
+    ops = [e for e in _spans(events, ("cpu_op",)) if start <= e["ts"] <= host_end]
+    host = self_segments(ops)
+    runtime = _spans(events, ("cuda_runtime", "cuda_driver", "runtime"))
+    if on_cuda:
+        raw_device = [e for e in _spans(events, DEVICE_CATS) if e["ts"] >= start]
+        device = device_segments(raw_device)
+        end = max([host_end, *(s.end_us for s in device)])
+        # every host call that queued device work (kernel launches, async copies, memsets)
+        launches = {e.get("args", {}).get("correlation"): float(e["ts"]) for e in runtime}
+        waits = _launch_waits(device, launches, raw_device, start, end)
+        in_window = [e for e in runtime if start <= e["ts"] <= end]
+        launch_api = sum(float(e["dur"]) for e in in_window if _LAUNCH.search(e["name"]))
+        sync = sum(float(e["dur"]) for e in in_window if _SYNC.search(e["name"]))
+        count = sum(1 for e in in_window if _LAUNCH.search(e["name"]))
+        owner = _launching_ops(raw_device, device, runtime, host)
+    else:
+        device, end, waits, launch_api, sync, count, owner = host, host_end, None, None, None, \
+            None, None
+    totals, overlap = split(device, start, end)
+    host_ops = _union_us([(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in ops])
+    per = 1e3 * steps  # microseconds in all steps -> milliseconds per step
+    return TraceBreakdown(
+        on_cuda=on_cuda, steps=steps, window_ms=(end - start) / per,
+        categories_ms={k: v / per for k, v in totals.items()}, overlap_ms=overlap / per,
+        host_ops_ms=host_ops / per,
+        launch_api_ms=None if launch_api is None else launch_api / per,
+        launches=None if count is None else count / steps,
+        sync_wait_ms=None if sync is None else sync / per,
+        launch_wait_ms=None if waits is None else waits / per,
+        top_ops=_top_ops(device, steps, top, owner),
+        timeline=_one_step(marks, host, device if on_cuda else [], end))
+
+
+def _launching_ops(raw_device, device, runtime, host: list[Segment]):
+    """owner(segment) -> the innermost host op running where a device segment was launched
+    (matched by correlation id), else the kernel's own name."""
+    launch_at = {e.get("args", {}).get("correlation"): (float(e["ts"]), f"thread {e.get('tid')}")
+                 for e in runtime}
+    lanes: dict[str, list[Segment]] = defaultdict(list)
+    for seg in host:
+        lanes[seg.lane].append(seg)
+    starts = {}
+    for lane, segs in lanes.items():
+        segs.sort(key=lambda s: s.start_us)
+        starts[lane] = [s.start_us for s in segs]
+    names = {}
+    for seg, raw in zip(device, raw_device, strict=True):
+        name, hit = seg.name, launch_at.get(raw.get("args", {}).get("correlation"))
+        if hit is not None and hit[1] in lanes:
+            i = bisect.bisect_right(starts[hit[1]], hit[0]) - 1
+            if i >= 0 and lanes[hit[1]][i].end_us >= hit[0]:
+                name = lanes[hit[1]][i].name
+        names[id(seg)] = name
+    return lambda seg: names.get(id(seg), seg.name)
+
+
+def _one_step(marks: list[dict], host: list[Segment], device: list[Segment], end: float
+              ) -> list[Segment]:
+    """The middle step's host and device segments, times from the step's start (us)."""
+    i = len(marks) // 2
+    start = float(marks[i]["ts"])
+    stop = float(marks[i + 1]["ts"]) if i + 1 < len(marks) else end
+    host_stop = float(marks[i]["ts"]) + float(marks[i]["dur"])
+    on_cuda = bool(device)
+    out = [Segment(("host " if on_cuda else "CPU ") + s.lane, s.start_us - start,
+                   s.end_us - start, HOST if on_cuda else s.category, s.name, s.op_id)
+           for s in host if start <= s.start_us < host_stop]
+    return out + [Segment("device " + s.lane, s.start_us - start, s.end_us - start, s.category,
+                          s.name, s.op_id) for s in device if start <= s.start_us < stop]
