@@ -10,4 +10,10 @@
     numerics.py      held-out loss per precision (TF32 engaged?), embeddings in fp16 vs fp32
     max_batch.py     the largest micro-batch that fits (grow, bisect, verify)
     loss_scaling.py  fp16's range: gradient histograms, GradScaler dynamics, fp32-kept layers
+    levers.py        compile mode, optimizer implementation, SDPA back end, channels_last
+    mfu.py           model FLOPs (FlopCounterMode) and MFU against the datasheet and measured peak
+    profile.py       profile_step: torch.profiler over a few steps, headlines, the trace file
+    trace.py         the profiler's Chrome trace read: device time by category, launch gaps
+    tune.py          tune_train: successive halving over the whole training config, verified
+    snippet.py       the tuned config as plain-torch code to paste
 """

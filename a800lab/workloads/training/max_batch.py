@@ -350,12 +350,14 @@ def find_max_batch_for(spec: TrainSpec, task: Task | None = None, *, device: str
                        limit_bytes: int | None = None, margin: float = DEFAULT_MARGIN,
                        target_batch: int | None = None, use_model: bool = True,
                        verify_steps: int = VERIFY_STEPS, resolution: float = RESOLUTION,
+                       max_batch: int = MAX_BATCH,
                        on_trial: Callable[[TrialRecord], None] | None = None,
                        cancel: CancelToken | None = None) -> MaxBatchResult:
     """find_max_batch for a training spec (its batch_size is ignored; its accum_steps are used
     for the search unless a target_batch is planned). `task`: your own Task, else the spec's
     preset. `limit_bytes`: see default_limit_bytes; given on a GPU it is an injected limit
-    (a step peaking above it counts as out of memory, as on a smaller card)."""
+    (a step peaking above it counts as out of memory, as on a smaller card). `max_batch`: no
+    micro-batch above it is tried (a tuner that never needs more than its target)."""
     device = resolve_device(device)
     check_precision(spec.precision, device)
     task = task or preset(spec.model, spec.size)
@@ -373,7 +375,7 @@ def find_max_batch_for(spec: TrainSpec, task: Task | None = None, *, device: str
     result = find_max_batch(trial, limit_bytes=limit, margin=margin, accum_steps=accum,
                             target_batch=target_batch, use_model=use_model,
                             verify_steps=verify_steps, resolution=resolution,
-                            on_trial=on_trial, cancel=cancel)
+                            max_batch=max_batch, on_trial=on_trial, cancel=cancel)
     result.device = device
     return result
 

@@ -1,0 +1,122 @@
+"""The training-config tuner: its grid, every candidate's verification, the frontier, the store
+and the code to paste."""
+
+import pytest
+import torch
+from torch import nn
+
+from a800lab.core.results import read_records
+from a800lab.figures.training_tune import frontier_figure
+from a800lab.workloads.training.models import preset
+from a800lab.workloads.training.snippet import training_snippet
+from a800lab.workloads.training.task import custom_task
+from a800lab.workloads.training.tune import micro_batches, pareto_frontier, tune_train
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+SMALL = {"checkpointing": [False], "optimizer_impl": ["for-loop", "fused"]}
+
+
+def few_layers():
+    return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(),
+                         nn.Linear(32, 4))
+
+
+def a_batch(n):
+    x = torch.randn(n, 16)
+    return x, x[:, :4].argmax(1)
+
+
+def test_micro_batches_are_the_targets_divisors_up_to_the_bound():
+    assert micro_batches(256, 100) == [64, 32, 16, 8]
+    assert micro_batches(96, 1000) == [96, 48, 24, 12]
+    assert micro_batches(7, 7) == [7, 1]
+    assert micro_batches(64, 64, count=2) == [64, 32]
+
+
+def test_the_frontier_keeps_what_nothing_beats_in_both():
+    points = [{"samples_per_s": s, "peak_bytes": p, "name": n} for s, p, n in
+              [(10, 100, "a"), (20, 200, "b"), (15, 300, "c"), (30, 300, "d"), (5, 50, "e")]]
+    assert [c["name"] for c in pareto_frontier(points)] == ["e", "a", "b", "d"]
+
+
+def test_tuning_a_users_model_finds_stores_and_reuses(tmp_path):
+    store, out = tmp_path / "tuned.json", tmp_path / "trials.jsonl"
+    task = custom_task(few_layers, a_batch)
+    outcome = tune_train(task, target_batch=32, axes=SMALL, device="cpu", budget_s=0.05,
+                         store=store, out=out)
+    entry = outcome.entry
+    assert not outcome.reused and entry["best"]["batch_size"] * \
+        entry["best"]["accum_steps"] == 32
+    assert entry["measured"] == 8 and entry["failed"] == 0  # 2 optimizers x 32, 16, 8, 4
+    assert all(c["grad_gap"] <= 1e-3 for c in entry["candidates"])  # fp32 accumulation
+    assert entry["frontier"] and entry["best"] in [c["config"] for c in entry["candidates"]]
+    assert "within noise of" in outcome.summary() or "clear of the noise" in outcome.summary()
+    records = read_records(out)
+    assert {r.workload for r in records} == {"tune-train"} and len(records) >= 8
+    again = tune_train(task, target_batch=32, axes=SMALL, device="cpu", store=store)
+    assert again.reused and again.winner == outcome.winner and again.search is None
+    figure = frontier_figure(entry)
+    assert {line.get_gid() for line in figure.axes[0].lines} >= {"candidate", "frontier",
+                                                                  "winner"}
+
+
+def test_the_snippet_runs_as_pasted():
+    task = preset("mlp")
+    generator = torch.Generator().manual_seed(0)
+    loader = [task.make_batch(8, generator) for _ in range(4)]
+    for config in ({"precision": "fp32", "batch_size": 8, "accum_steps": 2,
+                    "checkpointing": True, "optimizer_impl": "fused"},
+                   {"precision": "fp16", "batch_size": 8, "accum_steps": 2},
+                   {"precision": "bf16_pure", "batch_size": 8, "accum_steps": 1}):
+        code = training_snippet(config, optimizer="adamw", lr=1e-2, device="cpu")
+        scope = {"make_model": task.make_model, "loss_fn": task.loss_fn, "loader": loader}
+        exec(compile(code, "<snippet>", "exec"), scope)  # noqa: S102 - our own generated code
+        assert scope["accum_steps"] == config["accum_steps"]
+        assert ("GradScaler" in code) == (config["precision"] == "fp16")
+    compiled = training_snippet({"precision": "bf16", "batch_size": 64, "accum_steps": 4,
+                                 "compile": "max-autotune", "attention": "flash"},
+                                optimizer="sgd", lr=0.1, device="cuda:0")
+    assert 'torch.compile(model, mode="max-autotune")' in compiled
+    assert "sdpa_kernel(SDPBackend.FLASH_ATTENTION)" in compiled
+    assert 'torch.autocast(device, dtype=torch.bfloat16)' in compiled
+    compile(compiled, "<snippet>", "exec")
+
+
+def test_batch_norm_makes_accumulated_candidates_fail_verification(tmp_path):
+    outcome = tune_train(model="cnn", target_batch=16, axes=SMALL, device="cpu",
+                         budget_s=0.05, store=tmp_path / "t.json")
+    failed = list(outcome.search.failed.values())
+    assert failed and all("batch norm makes micro-batches differ" in f for f in failed)
+    assert outcome.winner["accum_steps"] == 1  # only one batch of 16 is one batch of 16
+
+
+def test_a_loss_that_sums_instead_of_averaging_is_caught(tmp_path):
+    # accumulation divides each micro-batch's loss by accum_steps: a summed loss then gives
+    # 1/k of the gradient of the whole batch summed
+    task = custom_task(few_layers, a_batch,
+                       loss_fn=lambda out, y: nn.functional.cross_entropy(out, y,
+                                                                          reduction="sum"))
+    outcome = tune_train(task, target_batch=16, axes={**SMALL, "optimizer_impl": ["fused"]},
+                         device="cpu", budget_s=0.05, store=tmp_path / "t.json")
+    assert any("gradient off" in f for f in outcome.search.failed.values())
+    assert outcome.winner["accum_steps"] == 1
+
+
+def test_a_small_memory_limit_bounds_the_micro_batch_and_refusals_say_why(tmp_path):
+    outcome = tune_train(model="transformer", target_batch=32, device="cpu", budget_s=0.05,
+                         axes={"checkpointing": [False], "optimizer_impl": ["fused"],
+                               "attention": ["default", "efficient"]},
+                         limit_bytes=3 * 2**20, store=tmp_path / "t.json")
+    session = outcome.session
+    assert any("on CUDA only" in why for why in session.refused.values())
+    assert session.bounds["fp32, checkpointing off"] < 32  # the finder bounded the micro-batch
+    assert all(c["peak_bytes"] <= session.budget_bytes for c in outcome.entry["candidates"])
+
+
+def test_bad_tuner_input_is_refused_before_anything_runs():
+    with pytest.raises(ValueError, match="unknown axes"):
+        tune_train(axes={"batch_size": [8]}, device="cpu")
+    with pytest.raises(ValueError, match="target_batch=0 must be a positive int"):
+        tune_train(target_batch=0, device="cpu")
+    with pytest.raises(ValueError, match="tf32 is a CUDA tensor-core mode"):
+        tune_train(axes={"precision": ["tf32"]}, device="cpu")
