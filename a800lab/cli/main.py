@@ -25,7 +25,7 @@ from . import chapters, check, comm, machine, report, sweep, train
 FAMILIES = (machine, sweep, check, train, comm, report, chapters)
 GROUPS = {
     "sweep": "run a sweep headless and write JSON Lines (matmul, tiles, train)",
-    "tune": "find the fastest config by successive halving, stored and reused (tiles)",
+    "tune": "find the fastest config by successive halving, stored and reused (tiles, train)",
     "check": "compile-only checks for any card, no GPU needed: the compiler's verdict on tile "
              "configs (tiles)",
     "comm": "collectives over message sizes (algbw, busbw) or a DDP step (comm hooks, no_sync, "
