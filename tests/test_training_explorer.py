@@ -28,7 +28,9 @@ def preset_panel():
 def test_controls_are_the_training_spec(preset_panel):
     p = preset_panel
     assert list(p.params) == ["model", "size", "batch_size", "accum_steps", "precision",
-                              "optimizer", "checkpointing"]
+                              "optimizer", "checkpointing", "compile", "optimizer_impl",
+                              "attention", "channels_last"]
+    assert p.controls["compile"].value == "off"  # a CPU's first compile takes ~30 s
     assert p.controls["size"].value == "tiny" and p.controls["precision"].value == "fp32"
     assert "tf32" not in p.controls["precision"].options  # a CUDA mode: not offered on a CPU
     assert p.sweep_axis.value == "batch_size"
@@ -117,3 +119,39 @@ def test_the_caption_names_the_three_plots():
 
     panel = TrainingExplorer()
     assert panel._figure_title("batch_size").startswith("samples/s, memory breakdown")
+
+
+def test_profile_view_adds_a_bar_per_profile_and_shows_a_timeline(preset_panel):
+    p = preset_panel
+    assert p.profile(wait=True, batch_size=4, steps=2)
+    assert p.profile(wait=True, batch_size=64, steps=2)
+    assert [r.spec["batch_size"] for r in p.profiles[-2:]] == [4, 64]
+    assert p.status_text.startswith("Profiled: CPU mode (no device)")
+    assert "CPU inside ops" in p.profile_box.text.value and "top op 1" in p.profile_box.text.value
+    bars, timeline = p.profile_box.figure.axes[:2]
+    assert [t.get_text() for t in bars.get_xticklabels()][-2:] == ["b=4 fp32", "b=64 fp32"]
+    assert "one step's timeline (b=64 fp32" in timeline.get_title()
+    assert p.profile_box.plot.layout.display is None and not p.run_button.disabled
+
+
+def test_tune_button_shows_the_winner_frontier_and_snippet(preset_panel, tmp_path):
+    p = preset_panel
+    assert p.tune(wait=True, target_batch=16, budget_s=0.05, store=tmp_path / "t.json",
+                  axes={"checkpointing": [False], "optimizer_impl": ["foreach", "fused"]})
+    outcome = p.tune_outcome
+    assert outcome.winner["batch_size"] * outcome.winner["accum_steps"] == 16
+    assert p.status_text.startswith("winner: fp32, ")
+    assert "optimizer.zero_grad(set_to_none=True)" in p.tune_box.snippet.value
+    assert p.tune_box.plot.value and not p.tune_box.button.disabled
+    assert not p.tune(target_batch=0)
+    assert "Cannot tune: give a target batch" in p.status_text
+    assert not p.profile(batch_size=0)
+    assert "Cannot profile: batch_size=0 is outside the allowed range" in p.status_text
+
+
+def test_mfu_columns_and_a_hint_when_no_peak_is_known(preset_panel, tmp_path, monkeypatch):
+    monkeypatch.setenv("A800LAB_PEAKS", str(tmp_path / "peaks.json"))
+    p = preset_panel
+    assert p.run(wait=True, batch_size=[4])
+    assert "<th>achieved_tflops</th>" in p.table.value
+    assert "MFU: no peak known for this device" in p.table.value

@@ -6,14 +6,20 @@ press Run, see samples/s, where the memory goes, and whether it still learns.
     panel.run(wait=True, batch_size=[8, 32, 128], precision="bf16")
     panel.find_max_batch(wait=True, target_batch=1024)  # the "find max batch" button
     panel.max_batch_result.summary()
+    panel.profile(wait=True, batch_size=4)              # the "Profile step" button
+    panel.tune(wait=True, target_batch=256)             # the "Tune" button
     TrainingExplorer(make_model=my_model, make_batch=my_batch, loss_fn=my_loss)   # your model
 
 Each point (a800lab.workloads.training.point.train_point) trains a fresh model for a few optimizer
 steps (the loss curve), counts its memory breakdown, predicts its peak from two smaller probes,
 then times whole optimizer steps. The plot: throughput (one line per series and run, the IQR
 shaded, noisy points hollow) above the stacked memory breakdown (with the predicted and measured
-peaks) and the loss curves; the title names the device and mode. The max-batch search runs on
-the panel's thread like a Run (Stop ends it between trials) and draws its trials below.
+peaks) and the loss curves; the title names the device and mode; the table adds each point's
+achieved TFLOP/s and MFU (against the datasheet and the measured peak). The max-batch search,
+the profile (a stacked bar per profiled config, one step's timeline) and the tuner (frontier,
+winner, the code to paste) run on the panel's thread like a Run (Stop ends them between
+steps) and draw below the controls. Command-line twins: `sweep train`, `max-batch`, `profile`
+and `tune train`.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import functools
 import html
 import io
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import ipywidgets as widgets
@@ -33,6 +40,7 @@ from ..core.sweep import thread_count
 from ..core.units import MIB, format_bytes
 from ..core.window import harness_work
 from ..figures.training import max_batch_figure, training_figure
+from ..workloads.training.levers import ATTENTION_BACKENDS, COMPILE_MODES, OPTIMIZER_IMPLS
 from ..workloads.training.max_batch import (
     DEFAULT_MARGIN,
     MaxBatchResult,
@@ -41,6 +49,7 @@ from ..workloads.training.max_batch import (
 )
 from ..workloads.training.models import MODELS, SIZES, default_size, describe_sizes
 from ..workloads.training.point import train_point
+from ..workloads.training.profile import profile_step
 from ..workloads.training.spec import (
     OPTIMIZERS,
     TrainSpec,
@@ -49,14 +58,18 @@ from ..workloads.training.spec import (
     precisions_for,
 )
 from ..workloads.training.task import CUSTOM, check_task, custom_task
+from ..workloads.training.tune import tune_train
 from .explorer import DATA_DIR, Explorer
 from .explorer_text import run_numbers, table_html
 from .params import Choice, Fixed, Range
+from .training_tools import ProfileBox, TuneBox
 
 # per mode: optimizer steps trained per point (the loss curve), timing budget per point
 CPU_DEFAULTS = {"train_steps": 20, "budget_s": 0.1}
 GPU_DEFAULTS = {"train_steps": 50, "budget_s": 0.3}
-_TABLE_METRICS = ("effective_batch", "eval_loss", "accuracy", "skipped_steps")
+_TABLE_METRICS = ("effective_batch", "eval_loss", "accuracy", "skipped_steps",
+                  "achieved_tflops", "mfu_pct_of_datasheet_peak", "mfu_pct_of_measured_peak",
+                  "compile_s", "recompiles")
 
 
 class TrainingExplorer(Explorer):
@@ -107,6 +120,10 @@ class TrainingExplorer(Explorer):
             "precision": Choice(tuple(precisions), default="fp32" if on_cpu else "bf16"),
             "optimizer": Choice(OPTIMIZERS, default="adamw"),
             "checkpointing": Choice((False, True)),
+            "compile": Choice(COMPILE_MODES, default="off"),  # a CPU's first compile: ~30 s
+            "optimizer_impl": Choice(OPTIMIZER_IMPLS, default="default"),
+            "attention": Choice(ATTENTION_BACKENDS, default="default"),
+            "channels_last": Choice((False, True)),
         }
         workload = functools.partial(train_point, task=self.task,
                                      train_steps=train_steps or defaults["train_steps"],
@@ -114,6 +131,9 @@ class TrainingExplorer(Explorer):
         self.max_batch_result: MaxBatchResult | None = None
         self.max_batch_figure = None
         self._finder: threading.Thread | None = None
+        self._job: threading.Thread | None = None  # a profile or a tuning run
+        self.profiles: list = []                    # ProfileReports, oldest first
+        self.tune_outcome = None                    # the last TuneOutcome
         super().__init__(workload, params, sweep=sweep, name="train", device=device,
                          cpu_threads=cpu_threads, title=title, recorded_dir=recorded_dir,
                          out=out)
@@ -146,13 +166,16 @@ class TrainingExplorer(Explorer):
             widgets.HTML(f"<b>Max batch</b> <small>{html.escape(note)}{sizes}</small>"),
             widgets.HBox([self.target_batch, self.limit_mib, self.margin, self.find_button]),
             self.max_batch_text, self.max_batch_plot])
-        return {"after_status": [finder]}
+        self.profile_box = ProfileBox(on_profile=lambda: self.profile())
+        self.tune_box = TuneBox(on_tune=lambda: self.tune())
+        return {"after_status": [finder, self.tune_box.widget, self.profile_box.widget]}
 
     # ---- the max-batch search --------------------------------------------------------------
     @property
     def running(self) -> bool:
         finder = self._finder is not None and self._finder.is_alive()
-        return super().running or finder
+        job = self._job is not None and self._job.is_alive()
+        return super().running or finder or job
 
     def find_max_batch(self, wait: bool = False, *, target_batch: int | None = None,
                        limit_mib: float | None = None, margin: float | None = None,
@@ -187,19 +210,7 @@ class TrainingExplorer(Explorer):
         return True
 
     def _finder_plan(self, values: dict, target_batch, limit_mib, margin):
-        unknown = set(values) - set(self.params)
-        if unknown:
-            raise ValueError(f"unknown parameter(s) {sorted(unknown)}; this panel has "
-                             f"{list(self.params)}")
-        chosen = {}
-        for key, spec in self.params.items():
-            value = values.get(key, spec.value if isinstance(spec, Fixed)
-                               else self.controls[key].value)
-            chosen[key] = self._check_one(key, value)
-        spec = TrainSpec(model=self.task.name if self.task else chosen["model"],
-                         size=chosen["size"], batch_size=1, accum_steps=chosen["accum_steps"],
-                         precision=chosen["precision"], optimizer=chosen["optimizer"],
-                         checkpointing=chosen["checkpointing"], lr=self.workload.keywords["lr"])
+        spec = replace(self._chosen_spec(values), batch_size=1)
         if target_batch is not None:  # the box's 0 means "no plan"; an argument of 0 is wrong
             positive_int("target_batch", target_batch, "1024 (or None for no plan)")
         target = self.target_batch.value if target_batch is None else target_batch
@@ -241,6 +252,10 @@ class TrainingExplorer(Explorer):
 
     def stop(self) -> None:
         """End the run after the point in flight, or the search after the trial in flight."""
+        if self._job is not None and self._job.is_alive():
+            self._cancel.cancel()
+            self.status.say("Stopping after the step in flight ...", "warn")
+            return
         if self._finder is not None and self._finder.is_alive():
             self._cancel.cancel()
             self.status.say("Stopping the search after the trial in flight ...", "warn")
@@ -272,6 +287,113 @@ class TrainingExplorer(Explorer):
             f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>"
             for k, v in rows) + "</table>"
 
+    # ---- the profile and the tuner ---------------------------------------------------------
+    def profile(self, wait: bool = False, *, steps: int | None = None, **values) -> bool:
+        """Profile the step at the controls' values (keyword values override them):
+        profile_step's report lands in `profiles` and is drawn beside the earlier ones.
+        Returns False, with the reason in the status line, if it cannot start."""
+        try:
+            spec = self._chosen_spec(values)
+        except Exception as exc:  # any bad value: say so, start nothing
+            self.status.say(f"Cannot profile: {exc}", "error")
+            return False
+
+        def work():
+            count = self.profile_box.steps.value if steps is None else steps
+            self.status.say(f"Profiling {count} steps of {spec.model} (micro-batch "
+                            f"{spec.batch_size}) on {self._conditions()} ...")
+            report = profile_step(spec, self.task, device=self.device, steps=count,
+                                  cancel=self._cancel)
+            self.profiles.append(report)
+            self.profile_box.show(self.profiles)
+            self.status.say(f"Profiled: {report.verdict}", "ok")
+
+        return self._start_job("profile", work, wait)
+
+    def tune(self, wait: bool = False, *, target_batch: int | None = None,
+             axes: dict | None = None, limit_mib: float | None = None,
+             margin: float | None = None, budget_s: float | None = None,
+             force: bool = False, store=None, **values) -> bool:
+        """Tune the training config for `target_batch` (default: the target batch box) with
+        tune_train over `axes` (default: its own); the model, optimizer and lr are the
+        controls'. The outcome lands in `tune_outcome` and is drawn below."""
+        try:
+            spec, limit, target, chosen_margin = self._finder_plan(values, target_batch,
+                                                                   limit_mib, margin)
+            if not target:
+                raise ValueError("give a target batch (the effective batch to tune for), "
+                                 "e.g. 256")
+        except Exception as exc:  # any bad value: say so, start nothing
+            self.status.say(f"Cannot tune: {exc}", "error")
+            return False
+
+        def work():
+            self.status.say(f"Tuning {spec.model} for an effective batch of {target} on "
+                            f"{self._conditions()} ...")
+            outcome = tune_train(
+                self.task, model=spec.model, size=spec.size, target_batch=target, axes=axes,
+                optimizer=spec.optimizer, lr=spec.lr, device=self.device, limit_bytes=limit,
+                margin=chosen_margin, force=force, store=store, cancel=self._cancel,
+                budget_s=self.tune_box.budget_s.value if budget_s is None else budget_s,
+                on_stage=lambda text: setattr(self.progress_text, "value", text),
+                on_trial=lambda r: setattr(self.progress_text, "value",
+                                           f"trial: {r.outcome} {r.throughput or ''}"))
+            self.tune_outcome = outcome
+            if self._cancel.cancelled:
+                self.status.say("Tuning stopped; nothing stored.", "warn")
+                return
+            if not outcome.entry:
+                self.status.say(f"Tuning found nothing: {outcome.summary()}", "warn")
+                return
+            self.tune_box.show(outcome)
+            self.status.say(outcome.summary().splitlines()[0], "ok")
+
+        return self._start_job("tune", work, wait)
+
+    def _start_job(self, name: str, work, wait: bool = False) -> bool:
+        """Run `work()` on the panel's job thread (one run of anything at a time)."""
+        with self._lock:
+            if self.running:
+                self.status.say("A run is in progress: press Stop or wait for it.", "warn")
+                return False
+            self._cancel, self._stopped_at = CancelToken(), None
+            self._job = threading.Thread(target=self._job_body, args=(name, work), daemon=True,
+                                         name=f"a800lab-{name}")
+            self._set_buttons(busy=True)
+            self._job.start()
+        if wait:
+            self._job.join()
+        return True
+
+    def _job_body(self, name: str, work) -> None:
+        try:
+            with thread_count(self.torch_threads):
+                work()
+        except Cancelled:
+            self.status.say(f"The {name} was stopped; nothing kept from it.", "warn")
+        except BaseException as exc:  # noqa: B036 -- whatever ends it, say so and recover
+            self.status.say(f"Cannot {name}: {type(exc).__name__}: {exc}", "error")
+        finally:
+            self._set_buttons(busy=False)
+
+    def _set_buttons(self, *, busy: bool) -> None:
+        for button in (self.run_button, self.find_button, self.profile_box.button,
+                       self.tune_box.button):
+            button.disabled = busy
+        self.stop_button.disabled = not busy
+
+    def _chosen_spec(self, values: dict) -> TrainSpec:
+        """The TrainSpec at the controls' values, `values` overriding them."""
+        unknown = set(values) - set(self.params)
+        if unknown:
+            raise ValueError(f"unknown parameter(s) {sorted(unknown)}; this panel has "
+                             f"{list(self.params)}")
+        chosen = {key: self._check_one(key, values.get(key, spec.value if isinstance(
+            spec, Fixed) else self.controls[key].value)) for key, spec in self.params.items()}
+        if self.task:
+            chosen["model"] = self.task.name
+        return TrainSpec(**chosen, lr=self.workload.keywords["lr"])
+
     # ---- views ----------------------------------------------------------------------------
     def _figure(self, df: pd.DataFrame, x: str, series: str):
         return training_figure(df, x, series=series, earlier_runs=self.earlier_runs.value)
@@ -293,4 +415,11 @@ class TrainingExplorer(Explorer):
         numbers = run_numbers(shown["run_id"]) if "run_id" in shown else {}
         extra = [c for c in (*_TABLE_METRICS, "step peak (MiB)", "predicted (MiB)")
                  if c in shown]
-        return table_html(shown, [*self.params, *extra], numbers)
+        table = table_html(shown, [*self.params, *extra], numbers)
+        mfu = [c for c in ("mfu_pct_of_datasheet_peak", "mfu_pct_of_measured_peak")
+               if c in shown and shown[c].notna().any()]
+        if "achieved_tflops" in shown and not mfu:
+            table += ("<small>MFU: no peak known for this device (a CPU or a card the "
+                      "datasheet table lacks, and no measured peak recorded): "
+                      "<code>python -m a800lab peak</code> records one.</small>")
+        return table

@@ -1,0 +1,118 @@
+"""The Profile and Tune views of TrainingExplorer: their controls and how their results are
+shown (the panel runs the work; these only lay out and render).
+
+    box = ProfileBox(on_profile=lambda: panel.profile())
+    box.show(reports)          # the headline table and the figure of every profile so far
+    tune = TuneBox(on_tune=lambda: panel.tune())
+    tune.show(outcome)         # verdict, frontier figure, the code to paste
+
+Their command-line twins: `python -m a800lab profile ...` and `python -m a800lab tune train ...`.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+
+import ipywidgets as widgets
+
+from ..core.units import format_bytes
+from ..core.window import harness_work
+from ..figures.training_profile import label_of, profile_figure
+from ..figures.training_tune import frontier_figure
+from ..workloads.training.trace import category_label
+from ..workloads.training.tune import describe_candidate
+
+PNG_DPI = 90
+MAX_PROFILES = 6  # bars side by side; older profiles drop off
+
+
+def png(figure) -> bytes:
+    """A figure as PNG bytes (drawing counted as harness work, not the workload's)."""
+    with harness_work():
+        buf = io.BytesIO()
+        figure.savefig(buf, format="png", dpi=PNG_DPI)
+    return buf.getvalue()
+
+
+class ProfileBox:
+    """"Profile step" button, the steps to profile, the headlines and the figure."""
+
+    def __init__(self, on_profile):
+        self.button = widgets.Button(description="Profile step", icon="tachometer",
+                                     tooltip="torch.profiler over a few steps at the controls' "
+                                             "values: where the time goes, top ops, a trace")
+        self.button.on_click(lambda _: on_profile())
+        self.steps = widgets.BoundedIntText(value=3, min=1, max=50, description="steps")
+        self.text = widgets.HTML("")
+        self.plot = widgets.Image(format="png", layout=widgets.Layout(display="none"))
+        self.figure = None
+        note = ("Each profile adds a bar: compare a small and a large batch, or compile off and "
+                "on. Twin: python -m a800lab profile ... --out prof/")
+        self.widget = widgets.VBox([
+            widgets.HTML(f"<b>Profile</b> <small>{html.escape(note)}</small>"),
+            widgets.HBox([self.steps, self.button]), self.text, self.plot])
+
+    def show(self, reports: list) -> None:
+        """The newest profile's headlines and top ops, and the figure of all of them."""
+        report = reports[-1]
+        b = report.breakdown
+        rows = [("config", label_of(report).replace("\n", ", ")),
+                ("step (unprofiled)", f"{report.step_ms:.4g} ms, IQR {report.step_iqr_ms:.2g} ms"
+                 + (" (noisy)" if report.noise.get("noisy") else "")),
+                ("device busy" if report.on_cuda else "CPU inside ops", f"{report.busy_pct:.0f}%"),
+                ("verdict", report.verdict)]
+        rows += [(category_label(k, report.on_cuda), f"{v:.3g} ms")
+                 for k, v in b.categories_ms.items() if v > 0]
+        rows += [(f"top op {i}", f"{op['name']}: {op['self_ms']:.3g} ms ({op['share_pct']:.0f}%)")
+                 for i, op in enumerate(b.top_ops[:5], start=1)]
+        rows.append(("trace", report.trace_path))
+        self.text.value = _table(rows)
+        self.figure = profile_figure(reports[-MAX_PROFILES:])
+        self.plot.value = png(self.figure)
+        self.plot.layout.display = None
+
+
+class TuneBox:
+    """"Tune" button, its budget, the verdict, the frontier figure and the code to paste."""
+
+    def __init__(self, on_tune):
+        self.button = widgets.Button(description="Tune", icon="magic",
+                                     tooltip="the fastest training config for the target batch "
+                                             "(uses the max-batch box's target, limit, margin)")
+        self.button.on_click(lambda _: on_tune())
+        self.budget_s = widgets.BoundedFloatText(value=0.5, min=0.01, max=60, step=0.1,
+                                                 description="budget (s)")
+        self.text = widgets.HTML("")
+        self.plot = widgets.Image(format="png", layout=widgets.Layout(display="none"))
+        self.snippet = widgets.HTML("")
+        self.figure = None
+        note = ("precision x micro-batch x accumulation x checkpointing x compile x optimizer "
+                "for the target batch above; every candidate verified. Twin: python -m a800lab "
+                "tune train --target-batch N")
+        self.widget = widgets.VBox([
+            widgets.HTML(f"<b>Tune</b> <small>{html.escape(note)}</small>"),
+            widgets.HBox([self.budget_s, self.button]), self.text, self.plot, self.snippet])
+
+    def show(self, outcome) -> None:
+        e = outcome.entry
+        rows = [("winner", describe_candidate(e["best"])),
+                ("samples/s", f"{e['samples_per_s']:.4g}"),
+                ("peak memory", format_bytes(e["peak_bytes"])),
+                ("noise", f"within noise of {e['within_noise']} other config(s)"
+                 if e["within_noise"] else "clear of the noise"),
+                ("measured / refused / failed", f"{e['measured']} / {e['refused']} / "
+                                                f"{e['failed']}"),
+                ("result", "reused from the store (force=True tunes again)" if outcome.reused
+                 else f"tuned in {e['wall_s']:.1f} s")]
+        self.text.value = _table(rows)
+        self.figure = frontier_figure(e)
+        self.plot.value = png(self.figure)
+        self.plot.layout.display = None
+        self.snippet.value = ("<details open><summary>the code to paste</summary><pre>"
+                              f"{html.escape(e['snippet'])}</pre></details>")
+
+
+def _table(rows) -> str:
+    return "<table>" + "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(str(v))}"
+                               "</td></tr>" for k, v in rows) + "</table>"
