@@ -60,10 +60,11 @@ def profile_figure(reports: list, *, timeline: int = -1) -> Figure:
                      gid=f"bar:{cat}")
             bottoms = [b + s for b, s in zip(bottoms, shares, strict=True)]
     for i, r in enumerate(reports):
-        bars.annotate(f"{r.breakdown.window_ms:.3g} ms\n{r.bound}", (i, 100), ha="center",
+        bars.annotate(f"{r.breakdown.window_ms:.3g} ms profiled\n{r.step_ms:.3g} ms unprofiled"
+                      f"\n{r.bound}", (i, 100), ha="center",
                       va="bottom", fontsize="small", xytext=(0, 2), textcoords="offset points")
     bars.set_xticks(list(positions), [label_of(r) for r in reports], fontsize="small")
-    bars.set(ylim=(0, 125), ylabel="share of the profiled step (%)",
+    bars.set(ylim=(0, 135), ylabel="share of the profiled step (%)",
              title="where a step's time goes" + ("" if on_cuda else
                                                  " (CPU mode: op self times on the host)"))
     shown = [c for c in CATEGORIES if any(r.breakdown.categories_ms[c] for r in reports)]
@@ -93,9 +94,11 @@ def _timeline(ax, report) -> None:
                            gid=f"timeline:{cat}")
     ax.set_yticks(range(len(lanes)), lanes, fontsize="small")
     ax.invert_yaxis()
+    gaps = "gaps: the device idle" if report.on_cuda else "gaps: outside ops"
     ax.set(xlabel="ms from the step's start",
            title=f"one step's timeline ({label_of(report).replace(chr(10), ', ')}; the middle "
-                 f"of {report.steps} profiled steps, gaps are idle)")
-    cats = list(dict.fromkeys(s.category for s in segments))
+                 f"of {report.steps} profiled steps; {gaps})")
+    seen = {s.category for s in segments}
+    cats = [c for c in (HOST, *CATEGORIES) if c in seen]
     place_legend(ax, [(Patch(color=COLORS.get(c, "black")), category_label(c, report.on_cuda))
                       for c in cats])

@@ -62,6 +62,8 @@ class ProfileBox:
                  + (" (noisy)" if report.noise.get("noisy") else "")),
                 ("device busy" if report.on_cuda else "CPU inside ops", f"{report.busy_pct:.0f}%"),
                 ("verdict", report.verdict)]
+        if report.overhead_note:
+            rows.append(("note", report.overhead_note))
         rows += [(category_label(k, report.on_cuda), f"{v:.3g} ms")
                  for k, v in b.categories_ms.items() if v > 0]
         rows += [(f"top op {i}", f"{op['name']}: {op['self_ms']:.3g} ms ({op['share_pct']:.0f}%)")

@@ -41,6 +41,7 @@ from .trace import IDLE, STEP_PREFIX, TraceBreakdown, analyse_trace, category_la
 from .trainer import POOL_BATCHES, Trainer, check_levers
 
 LAUNCH_BOUND_SHARE = 0.2   # the device waiting for launches this share of a step: launch-bound
+HIGH_OVERHEAD = 0.25       # profiled steps this much slower than unprofiled: say so
 DEVICE_BOUND_PCT = 80.0    # the device (CPU mode: the ops) busy this much: compute-bound
 TRACE_FILE, REPORT_FILE = "trace.json", "profile.json"
 
@@ -130,6 +131,15 @@ class ProfileReport:
                            "batch or fewer, fused ops help)")
         return text
 
+    @property
+    def overhead_note(self) -> str:
+        """A warning when the profiled steps ran far slower than the unprofiled ones."""
+        if self.profiler_overhead <= HIGH_OVERHEAD:
+            return ""
+        return (f"the profiled steps ran {100 * self.profiler_overhead:.0f}% slower than "
+                "unprofiled ones: the profiler's cost per op (or other work on the machine) "
+                "inflates the host-side shares of a small, op-heavy step")
+
     def summary(self) -> str:
         """A few lines for a terminal: headline, the split, top ops, the trace file."""
         b = self.breakdown
@@ -144,7 +154,8 @@ class ProfileReport:
                  f"{noisy}, {self.samples_per_s:.4g} samples/s; profiled {b.window_ms:.4g} ms "
                  f"per step over {self.steps} steps (profiler overhead "
                  f"{100 * self.profiler_overhead:+.0f}%)",
-                 self.verdict,
+                 self.verdict + (f" (note: {self.overhead_note})" if self.overhead_note
+                                 else ""),
                  ("device time per step: " if self.on_cuda else "CPU time per step: ") +
                  ", ".join(f"{category_label(k, self.on_cuda)} {v:.3g} ms"
                            for k, v in b.categories_ms.items() if v > 0)]
@@ -167,7 +178,8 @@ class ProfileReport:
                 "step_iqr_ms": self.step_iqr_ms, "samples_per_s": self.samples_per_s,
                 "effective_batch": self.effective_batch, "busy_pct": self.busy_pct,
                 "bound": self.bound, "launch_bound": self.launch_bound, "verdict": self.verdict,
-                "profiler_overhead": self.profiler_overhead, "noise": self.noise,
+                "profiler_overhead": self.profiler_overhead,
+                "overhead_note": self.overhead_note, "noise": self.noise,
                 "trace_path": self.trace_path,
                 "window_ms": b.window_ms, "categories_ms": b.categories_ms,
                 "overlap_ms": b.overlap_ms, "host_ops_ms": b.host_ops_ms,
