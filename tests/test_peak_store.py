@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from a800lab.core.environment import environment
-from a800lab.workloads.peak import measured_peak, record_peaks
+from a800lab.workloads.peak import measured_peak, record_peaks, roofline_peaks
 from a800lab.workloads.tiles.point import tiled_matmul_point
 
 
@@ -65,3 +65,15 @@ def test_tile_points_report_the_share_of_a_recorded_peak(tmp_path, monkeypatch):
     assert after["measured_peak_tflops"] == 2 * before["tflops"]
     assert after["pct_of_measured_peak"] == pytest.approx(
         100 * after["tflops"] / after["measured_peak_tflops"])
+
+
+def test_roofline_peaks_use_the_recorded_roofs_and_measure_only_when_missing(tmp_path):
+    path = tmp_path / "peaks.json"
+    record_peaks(report({"fp32": 0.5}), environment("cpu"), path)
+    assert roofline_peaks("cpu", "fp32", path=path) == {
+        "peak_tflops": None, "mem_bw_gbs": None,  # a CPU has no datasheet row
+        "measured_peak_tflops": 0.5, "measured_bw_gbs": 10.0}
+    unrecorded = roofline_peaks("cpu", "fp32", path=tmp_path / "none.json", budget_s=0.02)
+    assert unrecorded["measured_peak_tflops"] > 0 and unrecorded["measured_bw_gbs"] > 0
+    assert roofline_peaks("cpu", "fp32", path=tmp_path / "none.json",
+                          measure_missing=False)["measured_peak_tflops"] is None

@@ -465,6 +465,15 @@ def test_roofline_falls_back_to_time_and_handles_unknown_peak():
     assert plots.NO_POINTS_TEXT in texts(empty) and by_gid(empty, "roof:datasheet")
 
 
+def test_roofline_of_a_device_without_a_datasheet_row_draws_its_measured_roof_alone():
+    df = frame(row(flop_count=2e9, bytes_moved=1e8, tflops=0.05))
+    ax = plots.roofline_figure(df, peak_tflops=None, mem_bw_gbs=None, measured_peak_tflops=0.1,
+                               measured_bw_gbs=20.0).axes[0]
+    (measured,) = by_gid(ax, "roof:measured")
+    assert measured.get_xdata()[1] == pytest.approx(5.0)  # 0.1 TFLOP/s / 20 GB/s
+    assert not by_gid(ax, "roof:datasheet") and "peak unknown" not in ax.get_title()
+
+
 # ---- telemetry --------------------------------------------------------------------------------
 
 def snapshot(t_s, **overrides) -> dict:

@@ -283,8 +283,9 @@ def roofline_figure(df: pd.DataFrame, *, peak_tflops: float | None, mem_bw_gbs: 
     """Achieved TFLOP/s vs arithmetic intensity (flop_count / bytes_moved) under the roofs.
 
     Datasheet roof solid, measured roof dashed (a missing measured value reuses the datasheet
-    one); each roof's ridge point (peak / bandwidth, FLOP/byte) is marked. Points of earlier
-    runs are faded.
+    one; without a datasheet row, a CPU's, the measured roof is drawn alone when both its
+    values are known); each roof's ridge point (peak / bandwidth, FLOP/byte) is marked. Points
+    of earlier runs are faded.
     """
     fig, ax, own = new_axes(ax)
     peak, bw = _positive("peak_tflops", peak_tflops), _positive("mem_bw_gbs", mem_bw_gbs)
@@ -315,6 +316,8 @@ def roofline_figure(df: pd.DataFrame, *, peak_tflops: float | None, mem_bw_gbs: 
         roofs.append(("datasheet", peak, bw, "-"))
         if m_peak is not None or m_bw is not None:
             roofs.append(("measured", m_peak or peak, m_bw or bw, "--"))
+    elif m_peak is not None and m_bw is not None:
+        roofs.append(("measured", m_peak, m_bw, "--"))
     ridges = [1e3 * p / b for _, p, b, _ in roofs]  # TFLOP/s / (GB/s) = 1e3 FLOP/byte
     if roofs:
         lo, hi = min([*points["ai"], *ridges]) / 8, max([*points["ai"], *ridges]) * 8

@@ -10,6 +10,7 @@
     report.to_dict()
     record_peaks(report, env)          # kept per machine: `a800lab peak` does this
     measured_peak(env, "bf16")         # 281.3 (TFLOP/s), or None when none was recorded
+    roofline_peaks("cpu", "fp32")      # the roofs of roofline_figure: datasheet and measured
     peak_point("cuda:0", "bf16", 8192) # the report's sweep point: one precision on one card
 
 This is the reference line for "% of peak" plots when the device is not in the datasheet table
@@ -38,7 +39,7 @@ import torch
 
 from ..core.backends import resolve_device
 from ..core.cancel import CancelToken
-from ..core.environment import cpu_model, fingerprint
+from ..core.environment import cpu_model, environment, fingerprint
 from ..core.memory import free_after_oom, is_oom
 from ..core.noise import CpuLoadMeter, assess, cpu_conditions
 from ..core.operands import make_operands
@@ -53,6 +54,7 @@ from ..core.precision import (
 from ..core.results import LabNotice
 from ..core.specs import match, peak_for
 from ..core.store import cache_path, read_json, write_json_atomic
+from ..core.sweep import thread_count
 from ..core.timing import Timing, measure
 
 CUDA_SIZE = 8192            # large enough to saturate an A100/H100 with any tile shape
@@ -355,3 +357,31 @@ def measured_peak(env: dict, precision: str, path: str | os.PathLike | None = No
     entries = _read_peaks(Path(path) if path is not None else default_peaks_path())
     entry = (entries or {}).get(fingerprint(env))
     return None if entry is None else entry.get("tflops", {}).get(precision)
+
+
+def roofline_peaks(device: str, precision: str, *, measure_missing: bool = True,
+                   budget_s: float = 0.2, torch_threads: int | None = None,
+                   path: str | os.PathLike | None = None) -> dict:
+    """The roofs of a800lab.figures.tiles.roofline_figure for `device` and `precision`:
+    peak_tflops and mem_bw_gbs from the datasheet (None on a CPU or a card the table lacks),
+    measured_peak_tflops and measured_bw_gbs as `a800lab peak` recorded them for this
+    environment; with `measure_missing`, measured now (measure_peak, not recorded) when none
+    was recorded, so a CPU gets the only roofs it has (`torch_threads`: measure with the
+    thread count the points had, e.g. a panel's torch_threads)."""
+    device = resolve_device(device)
+    name = parse_precision(precision).name
+    peak, bw = None, None
+    if device != "cpu":
+        row = match(torch.cuda.get_device_name(device))
+        if row is not None:
+            peak, bw = row.peak_tflops[name], row.mem_bw_gbs
+    env = environment(device)
+    entries = _read_peaks(Path(path) if path is not None else default_peaks_path()) or {}
+    recorded = entries.get(fingerprint(env), {})
+    measured, measured_bw = recorded.get("tflops", {}).get(name), recorded.get("mem_bw_gbs")
+    if measure_missing and (measured is None or measured_bw is None):
+        with thread_count(torch_threads):
+            report = measure_peak(device, precisions=[name], budget_s=budget_s)
+        measured, measured_bw = report.tflops.get(name), report.mem_bw_gbs
+    return {"peak_tflops": peak, "mem_bw_gbs": bw, "measured_peak_tflops": measured,
+            "measured_bw_gbs": measured_bw}
