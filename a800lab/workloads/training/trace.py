@@ -17,8 +17,9 @@ device gap counts as waiting for the host when the kernel that ends it was launc
 cudaLaunchKernel, matched by correlation id) after the device went idle.
 
 On a CPU there is no device: the same split is made of the host's op self times (the innermost
-aten op running at each instant, on every thread), and "idle" is the time outside any op
-(Python, the autograd engine, the optimizer's loop). Launch gaps do not exist there (None).
+operator running at each instant, on every thread; autograd's node wrappers are not operators),
+and "idle" is the time outside any op (Python, the autograd engine, the optimizer's loop).
+Launch gaps do not exist there (None).
 """
 
 from __future__ import annotations
@@ -69,6 +70,13 @@ def classify_device(event: dict) -> str:
     if _COMM.search(name):
         return COMM
     return MATMUL if _GPU_MATMUL.search(name) else OTHER
+
+
+def is_op(name: str) -> bool:
+    """An operator (aten::mm, c10d::allreduce_, ...), not one of autograd's wrappers around
+    one (AddmmBackward0, autograd::engine::evaluate_function: ..., AccumulateGrad): their own
+    time is the autograd engine's, which counts as outside ops."""
+    return "::" in name and not name.startswith(("autograd::", "torch::autograd::"))
 
 
 def classify_op(name: str) -> str:
@@ -248,7 +256,8 @@ def analyse_trace(trace: dict, *, on_cuda: bool, steps: int | None = None,
     steps = steps or len(marks)
     start = float(marks[0]["ts"])
     host_end = max(float(m["ts"]) + float(m["dur"]) for m in marks)
-    ops = [e for e in _spans(events, ("cpu_op",)) if start <= e["ts"] <= host_end]
+    ops = [e for e in _spans(events, ("cpu_op",)) if start <= e["ts"] <= host_end and
+           is_op(e.get("name", ""))]
     host = self_segments(ops)
     runtime = _spans(events, ("cuda_runtime", "cuda_driver", "runtime"))
     if on_cuda:
