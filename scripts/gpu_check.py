@@ -25,8 +25,10 @@ Triton versions in its "environment"), and a copy to $OUT when that is set (what
 sends back); commit it under data/.
 
 Checks: hopper_tiles, doctor, timing, tf32, peak, topology, sampler, memory, oom, device,
-tiles, sparsity, training, energy, health, overlap, comm, gpu_tests (each one's expectation is
-its docstring; `--list` prints them).
+tiles, sparsity, training, energy, health, overlap, comm, gpu_tests, then the training-step
+checks profile, levers and tune (scripts/gpu_checks_training.py; run them alone with `--only
+profile levers tune` when the budget is spent before them) (each one's expectation is its
+docstring; `--list` prints them).
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ from gpu_checks_labs import (  # noqa: E402
     check_tiles,
     check_training,
 )
+from gpu_checks_training import check_levers, check_profile, check_tune  # noqa: E402
 
 from a800lab.core.backends import HAS_CUDA, why_unavailable  # noqa: E402
 from a800lab.core.environment import environment, fingerprint  # noqa: E402
@@ -85,13 +88,14 @@ CHECKS: dict[str, Callable[[], tuple[str, dict]]] = {
     "sampler": check_sampler, "memory": check_memory, "oom": check_oom, "device": check_device,
     "tiles": check_tiles, "sparsity": check_sparsity, "training": check_training,
     "energy": check_energy, "health": check_health, "overlap": check_overlap,
-    "comm": check_comm, "gpu_tests": check_gpu_tests,
+    "comm": check_comm, "gpu_tests": check_gpu_tests, "profile": check_profile,
+    "levers": check_levers, "tune": check_tune,
 }
 # seconds each check takes on one H100/H200-class card (compiles included), for the budget
 ESTIMATE_S = {"hopper_tiles": 25, "doctor": 3, "timing": 10, "tf32": 3, "peak": 15,
               "topology": 2, "sampler": 4, "memory": 15, "oom": 5, "device": 3, "tiles": 25,
               "sparsity": 10, "training": 25, "energy": 4, "health": 15, "overlap": 8,
-              "comm": 12, "gpu_tests": 60}
+              "comm": 12, "gpu_tests": 60, "profile": 25, "levers": 75, "tune": 30}
 BUDGET_S = 270.0
 WALL_MARGIN_S = 15.0  # a check still running this long after the budget is stopped
 

@@ -105,6 +105,8 @@ class TuneBox:
                  if e["within_noise"] else "clear of the noise"),
                 ("measured / refused / failed", f"{e['measured']} / {e['refused']} / "
                                                 f"{e['failed']}"),
+                ("noisy trials", f"{e.get('noisy_trials', 0)} of {e.get('trials', '?')}"
+                 + (": the ranking may not hold" if e.get("noisy_trials") else "")),
                 ("result", "reused from the store (force=True tunes again)" if outcome.reused
                  else f"tuned in {e['wall_s']:.1f} s")]
         self.text.value = _table(rows)

@@ -349,12 +349,17 @@ class TuneSession:
             return {"outcome": record.outcome, "message": record.message}
         return {"outcome": "ok", "timing": Timing(record.time_ms, 0, self.device)}
 
+    def verified(self, config: Mapping) -> dict:
+        """What a config's verification found: step_peak_bytes, grad_gap, grad_tolerance (or
+        the failure's outcome and message); {} before its first trial."""
+        return dict(self._checks.get(config_key(config), {}))
+
     def candidates(self, result: SearchResult) -> list[dict]:
         """Each measured config's longest-budget trial with its verified peak: samples_per_s,
         median_ms, iqr_ms, peak_bytes, round, budget_s, config."""
         out = []
         for trial in result.final().values():
-            checked = self._checks.get(config_key(trial.config), {})
+            checked = self.verified(trial.config)
             out.append({"config": trial.config, "samples_per_s":
                         self.target / (trial.median_ms / 1e3), "median_ms": trial.median_ms,
                         "iqr_ms": trial.timing.iqr_ms, "peak_bytes": checked["step_peak_bytes"],
@@ -420,6 +425,10 @@ class TuneOutcome:
                   f"{describe_candidate(c['config'])}" for c in e["frontier"]]
         lines.append(f"{e['measured']} configs measured, {e['refused']} refused, {e['failed']} "
                      f"failed verification, in {e['wall_s']:.1f} s")
+        if e.get("noisy_trials"):
+            lines.append(f"! {e['noisy_trials']} of {e['trials']} trials were noisy (timing "
+                         "spread, or the CPU shared with other work): the ranking may not hold; "
+                         "tune again on a quieter machine (force=True / --force)")
         if self.search is not None:
             why = list(self.search.failed.values())[:3]
             lines += [f"  failed: {w}" for w in why]
@@ -490,6 +499,8 @@ def tune_train(task: Task | None = None, *, model: str = "mlp", size: str | None
         within_noise_configs=[t.config for t in result.within_noise()],
         frontier=pareto_frontier(candidates), candidates=candidates,
         measured=len(candidates), refused=len(session.refused) + len(result.refused),
+        noisy_trials=sum(bool(r.noise.get("noisy")) for r in session.records),
+        trials=len(session.records),
         failed=len(result.failed), bounds=session.bounds, target_batch=target_batch,
         device_name=session.env["device_name"], mode=session.env["mode"],
         model=task.description or task.name,
