@@ -44,6 +44,7 @@ def test_profile_of_a_users_model_file(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["spec"]["model"] == "custom"
 
 
+@pytest.mark.usefixtures("quiet_cpu")  # contention must not decide whether it is stored
 def test_tune_train_on_a_users_model_prints_the_snippet_and_reuses(tmp_path, capsys):
     model, store = tmp_path / "my_model.py", tmp_path / "tuned.json"
     model.write_text(USER_MODEL)

@@ -123,8 +123,8 @@ def test_the_caption_names_the_three_plots():
 
 def test_profile_view_adds_a_bar_per_profile_and_shows_a_timeline(preset_panel):
     p = preset_panel
-    assert p.profile(wait=True, batch_size=4, steps=2)
-    assert p.profile(wait=True, batch_size=64, steps=2)
+    assert p.profile(wait=True, batch_size=4, accum_steps=1, steps=2)
+    assert p.profile(wait=True, batch_size=64, accum_steps=1, steps=2)
     assert [r.spec["batch_size"] for r in p.profiles[-2:]] == [4, 64]
     assert p.status_text.startswith("Profiled: CPU mode (no device)")
     assert "CPU inside ops" in p.profile_box.text.value and "top op 1" in p.profile_box.text.value
@@ -134,6 +134,7 @@ def test_profile_view_adds_a_bar_per_profile_and_shows_a_timeline(preset_panel):
     assert p.profile_box.plot.layout.display is None and not p.run_button.disabled
 
 
+@pytest.mark.usefixtures("quiet_cpu")  # contention must not decide whether it is stored
 def test_tune_button_shows_the_winner_frontier_and_snippet(preset_panel, tmp_path):
     p = preset_panel
     assert p.tune(wait=True, target_batch=16, budget_s=0.05, store=tmp_path / "t.json",
@@ -144,7 +145,7 @@ def test_tune_button_shows_the_winner_frontier_and_snippet(preset_panel, tmp_pat
     assert "optimizer.zero_grad(set_to_none=True)" in p.tune_box.snippet.value
     assert p.tune_box.plot.value and not p.tune_box.button.disabled
     assert not p.tune(target_batch=0)
-    assert "Cannot tune: give a target batch" in p.status_text
+    assert "Cannot tune: target_batch=0 must be a positive int" in p.status_text
     assert not p.profile(batch_size=0)
     assert "Cannot profile: batch_size=0 is outside the allowed range" in p.status_text
 

@@ -36,7 +36,7 @@ class RecordedPeak:
     """What record_peaks reads of a PeakReport: a measured fp32 rate on this machine."""
 
     device_name, mem_bw_gbs, size = "CPU: test", 10.0, 512
-    tflops = {"fp32": 0.05}
+    tflops, noisy = {"fp32": 0.05}, {}
 
 
 def test_mfu_of_a_point_is_flops_times_samples_per_s_over_the_peak(tmp_path, monkeypatch):

@@ -12,7 +12,8 @@ from a800lab.workloads.training.snippet import training_snippet
 from a800lab.workloads.training.task import custom_task
 from a800lab.workloads.training.tune import micro_batches, pareto_frontier, tune_train
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+# another job's load on this shared machine must not decide what is stored (contention: below)
+pytestmark = pytest.mark.usefixtures("one_torch_thread", "quiet_cpu")
 SMALL = {"checkpointing": [False], "optimizer_impl": ["for-loop", "fused"]}
 
 
@@ -120,3 +121,17 @@ def test_bad_tuner_input_is_refused_before_anything_runs():
         tune_train(target_batch=0, device="cpu")
     with pytest.raises(ValueError, match="tf32 is a CUDA tensor-core mode"):
         tune_train(axes={"precision": ["tf32"]}, device="cpu")
+
+
+def test_a_contended_search_is_shown_but_never_stored(tmp_path, monkeypatch):
+    from a800lab.core import sweep
+
+    monkeypatch.setattr(sweep, "assess", lambda samples, conditions=None, *, on_cpu=False: {
+        "noisy": True, "contended": True, "reasons": ["oversubscribed: 3 threads on 2 cores"]})
+    store = tmp_path / "tuned.json"
+    outcome = tune_train(custom_task(few_layers, a_batch), target_batch=16, axes=SMALL,
+                         device="cpu", budget_s=0.05, store=store)
+    assert outcome.entry["stored"] is False and outcome.entry["snippet"]
+    assert outcome.summary().startswith("! not stored: the last round ran on a contended CPU "
+                                        "(oversubscribed")
+    assert not store.exists()

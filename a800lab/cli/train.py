@@ -359,8 +359,10 @@ def tune_train_command(args) -> int:
     elif not outcome.entry:
         print(outcome.summary(), file=sys.stderr)
         return 1
-    else:
+    elif outcome.entry["stored"]:
         print(f"{outcome.search.verdict}; stored in {store}", file=sys.stderr)
+    else:
+        print(f"{outcome.search.verdict}; not stored", file=sys.stderr)
     print(outcome.summary())
     print("\n# the code to paste:\n" + outcome.snippet)
     if args.json:

@@ -108,7 +108,8 @@ class TuneBox:
                 ("noisy trials", f"{e.get('noisy_trials', 0)} of {e.get('trials', '?')}"
                  + (": the ranking may not hold" if e.get("noisy_trials") else "")),
                 ("result", "reused from the store (force=True tunes again)" if outcome.reused
-                 else f"tuned in {e['wall_s']:.1f} s")]
+                 else f"tuned in {e['wall_s']:.1f} s" + ("" if e.get("stored", True) else
+                                                          ", not stored (a contended CPU)"))]
         self.text.value = _table(rows)
         self.figure = frontier_figure(e)
         self.plot.value = png(self.figure)

@@ -367,7 +367,8 @@ def roofline_peaks(device: str, precision: str, *, measure_missing: bool = True,
     measured_peak_tflops and measured_bw_gbs as `a800lab peak` recorded them for this
     environment; with `measure_missing`, measured now (measure_peak, not recorded) when none
     was recorded, so a CPU gets the only roofs it has (`torch_threads`: measure with the
-    thread count the points had, e.g. a panel's torch_threads)."""
+    thread count the points had, e.g. a panel's torch_threads). A figure measured noisy (a
+    contended CPU) is left out (None), as record_peaks leaves it out."""
     device = resolve_device(device)
     name = parse_precision(precision).name
     peak, bw = None, None
@@ -382,6 +383,8 @@ def roofline_peaks(device: str, precision: str, *, measure_missing: bool = True,
     if measure_missing and (measured is None or measured_bw is None):
         with thread_count(torch_threads):
             report = measure_peak(device, precisions=[name], budget_s=budget_s)
-        measured, measured_bw = report.tflops.get(name), report.mem_bw_gbs
+        noisy = report.noisy  # a noisy figure is no roof, as it is no record
+        measured = None if name in noisy else report.tflops.get(name)
+        measured_bw = None if "copy" in noisy else report.mem_bw_gbs
     return {"peak_tflops": peak, "mem_bw_gbs": bw, "measured_peak_tflops": measured,
             "measured_bw_gbs": measured_bw}

@@ -20,7 +20,10 @@ launch); on a CPU (labelled CPU mode) the host's op self times, and the time out
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +66,7 @@ class ProfileReport:
     breakdown: TraceBreakdown
     trace_path: str
     noise: dict = field(default_factory=dict)
+    profiler_log: list = field(default_factory=list)  # what kineto wrote to stderr
 
     @property
     def on_cuda(self) -> bool:
@@ -180,12 +184,31 @@ class ProfileReport:
                 "bound": self.bound, "launch_bound": self.launch_bound, "verdict": self.verdict,
                 "profiler_overhead": self.profiler_overhead,
                 "overhead_note": self.overhead_note, "noise": self.noise,
+                "profiler_log": self.profiler_log,
                 "trace_path": self.trace_path,
                 "window_ms": b.window_ms, "categories_ms": b.categories_ms,
                 "overlap_ms": b.overlap_ms, "host_ops_ms": b.host_ops_ms,
                 "launch_api_ms": b.launch_api_ms, "launches": b.launches,
                 "sync_wait_ms": b.sync_wait_ms, "launch_wait_ms": b.launch_wait_ms,
                 "top_ops": b.top_ops}
+
+
+@contextlib.contextmanager
+def native_stderr_into(lines: list[str]):
+    """File descriptor 2 (C++ writes: kineto's "profiler_start" lines and its note when a
+    profile starts off the main thread) into `lines` inside the block, restored after. Only
+    the profiler's start and stop run inside it, so nothing else of the process is caught."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            lines += caught.read().decode(errors="replace").splitlines()
 
 
 def profile_step(spec: TrainSpec, task: Task | None = None, *, device: str = "auto",
@@ -213,7 +236,10 @@ def profile_step(spec: TrainSpec, task: Task | None = None, *, device: str = "au
                          warmup_s=0.0, cancel=cancel)
         conditions = cpu_conditions(meter.stop())
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
-        with torch_profile(activities=activities) as prof:
+        prof, log = torch_profile(activities=activities), []
+        with native_stderr_into(log):  # kineto's start chatter, kept in the report
+            prof.start()
+        try:
             for i in range(steps):
                 if cancel is not None:
                     cancel.raise_if_cancelled()
@@ -221,6 +247,9 @@ def profile_step(spec: TrainSpec, task: Task | None = None, *, device: str = "au
                     trainer.cycle(pool)
             if on_cuda:
                 torch.cuda.synchronize(device)
+        finally:
+            with native_stderr_into(log):
+                prof.stop()
     trace_path = folder / TRACE_FILE
     prof.export_chrome_trace(str(trace_path))
     breakdown = analyse_trace(json.loads(trace_path.read_text()), on_cuda=on_cuda, steps=steps)
@@ -231,6 +260,6 @@ def profile_step(spec: TrainSpec, task: Task | None = None, *, device: str = "au
         step_ms=timing.median_ms, step_iqr_ms=timing.iqr_ms,
         effective_batch=spec.effective_batch, breakdown=breakdown,
         trace_path=str(trace_path),
-        noise=assess(timing.samples_ms, conditions, on_cpu=not on_cuda))
+        noise=assess(timing.samples_ms, conditions, on_cpu=not on_cuda), profiler_log=log)
     (folder / REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=1), encoding="utf-8")
     return report

@@ -20,12 +20,14 @@ its gradient on the same samples from the same weights equals the fp32 reference
 the target, or the largest fp32 micro-batch that fits, accumulated) within the precision's
 tolerance (GRAD_TOLERANCE, or twice what the precision alone costs, whichever is larger): batch
 norm, for one, makes k micro-batches of b differ from one batch of k*b; and its loss stays
-finite. Then every candidate is timed (whole optimizer steps at the target), the faster third
-kept and timed again for three times as long, down to two. Every trial is a result record
-(workload "tune-train") appended to `out` as it is measured, with its noise verdict.
+finite. Then the shared search times every candidate (whole optimizer steps at the target)
+with a sixteenth of `budget_s`, keeps the fastest quarter and any within their noise, times
+those with a quarter, and the last survivors with the full budget. Every trial is a result
+record (workload "tune-train") appended to `out` as it is measured, with its noise verdict.
 
-The winner is the fastest of the last round; "within noise of N others" counts the measured
-configs whose middle half of step times overlaps the winner's. It is stored (default
+The winner is the fastest of the last round; "within noise of N others" counts the configs of
+that round whose middle half of step times overlaps the winner's. A winner whose last round
+ran on a contended CPU ranks nothing and is not stored (the summary says so). It is stored (default
 ~/.cache/a800lab/tuned.json, or $A800LAB_TUNED) per device fingerprint, model fingerprint
 (its structure and batch shapes), torch version, target, optimizer and memory limit, and
 reused by a later call over the same grid unless `force`.
@@ -76,7 +78,6 @@ CPU_AXES = {"precision": ["fp32"], "checkpointing": [False, True], "compile": ["
 GPU_AXES = {"precision": ["bf16", "fp16", "tf32"], "checkpointing": [False, True],
             "compile": ["off", "default"], "optimizer_impl": ["foreach", "fused"]}
 MICRO_CANDIDATES = 4      # micro-batches per (precision, checkpointing): the largest, halvings
-FIRST_ROUND_SHARE, ETA = 0.05, 3   # short first round, keep a third: set-up dominates small grids
 WARMUP_STEPS = 2          # per trial before timing (the first compiles, if anything does)
 # |gradient - fp32 reference| / max |reference| allowed per precision (at least; or twice the
 # precision's own gap without accumulation, whichever is larger)
@@ -333,8 +334,9 @@ class TuneSession:
                 "budget_s": budget_s, **checked,
                 **compiling.metrics([h["wall_s"] for h in history])}
 
-    def evaluate(self, config: dict, budget_s: float) -> dict:
-        """One trial as a record (appended to `out`); the search's evaluate()."""
+    def evaluate(self, config: dict, budget_s: float, first: bool = True) -> dict:
+        """One trial as a record (appended to `out`); the search's evaluate() (a config is
+        verified at its first trial whatever `first` says: the check is kept per config)."""
         def point(**params):
             return self.trial(budget_s=budget_s, cancel=self.cancel, **params)
 
@@ -347,7 +349,8 @@ class TuneSession:
             self.on_trial(record)
         if record.outcome != "ok":
             return {"outcome": record.outcome, "message": record.message}
-        return {"outcome": "ok", "timing": Timing(record.time_ms, 0, self.device)}
+        return {"outcome": "ok", "timing": Timing(record.time_ms, 0, self.device),
+                "noise": record.noise}
 
     def verified(self, config: Mapping) -> dict:
         """What a config's verification found: step_peak_bytes, grad_gap, grad_tolerance (or
@@ -415,7 +418,10 @@ class TuneOutcome:
         e = self.entry
         if not e:
             return "no result: " + (self.search.verdict if self.search else "stopped")
-        lines = [f"winner: {describe_candidate(e['best'])}: {e['samples_per_s']:.4g} samples/s, "
+        lines = [f"! not stored: the last round ran on a contended CPU ({e['contended']}): "
+                 "the ranking may not hold; tune again on a quiet machine"] \
+            if e.get("contended") else []
+        lines += [f"winner: {describe_candidate(e['best'])}: {e['samples_per_s']:.4g} samples/s, "
                  f"peak {format_bytes(e['peak_bytes'])}" + (
                      f"; within noise of {e['within_noise']} other config(s): either may win "
                      "a re-run" if e["within_noise"] else "; clear of the noise")]
@@ -481,7 +487,6 @@ def tune_train(task: Task | None = None, *, model: str = "mlp", size: str | None
         grid = session.plan()
         session.say(f"searching {len(grid)} configs ({len(session.refused)} refused)")
         outcome.search = search(grid, session.validate, session.evaluate, budget_s=budget_s,
-                                first_round_share=FIRST_ROUND_SHARE, eta=ETA,
                                 should_stop=lambda: cancel is not None and cancel.cancelled)
     except Cancelled:
         return outcome
@@ -493,10 +498,10 @@ def tune_train(task: Task | None = None, *, model: str = "mlp", size: str | None
     lr_used = lr or task.lr
     note = (f"tuned by a800lab on {session.env['device_name']}: {best['samples_per_s']:.4g} "
             f"samples/s, peak {format_bytes(best['peak_bytes'])}")
-    outcome.entry = tuned.put(
-        key, levers, result, samples_per_s=best["samples_per_s"],
-        peak_bytes=best["peak_bytes"], within_noise=len(result.within_noise()),
-        within_noise_configs=[t.config for t in result.within_noise()],
+    facts = dict(
+        samples_per_s=best["samples_per_s"],
+        peak_bytes=best["peak_bytes"], within_noise=len(result.rivals),
+        within_noise_configs=result.rivals,
         frontier=pareto_frontier(candidates), candidates=candidates,
         measured=len(candidates), refused=len(session.refused) + len(result.refused),
         noisy_trials=sum(bool(r.noise.get("noisy")) for r in session.records),
@@ -507,4 +512,10 @@ def tune_train(task: Task | None = None, *, model: str = "mlp", size: str | None
         snippet=training_snippet(result.best, optimizer=optimizer, lr=lr_used, device=device,
                                  note=note),
         wall_s=time.perf_counter() - started)
+    if result.contended:  # a contended last round ranks nothing: shown, never stored
+        outcome.entry = {"best": result.best, "best_median_ms": result.best_median_ms,
+                         "verdict": result.verdict, "contended": result.contended,
+                         "stored": False, **facts}
+    else:
+        outcome.entry = {**tuned.put(key, levers, result, **facts), "stored": True}
     return outcome
