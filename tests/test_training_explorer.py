@@ -132,6 +132,7 @@ def test_profile_view_adds_a_bar_per_profile_and_shows_a_timeline(preset_panel):
     assert [t.get_text() for t in bars.get_xticklabels()][-2:] == ["b=4 fp32", "b=64 fp32"]
     assert "one step's timeline (b=64 fp32" in timeline.get_title()
     assert p.profile_box.plot.layout.display is None and not p.run_button.disabled
+    assert p.controls["batch_size"].value == 64  # the controls show what was profiled
 
 
 @pytest.mark.usefixtures("quiet_cpu")  # contention must not decide whether it is stored

@@ -297,6 +297,7 @@ class TrainingExplorer(Explorer):
         except Exception as exc:  # any bad value: say so, start nothing
             self.status.say(f"Cannot profile: {exc}", "error")
             return False
+        self._show_plan({}, self._chosen(values))  # the controls show what is profiled
 
         def work():
             count = self.profile_box.steps.value if steps is None else steps
@@ -382,14 +383,18 @@ class TrainingExplorer(Explorer):
             button.disabled = busy
         self.stop_button.disabled = not busy
 
-    def _chosen_spec(self, values: dict) -> TrainSpec:
-        """The TrainSpec at the controls' values, `values` overriding them."""
+    def _chosen(self, values: dict) -> dict:
+        """Each parameter at its control's value, `values` overriding them (checked)."""
         unknown = set(values) - set(self.params)
         if unknown:
             raise ValueError(f"unknown parameter(s) {sorted(unknown)}; this panel has "
                              f"{list(self.params)}")
-        chosen = {key: self._check_one(key, values.get(key, spec.value if isinstance(
+        return {key: self._check_one(key, values.get(key, spec.value if isinstance(
             spec, Fixed) else self.controls[key].value)) for key, spec in self.params.items()}
+
+    def _chosen_spec(self, values: dict) -> TrainSpec:
+        """The TrainSpec at the controls' values, `values` overriding them."""
+        chosen = self._chosen(values)
         if self.task:
             chosen["model"] = self.task.name
         return TrainSpec(**chosen, lr=self.workload.keywords["lr"])
