@@ -7,10 +7,11 @@ from torch import nn
 
 from a800lab.core.results import read_records
 from a800lab.figures.training_tune import frontier_figure
+from a800lab.workloads.training.candidates import micro_batches
 from a800lab.workloads.training.models import preset
 from a800lab.workloads.training.snippet import training_snippet
 from a800lab.workloads.training.task import custom_task
-from a800lab.workloads.training.tune import micro_batches, pareto_frontier, tune_train
+from a800lab.workloads.training.tune import pareto_frontier, tune_train
 
 # another job's load on this shared machine must not decide what is stored (contention: below)
 pytestmark = pytest.mark.usefixtures("one_torch_thread", "quiet_cpu")

@@ -15,5 +15,6 @@
     profile.py       profile_step: torch.profiler over a few steps, headlines, the trace file
     trace.py         the profiler's Chrome trace read: device time by category, launch gaps
     tune.py          tune_train: successive halving over the whole training config, verified
+    candidates.py    TuneSession: a tuning run's bounds, grid, verification and timed trials
     snippet.py       the tuned config as plain-torch code to paste
 """
