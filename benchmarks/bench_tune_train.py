@@ -2,7 +2,7 @@
 winner and the frontier of samples/s against peak memory.
 
     python benchmarks/bench_tune_train.py [--models mlp transformer cnn] [--target-batch 64]
-                                          [--budget-s 1.0] [--device auto] [--threads 1]
+                                          [--budget-s 2.0] [--device auto] [--threads 1]
 
 Per preset, the exhaustive grid times every config of the tuner's own grid (the same bounds,
 verification and trial function, a800lab.workloads.training.tune.TuneSession) once at the full
@@ -114,7 +114,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["mlp", "transformer", "cnn"])
     parser.add_argument("--target-batch", type=int, default=64)
-    parser.add_argument("--budget-s", type=float, default=1.0)
+    parser.add_argument("--budget-s", type=float, default=2.0)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)

@@ -55,7 +55,9 @@ CPU_AXES = {"precision": ["fp32"], "checkpointing": [False, True], "compile": ["
 GPU_AXES = {"precision": ["bf16", "fp16", "tf32"], "checkpointing": [False, True],
             "compile": ["off", "default"], "optimizer_impl": ["foreach", "fused"]}
 MICRO_CANDIDATES = 4      # micro-batches per (precision, checkpointing): the largest, halvings
-WARMUP_STEPS = 2          # per trial before timing (the first compiles, if anything does)
+WARM_LIMIT_BYTES = 512 * 2**20  # warm CPU trainers kept for later rounds, at most this much
+WARMUP_STEPS = 1          # steps before a config's first timing (they compile, if anything
+                          # does; measure() warms up once more); later rounds on a CPU reuse it
 # |gradient - fp32 reference| / max |reference| allowed per precision (at least; or twice the
 # precision's own gap without accumulation, whichever is larger)
 GRAD_TOLERANCE = {"fp32": 1e-3, "tf32": 1e-2, "fp16": 2e-2, "bf16": 2e-2, "bf16_pure": 5e-2}
@@ -121,6 +123,7 @@ class TuneSession:
         self.bounds: dict[str, int] = {}
         self._checks: dict[str, dict] = {}
         self._baselines: dict[str, float] = {}
+        self._warm: dict[str, tuple] = {}  # config key -> (trainer, pool), kept on a CPU
         self._samples = self._init = self._reference = None
         self.reference_micro = 0  # the fp32 reference's micro-batch, once computed
 
@@ -268,7 +271,8 @@ class TuneSession:
         return {"step_peak_bytes": peak, "grad_gap": gap, "grad_tolerance": tol}
 
     def trial(self, *, budget_s: float, cancel: CancelToken | None = None, **config) -> dict:
-        """Verify (the first time) and time one config: a sweep point function."""
+        """Verify (the first time) and time one config: a sweep point function (on a CPU the
+        warm trainer of its first trial times it again in later rounds)."""
         config = {k: v for k, v in config.items() if k in (*LEVERS, "batch_size",
                                                              "accum_steps")}
         spec, key = self.spec_of(config), config_key(config)
@@ -277,12 +281,19 @@ class TuneSession:
         checked = self._checks[key]
         if checked.get("outcome"):
             return dict(checked)
-        trainer = Trainer(spec, self.task, self.device)
-        compiling = CompileWatch(spec.compile)
-        history = trainer.train(1, cancel=cancel)
-        compiling.first_step_done()
-        history += trainer.train(WARMUP_STEPS - 1, cancel=cancel)
-        pool = trainer.batches(min(spec.accum_steps, POOL_BATCHES))
+        if key in self._warm:  # a later round on a CPU: the same warm trainer times again
+            trainer, pool = self._warm[key]
+        else:
+            trainer = Trainer(spec, self.task, self.device)
+            compiling = CompileWatch(spec.compile)
+            history = trainer.train(1, cancel=cancel)
+            compiling.first_step_done()
+            history += trainer.train(WARMUP_STEPS - 1, cancel=cancel)
+            checked.update(compiling.metrics([h["wall_s"] for h in history]))
+            pool = trainer.batches(min(spec.accum_steps, POOL_BATCHES))
+            held = sum(self._checks[k]["step_peak_bytes"] for k in self._warm)
+            if self.device == "cpu" and held + checked["step_peak_bytes"] <= WARM_LIMIT_BYTES:
+                self._warm[key] = (trainer, pool)  # on a GPU its tensors would count in others
         last = {}
         timing = measure(lambda: last.update(loss=trainer.cycle(pool)), device=self.device,
                          budget_s=budget_s, warmup_s=0.0, min_warmup=1, cancel=cancel)
@@ -292,8 +303,7 @@ class TuneSession:
                                                    "(this precision diverged)"}
         return {"throughput": self.target / (timing.median_ms / 1e3),
                 "throughput_unit": "samples/s", "timing": timing, "loss": loss,
-                "budget_s": budget_s, **checked,
-                **compiling.metrics([h["wall_s"] for h in history])}
+                "budget_s": budget_s, **checked}
 
     def evaluate(self, config: dict, budget_s: float, first: bool = True) -> dict:
         """One trial as a record (appended to `out`); the search's evaluate() (a config is
