@@ -5,8 +5,9 @@ within its noise ringed.
     from a800lab.figures.training_tune import frontier_figure
     fig = frontier_figure(tune_train(...).entry)     # a stored or fresh entry
 
-Candidates timed only in an early, short round of the search are hollow: their rates rest on a
-fraction of the final round's budget. Colour is the precision, the marker says checkpointing.
+Candidates timed with less than the final round's budget are hollow (eliminated early: their
+rates rest on a sixteenth or a quarter of it). Colour is the precision, the marker says
+checkpointing.
 """
 
 from __future__ import annotations
@@ -28,14 +29,14 @@ def frontier_figure(entry: dict) -> Figure:
         say(ax, "no candidate measured")
         return fig
     scale, unit = byte_unit(max(c["peak_bytes"] for c in candidates))
-    last_round = max(c["round"] for c in candidates)
+    full_budget = max(c["budget_s"] for c in candidates)
     precisions = list(dict.fromkeys(c["config"]["precision"] for c in candidates))
     color = {p: PALETTE[i % len(PALETTE)] for i, p in enumerate(precisions)}
     best, near = entry.get("best"), entry.get("within_noise_configs", [])
     for c in candidates:
         cfg = c["config"]
         marker = "s" if cfg.get("checkpointing") else "o"
-        final = c["round"] == last_round
+        final = c["budget_s"] >= full_budget
         ax.plot(c["peak_bytes"] / scale, c["samples_per_s"], marker, color=color[cfg["precision"]],
                 mfc=color[cfg["precision"]] if final else "white", markersize=7,
                 linestyle="none", gid="candidate")
@@ -53,7 +54,7 @@ def frontier_figure(entry: dict) -> Figure:
                for p in precisions]
     entries += [(Line2D([], [], marker="s", color="gray", linestyle="none"), "checkpointing on"),
                 (Line2D([], [], marker="o", color="gray", mfc="white", linestyle="none"),
-                 "timed only in an early, short round"),
+                 "timed with less than the full budget"),
                 (Line2D([], [], color="gray"), "frontier"),
                 (Line2D([], [], marker="*", color="gold", markeredgecolor="black",
                         linestyle="none", markersize=12), "winner")]

@@ -64,8 +64,6 @@ GRAD_TOLERANCE = {"fp32": 1e-3, "tf32": 1e-2, "fp16": 2e-2, "bf16": 2e-2, "bf16_
 SCALER_RETRIES = 8        # fp16: first cycles may overflow until GradScaler backs off
 
 
-
-
 def default_axes(device: str) -> dict:
     """The lever axes tune_train searches unless given (GPU precisions the device lacks are
     left out)."""
@@ -74,8 +72,6 @@ def default_axes(device: str) -> dict:
     axes = {k: list(v) for k, v in GPU_AXES.items()}
     axes["precision"] = [p for p in axes["precision"] if p in precisions_for(device)]
     return axes
-
-
 
 
 def micro_batches(target_batch: int, bound: int, count: int = MICRO_CANDIDATES) -> list[int]:
@@ -89,14 +85,10 @@ def micro_batches(target_batch: int, bound: int, count: int = MICRO_CANDIDATES) 
     return out
 
 
-
-
 def _split(part, size: int):
     if isinstance(part, torch.Tensor):
         return list(torch.split(part, size))
     return [tuple(p) for p in zip(*(_split(x, size) for x in part), strict=True)]
-
-
 
 
 class TuneSession:
@@ -342,6 +334,16 @@ class TuneSession:
         return out
 
 
+def pareto_frontier(candidates: list[dict]) -> list[dict]:
+    """The candidates no other beats in both samples/s (higher) and peak_bytes (lower), by
+    peak memory."""
+    ordered = sorted(candidates, key=lambda c: (c["peak_bytes"], -c["samples_per_s"]))
+    frontier, best = [], 0.0
+    for c in ordered:
+        if c["samples_per_s"] > best:
+            frontier.append(c)
+            best = c["samples_per_s"]
+    return frontier
 
 
 def _bound_key(spec: TrainSpec) -> str:

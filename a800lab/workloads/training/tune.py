@@ -19,8 +19,9 @@ anything runs. Each candidate is verified once, at its first timing (memory with
 budget, the gradient equal to the fp32 reference within tolerance, a finite loss). Then the
 shared search times every candidate (whole optimizer steps at the target) with a sixteenth of
 `budget_s`, keeps the fastest quarter and any within their noise, times those with a quarter,
-and the last survivors with the full budget. Every trial is a result record (workload
-"tune-train") appended to `out` as it is measured, with its noise verdict.
+and the last survivors with the full budget (a frontier config eliminated early rests on a
+sixteenth or a quarter of it: hollow in frontier_figure). Every trial is a result record
+(workload "tune-train") appended to `out` as it is measured, with its noise verdict.
 
 The winner is the fastest of the last round; "within noise of N others" counts the configs of
 that round whose middle half of step times overlaps the winner's. A winner whose last round
@@ -48,7 +49,7 @@ from ...core.search import SearchResult, search
 from ...core.store import TunedStore
 from ...core.units import format_bytes
 from ..tiles.tune import default_store_path
-from .candidates import LEVERS, WORKLOAD, TuneSession, default_axes
+from .candidates import LEVERS, WORKLOAD, TuneSession, default_axes, pareto_frontier
 from .max_batch import DEFAULT_MARGIN
 from .models import Task, default_size, preset
 from .snippet import training_snippet
@@ -65,20 +66,6 @@ def model_fingerprint(task: Task, device: str) -> str:
                                for n, p in model.named_parameters()])
     text += repr([(tuple(t.shape), str(t.dtype)) for t in [*flat, targets]])
     return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
-def pareto_frontier(candidates: list[dict]) -> list[dict]:
-    """The candidates no other beats in both samples/s (higher) and peak_bytes (lower), by
-    peak memory."""
-    ordered = sorted(candidates, key=lambda c: (c["peak_bytes"], -c["samples_per_s"]))
-    frontier, best = [], 0.0
-    for c in ordered:
-        if c["samples_per_s"] > best:
-            frontier.append(c)
-            best = c["samples_per_s"]
-    return frontier
-
-
 
 
 def describe_candidate(config: Mapping) -> str:
