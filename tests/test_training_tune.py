@@ -136,3 +136,19 @@ def test_a_contended_search_is_shown_but_never_stored(tmp_path, monkeypatch):
     assert outcome.summary().startswith("! not stored: the last round ran on a contended CPU "
                                         "(oversubscribed")
     assert not store.exists()
+
+
+def test_trials_run_under_their_precisions_tf32_settings(tmp_path, monkeypatch):
+    # on a GPU "tf32" and "fp32" differ only in these settings; a trial outside them would time
+    # tf32 as fp32
+    from contextlib import nullcontext
+
+    from a800lab.workloads.training import candidates
+
+    entered = []
+    monkeypatch.setattr(candidates, "precision_context",
+                        lambda precision: entered.append(precision) or nullcontext())
+    tune_train(custom_task(few_layers, a_batch), target_batch=8, device="cpu", budget_s=0.02,
+               axes={**SMALL, "optimizer_impl": ["fused"]}, store=tmp_path / "t.json")
+    assert entered and set(entered) == {"fp32"}
+    assert entered.count("fp32") >= 4  # every trial, and the reference

@@ -38,7 +38,7 @@ from ...core.units import format_bytes
 from .levers import CompileWatch, lever_unavailable
 from .max_batch import default_limit_bytes, find_max_batch_for
 from .models import Task
-from .spec import TrainSpec, precisions_for
+from .spec import TrainSpec, precision_context, precisions_for
 from .trainer import (
     POOL_BATCHES,
     Trainer,
@@ -60,7 +60,8 @@ WARMUP_STEPS = 1          # steps before a config's first timing (they compile, 
                           # does; measure() warms up once more); later rounds on a CPU reuse it
 # |gradient - fp32 reference| / max |reference| allowed per precision (at least; or twice the
 # precision's own gap without accumulation, whichever is larger)
-GRAD_TOLERANCE = {"fp32": 1e-3, "tf32": 1e-2, "fp16": 2e-2, "bf16": 2e-2, "bf16_pure": 5e-2}
+GRAD_TOLERANCE = {"fp32": 1e-3, "fp32_default": 1e-2, "tf32": 1e-2, "fp16": 2e-2, "bf16": 2e-2,
+                  "bf16_pure": 5e-2}  # fp32_default: torch's defaults (cuDNN convs in TF32)
 SCALER_RETRIES = 8        # fp16: first cycles may overflow until GradScaler backs off
 
 
@@ -209,6 +210,10 @@ class TuneSession:
         return grad
 
     def _reference_gradient(self) -> None:
+        with precision_context("fp32"):  # IEEE fp32, whatever candidate asked for it first
+            self._reference_gradient_fp32()
+
+    def _reference_gradient_fp32(self) -> None:
         fp32 = replace(self.base, precision="fp32", checkpointing=False, batch_size=1,
                        accum_steps=1)
         self._bound(fp32)
@@ -226,7 +231,8 @@ class TuneSession:
             if precision != "fp32":
                 spec = replace(self.base, precision=precision, batch_size=self.reference_micro,
                                accum_steps=self.target // self.reference_micro)
-                gap = gradient_gap(self._gradient(spec), self._reference)
+                with precision_context(precision):
+                    gap = gradient_gap(self._gradient(spec), self._reference)
             self._baselines[precision] = gap
         return max(GRAD_TOLERANCE[precision], 2 * self._baselines[precision])
 
@@ -263,8 +269,13 @@ class TuneSession:
         return {"step_peak_bytes": peak, "grad_gap": gap, "grad_tolerance": tol}
 
     def trial(self, *, budget_s: float, cancel: CancelToken | None = None, **config) -> dict:
-        """Verify (the first time) and time one config: a sweep point function (on a CPU the
-        warm trainer of its first trial times it again in later rounds)."""
+        """Verify (the first time) and time one config under its precision's TF32 settings:
+        a sweep point function (on a CPU the warm trainer of its first trial times it again in
+        later rounds)."""
+        with precision_context(config["precision"]):
+            return self._trial(budget_s, cancel, config)
+
+    def _trial(self, budget_s: float, cancel: CancelToken | None, config: dict) -> dict:
         config = {k: v for k, v in config.items() if k in (*LEVERS, "batch_size",
                                                              "accum_steps")}
         spec, key = self.spec_of(config), config_key(config)

@@ -31,7 +31,7 @@ import shutil
 import torch
 from torch import nn
 
-from .models import MODELS
+from .models import MODELS, ZOO_MODELS
 
 COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")
 OPTIMIZER_IMPLS = ("default", "for-loop", "foreach", "fused")
@@ -42,7 +42,7 @@ _CUDA_ONLY_ATTENTION = {"efficient": "the memory-efficient SDPA kernel",
                         "cudnn": "cuDNN's SDPA kernel"}
 # presets whose forward calls F.scaled_dot_product_attention / takes 4-D image inputs
 ATTENTION_PRESETS = ("transformer",)
-IMAGE_PRESETS = ("cnn",)
+IMAGE_PRESETS = ("cnn", "resnet50")
 
 
 def check_choice(name: str, value, choices: tuple) -> str:
@@ -57,7 +57,7 @@ def lever_unavailable(spec, device: str) -> str:
     its preset), with what to use instead; "" when they all can. Whether a forced attention
     back end accepts the model's shapes is known only when it runs (Trainer.check_attention)."""
     on_cuda = device.startswith("cuda")
-    preset = spec.model if spec.model in MODELS else None
+    preset = spec.model if spec.model in (*MODELS, *ZOO_MODELS) else None
     if spec.compile == "reduce-overhead" and not on_cuda:
         return ("compile='reduce-overhead' replays the step as CUDA graphs, which need a CUDA "
                 "device; on a CPU use compile='default' or 'max-autotune'")

@@ -36,10 +36,9 @@ from ...core.backends import resolve_device
 from ...core.cancel import CancelToken
 from ...core.environment import environment
 from ...core.noise import CpuLoadMeter, assess, cpu_conditions
-from ...core.precision import matmul_precision
 from ...core.timing import measure
 from .models import Task, preset
-from .spec import TrainSpec, check_precision, matmul_precision_of, positive_int
+from .spec import TrainSpec, check_precision, positive_int, precision_context
 from .trace import IDLE, STEP_PREFIX, TraceBreakdown, analyse_trace, category_label
 from .trainer import POOL_BATCHES, Trainer, check_levers
 
@@ -227,7 +226,7 @@ def profile_step(spec: TrainSpec, task: Task | None = None, *, device: str = "au
     folder = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="a800lab-profile-"))
     folder.mkdir(parents=True, exist_ok=True)
     on_cuda = device.startswith("cuda")
-    with matmul_precision(matmul_precision_of(spec.precision)):
+    with precision_context(spec.precision):
         trainer = Trainer(spec, task, device)
         trainer.train(warmup_steps, cancel=cancel)  # optimizer state, compilation
         pool = trainer.batches(min(spec.accum_steps, POOL_BATCHES))

@@ -44,6 +44,12 @@ def training_snippet(config: dict, *, optimizer: str, lr: float, device: str,
                    'torch.backends.cudnn.conv.fp32_precision = "tf32"'] if _FP32_PRECISION_API
                   else ["torch.backends.cuda.matmul.allow_tf32 = True   # TF32 tensor cores",
                         "torch.backends.cudnn.allow_tf32 = True"])
+    if precision == "fp32" and device_type == "cuda":  # the lab's fp32: no TF32 anywhere
+        lines += (['torch.backends.cuda.matmul.fp32_precision = "ieee"',
+                   'torch.backends.cudnn.conv.fp32_precision = "ieee"   # torch: TF32 convs']
+                  if _FP32_PRECISION_API else
+                  ["torch.backends.cuda.matmul.allow_tf32 = False",
+                   "torch.backends.cudnn.allow_tf32 = False   # torch's default: TF32 convs"])
     cast = ", dtype=torch.bfloat16" if precision == "bf16_pure" else ""
     lines.append(f"model = make_model().to(device{cast})")
     if config.get("channels_last"):
