@@ -158,6 +158,13 @@ def _series(gpu: bool) -> dict:
             "train": [{"model": "mlp", "size": "small", "precision": p, "samples_per_s": s,
                        "peak_mib": m, "noisy": False}
                       for p, s, m in (("fp32", 950.0, 60.0), ("bf16", 610.0, 33.0))],
+            # 256^3 fp32: 2 x 256^3 FLOP over 3 x 256^2 x 4 bytes = 42.7 FLOP/byte
+            "roofline": [{"config": f"{b}x{b}x64 g1", "kind": "tile",
+                          "intensity_flop_per_byte": 42.67, "tflops": t, "noisy": b == 32}
+                         for b, t in ((32, 0.04), (64, 0.07), (128, 0.088))],
+            "roofs": {"precision": "fp32", "datasheet_tflops": None, "datasheet_gbs": None,
+                      "measured_tflops": 0.21, "measured_gbs": 9.5, "measured_noisy": False,
+                      "measured_size": 512},
         }
     peaks = [{"device": d, "card_name": H200, "precision": p,
               "tflops": None if t is None else round(t * scale, 1), "datasheet_tflops": sheet,
@@ -178,7 +185,16 @@ def _series(gpu: bool) -> dict:
                                   ("cnn", "fp32", 2200.0, 1500.0), ("cnn", "bf16", 4100.0, 900.0))]
     busbw = [{"size_bytes": s, "busbw_gbs": g, "noisy": s == 2**24}
              for s, g in ((2**24, 150.2), (2**28, 330.5), (2**30, 362.0))]
-    return {"peaks": peaks, "tiles": tiles, "train": train, "busbw": busbw}
+    # 4096^3 bf16: 2 x 4096^3 FLOP over 3 x 4096^2 x 2 bytes = 1365 FLOP/byte
+    roofline = [{"config": t["config"], "kind": "tile", "intensity_flop_per_byte": 1365.3,
+                 "tflops": t["tflops"], "noisy": t["noisy"]} for t in tiles if t["tflops"]]
+    roofline.append({"config": "cuBLAS", "kind": "cublas", "intensity_flop_per_byte": 1365.3,
+                     "tflops": 690.0, "noisy": False})
+    roofs = {"precision": "bf16", "datasheet_tflops": 989.4, "datasheet_gbs": 4800.0,
+             "measured_tflops": 700.1, "measured_gbs": 3900.0, "measured_noisy": False,
+             "measured_size": 8192}
+    return {"peaks": peaks, "tiles": tiles, "train": train, "busbw": busbw,
+            "roofline": roofline, "roofs": roofs}
 
 
 def _health(gpu: bool, series: dict) -> dict:

@@ -78,6 +78,30 @@ def test_the_real_records_behind_the_cpu_answered_claims(quick_cpu_report):
     assert by_id["compression"]["status"] == METHOD_ON_CPU
 
 
+def test_real_training_points_carry_their_mfu_and_the_tiles_their_roofline(quick_cpu_report):
+    report, _ = quick_cpu_report
+    records = real_records(quick_cpu_report)
+    amp = [r for r in records if r.label == "amp" and r.outcome == "ok"]
+    assert amp
+    for r in amp:   # achieved TFLOP/s = model FLOPs per sample x samples/s
+        m = r.metrics
+        assert m["model_flops_per_sample"] > 0 and m["datasheet_peak_tflops"] is None
+        assert m["achieved_tflops"] == pytest.approx(m["model_flops_per_sample"] *
+                                                     r.throughput / 1e12)
+    mfu = next(c for c in report["claims"] if c["id"] == "unit_util_mfu")
+    assert mfu["status"] == METHOD_ON_CPU and "MFU needs a GPU" in mfu["measured"]
+    assert f"= {amp[0].metrics['achieved_tflops']:.3g} TFLOP/s" in mfu["measured"]
+    peak = next(r for r in records if r.label == "peak")
+    assert "of the fp32 matmul rate measured here" in mfu["measured"]
+    rows, roofs = report["series"]["roofline"], report["series"]["roofs"]
+    n = 256   # the CPU battery's tile shape, fp32: 2 n^3 FLOP over 3 n^2 x 4 bytes
+    assert rows and all(r["intensity_flop_per_byte"] == pytest.approx(2 * n / 12) for r in rows)
+    assert {r["kind"] for r in rows} == {"tile", "guide", "cublas"}
+    assert roofs["datasheet_tflops"] is None
+    assert roofs["measured_tflops"] == peak.throughput
+    assert roofs["measured_gbs"] == peak.metrics["copy_gbs"]
+
+
 def test_tf32_that_did_not_engage_fails_on_real_records():
     """Two real training runs on this CPU, one under the name tf32: TF32 cannot engage on a CPU,
     so its matmul probe reads IEEE fp32, and the verdict says so instead of 'no cost'."""

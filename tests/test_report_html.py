@@ -98,7 +98,7 @@ def test_page_is_well_formed_and_self_contained(which, gpu_html, cpu_html):
     assert EXTERNAL.search(text) is None
     assert "http://" not in text and "https://" not in text
     pngs = images(text)
-    assert len(pngs) == (4 if which == "h200_box" else 3)   # the CPU run has no bus bandwidth
+    assert len(pngs) == (5 if which == "h200_box" else 4)   # the CPU run has no bus bandwidth
     assert all(p.startswith(b"\x89PNG\r\n\x1a\n") for p in pngs)
     assert text.count("<img") == len(pngs)
 
@@ -142,7 +142,7 @@ def test_a_row_drawn_per_status_for_every_claim(gpu_report, gpu_html):
     by_id = {c["id"]: c for c in gpu_report["claims"]}
     assert len(rows) == len(REGISTER) == len(gpu_report["claims"])
     for row in rows:
-        claim = next(c for c in by_id.values() if f"· {c['id']}" in row["cells"][1])
+        claim = next(c for c in by_id.values() if row["cells"][1].endswith(f"· {c['id']}"))
         assert row["cells"][0].startswith(claim["status"])
         assert row["cells"][1].startswith(claim["stated"])
         assert LOOKS[claim["status"]].css in row["classes"]
@@ -188,14 +188,42 @@ def test_figures_only_for_series_present():
                                         (False, ("AMD EPYC 7B13 (2 cores)", "CPU fallback"))])
 def test_every_figure_title_names_device_and_mode(gpu, names):
     figures = report_figures(make_report(gpu=gpu))
-    assert set(figures) == ({"peaks", "tiles", "train", "busbw"} if gpu
-                            else {"peaks", "tiles", "train"})
+    assert set(figures) == ({"peaks", "tiles", "roofline", "train", "busbw"} if gpu
+                            else {"peaks", "tiles", "roofline", "train"})
     for key, fig in figures.items():
         axes = fig.get_axes()
         assert axes, key
         for ax in axes:
             for name in names:
                 assert name in ax.get_title(), (key, ax.get_title())
+
+
+def roof_lines(fig) -> dict:
+    return {line.get_gid(): line for line in fig.axes[0].get_lines()
+            if (line.get_gid() or "").startswith("roof:")}
+
+
+def test_the_roofline_puts_the_tiles_under_the_datasheet_and_measured_roofs(gpu_report,
+                                                                           gpu_html):
+    fig = report_figures(gpu_report)["roofline"]
+    roofs = roof_lines(fig)
+    assert set(roofs) == {"roof:datasheet", "roof:measured"}
+    assert max(roofs["roof:datasheet"].get_ydata()) == 989.4
+    assert max(roofs["roof:measured"].get_ydata()) == 700.1
+    points = [line for line in fig.axes[0].get_lines() if line.get_gid() is None
+              and line.get_marker() == "o" and len(line.get_xdata()) == 1
+              and line.get_xdata()[0] == 1365.3]
+    assert len(points) == len(gpu_report["series"]["roofline"])
+    hollow = [p for p in points if p.get_markerfacecolor() == "white"]
+    assert [p.get_ydata()[0] for p in hollow] == [655.0]         # the one noisy tile
+    assert "(solid) and the matmul rate and copy bandwidth this report measured" in gpu_html
+
+
+def test_a_cpu_roofline_has_only_the_measured_roof_and_says_why(cpu_html):
+    fig = report_figures(make_report())["roofline"]
+    assert set(roof_lines(fig)) == {"roof:measured"}
+    assert "only the matmul rate and copy bandwidth this report measured (dashed; the lab&#x27;s " \
+        "table has no datasheet row for this device)" in cpu_html
 
 
 def test_noisy_tiles_are_hatched_and_failed_ones_named(gpu_report, gpu_html):

@@ -23,7 +23,8 @@ GUIDE = {
     "TensorCore section": ("tile_shape", "buffers_resnet50", "sparsity_util"),
     "mixed precision": ("amp_speed", "accum_frequency"),
     "scheduling": ("mps_k8s", "placement"),
-    "distributed": ("hierarchical", "unit_util", "nlp_speed_memory"),
+    # unit_util_mfu: the same claim read as a training step's MFU (issue 20)
+    "distributed": ("hierarchical", "unit_util", "unit_util_mfu", "nlp_speed_memory"),
     "cost": ("energy", "accum_traffic", "elastic"),
     "conclusion": ("overall",),
     "FAQ": ("embeddings_fp32", "versions", "nccl_logs", "ecc_memory_clocks", "windows_build"),

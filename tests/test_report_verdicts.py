@@ -20,6 +20,7 @@ from a800lab.report.claims import (
 )
 from a800lab.report.register import CLAIMS, REGISTER
 from a800lab.report.verdicts import judge_claims
+from a800lab.workloads.training.mfu import mfu_figures
 
 MIB = 2**20
 A800 = "NVIDIA A800-SXM4-80GB"
@@ -269,6 +270,52 @@ def test_amp_trains_like_fp32_only_if_it_reaches_fp32s_loss():
     diverged = [ok[0], amp("transformer", "fp16", 160, 17000, loss=None)]
     v = judge(diverged, AMP)["amp_trains"]
     assert v["status"] == FAILS and "AMP diverged" in v["measured"]
+
+
+def mfu_step(model: str, precision: str, rate: float, gflop_per_sample: float,
+             datasheet: float | None, time_ms=STEADY):
+    """An amp record carrying MFU as train_point computes it (mfu_figures)."""
+    size = "224" if model == "resnet50" else "gpt2_small"
+    core = "fp16" if precision == "fp16" else "fp32"
+    metrics = mfu_figures(gflop_per_sample * 1e9, rate, {
+        "peak_precision": core, "datasheet_peak_tflops": datasheet,
+        "datasheet_peak_source": "test", "measured_peak_tflops": None})
+    return rec("amp", {"model": model, "size": size, "batch_size": 8, "precision": precision},
+               rate, time_ms=time_ms, step_peak_bytes=MIB, **metrics)
+
+
+MFU = plan(("amp", ("unit_util_mfu",)), ("peak", ("unit_util_mfu",)))
+
+
+def test_the_best_amp_steps_mfu_is_judged_at_92_percent_within_noise():
+    resnet = mfu_step("resnet50", "fp16", 3000, 24.6, 312.0)           # 73.8 TFLOP/s, 23.7%
+    records = [resnet, mfu_step("resnet50", "fp32_default", 900, 24.6, 19.5),
+               mfu_step("transformer", "fp16", 100, 2600, 312.0),      # 260 TFLOP/s, 83.3%
+               peak("fp16", 290.0, 312.0)]
+    v = judge(records, MFU)["unit_util_mfu"]
+    assert v["status"] == FAILS
+    assert v["figures"]["mfu_pct"]["value"] == pytest.approx(100 * 260 / 312)
+    assert "best: Transformer (gpt2_small) AMP at 83.3% MFU" in v["measured"]
+    assert "2.6e+03 GFLOP per sample x 100 samples/s = 260 TFLOP/s" in v["measured"]
+    assert "89.7% of the fp16 matmul rate measured here, 290" in v["measured"]   # 260 / 290
+    assert "40-60% MFU is good" in v["measured"]
+    records[2] = mfu_step("transformer", "fp16", 110, 2600, 312.0, time_ms=spread(0.03))
+    v = judge(records, MFU)["unit_util_mfu"]      # 91.7% reaches 92% within its 3% spread
+    assert v["status"] == HOLDS and v["figures"]["mfu_pct"]["value"] < 92
+
+
+def test_mfu_without_a_datasheet_peak_is_untestable_on_a_gpu_and_a_method_on_a_cpu():
+    records = [mfu_step("transformer", "fp16", 100, 2600, None), peak("fp32", 18.0, 19.5)]
+    v = judge(records, MFU)["unit_util_mfu"]
+    assert v["status"] == UNTESTABLE and "no fp16 datasheet peak" in v["reason"]
+    cpu = plan(("amp", ("unit_util_mfu",)), ("peak", ("unit_util_mfu",)), device="cpu")
+    records = [mfu_step("transformer", "fp32_default", 40, 0.05, None),
+               mfu_step("transformer", "fp16", 4, 0.05, None),
+               peak("fp32", 0.1, 1.0, device="cpu")]
+    v = judge(records, cpu)["unit_util_mfu"]
+    assert v["status"] == METHOD_ON_CPU and "MFU needs a GPU" in v["measured"]
+    assert "fp32_default: 0.05 GFLOP per sample x 40 samples/s = 0.002 TFLOP/s (2.0% of the " \
+        "fp32 matmul rate measured here" in v["measured"]
 
 
 # ---- TF32's held-out loss ----------------------------------------------------------------------

@@ -34,9 +34,11 @@ from matplotlib.patches import Rectangle
 from ..workloads.tiles.facts import refusal_kind
 from ..workloads.tiles.quantisation import quantise
 from .look import (
+    NOISY_MARKER,
     LabFigure,
     Look,
     describe_devices,
+    noisy_handle,
     place_legend,
 )
 from .parts import (
@@ -276,21 +278,57 @@ def _positive(name: str, value) -> float | None:
     return float(value)
 
 
+def roofs_of(peak_tflops: float | None, mem_bw_gbs: float | None,
+             measured_peak_tflops: float | None = None,
+             measured_bw_gbs: float | None = None) -> list[tuple[str, float, float, str]]:
+    """The roofs to draw, (name, TFLOP/s, GB/s, line style): the datasheet's solid, the
+    measured one dashed (a missing measured value reuses the datasheet one); without a datasheet
+    row (a CPU) the measured roof alone, when both its values are known."""
+    peak, bw = _positive("peak_tflops", peak_tflops), _positive("mem_bw_gbs", mem_bw_gbs)
+    m_peak = _positive("measured_peak_tflops", measured_peak_tflops)
+    m_bw = _positive("measured_bw_gbs", measured_bw_gbs)
+    if peak is not None and bw is not None:
+        out = [("datasheet", peak, bw, "-")]
+        if m_peak is not None or m_bw is not None:
+            out.append(("measured", m_peak or peak, m_bw or bw, "--"))
+        return out
+    if m_peak is not None and m_bw is not None:
+        return [("measured", m_peak, m_bw, "--")]
+    return []
+
+
+def draw_roofs(ax: Axes, roofs: list[tuple[str, float, float, str]],
+               intensities) -> list[tuple[object, str]]:
+    """Each roof (roofs_of) with its ridge point (peak / bandwidth, FLOP/byte) marked, spanning
+    the points' arithmetic `intensities`; the title says when there is no roof. Returns the
+    legend entries."""
+    if not roofs:
+        ax.set_title(f"{ax.get_title()} (peak unknown: no ceilings)")
+        return []
+    ridges = [1e3 * p / b for _, p, b, _ in roofs]  # TFLOP/s / (GB/s) = 1e3 FLOP/byte
+    span = [*intensities, *ridges]
+    lo, hi = min(span) / 8, max(span) * 8
+    entries = []
+    for (name, p, b, style), ridge in zip(roofs, ridges, strict=True):
+        (line,) = ax.plot([lo, ridge, hi], [b * lo / 1e3, p, p], style, color="black")
+        line.set_gid(f"roof:{name}")
+        entries.append((Line2D([], [], color="black", linestyle=style),
+                        f"{name}: {p:g} TFLOP/s, {b:g} GB/s"))
+        (mark,) = ax.plot([ridge], [p], "o", mfc="none", color="black", markersize=9)
+        mark.set_gid(f"ridge:{name}")
+        ax.annotate(f"ridge {ridge:.0f} FLOP/B", (ridge, p), textcoords="offset points",
+                    xytext=(6, 6 if name == "datasheet" else -14), fontsize="small")
+    return entries
+
+
 def roofline_figure(df: pd.DataFrame, *, peak_tflops: float | None, mem_bw_gbs: float | None,
                     measured_peak_tflops: float | None = None,
                     measured_bw_gbs: float | None = None, series: str | None = None,
                     ax: Axes | None = None, earlier_runs: str = "faded") -> Figure:
-    """Achieved TFLOP/s vs arithmetic intensity (flop_count / bytes_moved) under the roofs.
-
-    Datasheet roof solid, measured roof dashed (a missing measured value reuses the datasheet
-    one; without a datasheet row, a CPU's, the measured roof is drawn alone when both its
-    values are known); each roof's ridge point (peak / bandwidth, FLOP/byte) is marked. Points
-    of earlier runs are faded.
-    """
+    """Achieved TFLOP/s vs arithmetic intensity (flop_count / bytes_moved) under the roofs
+    (roofs_of, draw_roofs). Noisy points are hollow; points of earlier runs are faded."""
     fig, ax, own = new_axes(ax)
-    peak, bw = _positive("peak_tflops", peak_tflops), _positive("mem_bw_gbs", mem_bw_gbs)
-    m_peak = _positive("measured_peak_tflops", measured_peak_tflops)
-    m_bw = _positive("measured_bw_gbs", measured_bw_gbs)
+    roofs = roofs_of(peak_tflops, mem_bw_gbs, measured_peak_tflops, measured_bw_gbs)
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)",
            ylabel="achieved TFLOP/s", title="roofline")
     points = pd.DataFrame({"ai": [], "tflops": [], "key": []})
@@ -304,34 +342,20 @@ def roofline_figure(df: pd.DataFrame, *, peak_tflops: float | None, mem_bw_gbs: 
         flop = floats(ok, "flop_count")
         # TFLOP/s = flop / (ms * 1e-3 s) / 1e12 when the workload gave no tflops metric
         tflops = floats(ok, "tflops").fillna(flop / floats(ok, "median_ms") / 1e9)
+        noisy = ok["noisy"].fillna(False).astype(bool) if "noisy" in ok else False
         points = pd.DataFrame({"ai": flop / floats(ok, "bytes_moved"), "tflops": tflops,
-                               "key": look.key[ok.index], "newest": look.newest[ok.index]})
+                               "key": look.key[ok.index], "newest": look.newest[ok.index],
+                               "noisy": noisy})
         points = points[np.isfinite(points["ai"]) & (points["ai"] > 0) & (points["tflops"] > 0)]
-        for (key, newest), rows in points.groupby(["key", "newest"], sort=False):
+        for (key, newest, hollow), rows in points.groupby(["key", "newest", "noisy"],
+                                                           sort=False):
             ax.plot(rows["ai"], rows["tflops"], "o", color=look.color(key),
-                    alpha=look.alpha(bool(newest)), label=key, gid="data")
+                    alpha=look.alpha(bool(newest)), label=key, gid="data",
+                    **(NOISY_MARKER if hollow else {}))
         entries = look.series_handles()
-    roofs = []
-    if peak is not None and bw is not None:
-        roofs.append(("datasheet", peak, bw, "-"))
-        if m_peak is not None or m_bw is not None:
-            roofs.append(("measured", m_peak or peak, m_bw or bw, "--"))
-    elif m_peak is not None and m_bw is not None:
-        roofs.append(("measured", m_peak, m_bw, "--"))
-    ridges = [1e3 * p / b for _, p, b, _ in roofs]  # TFLOP/s / (GB/s) = 1e3 FLOP/byte
-    if roofs:
-        lo, hi = min([*points["ai"], *ridges]) / 8, max([*points["ai"], *ridges]) * 8
-        for (name, p, b, style), ridge in zip(roofs, ridges, strict=True):
-            (line,) = ax.plot([lo, ridge, hi], [b * lo / 1e3, p, p], style, color="black")
-            line.set_gid(f"roof:{name}")
-            entries.append((Line2D([], [], color="black", linestyle=style),
-                            f"{name}: {p:g} TFLOP/s, {b:g} GB/s"))
-            (mark,) = ax.plot([ridge], [p], "o", mfc="none", color="black", markersize=9)
-            mark.set_gid(f"ridge:{name}")
-            ax.annotate(f"ridge {ridge:.0f} FLOP/B", (ridge, p), textcoords="offset points",
-                        xytext=(6, 6 if name == "datasheet" else -14), fontsize="small")
-    else:
-        ax.set_title("roofline (peak unknown: no ceilings)")
+        if points["noisy"].any():
+            entries.append(noisy_handle())
+    entries += draw_roofs(ax, roofs, points["ai"])
     if points.empty:
         say(ax, NO_POINTS_TEXT, "large")
     place_legend(ax, wrapped_entries(entries))

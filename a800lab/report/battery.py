@@ -36,7 +36,7 @@ from ..workloads.usage import matmul_usage_point, sparse_usage_point
 
 # Bumped when a step's points or what their records carry change meaning: a report folder's
 # points from another version are measured again (report.run), never judged by today's rules.
-BATTERY_VERSION = 2
+BATTERY_VERSION = 3   # 3: training points carry their model FLOPs and MFU
 MODES = ("quick", "full")
 BUDGET_S = {"quick": 120.0, "full": 900.0}
 DDP_ACCUM_STEPS = 4   # micro-batches per optimizer step in the ddp step (no_sync: one sync)

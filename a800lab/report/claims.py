@@ -56,6 +56,8 @@ CHAPTERS = {
     "08": ("Distributed communication", "notebooks/08-distributed-communication.ipynb"),
     "09": ("Deployment", "notebooks/09-deployment.ipynb"),
     "10": ("Utilisation and cost", "notebooks/10-utilisation-and-cost.ipynb"),
+    "12": ("Profile, compile and tune your own step",
+           "notebooks/12-profile-compile-tune.ipynb"),
 }
 SOURCES = ("the guide", "the guide's second document", "NVIDIA's datasheets", "the lab")
 

@@ -1,10 +1,10 @@
 """Figures of an `a800lab report` (report.json's "series"): peak matmul rates against the
-datasheet, the tile configs of one matmul ranked, training throughput and memory per precision,
-and all-reduce bus bandwidth over message size. Pure matplotlib (no pyplot), like every lab
-figure.
+datasheet, the tile configs of one matmul ranked and placed under the roofline, training
+throughput and memory per precision, and all-reduce bus bandwidth over message size. Pure
+matplotlib (no pyplot), like every lab figure.
 
     from a800lab.report.figures import report_figures, figure_png
-    figs = report_figures(report)          # {"peaks": Figure, "tiles": ..., "train", "busbw"}
+    figs = report_figures(report)    # {"peaks": Figure, "tiles", "roofline", "train", "busbw"}
     png = figure_png(figs["peaks"])        # PNG bytes, for the report's HTML
 
 A figure is made only for a series the report holds with at least one row. Every axes' title
@@ -27,6 +27,7 @@ from matplotlib.patches import Patch
 
 from ..core.units import format_size
 from ..figures.look import NOISY_MARKER, PALETTE, LabFigure, place_legend
+from ..figures.tiles import draw_roofs, roofs_of
 
 NOISY_HATCH = "///"
 LOG_SPAN = 50.0        # bars spanning more than this factor go on a log axis (fp32 vs fp8)
@@ -239,13 +240,49 @@ def busbw_figure(report: dict) -> Figure:
     return fig
 
 
-BUILDERS = {"peaks": peaks_figure, "tiles": tiles_figure, "train": train_figure,
-            "busbw": busbw_figure}
+KINDS = {"tile": ("C0", "tile config"), "guide": ("C1", "the guide's tile"),
+         "cublas": ("C2", "cuBLAS (torch.matmul)")}
+
+
+def roofline_figure(report: dict) -> Figure:
+    """The tile points at their arithmetic intensity under the roofs of their precision: the
+    datasheet's (solid) and what the report's peak step measured (dashed; a CPU has only
+    that one)."""
+    rows = report["series"]["roofline"]
+    r = report["series"].get("roofs") or {}
+    fig = LabFigure(figsize=(10.0, 4.6), layout="constrained")
+    ax = fig.subplots()
+    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)",
+           ylabel="achieved TFLOP/s", title=f"roofline, {r.get('precision') or ''} matmul")
+    entries = []
+    for kind, (color, label) in KINDS.items():
+        shown = [row for row in rows if row.get("kind") == kind]
+        for row in shown:
+            ax.plot(_num(row["intensity_flop_per_byte"]), _num(row["tflops"]), "o",
+                    color=color, **(NOISY_MARKER if row.get("noisy") else {}))
+        if shown:
+            entries.append((Line2D([], [], color=color, marker="o", linestyle="none"), label))
+    if any(row.get("noisy") for row in rows):
+        entries.append((Line2D([], [], color="black", marker="o", linestyle="none",
+                               **NOISY_MARKER), "noisy point (hollow)"))
+    roofs = roofs_of(r.get("datasheet_tflops") if r.get("datasheet_gbs") else None,
+                     r.get("datasheet_gbs") if r.get("datasheet_tflops") else None,
+                     r.get("measured_tflops"), r.get("measured_gbs"))
+    if r.get("measured_noisy"):
+        roofs = [(f"{n} (noisy)" if n == "measured" else n, *rest) for n, *rest in roofs]
+    entries += draw_roofs(ax, roofs, [_num(row["intensity_flop_per_byte"]) for row in rows])
+    ax.set_title(f"{ax.get_title()}\n{who(report)}")
+    place_legend(ax, entries)
+    return fig
+
+
+BUILDERS = {"peaks": peaks_figure, "tiles": tiles_figure, "roofline": roofline_figure,
+            "train": train_figure, "busbw": busbw_figure}
 
 
 def report_figures(report: dict) -> dict[str, Figure]:
-    """One Figure per series the report holds with rows, keyed "peaks", "tiles", "train",
-    "busbw" (in that order)."""
+    """One Figure per series the report holds with rows, keyed "peaks", "tiles", "roofline",
+    "train", "busbw" (in that order)."""
     series = report.get("series") or {}
     return {key: build(report) for key, build in BUILDERS.items()
             if isinstance(series.get(key), list) and series[key]}

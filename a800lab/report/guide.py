@@ -164,6 +164,20 @@ GUIDE_CLAIMS: tuple[Claim, ...] = (
           method="the report's peak step",
           decides="holds if both reach 92% within noise", judge="unit_util", low=92.0,
           unit="%", about=TC),
+    Claim("unit_util_mfu", G, "distributed",
+          "FP16/FP32 compute units reach 92% utilisation, read as a training step's", "92%",
+          "12",
+          reading=f"model FLOPs utilisation (MFU) of a training step, {AMP}, on {MODELS}: the "
+          "model's forward and backward FLOPs per sample (counted by torch's FlopCounterMode) "
+          "x samples/s, as % of the card's dense fp16 datasheet peak; the best model's",
+          other="MFU against the fp16 matmul rate this report measured is shown beside, and "
+          "every model's; a single matmul's share of the peak is the unit_util row. 92% is a "
+          "kernel's figure: a whole step also runs normalisation, elementwise kernels, the "
+          "optimizer and launch gaps, which add no FLOPs, and 40-60% MFU is a good training "
+          "figure",
+          method="the report's amp step (every training point carries its model FLOPs)",
+          decides="holds if the best model's AMP step reaches 92% MFU within noise",
+          judge="unit_util_mfu", low=92.0, unit="%", about=TC),
     Claim("nlp_speed_memory", G, "distributed",
           "a typical NLP model trains in 1/3 of the time with 28% less memory", "1/3, 28%",
           "04",

@@ -40,6 +40,12 @@ CAPTIONS = {
              "datasheet's dense peak, the percentage the share of it reached.",
     "tiles": "The tile configs of one matmul, best first, the guide's 16x16 and 32x16 tiles "
              "among them (\"guide\"); the best one is what tc_peak takes as % of peak.",
+    "roofline": "Each tile config (and cuBLAS) at its arithmetic intensity (FLOP per byte of "
+                "its operands and result) under the roofs of its precision: the datasheet's "
+                "(solid) and the matmul rate and copy bandwidth this report measured "
+                "(dashed). Right of a ridge a matmul is compute-bound; the configs of one "
+                "shape share one intensity, so their spread is vertical: how far each falls "
+                "below the roof.",
     "train": "Training samples/s (left) and the step's peak memory (right) per precision.",
     "busbw": "All-reduce bus bandwidth over message size; the dashed line is the link's "
              "datasheet bandwidth.",
@@ -249,6 +255,10 @@ def _caption(key: str, report: dict) -> str:
                                   for r in report["series"].get("peaks", [])):
         return ("Measured size³ matmul rate per precision and card (the lab's table has no "
                 "datasheet figure for this device).")
+    if key == "roofline" and not (report["series"].get("roofs") or {}).get("datasheet_tflops"):
+        return CAPTIONS[key].replace("the datasheet's (solid) and the", "only the") \
+            .replace(" (dashed)", " (dashed; the lab's table has no datasheet row for this "
+                     "device)")
     return CAPTIONS[key]
 
 

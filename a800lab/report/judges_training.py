@@ -1,5 +1,6 @@
 """Judging the training claims: mixed precision's memory, speed and loss on the guide's models,
-ResNet-50's buffers, TF32's held-out loss, embedding tables in fp16, accumulation, max batch.
+a training step's MFU, ResNet-50's buffers, TF32's held-out loss, embedding tables in fp16,
+accumulation, max batch.
 
     from a800lab.report.judges_training import JUDGES
     finding = JUDGES["amp_speed"](ctx, CLAIMS["amp_speed"])    # a Finding, or None
@@ -19,12 +20,14 @@ from .claims import (
     FAILED,
     FAILS,
     HOLDS,
+    METHOD_ON_CPU,
     MODEL_ERROR,
     UNTESTABLE,
     beyond_range,
     figure,
     loss_reached,
     reaches,
+    rel_spread,
 )
 from .claims import with_spread as ws
 from .judge import Context, Finding, loss_text, noisy
@@ -163,6 +166,55 @@ def amp_trains(ctx: Context, claim) -> Finding | None:
         "AMP held-out loss", la), "fp32_eval_loss": figure("fp32 held-out loss", lb)})
 
 
+KERNEL_NOT_STEP = ("92% is a single kernel's share of the peak (the unit_util row); a whole "
+                   "training step at 40-60% MFU is good")
+
+
+def _mfu_line(ctx: Context, r) -> str:
+    """One step's FLOPs x rate = TFLOP/s, and its shares of the datasheet peak and of the
+    matmul rate this report measured in the step's matmul precision."""
+    m, core = r.metrics, r.metrics.get("peak_precision")
+    text = (f"{_name(ctx, r.params['model'])} {r.params['precision']}: "
+            f"{m['model_flops_per_sample'] / 1e9:.3g} GFLOP per sample x {r.throughput:.4g} "
+            f"samples/s = {m['achieved_tflops']:.3g} TFLOP/s")
+    if m.get("mfu_pct_of_datasheet_peak") is not None:
+        text += (f" = {m['mfu_pct_of_datasheet_peak']:.1f}% MFU of the {core} datasheet peak "
+                 f"{m['datasheet_peak_tflops']:.4g}")
+    peak = ctx.one("peak", precision=core)
+    if peak is not None:
+        text += (f" ({100 * m['achieved_tflops'] / peak.throughput:.1f}% of the {core} matmul "
+                 f"rate measured here, {peak.throughput:.4g})")
+    return text
+
+
+def unit_util_mfu(ctx: Context, claim) -> Finding | None:
+    order = {m: i for i, m in enumerate(MODEL_ORDER)}
+    steps = sorted((r for r in ctx.ok("amp") if r.metrics.get("achieved_tflops") is not None),
+                   key=lambda r: (order.get(r.params["model"], len(order)),
+                                  r.params["precision"] != AMP))
+    if not any(r.params["precision"] == AMP for r in steps):
+        return None
+    text = "; ".join(_mfu_line(ctx, r) for r in steps)
+    figures = {f"{r.params['model']}_{r.params['precision']}_tflops": figure(
+        f"{r.params['model']} {r.params['precision']}: achieved TFLOP/s",
+        r.metrics["achieved_tflops"], "TFLOP/s") for r in steps}
+    if not ctx.on_gpu:
+        return Finding(METHOD_ON_CPU, text + " (a CPU has no datasheet peak: MFU needs a GPU)",
+                       figures, noisy(*steps))
+    amp = [r for r in steps if r.params["precision"] == AMP
+           and r.metrics.get("mfu_pct_of_datasheet_peak") is not None]
+    if not amp:
+        return Finding(UNTESTABLE, text, figures, reason=(
+            "the lab's specs table has no fp16 datasheet peak for this card"))
+    best = max(amp, key=lambda r: r.metrics["mfu_pct_of_datasheet_peak"])
+    pct = best.metrics["mfu_pct_of_datasheet_peak"]
+    spread = pct * rel_spread(best.time_ms)
+    figures["mfu_pct"] = figure("best AMP step, MFU % of datasheet", pct, "%")
+    return Finding(ctx.decide(claim, pct, spread),
+                   f"best: {_name(ctx, best.params['model'])} AMP at {ws(pct, spread, '%')} "
+                   f"MFU; {text}; {KERNEL_NOT_STEP}", figures, noisy(best))
+
+
 def _losses(records) -> list[float | None]:
     return [r.metrics.get("eval_loss") for r in records]
 
@@ -271,5 +323,6 @@ def max_batch(ctx: Context, claim) -> Finding | None:
 
 JUDGES = {"mp_memory": mp_memory, "buffers_resnet50": buffers_resnet50, "amp_speed": amp_speed,
           "nlp_speed_memory": nlp_speed_memory, "overall": overall, "amp_trains": amp_trains,
+          "unit_util_mfu": unit_util_mfu,
           "tf32_accuracy": tf32_accuracy, "embeddings_fp32": embeddings_fp32,
           "accum_snippet": accum_snippet, "max_batch": max_batch}

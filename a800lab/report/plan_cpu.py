@@ -51,7 +51,7 @@ def cpu_plan(mode: str) -> Plan:
         models["mlp"] = ("tiny", 64)
     steps = [
         Step("peak", "peak", ({"device": "cpu", "precision": "fp32", "size": PEAK_SIZE},),
-             {"budget_s": 0.3}, 1.5, ("health", "tc_peak"),
+             {"budget_s": 0.3}, 1.5, ("health", "tc_peak", "unit_util_mfu"),
              "fp32 matmul rate and copy bandwidth (the tiles' reference on a CPU)"),
         Step("tiles", "tiles", tuple(
             {**shape, "backend": "cpu_blocked", **t}
@@ -66,7 +66,8 @@ def cpu_plan(mode: str) -> Plan:
         Step("amp", "train", train_points(models, ("fp32_default", "fp16") if not full
                                           else ("fp32_default", "fp32", "fp16", "bf16")),
              {"train_steps": 3, "budget_s": 0.2, "predict_memory": False}, 1.5,
-             ("mp_memory", "amp_speed", "nlp_speed_memory", "overall", "amp_trains"),
+             ("mp_memory", "amp_speed", "nlp_speed_memory", "overall", "amp_trains",
+              "unit_util_mfu"),
              "training steps: AMP (fp16 + GradScaler) against the framework's default fp32"),
         Step("embeddings", "embedding", embedding_points("transformer", "tiny", 32),
              {"train_steps": 40}, 0.5, ("embeddings_fp32",),

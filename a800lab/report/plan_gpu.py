@@ -74,7 +74,8 @@ def gpu_plan(mode: str, device: str, gpu_count: int | None = None) -> Plan:
             untestable[claim] = reason
     steps = [Step("peak", "peak", tuple({"device": device, "precision": p, "size": PEAK_SIZE}
                                         for p in supported), {"budget_s": 0.3}, 2.0,
-                  ("health", "tf32_speed", "half_speed", "fp8_speed", "unit_util"),
+                  ("health", "tf32_speed", "half_speed", "fp8_speed", "unit_util",
+                   "unit_util_mfu"),
                   f"matmul rate per precision and copy bandwidth on {device}")]
     if len(cards) > 1:
         sibling_precisions = supported if full else ["bf16" if "bf16" in supported else "fp32"]
@@ -139,8 +140,8 @@ def _training_steps(full: bool, device: str, untestable: dict) -> list[Step]:
                   {"train_steps": 10 if not full else 30, "budget_s": 0.5,
                    "predict_memory": False}, 10.0,
                   ("mp_memory", "buffers_resnet50", "amp_speed", "nlp_speed_memory", "overall",
-                   "amp_trains"), "training steps of the guide's models: AMP against the "
-                  "framework's default fp32, TF32 beside")]
+                   "amp_trains", "unit_util_mfu"), "training steps of the guide's models: AMP "
+                  "against the framework's default fp32, TF32 beside")]
     if "tf32_accuracy" not in untestable:
         steps.append(Step("tf32_loss", "held_out", tuple(
             {"precision": p, "model": "transformer", "size": "medium", "batch_size": 32,

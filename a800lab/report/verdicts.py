@@ -194,7 +194,40 @@ def _series(steps: dict[str, list[Record]], plan: Plan) -> dict:
     busbw = [] if "busbw" in plan.untestable else [
         {"size_bytes": r.params["size_bytes"], "busbw_gbs": r.throughput, "noisy": noisy(r)}
         for r in ok(steps.get("hierarchical", [])) if r.params.get("op") == "all_reduce"]
-    return {"peaks": peaks, "tiles": tiles, "train": train, "busbw": busbw}
+    points, roofs = _roofline(steps)
+    return {"peaks": peaks, "tiles": tiles, "train": train, "busbw": busbw,
+            "roofline": points, "roofs": roofs}
+
+
+def _roofline(steps: dict[str, list[Record]]) -> tuple[list[dict], dict]:
+    """The tile points (cuBLAS's at the same shape among them) at their arithmetic intensity,
+    and the roofs of their precision: the datasheet's, and the matmul rate and copy bandwidth
+    this report's own peak step measured (its noise said)."""
+    tiles = [(step, r) for step in ("tiles", "guide_tiles") for r in ok(steps.get(step, []))
+             if r.metrics.get("arithmetic_intensity")]
+    if not tiles:
+        return [], {}
+    precision = tiles[0][1].params["precision"]
+    points = [{"config": "cuBLAS" if r.params.get("backend") == "torch" else
+               ("guide " if step == "guide_tiles" else "") + (r.metrics.get("tile_config")
+                                                            or _tile_text(r.params)),
+               "kind": "cublas" if r.params.get("backend") == "torch" else
+               ("guide" if step == "guide_tiles" else "tile"),
+               "intensity_flop_per_byte": r.metrics["arithmetic_intensity"],
+               "tflops": r.throughput, "noisy": noisy(r)}
+              for step, r in tiles if r.params["precision"] == precision]
+    peak = next((r for r in ok(steps.get("peak", [])) if r.params["precision"] == precision),
+                None)
+    m = peak.metrics if peak is not None else {}
+    datasheet = m.get("datasheet_tflops") or next(
+        (r.metrics.get("datasheet_peak_tflops") for _, r in tiles
+         if r.metrics.get("datasheet_peak_tflops")), None)
+    roofs = {"precision": precision, "datasheet_tflops": datasheet,
+             "datasheet_gbs": m.get("datasheet_copy_gbs"),
+             "measured_tflops": peak.throughput if peak is not None else None,
+             "measured_gbs": m.get("copy_gbs"), "measured_noisy": noisy(peak),
+             "measured_size": peak.params.get("size") if peak is not None else None}
+    return points, roofs
 
 
 def _tile_text(params: dict) -> str:
