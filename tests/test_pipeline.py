@@ -4,7 +4,7 @@ placement comparison's byte counting, and the CUDA-streams demonstration (GPU on
 import pytest
 import torch
 
-from a800lab.workloads.pipeline import idle_fraction, pipeline_point, run_pipeline, union_s
+from a800lab.workloads.pipeline import covered_length, idle_fraction, pipeline_point, run_pipeline
 from a800lab.workloads.placement import Crossings, placement_point
 from a800lab.workloads.streams import stream_overlap, why_no_streams
 
@@ -45,9 +45,9 @@ def test_a_prefetched_batch_leaves_only_the_copy_idle():
 
 
 def test_overlapping_intervals_are_counted_once():
-    assert union_s([(0, 2), (1, 3), (5, 6)]) == 4
-    assert union_s([(0, 10), (2, 3)]) == 10
-    assert union_s([]) == 0
+    assert covered_length([(0, 2), (1, 3), (5, 6)]) == 4
+    assert covered_length([(0, 10), (2, 3)]) == 10
+    assert covered_length([]) == 0
     spans = [("compute", 0, 1.0, 2.0), ("compute", 1, 1.5, 2.5), ("data wait", 0, 0.0, 1.0)]
     assert idle_fraction(spans, "compute", (0.0, 4.0)) == pytest.approx(1 - 1.5 / 4)
     assert idle_fraction(spans, "compute", (2.0, 3.0)) == pytest.approx(0.5)  # clipped

@@ -46,8 +46,8 @@ SHAPES = {"cpu": (3, 32, 256), "cuda": (3, 64, 4096)}
 CLASSES = 10
 
 
-def union_s(intervals: list[tuple[float, float]]) -> float:
-    """Total length covered by possibly overlapping (start, end) intervals."""
+def covered_length(intervals: list[tuple[float, float]]) -> float:
+    """Total length covered by possibly overlapping (start, end) intervals, in their unit."""
     total, reach = 0.0, None
     for start, end in sorted(intervals):
         if reach is None or start > reach:
@@ -67,7 +67,7 @@ def idle_fraction(spans: list[tuple[str, int, float, float]], lane: str,
         raise ValueError(f"empty window {window}")
     inside = [(max(s, start), min(e, end)) for name, _, s, e in spans
               if name == lane and e > start and s < end]
-    return 1.0 - union_s(inside) / (end - start)
+    return 1.0 - covered_length(inside) / (end - start)
 
 
 @dataclass

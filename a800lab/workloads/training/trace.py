@@ -29,6 +29,8 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from ..pipeline import covered_length
+
 MATMUL, OTHER, COMM, IDLE = "matmul/conv", "other compute", "communication", "idle"
 H2D, D2H, D2D = "copy H2D", "copy D2H", "copy on device"
 CATEGORIES = (MATMUL, OTHER, H2D, D2H, D2D, COMM, IDLE)  # bottom to top of a stacked bar
@@ -199,18 +201,6 @@ def split(segments: list[Segment], start_us: float, end_us: float
     return totals, overlap
 
 
-def _union_us(spans: list[tuple[float, float]]) -> float:
-    total, reach = 0.0, None
-    for a, b in sorted(spans):
-        if reach is None or a > reach:
-            total += b - a
-            reach = b
-        elif b > reach:
-            total += b - reach
-            reach = b
-    return total
-
-
 def _launch_waits(device: list[Segment], launches: dict, raw_device: list[dict],
                   start: float, end: float) -> float:
     """Microseconds the device sat idle until a kernel that the host launched only after the
@@ -276,7 +266,7 @@ def analyse_trace(trace: dict, *, on_cuda: bool, steps: int | None = None,
         device, end, waits, launch_api, sync, count, owner = host, host_end, None, None, None, \
             None, None
     totals, overlap = split(device, start, end)
-    host_ops = _union_us([(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in ops])
+    host_ops = covered_length([(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in ops])
     per = 1e3 * steps  # microseconds in all steps -> milliseconds per step
     return TraceBreakdown(
         on_cuda=on_cuda, steps=steps, window_ms=(end - start) / per,
