@@ -313,7 +313,7 @@ def draw_roofs(ax: Axes, roofs: list[tuple[str, float, float, str]],
         (line,) = ax.plot([lo, ridge, hi], [b * lo / 1e3, p, p], style, color="black")
         line.set_gid(f"roof:{name}")
         entries.append((Line2D([], [], color="black", linestyle=style),
-                        f"{name}: {p:g} TFLOP/s, {b:g} GB/s"))
+                        f"{name}: {p:.4g} TFLOP/s, {b:.4g} GB/s"))
         (mark,) = ax.plot([ridge], [p], "o", mfc="none", color="black", markersize=9)
         mark.set_gid(f"ridge:{name}")
         ax.annotate(f"ridge {ridge:.0f} FLOP/B", (ridge, p), textcoords="offset points",

@@ -14,10 +14,13 @@ from __future__ import annotations
 import base64
 import json
 import re
+import shutil
 import time
 from pathlib import Path
 
 import pytest
+
+from a800lab.report.run import POINTS_FILE, REPORT_FILE
 
 try:
     from playwright.sync_api import Locator, Page, expect
@@ -272,11 +275,20 @@ CHAPTER_11 = REPO / "notebooks" / "11-report.ipynb"
 
 
 @pytest.mark.skipif(not CHAPTER_11.exists(), reason=f"{CHAPTER_11.name} is not written yet")
-def test_chapter_11_report_shown_inline(page: Page, lab):
+def test_chapter_11_report_shown_inline(page: Page, lab, quick_cpu_report):
+    # The session's quick CPU battery (tests/conftest.py) was measured in this environment:
+    # seeded into the chapter's folder, the panel resumes it rather than measuring it a third
+    # time (nbval's run of the chapter measures it afresh).
+    _, measured = quick_cpu_report
+    folder = lab.root / "notebooks" / "runs" / "report"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in (POINTS_FILE, REPORT_FILE):   # the points, and the sitting that measured them
+        shutil.copy2(measured / name, folder / name)
     open_notebook(page, lab, f"notebooks/{CHAPTER_11.name}")
     run_all_cells(page, code_cell_count(CHAPTER_11))
 
     panel = widget_panel(page, "The report: this machine against the guide's claims")
+    expect(panel.get_by_text(re.compile(r"points measured \(0 now")).first).to_be_visible()
     # The run is over: the report's own page sits in a sandboxed frame, its figures inline.
     report = panel.frame_locator("iframe").first
     expect(report.locator("h1")).to_contain_text(f"a800lab report: {cpu_device_name()}")
@@ -299,9 +311,14 @@ def test_chapter_11_report_shown_inline(page: Page, lab):
 # stderr box, bars in the throughput plot's order, loss curves told apart, the controls at the
 # values a programmatic run used): every panel and every drawn figure is screenshot, for a
 # person to look at (artifacts/browser/chapterNN-panel-K.png, chapterNN-figure-K.png).
+# The README command runs chapters 00 and 04 (the first panel, the training panel); 05 and 06
+# (chapter 04's TrainingExplorer again), 09 and 10 (their figures are also checked as figures
+# by nbval's chapter check) are marked slow and run by hand (`--run-slow`, ~80 s), which keeps
+# the README command within its 10 minutes.
 SHOWS_WHAT_RAN = ("00-start-here.ipynb", "04-mixed-precision-training.ipynb",
-                  "05-loss-scaling.ipynb", "06-batch-size-and-accumulation.ipynb",
-                  "09-deployment.ipynb", "10-utilisation-and-cost.ipynb")
+                  *(pytest.param(chapter, marks=pytest.mark.slow) for chapter in (
+                      "05-loss-scaling.ipynb", "06-batch-size-and-accumulation.ipynb",
+                      "09-deployment.ipynb", "10-utilisation-and-cost.ipynb")))
 
 
 @pytest.mark.parametrize("chapter", SHOWS_WHAT_RAN)
