@@ -8,9 +8,11 @@ device's tile back end (the CPU stand-in on a machine without a GPU), then times
 side by side, interleaved over several rounds, so "best-throughput ratio" compares like with
 like rather than two numbers taken minutes apart. Prints JSON: wall times and their ratio, both
 winners, the throughput ratio search / exhaustive, and whether the search's verdict called its
-lead noise. A benchmark run by hand, not a test; targets: the search costs <= 1/3 of the
-exhaustive sweep's time, and finds its winner or says that the leaders are within noise of each
-other ("agrees"); run it twice, on a quiet machine (a contended run says so).
+lead noise. torch's one-time start-up (a800lab.core.warmup, which the search's measured
+windows would otherwise pay alone) runs before either is timed. A benchmark run by hand, not a
+test; targets: the search costs <= 1/3 of the exhaustive sweep's time, and finds its winner or
+says that the leaders are within noise of each other ("agrees"); run it twice, on a quiet
+machine (a contended run says so).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 import torch
 
 from a800lab.core.backends import resolve_device
+from a800lab.core.warmup import warm_runtime
 from a800lab.workloads.matmul import MatmulSpec
 from a800lab.workloads.tiles.config import check_config
 from a800lab.workloads.tiles.point import default_tile_backend, tiled_matmul_point
@@ -40,6 +43,7 @@ def _tflops(size, precision, backend, config, device, budget_s) -> float:
 def run(size: int = 384, precision: str = "fp32", device: str = "auto", budget_s: float = 0.1,
         rounds: int = 5) -> dict:
     device = resolve_device(device)
+    warm_runtime(device)  # torch's one-time start-up (~2 s: torch._dynamo) is neither side's
     backend = default_tile_backend(device)
     grid = default_grid(backend)
     valid = []

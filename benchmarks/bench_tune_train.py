@@ -29,6 +29,7 @@ import torch
 from a800lab.core.backends import resolve_device
 from a800lab.core.search import config_key
 from a800lab.core.sweep import thread_count
+from a800lab.core.warmup import warm_runtime
 from a800lab.workloads.training.candidates import TuneSession, default_axes
 from a800lab.workloads.training.max_batch import DEFAULT_MARGIN
 from a800lab.workloads.training.models import preset
@@ -80,6 +81,7 @@ def unmatched(frontier: list[dict], other: list[dict]) -> list[dict]:
 
 
 def run(model: str, target_batch: int, device: str, budget_s: float) -> dict:
+    warm_runtime(device)  # torch's one-time start-up is neither side's (the first grid's, else)
     grid = exhaustive(model, target_batch, device, budget_s)
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
