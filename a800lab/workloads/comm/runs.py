@@ -242,6 +242,7 @@ def run_comm_here(workload: str, axes: Mapping[str, Sequence], *, fixed: Mapping
     from .worker import join_group, measure_on_group
 
     device = join_group(backend)
+    finished = False
     try:
         points = plan_points(workload, axes, fixed, dist.get_world_size(), dist.get_backend())
         rank = dist.get_rank()
@@ -264,8 +265,11 @@ def run_comm_here(workload: str, axes: Mapping[str, Sequence], *, fixed: Mapping
             if record is not None:
                 _deliver(record, result, out, on_result, on_progress, done=index,
                          todo=len(todo), total=len(points), started=started)
+        finished = True
         return result
     finally:
+        if finished:  # no rank tears the group down while another still uses it
+            dist.barrier()
         dist.destroy_process_group()
 
 
