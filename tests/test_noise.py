@@ -38,6 +38,21 @@ def test_oversubscription_is_named_with_its_fix():
     assert assess([1.0] * 5, busy, on_cpu=False)["noisy"] is False  # GPU points: not judged
 
 
+def test_a_saturated_machine_whose_others_took_a_share_is_oversubscribed():
+    # 2 torch threads and a busy loop on 2 cores share them: the loop *gets* ~0.5 cores
+    shared = {"torch_threads": 2, "usable_cores": 2, "others_busy_cores": 0.45,
+              "self_busy_cores": 1.52}
+    verdict = assess([1.0] * 5, shared, on_cpu=True)
+    assert verdict["contended"] and "2 torch thread(s) + 0.5 cores busy" in verdict["reasons"][0]
+    idle_left = {**shared, "self_busy_cores": 1.2}         # a core partly idle: no contention
+    assert assess([1.0] * 5, idle_left, on_cpu=True)["noisy"] is False
+    background = {**shared, "others_busy_cores": 0.1, "self_busy_cores": 1.9}   # a daemon
+    assert assess([1.0] * 5, background, on_cpu=True)["noisy"] is False
+    one_thread = {"torch_threads": 1, "usable_cores": 2, "others_busy_cores": 0.9,
+                  "self_busy_cores": 1.0}                  # threads + others fit the cores
+    assert assess([1.0] * 5, one_thread, on_cpu=True)["noisy"] is False
+
+
 def test_samples_that_lost_their_core_are_named():
     # 256^3 on 2 shared cores: most calls 0.28 ms, some a scheduler slice (4 ms) longer
     samples = [0.28] * 12 + [4.3, 4.1, 8.2, 4.2]

@@ -8,7 +8,11 @@
 
 A CPU point is oversubscribed when torch's threads plus the cores other processes kept busy
 during the timed part exceed the cores this process may run on: then threads wait for each
-other and a sample measures the scheduler as much as the workload. That is read from
+other and a sample measures the scheduler as much as the workload. The meter reads what the
+others *got*, not what they wanted: two torch threads and one busy loop on two cores share them
+about evenly, so the loop reads as ~0.5 cores. So a point also counts as oversubscribed when the
+machine had no idle core left (this process and the others together kept every core busy) and
+the others' share took cores the threads needed. That is read from
 /proc/stat (all CPUs) minus /proc/self/stat (this process) over the window; both count in
 clock ticks, so windows shorter than ~50 ms give no reading. A sample far above the fastest by
 a millisecond or more is the other sign: the thread lost its core for a scheduler time slice.
@@ -24,6 +28,8 @@ import torch
 
 NOISE_IQR_OVER_MEDIAN = 0.10   # above this spread the median is not a stable figure
 OVERSUBSCRIBED_MARGIN_CORES = 0.5  # threads + busy others may exceed the cores by this much
+SATURATED_IDLE_CORES = 0.15    # less idle than this over the window: every core was busy
+SHARED_CORES = 0.25            # on a saturated machine, others holding this much took cores
 _MIN_LOAD_WINDOW_S = 0.05      # /proc/stat counts in 10 ms ticks: shorter windows say nothing
 _DESCHEDULED_EXCESS_MS = 1.0   # a sample this much above the fastest ...
 _DESCHEDULED_RATIO = 1.5       # ... and 1.5x it lost its core for a time slice
@@ -92,6 +98,13 @@ def cpu_conditions(load: dict | None = None) -> dict:
             **(load or {})}
 
 
+def _saturated(conditions: dict) -> bool:
+    """This process and the others together kept every usable core busy over the window."""
+    own, others = conditions.get("self_busy_cores"), conditions.get("others_busy_cores")
+    cores = conditions.get("usable_cores")
+    return None not in (own, others, cores) and own + others >= cores - SATURATED_IDLE_CORES
+
+
 def _descheduled(samples_ms: list[float]) -> int:
     """How many samples ran far above the fastest one (lost their core for a time slice)."""
     fastest = min(samples_ms)
@@ -136,8 +149,9 @@ def _cpu_reasons(samples: list[float], conditions: dict) -> list[str]:
     if threads and cores and threads > cores:
         reasons.append(f"oversubscribed: torch uses {threads} threads on {cores} usable cores; "
                        f"{fix}")
-    elif threads and cores and others is not None and \
-            threads + others > cores + OVERSUBSCRIBED_MARGIN_CORES:
+    elif threads and cores and others is not None and (
+            threads + others > cores + OVERSUBSCRIBED_MARGIN_CORES
+            or _saturated(conditions) and others >= SHARED_CORES and threads + others > cores):
         reasons.append(f"oversubscribed: {threads} torch thread(s) + {others:.1f} cores busy in "
                        f"other processes (this job's own workers and ranks count) > {cores} "
                        f"cores; {fix}")
