@@ -17,6 +17,7 @@ from a800lab.core.window import PointWindow
 from a800lab.workloads import pipeline as pipeline_mod
 from a800lab.workloads import sparsity
 from a800lab.workloads.matmul import MatmulSpec
+from tests.fake_probe import FakeProbe
 
 MIB = 2**20
 
@@ -110,38 +111,23 @@ def test_sparsitys_back_end_follows_torchs_rule(monkeypatch):
     assert "built for sm_8x" in hopper and "cannot be tested here" in hopper
 
 
-class WorkspaceProbe:
+class WorkspaceProbe(FakeProbe):
     """A CUDA device where the first matmul of the process makes a lasting 32 MiB workspace."""
 
     device = "cuda:0"
     on_cuda = True
-    kind = "allocated"
 
     def __init__(self):
-        self.live = self.peak = 100 * MIB
+        super().__init__(100 * MIB)
         self.workspace = False
 
     def first_matmul(self):
         if not self.workspace:
             self.workspace = True
-            self.live += 32 * MIB
-            self.peak = max(self.peak, self.live)
+            self.alloc(32 * MIB)
 
     def warm(self):
         self.first_matmul()
-
-    def current_bytes(self):
-        return self.live
-
-    def reset_peak(self):
-        self.peak = self.live
-        return True
-
-    def peak_bytes(self):
-        return self.peak
-
-    def peak_reserved_bytes(self):
-        return None
 
 
 def test_cublas_is_warmed_before_the_first_points_baseline(monkeypatch):

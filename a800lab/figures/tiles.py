@@ -297,11 +297,12 @@ def roofs_of(peak_tflops: float | None, mem_bw_gbs: float | None,
     return []
 
 
-def draw_roofs(ax: Axes, roofs: list[tuple[str, float, float, str]],
-               intensities) -> list[tuple[object, str]]:
+def draw_roofs(ax: Axes, roofs: list[tuple[str, float, float, str]], intensities,
+               labels: dict[str, str] | None = None) -> list[tuple[object, str]]:
     """Each roof (roofs_of) with its ridge point (peak / bandwidth, FLOP/byte) marked, spanning
-    the points' arithmetic `intensities`; the title says when there is no roof. Returns the
-    legend entries."""
+    the points' arithmetic `intensities`; the title says when there is no roof. `labels`: a
+    roof's name in the legend ("measured at 512³"), else its own. Returns the legend
+    entries."""
     if not roofs:
         ax.set_title(f"{ax.get_title()} (peak unknown: no ceilings)")
         return []
@@ -313,7 +314,7 @@ def draw_roofs(ax: Axes, roofs: list[tuple[str, float, float, str]],
         (line,) = ax.plot([lo, ridge, hi], [b * lo / 1e3, p, p], style, color="black")
         line.set_gid(f"roof:{name}")
         entries.append((Line2D([], [], color="black", linestyle=style),
-                        f"{name}: {p:.4g} TFLOP/s, {b:.4g} GB/s"))
+                        f"{(labels or {}).get(name, name)}: {p:.4g} TFLOP/s, {b:.4g} GB/s"))
         (mark,) = ax.plot([ridge], [p], "o", mfc="none", color="black", markersize=9)
         mark.set_gid(f"ridge:{name}")
         ax.annotate(f"ridge {ridge:.0f} FLOP/B", (ridge, p), textcoords="offset points",

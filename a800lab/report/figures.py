@@ -265,12 +265,12 @@ def roofline_figure(report: dict) -> Figure:
     if any(row.get("noisy") for row in rows):
         entries.append((Line2D([], [], color="black", marker="o", linestyle="none",
                                **NOISY_MARKER), "noisy point (hollow)"))
-    roofs = roofs_of(r.get("datasheet_tflops") if r.get("datasheet_gbs") else None,
-                     r.get("datasheet_gbs") if r.get("datasheet_tflops") else None,
+    measured = f"measured at {r['measured_size']}³" if r.get("measured_size") else "measured"
+    measured += " (noisy)" if r.get("measured_noisy") else ""
+    roofs = roofs_of(r.get("datasheet_tflops"), r.get("datasheet_gbs"),
                      r.get("measured_tflops"), r.get("measured_gbs"))
-    if r.get("measured_noisy"):
-        roofs = [(f"{n} (noisy)" if n == "measured" else n, *rest) for n, *rest in roofs]
-    entries += draw_roofs(ax, roofs, [_num(row["intensity_flop_per_byte"]) for row in rows])
+    entries += draw_roofs(ax, roofs, [_num(row["intensity_flop_per_byte"]) for row in rows],
+                          labels={"measured": measured})
     ax.set_title(f"{ax.get_title()}\n{who(report)}")
     place_legend(ax, entries)
     return fig

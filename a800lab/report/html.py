@@ -35,6 +35,12 @@ __all__ = ["render_report_html", "render_compare_html", "write_report_html",
 STATUS_CLASS = {status: look.css for status, look in LOOKS.items()}
 STOPPED = {"budget": "the time budget ran out", "cancelled": "the run was cancelled",
            "interrupted": "the run was interrupted (Ctrl-C)"}
+ROOFLINE_READING = ("Right of a ridge a matmul is compute-bound; the configs of one shape "
+                    "share one intensity, so their spread is vertical: how far each falls "
+                    "below the roof.")
+ROOFLINE_NO_DATASHEET = ("Each tile config (and cuBLAS) at its arithmetic intensity under only "
+                         "the matmul rate and copy bandwidth this report measured (dashed; the "
+                         "lab's table has no datasheet row for this device). " + ROOFLINE_READING)
 CAPTIONS = {
     "peaks": "Measured size³ matmul rate per precision and card; the black tick is the "
              "datasheet's dense peak, the percentage the share of it reached.",
@@ -43,9 +49,7 @@ CAPTIONS = {
     "roofline": "Each tile config (and cuBLAS) at its arithmetic intensity (FLOP per byte of "
                 "its operands and result) under the roofs of its precision: the datasheet's "
                 "(solid) and the matmul rate and copy bandwidth this report measured "
-                "(dashed). Right of a ridge a matmul is compute-bound; the configs of one "
-                "shape share one intensity, so their spread is vertical: how far each falls "
-                "below the roof.",
+                f"(dashed). {ROOFLINE_READING}",
     "train": "Training samples/s (left) and the step's peak memory (right) per precision.",
     "busbw": "All-reduce bus bandwidth over message size; the dashed line is the link's "
              "datasheet bandwidth.",
@@ -256,9 +260,7 @@ def _caption(key: str, report: dict) -> str:
         return ("Measured size³ matmul rate per precision and card (the lab's table has no "
                 "datasheet figure for this device).")
     if key == "roofline" and not (report["series"].get("roofs") or {}).get("datasheet_tflops"):
-        return CAPTIONS[key].replace("the datasheet's (solid) and the", "only the") \
-            .replace(" (dashed)", " (dashed; the lab's table has no datasheet row for this "
-                     "device)")
+        return ROOFLINE_NO_DATASHEET
     return CAPTIONS[key]
 
 

@@ -181,8 +181,7 @@ def _series(steps: dict[str, list[Record]], plan: Plan) -> dict:
               "precision": r.params["precision"], "tflops": r.throughput,
               "datasheet_tflops": r.metrics.get("datasheet_tflops"), "noisy": noisy(r)}
              for r in ok(steps.get("peak", []) + steps.get("siblings", []))]
-    tiles = [{"config": ("guide " if step == "guide_tiles" else "")
-              + (r.metrics.get("tile_config") or _tile_text(r.params)),
+    tiles = [{"config": _config_label(step, r),
               "tflops": r.throughput if r.outcome == "ok" else None, "noisy": noisy(r),
               "outcome": r.outcome, "message": r.message}
              for step in ("tiles", "guide_tiles") for r in steps.get(step, [])
@@ -208,26 +207,28 @@ def _roofline(steps: dict[str, list[Record]]) -> tuple[list[dict], dict]:
     if not tiles:
         return [], {}
     precision = tiles[0][1].params["precision"]
-    points = [{"config": "cuBLAS" if r.params.get("backend") == "torch" else
-               ("guide " if step == "guide_tiles" else "") + (r.metrics.get("tile_config")
-                                                            or _tile_text(r.params)),
+    points = [{"config": _config_label(step, r),
                "kind": "cublas" if r.params.get("backend") == "torch" else
-               ("guide" if step == "guide_tiles" else "tile"),
+               "guide" if step == "guide_tiles" else "tile",
                "intensity_flop_per_byte": r.metrics["arithmetic_intensity"],
                "tflops": r.throughput, "noisy": noisy(r)}
               for step, r in tiles if r.params["precision"] == precision]
     peak = next((r for r in ok(steps.get("peak", [])) if r.params["precision"] == precision),
                 None)
-    m = peak.metrics if peak is not None else {}
-    datasheet = m.get("datasheet_tflops") or next(
-        (r.metrics.get("datasheet_peak_tflops") for _, r in tiles
-         if r.metrics.get("datasheet_peak_tflops")), None)
-    roofs = {"precision": precision, "datasheet_tflops": datasheet,
-             "datasheet_gbs": m.get("datasheet_copy_gbs"),
-             "measured_tflops": peak.throughput if peak is not None else None,
-             "measured_gbs": m.get("copy_gbs"), "measured_noisy": noisy(peak),
-             "measured_size": peak.params.get("size") if peak is not None else None}
-    return points, roofs
+    if peak is None:
+        return points, {"precision": precision}
+    return points, {"precision": precision, "datasheet_tflops": peak.metrics.get(
+        "datasheet_tflops"), "datasheet_gbs": peak.metrics.get("datasheet_copy_gbs"),
+        "measured_tflops": peak.throughput, "measured_gbs": peak.metrics.get("copy_gbs"),
+        "measured_noisy": noisy(peak), "measured_size": peak.params.get("size")}
+
+
+def _config_label(step: str, r: Record) -> str:
+    """A tile point's name in the figures: its config ("guide " for the guide's), or cuBLAS."""
+    if r.params.get("backend") == "torch":
+        return "cuBLAS"
+    return ("guide " if step == "guide_tiles" else "") + (r.metrics.get("tile_config")
+                                                          or _tile_text(r.params))
 
 
 def _tile_text(params: dict) -> str:
