@@ -105,9 +105,7 @@ class TuneSession:
         self.task, self.base, self.target, self.device = task, base, target_batch, device
         self.axes, self.margin, self.cancel = dict(axes), margin, cancel
         self.limit = limit_bytes or default_limit_bytes(device)
-        self.injected = limit_bytes if (limit_bytes is not None or device == "cpu") else None
-        if device == "cpu":
-            self.injected = self.limit
+        self.injected = self.limit if device == "cpu" else limit_bytes
         self.out, self.on_trial, self.say = out, on_trial, on_stage or (lambda text: None)
         self.env = environment(device)
         self.env["fingerprint"] = fingerprint(self.env)
@@ -210,18 +208,17 @@ class TuneSession:
         return grad
 
     def _reference_gradient(self) -> None:
-        with precision_context("fp32"):  # IEEE fp32, whatever candidate asked for it first
-            self._reference_gradient_fp32()
-
-    def _reference_gradient_fp32(self) -> None:
+        """The fp32 reference: one batch of the target, or the largest fp32 micro-batch that
+        fits, accumulated; in IEEE fp32, whatever candidate asked for it first."""
         fp32 = replace(self.base, precision="fp32", checkpointing=False, batch_size=1,
                        accum_steps=1)
-        self._bound(fp32)
-        micro = micro_batches(self.target, max(1, self.bounds[_bound_key(fp32)]), 1)[0]
-        spec = replace(fp32, batch_size=micro, accum_steps=self.target // micro)
-        trainer = Trainer(spec, self.task, self.device)
-        self._init = [p.detach().clone() for p in trainer.model.parameters()]
-        self._reference = trainer.cycle_gradient(self._micro(trainer, micro))
+        with precision_context("fp32"):
+            self._bound(fp32)
+            micro = micro_batches(self.target, max(1, self.bounds[_bound_key(fp32)]), 1)[0]
+            spec = replace(fp32, batch_size=micro, accum_steps=self.target // micro)
+            trainer = Trainer(spec, self.task, self.device)
+            self._init = [p.detach().clone() for p in trainer.model.parameters()]
+            self._reference = trainer.cycle_gradient(self._micro(trainer, micro))
         self.reference_micro = micro
 
     def tolerance(self, precision: str) -> float:

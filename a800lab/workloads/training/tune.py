@@ -80,8 +80,6 @@ def describe_candidate(config: Mapping) -> str:
     return text + (", channels_last" if config.get("channels_last") else "")
 
 
-
-
 @dataclass
 class TuneOutcome:
     """What tune_train did: the stored entry (reused or new), the search, the frontier."""
@@ -158,8 +156,9 @@ def tune_train(task: Task | None = None, *, model: str = "mlp", size: str | None
     size = size or default_size(device)
     base = TrainSpec(model=model if task is None else task.name, size=size,
                      optimizer=optimizer, lr=lr)
-    for levers in [dict(zip(axes, v, strict=True)) for v in itertools.product(*axes.values())]:
-        spec = replace(base, **levers)  # a bad value: ValueError naming it, before any run
+    for values in itertools.product(*axes.values()):
+        # a bad value: ValueError naming it, before anything runs
+        spec = replace(base, **dict(zip(axes, values, strict=True)))
         check_precision(spec.precision, device)
     task = task or preset(base.model, size)
     if out is not None:
