@@ -5,15 +5,19 @@ Triton, occupancy arithmetic, the cache, and `a800lab check tiles`."""
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 
 import pytest
+import torch
 
 from a800lab.cli import main
 from a800lab.core import backends
 from a800lab.core.specs import arch_limits, resolve_target
 from a800lab.workloads.matmul import MatmulSpec
 from a800lab.workloads.tiles import facts as facts_mod
-from a800lab.workloads.tiles.facts import estimate, tile_facts
+from a800lab.workloads.tiles.facts import estimate, gpu_target, tile_facts
+from a800lab.workloads.tiles.kernel import kernel_call
 from a800lab.workloads.tiles.occupancy import occupancy
 
 pytest.importorskip("triton")
@@ -161,3 +165,90 @@ def test_check_tiles_prints_the_compilers_figures_for_every_config(compiled, cap
 def test_check_tiles_refuses_an_unknown_card(capsys):
     assert main(["check", "tiles", "--card", "B9000"]) == 2
     assert "unknown target 'B9000'" in capsys.readouterr().err
+
+
+class CompileOnlyDriver:
+    """Triton's active driver for a card this machine lacks: a launch's own JIT path
+    (`run(..., warmup=True)`) binds, specialises and compiles for `target`, launching nothing."""
+
+    def __init__(self, target):
+        self.target = target
+
+    def get_current_device(self):
+        return f"compile-only:{self.target.arch}"  # never a real device's binder cache
+
+    def get_current_stream(self, device):
+        return 0
+
+    def get_current_target(self):
+        return self.target
+
+
+def jit_build(spec, target):
+    """What a launch of `spec` on real (CPU) tensors makes Triton's JIT build for `target`."""
+    from triton.runtime import driver
+
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp8": torch.float8_e4m3fn}[
+        spec.precision]
+    a = torch.empty(spec.m, spec.k, dtype=dtype)
+    b = (torch.empty(spec.n, spec.k, dtype=dtype).t() if spec.precision == "fp8"
+         else torch.empty(spec.k, spec.n, dtype=dtype))
+    c = torch.empty(spec.m, spec.n, dtype=torch.bfloat16 if spec.precision == "fp8" else dtype)
+    call = kernel_call(spec, a, b, c, scale=1.0 if spec.precision == "fp8" else None,
+                       num_programs=target.sm_count)
+    saved = driver._active
+    driver.set_active(CompileOnlyDriver(gpu_target(target)))
+    try:
+        return call.kernel.run(*call.args, grid=call.grid, warmup=True, **call.constexprs,
+                               **call.options)
+    finally:
+        driver._active = saved
+
+
+@pytest.mark.parametrize("card, spec_", [
+    ("A800", MatmulSpec(1000, 1000, 1000, "bf16", "triton")),  # ragged: ints not divisible
+    ("H100 SXM5 80GB", MatmulSpec(4096, 4096, 4096, "fp8", "triton", block_m=128, block_n=128,
+                                  block_k=128, num_warps=8)),
+    ("H100 SXM5 80GB", MatmulSpec(4096, 4096, 4096, "bf16", "triton", block_m=128, block_n=128,
+                                  block_k=64, num_warps=8, schedule="persistent", loads="tma")),
+], ids=["a800-ragged-bf16", "h100-fp8", "h100-persistent-tma"])
+def test_the_facts_are_the_kernel_a_launch_builds(card, spec_):
+    """The installed Triton's JIT, driven as a launch drives it, builds the kernel the
+    compile-only facts describe: the same hash (so the same specialisation and options)."""
+    target = resolve_target(card)
+    facts, jit = tile_facts(spec_, target), jit_build(spec_, target)
+    assert facts.exact and facts.kernel_hash == jit.hash
+    assert facts.smem_bytes == jit.metadata.shared
+
+
+def test_check_tiles_reports_the_spills_a_launch_would_count(capsys):
+    """fp32's 128x128 FMA tile runs out of registers on sm_80: ptxas spills into the stack
+    frame, which the driver reports as the kernel's local memory (a launch's n_spills x 4)."""
+    args = ["check", "tiles", "--card", "A800", "--precision", "fp32", "--size", "1000",
+            "--block-m", "128", "--block-n", "128", "--block-k", "32", "--num-warps", "4",
+            "--num-stages", "3"]
+    assert main([*args, "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
+    from triton import knobs
+
+    spec_ = MatmulSpec(1000, 1000, 1000, "fp32", "triton", block_m=128, block_n=128,
+                       block_k=32, num_warps=4, num_stages=3)
+    jit = jit_build(spec_, resolve_target("A800"))
+    usage = _cuobjdump(knobs.nvidia.cuobjdump.path, jit.asm["cubin"])
+    assert usage["REG"] == 255 and usage["STACK"] + usage["LOCAL"] > 0
+    assert row["registers"] == usage["REG"]
+    assert row["spill_bytes"] == usage["STACK"] + usage["LOCAL"] > 0
+    assert main(args) == 0
+    assert f"{row['spill_bytes']}B" in capsys.readouterr().out
+
+
+def _cuobjdump(path, cubin: bytes) -> dict:
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as folder:
+        file = Path(folder) / "k.cubin"
+        file.write_bytes(cubin)
+        text = subprocess.run([path, "--dump-resource-usage", str(file)], capture_output=True,
+                              text=True, check=True).stdout
+    return {key: int(value) for key, value in re.findall(r"(REG|STACK|LOCAL):(\d+)", text)}

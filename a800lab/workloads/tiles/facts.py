@@ -9,15 +9,15 @@
 
 With Triton installed, the lab's kernel is compiled for the target exactly as a launch would
 compile it (a800lab.workloads.tiles.kernel.kernel_call on placeholders of the spec's shapes,
-specialised by Triton's own rule: 16-byte-divisible pointers and integers marked divisible,
-integers equal to 1 made constants), with `triton.compile(ASTSource(...),
-target=GPUTarget("cuda", 80, 32))`: no GPU and no driver needed. The facts are read from what it
-built: shared memory from `metadata.shared` (what Triton's launcher checks against the card),
-registers per thread, static shared memory and local memory (spills; Triton's n_spills x 4) from
-the cubin (`cuobjdump --dump-resource-usage`, shipped in Triton's wheel), whether the main loop
-is pipelined (cp.async, or TMA's cp.async.bulk.tensor) and which MMA instruction it uses
-(mma.sync, wgmma) from the PTX. Occupancy follows (a800lab.workloads.tiles.occupancy) against the
-target's limits in a800lab.core.specs.
+bound by the installed Triton's own JIT binder, whose specialisation rule changes between
+releases), with `triton.compile(ASTSource(...), target=GPUTarget("cuda", 80, 32))`: no GPU and
+no driver needed. The facts are read from what it built: shared memory from `metadata.shared`
+(what Triton's launcher checks against the card), registers per thread, static shared memory
+and local memory per thread (the stack frame ptxas spills into: what a launch's n_spills x 4
+reads) from the cubin (`cuobjdump --dump-resource-usage`, shipped in Triton's wheel),
+whether the main loop is pipelined (cp.async, or TMA's cp.async.bulk.tensor) and which MMA
+instruction it uses (mma.sync, wgmma) from the PTX. Occupancy follows
+(a800lab.workloads.tiles.occupancy) against the target's limits in a800lab.core.specs.
 
 Each compile is cached on disk (cache_path: $A800LAB_COMPILE_CACHE, else
 ~/.cache/a800lab/compiled_tiles.json) per Triton version, kernel source hash, specialisation
@@ -292,45 +292,47 @@ def placeholders(spec: MatmulSpec):
     return a, b, c
 
 
-def specialisation(call) -> tuple[dict, dict, dict]:
-    """(signature, constexprs, attrs) of a KernelCall, by the rule Triton's JIT applies."""
-    from triton._C.libtriton import native_specialize_impl
-    from triton.backends.compiler import BaseBackend
+def launch_of(spec: MatmulSpec, target: Target):
+    """The KernelCall a launch of `spec` on `target` makes, on placeholders of its shapes."""
+    from .kernel import kernel_call
 
-    names = call.kernel.arg_names
-    signature, constexprs, attrs = {}, dict(call.constexprs), {}
-    for index, (name, value) in enumerate(zip(names, call.args, strict=False)):
-        kind, attr = native_specialize_impl(BaseBackend, value, False, True, True)
-        signature[name] = kind
-        if kind == "constexpr":
-            constexprs[name] = value
-        elif attr == "D":
-            attrs[(index,)] = [["tt.divisibility", 16]]
-    for name in names[len(call.args):]:
-        signature[name] = "constexpr"
-    return signature, constexprs, attrs
+    a, b, c = placeholders(spec)
+    return kernel_call(spec, a, b, c, scale=1.0 if spec.precision == "fp8" else None,
+                       num_programs=target.sm_count or DEFAULT_PROGRAMS)
+
+
+def gpu_target(target: Target):
+    from triton.backends.compiler import GPUTarget
+
+    return GPUTarget("cuda", target.capability[0] * 10 + target.capability[1], 32)
+
+
+def specialisation(call, target: Target):
+    """(options, signature, constexprs, attrs) of `call` launched on `target`, bound by the
+    installed Triton's own JIT binder (create_function_from_signature + _pack_args), so the
+    compile-only kernel is the one a launch builds, whatever rule that Triton release uses."""
+    from triton.compiler import make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    kernel, backend = call.kernel, make_backend(gpu_target(target))
+    binder = create_function_from_signature(kernel.signature, kernel.params, backend)
+    kwargs = {**call.constexprs, **call.options}
+    bound, specialization, options = binder(*call.args, **kwargs)
+    return kernel._pack_args(backend, kwargs, bound, specialization, options)
 
 
 def compile_raw(spec: MatmulSpec, target: Target) -> dict:
     """Compile the spec's launch for `target` and read its facts (the cache's value)."""
     import triton
-    from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from .kernel import kernel_call
-
-    a, b, c = placeholders(spec)
-    programs = target.sm_count or DEFAULT_PROGRAMS
-    call = kernel_call(spec, a, b, c, scale=1.0 if spec.precision == "fp8" else None,
-                       num_programs=programs)
-    signature, constexprs, attrs = specialisation(call)
-    capability = target.capability[0] * 10 + target.capability[1]
+    call = launch_of(spec, target)
+    options, signature, constexprs, attrs = specialisation(call, target)
     started = time.perf_counter()
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # ptxas failures print a reproducer
             compiled = triton.compile(ASTSource(call.kernel, signature, constexprs, attrs),
-                                      target=GPUTarget("cuda", capability, 32),
-                                      options=call.options)
+                                      target=gpu_target(target), options=options.__dict__)
     except Exception as exc:  # a refusal is a finding: keep its most telling line
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()] or [""]
         text = next((line for line in reversed(lines) if "Error" in line), lines[-1])
@@ -353,7 +355,8 @@ def compile_raw(spec: MatmulSpec, target: Target) -> dict:
 
 
 def resource_usage(cubin: bytes) -> dict:
-    """Registers per thread, static shared and local (spill) bytes of a cubin's kernel."""
+    """Registers per thread, static shared bytes and local (stack + spill) bytes per thread of
+    a cubin's kernel."""
     from triton import knobs
 
     with tempfile.TemporaryDirectory() as folder:
@@ -364,7 +367,11 @@ def resource_usage(cubin: bytes) -> dict:
     found = _RESOURCE.search(text)
     if found is None:
         raise RuntimeError(f"cuobjdump printed no resource usage: {text[:200]!r}")
-    return {"registers": int(found[1]), "shared": int(found[3]), "local": int(found[4])}
+    # ptxas spills into the stack frame (STACK); LOCAL is local memory outside it. Both are
+    # the per-thread local memory the driver reports (CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES),
+    # which a launch's JIT reads as n_spills x 4.
+    return {"registers": int(found[1]), "shared": int(found[3]),
+            "local": int(found[2]) + int(found[4])}
 
 
 class _Cache:
@@ -393,16 +400,13 @@ class _Cache:
     def key(spec: MatmulSpec, target: Target) -> str:
         import triton
 
-        from .kernel import kernel_call
-
-        a, b, c = placeholders(spec)
-        call = kernel_call(spec, a, b, c, scale=1.0 if spec.precision == "fp8" else None,
-                           num_programs=target.sm_count or DEFAULT_PROGRAMS)
-        signature, constexprs, attrs = specialisation(call)
+        call = launch_of(spec, target)
+        options, signature, constexprs, attrs = specialisation(call, target)
         return json.dumps({"triton": triton.__version__, "kernel": call.kernel.cache_key,
                            "signature": signature, "constexprs": repr(sorted(
-                               constexprs.items())), "attrs": repr(sorted(attrs)),
-                           "options": call.options, "target": target.sm}, sort_keys=True)
+                               constexprs.items())), "attrs": repr(sorted(attrs.items())),
+                           "options": repr(sorted(options.__dict__.items())),
+                           "target": target.sm}, sort_keys=True)
 
     def save(self) -> None:
         if not self._dirty:

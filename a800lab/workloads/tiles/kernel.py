@@ -209,11 +209,19 @@ def kernel_call(spec, a, b, c, *, scale: float | None, num_programs: int) -> Ker
         return KernelCall(tma_tile_matmul_kernel, grid,
                           (a_desc, b_desc, c_desc, m, n, k, scale, num_programs),
                           {**constexprs, "B_COLUMN_MAJOR": column_major},
-                          {"num_warps": spec.num_warps, "num_stages": spec.num_stages})
+                          launch_options(spec))
     return KernelCall(tile_matmul_kernel, grid,
                       (a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                        c.stride(0), c.stride(1), scale, num_programs), constexprs,
-                      {"num_warps": spec.num_warps, "num_stages": spec.num_stages})
+                      launch_options(spec))
+
+
+def launch_options(spec) -> dict:
+    """Triton's launch options for `spec`. FP fusion is asked for explicitly (what every Triton
+    so far does by default): Triton 3.9 warns on stderr when it is left to its default, which
+    changes in 3.10."""
+    return {"num_warps": spec.num_warps, "num_stages": spec.num_stages,
+            "enable_fp_fusion": True}
 
 
 def on_device(tensor: torch.Tensor):
