@@ -1,8 +1,9 @@
 """Shared test set-up: tests marked `gpu` skip, with the reason, where CUDA is unusable; tests
 marked `slow` (torch.compile's first compile, ~20-60 s on 2 cores) run only by hand:
 `python -m pytest --run-slow ...` or `-m slow`; where ipywidgets is missing (a lent GPU
-machine's stack) the panels' test modules are left out of collection, said in the report
-header, so the rest (the GPU tests too) still runs; the compile cache of the tile facts is the
+machine's stack) the test modules that import a panel at their top are left out of collection,
+said in the report header, and a test that imports one in its body is skipped with the reason,
+so the rest (the GPU tests too) still runs; the compile cache of the tile facts is the
 session's own (a config compiles once per run, never into the user's cache); the
 `one_torch_thread` fixture runs a module's tests on one torch thread (use it with
 `pytestmark = pytest.mark.usefixtures("one_torch_thread")`); `quiet_cpu` judges points on their
@@ -10,6 +11,7 @@ timing spread alone (for tests whose subject is not contention).
 """
 
 import importlib
+import inspect
 import os
 import re
 from pathlib import Path
@@ -19,7 +21,14 @@ import torch
 
 from a800lab.core.backends import HAS_CUDA, why_unavailable
 
-_PANELS = re.compile(r"^(from a800lab\.widgets|import a800lab\.widgets)", re.MULTILINE)
+# a panel import at a module's top (no indent) or inside a test's body (indented)
+_PANELS = re.compile(r"^([ \t]*)(from|import) (a800lab\.widgets|ipywidgets)\b", re.MULTILINE)
+
+
+def imports_panels(source: str, *, top_level: bool) -> bool:
+    """Whether `source` imports a panel (a800lab.widgets or ipywidgets): at its top level only,
+    or anywhere in it (a test's body)."""
+    return any(not indent or not top_level for indent, _, _ in _PANELS.findall(source))
 
 
 def _importable(name: str) -> bool:
@@ -33,7 +42,7 @@ def _importable(name: str) -> bool:
 HAS_IPYWIDGETS = _importable("ipywidgets")
 collect_ignore = [] if HAS_IPYWIDGETS else sorted(
     path.name for path in Path(__file__).parent.glob("test_*.py")
-    if _PANELS.search(path.read_text(encoding="utf-8")))
+    if imports_panels(path.read_text(encoding="utf-8"), top_level=True))
 
 
 def pytest_report_header(config):
@@ -53,7 +62,12 @@ def pytest_collection_modifyitems(config, items):
     run_slow = config.getoption("--run-slow") or "slow" in (config.getoption("-m") or "")
     skip_slow = pytest.mark.skip(reason="slow: run by hand with --run-slow")
     skip_gpu = pytest.mark.skip(reason=f"needs a CUDA GPU: {why_unavailable('cuda')}")
+    skip_panel = pytest.mark.skip(reason="opens a panel: ipywidgets is not installed")
     for item in items:
+        function = getattr(item, "function", None)  # None for a notebook's cell
+        if not HAS_IPYWIDGETS and function and imports_panels(inspect.getsource(function),
+                                                              top_level=False):
+            item.add_marker(skip_panel)
         if item.get_closest_marker("slow") and not run_slow:
             item.add_marker(skip_slow)
         if "gpu" in item.keywords and not HAS_CUDA:

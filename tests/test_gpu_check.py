@@ -112,3 +112,32 @@ def test_the_help_names_the_one_command_and_its_budget(capsys):
     text = capsys.readouterr().out
     assert "python3 scripts/gpu_check.py " in text and "--budget-s 270" in text
     assert "at most 5" in text and "no ipywidgets" in text
+
+
+def test_a_gpu_test_that_opens_a_panel_skips_where_ipywidgets_is_missing(tmp_path):
+    """The lent GPU stack has no ipywidgets: a test module importing a panel at its top is left
+    out, and a test importing one in its body (indented) is skipped with that reason."""
+    import os
+    import subprocess
+    import sys
+
+    import conftest
+
+    assert conftest.imports_panels("import os\n\nfrom a800lab.widgets import X\n",
+                                   top_level=True)
+    assert not conftest.imports_panels("def t():\n    from a800lab.widgets import X\n",
+                                       top_level=True)
+    assert conftest.imports_panels("def t():\n    import ipywidgets\n", top_level=False)
+    assert not conftest.imports_panels("from a800lab.widgetsmith import X\n", top_level=False)
+    blocked = tmp_path / "ipywidgets"
+    blocked.mkdir()
+    (blocked / "__init__.py").write_text("raise ImportError('no ipywidgets on this stack')\n")
+    repo = SCRIPT.parents[1]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-m", "gpu", "-p", "no:cacheprovider",
+         "-p", "no:nbval", "tests", "-k", "energy_gpu or comm_panel"],
+        cwd=repo, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(repo)])})
+    assert proc.returncode in (0, 5), proc.stdout[-2000:]  # 5: nothing left to run
+    assert "test_energy_gpu.py: opens a panel: ipywidgets is not installed" in proc.stdout
+    assert "error" not in proc.stdout.lower() and "comm_panel" not in proc.stdout
