@@ -15,6 +15,7 @@ import statistics
 import subprocess
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
@@ -23,6 +24,12 @@ from a800lab.core.backends import HAS_TRITON, why_unavailable
 
 REPO = Path(__file__).resolve().parent.parent
 MIB = 2**20
+
+
+def data_file(kind: str, device_name: str, suffix: str) -> Path:
+    """data/<kind>-<device>-<date><suffix>, e.g. data/gpu_check-nvidia-h200-2026-12-01.json."""
+    slug = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-") or "no-gpu"
+    return REPO / "data" / f"{kind}-{slug}-{datetime.now(timezone.utc):%Y-%m-%d}{suffix}"
 
 
 class Failed(AssertionError):
@@ -140,7 +147,9 @@ def check_tf32() -> tuple[str, dict]:
 
 
 def check_peak() -> tuple[str, dict]:
-    """Every measured peak (matmul per precision, copy bandwidth) is 50-105% of the datasheet."""
+    """Every measured peak (matmul per precision, copy bandwidth) is 50-105% of the datasheet;
+    fp8 is recorded, not judged: cuBLAS's default precise accumulation (use_fast_accum=False)
+    trades rate for accuracy by an amount NVIDIA does not publish beside the datasheet peak."""
     from a800lab.workloads.peak import measure_peak
 
     report = measure_peak(device="cuda")
@@ -154,6 +163,9 @@ def check_peak() -> tuple[str, dict]:
         elif entry.ratio is None:
             failures.append(f"{entry.precision} {entry.tflops:.1f} TFLOP/s: no datasheet row "
                             "to judge it by (add the card to a800lab.core.specs)")
+        elif entry.precision == "fp8":
+            verdicts.append(f"fp8 {entry.ratio:.3g} of the datasheet with precise accumulation "
+                            "(recorded, no floor)")
         else:
             try:
                 verdicts.append(expect_between(f"{entry.precision}", entry.ratio, 0.5, 1.05))
@@ -195,9 +207,15 @@ def check_topology() -> tuple[str, dict]:
     ours = topology(discover_gpus()).to_dict()
     if shutil.which("nvidia-smi") is None:
         return "skip: no nvidia-smi on this machine", {"ours": ours}
-    text = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True,
-                          timeout=60).stdout
-    labels, matrix = parse_topo_matrix(text)
+    proc = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True,
+                          timeout=60)
+    try:
+        labels, matrix = parse_topo_matrix(proc.stdout)
+    except ValueError as exc:  # e.g. a virtualised GPU whose driver prints no matrix
+        return (f"skip: nvidia-smi topo -m printed no matrix to compare ({exc}; exit "
+                f"{proc.returncode}: {(proc.stdout + proc.stderr).strip()[:200]!r})"), {
+                    "ours": ours, "nvidia_smi": proc.stdout + proc.stderr}
+    text = proc.stdout
     details = {"ours": ours, "nvidia_smi": {"labels": labels, "matrix": matrix, "raw": text}}
     if labels != list(ours["labels"]) or matrix != [list(row) for row in ours["matrix"]]:
         raise Failed(f"topology differs: ours {ours['matrix']} vs nvidia-smi {matrix}")
@@ -205,8 +223,9 @@ def check_topology() -> tuple[str, dict]:
 
 
 def check_sampler() -> tuple[str, dict]:
-    """The sampler on cuda:0 takes about duration/interval samples (+ first and last) while a
-    bf16 matmul loop runs, reads the GPU busy, and says where its power reading comes from."""
+    """The sampler on cuda:0 keeps its schedule, duration/interval samples (+ first and last)
+    within 0.85-1.1, while a bf16 matmul loop runs, reads the GPU busy, and says where its
+    power reading comes from."""
     from a800lab.core.telemetry import TelemetrySampler
 
     fn, interval_s, calls = matmul_fn(8192, torch.bfloat16), 0.05, 0
@@ -223,7 +242,7 @@ def check_sampler() -> tuple[str, dict]:
     details = {"summary": summary, "expected_samples": expected, "matmul_calls": calls,
                "tflops": 2 * 8192**3 * calls / summary["duration_s"] / 1e12,
                "first_samples": samples[:3]}
-    texts = [expect_between("samples / expected", len(samples) / expected, 0.75, 1.1)]
+    texts = [expect_between("samples / expected", len(samples) / expected, 0.85, 1.1)]
     util = summary["gpu_util_pct"]["mean"]
     if util is None:
         raise Failed("no GPU utilisation read while a matmul loop ran")
@@ -264,7 +283,8 @@ def check_memory() -> tuple[str, dict]:
 
 def check_oom() -> tuple[str, dict]:
     """A point holding ~60% of free memory that asks for ~60% more is an "oom" record; after it
-    memory_allocated is back where it was, the cache is released, and 60% allocates again."""
+    memory_allocated is back where it was, the cache is released, and 60% allocates again (then
+    the cache is emptied, so the next checks find the card's memory free)."""
     from a800lab.core.sweep import run_sweep
 
     torch.cuda.empty_cache()
@@ -290,6 +310,7 @@ def check_oom() -> tuple[str, dict]:
         raise Failed(f"memory_allocated {allocated_before} -> {details['allocated_after']}")
     again = torch.empty(chunk, dtype=torch.uint8, device="cuda")
     del again
+    torch.cuda.empty_cache()  # else the 60% stays in torch's cache for every later check
     text = expect_between("free memory after / before", free_after / free_before, 0.98, 1.02)
     return f"oom recorded; allocated back to {allocated_before} B; {text}; 60% allocates", details
 

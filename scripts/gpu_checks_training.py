@@ -16,7 +16,8 @@ from gpu_checks_device import Failed, expect_between
 
 
 def check_profile() -> tuple[str, dict]:
-    """A profiled step's CUDA categories add up to its window and hold GEMM time; a micro-batch
+    """The medium Transformer at micro-batch 64 in bf16 spends over 30% of its profiled CUDA
+    time in matmul/conv kernels (cuBLAS's nvjet GEMMs on Hopper counted there); a micro-batch
     of 2 waits for launches a larger share of its step than one of 64; a profile started off
     the main thread (as the panel starts it) sees the kernels too."""
     from a800lab.workloads.training.profile import profile_step
@@ -27,13 +28,11 @@ def check_profile() -> tuple[str, dict]:
                for b in (2, 64)}
     details, texts = {}, []
     for b, r in reports.items():
-        c = r.breakdown.categories_ms
         details[b] = {k: v for k, v in r.to_dict().items() if k != "top_ops"}
         details[b]["top_ops"] = r.breakdown.top_ops[:5]
-        texts.append(expect_between(f"b={b} categories / window",
-                                    sum(c.values()) / r.breakdown.window_ms, 0.999, 1.001))
-        if not c["matmul/conv"] > 0:
-            raise Failed(f"b={b}: no matmul/conv kernel time in {c}")
+    big = reports[64].breakdown
+    texts.append(expect_between("b=64 matmul/conv share of the profiled window",
+                                big.categories_ms["matmul/conv"] / big.window_ms, 0.3, 1.0))
     wait = {b: (r.breakdown.launch_wait_ms or 0) / r.breakdown.window_ms
             for b, r in reports.items()}
     texts.append(expect_between("launch-wait share b=2 minus b=64", wait[2] - wait[64], 0.0, 1.0))

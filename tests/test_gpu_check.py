@@ -50,7 +50,7 @@ def test_each_check_states_its_expectation_and_is_judged():
     def crashing():
         raise ZeroDivisionError("boom")
 
-    assert all(check.__doc__ for check in gpu_check.CHECKS.values())
+    assert all(check.__doc__ for check, _ in gpu_check.CHECKS.values())
     ok = gpu_check.run_check(passing)
     assert (ok["status"], ok["expect"], ok["details"]) == ("pass", "Two plus two is four.",
                                                            {"value": 4})
@@ -71,6 +71,20 @@ def test_without_a_gpu_it_fails_and_says_why(tmp_path, capsys):
     assert capsys.readouterr().out.startswith("FAIL  gpu_check: no CUDA device")
 
 
+def fake_machine(monkeypatch, tmp_path, checks: dict, stages: dict):
+    """gpu_check on a pretend GPU machine whose checks are `checks` ({name: (fn, seconds)})."""
+    monkeypatch.setattr(gpu_check, "HAS_CUDA", True)
+    monkeypatch.setattr(gpu_check, "environment", lambda device: {"device_name": "Fake GPU",
+                                                                  "mode": "GPU"})
+    monkeypatch.setattr(gpu_check, "fingerprint", lambda env: "f")
+    monkeypatch.setattr(gpu_check, "CHECKS", checks)
+    monkeypatch.setattr(gpu_check, "STAGES", stages)
+    monkeypatch.setattr(gpu_check, "default_out",
+                        lambda name: tmp_path / "data" / "gpu_check-fake-gpu.json")
+    monkeypatch.setenv("OUT", str(tmp_path / "out"))
+    return tmp_path / "data" / "gpu_check-fake-gpu.json"
+
+
 def test_checks_that_do_not_fit_the_budget_are_recorded_as_not_run(tmp_path, monkeypatch,
                                                                     capsys):
     written = []
@@ -85,33 +99,169 @@ def test_checks_that_do_not_fit_the_budget_are_recorded_as_not_run(tmp_path, mon
         """Would take too long."""
         raise AssertionError("started past the budget")
 
-    monkeypatch.setattr(gpu_check, "HAS_CUDA", True)
-    monkeypatch.setattr(gpu_check, "environment", lambda device: {"device_name": "Fake GPU",
-                                                                  "mode": "GPU"})
-    monkeypatch.setattr(gpu_check, "fingerprint", lambda env: "f")
-    monkeypatch.setattr(gpu_check, "CHECKS", {"quick": quick, "slow": slow, "again": quick})
-    monkeypatch.setattr(gpu_check, "ESTIMATE_S", {"quick": 1, "slow": 500, "again": 1})
-    monkeypatch.setattr(gpu_check, "default_out",
-                        lambda name: tmp_path / "data" / "gpu_check-fake-gpu.json")
-    monkeypatch.setenv("OUT", str(tmp_path / "out"))
+    out = fake_machine(monkeypatch, tmp_path, {"quick": (quick, 1), "slow": (slow, 500),
+                                               "again": (quick, 1)},
+                       {1: ("one", ["quick", "slow", "again"])})
     assert gpu_check.main(["--budget-s", "60"]) == 3
-    report = json.loads((tmp_path / "data" / "gpu_check-fake-gpu.json").read_text())
+    report = json.loads(out.read_text())
     assert [report["checks"][n]["status"] for n in ("quick", "slow", "again")] == [
         "pass", "not run", "pass"]
     assert "takes ~500 s and" in report["checks"]["slow"]["summary"]
     assert report["not_run"] == ["slow"] and report["failed"] == []
     assert written[1]["checks"]["quick"]["status"] == "pass"  # written after the first check
-    assert (tmp_path / "out" / "gpu_check-fake-gpu.json").read_text() == \
-        (tmp_path / "data" / "gpu_check-fake-gpu.json").read_text()  # the lent box's copy
+    assert (tmp_path / "out" / "gpu_check-fake-gpu.json").read_text() == out.read_text()
     assert "SKIP  slow: not run" in capsys.readouterr().out
 
 
-def test_the_help_names_the_one_command_and_its_budget(capsys):
-    with pytest.raises(SystemExit):
-        gpu_check.main(["--help"])
-    text = capsys.readouterr().out
-    assert "python3 scripts/gpu_check.py " in text and "--budget-s 270" in text
-    assert "at most 5" in text and "no ipywidgets" in text
+def test_the_plan_fits_a_lease_and_every_stage_can_pass(tmp_path, monkeypatch, capsys):
+    """Each stage fits its budget by estimate (so none ends "not run" when the card is as
+    quick as estimated), the whole plan fits 10 minutes with the machine's start-up, and a
+    later stage adds its checks to the same report."""
+    assert set(gpu_check.CHECKS) == {n for _, names in gpu_check.STAGES.values() for n in names}
+    total = gpu_check.MACHINE_START_S
+    for number in gpu_check.STAGES:
+        assert gpu_check.stage_estimate_s(number) <= gpu_check.STAGE_BUDGET_S, number
+        total += gpu_check.stage_estimate_s(number)
+    assert total <= gpu_check.DEVICE_PLAN_S == 600
+    assert gpu_check.main(["--plan"]) == 0
+    plan = capsys.readouterr().out
+    assert "python3 scripts/gpu_check.py --stage 1" in plan and f"total: ~{total} s" in plan
+    stage_one = gpu_check.STAGES[1][1]
+    assert stage_one[:4] == ["doctor", "device", "timing", "tf32"] and "oom" in stage_one
+
+    def passing():
+        """Holds."""
+        return "fine", {}
+
+    checks = {name: (passing, seconds) for name, (_, seconds) in gpu_check.CHECKS.items()}
+    out = fake_machine(monkeypatch, tmp_path, checks, gpu_check.STAGES)
+    for number, (_, names) in gpu_check.STAGES.items():
+        assert gpu_check.main(["--stage", str(number)]) == 0  # reachable: nothing "not run"
+        report = json.loads(out.read_text())
+        assert {n for n, r in report["checks"].items() if r["stage"] == number} == set(names)
+    assert set(json.loads(out.read_text())["checks"]) == set(gpu_check.CHECKS)
+
+
+def test_topology_without_a_matrix_is_skipped_with_the_reason(monkeypatch):
+    """A virtualised GPU's nvidia-smi may print no topology matrix: nothing to compare."""
+    import subprocess
+    from types import SimpleNamespace
+
+    import gpu_checks_device as device
+
+    monkeypatch.setattr(device.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(device.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(
+        a, 0, stdout="GPU0 is not connected to any other GPU\n", stderr=""))
+    import a800lab.core.device as lab_device
+
+    monkeypatch.setattr(lab_device, "discover_gpus", lambda: [])
+    monkeypatch.setattr(lab_device, "topology", lambda gpus: SimpleNamespace(
+        to_dict=lambda: {"labels": ["GPU0"], "matrix": [["X"]]}))
+    result = gpu_check.run_check(device.check_topology)
+    assert result["status"] == "skip", result
+    assert "printed no matrix" in result["summary"] and "not connected" in result["summary"]
+
+
+def test_the_oom_check_leaves_the_cards_memory_free(monkeypatch):
+    """After the OOM check, torch's cache holds nothing of it (the next checks' free memory)."""
+    import gpu_checks_device as device
+
+    from a800lab.core import sweep
+
+    class Allocator:  # a caching allocator: freed blocks stay reserved until empty_cache()
+        total, allocated, reserved = 100, 0, 0
+
+        def mem_get_info(self, index=0):
+            return self.total - self.reserved, self.total
+
+        def memory_allocated(self, index=0):
+            return self.allocated
+
+        def empty_cache(self):
+            self.reserved = self.allocated
+
+    cuda = Allocator()
+
+    class Block:
+        n = 0  # a block refused for want of memory holds nothing
+
+        def __init__(self, n):
+            if cuda.allocated + n > cuda.total:
+                raise RuntimeError("CUDA out of memory")  # what the point turns into "oom"
+            cuda.allocated += n
+            cuda.reserved = max(cuda.reserved, cuda.allocated)
+            self.n = n
+
+        def numel(self):
+            return self.n
+
+        def __del__(self):
+            cuda.allocated -= self.n
+
+    fake_torch = type("FakeTorch", (), {"cuda": cuda, "uint8": None, "empty": staticmethod(
+        lambda n, dtype=None, device=None: Block(n))})
+    monkeypatch.setattr(device, "torch", fake_torch)
+
+    def run_sweep(fn, axes, device):  # as the real one: an "oom" record, memory freed after
+        try:
+            fn(**{k: v[0] for k, v in axes.items()})
+        except RuntimeError as exc:
+            record = sweep.Record(workload="hog", params={}, outcome="oom", message=str(exc))
+        else:
+            raise AssertionError("no out-of-memory")
+        cuda.empty_cache()
+        return sweep.SweepResult([record])
+
+    monkeypatch.setattr(sweep, "run_sweep", run_sweep)
+    summary, details = device.check_oom()
+    assert details["outcome"] == "oom" and cuda.allocated == 0
+    assert cuda.reserved == 0, "the check left its blocks in torch's cache"
+
+
+def test_the_profile_check_fails_when_gemms_are_not_counted_as_matmul(monkeypatch):
+    """The expectation can fail: a step whose GEMMs landed in "other compute" (as cuBLAS's nvjet
+    kernels did) holds under 30% matmul/conv at batch 64."""
+    from types import SimpleNamespace
+
+    import gpu_checks_training as training
+
+    from a800lab.workloads.training import profile
+
+    def fake_profile(spec, device, steps):
+        matmul = 0.1 if spec.batch_size == 64 else 0.05
+        breakdown = SimpleNamespace(categories_ms={"matmul/conv": matmul, "other compute": 0.9},
+                                    window_ms=1.0, launch_wait_ms=0.2 if spec.batch_size == 2
+                                    else 0.0, launches=10, top_ops=[])
+        return SimpleNamespace(breakdown=breakdown, to_dict=lambda: {}, profiler_log="")
+
+    monkeypatch.setattr(profile, "profile_step", fake_profile)
+    result = gpu_check.run_check(training.check_profile)
+    assert result["status"] == "fail"
+    assert "b=64 matmul/conv share of the profiled window 0.1 (expect 0.3-1)" in \
+        result["summary"]
+
+
+def test_fp8_s_peak_is_recorded_not_judged(monkeypatch):
+    """fp8 with cuBLAS's precise accumulation has no published rate to expect: recorded."""
+    from types import SimpleNamespace
+
+    import gpu_checks_device as device
+
+    from a800lab.workloads import peak
+
+    entries = [SimpleNamespace(precision="bf16", outcome="ok", ratio=0.8, tflops=790,
+                               message=""),
+               SimpleNamespace(precision="fp8", outcome="ok", ratio=0.3, tflops=600,
+                               message="")]
+    monkeypatch.setattr(peak, "measure_peak", lambda device: SimpleNamespace(
+        entries=entries, mem_bw_ratio=0.9, spec_name="H200", device_name="H200",
+        to_dict=lambda: {}))
+    result = gpu_check.run_check(device.check_peak)
+    assert result["status"] == "pass", result
+    assert "fp8 0.3 of the datasheet with precise accumulation (recorded, no floor)" in \
+        result["summary"]
+    entries[0].ratio = 0.4
+    assert gpu_check.run_check(device.check_peak)["status"] == "fail"
 
 
 def test_a_gpu_test_that_opens_a_panel_skips_where_ipywidgets_is_missing(tmp_path):
@@ -129,6 +279,8 @@ def test_a_gpu_test_that_opens_a_panel_skips_where_ipywidgets_is_missing(tmp_pat
                                        top_level=True)
     assert conftest.imports_panels("def t():\n    import ipywidgets\n", top_level=False)
     assert not conftest.imports_panels("from a800lab.widgetsmith import X\n", top_level=False)
+    assert conftest.imports_panels("def t():\n    from a800lab import widgets\n",
+                                   top_level=False)
     blocked = tmp_path / "ipywidgets"
     blocked.mkdir()
     (blocked / "__init__.py").write_text("raise ImportError('no ipywidgets on this stack')\n")

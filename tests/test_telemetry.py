@@ -198,3 +198,19 @@ def test_summary_says_when_the_power_source_changed():
     with TelemetrySampler(0, nvml=FakeNvml(not_supported={"nvmlDeviceGetPowerUsage"})) as s:
         pass
     assert s.summary()["power_source"] is None
+
+
+def test_a_slow_reading_does_not_stretch_the_schedule():
+    """Readings that take 30 ms on a 50 ms schedule: duration / interval samples (+ first and
+    last), not duration / (interval + reading), which sleep-then-sample would take (~0.6)."""
+
+    class SlowNvml(FakeNvml):
+        def nvmlDeviceGetUtilizationRates(self, handle):
+            time.sleep(0.03)
+            return super().nvmlDeviceGetUtilizationRates(handle)
+
+    with TelemetrySampler(0, interval_s=0.05, nvml=SlowNvml()) as sampler:
+        time.sleep(1.0)
+    summary = sampler.summary()
+    expected = summary["duration_s"] / 0.05 + 2
+    assert 0.8 <= summary["n_samples"] / expected <= 1.05, (summary["n_samples"], expected)

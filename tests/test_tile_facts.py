@@ -7,20 +7,22 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
-import torch
 
 from a800lab.cli import main
 from a800lab.core import backends
 from a800lab.core.specs import arch_limits, resolve_target
 from a800lab.workloads.matmul import MatmulSpec
 from a800lab.workloads.tiles import facts as facts_mod
-from a800lab.workloads.tiles.facts import estimate, gpu_target, tile_facts
-from a800lab.workloads.tiles.kernel import kernel_call
+from a800lab.workloads.tiles.facts import estimate, tile_facts
 from a800lab.workloads.tiles.occupancy import occupancy
 
 pytest.importorskip("triton")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from gpu_rehearsal import compile_like_a_launch  # noqa: E402  (the JIT as a launch drives it)
 
 BIG = dict(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=4)
 
@@ -167,44 +169,6 @@ def test_check_tiles_refuses_an_unknown_card(capsys):
     assert "unknown target 'B9000'" in capsys.readouterr().err
 
 
-class CompileOnlyDriver:
-    """Triton's active driver for a card this machine lacks: a launch's own JIT path
-    (`run(..., warmup=True)`) binds, specialises and compiles for `target`, launching nothing."""
-
-    def __init__(self, target):
-        self.target = target
-
-    def get_current_device(self):
-        return f"compile-only:{self.target.arch}"  # never a real device's binder cache
-
-    def get_current_stream(self, device):
-        return 0
-
-    def get_current_target(self):
-        return self.target
-
-
-def jit_build(spec, target):
-    """What a launch of `spec` on real (CPU) tensors makes Triton's JIT build for `target`."""
-    from triton.runtime import driver
-
-    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp8": torch.float8_e4m3fn}[
-        spec.precision]
-    a = torch.empty(spec.m, spec.k, dtype=dtype)
-    b = (torch.empty(spec.n, spec.k, dtype=dtype).t() if spec.precision == "fp8"
-         else torch.empty(spec.k, spec.n, dtype=dtype))
-    c = torch.empty(spec.m, spec.n, dtype=torch.bfloat16 if spec.precision == "fp8" else dtype)
-    call = kernel_call(spec, a, b, c, scale=1.0 if spec.precision == "fp8" else None,
-                       num_programs=target.sm_count)
-    saved = driver._active
-    driver.set_active(CompileOnlyDriver(gpu_target(target)))
-    try:
-        return call.kernel.run(*call.args, grid=call.grid, warmup=True, **call.constexprs,
-                               **call.options)
-    finally:
-        driver._active = saved
-
-
 @pytest.mark.parametrize("card, spec_", [
     ("A800", MatmulSpec(1000, 1000, 1000, "bf16", "triton")),  # ragged: ints not divisible
     ("H100 SXM5 80GB", MatmulSpec(4096, 4096, 4096, "fp8", "triton", block_m=128, block_n=128,
@@ -216,7 +180,7 @@ def test_the_facts_are_the_kernel_a_launch_builds(card, spec_):
     """The installed Triton's JIT, driven as a launch drives it, builds the kernel the
     compile-only facts describe: the same hash (so the same specialisation and options)."""
     target = resolve_target(card)
-    facts, jit = tile_facts(spec_, target), jit_build(spec_, target)
+    facts, jit = tile_facts(spec_, target), compile_like_a_launch(spec_, target)
     assert facts.exact and facts.kernel_hash == jit.hash
     assert facts.smem_bytes == jit.metadata.shared
 
@@ -233,7 +197,7 @@ def test_check_tiles_reports_the_spills_a_launch_would_count(capsys):
 
     spec_ = MatmulSpec(1000, 1000, 1000, "fp32", "triton", block_m=128, block_n=128,
                        block_k=32, num_warps=4, num_stages=3)
-    jit = jit_build(spec_, resolve_target("A800"))
+    jit = compile_like_a_launch(spec_, resolve_target("A800"))
     usage = _cuobjdump(knobs.nvidia.cuobjdump.path, jit.asm["cubin"])
     assert usage["REG"] == 255 and usage["STACK"] + usage["LOCAL"] > 0
     assert row["registers"] == usage["REG"]

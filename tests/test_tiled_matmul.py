@@ -109,6 +109,13 @@ INTERPRETER_SCRIPT = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def interpreted():
+    import numpy
+    import triton
+
+    if triton.__version__.startswith("3.6.") and int(numpy.__version__.split(".")[1]) >= 4:
+        pytest.skip(f"Triton {triton.__version__}'s interpreter cannot take a runtime loop bound"
+                    f" on NumPy {numpy.__version__} (int() of a 1-element array; Triton 3.7 "
+                    "squeezes it): the compiled kernel is unaffected")
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     proc = subprocess.run([sys.executable, "-c", INTERPRETER_SCRIPT], capture_output=True,
                           text=True, timeout=300, env=env)

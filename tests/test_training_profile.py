@@ -80,6 +80,8 @@ def test_kernels_are_classified_by_what_they_do():
     assert classify_device({"cat": "kernel", "name": "triton_poi_fused_add_0"}) == \
         "other compute"
     assert classify_device({"cat": "kernel", "name": "triton_tem_fused_mm_1"}) == "matmul/conv"
+    hopper_gemm = "nvjet_hsh_192x192_64x3_2x1_v_bz_coopB_NTN"  # cuBLAS on an H100/H200
+    assert classify_device({"cat": "kernel", "name": hopper_gemm}) == "matmul/conv"
     assert classify_device({"cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)"}) == \
         "copy on device"
 

@@ -164,12 +164,17 @@ class TelemetrySampler:
             self._samples.append(reading)
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        # a fixed schedule (start + k x interval), so a slow reading does not stretch the
+        # interval; a slot missed while a reading ran is skipped, not made up back to back
+        slot = 1
+        while not self._stop.wait(max(0.0, self._start_s + slot * self.interval_s
+                                      - time.perf_counter())):
             try:
                 self._sample()
             except Exception as exc:  # a bug in a reading: say why sampling stopped, don't crash
                 self._reason = f"sampling stopped: {type(exc).__name__}: {exc}"
                 return
+            slot = max(slot + 1, int((time.perf_counter() - self._start_s) / self.interval_s) + 1)
 
     # -- results --------------------------------------------------------------------------------
     @property

@@ -40,8 +40,9 @@ CPU_WORDS = {IDLE: "outside ops (Python, autograd, optimizer loop)", D2D: "memor
 _PRIORITY = (MATMUL, COMM, OTHER, D2D, H2D, D2H)       # who owns an instant two streams share
 STEP_PREFIX = "a800lab step"                            # record_function name of each step
 
-_GPU_MATMUL = re.compile(r"gemm|cutlass|cublas|xmma|wgmma|hmma|conv|cudnn|winograd|fprop|dgrad|"
-                         r"wgrad|flash|fmha|attention|triton_tem_|bmm", re.I)
+# nvjet_*: recent cuBLAS's GEMMs on Hopper, e.g. nvjet_hsh_192x192_64x3_2x1_v_bz_coopB_NTN
+_GPU_MATMUL = re.compile(r"gemm|nvjet|cutlass|cublas|xmma|wgmma|hmma|conv|cudnn|winograd|fprop|"
+                         r"dgrad|wgrad|flash|fmha|attention|triton_tem_|bmm", re.I)
 _CPU_MATMUL = re.compile(r"^aten::(mm|addmm|bmm|baddbmm|addbmm|matmul|linear|_addmm_activation|"
                          r"mv|addmv|dot|einsum|conv\w*|_convolution\w*|convolution\w*|mkldnn_\w*|"
                          r"_scaled_dot_product\w*|_flash_attention\w*|_efficient_attention\w*)$")
