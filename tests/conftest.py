@@ -13,23 +13,13 @@ timing spread alone (for tests whose subject is not contention).
 import importlib
 import inspect
 import os
-import re
 from pathlib import Path
 
 import pytest
 import torch
 
 from a800lab.core.backends import HAS_CUDA, why_unavailable
-
-# a panel import at a module's top (no indent) or inside a test's body (indented)
-_PANELS = re.compile(r"^([ \t]*)(?:(?:from|import) (?:a800lab\.widgets|ipywidgets)\b|"
-                     r"from a800lab import .*\bwidgets\b)", re.MULTILINE)
-
-
-def imports_panels(source: str, *, top_level: bool) -> bool:
-    """Whether `source` imports a panel (a800lab.widgets or ipywidgets): at its top level only,
-    or anywhere in it (a test's body)."""
-    return any(not indent or not top_level for indent in _PANELS.findall(source))
+from tests.panel_imports import imports_panels
 
 
 def _importable(name: str) -> bool:

@@ -271,15 +271,15 @@ def test_a_gpu_test_that_opens_a_panel_skips_where_ipywidgets_is_missing(tmp_pat
     import subprocess
     import sys
 
-    import conftest
+    from tests.panel_imports import imports_panels
 
-    assert conftest.imports_panels("import os\n\nfrom a800lab.widgets import X\n",
+    assert imports_panels("import os\n\nfrom a800lab.widgets import X\n",
                                    top_level=True)
-    assert not conftest.imports_panels("def t():\n    from a800lab.widgets import X\n",
+    assert not imports_panels("def t():\n    from a800lab.widgets import X\n",
                                        top_level=True)
-    assert conftest.imports_panels("def t():\n    import ipywidgets\n", top_level=False)
-    assert not conftest.imports_panels("from a800lab.widgetsmith import X\n", top_level=False)
-    assert conftest.imports_panels("def t():\n    from a800lab import widgets\n",
+    assert imports_panels("def t():\n    import ipywidgets\n", top_level=False)
+    assert not imports_panels("from a800lab.widgetsmith import X\n", top_level=False)
+    assert imports_panels("def t():\n    from a800lab import widgets\n",
                                    top_level=False)
     blocked = tmp_path / "ipywidgets"
     blocked.mkdir()
