@@ -111,8 +111,9 @@ def test_real_cpu_peak_of_a_matmul_point_is_its_operands():
 
 
 def test_cpu_conditions_are_recorded_with_every_point():
+    # at least 400 calls (~0.1 s), however slow a contended warm-up made the calls look
     res = run_sweep(lambda m: {"throughput": 1.0, "timing": measure(
-        lambda: sum(range(20000)), device="cpu", budget_s=0.06, warmup_s=0.01)},
+        lambda: sum(range(20000)), device="cpu", budget_s=0.06, warmup_s=0.01, min_reps=400)},
         {"m": [1]}, device="cpu", torch_threads=1)
     conditions = res.records[0].conditions
     assert conditions["torch_threads"] == 1 and conditions["usable_cores"] >= 1
