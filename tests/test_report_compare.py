@@ -189,7 +189,7 @@ def test_corrupt_json_names_file_and_line(tmp_path):
     ({"kind": "something-else", "report_version": 1}, "kind 'something-else' is not"),
     ({"report_version": 1}, "kind None is not"),
     ({"system": {}, "gpus": []}, "doctor report"),
-    ({"kind": "a800lab-report", "report_version": 3}, "report_version 3 is unknown"),
+    ({"kind": "a800lab-report", "report_version": 4}, "report_version 4 is unknown"),
     ({"kind": "a800lab-report"}, "report_version None is unknown"),
 ])
 def test_wrong_content_is_refused_with_the_path(tmp_path, data, message):

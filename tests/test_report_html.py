@@ -3,12 +3,24 @@ a coloured row per claim, escaped text, figures only for measured series, each n
 device and mode."""
 
 import base64
+import html
 import re
 from html.parser import HTMLParser
 
 import pytest
 
-from a800lab.report.claims import FAILED, FAILS, HOLDS, LOOKS, NOT_MEASURABLE, NOT_MEASURED
+from a800lab.report.claims import (
+    AGREES,
+    CONTRADICTED,
+    FAILED,
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    LOOKS,
+    NOT_MEASURABLE,
+    NOT_MEASURED,
+    PARTLY,
+)
 from a800lab.report.compare import compare_reports
 from a800lab.report.html import (
     render_compare_html,
@@ -122,37 +134,47 @@ def test_header_names_device_scope_and_completeness(gpu_html, cpu_html):
     assert "they are never GPU results" in cpu_html
 
 
+CLAIM_HEAD = ["verdict", "the claim, as the guide states it"]
+
+
 def claim_rows(html_text: str) -> list[dict]:
-    """The rows of the claims tables (measured, then not measurable, whose rows lack the
-    reading and measured cells: padded here so cell i means the same in both)."""
-    tables = [t for t in Page(html_text).tables if t[0]["cells"][:2] == [
-        "verdict", "the claim, as stated"]]
-    assert len(tables) == 2 and tables[1][0]["cells"] == ["verdict", "the claim, as stated",
-                                                          "why", "chapter"]
+    """The rows of the claims tables (measured, then decided by documentation and not
+    measurable, whose rows lack the readings and measured cells: padded here so cell i means
+    the same in all)."""
+    tables = [t for t in Page(html_text).tables if t[0]["cells"][:2] == CLAIM_HEAD]
+    assert len(tables) == 3 and all(t[0]["cells"] == [*CLAIM_HEAD, "why", "chapter"]
+                                    for t in tables[1:])
     padded = [{**r, "cells": r["cells"][:2] + ["—", "—"] + r["cells"][2:]}
-              for r in tables[1][1:]]
+              for t in tables[1:] for r in t[1:]]
     return tables[0][1:] + padded
 
 
 def test_a_row_drawn_per_status_for_every_claim(gpu_report, gpu_html):
     rows = claim_rows(gpu_html)
     header = next(t for t in Page(gpu_html).tables if t[0]["cells"][0] == "verdict")[0]
-    assert header["cells"] == ["verdict", "the claim, as stated", "the lab's reading",
-                               "measured", "why", "chapter"]
+    assert header["cells"] == [*CLAIM_HEAD, "readings", "measured", "why", "chapter"]
     by_id = {c["id"]: c for c in gpu_report["claims"]}
     assert len(rows) == len(REGISTER) == len(gpu_report["claims"])
     for row in rows:
         claim = next(c for c in by_id.values() if row["cells"][1].endswith(f"· {c['id']}"))
         assert row["cells"][0].startswith(claim["status"])
-        assert row["cells"][1].startswith(claim["stated"])
+        assert row["cells"][1].startswith(claim["stated"] + claim["where"])
         assert LOOKS[claim["status"]].css in row["classes"]
         assert claim["chapter_path"] in row["cells"][5]
         assert ("noisy" in row["cells"][0]) == claim["noisy"]
         assert row["cells"][4] == (claim["reason"] or "—")
-        if claim["reading"]:
-            assert row["cells"][2].startswith(claim["reading"])
+        literal = [r for r in claim["readings"] if r["decides"]]
+        if claim["kind"] == "measured":   # the literal reading first, marked as deciding
+            assert row["cells"][2].startswith(f"{literal[0]['name']} (decides): ")
     statuses = {r["cells"][0].split(" noisy")[0] for r in rows}
-    assert {HOLDS, FAILS, FAILED, NOT_MEASURED, NOT_MEASURABLE} <= statuses
+    assert {HOLDS, FAILS, INCONCLUSIVE, FAILED, NOT_MEASURED, NOT_MEASURABLE, AGREES, PARTLY,
+            CONTRADICTED} <= statuses
+    idle = next(r for r in rows if r["cells"][1].endswith("· idle_cut"))
+    assert "percentage points: the idle fraction falls by 25 points" in idle["cells"][2]
+    assert f"→ {FAILS} 9 points ± 2" in idle["cells"][2]      # the other reading's outcome
+    docs = next(r for r in rows if r["cells"][1].endswith("· mps_isolation"))
+    assert "doc-partly" in docs["classes"] and "MPS client" in docs["cells"][4]
+    assert ".inconclusive{" in gpu_html and ".doc-partly" in gpu_html
 
 
 def test_a_cpu_run_never_draws_a_gpu_claim_green_or_red(cpu_html):
@@ -166,7 +188,7 @@ def test_a_cpu_run_never_draws_a_gpu_claim_green_or_red(cpu_html):
 
 def test_text_is_escaped():
     report = make_report(device_name="<b>box</b>")
-    next(c for c in report["claims"] if c["judge"])["measured"] = \
+    next(c for c in report["claims"] if c["kind"] == "measured")["measured"] = \
         "<script>alert('x')</script> & more"
     text = render_report_html(report)
     assert "<script>" not in text and "<b>box</b>" not in text
@@ -264,8 +286,8 @@ def test_thresholds_and_environment(gpu_report, gpu_html):
     tables = Page(gpu_html).tables
     rules = next(t for t in tables if t[0]["cells"] == ["threshold", "value"])
     assert {r["cells"][0] for r in rules[1:]} >= {"accumulation_gap", "loss_tolerance"}
-    decided = "decided: holds if the better guide tile over fp32 cuBLAS reaches 2.5x"
-    assert decided in gpu_html
+    decided = "decided: the confirmed better guide tile over the other tiles' median against 2.5x"
+    assert html.escape(decided) in gpu_html
     env = {r["cells"][0]: r["cells"][1] for r in
            next(t for t in tables if t[0]["cells"] == ["fact", "value"])[1:]}
     assert env["fingerprint"] == "bbbbbbbbbbbb" and env["NVIDIA driver"] == "550.54.15"

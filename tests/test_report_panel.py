@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from a800lab.report.battery import Plan, Step, plan_battery
 from a800lab.report.claims import METHOD_ON_CPU, NOT_MEASURED, UNTESTABLE
+from a800lab.report.plan import CONFIRM, Plan, Step, plan_battery
 from a800lab.report.register import REGISTER
 from a800lab.widgets import ReportPanel
 from tests.report_fixture import make_report
@@ -22,17 +22,20 @@ TILE_BLOCKS = (16, 32, 64)
 
 
 def tiny_plan() -> Plan:
-    """One peak point at 128^3, three CPU tile configs of a 64^3 matmul and a metered 64^3
-    matmul: about a second."""
+    """One peak point at 128^3, three CPU tile configs of a 64^3 matmul, the best one timed
+    again, and a metered 64^3 matmul: about a second."""
     steps = (
         Step("peak", "peak", ({"device": "cpu", "precision": "fp32", "size": 128},),
-             {"budget_s": 0.05}, 0.2, ("health", "tc_peak"), "fp32 matmul rate"),
+             {"budget_s": 0.05}, 0.2, "fp32 matmul rate"),
         Step("tiles", "tiles", tuple(
             {"m": 64, "n": 64, "k": 64, "precision": "fp32", "backend": "cpu_blocked",
              "block_m": b, "block_n": b, "block_k": 32, "group_m": 1} for b in TILE_BLOCKS),
-            {"budget_s": 0.05, "warmup_s": 0.01}, 0.2, ("tc_peak",), "tile configs"),
+            {"budget_s": 0.05, "warmup_s": 0.01}, 0.2, "tile configs"),
+        Step("tiles_confirm", "tiles", ({CONFIRM: "tiles"},),
+             {"budget_s": 0.05, "warmup_s": 0.01}, 0.2, "the best tile again",
+             confirms="tiles"),
         Step("energy", "matmul_usage", ({"size": 64, "precision": "fp32"},),
-             {"duration_s": 0.05}, 0.2, ("energy",), "a metered matmul"),
+             {"duration_s": 0.05}, 0.2, "a metered matmul"),
     )
     return Plan("quick", "cpu", 0, steps, plan_battery("quick", "cpu").untestable)
 
@@ -76,10 +79,10 @@ def test_a_run_shows_the_verdicts_and_the_report_inline(tmp_path):
     panel = panel_in(tmp_path)
     report = panel.run(wait=True)
     assert report is panel.report and report["complete"] and report["stopped"] == ""
-    assert report["points"] == {"planned": 5, "measured": 5, "ok": 5, "failed": 0,
+    assert report["points"] == {"planned": 6, "measured": 6, "ok": 6, "failed": 0,
                                 "not_measured": 0}
-    assert panel.status_text.startswith("Done: 5 of 5 points measured (5 now, 0 failed)")
-    assert (panel.progress.value, panel.progress.max) == (5, 5)
+    assert panel.status_text.startswith("Done: 6 of 6 points measured (6 now, 0 failed)")
+    assert (panel.progress.value, panel.progress.max) == (6, 6)
     assert not panel.run_button.disabled and panel.stop_button.disabled
     assert panel.tabs.selected_index == 1        # the report's tab, now that it is ready
 
@@ -88,7 +91,8 @@ def test_a_run_shows_the_verdicts_and_the_report_inline(tmp_path):
     table = panel.verdicts.value
     assert table.startswith("<b>Verdicts</b>")
     assert html.escape(spread["stated"]) in table and html.escape(spread["measured"]) in table
-    assert html.escape(spread["reading"]) in table
+    literal = next(r for r in spread["readings"] if r["decides"])
+    assert html.escape(literal["text"]) in table
 
     # the report's own page, inline and sandboxed: its CSS stays inside the frame
     view = panel.view.value
@@ -102,7 +106,7 @@ def test_a_run_shows_the_verdicts_and_the_report_inline(tmp_path):
     folder = tmp_path / "report"
     assert (folder / "report.html").read_text(encoding="utf-8") == panel.html
     assert json.loads((folder / "report.json").read_text())["kind"] == "a800lab-report"
-    assert lines(folder / "points.jsonl") == 5
+    assert lines(folder / "points.jsonl") == 6
     for name in ("report.html", "report.json", "points.jsonl"):
         assert html.escape(str(folder / name)) in panel.paths.value
 
@@ -113,23 +117,23 @@ def test_stop_keeps_the_measured_points_and_run_resumes(tmp_path):
     on_progress_value(panel, 2, panel.stop)      # after the peak and the first tile
     report = panel.run(wait=True)
     assert report["stopped"] == "cancelled" and not report["complete"]
-    assert report["points"]["measured"] == 2 and report["points"]["not_measured"] == 3
+    assert report["points"]["measured"] == 2 and report["points"]["not_measured"] == 4
     assert lines(points) == 2
-    assert panel.status_text.startswith("Not complete (stopped): 2 of 5 points measured")
+    assert panel.status_text.startswith("Not complete (stopped): 2 of 6 points measured")
     assert "press Run to resume" in panel.status_text
     spread = next(c for c in report["claims"] if c["id"] == "tc_peak")
     assert spread["status"] == NOT_MEASURED
     assert "not measured yet" in srcdoc(panel.view.value)
 
-    resumed = panel.run(wait=True)               # only the three missing points
-    assert panel.measured_now == 3 and resumed["complete"] and resumed["stopped"] == ""
-    assert lines(points) == 5
-    assert "(3 now" in panel.status_text
+    resumed = panel.run(wait=True)               # only the four missing points
+    assert panel.measured_now == 4 and resumed["complete"] and resumed["stopped"] == ""
+    assert lines(points) == 6
+    assert "(4 now" in panel.status_text
 
     again = panel.run(wait=True)                 # nothing left: judged again, nothing measured
     assert panel.measured_now == 0 and again["complete"]
-    assert lines(points) == 5
-    assert panel.status_text.startswith("Done: 5 of 5 points measured (0 now")
+    assert lines(points) == 6
+    assert panel.status_text.startswith("Done: 6 of 6 points measured (0 now")
     assert len(again["sessions"]) == 3
 
 
@@ -137,11 +141,11 @@ def test_a_second_run_is_refused_while_one_runs_and_the_table_fills_live(tmp_pat
     panel = panel_in(tmp_path)
     reached, release = threading.Event(), threading.Event()
 
-    def hold():                                  # the run waits here, after 4 of 5 points
+    def hold():                                  # the run waits here, after 5 of 6 points
         reached.set()
         release.wait(60)
 
-    on_progress_value(panel, 4, hold)
+    on_progress_value(panel, 5, hold)
     assert panel.run() is True
     try:
         assert reached.wait(60)
@@ -151,7 +155,7 @@ def test_a_second_run_is_refused_while_one_runs_and_the_table_fills_live(tmp_pat
         assert panel.status_text == "A report is already running: press Stop or wait for it."
         assert panel.show(tmp_path / "report") is None
         assert "A report is running" in panel.status_text
-        # the tiles measured: the live table has their verdict before the run ends
+        # the tiles measured and the best re-timed: the live table has their verdict
         deadline = time.monotonic() + 30
         while METHOD_ON_CPU not in panel.verdicts.value:
             assert time.monotonic() < deadline, panel.verdicts.value
@@ -161,8 +165,8 @@ def test_a_second_run_is_refused_while_one_runs_and_the_table_fills_live(tmp_pat
     finally:
         release.set()
     panel.wait()
-    assert panel.report["complete"] and panel.measured_now == 5
-    assert lines(tmp_path / "report" / "points.jsonl") == 5
+    assert panel.report["complete"] and panel.measured_now == 6
+    assert lines(tmp_path / "report" / "points.jsonl") == 6
 
 
 @pytest.mark.parametrize("price", [0.0, -1.0])

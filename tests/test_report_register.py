@@ -1,95 +1,159 @@
-"""The claim register: every claim of the guide has an entry (measured, or why not), each
-measured entry says its reading and rule, and it is the one source of the README's list and
-chapter 11's table."""
+"""The claim register read against the guide itself (docs/guide/): every checkable sentence
+cited by a row, every other sentence in the no-claim list with why, no cite the translation
+lacks, every `stated` the translation's own words, one definition per claim, and the one
+source of docs/claims.md, `report --register [--json]` and chapter 11's table."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from a800lab.cli import main
-from a800lab.report.claims import SOURCES, Claim
-from a800lab.report.register import CLAIMS, REGISTER, register_markdown, register_table
-from a800lab.report.verdicts import JUDGES
+from a800lab.report import compute, documented, systems, training
+from a800lab.report.claims import DOCUMENTED, MEASURED, Claim, Doc, Reading
+from a800lab.report.register import (
+    CLAIMS,
+    NO_CLAIM,
+    REGISTER,
+    register_markdown,
+    register_rows,
+    register_table,
+)
 
 REPO = Path(__file__).resolve().parents[1]
-README_START, README_END = "<!-- register:start -->", "<!-- register:end -->"
-
-# The guide's checkable statements, as the issue that asked for the register lists them.
-GUIDE = {
-    "summary table": ("deploy_complexity", "tc_peak", "mp_memory", "idle_cut", "compression"),
-    "TensorCore section": ("tile_shape", "buffers_resnet50", "sparsity_util"),
-    "mixed precision": ("amp_speed", "accum_frequency"),
-    "scheduling": ("mps_k8s", "placement"),
-    # unit_util_mfu: the same claim read as a training step's MFU (issue 20)
-    "distributed": ("hierarchical", "unit_util", "unit_util_mfu", "nlp_speed_memory"),
-    "cost": ("energy", "accum_traffic", "elastic"),
-    "conclusion": ("overall",),
-    "FAQ": ("embeddings_fp32", "versions", "nccl_logs", "ecc_memory_clocks", "windows_build"),
-    "customer cases": ("case_speedup", "case_35_to_12", "case_23_to_9ms", "case_minus_27",
-                       "case_minus_34", "case_plus_41"),
-}
-SECOND_DOCUMENT = ("accum_snippet", "amp_trains", "workload_kinds")
+GUIDE = REPO / "docs" / "guide"
+CHECKABLE = ("G.1.5-9 G.2.2-6 G.3.2-5 G.4.2-4 G.5.5-6 G.6.3 G.6.5 G.6.8 G.7.2-3 G.7.5 G.8.3-5 "
+             "G.9.2-4 G.10.4 G.11.2 G.11.4 G.11.6 G.11.8 G.11.10 D.3.1 D.4.2-4 D.4.6 D.4.8 D.5.1 "
+             "D.5.3-5")   # the sentences the issue that asked for the citations lists
 
 
-def test_every_claim_of_the_guide_has_an_entry_where_it_stands():
-    for section, ids in GUIDE.items():
-        for cid in ids:
-            assert CLAIMS[cid].source == "the guide" and CLAIMS[cid].section == section, cid
-    for cid in SECOND_DOCUMENT:
-        assert CLAIMS[cid].source == "the guide's second document"
-    guide_ids = {c for ids in GUIDE.values() for c in ids} | set(SECOND_DOCUMENT)
-    assert {c.id for c in REGISTER if c.source.startswith("the guide")} == guide_ids
-    # what is not the guide's says whose it is, apart from the guide's rows
-    others = [c for c in REGISTER if not c.source.startswith("the guide")]
-    assert {c.source for c in others} <= set(SOURCES) and all(
-        c.section == "beside the guide" for c in others)
+def sentences() -> dict[str, str]:
+    """Every id of both translations and its text (a code block and the notes included)."""
+    text = "\n".join(p.read_text(encoding="utf-8") for p in sorted(GUIDE.glob("*.en.md")))
+    parts = re.split(r"\[([GD]\.\d+\.\d+)\]", text)
+    return {sid: body for sid, body in zip(parts[1::2], parts[2::2], strict=True)}
 
 
-def test_each_entry_is_measured_with_a_reading_and_rule_or_says_why_not():
+def expand(spec: str) -> set[str]:
+    out = set()
+    for item in spec.split():
+        head, _, last = item.rpartition(".")
+        low, _, high = last.partition("-")
+        out |= {f"{head}.{n}" for n in range(int(low), int(high or low) + 1)}
+    return out
+
+
+def test_the_guide_in_the_project_is_the_shared_translation_where_that_is_at_hand():
+    shared = REPO.parent / "shared" / "guide"
+    ids = sentences()
+    assert len(ids) == 89 and "G.11.10" in ids and "D.5.7" in ids
+    if shared.is_dir():
+        for path in GUIDE.iterdir():
+            assert path.read_bytes() == (shared / path.name).read_bytes(), path.name
+
+
+def test_every_checkable_sentence_has_a_row_and_every_other_one_says_why_not():
+    ids = sentences()
+    cited = {sid for c in REGISTER for sid in c.cites}
+    assert expand(CHECKABLE) <= cited
+    assert cited <= set(ids), cited - set(ids)             # no cite the translation lacks
+    assert set(NO_CLAIM) <= set(ids) and not set(NO_CLAIM) & cited
+    assert cited | set(NO_CLAIM) == set(ids), set(ids) - cited - set(NO_CLAIM)
+    assert all(len(why) > 20 for why in NO_CLAIM.values())
+
+
+def test_every_stated_claim_is_the_translations_own_words():
+    ids = sentences()
     for c in REGISTER:
-        if c.not_measurable:
-            assert not c.judge and len(c.not_measurable) > 40, c.id
-        else:
-            assert c.judge in JUDGES, c.id
-            assert c.reading and c.decides and c.method, c.id
+        if not c.cites:
+            assert c.source and "beside the guide" in c.source, c.id
+            continue
+        text = " ".join(ids[sid] for sid in c.cites)
+        for fragment in c.stated.split(" … "):
+            assert fragment in text, (c.id, fragment)
+
+
+def test_each_claim_is_defined_once_with_its_judge_or_its_documents_or_why_not():
+    defined = [v for m in (compute, training, systems) for v in vars(m).values()
+               if isinstance(v, Claim)] + list(documented.DOCUMENTED)
+    assert sorted(c.id for c in defined) == sorted(CLAIMS)
+    for c in REGISTER:
+        if c.kind == MEASURED:
+            assert c.judge.__name__ == c.id and c.steps and c.decides, c.id
+            assert sum(r.literal for r in c.readings) == 1, c.id
             assert c.cpu_answers or c.about, c.id   # what a CPU run cannot answer, and why
-    for c in REGISTER:   # the guide's figure is quoted in the claim as stated
-        if c.figure and c.source.startswith("the guide") and c.section != "customer cases":
-            first = c.figure.split(",")[0].split("-")[0].rstrip("%x+").lstrip("~")
-            assert first in c.stated, c.id
+            if c.figure and c.cites:                # the guide's figure is in its own words
+                assert c.figure.split(",")[0].split("-")[0].rstrip("%x+").lstrip("~") in \
+                    c.stated, c.id
+        elif c.doc:
+            assert c.doc.verdict in DOCUMENTED and len(c.doc.finding) > 80, c.id
+            assert all(url.startswith("https://") and title and section
+                       for title, section, url in c.doc.sources), c.id
+        else:
+            assert len(c.not_measurable) > 40, c.id
 
 
-def test_the_guides_block_shapes_and_snippet_are_read_faithfully():
-    shape = CLAIMS["tile_shape"]
-    assert "16x16x16" in shape.reading and "32x16x16" in shape.reading
-    assert "tl.dot needs every dimension >= 16" in shape.reading
-    assert "WMMA" in shape.other and "without tensor cores" in shape.reading
-    snippet = CLAIMS["accum_snippet"]
-    assert "TensorFlow" in snippet.other and "divides the loss by k" in snippet.other
-    assert "zero_grad() Keras optimizers do not have" in snippet.other
-    assert "framework's default fp32" in CLAIMS["amp_speed"].reading
-    assert "TF32" in CLAIMS["amp_speed"].other
+def test_a_claim_must_give_exactly_one_way_to_decide_it():
+    with pytest.raises(ValueError, match="give one of"):
+        Claim("x", ("G.1.1",), "something", "09")
+    with pytest.raises(ValueError, match="give one of"):
+        Claim("x", ("G.1.1",), "something", "09", not_measurable="because",
+              doc=Doc("agrees with the documentation", "it says so", ()))
+    with pytest.raises(ValueError, match="exactly one literal reading"):
+        Claim("x", ("G.1.1",), "something", "09", judge=len, steps=("peak",), decides="rule",
+              readings=(Reading("a", "one way"), Reading("b", "another")))
+    with pytest.raises(ValueError, match="cite the guide"):
+        Claim("x", (), "something", "09", not_measurable="because")
+
+
+def test_the_readings_the_issue_names_are_stated_and_the_literal_one_decides():
+    literal = {c.id: next(r for r in c.readings if r.literal) for c in REGISTER if c.judge}
+    assert literal["idle_cut"].name == "relative"
+    assert "percentage points" in [r.name for r in CLAIMS["idle_cut"].readings]
+    assert literal["energy"].name == "power" and "watts" in literal["energy"].text
+    assert "energy per FLOP" in [r.name for r in CLAIMS["energy"].readings]
+    assert re.search(r"fp32 dense -> mixed precision .*-> mixed precision \+ 2:4 sparse",
+                     literal["energy"].text)
+    assert "sparse tensor cores' datasheet peak" in literal["sparsity_util"].text
+    assert "other tiles" in literal["tile_shape"].text and "confirmation run" in \
+        literal["tile_shape"].text
+    assert "never deciding" in CLAIMS["tile_shape"].readings[2].text
+    assert "ResNet-50" in literal["amp_speed"].text and "channels_last" in \
+        literal["amp_speed"].text
+    assert "ResNet-50" in literal["mp_memory"].text and "ResNet-50" in \
+        literal["buffers_resnet50"].text
+    assert {"resnet50"} <= set(CLAIMS["amp_speed"].needs)
+    assert "ranks on two or more nodes" in literal["hierarchical"].text
+    assert "deprecated" in literal["amp_trains"].text and "three seeds" in \
+        literal["amp_trains"].text
+    assert "fp32 in both" in literal["embeddings_fp32"].text
+    assert "eps = 1e-8" in CLAIMS["embeddings_fp32"].readings[1].text
+    assert "zero_grad()" in literal["accum_snippet"].text
     assert CLAIMS["amp_speed"].low == 1.8 and CLAIMS["amp_speed"].high == 2.5
-    assert CLAIMS["tc_peak"].low == 92.0 and CLAIMS["idle_cut"].low == 25.0
-    assert "one lever" in CLAIMS["idle_cut"].reading
 
 
-def test_a_claim_must_give_a_judge_or_a_reason():
-    with pytest.raises(ValueError, match="give a judge, or say why"):
-        Claim("x", "the guide", "FAQ", "something", "", "09")
-    with pytest.raises(ValueError, match="source"):
-        Claim("x", "a blog", "FAQ", "something", "", "09", not_measurable="because")
-
-
-def test_the_readme_lists_the_register_as_the_register_prints_it(capsys):
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    block = readme.split(README_START)[1].split(README_END)[0].strip()
-    assert block == register_markdown()
+def test_register_json_and_markdown_are_one_table(capsys):
+    assert main(["report", "--register", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in rows] == [c.id for c in REGISTER] == [r["id"] for r in
+                                                                   register_rows()]
+    for r in rows:
+        assert {"id", "cites", "stated", "kind", "readings", "decides", "about",
+                "cpu_answers"} <= set(r)
+    kinds = {r["kind"] for r in rows}
+    assert kinds == {"measured", "documentation", "not measurable"}
     assert main(["report", "--register"]) == 0
     assert capsys.readouterr().out.strip() == register_markdown()
+
+
+def test_docs_claims_md_is_the_register_as_the_code_prints_it():
+    text = (REPO / "docs" / "claims.md").read_text(encoding="utf-8")
+    block = text.split("<!-- register:start -->")[1].split("<!-- register:end -->")[0].strip()
+    assert block == register_markdown()
+    assert "docs/claims.md" in (REPO / "README.md").read_text(encoding="utf-8")
 
 
 def test_chapter_11_shows_the_register_itself():
@@ -98,4 +162,4 @@ def test_chapter_11_shows_the_register_itself():
     assert "register_table()" in code
     table = register_table()
     assert list(table.index) == [c.id for c in REGISTER]
-    assert {"stated", "reading", "decides", "chapter"} <= set(table.columns)
+    assert {"cites", "stated", "kind", "readings", "decides", "chapter"} <= set(table.columns)

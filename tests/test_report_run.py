@@ -12,8 +12,9 @@ import pytest
 from a800lab.cli import main
 from a800lab.core.cancel import CancelToken
 from a800lab.core.results import read_records
-from a800lab.report.battery import Plan, Step, plan_battery
 from a800lab.report.claims import (
+    DOCUMENTED,
+    FAILS,
     HOLDS,
     METHOD_ON_CPU,
     NOT_MEASURABLE,
@@ -21,19 +22,23 @@ from a800lab.report.claims import (
     STATUSES,
     UNTESTABLE,
 )
+from a800lab.report.plan import CONFIRM, Plan, Step, plan_battery
 from a800lab.report.register import REGISTER
 from a800lab.report.run import POINTS_FILE, REPORT_FILE, run_report
 
 
 def small_plan() -> Plan:
-    """Three cheap points: a 128^3 peak and two CPU tile configs of a 64^3 matmul."""
+    """Four cheap points: a 128^3 peak, two CPU tile configs of a 64^3 matmul, and the faster
+    one timed again."""
     tiles = tuple({"m": 64, "n": 64, "k": 64, "precision": "fp32", "backend": "cpu_blocked",
                    "block_m": b, "block_n": b, "block_k": 32, "group_m": 1} for b in (16, 64))
     return Plan("quick", "cpu", 0, (
         Step("peak", "peak", ({"device": "cpu", "precision": "fp32", "size": 128},),
-             {"budget_s": 0.05}, 0.5, ("health",)),
-        Step("tiles", "tiles", tiles, {"budget_s": 0.05, "warmup_s": 0.01}, 0.5,
-             ("tc_peak",))), plan_battery("quick", "cpu").untestable)
+             {"budget_s": 0.05}, 0.5),
+        Step("tiles", "tiles", tiles, {"budget_s": 0.05, "warmup_s": 0.01}, 0.5),
+        Step("tiles_confirm", "tiles", ({CONFIRM: "tiles"},), {"budget_s": 0.05,
+                                                              "warmup_s": 0.01}, 0.5,
+             confirms="tiles")), plan_battery("quick", "cpu").untestable)
 
 
 def by_id(report: dict) -> dict:
@@ -50,27 +55,37 @@ def test_the_quick_cpu_battery_end_to_end(quick_cpu_report):
     assert len(read_records(folder / POINTS_FILE)) == plan.points
     assert json.loads((folder / REPORT_FILE).read_text())["claims"] == report["claims"]
     assert report["scope"] == "CPU fallback" and report["device"] == "cpu"
-    assert report["report_version"] == 2
+    assert report["report_version"] == 3
     claims = by_id(report)
     assert list(claims) == [c.id for c in REGISTER]        # every claim has a row
     for claim in REGISTER:
         row = claims[claim.id]
         assert row["status"] in STATUSES
-        if row["status"] != HOLDS:
+        if row["status"] not in (HOLDS, FAILS):
             assert row["reason"], row
         if claim.not_measurable:
             assert row["status"] == NOT_MEASURABLE
-        elif not claim.cpu_answers:   # never a pass or a fail from a CPU stand-in
+        elif claim.doc:
+            assert row["status"] == claim.doc.verdict in DOCUMENTED
+        elif not claim.cpu_answers:   # no GPU claim holds, fails or is inconclusive here
             assert row["status"] in (METHOD_ON_CPU, UNTESTABLE), row
-    for method in ("tile_shape", "tc_peak", "mp_memory", "amp_speed", "idle_cut", "placement",
-                   "energy", "hierarchical", "compression", "embeddings_fp32", "amp_trains"):
+    for method in ("tile_shape", "tc_peak", "idle_cut", "placement", "energy", "compression",
+                   "embeddings_fp32", "amp_trains", "unit_util", "nlp_speed_memory",
+                   "overall"):
         assert claims[method]["status"] == METHOD_ON_CPU and claims[method]["measured"], method
-    for answered in ("accum_snippet", "accum_traffic", "accum_frequency"):
+    for answered in ("accum_traffic", "accum_frequency"):
         assert claims[answered]["status"] == HOLDS, claims[answered]
-    for gpu_only in ("tf32_speed", "tf32_accuracy", "sparsity_speed", "sparsity_util",
-                     "unit_util", "buffers_resnet50"):
+    snippet = claims["accum_snippet"]        # the snippet as written gives no large batch
+    assert snippet["status"] == FAILS and "the snippet's gradient gap" in snippet["measured"]
+    assert claims["hierarchical"]["status"] == UNTESTABLE
+    assert "needs ranks on more than one node" in claims["hierarchical"]["reason"]
+    for gpu_only in ("tf32_speed", "half_speed", "fp8_speed", "tf32_accuracy",
+                     "sparsity_speed", "sparsity_util", "buffers_resnet50", "mp_memory",
+                     "amp_speed"):
         assert claims[gpu_only]["status"] == UNTESTABLE
         assert "no NVIDIA GPU" in claims[gpu_only]["reason"]
+    for resnet in ("buffers_resnet50", "mp_memory", "amp_speed"):   # the Transformer beside
+        assert "the Transformer" in claims[resnet]["measured"]
     # the CPU's max-batch agreement is by construction: reported, never called a pass
     assert claims["max_batch"]["status"] == UNTESTABLE and claims["max_batch"]["measured"]
     card = report["health"]["cards"][0]
@@ -101,9 +116,9 @@ def test_points_of_an_earlier_battery_are_measured_again_not_judged(tmp_path):
     path.write_text("".join(r.to_json() + "\n" for r in old))
     again = []
     second = run_report(out=tmp_path, plan=small_plan(), on_record=again.append)
-    assert len(again) == first["points"]["planned"] == 3   # every old point measured anew
-    assert second["complete"] and second["points"]["measured"] == 3
-    assert all(r.metrics["battery_version"] >= 2 for r in again)
+    assert len(again) == first["points"]["planned"] == 4   # every old point measured anew
+    assert second["complete"] and second["points"]["measured"] == 4
+    assert all(r.metrics["battery_version"] >= 4 for r in again)
 
 
 @pytest.mark.usefixtures("one_torch_thread")
@@ -117,8 +132,8 @@ def test_an_interrupted_report_resumes_where_it_stopped(tmp_path):
 
     first = run_report(out=tmp_path, plan=small_plan(), on_record=interrupt_after_two)
     assert first["stopped"] == "interrupted" and not first["complete"]
-    assert first["points"] == {"planned": 3, "measured": 2, "ok": 2, "failed": 0,
-                               "not_measured": 1}
+    assert first["points"] == {"planned": 4, "measured": 2, "ok": 2, "failed": 0,
+                               "not_measured": 2}
     assert by_id(first)["tc_peak"]["status"] == NOT_MEASURED
     assert "run the same command again" in by_id(first)["tc_peak"]["reason"]
     # a crash mid-write leaves a torn line: it is skipped, nothing measured is lost
@@ -127,8 +142,9 @@ def test_an_interrupted_report_resumes_where_it_stopped(tmp_path):
     again = []
     with pytest.warns(UserWarning, match="torn"):
         second = run_report(out=tmp_path, plan=small_plan(), on_record=again.append)
-    assert [r.params["block_m"] for r in again] == [64]   # only the missing point
-    assert second["complete"] and second["points"]["measured"] == 3
+    assert [(r.label, r.params["block_m"]) for r in again][0] == ("tiles", 64)   # the missing
+    assert [r.label for r in again] == ["tiles", "tiles_confirm"]   # then the winner re-timed
+    assert second["complete"] and second["points"]["measured"] == 4
     assert by_id(second)["tc_peak"]["status"] == METHOD_ON_CPU
     assert len(second["sessions"]) == 2
     assert second["wall_s"] == pytest.approx(sum(s["wall_s"] for s in second["sessions"]))
@@ -136,7 +152,7 @@ def test_an_interrupted_report_resumes_where_it_stopped(tmp_path):
     assert len(third["sessions"]) == 3
     (tmp_path / POINTS_FILE).unlink()   # points gone: the sittings that measured them go too
     fourth = run_report(out=tmp_path, plan=small_plan())
-    assert len(fourth["sessions"]) == 1 and fourth["points"]["measured"] == 3
+    assert len(fourth["sessions"]) == 1 and fourth["points"]["measured"] == 4
 
 
 @pytest.mark.usefixtures("one_torch_thread")
@@ -154,8 +170,8 @@ def test_points_of_another_environment_are_left_out_and_named(tmp_path):
     (tmp_path / REPORT_FILE).write_text(json.dumps(earlier))
     again = []
     report = run_report(out=tmp_path, plan=small_plan(), on_record=again.append)
-    assert len(again) == 3 and report["complete"]
-    assert "another environment" in report["notes"][0] and "3 record(s)" in report["notes"][0]
+    assert len(again) == 4 and report["complete"]
+    assert "another environment" in report["notes"][0] and "4 record(s)" in report["notes"][0]
     assert len(report["sessions"]) == 1   # the earlier sittings were another machine's
 
 
@@ -230,6 +246,6 @@ def test_cli_compare_two_recorded_reports(tmp_path, capsys):
     ratios = {f["key"]: f["ratio"] for f in comparison["figures"]}
     assert ratios["tc_peak.pct_of_measured"] > 0 and "health.cpu.fp32.matmul_tflops" in ratios
     assert "<html" in (out / "compare.html").read_text().lower()
-    assert "best tile, % of measured fp32" in capsys.readouterr().out
+    assert "best tile, % of measured" in capsys.readouterr().out
     assert main(["report", "--compare", str(tmp_path / "a"), str(tmp_path / "nothing")]) == 2
     assert "nothing" in capsys.readouterr().err

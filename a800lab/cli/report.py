@@ -2,7 +2,7 @@
 
     python -m a800lab report [--quick | --full] [--out report/] [--price-per-gpu-hour 2.0]
     python -m a800lab report --compare a800-box/ h200-box/ [--out compare/] [--json]
-    python -m a800lab report --register        # every claim, its reading and rule (Markdown)
+    python -m a800lab report --register [--json]   # every claim: cites, readings, rule
 
 A report writes report/points.jsonl as it measures (run the same command again to resume),
 then report/report.json and the self-contained report/report.html. It exits 0 when the battery
@@ -37,8 +37,9 @@ def add_parsers(commands) -> None:
                       help="two report folders side by side: environment diff, B/A of every "
                            "figure, the verdicts")
     size.add_argument("--register", action="store_true",
-                      help="print the claim register (every claim, its reading and rule) as a "
-                           "Markdown table, and measure nothing")
+                      help="print the claim register (every claim: the guide's sentence ids, "
+                           "its words, readings and rule) as a Markdown table, or JSON with "
+                           "--json, and measure nothing")
     report.add_argument("--out", default=None,
                         help="folder for the report (default: report/; with --compare: "
                              "report-compare/)")
@@ -59,9 +60,10 @@ def report_command(args) -> int:
     docstring for exit codes."""
     _check(args)
     if args.register:
-        from ..report.register import register_markdown
+        from ..report.register import register_markdown, register_rows
 
-        print(register_markdown())
+        print(json.dumps(register_rows(), indent=1, ensure_ascii=False) if args.json
+              else register_markdown())
         return 0
     if args.compare:
         return _compare(args)
@@ -100,8 +102,9 @@ def _compare(args) -> int:
 
 def format_verdicts(report: dict, colour: bool = False) -> str:
     """The verdicts as terminal lines, under a header naming the device and completeness: per
-    claim its status in full (coloured per status when `colour`), the claim as stated, the
-    lab's reading, what was measured and why it is not more."""
+    claim its status in full (coloured per status when `colour`), the guide's sentence ids and
+    words, the reading that decides, what was measured, the other readings' outcomes, and why
+    it is not more (or what the documents say)."""
     p = report["points"]
     lines = [f"{report['device_name']} ({report['scope']}), {report['mode']} battery: "
              f"{p['measured']} of {p['planned']} points measured ({p['failed']} failed) in "
@@ -118,8 +121,14 @@ def format_verdicts(report: dict, colour: bool = False) -> str:
         label = f"[{status}]"
         if colour and status in LOOKS:
             label = f"\033[{LOOKS[status].ansi}m{label}\033[0m"
-        lines.append(f"  {label} {claim['id']}: {claim.get('stated') or claim.get('text')}")
-        for name, text in (("reading", claim.get("reading")), ("measured", claim["measured"]),
+        where = ", ".join(claim.get("cites") or []) or claim.get("where", "")
+        lines.append(f"  {label} {claim['id']} ({where}): "
+                     f"{claim.get('stated') or claim.get('text')}")
+        literal = next((r for r in claim.get("readings") or [] if r.get("decides")), None)
+        beside = [f"{r['name']}: {r['status']} ({r['text']})"
+                  for r in claim.get("other_readings") or []]
+        for name, text in (("reading", literal and f"{literal['name']}: {literal['text']}"),
+                           ("measured", claim["measured"]), ("beside", "; ".join(beside)),
                            ("why", claim["reason"])):
             if text:
                 lines += _wrap(f"{name}: {text}", "      ")

@@ -1,52 +1,59 @@
-"""The report's vocabulary: the claim record (the register's entries), the statuses, how each
-is drawn, the verdict record, and the rules the judging code shares (a figure reached within
-its noise, a range, a loss reached).
+"""The report's vocabulary: a claim's definition (Claim, its Readings, a Doc verdict), the
+statuses and how each is drawn, the verdict record, and the rules every judge shares.
 
-    from a800lab.report.claims import HOLDS, METHOD_ON_CPU, LOOKS, Claim, Verdict, reaches
+    from a800lab.report.claims import HOLDS, LOOKS, Claim, three_way
+    three_way(2.3, 0.25, 2.5)        # INCONCLUSIVE: 2.5 lies within 2.3 ± 0.25
     LOOKS[HOLDS].css, LOOKS[HOLDS].colour       # "holds", "#1a7f37": HTML, panel, terminal
-    reaches(2.3, 0.25, 2.5)                     # True: 2.3 + its spread 0.25 reaches 2.5
 
 Statuses (one verdict per claim of a800lab.report.register.REGISTER):
-- HOLDS / FAILS: measured here on the claim's own configuration, and the figure reaches (does
-  not reach) the claimed one within the measurement's noise.
-- METHOD_ON_CPU: a CPU run of a claim about GPU hardware (tensor cores, HBM, NVLink, NCCL, GPU
-  energy) or about models a CPU cannot train at their size: the method ran at the chapters'
-  small CPU sizes and its numbers are shown, but they say nothing about a GPU. Never drawn as a
-  pass or a fail.
-- FAILED: the measurement itself failed: out of memory, unsupported here, a wrong result (the
-  reason says which). Running again gives the same; change the configuration or the machine.
-- UNTESTABLE: this machine lacks what the claim needs (a GPU, 2 GPUs, fp8, torchvision), why.
-- NOT_MEASURABLE: no measurement can decide it (a cluster's job mix, a customer's case), why.
-- NOT_MEASURED: its points are not in the results yet (time budget, Stop): run again to resume.
+- HOLDS / FAILS / INCONCLUSIVE: measured on the claim's own configuration. Holds when the
+  value's lower edge (value - spread) reaches the figure, does not hold when its upper edge
+  falls short, and is inconclusive when the figure lies within the noise (the reason says what
+  would decide it). Counted quantities (bytes, calls, counted memory, gradient gaps) have no
+  spread, so they are never inconclusive.
+- AGREES / PARTLY / CONTRADICTED: a sentence documentation decides (what MPS isolates, what a
+  container packages): the verdict names the document and section; the same on every machine.
+- METHOD_ON_CPU: a CPU run of a claim about GPU hardware: the method's numbers, never a pass or
+  a fail. FAILED: the measurement itself failed (out of memory, a wrong result, a diverged
+  baseline). UNTESTABLE: this machine lacks what the claim needs, and why (what the method
+  showed is kept beside). NOT_MEASURABLE: nothing measures it, and why. NOT_MEASURED: its
+  points are not in the results yet: run again to resume.
 
-Noise: a figure built from timed records carries a spread, half the records' relative IQR added
-(a ratio of two rates: both records' relative half-IQRs summed). A claimed figure is reached
-when value + spread >= claimed; a range ("1.8-2.5x") from its low end, and a value whose lower
-edge is above the high end is reported as above the range. Counted quantities (bytes, calls)
-have no spread.
+The spread of a timed figure is half the relative IQR of the timings behind it (a ratio of two
+rates: both records' summed). A winner picked among candidates (best tile, best hook) is judged
+from a separate confirmation run of it, never from the run that picked it.
 """
 
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
-HOLDS = "holds here"
-FAILS = "does not hold here"
+HOLDS, FAILS = "holds here", "does not hold here"
+INCONCLUSIVE = "inconclusive (within noise)"
+AGREES = "agrees with the documentation"
+PARTLY = "partly agrees with the documentation"
+CONTRADICTED = "contradicted by the documentation"
 METHOD_ON_CPU = "method shown on CPU; says nothing about the GPU"
 FAILED = "failed"
 UNTESTABLE = "cannot be tested on this machine"
 NOT_MEASURABLE = "not measurable"
 NOT_MEASURED = "not measured yet"
-STATUSES = (HOLDS, FAILS, METHOD_ON_CPU, FAILED, UNTESTABLE, NOT_MEASURABLE, NOT_MEASURED)
-NEEDS_REASON = (METHOD_ON_CPU, FAILED, UNTESTABLE, NOT_MEASURABLE, NOT_MEASURED)
+STATUSES = (HOLDS, FAILS, INCONCLUSIVE, AGREES, PARTLY, CONTRADICTED, METHOD_ON_CPU, FAILED,
+            UNTESTABLE, NOT_MEASURABLE, NOT_MEASURED)
+JUDGED = (HOLDS, FAILS, INCONCLUSIVE)        # what a CPU never says of a GPU claim
+DOCUMENTED = (AGREES, PARTLY, CONTRADICTED)
+NEEDS_REASON = tuple(s for s in STATUSES if s not in (HOLDS, FAILS))
+MEASURED, DOCUMENTATION, UNMEASURABLE = "measured", "documentation", "not measurable"
 
 ACCUMULATION_GAP = 1e-5   # largest gradient difference / largest gradient: rounding ~1e-7
 MODEL_ERROR = 0.10        # the memory model's prediction of the verified peak
-LOSS_TOLERANCE = 0.02     # a held-out loss "reached": within 2% of the baseline's (one seed)
-
+LOSS_TOLERANCE = 0.02     # a held-out loss "reached": within 2% of the baseline's
+QUIETER = ("run it again on a quieter machine, or with more repeats (--full), to decide")
 
 CHAPTERS = {
+    "01": ("Device and topology", "notebooks/01-device-and-topology.ipynb"),
     "02": ("TensorCore tiles", "notebooks/02-tensor-core-tiles.ipynb"),
     "03": ("Precision", "notebooks/03-precision.ipynb"),
     "04": ("Mixed-precision training", "notebooks/04-mixed-precision-training.ipynb"),
@@ -59,52 +66,105 @@ CHAPTERS = {
     "12": ("Profile, compile and tune your own step",
            "notebooks/12-profile-compile-tune.ipynb"),
 }
-SOURCES = ("the guide", "the guide's second document", "NVIDIA's datasheets", "the lab")
+SOURCES = {"G": "the guide", "D": "the getting-started guide"}
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One way to read a claim's words. The literal one decides; the others are shown beside
+    with their own outcome. `unmeasured`: why the battery does not measure this one."""
+
+    name: str
+    text: str
+    literal: bool = False
+    unmeasured: str = ""
+
+
+@dataclass(frozen=True)
+class Doc:
+    """A documentation verdict: AGREES / PARTLY / CONTRADICTED, what the documents say against
+    the sentence, and the documents as (title, section, address)."""
+
+    verdict: str
+    finding: str
+    sources: tuple[tuple[str, str, str], ...]
+
+    def cited(self) -> str:
+        return "; ".join(f"{title}, {section} ({url})" for title, section, url in self.sources)
 
 
 @dataclass(frozen=True)
 class Claim:
-    """One statement and how the lab judges it (a800lab.report.register says how to read
-    one)."""
+    """One claim, defined once: the sentences it cites (ids of ../guide's translation), the
+    claim as the translation states it (verbatim excerpts joined by " … "), its readings, what
+    decides it, the battery steps it is judged from and what the machine must have, and one of
+    a judge (measured), a Doc (documentation) or a reason nothing measures it."""
 
     id: str
-    source: str           # one of SOURCES
-    section: str          # where it stands: "summary table", "TensorCore section", ...
-    stated: str           # the claim as the guide puts it (paraphrased), with its figure
-    figure: str           # the guide's figure as written ("92%", "1.8-2.5x"), "" if none
-    chapter: str          # the chapter that explains it (CHAPTERS)
-    reading: str = ""     # the lab's reading: what is compared with what, model, baseline
-    other: str = ""       # the reading not chosen, or what else is shown beside
-    method: str = ""      # how it is measured
-    decides: str = ""     # what decides the verdict
-    judge: str = ""       # the judging function (report.verdicts.JUDGES); "" if not measurable
-    low: float | None = None    # the claimed figure (a range's low end), for the rules
-    high: float | None = None   # a range's high end
+    cites: tuple[str, ...]
+    stated: str
+    chapter: str
+    figure: str = ""          # the guide's figure as written ("92%", "1.8-2.5x")
+    readings: tuple[Reading, ...] = ()
+    decides: str = ""         # the rule, in words
+    low: float | None = None  # the claimed figure (a range's low end)
+    high: float | None = None
     unit: str = "x"
-    about: str = ""       # the hardware it is about ("tensor cores", "HBM", "NVLink, NCCL")
-    cpu_answers: bool = False   # a CPU run answers it (counted bytes, software semantics)
-    not_measurable: str = ""    # why no measurement decides it
+    steps: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()   # a800lab.report.plan.NEEDS: what the machine must have
+    judge: Callable | None = None
+    about: str = ""           # the hardware it is about: what a CPU run cannot answer
+    cpu_answers: bool = False  # counted or computed the same way on any device
+    doc: Doc | None = None
+    not_measurable: str = ""
+    source: str = ""          # for checks beside the guide: whose statement it is
 
     def __post_init__(self) -> None:
-        if self.source not in SOURCES:
-            raise ValueError(f"{self.id}: source {self.source!r} is not one of {SOURCES}")
+        if sum(map(bool, (self.judge, self.doc, self.not_measurable))) != 1:
+            raise ValueError(f"{self.id}: give one of a judge, a Doc, or why nothing measures "
+                             "it")
         if self.chapter not in CHAPTERS:
-            raise ValueError(f"{self.id}: chapter {self.chapter!r} is not one of {list(CHAPTERS)}")
-        if bool(self.judge) == bool(self.not_measurable):
-            raise ValueError(f"{self.id}: give a judge, or say why it is not measurable")
-        if self.judge and not (self.reading and self.decides):
-            raise ValueError(f"{self.id}: a measured claim needs its reading and what decides it")
+            raise ValueError(f"{self.id}: chapter {self.chapter!r} is not one of "
+                             f"{list(CHAPTERS)}")
+        if not (self.cites or self.source):
+            raise ValueError(f"{self.id}: cite the guide's sentences, or name the source")
+        if self.judge and not (self.decides and self.steps and
+                               sum(r.literal for r in self.readings) == 1):
+            raise ValueError(f"{self.id}: a measured claim needs its steps, what decides it and "
+                             "exactly one literal reading")
+
+    @property
+    def kind(self) -> str:
+        return MEASURED if self.judge else DOCUMENTATION if self.doc else UNMEASURABLE
+
+    @property
+    def where(self) -> str:
+        """"the guide G.3.2" / "NVIDIA's datasheets"."""
+        return self.source or f"{SOURCES[self.cites[0][0]]} {', '.join(self.cites)}"
 
     def to_dict(self) -> dict:
+        """The register's row (`report --register --json`)."""
         title, path = CHAPTERS[self.chapter]
-        return {**asdict(self), "chapter_title": title, "chapter_path": path,
-                "text": self.stated}
+        return {"id": self.id, "cites": list(self.cites), "where": self.where,
+                "stated": self.stated, "kind": self.kind, "figure": self.figure,
+                "readings": [{"name": r.name, "text": r.text, "decides": r.literal,
+                              **({"unmeasured": r.unmeasured} if r.unmeasured else {})}
+                             for r in self.readings],
+                "decides": self.decides or (self.doc and f"{self.doc.verdict}: {self.doc.finding}")
+                or f"not measurable: {self.not_measurable}",
+                "about": self.about, "cpu_answers": self.cpu_answers,
+                "documents": self.doc.cited() if self.doc else "",
+                "chapter": self.chapter, "chapter_title": title, "chapter_path": path}
+
+
+def measured(**definition) -> Callable[[Callable], Claim]:
+    """Decorator: the judging function below it becomes a Claim named after it."""
+    return lambda judge: Claim(id=judge.__name__, judge=judge, **definition)
 
 
 @dataclass(frozen=True)
 class Look:
-    """How a status is drawn: CSS class (HTML), colour (panel, terminal on a TTY), and a short
-    word for narrow places (compare tables)."""
+    """How a status is drawn: CSS class (HTML), colour (panel, terminal), a short word."""
 
     css: str
     colour: str
@@ -115,6 +175,10 @@ class Look:
 LOOKS = {
     HOLDS: Look("holds", "#1a7f37", "holds", "32"),
     FAILS: Look("fails", "#c62828", "does not hold", "31"),
+    INCONCLUSIVE: Look("inconclusive", "#bc4c00", "inconclusive", "38;5;208"),
+    AGREES: Look("doc-agrees", "#116329", "docs agree", "36"),
+    PARTLY: Look("doc-partly", "#7d4e00", "docs: partly", "36"),
+    CONTRADICTED: Look("doc-contradicted", "#a40e26", "docs contradict", "36"),
     METHOD_ON_CPU: Look("method-cpu", "#0969da", "method on CPU", "34"),
     FAILED: Look("failed", "#8250df", "failed", "35"),
     UNTESTABLE: Look("untestable", "#6e6e6e", "untestable here", "90"),
@@ -129,11 +193,12 @@ class Verdict:
 
     claim: str
     status: str
-    scope: str = ""            # "on this GPU: ..." / "on this CPU (...): ..." / ""
+    scope: str = ""            # "on this GPU: ..." / "on this CPU (...)" / "" (documentation)
     measured: str = ""         # the measurement behind the verdict, in words with numbers
-    reason: str = ""           # why it is only a method / failed / untestable / not measured
+    reason: str = ""           # why not more / what would decide it / the documents' finding
     figures: dict = field(default_factory=dict)   # name -> {"label", "value", "unit"}
     noisy: bool = False
+    readings: tuple = ()       # ({"name", "status", "text"}, ...): the other readings' outcomes
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -142,9 +207,10 @@ class Verdict:
             raise ValueError(f"a {self.status!r} verdict needs the reason")
 
     def to_dict(self, claim: dict) -> dict:
-        """The verdict beside its register entry (`claim`: Claim.to_dict())."""
+        """The verdict beside its register row (Claim.to_dict())."""
         return {**claim, "status": self.status, "scope": self.scope, "measured": self.measured,
-                "reason": self.reason, "figures": self.figures, "noisy": self.noisy}
+                "reason": self.reason, "figures": self.figures, "noisy": self.noisy,
+                "other_readings": list(self.readings)}
 
 
 def figure(label: str, value: float | None, unit: str = "") -> dict:
@@ -163,24 +229,36 @@ def rel_spread(time_ms) -> float:
     return (q3 - q1) / 2 / median if median > 0 else 0.0
 
 
-def reaches(value: float, spread: float, claimed: float) -> bool:
-    """The measured `value` reaches `claimed` within its noise: value + spread >= claimed."""
-    return value + spread >= claimed
+def three_way(value: float, spread: float, claimed: float, at_most: bool = False) -> str:
+    """HOLDS when even value - spread reaches `claimed` (value + spread stays at or under it for
+    an `at_most` figure), FAILS when even value + spread falls short (value - spread is over
+    it), INCONCLUSIVE when `claimed` lies within the noise."""
+    low, high = value - spread, value + spread
+    if at_most:
+        return HOLDS if high <= claimed else FAILS if low > claimed else INCONCLUSIVE
+    return HOLDS if low >= claimed else FAILS if high < claimed else INCONCLUSIVE
+
+
+def combine(statuses) -> str:
+    """Several figures that must all hold: FAILS if one fails, else INCONCLUSIVE if one is,
+    else HOLDS."""
+    found = set(statuses)
+    return FAILS if FAILS in found else INCONCLUSIVE if INCONCLUSIVE in found else HOLDS
+
+
+def within_noise(value: float, spread: float, claimed: float, unit: str = "") -> str:
+    """What an INCONCLUSIVE verdict says: where the figure lies, and what would decide it."""
+    return (f"the claimed {claimed:g}{unit} lies within the measured {value:.3g}{unit} ± "
+            f"{spread:.2g}: {QUIETER}")
 
 
 def beyond_range(value: float, spread: float, low: float, high: float | None,
                  unit: str = "x") -> str:
-    """" (above the claimed range 1.8-2.5x)" when even the value's lower edge is above the high
-    end; "" otherwise (also for a claim without a range)."""
+    """" (above the claimed range 1.8-2.5x: ...)" when even the value's lower edge is above
+    the high end; "" otherwise (also for a claim without a range)."""
     if high is None or high == low or value - spread <= high:
         return ""
     return f" (above the claimed range {low:g}-{high:g}{unit}: the effect is there, larger)"
-
-
-def loss_reached(loss: float | None, baseline: float | None,
-                 tolerance: float = LOSS_TOLERANCE) -> bool:
-    """A held-out loss reaches the baseline's: finite and at most (1 + tolerance) x baseline."""
-    return loss is not None and baseline is not None and loss <= baseline * (1 + tolerance)
 
 
 def with_spread(value: float, spread: float, unit: str = "x", digits: int = 3) -> str:
@@ -189,10 +267,19 @@ def with_spread(value: float, spread: float, unit: str = "x", digits: int = 3) -
     return text + (f" ± {spread:.2g}" if spread > 0 else "")
 
 
+def seed_spread(*groups: list[float]) -> float:
+    """The widest range among seed groups of held-out losses (0 for single runs)."""
+    return max((max(g) - min(g) for g in groups if len(g) > 1), default=0.0)
+
+
 def thresholds() -> dict:
     """The shared constants of the rules, for the report's JSON and HTML (each claim's own rule
-    is its register entry's `decides`)."""
+    is its row's `decides`)."""
     return {"accumulation_gap": ACCUMULATION_GAP, "model_error": MODEL_ERROR,
             "loss_tolerance": LOSS_TOLERANCE,
-            "noise": "a figure is reached when value + spread >= claimed; the spread is half "
-                     "the relative IQR of the timings behind it (summed for a ratio)"}
+            "noise": "holds when value - spread reaches the figure, does not hold when value + "
+                     "spread falls short, inconclusive otherwise; the spread is half the "
+                     "relative IQR of the timings behind it (summed for a ratio), a loss's the "
+                     "range over seeds; counted figures have none",
+            "winners": "a winner among candidates (best tile, best hook) is judged from a "
+                       "separate confirmation run"}

@@ -26,7 +26,7 @@ from typing import Any
 from ..core.envdiff import diff_sides, show_value, side_from_report
 
 REPORT_KIND = "a800lab-report"
-KNOWN_VERSIONS = (1, 2)   # 1: before the claim register (its claims compare by id)
+KNOWN_VERSIONS = (1, 2, 3)   # 1: before the claim register; 3: cited claims (by id all)
 REPORT_FILE = "report.json"
 RUN_HINT = "run `python -m a800lab report --out {dir}` first"
 

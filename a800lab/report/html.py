@@ -8,11 +8,13 @@ network, so it opens anywhere, also on an air-gapped box or as a mail attachment
     write_compare_html(c, "compare.html")
 
 A report page: the device and scope, completeness, one row per claim of the register with its
-verdict drawn per status (a CPU run's "method shown on CPU" neither green nor red), the claim as
-stated beside the lab's reading, the health checks (advice, per-card table, sibling flags, bus
-bandwidth), the figures (a800lab.report.figures), the verdict thresholds and the environment.
-Every text is escaped; a missing value shows as "—". Chapter references are relative paths,
-shown as text.
+verdict drawn per status (inconclusive its own colour, dashed; a CPU run's "method shown on
+CPU" neither green nor red; documentation verdicts outlined, never filled like a measurement),
+the claim in the guide's words with its sentence ids beside its readings (the literal one
+decides, the others with their outcomes), the health checks (advice, per-card table, sibling
+flags, bus bandwidth), the figures (a800lab.report.figures), the verdict thresholds and the
+environment. Every text is escaped; a missing value shows as "—". Chapter references are
+relative paths, shown as text.
 """
 
 from __future__ import annotations
@@ -64,6 +66,9 @@ th,td{border:1px solid #d0d7de;padding:.3em .55em;text-align:left;vertical-align
 th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .status{font-weight:600;display:inline-block;border-radius:4px;padding:.1em .4em}
 .holds{background:#dafbe1;color:#116329}.fails{background:#ffebe9;color:#a40e26}
+.inconclusive{background:#fff1e5;color:#953800;border:1px dashed #bc4c00}
+.doc-agrees,.doc-partly,.doc-contradicted{background:#fff;border:1px solid #8c959f}
+.doc-agrees{color:#116329}.doc-partly{color:#7d4e00}.doc-contradicted{color:#a40e26}
 .method-cpu{background:#ddf4ff;color:#0550ae;border:1px dashed #54aeff}
 .failed{background:#fbefff;color:#6e40c9}
 .untestable{background:#eaeef2;color:#57606a}.not-measurable{background:#f6f8fa;color:#6e7781}
@@ -162,9 +167,10 @@ def _header(report: dict) -> list[str]:
 
 
 def _claims(report: dict) -> list[str]:
-    """One row per claim: its verdict, the claim as the guide states it, the lab's reading,
-    what was measured, why not more, the chapter; measured claims first, then the ones no
-    measurement decides."""
+    """One row per claim: its verdict, the claim as the guide states it with its sentence ids,
+    the reading that decides and the others with their outcomes, what was measured, why not
+    more, the chapter; measured claims first, then the documentation's, then the ones nothing
+    measures."""
     claims = report.get("claims") or []
     counts = {s: sum(c.get("status") == s for c in claims) for s in STATUSES}
     summary = " · ".join(f"{_status(s)} {n}" for s, n in counts.items() if n)
@@ -173,35 +179,51 @@ def _claims(report: dict) -> list[str]:
     out = ["<h2>Claims</h2>", f"<p>{summary or 'no claims in this report'}</p>"]
     if one_scope:
         out.append(f"<p>Measured {esc(next(iter(scopes)))}.</p>")
-    heads = ["verdict", "the claim, as stated", "the lab's reading", *([] if one_scope
-                                                                       else ["where"]),
+    heads = ["verdict", "the claim, as the guide states it", "readings", *([] if one_scope
+                                                                          else ["where"]),
              "measured", "why", "chapter"]
-    measured = [c for c in claims if c.get("status") != NOT_MEASURABLE]
-    if measured:
-        out += ["<h3>Measured or measurable here</h3>",
-                _table(heads, [_claim_row(c, one_scope) for c in measured])]
-    unmeasurable = [c for c in claims if c.get("status") == NOT_MEASURABLE]
-    if unmeasurable:   # nothing to read or measure: the claim, why not, where it is explained
-        out += ["<h3>Not measurable</h3>", _table(
-            ["verdict", "the claim, as stated", "why", "chapter"],
-            [[row[0], row[1], row[-2], row[-1]] for row in
-             (_claim_row(c, True) for c in unmeasurable)])]
+    groups = (("Measured or measurable here", lambda c: c.get("kind", "measured") == "measured"),
+              ("Decided by documentation", lambda c: c.get("kind") == "documentation"),
+              ("Not measurable", lambda c: c.get("status") == NOT_MEASURABLE))
+    for title, belongs in groups:
+        rows = [_claim_row(c, one_scope) for c in claims if belongs(c)]
+        if not rows:
+            continue
+        if title == "Measured or measurable here":
+            out += [f"<h3>{title}</h3>", _table(heads, rows)]
+        else:   # nothing measured: the claim, the documents' finding or why not, the chapter
+            out += [f"<h3>{title}</h3>", _table(["verdict", "the claim, as the guide states it",
+                                                 "why", "chapter"],
+                                                [[r[0], r[1], r[-2], r[-1]] for r in rows])]
     return out
+
+
+def _readings(c: dict) -> str:
+    """The reading that decides, then the others, each with its outcome where one was
+    measured."""
+    outcomes = {r["name"]: r for r in c.get("other_readings") or []}
+    parts = []
+    for r in c.get("readings") or []:
+        if r.get("decides"):
+            parts.append(f"<b>{esc(r['name'])}</b> (decides): {esc(r['text'])}")
+            continue
+        got = outcomes.get(r["name"])
+        outcome = (f" → {_status(got['status'])} {esc(got['text'])}" if got else
+                   f" (not measured: {esc(r['unmeasured'])})" if r.get("unmeasured") else "")
+        parts.append(f'<span class="reading">{esc(r["name"])}: {esc(r["text"])}{outcome}</span>')
+    if c.get("decides") and c.get("kind", "measured") == "measured":
+        parts.append(f'<span class="reading">decided: {esc(c["decides"])}</span>')
+    return "<br>".join(parts) or esc(None)
 
 
 def _claim_row(c: dict, one_scope: bool) -> list[str]:
     noisy = ' <span class="noisy">noisy</span>' if c.get("noisy") else ""
-    where = f"{esc(c.get('source'))}, {esc(c.get('section'))}" if c.get("source") else ""
     stated = (f"<b>{esc(c.get('stated') or c.get('text'))}</b><br>"
-              f'<span class="reading">{where} · <code>{esc(c.get("id"))}</code></span>')
-    reading = esc(c.get("reading") or None)
-    if c.get("other"):
-        reading += f'<br><span class="reading">also: {esc(c["other"])}</span>'
-    if c.get("decides"):
-        reading += f'<br><span class="reading">decided: {esc(c["decides"])}</span>'
+              f'<span class="reading">{esc(c.get("where"))} · <code>{esc(c.get("id"))}</code>'
+              "</span>")
     chapter = (f"{esc(c.get('chapter'))} {esc(c.get('chapter_title'))}<br>"
                f"<code>{esc(c.get('chapter_path'))}</code>")
-    return [_status(c.get("status")) + noisy, stated, reading,
+    return [_status(c.get("status")) + noisy, stated, _readings(c),
             *([] if one_scope else [esc(c.get("scope") or None)]),
             esc(c.get("measured") or None), esc(c.get("reason") or None), chapter]
 

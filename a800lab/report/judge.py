@@ -1,17 +1,18 @@
-"""What every judging function of the report shares: the measured records of one report, looked
-up by battery step and parameters, and the Finding a judging function returns.
+"""What every judging function shares: one report's records looked up by battery step and
+parameters, the Finding a judge returns, and the three-way rule applied to a claim's figure.
 
     from a800lab.report.judge import Context, Finding
     ctx = Context(records_by_step, plan, device_name="NVIDIA H200", price_per_gpu_hour_usd=2.0)
-    ctx.one("peak", precision="fp32")        # the ok record of that point, or None
-    ctx.rate_ratio(top, base)                # (top / base rate, its spread)
-    ctx.decide(claim, value, spread)         # HOLDS or FAILS by the claim's own figure
+    ctx.one("peak", precision="fp32")           # the ok record of that point, or None
+    ctx.rate_ratio(top, base)                   # (top / base rate, its spread)
+    ctx.confirmed("tiles", best)                # the winner's record from its confirmation run
+    ctx.finding(claim, value, spread, "text")   # holds / does not hold / inconclusive, and why
 
-A judging function (report.judges_*) takes (ctx, claim) and returns a Finding, or None when the
-records it needs are not there (the report then says "not measured yet", or "failed" when the
-points were measured and failed: report.verdicts decides which). Findings carry the status the
-numbers give; the CPU rule (a CPU never holds or fails a claim about GPU hardware) is applied
-after, in one place (report.verdicts).
+A judge (a claim's function, report.compute / training / systems) takes (ctx, claim) and
+returns a Finding, or None when the records it needs are not there (the report then says "not
+measured yet", or "failed" when the points were measured and failed: report.verdicts decides
+which). Findings carry the status the numbers give; the CPU rule (a CPU never judges a claim
+about GPU hardware) is applied after, in one place (report.verdicts).
 """
 
 from __future__ import annotations
@@ -22,19 +23,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..core.results import Record
-from .battery import Plan
-from .claims import FAILS, HOLDS, Claim, reaches, rel_spread
+from .claims import INCONCLUSIVE, Claim, rel_spread, three_way, within_noise
 
 
 @dataclass
 class Finding:
-    """A judging function's result: status, the measurement in words, its figures."""
+    """A judge's result: status, the measurement in words, its figures, and the other
+    readings' outcomes ({reading name: (status, text)})."""
 
     status: str
     measured: str
     figures: dict = field(default_factory=dict)
     noisy: bool = False
     reason: str = ""
+    readings: dict = field(default_factory=dict)
 
 
 def newest_by_step(records: Iterable[Record]) -> dict[str, list[Record]]:
@@ -91,7 +93,7 @@ def failures_text(records: list[Record]) -> str:
 class Context:
     """The records of one report, by step, and the plan they were measured for."""
 
-    def __init__(self, steps: dict[str, list[Record]], plan: Plan, device_name: str,
+    def __init__(self, steps: dict[str, list[Record]], plan, device_name: str,
                  price_per_gpu_hour_usd: float):
         self.steps, self.plan, self.device_name = steps, plan, device_name
         self.price = price_per_gpu_hour_usd
@@ -110,20 +112,37 @@ class Context:
         found = self.ok(step, **params)
         return found[0] if found else None
 
-    def rate_ratio(self, top: Record, base: Record) -> tuple[float, float]:
+    def confirmed(self, step: str, winner: Record) -> Record | None:
+        """The winner's record from `step`'s confirmation run (step "<step>_confirm": the same
+        point measured again after the candidates), or None before it ran."""
+        return next((r for r in self.ok(f"{step}_confirm") if r.params == winner.params), None)
+
+    @staticmethod
+    def rate_ratio(top: Record, base: Record) -> tuple[float, float]:
         """top's rate over base's, and its spread (both records' relative half-IQRs summed)."""
         ratio = top.throughput / base.throughput
         return ratio, ratio * (rel_spread(top.time_ms) + rel_spread(base.time_ms))
 
-    def time_cut(self, new: Record, old: Record) -> tuple[float, float]:
+    @staticmethod
+    def time_cut(new: Record, old: Record) -> tuple[float, float]:
         """1 - new's median time / old's, and its spread."""
         ratio = median_ms(new) / median_ms(old)
         return 1 - ratio, ratio * (rel_spread(new.time_ms) + rel_spread(old.time_ms))
 
     @staticmethod
-    def decide(claim: Claim, value: float, spread: float = 0.0) -> str:
-        """HOLDS when `value` reaches the claim's figure (its low end) within `spread`."""
-        return HOLDS if reaches(value, spread, claim.low) else FAILS
+    def decide(claim: Claim, value: float, spread: float = 0.0, at_most: bool = False) -> str:
+        """The three-way rule at the claim's figure (its low end)."""
+        return three_way(value, spread, claim.low, at_most)
+
+    def finding(self, claim: Claim, value: float, spread: float, measured: str,
+                figures: dict | None = None, noisy_: bool = False, readings: dict | None = None,
+                at_most: bool = False) -> Finding:
+        """The Finding of `value` ± `spread` against the claim's figure, with what would decide
+        it when the figure lies within the noise."""
+        status = self.decide(claim, value, spread, at_most)
+        reason = within_noise(value, spread, claim.low, "" if claim.unit == "x" else claim.unit) \
+            if status == INCONCLUSIVE else ""
+        return Finding(status, measured, figures or {}, noisy_, reason, readings or {})
 
     def untestable_reason(self, claim: str) -> str:
         return self.plan.untestable.get(claim, "")

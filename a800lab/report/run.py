@@ -42,11 +42,11 @@ from ..core.results import (
 )
 from ..core.sweep import measure_point, thread_count
 from ..workloads.health import health_report
-from .battery import BATTERY_VERSION, BUDGET_S, POINTS, Plan, Step, plan_battery
 from .claims import thresholds
+from .plan import BATTERY_VERSION, BUDGET_S, POINTS, Plan, Step, plan_battery, resolve_points
 from .verdicts import judge_claims
 
-KIND, VERSION = "a800lab-report", 2
+KIND, VERSION = "a800lab-report", 3
 POINTS_FILE, REPORT_FILE = "points.jsonl", "report.json"
 DEFAULT_PRICE_PER_GPU_HOUR_USD = 2.0
 BUDGET_MARGIN = 1.5   # the default budget: the mode's, or 1.5x the battery's estimate if longer
@@ -79,7 +79,7 @@ def run_report(mode: str = "quick", out: str | Path = "report", *, device: str =
                cancel: CancelToken | None = None) -> dict:
     """Measure the battery of `mode` on `device` into `out`/points.jsonl (resuming), judge it,
     write `out`/report.json and return the report dict. `plan`: a battery of your own
-    (a800lab.report.battery.Plan), e.g. a smaller one for a demo. `on_progress(done, total, eta_s,
+    (a800lab.report.plan.Plan), e.g. a smaller one for a demo. `on_progress(done, total, eta_s,
     what)` after every point; `on_record(record)` for every point measured now."""
     _check_options(mode, budget_s, price_per_gpu_hour_usd)
     device = report_device(device)
@@ -96,7 +96,7 @@ def run_report(mode: str = "quick", out: str | Path = "report", *, device: str =
     env["fingerprint"] = fingerprint(env)
     done = done_keys(points_path, env["fingerprint"], key=_key)
     run = _Run(plan, points_path, env, budget_s, done, new_run_id(), on_progress, on_record,
-               cancel)
+               cancel, _current(points_path, env["fingerprint"]))
     with thread_count(torch_threads):
         try:
             run.measure_all()
@@ -122,13 +122,23 @@ def _planned(step: Step, params: dict) -> Record:
                   metrics={"battery_version": BATTERY_VERSION})
 
 
-class _Run:
-    """One invocation's walk over the plan: skip what is done, stop on budget or Stop."""
+def _current(path: Path, env_fingerprint: str) -> list[Record]:
+    """The records of `path` this environment measured with this battery."""
+    return [r for r in (read_records(path) if path.exists() else [])
+            if r.env.get("fingerprint") == env_fingerprint
+            and r.metrics.get("battery_version") == BATTERY_VERSION]
 
-    def __init__(self, plan, path, env, budget_s, done, run_id, on_progress, on_record, cancel):
+
+class _Run:
+    """One invocation's walk over the plan: skip what is done, stop on budget or Stop. A
+    confirmation step's point is its candidates' winner, known once they are measured."""
+
+    def __init__(self, plan, path, env, budget_s, done, run_id, on_progress, on_record, cancel,
+                 records):
         self.plan, self.path, self.env, self.budget_s = plan, path, env, budget_s
         self.done, self.run_id, self.cancel = done, run_id, cancel
         self.on_progress, self.on_record = on_progress, on_record
+        self.records = records          # this battery's records so far: who won each step
         self.stopped, self.count = "", 0
         self.started = time.perf_counter()
 
@@ -136,22 +146,29 @@ class _Run:
     def wall_s(self) -> float:
         return time.perf_counter() - self.started
 
+    def todo(self, step: Step) -> list[dict]:
+        """`step`'s points not measured yet (a confirmation step's: its winner, if known)."""
+        points = [p for s, p in resolve_points(self.plan, self.records) if s is step]
+        return [p for p in points if "confirm" not in p
+                and _key(_planned(step, p)) not in self.done]
+
     def measure_all(self) -> None:
-        todo = [(s, p) for s in self.plan.steps for p in s.points
-                if _key(_planned(s, p)) not in self.done]
-        self.total, self.skipped = self.plan.points, self.plan.points - len(todo)
+        self.total = self.plan.points
+        self.skipped = self.total - sum(
+            1 for s, p in resolve_points(self.plan, self.records)
+            if "confirm" in p or _key(_planned(s, p)) not in self.done)
         self._progress(f"{self.skipped} point(s) already measured" if self.skipped else "start")
-        comm = [(s, p) for s, p in todo if s.ranks]
-        for step, params in [(s, p) for s, p in todo if not s.ranks]:
-            if not self._go_on():
-                return
-            record = measure_point(functools.partial(POINTS[step.workload], **step.settings),
-                                   params, workload=step.workload, device=self.plan.device,
-                                   env=self.env, label=step.name, cancel=self.cancel,
-                                   run_id=self.run_id)
-            self._deliver(record, step)
-        if comm:
-            self._comm(comm)
+        for step in [s for s in self.plan.steps if not s.ranks]:
+            for params in self.todo(step):
+                if not self._go_on():
+                    return
+                record = measure_point(functools.partial(POINTS[step.workload],
+                                                         **step.settings),
+                                       params, workload=step.workload, device=self.plan.device,
+                                       env=self.env, label=step.name, cancel=self.cancel,
+                                       run_id=self.run_id)
+                self._deliver(record, step)
+        self._comm([s for s in self.plan.steps if s.ranks])
 
     def _go_on(self) -> bool:
         if self.cancel is not None and self.cancel.cancelled:
@@ -164,6 +181,8 @@ class _Run:
         record = dataclasses.replace(record, metrics={**record.metrics,
                                                       "battery_version": BATTERY_VERSION})
         append_record(self.path, record)
+        self.records.append(record)
+        self.done.add(_key(record))
         self.count += 1
         if self.on_record:
             self.on_record(record)
@@ -174,25 +193,24 @@ class _Run:
             return
         done = self.skipped + self.count
         per_point = self.wall_s / self.count if self.count else None
-        eta = None if per_point is None else per_point * (self.total - done)
+        eta = None if per_point is None else per_point * max(0, self.total - done)
         self.on_progress(done, self.total, eta, what)
 
-    def _comm(self, todo: list[tuple[Step, dict]]) -> None:
+    def _comm(self, steps: list[Step]) -> None:
         """The steps on ranks: one rank group per (world size, backend), started once for every
         step that runs on it (starting one costs seconds), one point at a time."""
         from ..workloads.comm.runs import run_comm, start_ranks
 
-        steps = [s for s in self.plan.steps if any(s is t for t, _ in todo)]
         groups: dict[tuple, list[Step]] = {}
         for step in steps:   # NCCL on GPUs; gloo on a CPU and in the tests
             groups.setdefault((step.ranks, step.points[0]["backend"]), []).append(step)
         for (ranks, backend), group_steps in groups.items():
-            if not self._go_on():
-                return
+            if not any(self.todo(s) for s in group_steps) or not self._go_on():
+                continue
             group = start_ranks(ranks, backend)
             try:
                 for step in group_steps:
-                    for params in [p for s, p in todo if s is step]:
+                    for params in self.todo(step):
                         if not self._go_on():
                             return
                         result = run_comm(step.workload, {k: [v] for k, v in params.items()},
@@ -215,7 +233,8 @@ def build(plan: Plan, folder: str | Path, env: dict, *, wall_s: float = 0.0, sto
     folder = Path(folder)
     all_records = read_records(folder / POINTS_FILE) if (folder / POINTS_FILE).exists() else []
     records = [r for r in all_records if r.env.get("fingerprint") == env["fingerprint"]]
-    planned = {_key(_planned(s, p)) for s in plan.steps for p in s.points}
+    current = [r for r in records if r.metrics.get("battery_version") == BATTERY_VERSION]
+    planned = {_key(_planned(s, p)) for s, p in resolve_points(plan, current)}
     newest = {_key(r): r for r in records if _key(r) in planned}
     facts = judge_claims(newest.values(), plan, device_name=_name(env),
                   price_per_gpu_hour_usd=price_per_gpu_hour_usd)

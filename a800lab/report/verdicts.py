@@ -1,23 +1,24 @@
 """From a report's measured records to its verdicts, health section, comparable figures and
 figure series: the judging half of `a800lab report` (report.run measures, this reads).
 
-    from a800lab.report.verdicts import judge_claims, JUDGES
+    from a800lab.report.verdicts import judge_claims
     facts = judge_claims(records, plan, device_name="NVIDIA H200", price_per_gpu_hour_usd=2.0)
     facts["claims"]        # one verdict dict per register entry (report.register.REGISTER)
     facts["health"]        # cards (peak and copy bandwidth per GPU), sibling flags, busbw
     facts["figures"]       # flat {key: {"label", "value", "unit"}}: what --compare divides
     facts["series"]        # per-figure rows for the HTML report
 
-`records` are the report's points (a800lab.core.results.Record), each labelled with the name of
-its battery step; the newest record of each point counts. Per claim, in this order: a claim no
-measurement decides says why (not measurable); one the plan cannot run here says why (cannot
-be tested); otherwise its judging function (JUDGES, by the claim's `judge`; report.judges_*)
-reads the records, once every point of the claim's steps has one (before that it is "not
-measured yet": a verdict is never drawn from part of a grid). When the judge finds nothing to
-judge in them, the points it needs failed (out of memory, unsupported, a wrong result): the
-claim has "failed", with the reason. Last, the CPU rule: on a CPU a claim whose register entry
-does not say a CPU answers it is never "holds" or "does not hold": it is "method shown on CPU;
-says nothing about the GPU", with its numbers. Pure: no measuring, no torch.
+`records` are the report's points (a800lab.core.results.Record), each labelled with its battery
+step; the newest record of each point counts. Per claim, in this order: one nothing measures
+says why (not measurable); one documentation decides gets the documents' verdict, the same on
+every machine; one the plan cannot test here says why (cannot be tested), with what its method
+showed beside when its points ran; otherwise its judge (the claim's `judge`) reads the records
+once every point of the claim's steps has one (before that it is "not measured yet": a verdict
+is never drawn from part of a grid). When the judge finds nothing to judge in them, the points
+failed (out of memory, unsupported, a wrong result): "failed", with the reason. Last, the CPU
+rule: on a CPU a claim that a CPU does not answer never holds, fails or is inconclusive, nor
+do its other readings: it is "method shown on CPU; says nothing about the GPU". Pure: no
+measuring, no torch.
 """
 
 from __future__ import annotations
@@ -28,11 +29,9 @@ from collections.abc import Iterable
 from ..core.results import Record
 from ..core.units import MIB
 from ..workloads.stress import DATASHEET_THRESHOLD, THRESHOLD, CardResult, flag_cards
-from .battery import Plan
 from .claims import (
     FAILED,
-    FAILS,
-    HOLDS,
+    JUDGED,
     METHOD_ON_CPU,
     NOT_MEASURABLE,
     NOT_MEASURED,
@@ -42,15 +41,10 @@ from .claims import (
     figure,
 )
 from .judge import Context, Finding, failures_text, newest_by_step, noisy, ok
-from .judges_compute import JUDGES as COMPUTE
-from .judges_systems import JUDGES as SYSTEMS
-from .judges_training import JUDGES as TRAINING
+from .plan import Plan, resolve_points
 from .register import REGISTER
 
-JUDGES = {**COMPUTE, **TRAINING, **SYSTEMS}   # a claim's `judge` -> its judging function
-
-__all__ = ["JUDGES", "judge_claims", "newest_by_step"]
-
+__all__ = ["judge_claims", "newest_by_step"]
 
 CPU_ANSWERS = ("counted or computed the same way on any device (bytes, calls, gradients), so "
                "a CPU answers it")
@@ -68,64 +62,79 @@ def _cpu_reason(claim: Claim) -> str:
             "works, not what a GPU does")
 
 
-def _pending(claim: Claim, plan: Plan, steps: dict[str, list[Record]]) -> str:
+def _missing(claim: Claim, j: Context, resolved) -> str:
     """Why the claim cannot be judged yet ("" when every point of its steps has a record): a
     verdict is never drawn from part of a grid or one side of a comparison."""
-    planned = plan.steps_for(claim.id)
+    planned = [(s, p) for s, p in resolved if s.name in claim.steps]
     if not planned:
         return "no step of this battery measures it"
-    got = sum(min(len(steps.get(s.name, [])), len(s.points)) for s in planned)
-    total = sum(len(s.points) for s in planned)
-    if got >= total:
+    got = sum(any(r.params == p for r in j.steps.get(s.name, [])) for s, p in planned)
+    if got == len(planned):
         return ""
-    names = ", ".join(f"'{s.name}'" for s in planned)
-    return (f"{got} of the {total} point(s) of step {names} measured; run the same command "
-            "again to resume")
+    names = ", ".join(f"'{n}'" for n in dict.fromkeys(s.name for s, _ in planned))
+    return (f"{got} of the {len(planned)} point(s) of step {names} measured; run the same "
+            "command again to resume")
 
 
-def _failed(claim: Claim, plan: Plan, steps: dict[str, list[Record]]) -> str:
+def _failed(claim: Claim, j: Context) -> str:
     """Why a claim whose points are all measured gave its judge nothing to judge."""
-    planned = plan.steps_for(claim.id)
-    got = [r for s in planned for r in steps.get(s.name, [])]
-    names = ", ".join(f"'{s.name}'" for s in planned)
+    got = [r for s in claim.steps for r in j.steps.get(s, [])]
+    names = ", ".join(f"'{s}'" for s in claim.steps if s in j.steps)
     return (f"step {names}: " + (failures_text(got) or "its points gave nothing to judge")
             + "; running again gives the same: change the configuration or the machine")
 
 
-def _verdict(claim: Claim, j: Context, figures: dict) -> Verdict:
+def _on_cpu(status: str, claim: Claim, j: Context) -> str:
+    return METHOD_ON_CPU if status in JUDGED and not j.on_gpu and not claim.cpu_answers \
+        else status
+
+
+def _verdict(claim: Claim, j: Context, resolved, figures: dict) -> Verdict:
     scope = _scope(j.plan, j.device_name)
     if claim.not_measurable:
-        return Verdict(claim.id, NOT_MEASURABLE, "", reason=claim.not_measurable)
-    if claim.id in j.plan.untestable:
-        return Verdict(claim.id, UNTESTABLE, scope, reason=j.plan.untestable[claim.id])
-    pending = _pending(claim, j.plan, j.steps)
-    if pending:
-        return Verdict(claim.id, NOT_MEASURED, scope, reason=pending)
-    found: Finding | None = JUDGES[claim.judge](j, claim)
+        return Verdict(claim.id, NOT_MEASURABLE, reason=claim.not_measurable)
+    if claim.doc:
+        return Verdict(claim.id, claim.doc.verdict, reason=f"{claim.doc.finding} "
+                       f"({claim.doc.cited()})")
+    untestable = j.plan.untestable.get(claim.id, "")
+    missing = _missing(claim, j, resolved)
+    if missing and untestable:
+        return Verdict(claim.id, UNTESTABLE, scope, reason=untestable)
+    if missing:
+        return Verdict(claim.id, NOT_MEASURED, scope, reason=missing)
+    found: Finding | None = claim.judge(j, claim)
     if found is None:
-        return Verdict(claim.id, FAILED, scope, reason=_failed(claim, j.plan, j.steps))
-    status, reason = found.status, found.reason
-    if status in (HOLDS, FAILS) and not j.on_gpu and not claim.cpu_answers:
-        status, reason = METHOD_ON_CPU, _cpu_reason(claim)
-    elif status == METHOD_ON_CPU and not reason:
+        return (Verdict(claim.id, UNTESTABLE, scope, reason=untestable) if untestable else
+                Verdict(claim.id, FAILED, scope, reason=_failed(claim, j)))
+    status, reason = _on_cpu(found.status, claim, j), found.reason
+    if untestable:
+        status, reason = UNTESTABLE, untestable
+    elif status == METHOD_ON_CPU and found.status != METHOD_ON_CPU or \
+            status == METHOD_ON_CPU and not reason:
         reason = _cpu_reason(claim)
-    elif status in (HOLDS, FAILS) and not j.on_gpu:
-        reason = CPU_ANSWERS
+    elif status in JUDGED and not j.on_gpu:
+        reason = reason or CPU_ANSWERS
     measured = found.measured
     if found.noisy and measured:
         measured += " (noisy: some timings behind it were noisy; run again before acting)"
     for name, fig in found.figures.items():
         figures[f"{claim.id}.{name}"] = fig
-    return Verdict(claim.id, status, scope, measured, reason, found.figures, found.noisy)
+    readings = tuple({"name": name, "status": _on_cpu(s, claim, j), "text": text}
+                     for name, (s, text) in found.readings.items())
+    return Verdict(claim.id, status, scope, measured, reason, found.figures, found.noisy,
+                   readings)
 
 
 def judge_claims(records: Iterable[Record], plan: Plan, *, device_name: str,
                  price_per_gpu_hour_usd: float) -> dict:
     """Verdicts, health, figures and series of the report; see the module docstring."""
+    records = list(records)
     steps = newest_by_step(records)
     j = Context(steps, plan, device_name, price_per_gpu_hour_usd)
+    resolved = resolve_points(plan, [r for rs in steps.values() for r in rs])
     figures: dict[str, dict] = {}
-    verdicts = [_verdict(claim, j, figures).to_dict(claim.to_dict()) for claim in REGISTER]
+    verdicts = [_verdict(claim, j, resolved, figures).to_dict(claim.to_dict())
+                for claim in REGISTER]
     health = _health(steps, plan)
     for card in health["cards"]:
         for key, label, unit in (("matmul_tflops", "matmul TFLOP/s", "TFLOP/s"),

@@ -33,10 +33,10 @@ from ..core.cancel import CancelToken
 from ..core.environment import environment, fingerprint
 from ..core.noise import default_cpu_threads
 from ..core.results import Record, read_records
-from ..report.battery import MODES, Plan, plan_battery
-from ..report.claims import LOOKS, METHOD_ON_CPU, STATUSES
+from ..report.claims import INCONCLUSIVE, LOOKS, METHOD_ON_CPU, STATUSES
 from ..report.compare import load_report
 from ..report.html import render_report_html
+from ..report.plan import MODES, Plan, plan_battery
 from ..report.run import (
     DEFAULT_PRICE_PER_GPU_HOUR_USD,
     POINTS_FILE,
@@ -62,9 +62,9 @@ def _positive(what: str, value, example: str) -> float:
 
 
 def verdicts_html(claims: list[dict], *, live: bool = False) -> str:
-    """The claims as a table: verdict (drawn per status, as in the report's HTML), the claim as
-    stated with the lab's reading under it, what was measured and why not more, and the
-    chapter that explains it."""
+    """The claims as a table: verdict (drawn per status, as in the report's HTML), the claim in
+    the guide's words with its sentence ids and the reading that decides, what was measured,
+    the other readings' outcomes and why not more, and the chapter that explains it."""
     counts = {s: sum(c.get("status") == s for c in claims) for s in STATUSES}
     head = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     title = "Verdicts so far" if live else "Verdicts"
@@ -73,16 +73,21 @@ def verdicts_html(claims: list[dict], *, live: bool = False) -> str:
         status = str(c.get("status", ""))
         look = LOOKS.get(status)
         style = (f"color:{look.colour};font-weight:bold" if look else "font-weight:bold")
-        if status == METHOD_ON_CPU:   # neither a pass nor a fail: outlined, not filled
+        if status in (METHOD_ON_CPU, INCONCLUSIVE):   # neither a pass nor a fail: dashed
             style += f";border-left:3px dashed {look.colour}"
         noisy = " (noisy)" if c.get("noisy") else ""
+        beside = "; ".join(f"{r['name']}: {r['status']} ({r['text']})"
+                           for r in c.get("other_readings") or [])
         detail = "<br>".join(f"<b>{name}</b>: {html.escape(str(text))}" for name, text in (
-            ("measured", c.get("measured")), ("why", c.get("reason"))) if text)
-        reading = c.get("reading")
-        claim = html.escape(str(c.get("stated") or c.get("text", "")))
-        if reading:
-            claim += (f'<br><span style="color:#57606a;font-size:85%">reading: '
-                      f"{html.escape(str(reading))}</span>")
+            ("measured", c.get("measured")), ("other readings", beside),
+            ("why", c.get("reason"))) if text)
+        literal = next((r for r in c.get("readings") or [] if r.get("decides")), None)
+        where = ", ".join(c.get("cites") or []) or c.get("where", "")
+        claim = (f"<b>{html.escape(str(where))}</b> "
+                 + html.escape(str(c.get("stated") or c.get("text", ""))))
+        if literal:
+            claim += (f'<br><span style="color:#57606a;font-size:85%">reading that decides: '
+                      f"{html.escape(literal['text'])}</span>")
         rows.append(
             f'<tr class="a800lab-verdict" data-claim="{html.escape(str(c.get("id", "")))}">'
             f'<td style="{_CELL};{style}">{html.escape(status + noisy)}</td>'
@@ -91,8 +96,8 @@ def verdicts_html(claims: list[dict], *, live: bool = False) -> str:
             f'<td style="{_CELL};font-size:90%">{html.escape(str(c.get("chapter_path", "")))}'
             "</td></tr>")
     heads = "".join(f'<th style="{_CELL}">{h}</th>'
-                    for h in ("verdict", "claim (and the lab's reading)", "measured / why",
-                              "chapter"))
+                    for h in ("verdict", "the guide says (and the reading that decides)",
+                              "measured / why", "chapter"))
     return (f"<b>{title}</b> <small>({html.escape(head or 'no claims')})</small>"
             '<table class="a800lab-verdicts" style="border-collapse:collapse;line-height:1.3">'
             f"<tr>{heads}</tr>" + "".join(rows) + "</table>")
@@ -114,7 +119,7 @@ class ReportPanel:
     CPU), "cpu" or "cuda:N". `price_per_gpu_hour_usd`: for the cost per million samples.
     `cpu_threads`: torch's CPU threads during the run (default on a CPU: all usable cores but
     one). `budget_s`: stop starting points after this long (default: the mode's). `plan`: a
-    battery of your own (a800lab.report.battery.Plan), e.g. a smaller one; it
+    battery of your own (a800lab.report.plan.Plan), e.g. a smaller one; it
     replaces the mode's.
     """
 

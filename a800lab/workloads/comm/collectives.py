@@ -28,6 +28,7 @@ the card from the datasheet table (an A800's 400 GB/s total is 200 GB/s per dire
 from __future__ import annotations
 
 import functools
+import os
 import time
 
 import torch
@@ -252,7 +253,10 @@ def collective_point(op: str, size_bytes: int, dtype: str = "fp32", *, world_siz
     result = {"throughput": busbw_gbs(op, moved, median_ms, world_size),
               "throughput_unit": "GB/s busbw", "time_ms": samples, "message_bytes": moved,
               "algbw_gbs": algbw_gbs(moved, median_ms),
-              "bus_factor": bus_factor(op, world_size)}
+              "bus_factor": bus_factor(op, world_size),
+              # nodes the ranks span: torchrun's LOCAL_WORLD_SIZE ranks per node (the lab's own
+              # launcher starts every rank on this machine)
+              "hosts": world_size // int(os.environ.get("LOCAL_WORLD_SIZE", world_size))}
     if device.startswith("cuda"):
         link, source = link_gbs(torch.cuda.get_device_name(device))
         result["link_gbs"] = link

@@ -19,12 +19,15 @@ samples/s over those steps, batch generation included (the point is the loss, no
   that silently ran IEEE fp32 cannot pass for one.
 - embedding_point stores every nn.Embedding of the model in `embedding` (fp16 or fp32), the rest
   in fp32 weights trained in `precision` (default fp32_default, so that a GradScaler, which
-  refuses fp16 gradients, is not needed). The optimizer updates an fp16 table in fp16, as
-  `model.embed.half()` in plain PyTorch does: with SGD an update below half a unit in the last
-  place of a weight is lost, and `lost_update_share` counts that on the last step (of the table
-  entries with a non-zero gradient, the share the step left unchanged); with AdamW the moment
-  estimates live in fp16 too, where g^2 and eps=1e-8 underflow to 0 and the update divides by
-  zero (the loss turns NaN: eval_loss None and `diverged` True, with a message).
+  refuses fp16 gradients, is not needed), with AdamW. `optimizer_state="fp32"` keeps AdamW's
+  moments, its eps and its arithmetic in fp32 for every table (an fp16 table's value and
+  gradient go to an fp32 twin each step, AdamW steps the twin, the result is stored back in
+  fp16): only the storage rounds, and an update below half a unit in the last place of a weight
+  is lost; `lost_update_share` counts that on the last step (of the table entries with a
+  non-zero gradient, the share the step left unchanged). `optimizer_state="fp16"` is plain
+  AdamW on the fp16 table, as `model.embed.half()` in plain PyTorch gives: its moments live in
+  fp16 too, where g^2 and eps=1e-8 underflow to 0 and the update divides by zero (the loss
+  turns NaN: eval_loss None and `diverged` True, with a message): a different failure.
 """
 
 from __future__ import annotations
@@ -122,19 +125,46 @@ def _embedding_tables(model: nn.Module) -> list[nn.Parameter]:
     return [m.weight for m in model.modules() if isinstance(m, nn.Embedding)]
 
 
+class Fp32State:
+    """AdamW whose state and arithmetic stay fp32 for low-precision tables: each step a table's
+    stored value and gradient go to an fp32 twin, AdamW steps the twin, and the result is stored
+    back in the table's dtype, so only the storage rounds (the Trainer's optimizer slot)."""
+
+    def __init__(self, model: nn.Module, tables: list[nn.Parameter], lr: float):
+        self.pairs = [(w, nn.Parameter(w.detach().float())) for w in tables
+                      if w.dtype != torch.float32]
+        twins = {id(w): t for w, t in self.pairs}
+        self.inner = torch.optim.AdamW([twins.get(id(p), p) for p in model.parameters()
+                                        if p.requires_grad], lr=lr)
+
+    def step(self) -> None:
+        for w, twin in self.pairs:
+            twin.data.copy_(w.detach())
+            twin.grad = None if w.grad is None else w.grad.float()
+        self.inner.step()
+        for w, twin in self.pairs:
+            w.data.copy_(twin.detach())   # rounds: an update below half an ulp is lost
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.inner.zero_grad(set_to_none=set_to_none)
+        for w, _ in self.pairs:
+            w.grad = None
+
+
 def embedding_point(embedding: str = "fp16", model: str = "transformer", size: str = "tiny",
                     batch_size: int = 32, precision: str = "fp32_default",
-                    optimizer: str = "adamw", *,
+                    optimizer_state: str = "fp32", *,
                     train_steps: int = 60, seed: int = 0, device: str = "auto",
                     cancel: CancelToken | None = None) -> dict:
     """Train with the embedding tables stored in `embedding`, then the held-out loss and the
     share of the last step's table updates that were lost (module docstring); a sweep point."""
-    if embedding not in EMBEDDING_DTYPES:
-        raise ValueError(f"embedding={embedding!r}: use one of {tuple(EMBEDDING_DTYPES)}")
+    for name, value in (("embedding", embedding), ("optimizer_state", optimizer_state)):
+        if value not in EMBEDDING_DTYPES:
+            raise ValueError(f"{name}={value!r}: use one of {tuple(EMBEDDING_DTYPES)}")
     positive_int("train_steps", train_steps, "60")
     device = resolve_device(device)
     spec = TrainSpec(model=model, size=size, batch_size=batch_size, precision=precision,
-                     optimizer=optimizer)
+                     optimizer="adamw")
     if spec.uses_scaler:
         raise ValueError("a GradScaler refuses fp16 gradients, and an fp16 embedding table has "
                          "them; train the rest in fp32_default, fp32 or bf16")
@@ -144,6 +174,8 @@ def embedding_point(embedding: str = "fp16", model: str = "transformer", size: s
     tables = _embedding_tables(trainer.model)
     if not tables:
         raise ValueError(f"the {model} preset has no nn.Embedding: use the transformer")
+    if optimizer_state == "fp32":
+        trainer.optimizer = Fp32State(trainer.model, tables, trainer.lr)
     lost = {}
 
     def last_step(t: Trainer) -> float:
