@@ -27,7 +27,14 @@ def test_fp16_range_fractions():
     assert plain["zero"] == 0.2 and plain["count"] == 5
     scaled = fp16_fractions(values, scale=2.0**16)  # 2^-14, 2^-4, 65536 (> 65504), 6.6e9
     assert (scaled["underflow"], scaled["subnormal"], scaled["overflow"]) == (0.0, 0.0, 0.5)
-    # the boundaries are fp16's own: what rounds to zero does, what rounds to inf does
+    # the boundaries are fp16's own: what rounds to zero does, what rounds to inf does; 2^-25,
+    # half the smallest subnormal, is a tie that rounds to the even neighbour, 0, and 65519
+    # still rounds to 65504
+    for value in (2.0**-25, 2.0**-25 * 1.001, 2.0**-24, 65519.0, 65520.0):
+        as_fp16 = torch.tensor(value, dtype=torch.float64).half()
+        counted = fp16_fractions(torch.tensor([value], dtype=torch.float64))
+        assert (as_fp16 == 0) == (counted["underflow"] == 1.0), value
+        assert math.isinf(as_fp16) == (counted["overflow"] == 1.0), value
     for value, kind in ((2.0**-26, "underflow"), (2.0**-24, "subnormal"), (FP16_MAX, None)):
         as_fp16 = torch.tensor(value, dtype=torch.float64).half()
         assert (as_fp16 == 0) == (kind == "underflow") and math.isfinite(as_fp16)

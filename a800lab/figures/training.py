@@ -329,9 +329,9 @@ def gradient_histogram_figure(sample, *, scale: float = 2.0**16, device: str) ->
     ax.axvspan(np.log2(FP16_MIN_SUBNORMAL / 2), np.log2(FP16_MIN_NORMAL), color="tab:orange",
                alpha=0.12, lw=0)
     ax.axvspan(np.log2(FP16_MAX), hi, color="tab:purple", alpha=0.12, lw=0)
-    entries = [(Patch(color="tab:red", alpha=0.25), "fp16 flushes to zero (< 2^-25)"),
+    entries = [(Patch(color="tab:red", alpha=0.25), "fp16 flushes to zero (≤ 2^-25)"),
                (Patch(color="tab:orange", alpha=0.25), "fp16 subnormal: fewer bits (< 2^-14)"),
-               (Patch(color="tab:purple", alpha=0.25), "fp16 overflow: inf (> 65504)")]
+               (Patch(color="tab:purple", alpha=0.25), "fp16 overflow: inf (≥ 65520)")]
     for kind, color in (("params", "C0"), ("activations", "C1")):
         values = sample.values(kind)
         if not values.numel():

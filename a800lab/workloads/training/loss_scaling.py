@@ -14,14 +14,15 @@
     autocast_dtypes(preset("transformer").make_model(), batch, "fp16")   # what stays fp32
     norm_overflow(magnitude=300.0)                       # a hand-written RMSNorm in fp16
 
-fp16 holds magnitudes from 2^-24 (the smallest subnormal; anything smaller becomes 0) to 65504
-(anything larger becomes inf); below 2^-14 (the smallest normal) it keeps fewer significant
-bits. In an autocast fp16 backward the activation gradients and the 16-bit weight copies'
-gradients are fp16 tensors, so small gradients vanish. GradScaler multiplies the loss by a scale
+fp16 holds magnitudes from 2^-24 (the smallest subnormal; at or below half of it, 2^-25, a
+value rounds to 0: a tie rounds to the even neighbour) to 65504 (from 65520 up, inf); below
+2^-14 (the smallest normal) it keeps fewer significant bits. In an autocast fp16 backward the
+activation gradients and the 16-bit weight copies' gradients are fp16 tensors, so small
+gradients vanish. GradScaler multiplies the loss by a scale
 S (2^16 to start) so they land in range; before the optimizer step it divides them back and,
 if any is inf/NaN, skips the step and multiplies S by backoff_factor (0.5); after
-growth_interval (2000) clean steps it multiplies S by growth_factor (2). bf16 has fp32's range
-and needs no scaler.
+growth_interval (2000) clean steps it multiplies S by growth_factor (2). bf16 has fp32's normal
+range (its subnormals stop at 2^-133, fp32's at 2^-149) and needs no scaler.
 
 The gradients are sampled from an fp32 backward (exact values), then judged against fp16's
 range with and without the scale. `regression_task()` is a model where it matters: small
@@ -46,6 +47,7 @@ from .task import custom_task
 from .trainer import Trainer
 
 FP16_MAX = 65504.0
+FP16_INF_FROM = 65520.0   # 65504 + half an ulp (16): a tie that rounds to inf
 FP16_MIN_NORMAL = 2.0**-14
 FP16_MIN_SUBNORMAL = 2.0**-24
 _MAX_VALUES_PER_TENSOR = 2**18  # a strided sample of bigger tensors keeps the histogram cheap
@@ -115,10 +117,10 @@ def fp16_fractions(values: torch.Tensor, scale: float = 1.0) -> dict:
     nonzero = values[values > 0] * scale
     n = max(1, nonzero.numel())
     return {"scale": float(scale),
-            "underflow": float((nonzero < FP16_MIN_SUBNORMAL / 2).sum()) / n,
-            "subnormal": float(((nonzero >= FP16_MIN_SUBNORMAL / 2) &
+            "underflow": float((nonzero <= FP16_MIN_SUBNORMAL / 2).sum()) / n,
+            "subnormal": float(((nonzero > FP16_MIN_SUBNORMAL / 2) &
                                 (nonzero < FP16_MIN_NORMAL)).sum()) / n,
-            "overflow": float((nonzero > FP16_MAX).sum()) / n,
+            "overflow": float((nonzero >= FP16_INF_FROM).sum()) / n,
             "zero": float((values == 0).sum()) / max(1, values.numel()),
             "count": int(values.numel())}
 
