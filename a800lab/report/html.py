@@ -62,7 +62,8 @@ body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;m
 h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:1px solid #d0d7de;padding-bottom:.2em;
  margin-top:1.6em}
 table{border-collapse:collapse;margin:.6em 0;font-size:.92em}
-th,td{border:1px solid #d0d7de;padding:.3em .55em;text-align:left;vertical-align:top}
+th,td{border:1px solid #d0d7de;padding:.3em .55em;text-align:left;vertical-align:top;
+ overflow-wrap:anywhere}
 th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .status{font-weight:600;display:inline-block;border-radius:4px;padding:.1em .4em}
 .holds{background:#dafbe1;color:#116329}.fails{background:#ffebe9;color:#a40e26}

@@ -39,8 +39,8 @@ PLAIN = ("allreduce", "every_micro_batch")
     readings=(
         Reading("relative", "the device's idle fraction in a loader -> copy -> step loop cut by "
                 "25% of itself (1 - idle after / idle before), one lever: DataLoader workers, "
-                "which prepare batches on the CPU while the device computes: '下降25%' of a "
-                "rate, not '25个百分点'", literal=True),
+                "which prepare batches on the CPU while the device computes: the words say the "
+                "rate drops by 25%, not by 25 percentage points", literal=True),
         Reading("percentage points", "the idle fraction falls by 25 points (idle before - idle "
                 "after)")),
     decides="the workers' relative cut against 25% (pinned memory and non_blocking copies "

@@ -206,7 +206,8 @@ def _speed_memory(ctx: Context, claim, speed_low: float, memory_low: float, by: 
     readings=(
         Reading("to 1/3", f"the time of the same training steps of {GPT2}, {AMP_TEXT} against "
                 f"{FP32}, at most 1/3 of fp32's, and its step peak memory at least 28% lower "
-                "(an epoch's time is the same steps' time: both readings of 训练周期 agree)",
+                "(an epoch's time is the same steps' time: both readings of 'training period' "
+                "agree)",
                 literal=True),
         Reading("by", "shortened by 1/3, i.e. to 2/3 (1.5x faster)")),
     decides="the step time against 1/3 of fp32's (timed) and the memory against -28% (counted)",
