@@ -135,6 +135,21 @@ def test_the_readings_the_issue_names_are_stated_and_the_literal_one_decides():
     assert CLAIMS["amp_speed"].low == 1.8 and CLAIMS["amp_speed"].high == 2.5
 
 
+def test_the_amp_snippets_torch_cuda_amp_calls_are_deprecated_as_its_row_says():
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.amp.GradScaler()
+        torch.cuda.amp.autocast()
+    deprecated = [str(w.message) for w in caught if "is deprecated" in str(w.message)]
+    assert any("torch.amp.GradScaler('cuda'" in m for m in deprecated)
+    assert any("torch.amp.autocast('cuda'" in m for m in deprecated)
+    assert "deprecated" in CLAIMS["amp_trains"].readings[0].text
+
+
 def test_register_json_and_markdown_are_one_table(capsys):
     assert main(["report", "--register", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)

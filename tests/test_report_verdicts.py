@@ -377,8 +377,13 @@ def test_the_other_readings_carry_their_own_outcome():
     assert "fp32 -> mixed precision +5%, then + 2:4 -14%" in energy["measured"]
     share = judge(sparse(560.0))["sparsity_util"]
     assert share["status"] == HOLDS and "89.7% of the sparse peak" in share["measured"]
-    comp = readings(judge(ddp_runs(3.5))["compression"])
-    assert comp["no_sync alone"][0] == FAILS and comp["compression alone"][0] == FAILS
+    comp = judge(ddp_runs(3.5))["compression"]
+    assert readings(comp)["no_sync alone"][0] == FAILS == readings(comp)["compression alone"][0]
+    figures = {k: f["value"] for k, f in comp["figures"].items()}   # separate figures, each
+    assert figures["no_sync_alone"] == pytest.approx(2.0)
+    assert figures["compression_alone"] == pytest.approx(1.3)
+    assert figures["comm_share_pct"] == pytest.approx(0.0)          # equal step times here
+    assert "communication share, estimated" in comp["measured"]
 
 
 # ---- the rows that tested the wrong thing ------------------------------------------------------

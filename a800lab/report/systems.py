@@ -22,10 +22,11 @@ from .claims import (
     Reading,
     figure,
     measured,
+    rel_spread,
     three_way,
 )
 from .claims import with_spread as ws
-from .judge import Context, Finding, loss_text, median_ms, noisy, rel_spread
+from .judge import Context, Finding, loss_text, median_ms, noisy
 
 LINKS = "NVLink and NCCL"
 PLAIN = ("allreduce", "every_micro_batch")
@@ -158,19 +159,22 @@ def compression(ctx: Context, claim) -> Finding | None:
         f"{r.params['hook']} + no_sync {r.throughput:.4g} (sent "
         f"{r.metrics.get('sent_vs_fp32', 1):.3g} of fp32's bytes per sync)" for r in candidates] + [
         f"the fastest, {hook}, timed again: {again.throughput:.4g}: {ws(speed, spread)}"]
-    readings, quiet = {}, runs.get(("allreduce", "no_sync"))
-    if quiet is not None:
-        v, s = ctx.rate_ratio(quiet, base)
-        readings["no_sync alone"] = (three_way(v, s, 3.0), ws(v, s))
-        k = base.params["accum_steps"]
-        share = k / (k - 1) * (median_ms(base) - median_ms(quiet)) / median_ms(base)
-        parts.append(f"the plain step's communication share, estimated from its two sync modes "
-                     f"(k/(k-1) x the time no_sync saves): {100 * share:.0f}%")
-    alone = runs.get(("fp16_compress", "every_micro_batch"))
-    if alone is not None:
-        v, s = ctx.rate_ratio(alone, base)
-        readings["compression alone"] = (three_way(v, s, 3.0), ws(v, s))
     figures = {"speedup": figure(f"{hook} + no_sync / plain samples/s (confirmed)", speed, "x")}
+    readings, quiet = {}, runs.get(("allreduce", "no_sync"))
+    for name, key, run in (("no_sync alone", "no_sync_alone", quiet), ("compression alone",
+                           "compression_alone", runs.get(("fp16_compress",
+                                                          "every_micro_batch")))):
+        if run is not None:
+            v, s = ctx.rate_ratio(run, base)
+            readings[name] = (three_way(v, s, 3.0), ws(v, s))
+            figures[key] = figure(f"{name}: samples/s over plain", v, "x")
+    if quiet is not None:
+        k = base.params["accum_steps"]
+        share = 100 * k / (k - 1) * (median_ms(base) - median_ms(quiet)) / median_ms(base)
+        parts.append(f"the plain step's communication share, estimated from its two sync modes "
+                     f"(k/(k-1) x the time no_sync saves): {share:.0f}%")
+        figures["comm_share_pct"] = figure("plain step: communication share (estimated)",
+                                           share, "%")
     why = _passes(again, base)
     if why:
         return Finding(FAILS, "; ".join(parts) + f"; {hook} {why}", figures,
