@@ -114,7 +114,7 @@ def iframe_html(document: str, height_px: int = IFRAME_HEIGHT_PX) -> str:
 class ReportPanel:
     """The report as a panel (see the module docstring).
 
-    `mode`: "quick" (about 2 minutes on one GPU, ~10 s on a CPU) or "full". `out`: the report's
+    `mode`: "quick" (about 4 minutes on one GPU, ~30 s on a CPU) or "full". `out`: the report's
     folder (points.jsonl, report.json, report.html). `device`: "auto" (the first GPU, else the
     CPU), "cpu" or "cuda:N". `price_per_gpu_hour_usd`: for the cost per million samples.
     `cpu_threads`: torch's CPU threads during the run (default on a CPU: all usable cores but
