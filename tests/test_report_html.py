@@ -177,6 +177,16 @@ def test_a_row_drawn_per_status_for_every_claim(gpu_report, gpu_html):
     assert ".inconclusive{" in gpu_html and ".doc-partly" in gpu_html
 
 
+def test_a_report_from_before_the_kinds_shows_every_claim_once():
+    old = make_report()
+    for claim in old["claims"]:   # report_version 2 had no kind, cites or readings
+        for key in ("kind", "cites", "readings", "other_readings"):
+            claim.pop(key, None)
+    rows = Page(render_report_html(old)).tables
+    shown = [r for t in rows if t[0]["cells"][:2] == CLAIM_HEAD for r in t[1:]]
+    assert len(shown) == len(old["claims"])
+
+
 def test_a_cpu_run_never_draws_a_gpu_claim_green_or_red(cpu_html):
     text = cpu_html
     for row in claim_rows(text):

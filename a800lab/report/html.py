@@ -183,7 +183,8 @@ def _claims(report: dict) -> list[str]:
     heads = ["verdict", "the claim, as the guide states it", "readings", *([] if one_scope
                                                                           else ["where"]),
              "measured", "why", "chapter"]
-    groups = (("Measured or measurable here", lambda c: c.get("kind", "measured") == "measured"),
+    groups = (("Measured or measurable here", lambda c: c.get("kind", "measured") == "measured"
+               and c.get("status") != NOT_MEASURABLE),   # a report before kinds: by status
               ("Decided by documentation", lambda c: c.get("kind") == "documentation"),
               ("Not measurable", lambda c: c.get("status") == NOT_MEASURABLE))
     for title, belongs in groups:
