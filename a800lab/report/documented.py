@@ -97,8 +97,9 @@ DOCUMENTED: tuple[Claim, ...] = (
          ("Slurm documentation", "gres.conf(5): MPS", "https://slurm.schedmd.com/gres.conf.html"
           )),
     _doc("nccl_library", ("G.2.6",), "By preloading shared-memory libraries (such as NCCL)",
-         "08", CONTRADICTED, "NCCL is a collective communication library ('multi-GPU and "
-         "multi-node communication primitives' over PCIe, NVLink, NVSwitch and networks); "
+         "08", CONTRADICTED, "NCCL is a collective communication library (it 'implements "
+         "multi-GPU and multi-node collective communication primitives', over PCIe, NVLink, "
+         "NVSwitch and networks); "
          "shared memory is one of its transports, used 'when peer-to-peer cannot happen' "
          "(NCCL_SHM_DISABLE). It is loaded as a shared library (libnccl.so) like any other: "
          "the second reading agrees, and preloading changes start-up, not bandwidth", NCCL_ENV,
