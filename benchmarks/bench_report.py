@@ -7,7 +7,7 @@ judging, the doctor and the HTML).
 Each round measures into a fresh folder through the CLI's own entry point, so the time is what
 a user waits (imports aside). `--keep DIR` leaves the last round's report there (e.g. a folder
 under data/ on a GPU box, to share it with its device and environment). Prints JSON; a
-benchmark run by hand, not a test. The targets are about 4 minutes (quick; the battery's own
+benchmark run by hand, not a test. The targets are about 5 minutes (quick; the battery's own
 estimate, not yet measured on a GPU) and 15 (full) on one GPU; on a CPU the quick battery runs at
 CPU sizes with 2 gloo ranks, about 30 s on 2 cores.
 """

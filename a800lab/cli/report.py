@@ -30,7 +30,8 @@ def add_parsers(commands) -> None:
                                "write an HTML and a JSON report")
     size = report.add_mutually_exclusive_group()
     size.add_argument("--quick", dest="mode", action="store_const", const="quick",
-                      help="the quick battery, about 2 minutes on one GPU (the default)")
+                      help="the quick battery, about 5 minutes on one GPU by its estimate, ~30 s "
+                           "on a CPU (the default)")
     size.add_argument("--full", dest="mode", action="store_const", const="full",
                       help="the full battery, about 15 minutes on one GPU")
     size.add_argument("--compare", nargs=2, metavar=("A", "B"), default=None,

@@ -114,7 +114,7 @@ def iframe_html(document: str, height_px: int = IFRAME_HEIGHT_PX) -> str:
 class ReportPanel:
     """The report as a panel (see the module docstring).
 
-    `mode`: "quick" (about 4 minutes on one GPU, ~30 s on a CPU) or "full". `out`: the report's
+    `mode`: "quick" (about 5 minutes on one GPU, ~30 s on a CPU) or "full". `out`: the report's
     folder (points.jsonl, report.json, report.html). `device`: "auto" (the first GPU, else the
     CPU), "cpu" or "cuda:N". `price_per_gpu_hour_usd`: for the cost per million samples.
     `cpu_threads`: torch's CPU threads during the run (default on a CPU: all usable cores but
@@ -160,7 +160,7 @@ class ReportPanel:
     def _build(self, mode: str, out: str, price: float) -> None:
         self.mode = widgets.ToggleButtons(options=list(MODES), value=mode, description="battery",
                                           style={"button_width": "auto"},
-                                          tooltips=["a few points per claim (about 2 min on a "
+                                          tooltips=["a few points per claim (about 5 min on a "
                                                     "GPU)", "every size and config (about 15 "
                                                     "min on a GPU)"])
         self.price = widgets.FloatText(value=price, description="$ / GPU-hour",
