@@ -75,7 +75,7 @@ def add_parsers(commands) -> None:
                            help="where a training step's time goes (torch.profiler): device time "
                                 "by category, idle, launch gaps, top ops, a Perfetto trace")
     train_options(profile, many=False)
-    _user_model_option(profile)
+    user_model_option(profile)
     profile.add_argument("--precision", default="fp32", help=TRAIN_PRECISION_HELP)
     profile.add_argument("--batch-size", type=int, default=32, help="micro-batch (default 32)")
     lever_options(profile, many=False)
@@ -98,7 +98,7 @@ def add_parsers(commands) -> None:
     tune.add_argument("--model-size", default=None,
                       help="tiny, small, medium or large (default: tiny on a CPU, medium on a "
                            "GPU)")
-    _user_model_option(tune)
+    user_model_option(tune)
     tune.add_argument("--target-batch", type=int, required=True,
                       help="the effective batch every candidate trains with")
     tune.add_argument("--precision", nargs="+", default=None,
@@ -141,21 +141,31 @@ def lever_options(parser, *, many: bool = True, tune: bool = False) -> None:
                             default=None, help=text, **kwargs)
 
 
-def _user_model_option(parser) -> None:
+def user_model_option(parser) -> None:
     parser.add_argument("--user-model", default=None,
                         help="your model: a .py file (or module) defining make_model() and "
                              "make_batch(batch_size), optionally loss_fn(outputs, targets)")
 
 
 def user_task(where: str | None, device: str):
-    """The Task of a --user-model file or module (checked with a dry run), or None."""
+    """The Task of a --user-model file or module (checked with a training dry run), or None."""
+    from ..workloads.training.task import check_task
+
+    task = load_user_task(where)
+    if task is not None:
+        check_task(task, device)
+    return task
+
+
+def load_user_task(where: str | None):
+    """The Task of a --user-model file or module, unchecked, or None."""
     if where is None:
         return None
     import importlib
     import importlib.util
     from pathlib import Path
 
-    from ..workloads.training.task import check_task, custom_task
+    from ..workloads.training.task import custom_task
 
     path = Path(where)
     if path.suffix == ".py":
@@ -170,10 +180,8 @@ def user_task(where: str | None, device: str):
     if missing:
         raise ValueError(f"--user-model {where} defines no {' or '.join(missing)}(): give a "
                          "file with make_model() and make_batch(batch_size)")
-    task = custom_task(module.make_model, module.make_batch, getattr(module, "loss_fn", None),
+    return custom_task(module.make_model, module.make_batch, getattr(module, "loss_fn", None),
                        getattr(module, "accuracy_fn", None))
-    check_task(task, device)
-    return task
 
 
 def _lever_values(args) -> dict:

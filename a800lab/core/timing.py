@@ -78,6 +78,15 @@ class Timing:
         q25, _, q75 = self._quartiles()
         return q75 - q25
 
+    def percentile_ms(self, q: float) -> float:
+        """The q-th percentile (0-100) of the samples, interpolated linearly between the two
+        nearest (numpy's default): percentile_ms(99) is the p99 latency."""
+        ordered = sorted(self.samples_ms)
+        at = (len(ordered) - 1) * q / 100
+        low = math.floor(at)
+        high = min(low + 1, len(ordered) - 1)
+        return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+
     @property
     def noisy(self) -> bool:
         """True when IQR/median exceeds 10%: the median is not a stable figure."""

@@ -93,6 +93,17 @@ def timed_section() -> Iterator[None]:
         window._close_section()
 
 
+@contextlib.contextmanager
+def outside_window() -> Iterator[None]:
+    """Harness measurements a point makes before its own timing (a reference bandwidth):
+    measure() inside sees no window, so they open none of the point's timed sections."""
+    token = _current.set(None)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
 def count_as_baseline(nbytes: int) -> None:
     """Harness memory allocated inside a point but kept for good (the L2-flush buffer, made on
     first use): add it to the point's baseline so it is not the workload's."""

@@ -342,10 +342,10 @@ class TuneSession:
         return out
 
 
-def pareto_frontier(candidates: list[dict]) -> list[dict]:
-    """The candidates no other beats in both samples/s (higher) and peak_bytes (lower), by
-    peak memory."""
-    ordered = sorted(candidates, key=lambda c: (c["peak_bytes"], -c["samples_per_s"]))
+def pareto_frontier(candidates: list[dict], cost: str = "peak_bytes") -> list[dict]:
+    """The candidates no other beats in both samples/s (higher) and `cost` (lower: peak_bytes,
+    or a serving tuner's p99_ms), by cost."""
+    ordered = sorted(candidates, key=lambda c: (c[cost], -c["samples_per_s"]))
     frontier, best = [], 0.0
     for c in ordered:
         if c["samples_per_s"] > best:
