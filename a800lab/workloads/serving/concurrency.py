@@ -1,0 +1,193 @@
+"""Concurrency: N request streams sharing one device, their throughput together and the p99 of
+every request, and whether MPS is active (read, never changed).
+
+    from a800lab.workloads.serving.concurrency import concurrency_point
+    out = concurrency_point(streams=4, model="transformer", batch_size=8)
+    out["throughput"], out["p99_ms"], out["mps_active"]   # samples/s of all streams together
+
+Each stream is a server of its own (its own model copy, as an inference server's model
+instances are) answering its share of `requests` back to back, all starting together after
+warm-up; throughput is the samples answered / the wall time from that start to the last
+answer. mode "threads": N threads in this process, each with its own CUDA stream on a GPU, so
+kernels of different requests can overlap (Python's GIL serialises the launches: small models
+gain least). mode "processes": N spawned processes, each with its own CUDA context: how
+separate services share a GPU, and the only sharing MPS changes (without MPS the contexts
+time-slice; with it their kernels run together). Spawning costs seconds and is not timed.
+The output of one stream's model is checked against fp32 first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import multiprocessing
+import queue
+import threading
+import time
+
+import torch
+
+from ...core.backends import resolve_device
+from ...core.precision import matmul_precision
+from ...core.sharing import mps_status
+from ...core.timing import Timing, measure
+from ..training.models import default_size, preset
+from ..training.spec import positive_int
+from .point import Server, batch_inputs, fp32_reference
+from .spec import (
+    DEFAULT_REQUESTS,
+    MIN_REQUESTS,
+    ServeSpec,
+    latency_metrics,
+    output_gap,
+    output_wrong,
+    serving_unavailable,
+)
+
+MODES = ("threads", "processes")
+START_TIMEOUT_S = 300  # a spawned process imports torch and builds its model before the start
+
+
+def mps_reading(device: str) -> dict:
+    """{"mps_active": True/False (None on a CPU), "mps": one line}: read from the MPS control
+    daemon's process and pipe (a800lab.core.sharing), never changed."""
+    if not device.startswith("cuda"):
+        return {"mps_active": None, "mps": "no GPU: MPS does not apply"}
+    status = mps_status()
+    active = status["control_running"] or status["control_pipe_present"]
+    return {"mps_active": active, "mps": (
+        f"MPS on (pipe directory {status['pipe_directory']})" if active else
+        "MPS off: the processes' contexts time-slice the GPU")}
+
+
+def serve_stream(server: Server, count: int, start: threading.Barrier, device: str,
+                 cancel=None) -> dict:
+    """Answer `count` requests on a stream of this thread's own (on a GPU) after `start`."""
+    stream = torch.cuda.Stream(device) if device.startswith("cuda") else None
+    with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+        start.wait(START_TIMEOUT_S)
+        began = time.monotonic()
+        timing = measure(server.request, device=device, min_reps=count, max_reps=count,
+                         min_warmup=0, warmup_s=0.0, flush_l2=False, cancel=cancel)
+    return {"samples_ms": list(timing.samples_ms), "began": began, "ended": time.monotonic()}
+
+
+def _process_stream(fields: dict, device: str, count: int, threads: int, start, results
+                    ) -> None:
+    """One spawned stream: its own model, warmed up, then `count` requests after `start`."""
+    try:
+        torch.set_num_threads(threads)
+        spec = ServeSpec(**fields)
+        task = preset(spec.model, spec.size)
+        with matmul_precision(spec.precision):
+            server = Server(spec, task, device, batch_inputs(task, spec.batch_size, device))
+            server.warm_up()
+            results.put(serve_stream(server, count, start, device))
+    except BaseException as exc:  # noqa: B036 -- the parent reports it as the point's error
+        with contextlib.suppress(threading.BrokenBarrierError):
+            start.abort()
+        results.put({"error": f"{type(exc).__name__}: {exc}"})
+
+
+def concurrency_point(streams: int = 2, model: str = "transformer", size: str | None = None,
+                      batch_size: int = 8, precision: str = "fp32", graphs: bool = False, *,
+                      mode: str = "threads", task=None, device: str = "auto",
+                      requests: int = DEFAULT_REQUESTS, cancel=None) -> dict:
+    """`streams` servers answering `requests` request batches in all; see the module
+    docstring. A sweep point function; `task` (your own model) runs in threads only."""
+    device = resolve_device(device)
+    positive_int("streams", streams, "4")
+    if mode not in MODES:
+        raise ValueError(f"mode={mode!r}: use one of {MODES}")
+    if mode == "processes" and task is not None:
+        raise ValueError("mode='processes' rebuilds a preset in each process; your own model "
+                         "runs in mode='threads'")
+    if isinstance(requests, bool) or not isinstance(requests, int) or requests < MIN_REQUESTS:
+        raise ValueError(f"requests={requests!r} must be an int >= {MIN_REQUESTS}")
+    spec = ServeSpec(task.name if task is not None else model,
+                     size or ("custom" if task is not None else default_size(device)),
+                     batch_size, precision, graphs=graphs)
+    reason = serving_unavailable(spec, device)
+    if reason:
+        raise ValueError(reason)
+    task = task or preset(spec.model, spec.size)
+    count = math.ceil(requests / streams)
+    inputs = batch_inputs(task, spec.batch_size, device)
+    with matmul_precision(spec.precision):
+        first = Server(spec, task, device, inputs)
+        setup = first.warm_up()
+        gap = output_gap(first.request(), fp32_reference(task, inputs, device))
+        wrong = output_wrong(spec.precision, gap)
+        if wrong:
+            return {"outcome": "wrong", "message": wrong, **gap}
+        if mode == "threads":
+            runs = _threads(first, spec, task, device, streams, count, cancel)
+        else:
+            del first
+            runs = _processes(spec, device, streams, count)
+    samples = [s for run in runs for s in run["samples_ms"]]
+    wall_s = max(r["ended"] for r in runs) - min(r["began"] for r in runs)
+    metrics = latency_metrics(Timing(tuple(samples), 0, device), spec.batch_size)
+    return {**metrics, "throughput": spec.batch_size * len(samples) / wall_s, "wall_s": wall_s,
+            **gap, **setup, **mps_reading(device)}
+
+
+def _threads(first: Server, spec: ServeSpec, task, device: str, streams: int, count: int,
+             cancel) -> list[dict]:
+    servers = [first]
+    for _ in range(streams - 1):  # built and warmed here: the streams start together
+        server = Server(spec, task, device, batch_inputs(task, spec.batch_size, device))
+        server.warm_up()
+        servers.append(server)
+    start, runs, errors = threading.Barrier(streams), [None] * streams, []
+
+    def work(i: int) -> None:
+        try:
+            runs[i] = serve_stream(servers[i], count, start, device, cancel)
+        except BaseException as exc:  # noqa: B036 -- raised again on the point's thread
+            start.abort()
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,), name=f"a800lab-stream-{i}")
+               for i in range(streams)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return runs
+
+
+def _processes(spec: ServeSpec, device: str, streams: int, count: int) -> list[dict]:
+    context = multiprocessing.get_context("spawn")
+    start, results = context.Barrier(streams), context.Queue()
+    fields = {k: getattr(spec, k) for k in ("model", "size", "batch_size", "precision",
+                                            "graphs")}
+    threads = max(1, torch.get_num_threads() // streams)
+    workers = [context.Process(target=_process_stream, daemon=True,
+                               args=(fields, device, count, threads, start, results))
+               for _ in range(streams)]
+    for worker in workers:
+        worker.start()
+    runs, deadline = [], time.monotonic() + 2 * START_TIMEOUT_S
+    try:
+        while len(runs) < streams:
+            try:
+                runs.append(results.get(timeout=1.0))
+            except queue.Empty:
+                dead = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
+                if dead or time.monotonic() > deadline:
+                    raise RuntimeError(f"a stream's process ended with exit code {dead[0]} "
+                                       "before answering" if dead else "the streams' "
+                                       f"processes did not answer in {2 * START_TIMEOUT_S} s"
+                                       ) from None
+    finally:
+        for worker in workers:
+            worker.join(timeout=10)
+            if worker.is_alive():
+                worker.kill()
+    failed = [r["error"] for r in runs if "error" in r]
+    if failed:
+        raise RuntimeError(f"a stream's process failed: {failed[0]}")
+    return runs

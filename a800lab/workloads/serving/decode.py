@@ -1,0 +1,146 @@
+"""Decode: the transformer preset generating tokens from a static KV cache, time per output
+token and tokens/s across batch, beside the bound that memory bandwidth sets.
+
+    from a800lab.workloads.serving.decode import decode_point
+    out = decode_point(batch_size=1, precision="bf16")  # GPU: GPT-2 small's shape; CPU: tiny
+    out["ms_per_token"], out["throughput"]              # per decode step; tokens/s
+    out["bound_ms_measured"], out["bound_ms_datasheet"] # bytes read per step / bandwidth
+
+Each decode step reads every weight once (the token and position embeddings aside: one row per
+sequence) and the keys and values cached so far, for ~2 FLOPs per weight per sequence: at batch
+1 an A800 (2 TB/s, 312 TFLOP/s bf16) waits on memory, not on its tensor cores. The bound is
+(weight bytes + KV bytes at the mean context) / bandwidth, with the bandwidth `a800lab peak`
+recorded (else a copy measured once per process) and the datasheet's. Larger batches read the
+same weights for more tokens: tokens/s grows almost linearly until compute or the KV cache
+takes over. The cache is allocated once for prompt + new tokens (static); prefill fills it,
+then each step writes one position. Checked first: the cached step's logits equal a full fp32
+forward over the same tokens within the precision's tolerance. Eager only (every step attends
+to one more position: a new shape for torch.compile or a CUDA graph).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ...core.backends import resolve_device
+from ...core.precision import matmul_precision, unsupported_reason
+from ...core.timing import measure
+from ...core.window import outside_window
+from ..peak import measure_peak, roofline_peaks
+from ..training.models import TinyGPT, preset
+from ..training.spec import positive_int
+from .spec import DTYPES, output_gap, output_wrong, serve_precision
+
+CPU_DECODE = {"size": "tiny", "prompt_tokens": 8, "new_tokens": 16}
+GPU_DECODE = {"size": "gpt2_small", "prompt_tokens": 128, "new_tokens": 128}
+_bandwidth: dict[str, dict] = {}
+
+
+def memory_bandwidth(device: str) -> dict:
+    """{"measured_gbs", "datasheet_gbs"}: the copy bandwidth `a800lab peak` recorded here, else
+    one measured now (kept for the process; a noisy one is None and measured again next time);
+    the datasheet's HBM figure (None on a CPU or an unknown card)."""
+    if device not in _bandwidth:
+        peaks = roofline_peaks(device, "fp32", measure_missing=False)
+        measured = peaks["measured_bw_gbs"]
+        if measured is None:
+            report = measure_peak(device, precisions=["fp32"], size=64, budget_s=0.1)
+            measured = None if "copy" in report.noisy else report.mem_bw_gbs
+        found = {"measured_gbs": measured, "datasheet_gbs": peaks["mem_bw_gbs"]}
+        if measured is None:
+            return found
+        _bandwidth[device] = found
+    return _bandwidth[device]
+
+
+def cached_step(model: TinyGPT, tokens: torch.Tensor, cache: torch.Tensor,
+                pos: int) -> torch.Tensor:
+    """Logits of the last of `tokens` (b, t) placed at positions pos..pos+t-1, their keys and
+    values written into `cache` (layers, 2, b, heads, max_len, head_dim); t > 1 only at 0."""
+    b, t = tokens.shape
+    h = model.embed(tokens) + model.pos[pos:pos + t]
+    for layer, block in enumerate(model.blocks):
+        d = h.shape[-1]
+        q, k, v = block.qkv(block.norm1(h)).view(b, t, 3, block.heads, d // block.heads) \
+            .permute(2, 0, 3, 1, 4)
+        cache[layer, 0, :, :, pos:pos + t] = k
+        cache[layer, 1, :, :, pos:pos + t] = v
+        attn = F.scaled_dot_product_attention(q, cache[layer, 0, :, :, :pos + t],
+                                              cache[layer, 1, :, :, :pos + t], is_causal=t > 1)
+        h = h + block.proj(attn.transpose(1, 2).reshape(b, t, d))
+        h = h + block.mlp(block.norm2(h))
+    return model.head(model.norm(h[:, -1]))
+
+
+def step_bytes(model: TinyGPT, batch_size: int, context: float, element_bytes: int) -> dict:
+    """Bytes one decode step reads: every weight but the embedding tables, and the keys and
+    values of `context` positions per sequence."""
+    weights = sum(p.numel() for name, p in model.named_parameters()
+                  if name not in ("embed.weight", "pos")) * element_bytes
+    d, layers = model.norm.normalized_shape[0], len(model.blocks)
+    kv = 2 * layers * batch_size * context * d * element_bytes
+    return {"weight_bytes": weights, "kv_bytes": kv, "bytes_per_step": weights + kv}
+
+
+def decode_point(size: str | None = None, batch_size: int = 1, precision: str = "fp32",
+                 prompt_tokens: int | None = None, new_tokens: int | None = None, *,
+                 device: str = "auto", budget_s: float = 0.3, cancel=None) -> dict:
+    """Generate `new_tokens` after a `prompt_tokens` prompt for `batch_size` sequences,
+    greedily, timed whole; see the module docstring. A sweep point function."""
+    device = resolve_device(device)
+    defaults = CPU_DECODE if device == "cpu" else GPU_DECODE
+    size = size or defaults["size"]
+    positive_int("batch_size", batch_size, "1")
+    prompt = positive_int("prompt_tokens", prompt_tokens or defaults["prompt_tokens"], "8")
+    steps = positive_int("new_tokens", new_tokens or defaults["new_tokens"], "16")
+    precision = serve_precision(precision)
+    reason = unsupported_reason(precision, device)
+    if reason:
+        raise ValueError(reason)
+    with outside_window():  # before the point's own timing, never counted in it
+        bandwidth = memory_bandwidth(device)
+    task = preset("transformer", size)
+    reference = task.make_model().eval().to(device)
+    if prompt + steps > reference.pos.shape[0]:
+        raise ValueError(f"prompt_tokens + new_tokens = {prompt + steps} exceeds the {size} "
+                         f"preset's {reference.pos.shape[0]} positions")
+    tokens = task.make_batch(batch_size, torch.Generator(device).manual_seed(0))[0][:, :prompt]
+    dtype = DTYPES.get(precision, torch.float32)
+    model = task.make_model().eval().to(device, dtype)
+    heads, d = model.blocks[0].heads, model.norm.normalized_shape[0]
+    cache = torch.zeros(len(model.blocks), 2, batch_size, heads, prompt + steps, d // heads,
+                        device=device, dtype=dtype)
+    with torch.inference_mode(), matmul_precision(precision):
+        cached_step(model, tokens, cache, 0)
+        following = torch.cat([tokens, tokens[:, -1:]], dim=1)
+        got = cached_step(model, following[:, -1:], cache, prompt).float()
+        with matmul_precision("fp32"):
+            expected = reference(following)[:, -1].float()
+        del reference
+        gap = output_gap(got, expected)
+        wrong = output_wrong(precision, gap)
+        if wrong:
+            return {"outcome": "wrong", "message": wrong, **gap}
+        first = cached_step(model, tokens, cache, 0).argmax(-1, keepdim=True)
+
+        def generate():
+            token = first
+            for i in range(steps):
+                token = cached_step(model, token, cache, prompt + i).argmax(-1, keepdim=True)
+            if device.startswith("cuda"):
+                torch.cuda.current_stream(device).synchronize()
+
+        timing = measure(generate, device=device, budget_s=budget_s, min_reps=5,
+                         flush_l2=False, cancel=cancel)
+    ms_per_token = timing.median_ms / steps
+    read = step_bytes(model, batch_size, prompt + (steps + 1) / 2, cache.element_size())
+    bounds = {f"bound_ms_{kind}": None if bandwidth[f"{kind}_gbs"] is None else
+              read["bytes_per_step"] / (bandwidth[f"{kind}_gbs"] * 1e9) * 1e3
+              for kind in ("measured", "datasheet")}
+    reached = bounds["bound_ms_measured"]
+    return {"throughput": batch_size * steps / (timing.median_ms / 1e3),
+            "throughput_unit": "tokens/s", "timing": timing, "ms_per_token": ms_per_token,
+            **read, **bounds, **{f"bandwidth_{k}": v for k, v in bandwidth.items()},
+            "pct_of_bound": None if reached is None else 100 * reached / ms_per_token,
+            "prompt_tokens": prompt, "new_tokens": steps, **gap}

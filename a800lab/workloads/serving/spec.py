@@ -1,0 +1,174 @@
+"""A serving configuration, validated, and the rules every serving point shares: where a config
+is refused, your model checked for serving, its output compared with fp32, latency percentiles.
+
+    spec = ServeSpec(model="transformer", size="tiny", batch_size=8, precision="bf16")
+    serving_unavailable(spec, "cpu")      # "" or why, and what to use instead
+    check_serving_task(task, "cpu")       # ValueError: the output must be (batch, ...)
+    output_gap(out, reference)            # {"rel_error": 6e-3, "top1_agreement": 0.996}
+    latency_metrics(timing, 8)            # p50/p90/p99 ms, requests, samples/s at the median
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ...core.precision import parse_precision, unsupported_reason
+from ...core.timing import Timing
+from ..training.levers import COMPILE_MODES, check_choice, lever_unavailable
+from ..training.spec import positive_int
+from ..training.task import call_model, check_batch
+
+SERVE_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}  # weights and inputs cast to these
+# max |output - fp32 output| / max |fp32 output| accepted: about 10x what the presets show
+# (fp16 ~1e-3, bf16 ~7e-3 on random weights); a wrong kernel is off by ~1. top-1 agreement is
+# reported beside it, not judged: random-weight logits are near ties, so argmax flips easily.
+ERROR_TOLERANCE = {"fp32": 1e-3, "tf32": 1e-2, "fp16": 1e-2, "bf16": 5e-2}
+MIN_REQUESTS = 100      # p99 of fewer requests is the maximum of a handful
+DEFAULT_REQUESTS = 200  # p99 then rests on the 2-3 slowest requests
+
+
+def serve_precision(name) -> str:
+    """The canonical name of a serving precision ("half" -> "fp16"); ValueError otherwise."""
+    try:
+        canonical = parse_precision(name).name
+    except ValueError:
+        canonical = None
+    if canonical not in SERVE_PRECISIONS:
+        raise ValueError(f"precision={name!r} is not a serving precision: use one of "
+                         f"{', '.join(SERVE_PRECISIONS)}")
+    return canonical
+
+
+def serve_precisions_for(device: str) -> list[str]:
+    """The serving precisions `device` can run (tf32 is CUDA only)."""
+    return [p for p in SERVE_PRECISIONS if not unsupported_reason(p, device)]
+
+
+@dataclass(frozen=True)
+class ServeSpec:
+    """One serving configuration; checked at construction (ValueError says what to give).
+
+    batch_size: the samples of one request batch; precision: weights and floating inputs cast
+    (fp16, bf16) or fp32 with TF32 matmuls (tf32); compile: torch.compile's mode; graphs: the
+    forward captured once as a CUDA graph and replayed per request (torch.cuda.graph);
+    channels_last: NHWC layout of an image model.
+    """
+
+    model: str = "transformer"
+    size: str = "tiny"
+    batch_size: int = 8
+    precision: str = "fp32"
+    compile: str = "off"
+    graphs: bool = False
+    channels_last: bool = False
+    attention = "default"  # read by lever_unavailable; serving does not vary it
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "batch_size", positive_int("batch_size", self.batch_size, "8"))
+        object.__setattr__(self, "precision", serve_precision(self.precision))
+        check_choice("compile", self.compile, COMPILE_MODES)
+        for name in ("graphs", "channels_last"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name}={getattr(self, name)!r} must be True or False")
+
+
+def serving_unavailable(spec: ServeSpec, device: str) -> str:
+    """Why `spec` cannot run on `device`, with what to use instead; "" when it can."""
+    if spec.graphs and spec.compile in ("reduce-overhead", "max-autotune"):
+        return (f"compile={spec.compile!r} already replays CUDA graphs: use graphs=False with "
+                "it, or graphs=True with compile 'off' or 'default'")
+    if spec.graphs and not device.startswith("cuda"):
+        return ("graphs=True captures the forward as a CUDA graph (torch.cuda.graph), which "
+                "needs a CUDA device; on a CPU leave graphs off")
+    return unsupported_reason(spec.precision, device) or lever_unavailable(spec, device)
+
+
+def first_tensor(out) -> torch.Tensor:
+    """The tensor a model answered with (the first of a tuple or list: the logits)."""
+    if isinstance(out, (tuple, list)) and out:
+        out = out[0]
+    if not isinstance(out, torch.Tensor):
+        raise ValueError(f"the model returned {type(out).__name__}; serving compares a tensor "
+                         "(or a tuple whose first item is one)")
+    return out
+
+
+def build_model(task) -> nn.Module:
+    """task.make_model() under a fixed seed, so that the fp32 reference and every config
+    (every stream's copy too) hold the same weights."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return task.make_model()
+
+
+def model_output(model: nn.Module, inputs) -> torch.Tensor:
+    return first_tensor(call_model(model, inputs))
+
+
+def check_serving_task(task, device: str = "cpu") -> None:
+    """A dry run of a (user's) task for serving: the model builds, and its output for batches
+    of 1 and 3 is (batch, ...) with the same other dimensions. ValueError names what failed."""
+    try:
+        model = build_model(task)
+    except Exception as exc:
+        raise ValueError(f"make_model() raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"make_model() must return a torch.nn.Module, got "
+                         f"{type(model).__name__}")
+    model.eval().to(device)
+    shapes = {}
+    for batch in (1, 3):
+        made = task.make_batch(batch, torch.Generator(device).manual_seed(0))
+        inputs, _ = check_batch(made, batch)
+        with torch.inference_mode():
+            try:
+                shapes[batch] = tuple(model_output(model, inputs).shape)
+            except ValueError:
+                raise
+            except Exception as exc:
+                raise ValueError(f"the model raised on a batch of {batch}: "
+                                 f"{type(exc).__name__}: {exc}") from exc
+        if not shapes[batch] or shapes[batch][0] != batch:
+            raise ValueError(f"the model's output for a batch of {batch} has shape "
+                             f"{shapes[batch]}: serving needs its first dimension to be the "
+                             f"batch ({batch})")
+    if shapes[1][1:] != shapes[3][1:]:
+        raise ValueError(f"the model's output changes shape with the batch: {shapes[1]} for "
+                         f"1, {shapes[3]} for 3; serving needs (batch, ...) with the other "
+                         "dimensions fixed")
+
+
+def output_gap(out: torch.Tensor, reference: torch.Tensor) -> dict:
+    """max |out - reference| / max |reference| and the share of rows whose argmax agrees
+    (None for a one-column output)."""
+    out = out.float()
+    if out.shape != reference.shape:
+        raise ValueError(f"the output has shape {tuple(out.shape)}, the fp32 reference "
+                         f"{tuple(reference.shape)}")
+    scale = reference.abs().max().clamp_min(torch.finfo(torch.float32).tiny)
+    agree = None
+    if out.dim() >= 1 and out.shape[-1] > 1:
+        agree = float((out.argmax(-1) == reference.argmax(-1)).float().mean())
+    return {"rel_error": float((out - reference).abs().max() / scale), "top1_agreement": agree}
+
+
+def output_wrong(precision: str, gap: dict) -> str:
+    """"" when the gap is within the precision's tolerance, else why the output is wrong."""
+    tol = ERROR_TOLERANCE[precision]
+    if gap["rel_error"] <= tol:  # False for NaN too
+        return ""
+    return (f"{precision} output off: max error {gap['rel_error']:.3g} of the fp32 output's "
+            f"largest value, over the {tol:g} tolerance; not timed")
+
+
+def latency_metrics(timing: Timing, batch_size: int) -> dict:
+    """p50 / p90 / p99 of the request latencies, how many requests they rest on, and samples/s
+    at the median latency (one stream, requests back to back)."""
+    return {"p50_ms": timing.percentile_ms(50), "p90_ms": timing.percentile_ms(90),
+            "p99_ms": timing.percentile_ms(99), "requests": len(timing.samples_ms),
+            "throughput": batch_size / (timing.median_ms / 1e3),
+            "throughput_unit": "samples/s", "timing": timing}

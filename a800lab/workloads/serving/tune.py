@@ -1,0 +1,256 @@
+"""Tune serving under a latency target: the config with the most samples/s whose p99 stays
+under `p99_ms`, found by the search every tuner shares (a800lab.core.search), then measured
+again on its own.
+
+    from a800lab.workloads.serving.tune import tune_serve
+    outcome = tune_serve(p99_ms=5.0, model="transformer")   # or task=custom_task(...)
+    outcome.winner, outcome.remeasured   # the config; its separate re-measurement (p99, rate)
+    outcome.frontier                     # samples/s vs p99: none both faster and quicker
+    print(outcome.summary()); print(outcome.snippet)       # what `tune serve` prints
+
+The grid is batch size x precision x compile x graphs x channels_last (default_axes; configs
+the device or model cannot run are refused with the reason). Every trial is a serve_point
+(output checked against fp32, at least `requests` requests timed) appended to `out` as a
+record (workload "tune-serve", with p99_target_ms and meets_target). The search ranks the
+configs by time per sample (the median request latency / batch: the inverse of samples/s),
+with the noise rules of the other tuners; a config whose p99 misses the target in any round
+leaves the search. The winner is then measured again with a fresh server at the full budget;
+if its p99 misses the target there, the next of the ranking is tried (up to REMEASURE_TRIES).
+A winner whose last round ran on a contended CPU is flagged: the ranking may not hold.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from ...core.backends import resolve_device
+from ...core.environment import environment, fingerprint
+from ...core.results import Record, append_record, check_writable, new_run_id
+from ...core.search import SearchResult, config_key, search
+from ...core.sweep import measure_point
+from ...core.timing import Timing
+from ..training.candidates import pareto_frontier
+from ..training.models import default_size
+from ..training.spec import positive_float
+from .point import serve_point
+from .spec import DEFAULT_REQUESTS, ServeSpec, serve_precisions_for, serving_unavailable
+
+WORKLOAD = "tune-serve"
+LEVERS = ("batch_size", "precision", "compile", "graphs", "channels_last")
+REMEASURE_TRIES = 3
+
+
+def default_axes(device: str) -> dict:
+    """What tune_serve varies unless told: batch sizes and the device's precisions; on a GPU
+    also CUDA graphs (compile modes are opt-in: each batch size compiles anew)."""
+    if device == "cpu":
+        return {"batch_size": [1, 2, 4, 8, 16, 32, 64], "precision": ["fp32", "bf16"],
+                "compile": ["off"], "graphs": [False], "channels_last": [False]}
+    return {"batch_size": [2**e for e in range(9)],
+            "precision": [p for p in ("fp16", "bf16", "tf32", "fp32")
+                          if p in serve_precisions_for(device)],
+            "compile": ["off"], "graphs": [False, True], "channels_last": [False]}
+
+
+def describe_serving(config: Mapping) -> str:
+    """"batch 8, bf16, compile off, graphs on" (channels_last only when on)."""
+    text = (f"batch {config['batch_size']}, {config['precision']}, compile "
+            f"{config.get('compile', 'off')}, graphs {'on' if config.get('graphs') else 'off'}")
+    return text + (", channels_last" if config.get("channels_last") else "")
+
+
+@dataclass
+class ServeTuneOutcome:
+    """What tune_serve found: the search, every candidate's latest trial, the frontier, the
+    winner's re-measurement and the code to paste."""
+
+    p99_ms: float
+    search: SearchResult
+    candidates: list[dict] = field(default_factory=list)
+    remeasured: dict = field(default_factory=dict)
+    records: list[Record] = field(default_factory=list)
+    snippet: str = ""
+    device_name: str = ""
+    mode: str = ""
+
+    @property
+    def winner(self) -> dict | None:
+        """The config whose re-measurement met the target, or None."""
+        return self.remeasured.get("config") if self.remeasured.get("meets_target") else None
+
+    @property
+    def frontier(self) -> list[dict]:
+        return pareto_frontier(self.candidates, cost="p99_ms")
+
+    def summary(self) -> str:
+        """The winner and its re-measurement, the noise, the frontier, what failed."""
+        result, again = self.search, self.remeasured
+        lines = []
+        if result.contended:
+            lines.append(f"! the last round ran on a contended CPU ({result.contended}): the "
+                         "ranking may not hold; tune again on a quiet machine")
+        if self.winner is None:
+            why = (f"the re-measured p99 missed {self.p99_ms:g} ms for the "
+                   f"{again.get('tries', 0)} best" if again else
+                   f"no config met a p99 of {self.p99_ms:g} ms")
+            lines.append(f"no config: {why}; raise --p99-ms or try smaller batches")
+        else:
+            rivals = len(result.rivals)
+            lines.append(f"winner: {describe_serving(self.winner)}: {again['samples_per_s']:.4g} "
+                         f"samples/s, p99 {again['p99_ms']:.3g} ms <= {self.p99_ms:g} ms in a "
+                         f"separate re-measurement ({again['requests']} requests)"
+                         + (f"; within noise of {rivals} other config(s)" if rivals else ""))
+        lines.append("frontier (samples/s vs p99; * meets the target):")
+        lines += [f"  {c['samples_per_s']:10.4g} samples/s  p99 {c['p99_ms']:8.3g} ms "
+                  f"{'*' if c['meets_target'] else ' '} {describe_serving(c['config'])}"
+                  for c in self.frontier]
+        over = sum(not c["meets_target"] for c in self.candidates)
+        lines.append(f"{len(self.candidates)} configs measured ({over} over the target), "
+                     f"{len(result.refused)} refused, in {result.wall_s:.1f} s")
+        lines += [f"  failed: {why}" for why in result.failed.values()
+                  if not why.startswith("over-target")][:3]
+        return "\n".join(lines)
+
+
+def tune_serve(p99_ms: float, task=None, *, model: str = "transformer", size: str | None = None,
+               axes: Mapping | None = None, device: str = "auto",
+               requests: int = DEFAULT_REQUESTS, budget_s: float = 0.3, out=None,
+               on_trial: Callable[[Record], None] | None = None,
+               cancel=None) -> ServeTuneOutcome:
+    """The most samples/s with p99 <= `p99_ms` (milliseconds) for `task` (your own; else the
+    preset `model` at `size`); see the module docstring. `axes`: lever -> values (default
+    default_axes); `budget_s`: the timing budget of the last round per config."""
+    positive_float("p99_ms", p99_ms, "50 (milliseconds)")
+    device = resolve_device(device)
+    axes = {**default_axes(device), **(axes or {})}
+    unknown = set(axes) - set(LEVERS)
+    if unknown:
+        raise ValueError(f"unknown axes {sorted(unknown)}: tune_serve varies {list(LEVERS)}")
+    name = task.name if task is not None else model
+    size = size or ("custom" if task is not None else default_size(device))
+    grid = [dict(zip(axes, values, strict=True)) for values in itertools.product(*axes.values())]
+    for config in grid:  # a bad value: ValueError naming it, before anything runs
+        ServeSpec(name, size, **config)
+    if out is not None:
+        check_writable(out)
+    env = environment(device)
+    env["fingerprint"] = fingerprint(env)
+    run_id, records = new_run_id(), []
+
+    def point(budget: float, **config) -> dict:
+        got = serve_point(name, size, task=task, device=device, requests=requests,
+                          budget_s=budget, cancel=cancel, **config)
+        if "p99_ms" in got:
+            got.update(p99_target_ms=p99_ms, meets_target=got["p99_ms"] <= p99_ms,
+                       budget_s=budget)
+        return got
+
+    def measured(config: dict, budget: float) -> Record:
+        record = measure_point(lambda **params: point(budget, **params), dict(config),
+                               workload=WORKLOAD, device=device, env=env, run_id=run_id,
+                               cancel=cancel)
+        records.append(record)
+        if out is not None:
+            append_record(out, record)
+        if on_trial is not None:
+            on_trial(record)
+        return record
+
+    def validate(config: dict) -> None:
+        reason = serving_unavailable(ServeSpec(name, size, **config), device)
+        if reason:
+            raise ValueError(reason)
+
+    def evaluate(config: dict, budget: float, first: bool) -> dict:
+        record = measured(config, budget)
+        if record.outcome != "ok":
+            return {"outcome": record.outcome, "message": record.message}
+        if not record.metrics["meets_target"]:
+            return {"outcome": "over-target", "message": f"p99 {record.metrics['p99_ms']:.3g} "
+                                                         f"ms > {p99_ms:g} ms"}
+        per_sample = tuple(t / config["batch_size"] for t in record.time_ms)
+        return {"outcome": "ok", "timing": Timing(per_sample, 0, device),
+                "noise": record.noise}
+
+    result = search(grid, validate, evaluate, budget_s=budget_s,
+                    should_stop=lambda: cancel is not None and cancel.cancelled)
+    outcome = ServeTuneOutcome(p99_ms=p99_ms, search=result, records=records,
+                               candidates=_candidates(records),
+                               device_name=env["device_name"], mode=env["mode"])
+    if result.cancelled:
+        return outcome
+    ranked = [t for t in result.ranking() if config_key(t.config) not in result.failed]
+    for tries, trial in enumerate(ranked[:REMEASURE_TRIES], start=1):
+        record = measured(trial.config, budget_s)
+        if record.outcome != "ok":
+            continue
+        m = record.metrics
+        outcome.remeasured = {"config": trial.config, "tries": tries, "p50_ms": m["p50_ms"],
+                              "p99_ms": m["p99_ms"], "requests": m["requests"],
+                              "samples_per_s": record.throughput,
+                              "meets_target": m["meets_target"], "noisy": record.noise.get(
+                                  "noisy", False), "run_id": record.run_id}
+        if m["meets_target"]:
+            break
+    if outcome.winner is not None:
+        again = outcome.remeasured
+        outcome.snippet = serving_snippet(outcome.winner, device, note=(
+            f"tuned by a800lab on {env['device_name']}: {again['samples_per_s']:.4g} samples/s, "
+            f"p99 {again['p99_ms']:.3g} ms (target {p99_ms:g} ms)"))
+    return outcome
+
+
+def _candidates(records: list[Record]) -> list[dict]:
+    """Each config's latest ok trial (the search's rounds, not the re-measurement)."""
+    latest = {}
+    for r in records:
+        if r.outcome == "ok":
+            config = {k: r.params[k] for k in LEVERS if k in r.params}
+            latest[config_key(config)] = {
+                "config": config, "samples_per_s": r.throughput, "p99_ms": r.metrics["p99_ms"],
+                "p50_ms": r.metrics["p50_ms"], "meets_target": r.metrics["meets_target"],
+                "noisy": bool(r.noise.get("noisy")), "budget_s": r.metrics.get("budget_s")}
+    return list(latest.values())
+
+
+def serving_snippet(config: Mapping, device: str, note: str = "") -> str:
+    """Plain-torch code answering request batches with `config`: cast, layout, compile and
+    TF32 as tuned, a CUDA graph captured when graphs is on. Expects make_model() and
+    make_batch(batch_size) -> (inputs, targets), as the lab's --user-model files define."""
+    precision = config["precision"]
+    dtype = {"fp16": "torch.float16", "bf16": "torch.bfloat16"}.get(precision)
+    device_type = "cuda" if device.startswith("cuda") else "cpu"
+    cast = f".to({dtype})" if dtype else ""
+    layout = ".to(memory_format=torch.channels_last)" if config.get("channels_last") else ""
+    lines = ["import torch", "", f"# {note or 'tuned by python -m a800lab tune serve'}",
+             f'device = "{device_type}"', f"batch_size = {config['batch_size']}  # requests "
+             "are answered in batches of this size",
+             f"model = make_model().eval().to(device){cast}{layout}"]
+    if precision == "tf32":
+        lines.append("torch.backends.cuda.matmul.allow_tf32 = True  # TF32 tensor-core matmuls")
+        lines.append("torch.backends.cudnn.allow_tf32 = True")
+    if config.get("compile", "off") != "off":
+        mode = config["compile"]
+        lines.append("model = torch.compile(model" + ("" if mode == "default" else
+                                                      f', mode="{mode}"') + ")")
+    to_input = f"x.to(device{', ' + dtype if dtype else ''}, non_blocking=True)"
+    if config.get("graphs"):
+        lines += [
+            "", "# the input buffer the graph reads; every request is copied into it",
+            f"static_input = make_batch(batch_size)[0].to(device{', ' + dtype if dtype else ''})",
+            "side = torch.cuda.Stream()", "side.wait_stream(torch.cuda.current_stream())",
+            "with torch.inference_mode():", "    with torch.cuda.stream(side):  # warm up",
+            "        for _ in range(3):", "            model(static_input)",
+            "    torch.cuda.current_stream().wait_stream(side)",
+            "    graph = torch.cuda.CUDAGraph()", "    with torch.cuda.graph(graph):",
+            "        static_output = model(static_input)", "", "",
+            "def answer(x):", '    """One request batch (batch_size, ...) -> the outputs."""',
+            "    with torch.inference_mode():", "        static_input.copy_(x, non_blocking=True)",
+            "        graph.replay()", "        return static_output.clone()"]
+    else:
+        lines += ["", "", "def answer(x):",
+                  '    """One request batch (batch_size, ...) -> the outputs."""',
+                  "    with torch.inference_mode():", f"        return model({to_input})"]
+    return "\n".join(lines) + "\n"
