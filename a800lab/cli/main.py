@@ -20,12 +20,14 @@ import sys
 import warnings
 
 from ..core.results import LabNotice
-from . import chapters, check, comm, machine, report, sweep, train
+from . import chapters, check, comm, machine, report, serve, sweep, train
 
-FAMILIES = (machine, sweep, check, train, comm, report, chapters)
+FAMILIES = (machine, sweep, check, train, serve, comm, report, chapters)
 GROUPS = {
-    "sweep": "run a sweep headless and write JSON Lines (matmul, tiles, train)",
-    "tune": "find the fastest config by successive halving, stored and reused (tiles, train)",
+    "sweep": "run a sweep headless and write JSON Lines (matmul, tiles, train, serve, decode, "
+             "concurrency)",
+    "tune": "find the fastest config by successive halving (tiles, train: stored and reused; "
+            "serve: under a p99 target)",
     "check": "compile-only checks for any card, no GPU needed: the compiler's verdict on tile "
              "configs (tiles)",
     "comm": "collectives over message sizes (algbw, busbw) or a DDP step (comm hooks, no_sync, "

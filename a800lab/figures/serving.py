@@ -1,0 +1,214 @@
+"""The serving lab's figures (chapter 13): samples/s against p99 latency, the latency histogram
+of one point, decode's time per token beside its bandwidth bound, concurrent streams, and the
+tuner's frontier under a p99 target.
+
+    from a800lab.figures.serving import serving_figure, decode_figure, concurrency_figure
+    serving_figure(load_results("serve.jsonl"))     # one line per config across batch sizes
+    decode_figure(load_results("decode.jsonl"))     # ms per token vs batch, bounds dashed
+    concurrency_figure(load_results("streams.jsonl"))
+    serve_tune_figure(tune_serve(...))              # every trial, the frontier, the winner
+
+Every figure names its device(s) and mode; noisy points are hollow, earlier runs faded, failed
+points marked on the x axis.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from .look import LabFigure, Look, noisy_handle, note_handle
+from .parts import (
+    NO_POINTS_TEXT,
+    Lines,
+    default_series,
+    figure_legend,
+    floats,
+    groups,
+    metric_lines,
+    say,
+    wrapped_entries,
+)
+
+PERCENTILES = (("p50_ms", "p50", ":"), ("p90_ms", "p90", "-."), ("p99_ms", "p99", "--"))
+
+
+def _two_axes(df: pd.DataFrame, series: str | None, earlier_runs: str):
+    fig = LabFigure(figsize=(10.0, 4.2))
+    left, right = fig.add_axes((0.085, 0.14, 0.27, 0.66)), fig.add_axes((0.45, 0.14, 0.27, 0.66))
+    look = Look(df, default_series(df, series), earlier_runs=earlier_runs)
+    fig.suptitle(look.devices, fontsize="medium")
+    return fig, left, right, look
+
+
+def _ok(df: pd.DataFrame, look: Look, column: str) -> pd.DataFrame:
+    shown = look.visible(df)
+    if shown.empty or column not in shown:
+        return shown.iloc[0:0]
+    return shown[(shown["outcome"] == "ok") & floats(shown, column).notna()]
+
+
+def serving_figure(df: pd.DataFrame, *, series: str | None = None,
+                   earlier_runs: str = "faded") -> Figure:
+    """Left: samples/s against p99 per series and run, points joined in batch-size order and
+    labelled with their batch (up and to the left is better). Right: the latency histogram of
+    the newest point, its p50 / p90 / p99 marked."""
+    fig, left, right, look = _two_axes(df, series, earlier_runs)
+    ok = _ok(df, look, "p99_ms")
+    left.set(xlabel="p99 latency of a request batch (ms)", ylabel="samples/s",
+             title="samples/s vs p99 (labels: batch)")
+    lines = Lines()
+    for (key, _run), idx in groups(ok, look).items():
+        rows = ok.iloc[idx].sort_values("batch_size")
+        newest = bool(look.newest.loc[rows.index[0]])
+        p99, rate = floats(rows, "p99_ms").to_numpy(), floats(rows, "throughput").to_numpy()
+        lines.add(key, newest, p99, rate, rows["noisy"].fillna(False).to_numpy(bool))
+        if newest:
+            for x, y, b in zip(p99, rate, rows["batch_size"], strict=True):
+                left.annotate(f"{b}", (x, y), textcoords="offset points", xytext=(4, 4),
+                              fontsize="small", color=look.color(key))
+    hollow = lines.draw(left, look, "-o", "data")
+    if ok.empty:
+        say(left, NO_POINTS_TEXT)
+    else:
+        left.set_xlim(left=0)
+        left.set_ylim(bottom=0)
+    _histogram(right, ok)
+    entries = look.series_handles() + ([noisy_handle()] if hollow else [])
+    failed = look.visible(df)
+    if not failed.empty and (failed["outcome"] != "ok").any():
+        entries.append(note_handle(f"{int((failed['outcome'] != 'ok').sum())} failed points: "
+                                   "see the table"))
+    figure_legend(fig, wrapped_entries(entries), 0.74)
+    return fig
+
+
+def _histogram(ax, ok: pd.DataFrame) -> None:
+    """The newest ok point's request latencies, with its percentiles."""
+    ax.set(xlabel="latency of a request batch (ms)", ylabel="requests")
+    if ok.empty:
+        say(ax, NO_POINTS_TEXT)
+        return
+    row = ok.loc[ok["timestamp"].idxmax()] if "timestamp" in ok else ok.iloc[-1]
+    samples = np.asarray(row["time_ms"], float)
+    ax.hist(samples, bins=min(60, max(10, samples.size // 8)), color="C0", alpha=0.7)
+    for column, name, style in PERCENTILES:
+        value = float(row.get(column, np.nan))
+        if np.isfinite(value):
+            ax.axvline(value, color="black", linestyle=style, lw=1.2)
+            ax.annotate(f"{name} {value:.3g}", (value, 1.0), xycoords=("data", "axes fraction"),
+                        rotation=90, va="top", ha="right", fontsize="small")
+    what = ", ".join(f"{row[k]}" for k in ("precision", "compile") if k in row and
+                     pd.notna(row[k]) and row[k] != "off")
+    ax.set_title(f"newest: batch {row.get('batch_size', '?')}, {what} ({samples.size} requests)",
+                 fontsize="medium")
+
+
+def decode_figure(df: pd.DataFrame, *, series: str | None = None,
+                  earlier_runs: str = "faded") -> Figure:
+    """Left: ms per output token vs batch, the bandwidth bounds of the newest runs dashed
+    (measured) and dotted (datasheet). Right: tokens/s vs batch."""
+    fig, left, right, look = _two_axes(df, series, earlier_runs)
+    left.set_title("time per decode step")
+    entries = metric_lines(left, df, "batch_size", "ms_per_token", look,
+                           ylabel="ms per output token")
+    ok = _ok(df, look, "ms_per_token")
+    drawn = set()
+    for (key, _run), idx in groups(ok, look).items():
+        rows = ok.iloc[idx].sort_values("batch_size")
+        if not look.newest.loc[rows.index[0]]:
+            continue
+        for column, style in (("bound_ms_measured", "--"), ("bound_ms_datasheet", ":")):
+            bound = floats(rows, column)
+            if bound.notna().any():
+                left.plot(rows["batch_size"], bound, style, color=look.color(key), lw=1.2)
+                drawn.add(column)
+    left.set_ylim(bottom=0)
+    right.set_title("tokens/s")
+    entries += metric_lines(right, df, "batch_size", "throughput", look, ylabel="tokens/s")
+    right.set_ylim(bottom=0)
+    bounds = [(Line2D([], [], color="gray", linestyle="--"),
+               "bound at the measured bandwidth: bytes read per step / GB/s"),
+              (Line2D([], [], color="gray", linestyle=":"), "bound at the datasheet bandwidth")]
+    entries += [b for b, c in zip(bounds, ("bound_ms_measured", "bound_ms_datasheet"),
+                                  strict=True) if c in drawn]
+    if not drawn and not ok.empty:
+        entries.append(note_handle("no bandwidth known (noisy measurement, no datasheet)"))
+    figure_legend(fig, wrapped_entries(look.series_handles() + entries), 0.74)
+    return fig
+
+
+def concurrency_figure(df: pd.DataFrame, *, series: str | None = None,
+                       earlier_runs: str = "faded") -> Figure:
+    """Left: samples/s of all streams together vs the number of streams. Right: p99 latency
+    vs streams (p50 dotted). MPS's state, as read, in the caption."""
+    fig, left, right, look = _two_axes(df, series, earlier_runs)
+    left.set_title("samples/s, all streams")
+    entries = metric_lines(left, df, "streams", "throughput", look, ylabel="samples/s")
+    left.set_ylim(bottom=0)
+    right.set_title("latency of a request batch")
+    entries += metric_lines(right, df, "streams", "p99_ms", look, ylabel="p99 (ms)")
+    ok = _ok(df, look, "p50_ms")
+    for (key, _run), idx in groups(ok, look).items():
+        rows = ok.iloc[idx].sort_values("streams")
+        if look.newest.loc[rows.index[0]]:
+            right.plot(rows["streams"], floats(rows, "p50_ms"), ":", color=look.color(key))
+    right.set_ylim(bottom=0)
+    entries.append((Line2D([], [], color="gray", linestyle=":"), "p50 (dotted)"))
+    if "mps" in ok and not ok.empty:
+        entries.append(note_handle(str(ok["mps"].iloc[-1])))
+    figure_legend(fig, wrapped_entries(look.series_handles() + entries), 0.74)
+    return fig
+
+
+def serve_tune_figure(outcome) -> Figure:
+    """Every candidate's latest trial (samples/s vs p99; hollow: timed with less than the
+    full budget; x: over the target), the frontier, the target, and the winner as re-measured."""
+    fig = LabFigure(figsize=(8.6, 4.6), layout="constrained")
+    ax = fig.add_subplot()
+    fig.suptitle(f"{outcome.device_name} ({outcome.mode})", fontsize="medium")
+    candidates = outcome.candidates
+    if not candidates:
+        say(ax, "no candidate measured")
+        return fig
+    full = max(c["budget_s"] or 0 for c in candidates)
+    precisions = list(dict.fromkeys(c["config"]["precision"] for c in candidates))
+    colors = {p: f"C{i}" for i, p in enumerate(precisions)}
+    for c in candidates:
+        color = colors[c["config"]["precision"]]
+        if c["meets_target"]:
+            ax.plot(c["p99_ms"], c["samples_per_s"], "o", color=color, linestyle="none",
+                    mfc=color if (c["budget_s"] or 0) >= full else "white", gid="candidate")
+        else:
+            ax.plot(c["p99_ms"], c["samples_per_s"], "x", color=color, gid="over-target")
+        ax.annotate(f"{c['config']['batch_size']}", (c["p99_ms"], c["samples_per_s"]),
+                    textcoords="offset points", xytext=(4, 3), fontsize="x-small")
+    frontier = outcome.frontier
+    ax.plot([c["p99_ms"] for c in frontier], [c["samples_per_s"] for c in frontier], "-",
+            color="gray", lw=1, gid="frontier")
+    ax.axvline(outcome.p99_ms, color="tab:red", linestyle="--", lw=1.2, gid="target")
+    again = outcome.remeasured
+    if again:
+        ax.plot(again["p99_ms"], again["samples_per_s"], "*", markersize=17, color="gold",
+                markeredgecolor="black", gid="winner")
+    entries = [(Line2D([], [], marker="o", color=colors[p], linestyle="none"), p)
+               for p in precisions]
+    entries += [(Line2D([], [], marker="o", color="gray", mfc="white", linestyle="none"),
+                 "timed with less than the full budget"),
+                (Line2D([], [], marker="x", color="gray", linestyle="none"), "p99 over the "
+                                                                             "target"),
+                (Line2D([], [], color="gray"), "frontier"),
+                (Line2D([], [], color="tab:red", linestyle="--"), f"target p99 "
+                                                                  f"{outcome.p99_ms:g} ms"),
+                (Line2D([], [], marker="*", color="gold", markeredgecolor="black",
+                        linestyle="none", markersize=12),
+                 "winner, re-measured" if outcome.winner else "best, re-measured: missed")]
+    ax.set(xlabel="p99 latency of a request batch (ms; labels: batch)", ylabel="samples/s",
+           title=f"tuning for p99 <= {outcome.p99_ms:g} ms: {len(candidates)} configs")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.legend(*zip(*entries, strict=True), loc="upper left", bbox_to_anchor=(1.02, 1.0),
+              fontsize="small")
+    return fig
