@@ -117,11 +117,12 @@ class ServeTuneOutcome:
 def tune_serve(p99_ms: float, task=None, *, model: str = "transformer", size: str | None = None,
                axes: Mapping | None = None, device: str = "auto",
                requests: int = DEFAULT_REQUESTS, budget_s: float = 0.3, out=None,
-               on_trial: Callable[[Record], None] | None = None,
-               cancel=None) -> ServeTuneOutcome:
+               on_trial: Callable[[Record], None] | None = None, cancel=None,
+               run_id: str | None = None) -> ServeTuneOutcome:
     """The most samples/s with p99 <= `p99_ms` (milliseconds) for `task` (your own; else the
     preset `model` at `size`); see the module docstring. `axes`: lever -> values (default
-    default_axes); `budget_s`: the timing budget of the last round per config."""
+    default_axes); `budget_s`: the timing budget of the last round per config; `run_id`: the
+    id stamped on every trial (default: a new one)."""
     positive_float("p99_ms", p99_ms, "50 (milliseconds)")
     device = resolve_device(device)
     axes = {**default_axes(device), **(axes or {})}
@@ -137,7 +138,7 @@ def tune_serve(p99_ms: float, task=None, *, model: str = "transformer", size: st
         check_writable(out)
     env = environment(device)
     env["fingerprint"] = fingerprint(env)
-    run_id, records = new_run_id(), []
+    run_id, records = run_id or new_run_id(), []
 
     def point(budget: float, **config) -> dict:
         got = serve_point(name, size, task=task, device=device, requests=requests,

@@ -1,0 +1,289 @@
+"""ServingExplorer: the latency and throughput of a model's inference, decode's bound, streams
+sharing the device, and the best config under a p99 target.
+
+    from a800lab.widgets import ServingExplorer
+    panel = ServingExplorer()                                  # the transformer preset
+    panel.run(wait=True, batch_size=[1, 8, 64], precision="fp32")   # latency view
+    panel.run(wait=True, view="decode", batch_size=[1, 4, 16])
+    panel.run(wait=True, view="concurrency", streams=[1, 2, 4])
+    panel.run(wait=True, view="tune", p99_ms=5.0)              # panel.tune_outcome, the snippet
+    ServingExplorer(make_model=my_model, make_batch=my_batch)  # your model (not in decode)
+
+Four views, each a Run of its own (Stop, progress, records, Save / Load as every panel):
+- latency: a800lab.workloads.serving.point.serve_point per config: samples/s against p99,
+  one line per config across batch sizes, and the newest point's latency histogram;
+- decode: decode_point (the transformer preset from a KV cache): ms per token and tokens/s
+  against batch, with the memory-bandwidth bound dashed;
+- concurrency: concurrency_point: samples/s and p99 against streams, MPS's state as read;
+- tune: tune_serve over the batch sizes typed (the device's precisions, the compile mode
+  chosen): every trial live, then the frontier, the winner re-measured and the code to paste.
+Command-line twins: `sweep serve`, `sweep decode`, `sweep concurrency`, `tune serve`.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+from pathlib import Path
+
+import ipywidgets as widgets
+import pandas as pd
+
+from ..core.backends import resolve_device, torchvision_reason
+from ..core.sweep import SweepResult, grid, run_sweep, thread_count
+from ..figures.serving import (
+    concurrency_figure,
+    decode_figure,
+    serve_tune_figure,
+    serving_figure,
+)
+from ..workloads.serving.concurrency import concurrency_point
+from ..workloads.serving.decode import decode_point
+from ..workloads.serving.point import serve_point
+from ..workloads.serving.spec import (
+    DEFAULT_REQUESTS,
+    MIN_REQUESTS,
+    ServeSpec,
+    check_serving_task,
+    serve_precisions_for,
+    serving_unavailable,
+)
+from ..workloads.serving.tune import default_axes, describe_serving, tune_serve
+from ..workloads.training.levers import COMPILE_MODES
+from ..workloads.training.models import MODELS, SIZES, default_size
+from ..workloads.training.spec import positive_float
+from ..workloads.training.task import CUSTOM, custom_task
+from .explorer import AUTO_SERIES, DATA_DIR, Explorer
+from .explorer_text import auto_series, run_numbers, table_html
+from .params import Choice, Fixed, Range, format_param
+
+VIEWS = {"latency": "latency vs samples/s", "decode": "decode", "concurrency": "streams",
+         "tune": "tune under a p99"}
+CONFIG = ("model", "size", "batch_size", "precision")
+SPEC_FIELDS = (*CONFIG, "compile", "graphs", "channels_last")
+VIEW_PARAMS = {"latency": (*CONFIG, "compile", "graphs", "channels_last"),
+               "decode": ("size", "batch_size", "precision"),
+               "concurrency": (*CONFIG, "streams"),
+               "tune": ("model", "size", "batch_size", "compile", "p99_ms")}
+VIEW_AXIS = {"latency": "batch_size", "decode": "batch_size", "concurrency": "streams",
+             "tune": "batch_size"}
+WORKLOADS = {"latency": "serve", "decode": "decode", "concurrency": "concurrency",
+             "tune": "tune-serve"}
+TABLE_METRICS = {"latency": ("p50_ms", "p99_ms", "requests", "rel_error", "compile_s",
+                             "capture_s"),
+                 "decode": ("ms_per_token", "bound_ms_measured", "bound_ms_datasheet",
+                            "pct_of_bound", "rel_error"),
+                 "concurrency": ("p50_ms", "p99_ms", "requests", "mps"),
+                 "tune": ("precision", "graphs", "p50_ms", "p99_ms", "meets_target",
+                          "budget_s")}
+NOTES = {
+    "latency": "Each point: outputs checked against fp32, warm-up (compile, graph capture) "
+               "timed apart, then >= {requests} requests timed. Twin: python -m a800lab sweep "
+               "serve ...",
+    "decode": "The transformer preset (GPT-2 small's shape on a GPU) generating from a KV "
+              "cache; dashed: bytes read per step / bandwidth. Twin: python -m a800lab sweep "
+              "decode ...",
+    "concurrency": "N servers (threads, own CUDA stream each) answering together; MPS read, "
+                   "never changed. Twin: python -m a800lab sweep concurrency ...",
+    "tune": "The most samples/s whose p99 meets p99_ms, over the batch sizes typed and the "
+            "device's precisions; the winner measured again. Twin: python -m a800lab tune "
+            "serve --p99-ms X",
+}
+
+
+class ServingExplorer(Explorer):
+    """The serving panel (see the module docstring).
+
+    Presets: `model` and `size` start the controls (tiny on a CPU, medium on a GPU). Your own
+    model: `make_model()` -> nn.Module and `make_batch(batch_size)` -> (inputs, targets), as
+    for TrainingExplorer; its output must be (batch, ...), checked when the panel is built.
+    `requests`: requests timed per point at least (>= 100); `budget_s`: timing budget per
+    point. The rest as for Explorer (`device`, `cpu_threads`, `title`, `recorded_dir`, `out`).
+    """
+
+    VIEWS = VIEWS
+
+    def __init__(self, *, make_model=None, make_batch=None, model: str = "transformer",
+                 size: str | None = None, device: str = "auto",
+                 requests: int = DEFAULT_REQUESTS, budget_s: float | None = None,
+                 cpu_threads: int | None = None,
+                 title: str = "Serving: latency, samples/s and the batch you can afford",
+                 recorded_dir: Path | str = DATA_DIR, out: str | None = None):
+        device = resolve_device(device)
+        on_cpu = device == "cpu"
+        self.task = None
+        if make_model is not None or make_batch is not None:
+            if make_model is None or make_batch is None:
+                raise ValueError("your own model needs both make_model= and make_batch=")
+            self.task = custom_task(make_model, make_batch)
+            check_serving_task(self.task, device)
+        if budget_s is not None:
+            positive_float("budget_s", budget_s, "0.3")
+        if isinstance(requests, bool) or not isinstance(requests, int) or \
+                requests < MIN_REQUESTS:
+            raise ValueError(f"requests={requests!r} must be an int >= {MIN_REQUESTS}")
+        self.settings = {"requests": requests, "budget_s": budget_s or (0.1 if on_cpu else 0.3)}
+        models = (*MODELS, *(() if torchvision_reason() else ("resnet50",)))
+        sizes = (*SIZES, "gpt2_small", *(() if torchvision_reason() else ("224",)))
+        params = {
+            "model": Fixed(CUSTOM) if self.task else Choice(models, default=model),
+            "size": Fixed(CUSTOM) if self.task else
+            Choice(sizes, default=size or default_size(device)),
+            "batch_size": Range(1, 4096, default=8, scale="pow2"),
+            "precision": Choice(tuple(serve_precisions_for(device)), default="fp32"),
+            "compile": Choice(COMPILE_MODES, default="off"),
+            "graphs": Choice((False, True)),
+            "channels_last": Choice((False, True)),
+            "streams": Range(1, 64, default=2, scale="pow2"),
+            "p99_ms": Range(0.01, 100_000.0, default=5.0 if on_cpu else 20.0, scale="log"),
+        }
+        self.tune_outcome = None
+        super().__init__(self._point, params, sweep="batch_size", name="serve", device=device,
+                         cpu_threads=cpu_threads, title=title, recorded_dir=recorded_dir,
+                         out=out)
+
+    @staticmethod
+    def _point(**params):
+        """Explorer's workload signature; each view's Run calls its own point (_sweep)."""
+        raise NotImplementedError("ServingExplorer runs each view's point in _sweep")
+
+    # ---- layout ---------------------------------------------------------------------------
+    def _extra_widgets(self) -> dict[str, list]:
+        self.note = widgets.HTML("")
+        self.tune_text = widgets.HTML("")
+        return {"after_controls": [self.note], "after_plot": [self.tune_text]}
+
+    def _on_view(self) -> None:
+        view = self.view.value
+        self.note.value = f"<small>{html.escape(NOTES[view].format(**self.settings))}</small>"
+        self.sweep_axis.value = VIEW_AXIS[view]
+        defaults = {"latency": [1, 8, 64], "decode": [1, 4, 16], "concurrency": [1, 2, 4],
+                    "tune": [1, 4, 16, 64]}[view]
+        self.sweep_values.value = ", ".join(map(format_param, defaults))
+        for key, control in self.controls.items():
+            control.disabled = key == VIEW_AXIS[view] or key not in VIEW_PARAMS[view] or \
+                isinstance(self.params[key], Fixed)
+        self.tune_text.layout.display = None if view == "tune" else "none"
+
+    # ---- running --------------------------------------------------------------------------
+    def run(self, wait: bool = False, view: str | None = None, **values) -> bool:
+        """As Explorer.run, with `view` chosen first."""
+        if view is not None:
+            if view not in VIEWS:
+                self.status.say(f"Cannot run: view={view!r}; use one of {list(VIEWS)}", "error")
+                return False
+            self.view.value = view
+        return super().run(wait=wait, **values)
+
+    def _plan(self, overrides: dict) -> tuple[dict, dict]:
+        view = self.view.value
+        if view == "decode" and self.task is not None:
+            raise ValueError("decode runs the transformer preset from a KV cache, not your "
+                             "model: use a panel without make_model= for it")
+        axes, fixed = super()._plan(overrides)
+        fixed = {k: v for k, v in fixed.items() if k in VIEW_PARAMS[view]}
+        if view in ("latency", "concurrency"):  # a config this device refuses: said now
+            for point in grid(axes):
+                config = {k: v for k, v in {**fixed, **point}.items() if k in SPEC_FIELDS}
+                reason = serving_unavailable(ServeSpec(**config), self.device)
+                if reason:
+                    raise ValueError(reason)
+        return axes, fixed
+
+    def _sweep(self, axes: dict, fixed: dict, run_id: str) -> SweepResult:
+        view = self.view.value
+        if view == "tune":
+            return self._tune(axes, fixed, run_id)
+        common = {"device": self.device}
+        point = {"latency": functools.partial(serve_point, task=self.task, **common,
+                                              **self.settings),
+                 "decode": functools.partial(decode_point, budget_s=self.settings["budget_s"],
+                                             **common),
+                 "concurrency": functools.partial(concurrency_point, task=self.task, **common,
+                                                  requests=self.settings["requests"])}[view]
+        return run_sweep(point, axes, fixed=fixed, workload=WORKLOADS[view], device=self.device,
+                         torch_threads=self.torch_threads, run_id=run_id,
+                         on_progress=self._on_progress, on_result=self._on_result,
+                         cancel=self._cancel)
+
+    def _tune(self, axes: dict, fixed: dict, run_id: str) -> SweepResult:
+        self.tune_outcome, self.tune_text.value = None, ""
+        grid = {**default_axes(self.device), "batch_size": axes["batch_size"],
+                "compile": [fixed["compile"]]}
+        grid["graphs"] = [g for g in grid["graphs"] if not (
+            g and fixed["compile"] in ("reduce-overhead", "max-autotune"))]
+        count = [0]
+
+        def trial(record) -> None:
+            count[0] += 1
+            self.progress_text.value = f"trial {count[0]}: {record.outcome}"
+            self._on_result(record)
+
+        with thread_count(self.torch_threads):
+            outcome = tune_serve(fixed["p99_ms"], self.task, model=fixed["model"],
+                                 size=None if self.task else fixed["size"], axes=grid,
+                                 device=self.device, on_trial=trial, cancel=self._cancel,
+                                 run_id=run_id, **self.settings)
+        self.tune_outcome = outcome
+        self._show_tune(outcome)
+        return SweepResult(records=outcome.records, total=len(outcome.records), run_id=run_id,
+                           cancelled=outcome.search.cancelled)
+
+    def _show_tune(self, outcome) -> None:
+        again = outcome.remeasured
+        rows = [("target", f"p99 <= {outcome.p99_ms:g} ms"),
+                ("winner", describe_serving(outcome.winner) if outcome.winner else
+                 "none met the target when measured again"),
+                ("re-measured", f"{again['samples_per_s']:.4g} samples/s, p50 "
+                                f"{again['p50_ms']:.3g} ms, p99 {again['p99_ms']:.3g} ms, "
+                                f"{again['requests']} requests" if again else "-"),
+                ("noise", f"within noise of {len(outcome.search.rivals)} other config(s)"
+                 if outcome.search.rivals else "clear of the noise"),
+                ("contended", outcome.search.contended or "no")]
+        table = "<table>" + "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}"
+                                    "</td></tr>" for k, v in rows) + "</table>"
+        code = "" if not outcome.snippet else (
+            "<details open><summary>the code to paste</summary><pre>"
+            f"{html.escape(outcome.snippet)}</pre></details>")
+        self.tune_text.value = table + code
+
+    # ---- views ----------------------------------------------------------------------------
+    def _of_view(self, df: pd.DataFrame) -> pd.DataFrame:
+        if df.empty or "workload" not in df:
+            return df
+        return df[df["workload"] == WORKLOADS[self.view.value]]
+
+    def _figure(self, df: pd.DataFrame, x: str, series: str):
+        view, shown = self.view.value, self._of_view(df)
+        if view == "tune" and self.tune_outcome is not None and not self.running:
+            return serve_tune_figure(self.tune_outcome)
+        if self.color_by.value == AUTO_SERIES and not shown.empty:
+            names = [p for p in VIEW_PARAMS[view] if p in shown and p != "p99_ms"]
+            if view == "tune":
+                names += ["precision", "graphs"]
+            shown, series = shown.assign(series=auto_series(shown, VIEW_AXIS[view],
+                                                            names)), "series"
+        elif series not in shown:
+            series = None
+        draw = {"latency": serving_figure, "decode": decode_figure,
+                "concurrency": concurrency_figure, "tune": serving_figure}[view]
+        return draw(shown, series=series, earlier_runs=self.earlier_runs.value)
+
+    def _figure_title(self, x: str) -> str:
+        return {"latency": "samples/s vs p99 per config across batch sizes; the newest "
+                           "point's latency histogram",
+                "decode": "decode: ms per token and tokens/s vs batch, bandwidth bounds "
+                          "dashed",
+                "concurrency": "N streams: samples/s of all together and p99 vs streams",
+                "tune": "tuning under the p99 target: every trial, the frontier, the winner "
+                        "re-measured"}[self.view.value]
+
+    def _table_html(self, measured: pd.DataFrame) -> str:
+        view = self.view.value
+        shown = self._of_view(measured)
+        if shown.empty:
+            return html.escape("no points of this view yet")
+        numbers = run_numbers(measured["run_id"]) if "run_id" in measured else {}
+        columns = [p for p in VIEW_PARAMS[view] if p != "p99_ms"] + \
+            [c for c in TABLE_METRICS[view] if c in shown]
+        return table_html(shown, list(dict.fromkeys(columns)), numbers)
