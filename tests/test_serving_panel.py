@@ -30,7 +30,7 @@ def test_the_views_run_and_draw_their_own_points():
     assert frame["p99_ms"].notna().all() and "mps" in frame
     assert "<td>2</td>" in panel.table.value and "serve" not in panel._table_html(
         frame[frame["workload"] == "serve"])  # the streams view tabulates its own points
-    assert panel.run(wait=True, view="tune", p99_ms=50.0, batch_size=[1, 4])
+    assert panel.run(wait=True, view="tune", p99_target_ms=50.0, batch_size=[1, 4])
     assert panel.tune_outcome.winner is not None
     assert "the code to paste" in panel.tune_text.value
     assert {line.get_gid() for line in panel.figure.axes[0].lines} >= {"frontier", "winner"}
@@ -39,7 +39,7 @@ def test_the_views_run_and_draw_their_own_points():
 @pytest.mark.parametrize("values, says", [
     ({"batch_size": [0]}, "batch_size=0 is outside the allowed range"),
     ({"precision": "fp8"}, "'fp8' is not a valid value"),
-    ({"view": "tune", "p99_ms": 0}, "p99_ms=0 is outside the allowed range"),
+    ({"view": "tune", "p99_target_ms": 0}, "p99_target_ms=0 is outside the allowed range"),
     ({"graphs": True}, "needs a CUDA device"),
 ])
 def test_bad_values_are_refused_in_the_status_line(values, says):

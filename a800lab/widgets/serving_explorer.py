@@ -6,7 +6,7 @@ sharing the device, and the best config under a p99 target.
     panel.run(wait=True, batch_size=[1, 8, 64], precision="fp32")   # latency view
     panel.run(wait=True, view="decode", batch_size=[1, 4, 16])
     panel.run(wait=True, view="concurrency", streams=[1, 2, 4])
-    panel.run(wait=True, view="tune", p99_ms=5.0)              # panel.tune_outcome, the snippet
+    panel.run(wait=True, view="tune", p99_target_ms=5.0)       # panel.tune_outcome, the code
     ServingExplorer(make_model=my_model, make_batch=my_batch)  # your model (not in decode)
 
 Four views, each a Run of its own (Stop, progress, records, Save / Load as every panel):
@@ -64,9 +64,10 @@ SPEC_FIELDS = (*CONFIG, "compile", "graphs", "channels_last")
 VIEW_PARAMS = {"latency": (*CONFIG, "compile", "graphs", "channels_last"),
                "decode": ("size", "batch_size", "precision"),
                "concurrency": (*CONFIG, "streams"),
-               "tune": ("model", "size", "batch_size", "compile", "p99_ms")}
+               "tune": ("model", "size", "batch_size", "compile", "p99_target_ms")}
 VIEW_AXIS = {"latency": "batch_size", "decode": "batch_size", "concurrency": "streams",
              "tune": "batch_size"}
+TUNED = ("precision", "graphs")  # what the tune view varies beside its controls
 WORKLOADS = {"latency": "serve", "decode": "decode", "concurrency": "concurrency",
              "tune": "tune-serve"}
 TABLE_METRICS = {"latency": ("p50_ms", "p99_ms", "requests", "rel_error", "compile_s",
@@ -85,7 +86,7 @@ NOTES = {
               "decode ...",
     "concurrency": "N servers (threads, own CUDA stream each) answering together; MPS read, "
                    "never changed. Twin: python -m a800lab sweep concurrency ...",
-    "tune": "The most samples/s whose p99 meets p99_ms, over the batch sizes typed and the "
+    "tune": "The most samples/s whose p99 meets p99_target_ms, over the batch sizes typed and the "
             "device's precisions; the winner measured again. Twin: python -m a800lab tune "
             "serve --p99-ms X",
 }
@@ -135,7 +136,8 @@ class ServingExplorer(Explorer):
             "graphs": Choice((False, True)),
             "channels_last": Choice((False, True)),
             "streams": Range(1, 64, default=2, scale="pow2"),
-            "p99_ms": Range(0.01, 100_000.0, default=5.0 if on_cpu else 20.0, scale="log"),
+            "p99_target_ms": Range(0.01, 100_000.0, default=5.0 if on_cpu else 20.0,
+                                   scale="log"),
         }
         self.tune_outcome = None
         super().__init__(self._point, params, sweep="batch_size", name="serve", device=device,
@@ -220,7 +222,7 @@ class ServingExplorer(Explorer):
             self._on_result(record)
 
         with thread_count(self.torch_threads):
-            outcome = tune_serve(fixed["p99_ms"], self.task, model=fixed["model"],
+            outcome = tune_serve(fixed["p99_target_ms"], self.task, model=fixed["model"],
                                  size=None if self.task else fixed["size"], axes=grid,
                                  device=self.device, on_trial=trial, cancel=self._cancel,
                                  run_id=run_id, **self.settings)
@@ -247,20 +249,33 @@ class ServingExplorer(Explorer):
             f"{html.escape(outcome.snippet)}</pre></details>")
         self.tune_text.value = table + code
 
+    def clear(self) -> int:
+        """As Explorer.clear; the tuner's outcome goes too."""
+        if not self.running:
+            self.tune_outcome, self.tune_text.value = None, ""
+        return super().clear()
+
     # ---- views ----------------------------------------------------------------------------
     def _of_view(self, df: pd.DataFrame) -> pd.DataFrame:
         if df.empty or "workload" not in df:
             return df
         return df[df["workload"] == WORKLOADS[self.view.value]]
 
+    def _measured_frame(self) -> pd.DataFrame:
+        """This view's points, without the columns of other views' parameters (so the caption
+        names only what differs among this view's controls)."""
+        frame = self._of_view(super()._measured_frame())
+        keep = {*VIEW_PARAMS[self.view.value], *TUNED}
+        return frame.drop(columns=[p for p in self.params if p not in keep and p in frame])
+
     def _figure(self, df: pd.DataFrame, x: str, series: str):
         view, shown = self.view.value, self._of_view(df)
-        if view == "tune" and self.tune_outcome is not None and not self.running:
+        if view == "tune" and self.tune_outcome is not None:  # None while a tuning runs
             return serve_tune_figure(self.tune_outcome)
         if self.color_by.value == AUTO_SERIES and not shown.empty:
-            names = [p for p in VIEW_PARAMS[view] if p in shown and p != "p99_ms"]
+            names = [p for p in VIEW_PARAMS[view] if p in shown and p != "p99_target_ms"]
             if view == "tune":
-                names += ["precision", "graphs"]
+                names += list(TUNED)
             shown, series = shown.assign(series=auto_series(shown, VIEW_AXIS[view],
                                                             names)), "series"
         elif series not in shown:
@@ -284,6 +299,6 @@ class ServingExplorer(Explorer):
         if shown.empty:
             return html.escape("no points of this view yet")
         numbers = run_numbers(measured["run_id"]) if "run_id" in measured else {}
-        columns = [p for p in VIEW_PARAMS[view] if p != "p99_ms"] + \
+        columns = [p for p in VIEW_PARAMS[view] if p != "p99_target_ms"] + \
             [c for c in TABLE_METRICS[view] if c in shown]
         return table_html(shown, list(dict.fromkeys(columns)), numbers)

@@ -312,13 +312,14 @@ def test_chapter_11_report_shown_inline(page: Page, lab, quick_cpu_report):
 # values a programmatic run used): every panel and every drawn figure is screenshot, for a
 # person to look at (artifacts/browser/chapterNN-panel-K.png, chapterNN-figure-K.png).
 # The README command runs chapters 00 and 04 (the first panel, the training panel); 05 and 06
-# (chapter 04's TrainingExplorer again), 09 and 10 (their figures are also checked as figures
-# by nbval's chapter check) are marked slow and run by hand (`--run-slow`, ~80 s), which keeps
-# the README command within its 10 minutes.
+# (chapter 04's TrainingExplorer again), 09, 10 and 13 (their figures are also checked as
+# figures by nbval's chapter check) are marked slow and run by hand (`--run-slow`, ~2 min),
+# which keeps the README command within its 10 minutes.
 SHOWS_WHAT_RAN = ("00-start-here.ipynb", "04-mixed-precision-training.ipynb",
                   *(pytest.param(chapter, marks=pytest.mark.slow) for chapter in (
                       "05-loss-scaling.ipynb", "06-batch-size-and-accumulation.ipynb",
-                      "09-deployment.ipynb", "10-utilisation-and-cost.ipynb")))
+                      "09-deployment.ipynb", "10-utilisation-and-cost.ipynb",
+                      "13-serving.ipynb")))
 
 
 @pytest.mark.parametrize("chapter", SHOWS_WHAT_RAN)

@@ -149,7 +149,8 @@ def tune_serve(p99_ms: float, task=None, *, model: str = "transformer", size: st
         return got
 
     def measured(config: dict, budget: float) -> Record:
-        record = measure_point(lambda **params: point(budget, **params), dict(config),
+        record = measure_point(lambda model, size, **params: point(budget, **params),
+                               {"model": name, "size": size, **config},
                                workload=WORKLOAD, device=device, env=env, run_id=run_id,
                                cancel=cancel)
         records.append(record)
