@@ -93,10 +93,12 @@ def recovery(requests: int, seed: int = 0) -> dict:
     timing = time_requests(request, device="cpu", requests=requests, budget_s=0.0)
     noise = assess(timing.samples_ms, cpu_conditions(meter.stop()), on_cpu=True)
     got = {q: timing.percentile_ms(q) for q in true}
+    # the load meter's verdict only: these latencies vary by design, so the spread and the
+    # "far above the fastest" rule say nothing here
+    busy = [r for r in noise["reasons"] if r.startswith("oversubscribed")]
     return {"true_ms": true, "recovered_ms": got,
             "rel_error": {q: got[q] / true[q] - 1 for q in true}, "target_rel_error": 0.05,
-            "requests": len(timing.samples_ms), "contended": noise["contended"],
-            "contention": [r for r in noise["reasons"] if not r.startswith("timing spread")]}
+            "requests": len(timing.samples_ms), "contended": bool(busy), "contention": busy}
 
 
 def main() -> None:
