@@ -41,10 +41,7 @@ def add_parsers(commands) -> None:
                               "precision, compile, CUDA graphs and layout")
     _model_options(serve)
     _config_options(serve)
-    _requests_option(serve)
-    run_options(serve)
-    resume_options(serve)
-    serve.add_argument("--telemetry", action="store_true", help="sample NVML during each point")
+    _sweep_options(serve)
 
     decode = commands.add("decode", group="sweep", run=sweep_decode_command,
                           help="token generation from a static KV cache: time per token, "
@@ -57,9 +54,7 @@ def add_parsers(commands) -> None:
     decode.add_argument("--precision", nargs="+", default=["fp32"], help=PRECISION_HELP)
     decode.add_argument("--prompt-tokens", type=int, default=None, help="prompt length")
     decode.add_argument("--new-tokens", type=int, default=None, help="tokens generated")
-    run_options(decode)
-    resume_options(decode)
-    decode.add_argument("--telemetry", action="store_true", help="sample NVML during each point")
+    _sweep_options(decode, requests=False)
 
     streams = commands.add("concurrency", group="sweep", run=sweep_concurrency_command,
                            help="N request streams sharing the device: samples/s and p99 per "
@@ -72,10 +67,7 @@ def add_parsers(commands) -> None:
                               "each: what MPS shares)")
     streams.add_argument("--batch-size", type=int, default=8, help="request batch (default 8)")
     streams.add_argument("--precision", default="fp32", help=PRECISION_HELP)
-    _requests_option(streams)
-    run_options(streams)
-    resume_options(streams)
-    streams.add_argument("--telemetry", action="store_true", help="sample NVML during each point")
+    _sweep_options(streams)
 
     tune = commands.add("serve", group="tune", run=tune_serve_command,
                         help="the config with the most samples/s whose p99 stays under "
@@ -115,6 +107,15 @@ def _config_options(parser, *, defaults: bool = True) -> None:
 def _requests_option(parser) -> None:
     parser.add_argument("--requests", type=int, default=None,
                         help="requests timed per point, at least (default 200; >= 100)")
+
+
+def _sweep_options(parser, *, requests: bool = True) -> None:
+    """--requests, the run options, --no-resume and --telemetry of a serving sweep."""
+    if requests:
+        _requests_option(parser)
+    run_options(parser)
+    resume_options(parser)
+    parser.add_argument("--telemetry", action="store_true", help="sample NVML during each point")
 
 
 def _task(args, device: str):

@@ -56,6 +56,7 @@ from ..workloads.training.task import CUSTOM, custom_task
 from .explorer import AUTO_SERIES, DATA_DIR, Explorer
 from .explorer_text import auto_series, run_numbers, table_html
 from .params import Choice, Fixed, Range, format_param
+from .training_tools import rows_table
 
 VIEWS = {"latency": "latency vs samples/s", "decode": "decode", "concurrency": "streams",
          "tune": "tune under a p99"}
@@ -140,14 +141,10 @@ class ServingExplorer(Explorer):
                                    scale="log"),
         }
         self.tune_outcome = None
-        super().__init__(self._point, params, sweep="batch_size", name="serve", device=device,
-                         cpu_threads=cpu_threads, title=title, recorded_dir=recorded_dir,
-                         out=out)
-
-    @staticmethod
-    def _point(**params):
-        """Explorer's workload signature; each view's Run calls its own point (_sweep)."""
-        raise NotImplementedError("ServingExplorer runs each view's point in _sweep")
+        # Explorer's workload: each view's Run calls its own point function (_sweep)
+        super().__init__(lambda **params: {}, params, sweep="batch_size", name="serve",
+                         device=device, cpu_threads=cpu_threads, title=title,
+                         recorded_dir=recorded_dir, out=out)
 
     # ---- layout ---------------------------------------------------------------------------
     def _extra_widgets(self) -> dict[str, list]:
@@ -242,12 +239,10 @@ class ServingExplorer(Explorer):
                 ("noise", f"within noise of {len(outcome.search.rivals)} other config(s)"
                  if outcome.search.rivals else "clear of the noise"),
                 ("contended", outcome.search.contended or "no")]
-        table = "<table>" + "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}"
-                                    "</td></tr>" for k, v in rows) + "</table>"
         code = "" if not outcome.snippet else (
             "<details open><summary>the code to paste</summary><pre>"
             f"{html.escape(outcome.snippet)}</pre></details>")
-        self.tune_text.value = table + code
+        self.tune_text.value = rows_table(rows) + code
 
     def clear(self) -> int:
         """As Explorer.clear; the tuner's outcome goes too."""

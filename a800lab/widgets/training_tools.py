@@ -69,7 +69,7 @@ class ProfileBox:
         rows += [(f"top op {i}", f"{op['name']}: {op['self_ms']:.3g} ms ({op['share_pct']:.0f}%)")
                  for i, op in enumerate(b.top_ops[:5], start=1)]
         rows.append(("trace", report.trace_path))
-        self.text.value = _table(rows)
+        self.text.value = rows_table(rows)
         self.figure = profile_figure(reports[-MAX_PROFILES:])
         self.plot.value = png(self.figure)
         self.plot.layout.display = None
@@ -110,7 +110,7 @@ class TuneBox:
                 ("result", "reused from the store (force=True tunes again)" if outcome.reused
                  else f"tuned in {e['wall_s']:.1f} s" + ("" if e.get("stored", True) else
                                                           ", not stored (a contended CPU)"))]
-        self.text.value = _table(rows)
+        self.text.value = rows_table(rows)
         self.figure = frontier_figure(e)
         self.plot.value = png(self.figure)
         self.plot.layout.display = None
@@ -118,6 +118,7 @@ class TuneBox:
                               f"{html.escape(e['snippet'])}</pre></details>")
 
 
-def _table(rows) -> str:
+def rows_table(rows) -> str:
+    """(name, value) rows as a two-column HTML table."""
     return "<table>" + "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(str(v))}"
                                "</td></tr>" for k, v in rows) + "</table>"
