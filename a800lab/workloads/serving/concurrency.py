@@ -154,8 +154,9 @@ def _threads(first: Server, spec: ServeSpec, task, device: str, streams: int, co
         thread.start()
     for thread in threads:
         thread.join()
-    if errors:
-        raise errors[0]
+    if errors:  # the stream that failed first, not those its abort() broke
+        raise next((e for e in errors if not isinstance(e, threading.BrokenBarrierError)),
+                   errors[0])
     return runs
 
 
@@ -187,7 +188,8 @@ def _processes(spec: ServeSpec, device: str, streams: int, count: int) -> list[d
             worker.join(timeout=10)
             if worker.is_alive():
                 worker.kill()
-    failed = [r["error"] for r in runs if "error" in r]
+    failed = sorted((r["error"] for r in runs if "error" in r),
+                    key=lambda why: why.startswith("BrokenBarrierError"))
     if failed:
         raise RuntimeError(f"a stream's process failed: {failed[0]}")
     return runs
