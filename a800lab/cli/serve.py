@@ -137,11 +137,16 @@ def config_axes(device: str, task, *, model: str, size: str | None, batch_size, 
     """The grid of serving configs given (lists; None: the default); every combination is
     checked (ValueError) before anything runs."""
     from ..core.sweep import grid
-    from ..workloads.serving.spec import ServeSpec, serve_precision, serving_unavailable
-    from ..workloads.training.models import default_size, preset
+    from ..workloads.serving.spec import (
+        ServeSpec,
+        serve_precision,
+        serving_size,
+        serving_unavailable,
+    )
+    from ..workloads.training.models import preset
 
     axes = {"model": [task.name if task else model],
-            "size": ["custom" if task else size or default_size(device)],
+            "size": [serving_size(model, size, device, task)],
             "batch_size": _listed(batch_size, 8),
             "precision": _listed([serve_precision(p) for p in precision or []], "fp32"),
             "compile": _listed(compile, "off"),

@@ -31,7 +31,7 @@ from ...core.backends import resolve_device
 from ...core.precision import matmul_precision
 from ...core.sharing import mps_status
 from ...core.timing import Timing, measure
-from ..training.models import default_size, preset
+from ..training.models import preset
 from ..training.spec import positive_int
 from .point import Server, batch_inputs, fp32_reference
 from .spec import (
@@ -41,6 +41,7 @@ from .spec import (
     latency_metrics,
     output_gap,
     output_wrong,
+    serving_size,
     serving_unavailable,
 )
 
@@ -105,7 +106,7 @@ def concurrency_point(streams: int = 2, model: str = "transformer", size: str | 
     if isinstance(requests, bool) or not isinstance(requests, int) or requests < MIN_REQUESTS:
         raise ValueError(f"requests={requests!r} must be an int >= {MIN_REQUESTS}")
     spec = ServeSpec(task.name if task is not None else model,
-                     size or ("custom" if task is not None else default_size(device)),
+                     serving_size(model, size, device, task),
                      batch_size, precision, graphs=graphs)
     reason = serving_unavailable(spec, device)
     if reason:

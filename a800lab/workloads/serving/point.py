@@ -30,7 +30,7 @@ from ...core.precision import matmul_precision
 from ...core.sweep import measure_point
 from ...core.timing import Timing, measure
 from ..training.levers import CompileWatch, compile_model, to_channels_last
-from ..training.models import Task, default_size, preset
+from ..training.models import Task, preset
 from ..training.task import check_batch, custom_task
 from .spec import (
     DEFAULT_REQUESTS,
@@ -43,6 +43,7 @@ from .spec import (
     model_output,
     output_gap,
     output_wrong,
+    serving_size,
     serving_unavailable,
 )
 
@@ -161,7 +162,7 @@ def serve_point(model: str = "transformer", size: str | None = None, batch_size:
     else the preset `model` at `size` (tiny on a CPU, medium on a GPU)."""
     device = resolve_device(device)
     spec = ServeSpec(task.name if task is not None else model,
-                     size or ("custom" if task is not None else default_size(device)),
+                     serving_size(model, size, device, task),
                      batch_size, precision, compile, graphs, channels_last)
     reason = serving_unavailable(spec, device)
     if reason:

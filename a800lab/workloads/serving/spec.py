@@ -18,8 +18,9 @@ from torch import nn
 from ...core.precision import parse_precision, unsupported_reason
 from ...core.timing import Timing
 from ..training.levers import COMPILE_MODES, check_choice, lever_unavailable
+from ..training.models import ZOO_MODELS, default_size
 from ..training.spec import positive_int
-from ..training.task import call_model, check_batch
+from ..training.task import CUSTOM, call_model, check_batch
 
 SERVE_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}  # weights and inputs cast to these
@@ -85,6 +86,16 @@ def serving_unavailable(spec: ServeSpec, device: str) -> str:
         return ("graphs=True captures the forward as a CUDA graph (torch.cuda.graph), which "
                 "needs a CUDA device; on a CPU leave graphs off")
     return unsupported_reason(spec.precision, device) or lever_unavailable(spec, device)
+
+
+def serving_size(model: str, size: str | None, device: str, task=None) -> str:
+    """The size a point serves: the one given, "custom" for your own model, a zoo model's
+    own (resnet50: "224"), else tiny on a CPU and medium on a GPU."""
+    if size:
+        return size
+    if task is not None:
+        return CUSTOM
+    return ZOO_MODELS[model][0] if model in ZOO_MODELS else default_size(device)
 
 
 def first_tensor(out) -> torch.Tensor:

@@ -32,10 +32,15 @@ from ...core.search import SearchResult, config_key, search
 from ...core.sweep import measure_point
 from ...core.timing import Timing
 from ..training.candidates import pareto_frontier
-from ..training.models import default_size
 from ..training.spec import positive_float
 from .point import serve_point
-from .spec import DEFAULT_REQUESTS, ServeSpec, serve_precisions_for, serving_unavailable
+from .spec import (
+    DEFAULT_REQUESTS,
+    ServeSpec,
+    serve_precisions_for,
+    serving_size,
+    serving_unavailable,
+)
 
 WORKLOAD = "tune-serve"
 LEVERS = ("batch_size", "precision", "compile", "graphs", "channels_last")
@@ -130,7 +135,7 @@ def tune_serve(p99_ms: float, task=None, *, model: str = "transformer", size: st
     if unknown:
         raise ValueError(f"unknown axes {sorted(unknown)}: tune_serve varies {list(LEVERS)}")
     name = task.name if task is not None else model
-    size = size or ("custom" if task is not None else default_size(device))
+    size = serving_size(model, size, device, task)
     grid = [dict(zip(axes, values, strict=True)) for values in itertools.product(*axes.values())]
     for config in grid:  # a bad value: ValueError naming it, before anything runs
         ServeSpec(name, size, **config)
