@@ -10,17 +10,17 @@ ipywidgets, no JupyterLab, no network; nothing to install):
     python3 scripts/gpu_check.py --only tiles    # named checks (their stage's budget)
     python3 scripts/gpu_check.py --rehearse      # no GPU needed: see scripts/gpu_rehearsal.py
 
-The stages run the most telling checks first: 1 the harness and the tile lab (device and
-doctor, timing against triton's do_bench, peaks, the compile-only facts against the JIT, the
-tile kernel against cuBLAS, AMP training and memory, out-of-memory), 2 the systems checks and
-the training step (profile, levers, tuner), 3 the `gpu`-marked tests and a recorded sweep. Each
-check states its expectation (a healthy card meets it), measures, and passes or fails, one line
-each ("PASS timing: measure()/do_bench 0.98 (expect 0.9-1.1), ..."). A figure whose right value
+The stages run the most telling checks first: 1 the harness and the tile lab (device and doctor,
+timing against triton's do_bench, peaks, the compile-only facts against the JIT, the tile kernel
+against cuBLAS, AMP training and memory, out-of-memory, a recorded matmul sweep), 2 the systems
+checks and the training step (profile, levers, tuner), 3 the `gpu`-marked tests and the serving
+lab. Each check states its expectation (a healthy card meets it), measures, and passes or fails,
+one line each ("PASS timing: measure()/do_bench 0.98 (expect 0.9-1.1)"). A figure whose right value
 is not known (2:4 speed-up on Hopper, fp8 with precise accumulation) is recorded with what it
-means, never judged by a guessed floor. Checks are independent; the report is rewritten after
-every check, so a crash or a kill keeps what was measured; a check that would not fit in its
-stage's time left is recorded as "not run" with that reason. Exit status: 0 all passed or
-skipped, 1 a check failed or there is no GPU, 3 the budget left checks not run.
+means, never judged by a guessed floor. Checks are independent; the report is rewritten after every
+check, so a crash or a kill keeps what was measured; a check that would not fit in its stage's time
+left is recorded as "not run" with that reason. Exit status: 0 all passed or skipped, 1 a check
+failed or there is no GPU, 3 the budget left checks not run.
 
 The report goes to data/gpu_check-<device>-<date>.json (device, driver, CUDA, torch and Triton
 versions in its "environment"), and a copy to $OUT when that is set (what a lent machine sends
@@ -71,6 +71,12 @@ from gpu_checks_labs import (  # noqa: E402
     check_tiles,
     check_training,
 )
+from gpu_checks_serving import (  # noqa: E402
+    check_concurrency,
+    check_decode,
+    check_serve_tune,
+    check_serving,
+)
 from gpu_checks_training import check_levers, check_profile, check_tune  # noqa: E402
 
 from a800lab.core.backends import HAS_CUDA, why_unavailable  # noqa: E402
@@ -84,20 +90,24 @@ CHECKS: dict[str, tuple[Callable[[], tuple[str, dict]], int]] = {
     "doctor": (check_doctor, 5), "device": (check_device, 6), "timing": (check_timing, 10),
     "tf32": (check_tf32, 3), "peak": (check_peak, 15), "tiles": (check_tiles, 25),
     "hopper_tiles": (check_hopper_tiles, 25), "training": (check_training, 25),
-    "memory": (check_memory, 15), "oom": (check_oom, 5),
+    "memory": (check_memory, 15), "oom": (check_oom, 5), "record": (check_record, 20),
     "sampler": (check_sampler, 5), "topology": (check_topology, 2),
     "sparsity": (check_sparsity, 10), "energy": (check_energy, 5), "health": (check_health, 15),
     "overlap": (check_overlap, 8), "comm": (check_comm, 15), "profile": (check_profile, 25),
-    "levers": (check_levers, 75), "tune": (check_tune, 40),
-    "gpu_tests": (check_gpu_tests, 90), "record": (check_record, 30),
+    "levers": (check_levers, 45), "tune": (check_tune, 40),
+    "gpu_tests": (check_gpu_tests, 90), "serving": (check_serving, 25),
+    "decode": (check_decode, 10), "concurrency": (check_concurrency, 20),
+    "serve_tune": (check_serve_tune, 20),
 }
 STAGES: dict[int, tuple[str, list[str]]] = {
     1: ("the harness and the tile lab", ["doctor", "device", "timing", "tf32", "peak", "tiles",
-                                          "hopper_tiles", "training", "memory", "oom"]),
+                                          "hopper_tiles", "training", "memory", "oom",
+                                          "record"]),
     2: ("systems and the training step", ["sampler", "topology", "sparsity", "energy",
                                           "health", "overlap", "comm", "profile", "levers",
                                           "tune"]),
-    3: ("the gpu-marked tests and a recorded sweep", ["gpu_tests", "record"]),
+    3: ("the gpu-marked tests and the serving lab", ["gpu_tests", "serving", "decode",
+                                                     "concurrency", "serve_tune"]),
 }
 STAGE_BUDGET_S = 270.0
 PROCESS_START_S = 10   # python, torch, the CUDA context and the lab, before the first check

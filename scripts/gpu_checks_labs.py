@@ -385,7 +385,7 @@ def check_record() -> tuple[str, dict]:
     precisions = [p for p in PRECISIONS if not unsupported_reason(p, "cuda:0")]
 
     def point(size, precision):
-        return matmul_point(size, size, size, precision, device="cuda:0", budget_s=0.3)
+        return matmul_point(size, size, size, precision, device="cuda:0", budget_s=0.15)
 
     result = run_sweep(point, {"size": [1024, 2048, 4096, 8192], "precision": precisions},
                        workload="matmul", out=path, device="cuda:0", sample_telemetry=True,
