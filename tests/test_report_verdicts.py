@@ -318,8 +318,25 @@ COUNTED = {  # claims counted with no spread: never inconclusive
 }
 
 
+SHOWN = {"case_hospital"}  # measured claims whose figure is someone else's: shown, not judged
+
+
 def test_every_measured_claim_has_its_cases_here():
-    assert {c.id for c in REGISTER if c.judge} == set(TRIO) | set(COUNTED)
+    assert {c.id for c in REGISTER if c.judge} == set(TRIO) | set(COUNTED) | SHOWN
+
+
+@pytest.mark.parametrize("device", ["cuda:0", "cpu"])
+def test_the_hospital_case_shows_its_method_on_the_labs_model_and_judges_nothing(device):
+    """G.9.3's 23 ms -> 9 ms is the customer's model: never holds or fails, on any machine;
+    the fp32 vs fp16 latency of the lab's Transformer at batch 1 is shown beside, with the
+    command that measures the reader's own model."""
+    records = [rec("inference", {"model": "transformer", "batch_size": 1, "precision": p},
+                   throughput=1000 / ms, time_ms=[ms] * 5) for p, ms in (("fp32", 6.0),
+                                                                        ("fp16", 2.0))]
+    v = judge(records, device=device)["case_hospital"]
+    assert v["status"] == NOT_MEASURABLE and "the customer's" in v["reason"]
+    assert "fp32 p50 6 ms, fp16 2 ms (3x" in v["measured"] and "--user-model" in v["measured"]
+    assert v["figures"]["fp16_speedup"]["value"] == pytest.approx(3.0)
 
 
 @pytest.mark.parametrize("kind", ["holds", "fails", "inconclusive"])

@@ -65,6 +65,7 @@ CHAPTERS = {
     "10": ("Utilisation and cost", "notebooks/10-utilisation-and-cost.ipynb"),
     "12": ("Profile, compile and tune your own step",
            "notebooks/12-profile-compile-tune.ipynb"),
+    "13": ("Serving", "notebooks/13-serving.ipynb"),
 }
 SOURCES = {"G": "the guide", "D": "the getting-started guide"}
 

@@ -191,9 +191,6 @@ DOCUMENTED: tuple[Claim, ...] = (
     _none("case_manufacturing", ("G.9.2",), "model training efficiency increased 2.8x, and at "
           "the same time, using heterogeneous computing resource pooling technology, the GPU "
           "idle rate was lowered from 35% to 12%", "10", CASE, "2.8x, 35% -> 12%"),
-    _none("case_hospital", ("G.9.3",), "shortened the time of a single inference from 23ms to "
-          "9ms, and reduced the cluster's resource-usage cost by 27%", "10", CASE,
-          "23 -> 9 ms, -27%"),
     _none("case_ads", ("G.9.4",), "overall hardware investment was reduced by 34%, while peak "
           "QPS (queries per second) rose by 41%", "10", CASE, "-34%, +41%"),
     _doc("versions", ("G.11.5", "G.11.6"), "The CUDA version and the underlying compute "

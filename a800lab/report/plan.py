@@ -25,6 +25,7 @@ from ..core.precision import unsupported_reason
 from ..workloads.peak import peak_point
 from ..workloads.pipeline import pipeline_point
 from ..workloads.placement import placement_point
+from ..workloads.serving.point import serve_point
 from ..workloads.sparsity import sparse_point, sparsity_unsupported_reason
 from ..workloads.tiles.config import fitting_points
 from ..workloads.tiles.point import tiled_matmul_point
@@ -37,7 +38,7 @@ from ..workloads.usage import matmul_usage_point, sparse_usage_point
 
 # Bumped when a step's points or what their records carry change meaning: a report folder's
 # points from another version are measured again (report.run), never judged by today's rules.
-BATTERY_VERSION = 4   # 4: one plan at two sizes; confirmation runs; amp_trains' own seeds
+BATTERY_VERSION = 5   # 5: the inference step (G.9.3's method); 4: one plan at two sizes
 MODES = ("quick", "full")
 BUDGET_S = {"quick": 120.0, "full": 900.0}
 DDP_ACCUM_STEPS = 4   # micro-batches per optimizer step in the ddp step (no_sync: one sync)
@@ -50,7 +51,7 @@ POINTS: dict[str, Callable[..., dict]] = {
     "train": train_point, "accumulation": accumulation_point, "max_batch": max_batch_point,
     "pipeline": pipeline_point, "placement": placement_point, "held_out": held_out_point,
     "embedding": embedding_point, "matmul_usage": matmul_usage_point,
-    "sparse_usage": sparse_usage_point,
+    "sparse_usage": sparse_usage_point, "serve": serve_point,
 }
 
 
@@ -238,6 +239,11 @@ def _steps(m: Machine) -> list[Step]:
             for p in ("all_on_device", "embedding_on_cpu")), {"budget_s": 0.5 if gpu
                                                               else 0.2},
              4.0 if gpu else 0.5, "an embedding table on the CPU or the device"),
+        Step("inference", "serve", tuple({"model": "transformer", "batch_size": 1,
+                                          "precision": p} for p in ("fp32", "fp16")),
+             {"budget_s": 0.3 if gpu else 0.2}, 2.0 if gpu else 1.5,
+             "one request's latency (batch 1), fp32 then fp16: the guide's inference case's "
+             "method"),
         Step("energy", "matmul_usage", tuple({"size": 8192 if gpu else 256, "precision": p}
                                              for p in (("fp32", "fp16") if gpu else ("fp32",))),
              {"duration_s": (5.0 if full else 3.0) if gpu else 0.3}, 5.0 if gpu else 0.6,

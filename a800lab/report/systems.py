@@ -18,6 +18,7 @@ from .claims import (
     FAILS,
     HOLDS,
     LOSS_TOLERANCE,
+    NOT_MEASURABLE,
     UNTESTABLE,
     Reading,
     figure,
@@ -274,3 +275,36 @@ def accum_frequency(ctx: Context, claim) -> Finding | None:
                    f"({every.metrics['syncs_per_step']} vs {quiet.metrics['syncs_per_step']} "
                    "syncs per step)", {"calls_ratio": figure("no_sync / every micro-batch calls",
                                                             c1 / c0, "x")})
+
+
+@measured(
+    cites=("G.9.3",), chapter="13", figure="23ms -> 9ms, 27%", low=23 / 9,
+    about="the customer's model on A800s",
+    stated="through quantization-aware training and FP16/FP32 mixed-precision configuration, "
+           "while maintaining diagnostic accuracy, shortened the time of a single inference "
+           "from 23ms to 9ms, and reduced the cluster's resource-usage cost by 27%",
+    readings=(
+        Reading("the hospital's model", "a single inference of the hospital's medical-image "
+                "model, 23 ms before, 9 ms after (2.56x), and its cluster's cost", literal=True,
+                unmeasured="the model, its data, the cluster and the before/after "
+                "configuration are the customer's; the guide gives none of them"),
+        Reading("the method on the lab's Transformer", "one request (batch 1) of the lab's "
+                "Transformer, fp32 against fp16 weights, p50 latency, the fp16 output checked "
+                "against fp32's: what to run on your own model (chapter 13)")),
+    decides="nothing here: the 23 ms and 9 ms are the customer's; the method's figures are "
+            "shown beside", steps=("inference",))
+def case_hospital(ctx: Context, claim) -> Finding | None:
+    fp32, fp16 = ctx.one("inference", precision="fp32"), ctx.one("inference", precision="fp16")
+    if fp32 is None or fp16 is None:
+        return None
+    speed, spread = ctx.rate_ratio(fp16, fp32)
+    text = (f"the lab's Transformer at batch 1: fp32 p50 {median_ms(fp32):.3g} ms, fp16 "
+            f"{median_ms(fp16):.3g} ms ({ws(speed, spread)}; the guide's case: 2.56x); "
+            f"measure yours: python -m a800lab sweep serve --user-model your_model.py "
+            f"--batch-size 1 --precision fp32 fp16 --out serve.jsonl")
+    return Finding(NOT_MEASURABLE, text, {"fp16_speedup": figure(
+        "the lab's Transformer, batch 1: fp32 / fp16 latency", speed, "x")}, noisy(fp32, fp16),
+        reason=claim.readings[0].unmeasured, readings={
+            "the method on the lab's Transformer": (NOT_MEASURABLE, f"{ws(speed, spread)} "
+                                                    "faster in fp16 at batch 1, not the "
+                                                    "customer's model")})
