@@ -3,6 +3,8 @@ in the panel at construction as in the CLI; nothing measured under a value that 
 
 import json
 import math
+import os
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +89,81 @@ def test_a_torn_last_line_is_the_labs_own_one_line_notice(tmp_path, capsys):
     assert "a800lab: note:" in err and "torn last line" in err
     assert "UserWarning" not in err and "warnings.warn" not in err
     json.dumps(err)
+
+
+# ---- paths at the edges: refused in one line naming the value, before anything runs ----------
+def _as_a_user(monkeypatch):
+    """os.access as a user who is not root sees it: a folder without write bits refuses. Tests
+    run as root here, where a chmod'ed folder stays writable for real, so the check's first
+    question (os.access) is answered as it is for everyone else; the probe write that follows
+    is tested for real with /proc (not faked), which refuses root too."""
+    real = os.access
+
+    def access(path, mode, *args, **kwargs):
+        if mode & os.W_OK and not os.stat(path).st_mode & 0o222:
+            return False
+        return real(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(os, "access", access)
+
+
+def _paths(tmp_path, monkeypatch, where):
+    if where != "PROC":
+        _as_a_user(monkeypatch)
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "ro").mkdir()
+    (tmp_path / "ro").chmod(0o555)
+    return {"FILE": tmp_path / "afile", "UNDER_FILE": tmp_path / "afile" / "sub",
+            "RO": tmp_path / "ro", "IN_RO": tmp_path / "ro" / "new",
+            "PROC": Path("/proc/a800")}[where]
+
+
+def _one_line(capsys, says, value):
+    out, err = capsys.readouterr()
+    assert says in err and str(value) in err, err
+    assert err.strip().count("\n") == 0 and "Traceback" not in err, err  # one line
+    assert out == ""  # nothing profiled, nothing copied
+
+
+FOLDER_CASES = [("FILE", "is a file, not a folder"),
+                ("UNDER_FILE", "is a file, so no folder can be made under it"),
+                ("RO", "no permission to write there"), ("IN_RO", "no permission to write there"),
+                ("PROC", "a file made there fails")]
+
+
+@pytest.mark.parametrize("where, says", FOLDER_CASES)
+def test_profile_refuses_an_out_folder_it_cannot_write_before_profiling(
+        tmp_path, capsys, monkeypatch, where, says):
+    out = _paths(tmp_path, monkeypatch, where)
+    assert main(["profile", "--device", "cpu", "--out", str(out)]) == 2
+    _one_line(capsys, says, out)
+    assert not (tmp_path / "ro" / "new").exists()  # the check makes nothing
+
+
+@pytest.mark.parametrize("where, says", FOLDER_CASES)
+def test_chapters_refuses_a_folder_it_cannot_write(tmp_path, capsys, monkeypatch, where, says):
+    to = _paths(tmp_path, monkeypatch, where)
+    assert main(["chapters", "--to", str(to)]) == 2
+    _one_line(capsys, says, to)
+
+
+@pytest.mark.parametrize("command", [["profile", "--device", "cpu"],
+                                     ["tune", "train", "--target-batch", "8", "--device", "cpu"]])
+@pytest.mark.parametrize("make, says", [
+    (lambda d: d, "is a folder"),
+    (lambda d: d / "model.txt", "is not a .py file"),
+    (lambda d: d / "missing.py", "no such file"),
+    (lambda d: d / "missing", "no such file"),
+    (lambda d: d / "broken.py", "line 1: invalid syntax; fix the file"),
+    (lambda d: d / "boom.py", "line 2): ZeroDivisionError"),
+    (lambda d: d / "needs.py", "imports not_a_module_here, which is not installed"),
+    (lambda d: "not_a_module_here", "no such file or module"),
+])
+def test_a_user_model_that_does_not_load_is_one_line(tmp_path, capsys, command, make, says):
+    (tmp_path / "model.txt").write_text("def make_model(): ...\n")
+    (tmp_path / "broken.py").write_text("def make_model(:\n    pass\n")
+    (tmp_path / "boom.py").write_text("import math\nx = 1 / 0\n")
+    (tmp_path / "needs.py").write_text("import not_a_module_here\n")
+    where = make(tmp_path)
+    assert main([*command, "--user-model", str(where)]) == 2
+    _one_line(capsys, says, where)

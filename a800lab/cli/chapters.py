@@ -15,6 +15,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from ..core.results import check_folder
+
 CHECKOUT = Path(__file__).resolve().parents[2]
 DEFAULT_FOLDER = CHECKOUT / "my-chapters"
 
@@ -39,6 +41,7 @@ def copy_chapters(to: str | Path | None = None, *, refresh: bool = False,
     folder = Path(to).expanduser() if to is not None else DEFAULT_FOLDER
     if folder.resolve() == source.resolve():
         raise ValueError(f"--to {folder} is the chapters' own folder; copy them elsewhere")
+    check_folder(folder, "--to")
     folder.mkdir(parents=True, exist_ok=True)
     copied, kept = [], []
     for chapter in chapters:

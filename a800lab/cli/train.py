@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import sys
 
 from ..core.cancel import Cancelled
@@ -161,27 +162,54 @@ def load_user_task(where: str | None):
     """The Task of a --user-model file or module, unchecked, or None."""
     if where is None:
         return None
-    import importlib
-    import importlib.util
-    from pathlib import Path
-
     from ..workloads.training.task import custom_task
 
-    path = Path(where)
-    if path.suffix == ".py":
-        if not path.is_file():
-            raise ValueError(f"--user-model {where}: no such file")
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    else:
-        module = importlib.import_module(where)
+    module = _user_module(where)
     missing = [n for n in ("make_model", "make_batch") if not callable(getattr(module, n, None))]
     if missing:
         raise ValueError(f"--user-model {where} defines no {' or '.join(missing)}(): give a "
                          "file with make_model() and make_batch(batch_size)")
     return custom_task(module.make_model, module.make_batch, getattr(module, "loss_fn", None),
                        getattr(module, "accuracy_fn", None))
+
+
+def _user_module(where: str):
+    """The --user-model module, loaded; anything that stops it loading is one line
+    (ValueError) naming the value and what to give instead."""
+    import importlib
+    import importlib.util
+    import traceback
+    from pathlib import Path
+
+    path = Path(where).expanduser()
+    give = "give a .py file defining make_model() and make_batch(batch_size), or a module name"
+    if path.is_dir():
+        raise ValueError(f"--user-model {where} is a folder; {give}")
+    if not path.exists() and (path.suffix == ".py" or "/" in where or os.sep in where):
+        raise ValueError(f"--user-model {where}: no such file; {give}")
+    if path.is_file() and path.suffix != ".py":
+        raise ValueError(f"--user-model {where} is not a .py file; {give}")
+    try:
+        if path.suffix != ".py":
+            return importlib.import_module(where)
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    except SyntaxError as exc:
+        raise ValueError(f"--user-model {where}, line {exc.lineno}: {exc.msg}; fix the file "
+                         "and run again") from None
+    except ModuleNotFoundError as exc:
+        if where == exc.name or where.startswith(f"{exc.name}."):
+            raise ValueError(f"--user-model {where}: no such file or module; {give}") from None
+        raise ValueError(f"--user-model {where} imports {exc.name}, which is not installed "
+                         "here; install it or remove the import") from None
+    except Exception as exc:  # the user's own code failed while loading: where, in one line
+        frames = traceback.extract_tb(exc.__traceback__)
+        own = [f for f in frames if Path(f.filename).resolve() == path.resolve()]
+        at = (own or frames)[-1]
+        raise ValueError(f"--user-model {where} failed while loading ({at.filename}, line "
+                         f"{at.lineno}): {type(exc).__name__}: {exc}") from None
 
 
 def _lever_values(args) -> dict:
@@ -293,6 +321,7 @@ def max_batch_command(args) -> int:
 
 def profile_command(args) -> int:
     from ..core.backends import resolve_device
+    from ..core.results import check_folder
     from ..core.sweep import thread_count
     from ..workloads.training.profile import profile_step
     from ..workloads.training.spec import TrainSpec, matmul_precision_of
@@ -300,6 +329,7 @@ def profile_command(args) -> int:
     device = resolve_device(args.device)
     if args.threads is not None and args.threads < 1:
         raise ValueError(f"--threads {args.threads} must be at least 1")
+    check_folder(args.out, "--out")
     task = user_task(args.user_model, device)
     values = train_values(args, device, many=False)
     if task is not None:

@@ -23,6 +23,7 @@ import math
 import numbers
 import os
 import secrets
+import tempfile
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -248,6 +249,32 @@ def check_writable(path: str | os.PathLike) -> Path:
                          "another --out or fix its permissions") from None
     if not existed:
         p.unlink()  # leave no empty file behind a sweep that may still be refused
+    return p
+
+
+def check_folder(path: str | os.PathLike, option: str = "--out") -> Path:
+    """Refuse, before anything runs, a folder that cannot be made or written into: a file, a
+    path under a file, a read-only place. Nothing is created; permission as the user has it
+    (os.access), then a probe file, since /proc or a read-only mount refuse even root."""
+    p = Path(path).expanduser()
+    if p.exists() and not p.is_dir():
+        raise ValueError(f"{option} {path} is a file, not a folder; give a folder (made if "
+                         "missing)")
+    above = p
+    while not above.exists():  # the first existing folder above is where mkdir will write
+        above = above.parent
+    if not above.is_dir():
+        raise ValueError(f"{option} {path}: {above} is a file, so no folder can be made under "
+                         "it; give another folder")
+    why = "" if os.access(above, os.W_OK | os.X_OK) else "no permission to write there"
+    if not why:
+        try:
+            tempfile.TemporaryFile(dir=above).close()
+        except OSError as exc:
+            why = f"a file made there fails: {exc.strerror or exc}"
+    if why:
+        raise ValueError(f"{option} {path}: cannot write into {above} ({why}); give a folder "
+                         "you can write to")
     return p
 
 
