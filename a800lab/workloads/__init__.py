@@ -18,8 +18,12 @@ a800lab.core (timing, precision, memory) and never importing widgets or figures.
                    throughput check (ch. 09); dcgm.py: DCGM's diagnostic, found and run
 
     from a800lab.workloads.matmul import MatmulSpec, matmul_point
-    from a800lab.workloads.tiles.point import tiled_matmul_point
-    from a800lab.workloads.training.point import train_point
+    from a800lab.workloads.tiles import tiled_matmul_point
+    from a800lab.workloads.training import TrainSpec, Trainer, train_point
+    from a800lab.workloads.comm import busbw_gbs, collective_point
+
+Each lab's package (tiles, training, comm) exports its names from the package itself, importing
+a module only when a name of it is first used.
 
 The Triton kernel itself is in a800lab.workloads.tiles.kernel, imported on first use (set
 TRITON_INTERPRET=1 before that import to run it under the Triton interpreter).
