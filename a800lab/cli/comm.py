@@ -47,8 +47,10 @@ def add_parsers(commands) -> None:
                      help="micro-batches per optimizer step")
     ddp.add_argument("--sync", nargs="+", default=None,
                      help="no_sync (once per step) or every_micro_batch")
-    ddp.add_argument("--bucket-cap-mb", type=float, nargs="+", default=None)
-    ddp.add_argument("--powersgd-rank", type=int, nargs="+", default=None)
+    ddp.add_argument("--bucket-cap-mb", type=float, nargs="+", default=None,
+                     help="DDP's gradient bucket sizes, MB (default 25, torch's)")
+    ddp.add_argument("--powersgd-rank", type=int, nargs="+", default=None,
+                     help="PowerSGD's matrix approximation ranks (default 1; the powersgd hook)")
     ddp.add_argument("--start-iter", type=int, nargs="+", default=None,
                      help="PowerSGD's plain all-reduce steps before compressing (>= 2)")
     ddp.add_argument("--train-steps", type=int, default=None,

@@ -24,7 +24,7 @@ def add_parsers(commands) -> None:
 
     peak = commands.add("peak", run=peak_command,
                         help="measure achievable matmul TFLOP/s and copy bandwidth")
-    peak.add_argument("--json", action="store_true")
+    peak.add_argument("--json", action="store_true", help="print JSON instead of a table")
     peak.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
     peak.add_argument("--precision", nargs="+", default=None,
                       help="default: the device's set (fp32 on a CPU)")

@@ -4,6 +4,7 @@ the chosen one up and runs it.
     from a800lab.cli import main, build_parser
     main(["sweep", "matmul", "--size", "1024", "--out", "runs.jsonl"])    # returns the exit code
     build_parser().parse_args(["comm", "ddp", "--out", "ddp.jsonl"])     # e.g. to check a recipe
+    print(commands_markdown())     # every command and its options: docs/commands.md's table
 
 A family module offers `add_parsers(commands)` and calls `commands.add(name, run=..., help=...,
 group=...)` for each of its commands; `group` nests it ("sweep", "tune", "check", "comm"). Each
@@ -81,6 +82,38 @@ def build_parser() -> argparse.ArgumentParser:
     for family in FAMILIES:
         family.add_parsers(commands)
     return parser
+
+
+def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    """(words, parser) of every runnable command, in the parser table's order."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _commands(sub, (*path, name))
+            return
+    yield path, parser
+
+
+def commands_markdown() -> str:
+    """Every command, what it does and its options (help text and default) as Markdown: the
+    reference in docs/commands.md, kept equal to this by a test."""
+    lines = []
+    for words, parser in _commands(build_parser()):
+        formatter = parser._get_formatter()
+        lines += ["", f"### `{' '.join(words)}`", "", parser.description, "",
+                  "| option | default | what it sets |", "|---|---|---|"]
+        for action in parser._actions:
+            if action.dest in ("help", "run", "command_parser"):
+                continue
+            default = action.default
+            if isinstance(default, list):
+                default = " ".join(map(str, default))
+            default = "required" if action.required and action.option_strings else \
+                f"`{default}`" if default not in (None, False) else ""
+            help_text = formatter._expand_help(action) if action.help else ""
+            row = (f"`{formatter._format_action_invocation(action)}`", default, help_text)
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
+    return "\n".join(lines).strip()
 
 
 def main(argv: list[str] | None = None) -> int:

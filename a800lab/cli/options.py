@@ -19,6 +19,9 @@ from ..core.precision import PRECISIONS
 from ..core.units import format_bytes
 
 TILE_OPTIONS = ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages")
+TILE_HELP = ("rows of C per thread block (the tile's M)", "columns of C per thread block",
+             "depth of each step along k", "tiles grouped along M for L2 reuse (1: row order)",
+             "warps per thread block", "pipeline stages of the loads (software pipelining)")
 TILE_CHOICES = ("schedule", "loads", "fp8_acc")  # the Triton kernel's named choices
 MATMUL_PRECISION_HELP = f"one or more of {', '.join(PRECISIONS[1:])} (default fp32)"
 TRAIN_PRECISION_HELP = "fp32, tf32, fp16 (+ GradScaler), bf16 or bf16_pure (default fp32)"
@@ -28,8 +31,9 @@ def shape_options(parser: argparse.ArgumentParser, *, many: bool = True) -> None
     """--size (square problems) or --m/--n/--k."""
     nargs = "+" if many else None
     parser.add_argument("--size", type=int, nargs=nargs, help="square problems m=n=k")
-    for dim in ("m", "n", "k"):
-        parser.add_argument(f"--{dim}", type=int, nargs=nargs)
+    for dim, what in (("m", "rows of A and C"), ("n", "columns of B and C"),
+                      ("k", "the shared dimension: columns of A, rows of B")):
+        parser.add_argument(f"--{dim}", type=int, nargs=nargs, help=f"{what} (with the other two)")
 
 
 def run_options(parser: argparse.ArgumentParser, *, out_required: bool = True) -> None:
@@ -51,8 +55,9 @@ def tile_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default="auto",
                         help="auto (triton on a GPU, cpu_blocked on CPU), triton, cpu_blocked "
                              "or torch (cuBLAS, no tile fields)")
-    for name in TILE_OPTIONS:
-        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=int, nargs="+")
+    for name, what in zip(TILE_OPTIONS, TILE_HELP, strict=True):
+        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=int, nargs="+",
+                            help=what)
 
 
 def tile_choice_options(parser: argparse.ArgumentParser) -> None:
