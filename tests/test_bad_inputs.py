@@ -167,3 +167,22 @@ def test_a_user_model_that_does_not_load_is_one_line(tmp_path, capsys, command, 
     where = make(tmp_path)
     assert main([*command, "--user-model", str(where)]) == 2
     _one_line(capsys, says, where)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["report", "--quick", "--out", "FILE/sub"], "is a file, so no folder can be made under it"),
+    (["report", "--compare", "a", "b", "--out", "FILE/sub"], "so no folder can be made"),
+    (["tune", "train", "--target-batch", "8", "--device", "cpu", "--store", "FILE/t.json"],
+     "--store: cannot create"),
+    (["tune", "tiles", "--size", "64", "--device", "cpu", "--store", "FILE/t.json"],
+     "--store: cannot create"),
+    (["tune", "tiles", "--size", "64", "--device", "cpu", "--store", "DIR"],
+     "is a folder; give a file"),
+])
+def test_a_report_folder_or_a_tuners_store_that_cannot_be_written_is_refused_first(
+        tmp_path, capsys, argv, says):
+    (tmp_path / "afile").write_text("x")
+    argv = [a.replace("FILE", str(tmp_path / "afile")).replace("DIR", str(tmp_path))
+            for a in argv]
+    assert main(argv) == 2
+    _one_line(capsys, says, "")

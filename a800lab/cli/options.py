@@ -4,6 +4,7 @@ point, progress, the CPU thread note).
 
     shape_options(parser); run_options(parser); tile_options(parser)   # when building parsers
     check_run_options(args)                  # ValueError for a bad budget, thread count, --out
+    check_store(path)                        # a tuner's --store, before anything is tuned
     show_record(record)                      # the line every sweep prints per point (stderr)
     run_sweep_command(point, axes, args, device, workload="matmul")   # the sweeps' run loop
 """
@@ -101,6 +102,21 @@ def check_run_options(args) -> None:
         raise ValueError(f"--threads {args.threads} must be at least 1")
     if args.out is not None:
         check_writable(args.out)
+
+
+def check_store(path) -> None:
+    """--store: a file the tuned configs can be written to, refused before anything is tuned."""
+    from pathlib import Path
+
+    from ..core.results import check_writable
+
+    if Path(path).is_dir():
+        raise ValueError(f"--store {path} is a folder; give a file, e.g. "
+                         f"--store {Path(path) / 'tuned.json'}")
+    try:
+        check_writable(path)
+    except ValueError as exc:
+        raise ValueError(f"--store: {exc}") from None
 
 
 def threads_for(args, device: str) -> int | None:

@@ -17,6 +17,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from ..core.results import check_folder
 from ..report.claims import LOOKS, STATUSES
 from .options import show_record
 
@@ -66,6 +67,8 @@ def report_command(args) -> int:
         print(json.dumps(register_rows(), indent=1, ensure_ascii=False) if args.json
               else register_markdown())
         return 0
+    if args.out is not None:
+        check_folder(args.out, "--out")
     if args.compare:
         return _compare(args)
     from ..report.html import write_report_html

@@ -27,6 +27,7 @@ from .options import (
     TILE_CHOICES,
     TILE_OPTIONS,
     check_run_options,
+    check_store,
     cpu_notes,
     resume_options,
     run_options,
@@ -254,6 +255,7 @@ def tune_tiles_command(args) -> int:
                          "different things, so tune each on its own")
     grid = config_grid({**DEFAULT_AXES[backend], **axes}, backend)
     store = args.store or default_store_path()
+    check_store(store)
     print(f"tuning {m}x{n}x{k} {precision} on {device} ({backend}): {len(grid)} configs",
           file=sys.stderr)
     long_run = _announce_cpu_duration(device, [(m, n, k, max(_stand_in_calls(m, n, k, c)

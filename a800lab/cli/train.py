@@ -28,6 +28,7 @@ from ..core.cancel import Cancelled
 from .options import (
     TRAIN_PRECISION_HELP,
     check_run_options,
+    check_store,
     cpu_notes,
     resume_options,
     run_options,
@@ -375,6 +376,7 @@ def tune_train_command(args) -> int:
     if not 0 <= margin < 1:
         raise ValueError(f"--margin {margin} must be in [0, 1), e.g. 0.1")
     store = args.store or default_store_path()
+    check_store(store)
     name = args.user_model or args.model
     print(f"tuning {name} for an effective batch of {args.target_batch} on {device}",
           file=sys.stderr)
