@@ -26,7 +26,7 @@ def add_parsers(commands) -> None:
                             help="copy the guided chapters to a folder git ignores, to run them "
                                  "there")
     chapters.add_argument("--to", default=None,
-                          help=f"folder for the copies (default {DEFAULT_FOLDER})")
+                          help="folder for the copies (default my-chapters/ in the checkout)")
     chapters.add_argument("--refresh", action="store_true",
                           help="replace copies already there with the current chapters")
 
