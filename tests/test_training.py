@@ -219,3 +219,19 @@ def test_train_point_in_a_sweep_records_a_bad_point_as_an_error():
     ok, bad = result.records
     assert ok.outcome == "ok" and ok.metrics["effective_batch"] == 4
     assert bad.outcome == "error" and "batch_size=0 must be a positive int" in bad.message
+
+
+def test_a_user_loss_keeps_accuracy_when_the_targets_are_labels():
+    """The README's `loss_fn=` used to drop accuracy (None in every row)."""
+    smooth = lambda outputs, targets: nn.functional.cross_entropy(  # noqa: E731
+        outputs, targets, label_smoothing=0.1)
+    task = custom_task(lambda: nn.Linear(8, 3), _make_batch, loss_fn=smooth)
+    point = train_point(task=task, batch_size=4, train_steps=2, budget_s=0.01, device="cpu")
+    assert 0 <= point["accuracy"] <= 1
+    # targets that are not class labels (a regression) have no accuracy to count
+    regression = custom_task(lambda: nn.Linear(8, 1),
+                             lambda b: (torch.randn(b, 8), torch.randn(b, 1)),
+                             loss_fn=nn.functional.mse_loss)
+    point = train_point(task=regression, batch_size=4, train_steps=2, budget_s=0.01,
+                        device="cpu")
+    assert point["accuracy"] is None and point["eval_loss"] > 0

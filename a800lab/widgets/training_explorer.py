@@ -78,12 +78,12 @@ class TrainingExplorer(Explorer):
     Presets: `model` ("mlp", "transformer", "cnn") and `size` ("tiny" on a CPU, "medium" on a
     GPU) start the controls. Your own model: `make_model()` -> nn.Module, `make_batch(batch_size)`
     -> (inputs, targets) (also given `device=` / `generator=` if it takes them), `loss_fn(outputs,
-    targets)` (default cross-entropy), `accuracy_fn` (default: argmax accuracy with the default
-    loss); they are dry-run on a batch of 2 when the panel is built, so a mistake is an error
-    here, before anything is measured. `train_steps` and `budget_s` default to a few seconds per
-    point on a CPU; `lr` is every point's learning rate (default: the preset's, 1e-3 for your
-    own model). The rest as for Explorer (`device`, `cpu_threads`, `title`, `recorded_dir`,
-    `out`).
+    targets)` (default cross-entropy), `accuracy_fn` (default: argmax accuracy whenever the
+    targets are class labels, whatever the loss); they are dry-run on a batch of 2 when the
+    panel is built, so a mistake is an error here, before anything is measured. `train_steps`
+    and `budget_s` default to a few seconds per point on a CPU; `lr` is every point's learning
+    rate (default: the preset's, 1e-3 for your own model). The rest as for Explorer (`device`,
+    `cpu_threads`, `title`, `recorded_dir`, `out`).
     """
 
     def __init__(self, *, make_model=None, make_batch=None, loss_fn=None, accuracy_fn=None,

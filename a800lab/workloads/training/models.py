@@ -81,7 +81,8 @@ class Task:
     make_model() -> nn.Module (on the CPU, float32; the trainer moves and casts it);
     make_batch(batch_size, generator) -> (inputs, targets) on the generator's device;
     loss_fn(outputs, targets) -> scalar; accuracy_fn(outputs, targets) -> fraction correct,
-    or None when the task has no accuracy; lr: a learning rate that trains it in tens of steps;
+    or None (or a function answering None) when the task has no accuracy; lr: a learning rate
+    that trains it in tens of steps;
     eval_batch: the held-out batch's size (smaller for the large shapes: GPT-2 small's logits
     for 256 sequences of 1024 tokens alone would take 50 GB).
     """

@@ -42,7 +42,8 @@ def custom_task(make_model: Callable[[], nn.Module], make_batch: Callable, loss_
     make_model() -> nn.Module (the trainer moves it to the device); make_batch(batch_size)
     -> (inputs, targets), also given `device=` and/or `generator=` if it takes them;
     loss_fn(outputs, targets) -> scalar loss (default: cross-entropy); accuracy_fn(outputs,
-    targets) -> fraction correct (default: argmax accuracy when the default loss is used).
+    targets) -> fraction correct (default: argmax accuracy whenever the targets are class
+    labels, whatever the loss; no accuracy for other targets, e.g. a regression's).
     """
     for what, fn in (("make_model", make_model), ("make_batch", make_batch)):
         if not callable(fn):
@@ -55,10 +56,21 @@ def custom_task(make_model: Callable[[], nn.Module], make_batch: Callable, loss_
         made = make_batch(batch_size, **_extras(make_batch, device=device, generator=generator))
         return _moved(made, device)
 
-    if accuracy_fn is None and loss_fn is None:
-        accuracy_fn = argmax_accuracy
-    return Task(name, make_model, batch, loss_fn or cross_entropy, accuracy_fn,
+    return Task(name, make_model, batch, loss_fn or cross_entropy,
+                accuracy_fn or label_accuracy,
                 f"your model ({getattr(make_model, '__name__', 'make_model')})")
+
+
+def label_accuracy(outputs, targets):
+    """Argmax accuracy when `targets` are class labels of `outputs` (integers shaped like the
+    logits without their class dimension); None for any other targets (nothing to count)."""
+    if not (isinstance(outputs, torch.Tensor) and isinstance(targets, torch.Tensor)):
+        return None
+    labels = not (targets.is_floating_point() or targets.is_complex()
+                  or targets.dtype == torch.bool)
+    if not labels or outputs.dim() != targets.dim() + 1 or outputs.shape[:-1] != targets.shape:
+        return None
+    return argmax_accuracy(outputs, targets)
 
 
 def _moved(made, device):

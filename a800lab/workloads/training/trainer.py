@@ -246,8 +246,9 @@ class Trainer:
         try:
             outputs, loss = self._loss(inputs, targets, eager=True)
             accuracy = None
-            if self.task.accuracy_fn is not None:
-                accuracy = float(self.task.accuracy_fn(outputs.float(), targets))
+            if self.task.accuracy_fn is not None:  # it may answer None: no labels to count
+                accuracy = self.task.accuracy_fn(outputs.float(), targets)
+                accuracy = None if accuracy is None else float(accuracy)
         finally:
             self.model.train()
         return {"eval_loss": float(loss), "accuracy": accuracy}
