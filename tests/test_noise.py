@@ -29,6 +29,8 @@ def test_oversubscription_is_named_with_its_fix():
     crowded = {"torch_threads": 1, "usable_cores": 2, "others_busy_cores": 1.7}
     (reason,) = assess([1.0] * 5, crowded, on_cpu=True)["reasons"]
     assert "set_num_threads" not in reason and "run fewer data-loader workers" in reason
+    # advice a user of the lab can take in a browser (not "close browser tabs")
+    assert "leave the page idle while it measures" in reason and "browser tabs" not in reason
     assert assess([1.0, 2.0, 1.0, 2.0, 1.5])["contended"] is False  # spread alone
     quiet = {"torch_threads": 1, "usable_cores": 2, "others_busy_cores": 0.9}
     assert assess([1.0] * 5, quiet, on_cpu=True)["noisy"] is False

@@ -142,8 +142,9 @@ def _cpu_reasons(samples: list[float], conditions: dict) -> list[str]:
     threads, cores = conditions.get("torch_threads"), conditions.get("usable_cores")
     others = conditions.get("others_busy_cores")
     fewer_threads = max(1, (cores or 2) - 1)
-    others_fix = ("run fewer data-loader workers or ranks, or close other work (browser tabs, "
-                  "other kernels, other jobs)")
+    # the lab itself runs beside JupyterLab and a browser: advice a user in it can take
+    others_fix = ("leave the page idle while it measures, shut down other notebooks' kernels, "
+                  "or run fewer data-loader workers or ranks; the noisy figure is still shown")
     fix = (f"call torch.set_num_threads({fewer_threads}), {others_fix}"
            if threads and threads > fewer_threads else others_fix)
     if threads and cores and threads > cores:

@@ -164,8 +164,8 @@ class PeakReport:
                      f"{_num(self.datasheet_mem_bw_gbs)} GB/s ({_pct(self.mem_bw_ratio)})"
                      + (f"  ! noisy: {copy_noise}" if copy_noise else ""))
         if self.noisy:
-            lines.append("noisy figures are no reference: close other work (or run fewer "
-                         "threads) and measure again")
+            lines.append("noisy figures are approximate, not a reference (never recorded): "
+                         "measure again with the machine idle before quoting them")
         return "\n".join(line.rstrip() for line in lines)
 
     def to_dict(self) -> dict:
