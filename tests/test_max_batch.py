@@ -177,3 +177,15 @@ def test_real_steps_under_an_injected_limit():
                             preset("transformer"), "cpu", cycles=2, limit_bytes=limit)
     assert is_oom(info.value)
     assert "Target 300 = " in found.summary()
+    assert found.plan.accum_steps > 1 and found.plan.warning == ""  # LayerNorm: no warning
+
+
+def test_a_batch_norm_model_is_warned_when_the_plan_accumulates():
+    """max-batch planned "64 x 4 accumulation" for a batch-norm model without a word, while
+    the tuner failed every accumulated config of it."""
+    found = find_max_batch_for(TrainSpec(model="cnn"), device="cpu", limit_bytes=2 * MIB,
+                               target_batch=256)
+    plan = found.plan
+    assert plan.accum_steps > 1
+    assert plan.warning.startswith("accumulation changes the result: the model's 5 batch-norm")
+    assert plan.warning in found.summary() and found.to_dict()["plan"]["warning"]

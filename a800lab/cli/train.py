@@ -401,8 +401,6 @@ def tune_train_command(args) -> int:
         return 1
     elif outcome.entry["stored"]:
         print(f"{outcome.search.verdict}; stored in {store}", file=sys.stderr)
-    else:
-        print(f"{outcome.search.verdict}; not stored", file=sys.stderr)
     print(outcome.summary())
     print("\n# the code to paste:\n" + outcome.snippet)
     if args.json:

@@ -58,11 +58,11 @@ from ..workloads.training.spec import (
     precisions_for,
 )
 from ..workloads.training.task import CUSTOM, check_task, custom_task
-from ..workloads.training.tune import tune_train
+from ..workloads.training.tune import describe_candidate, noise_clause, tune_train
 from .explorer import DATA_DIR, Explorer
 from .explorer_text import run_numbers, table_html
 from .params import Choice, Fixed, Range
-from .training_tools import ProfileBox, TuneBox
+from .training_tools import ProfileBox, TuneBox, trial_text
 
 # per mode: optimizer steps trained per point (the loss curve), timing budget per point
 CPU_DEFAULTS = {"train_steps": 20, "budget_s": 0.1}
@@ -283,6 +283,8 @@ class TrainingExplorer(Explorer):
             rows.append((f"target {plan.target_batch}",
                          f"{plan.batch_size} x {plan.accum_steps} accumulation steps"
                          + (f" ({plan.note})" if plan.note else "")))
+            if plan.warning:
+                rows.append(("! warning", plan.warning))
         self.max_batch_text.value = "<table>" + "".join(
             f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>"
             for k, v in rows) + "</table>"
@@ -328,6 +330,8 @@ class TrainingExplorer(Explorer):
             self.status.say(f"Cannot tune: {exc}", "error")
             return False
 
+        trials: list = []
+
         def work():
             self.status.say(f"Tuning {spec.model} for an effective batch of {target} on "
                             f"{self._conditions()} ...")
@@ -338,7 +342,7 @@ class TrainingExplorer(Explorer):
                 budget_s=self.tune_box.budget_s.value if budget_s is None else budget_s,
                 on_stage=lambda text: setattr(self.progress_text, "value", text),
                 on_trial=lambda r: setattr(self.progress_text, "value",
-                                           f"trial: {r.outcome} {r.throughput or ''}"))
+                                           trial_text(r, len(trials) + 1)) or trials.append(r))
             self.tune_outcome = outcome
             if self._cancel.cancelled:
                 self.status.say("Tuning stopped; nothing stored.", "warn")
@@ -347,7 +351,10 @@ class TrainingExplorer(Explorer):
                 self.status.say(f"Tuning found nothing: {outcome.summary()}", "warn")
                 return
             self.tune_box.show(outcome)
-            self.status.say(outcome.summary().splitlines()[0], "ok")
+            e = outcome.entry
+            self.status.say(f"Tuned: {describe_candidate(e['best'])}, {e['samples_per_s']:.4g} "
+                            f"samples/s; {noise_clause(e)}.",
+                            "ok" if noise_clause(e) == "clear of the noise" else "warn")
 
         return self._start_job("tune", work, wait)
 

@@ -21,7 +21,7 @@ from ..core.window import harness_work
 from ..figures.training_profile import label_of, profile_figure
 from ..figures.training_tune import frontier_figure
 from ..workloads.training.trace import category_label
-from ..workloads.training.tune import describe_candidate
+from ..workloads.training.tune import describe_candidate, noise_clause, refusal_lines
 
 PNG_DPI = 90
 MAX_PROFILES = 6  # bars side by side; older profiles drop off
@@ -97,25 +97,39 @@ class TuneBox:
             widgets.HBox([self.budget_s, self.button]), self.text, self.plot, self.snippet])
 
     def show(self, outcome) -> None:
+        """The verdict (its noise, every refusal with its reason), the frontier, the code."""
         e = outcome.entry
+        if outcome.reused:
+            result = "reused from the store (force=True tunes again)"
+        elif e.get("stored", True):
+            result = f"tuned in {e['wall_s']:.1f} s, stored"
+        else:
+            result = (f"tuned in {e['wall_s']:.1f} s; shown as measured, not stored: the last "
+                      "round ran on a contended CPU")
         rows = [("winner", describe_candidate(e["best"])),
                 ("samples/s", f"{e['samples_per_s']:.4g}"),
                 ("peak memory", format_bytes(e["peak_bytes"])),
-                ("noise", f"within noise of {e['within_noise']} other config(s)"
-                 if e["within_noise"] else "clear of the noise"),
+                ("noise", noise_clause(e)),
                 ("measured / refused / failed", f"{e['measured']} / {e['refused']} / "
                                                 f"{e['failed']}"),
-                ("noisy trials", f"{e.get('noisy_trials', 0)} of {e.get('trials', '?')}"
-                 + (": the ranking may not hold" if e.get("noisy_trials") else "")),
-                ("result", "reused from the store (force=True tunes again)" if outcome.reused
-                 else f"tuned in {e['wall_s']:.1f} s" + ("" if e.get("stored", True) else
-                                                          ", not stored (a contended CPU)"))]
+                *(("refused", line.removeprefix("refused ")) for line in
+                  refusal_lines(e.get("refusals", []))),
+                *((("frontier", e["frontier_note"]),) if e.get("frontier_note") else ()),
+                ("result", result)]
         self.text.value = rows_table(rows)
         self.figure = frontier_figure(e)
         self.plot.value = png(self.figure)
         self.plot.layout.display = None
         self.snippet.value = ("<details open><summary>the code to paste</summary><pre>"
                               f"{html.escape(e['snippet'])}</pre></details>")
+
+
+def trial_text(record, count: int) -> str:
+    """"trial 3: fp32, 64 x 1, ...: ok, 1.01e+05 samples/s" for the progress label."""
+    rate = (f", {record.throughput:.3g} {record.throughput_unit or 'samples/s'}"
+            if record.outcome == "ok" and record.throughput else "")
+    noisy = " (noisy)" if record.noise.get("noisy") else ""
+    return f"trial {count}: {describe_candidate(record.params)}: {record.outcome}{rate}{noisy}"
 
 
 def rows_table(rows) -> str:

@@ -25,7 +25,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 import torch
-from torch import nn
 
 from ...core.cancel import CancelToken
 from ...core.environment import environment, fingerprint
@@ -39,6 +38,7 @@ from .levers import CompileWatch, lever_unavailable
 from .max_batch import default_limit_bytes, find_max_batch_for
 from .models import Task
 from .spec import TrainSpec, precision_context, precisions_for
+from .task import batch_norm_layers
 from .trainer import (
     POOL_BATCHES,
     Trainer,
@@ -112,6 +112,7 @@ class TuneSession:
         self.run_id, self.records = new_run_id(), []
         self.refused: dict[str, str] = {}
         self.bounds: dict[str, int] = {}
+        self._unbounded: dict[str, str] = {}  # bound key -> why the finder could not run
         self._checks: dict[str, dict] = {}
         self._baselines: dict[str, float] = {}
         self._warm: dict[str, tuple] = {}  # config key -> (trainer, pool), kept on a CPU
@@ -161,14 +162,15 @@ class TuneSession:
                             checkpointing=spec.checkpointing), self.task, device=self.device,
                     limit_bytes=self.injected, margin=self.margin, target_batch=self.target,
                     max_batch=self.target, cancel=self.cancel)
-            except ValueError as exc:
-                self.bounds[key] = 0
+            except ValueError as exc:  # kept: every config of this bound is refused for it
+                self.bounds[key], self._unbounded[key] = 0, str(exc)
                 return str(exc)
             self.bounds[key] = found.batch_size
             self.say(f"  {key}: micro-batches up to {found.batch_size} fit "
                      f"({found.runs} trials, {found.wall_s:.1f} s)")
         if not self.bounds[key]:
-            return f"{key}: no micro-batch fits in {format_bytes(self.budget_bytes)}"
+            return self._unbounded.get(key) or \
+                f"{key}: no micro-batch fits in {format_bytes(self.budget_bytes)}"
         return ""
 
     def validate(self, config: dict) -> None:
@@ -256,8 +258,7 @@ class TuneSession:
             return {"outcome": "wrong", "message": "the gradient is not finite"}
         gap, tol = gradient_gap(grad, self._reference), self.tolerance(spec.precision)
         if not gap <= tol:
-            norm = any(isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d))
-                       for m in self.task.make_model().modules())
+            norm = batch_norm_layers(self.task.make_model())
             return {"outcome": "wrong", "step_peak_bytes": peak, "grad_gap": gap, "message": (
                 f"gradient off: {spec.accum_steps} x {spec.batch_size} gives {gap:.2g} from the "
                 f"fp32 reference ({self.target // self.reference_micro} x "

@@ -42,6 +42,7 @@ from ...core.units import MIB, format_bytes
 from .memory import MemoryModel, fit_memory_model
 from .models import preset
 from .spec import TrainSpec, check_precision
+from .task import batch_norm_layers
 from .trainer import Task, measure_step_memory
 
 CPU_DEFAULT_LIMIT_BYTES = 256 * MIB  # a pretend budget: the CPU search runs in seconds
@@ -83,6 +84,7 @@ class BatchPlan:
     batch_size: int
     accum_steps: int
     note: str = ""
+    warning: str = ""  # when accumulating changes what is learnt (batch norm)
 
     @property
     def effective_batch(self) -> int:
@@ -163,6 +165,8 @@ class MaxBatchResult:
                      f"{self.plan.accum_steps} accumulation steps")
             if self.plan.note:
                 text += f" ({self.plan.note})"
+            if self.plan.warning:
+                text += f". ! {self.plan.warning}"
         skipped = len(self.trials) - self.runs
         text += (f". {self.runs} trials run, {skipped} skipped by the model, "
                  f"{self.wall_s:.1f} s.")
@@ -377,6 +381,16 @@ def find_max_batch_for(spec: TrainSpec, task: Task | None = None, *, device: str
                             verify_steps=verify_steps, resolution=resolution,
                             max_batch=max_batch, on_trial=on_trial, cancel=cancel)
     result.device = device
+    plan = result.plan
+    if plan is not None and plan.accum_steps > 1:
+        norms = batch_norm_layers(task.make_model())
+        if norms:
+            result.plan = replace(plan, warning=(
+                f"accumulation changes the result: the model's {norms} batch-norm layer(s) "
+                f"normalise each micro-batch of {plan.batch_size} on its own, so {plan.accum_steps}"
+                f" x {plan.batch_size} is not one batch of {plan.target_batch} (the tuner's "
+                "gradient check fails it); accept statistics over the micro-batch, or use "
+                "GroupNorm/LayerNorm, or a smaller target"))
     return result
 
 

@@ -143,6 +143,12 @@ def check_task(task: Task, device: str = "cpu", batch_size: int = 2) -> None:
     loss.backward()
 
 
+def batch_norm_layers(model: nn.Module) -> int:
+    """How many batch-norm layers `model` has: each normalises over its micro-batch alone, so
+    with accumulation k micro-batches of b train differently from one batch of k*b."""
+    return sum(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+
+
 def call_model(model: nn.Module, inputs):
     return model(*inputs) if isinstance(inputs, tuple) else model(inputs)
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -70,8 +71,10 @@ def model_fingerprint(task: Task, device: str) -> str:
 
 def describe_candidate(config: Mapping) -> str:
     """"fp32, 64 x 4, checkpointing off, compile off, optimizer fused" (levers at their
-    defaults left out, except those two)."""
-    text = f"{config['precision']}, {config['batch_size']} x {config['accum_steps']}"
+    defaults left out, except those two; no "64 x 4" for levers alone)."""
+    text = config["precision"]
+    if "batch_size" in config:
+        text += f", {config['batch_size']} x {config['accum_steps']}"
     text += f", checkpointing {'on' if config.get('checkpointing') else 'off'}"
     text += f", compile {config.get('compile', 'off')}"
     text += f", optimizer {config.get('optimizer_impl', 'default')}"
@@ -107,31 +110,80 @@ class TuneOutcome:
         return self.entry.get("snippet", "")
 
     def summary(self) -> str:
-        """The winner (and its noise), the frontier, what was refused or failed."""
+        """The winner (and its noise), the frontier, what was refused (why) or failed."""
         e = self.entry
         if not e:
             return "no result: " + (self.search.verdict if self.search else "stopped")
-        lines = [f"! not stored: the last round ran on a contended CPU ({e['contended']}): "
-                 "the ranking may not hold; tune again on a quiet machine"] \
-            if e.get("contended") else []
+        lines = [f"! not stored: the last round ran on a contended CPU ({e['contended']}); "
+                 "the result below is shown as measured, labelled; tune again with the "
+                 "machine idle to store one"] if e.get("contended") else []
         lines += [f"winner: {describe_candidate(e['best'])}: {e['samples_per_s']:.4g} samples/s, "
-                 f"peak {format_bytes(e['peak_bytes'])}" + (
-                     f"; within noise of {e['within_noise']} other config(s): either may win "
-                     "a re-run" if e["within_noise"] else "; clear of the noise")]
+                  f"peak {format_bytes(e['peak_bytes'])}; {noise_clause(e)}"]
         lines.append("frontier (samples/s vs peak memory, none both faster and smaller), "
                      "micro-batch x accumulation:")
         lines += [f"  {c['samples_per_s']:10.4g} samples/s  {format_bytes(c['peak_bytes']):>10}  "
                   f"{describe_candidate(c['config'])}" for c in e["frontier"]]
+        if e.get("frontier_note"):
+            lines.append(f"! {e['frontier_note']}")
         lines.append(f"{e['measured']} configs measured, {e['refused']} refused, {e['failed']} "
                      f"failed verification, in {e['wall_s']:.1f} s")
-        if e.get("noisy_trials"):
-            lines.append(f"! {e['noisy_trials']} of {e['trials']} trials were noisy (timing "
-                         "spread, or the CPU shared with other work): the ranking may not hold; "
-                         "tune again on a quieter machine (force=True / --force)")
+        lines += [f"  {line}" for line in refusal_lines(e.get("refusals", []))]
         if self.search is not None:
             why = list(self.search.failed.values())[:3]
             lines += [f"  failed: {w}" for w in why]
         return "\n".join(lines)
+
+
+def noise_clause(entry: Mapping) -> str:
+    """How far the winner's lead can be trusted, in words: the same in the CLI and the panel
+    ("clear of the noise" only when nothing says otherwise)."""
+    noisy, trials = entry.get("noisy_trials", 0), entry.get("trials", "?")
+    if entry.get("contended"):
+        return ("timed on a contended CPU: the ranking may not hold (shown, not stored)"
+                + (f"; {noisy} of {trials} trials noisy" if noisy else ""))
+    if entry.get("within_noise"):
+        return (f"within noise of {entry['within_noise']} other config(s): either may win a "
+                "re-run")
+    if noisy:
+        return (f"ahead in the last round, but {noisy} of {trials} trials were noisy (timing "
+                "spread, or the CPU shared with other work): the ranking may not hold; tune "
+                "again with the machine idle (force=True / --force)")
+    return "clear of the noise"
+
+
+def refusal_lines(refusals: list[dict]) -> list[str]:
+    """"refused 3 (fp32, checkpointing on, ...; ...): <why>", one line per reason."""
+    by_reason: dict[str, list[str]] = {}
+    for refusal in refusals:
+        by_reason.setdefault(refusal["reason"], []).append(describe_candidate(refusal["config"]))
+    return [f"refused {len(configs)} ({'; '.join(configs)}): {reason}"
+            for reason, configs in by_reason.items()]
+
+
+def _refusals(session: TuneSession, result: SearchResult) -> list[dict]:
+    """Every refused config with its reason: the grid's (bounds, levers) and the search's."""
+    return [{"config": json.loads(key), "reason": why}
+            for key, why in [*session.refused.items(), *result.refused.items()]]
+
+
+def _frontier_note(result: SearchResult, candidates: list[dict], frontier: list[dict],
+                   target_batch: int) -> str:
+    """"" when the winner is on its frontier, else why not: a config eliminated in an earlier,
+    shorter round shows a rate from that round, where the winner was faster."""
+    if any(c["config"] == result.best for c in frontier):
+        return ""
+    winner = next(c for c in candidates if c["config"] == result.best)
+    above = [c for c in frontier if c["samples_per_s"] >= winner["samples_per_s"]
+             and c["peak_bytes"] <= winner["peak_bytes"]] or frontier
+    beater = above[0]
+    same_round = [t for t in result.trials if t.config == result.best
+                  and t.round == beater["round"]]
+    there = (f", where the winner ran at {target_batch / (same_round[0].median_ms / 1e3):.4g} "
+             "samples/s") if same_round else ""
+    return (f"the winner is off the frontier: {describe_candidate(beater['config'])} shows "
+            f"{beater['samples_per_s']:.4g} samples/s from round {beater['round'] + 1} "
+            f"({beater['budget_s']:.3g} s of timing){there}; rates from different rounds do not "
+            "compare (the machine's speed changed between them), the last round decides")
 
 
 def tune_train(task: Task | None = None, *, model: str = "mlp", size: str | None = None,
@@ -192,12 +244,15 @@ def tune_train(task: Task | None = None, *, model: str = "mlp", size: str | None
     lr_used = lr or task.lr
     note = (f"tuned by a800lab on {session.env['device_name']}: {best['samples_per_s']:.4g} "
             f"samples/s, peak {format_bytes(best['peak_bytes'])}")
+    frontier = pareto_frontier(candidates)
     facts = dict(
         samples_per_s=best["samples_per_s"],
         peak_bytes=best["peak_bytes"], within_noise=len(result.rivals),
         within_noise_configs=result.rivals,
-        frontier=pareto_frontier(candidates), candidates=candidates,
+        frontier=frontier, candidates=candidates,
+        frontier_note=_frontier_note(result, candidates, frontier, target_batch),
         measured=len(candidates), refused=len(session.refused) + len(result.refused),
+        refusals=_refusals(session, result),
         noisy_trials=sum(bool(r.noise.get("noisy")) for r in session.records),
         trials=len(session.records),
         failed=len(result.failed), bounds=session.bounds, target_batch=target_batch,
