@@ -140,6 +140,8 @@ def test_a_contended_search_is_shown_but_never_stored(tmp_path, monkeypatch):
                               "(oversubscribed")
     assert "timed on a contended CPU: the ranking may not hold" in summary
     assert "clear of the noise" not in summary  # never beside a contended round
+    assert "contended CPU: the ranking may not hold" in \
+        frontier_figure(outcome.entry)._suptitle.get_text()  # the picture says so too
     assert not store.exists()
 
 

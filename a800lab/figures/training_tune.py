@@ -62,12 +62,16 @@ def frontier_figure(entry: dict) -> Figure:
         entries.append((Line2D([], [], marker="o", mfc="none", color="black",
                                linestyle="none", markersize=10),
                         f"within the winner's noise ({len(near)})"))
-    ax.set(xlabel=f"peak memory ({unit}, verified step)", ylabel="samples/s",
-           title=f"tuning for an effective batch of {entry.get('target_batch', '?')}: "
-                 f"{len(candidates)} configs measured")
+    title = (f"tuning for an effective batch of {entry.get('target_batch', '?')}: "
+             f"{len(candidates)} configs measured")
+    if entry.get("frontier_note"):  # the text says which rate, from which round
+        title += "\nthe winner is off the frontier: a faster-looking point ran in an earlier round"
+    ax.set(xlabel=f"peak memory ({unit}, verified step)", ylabel="samples/s", title=title)
     ax.set_ylim(bottom=0)
     ax.set_xlim(left=0)
     place_legend(ax, entries)
+    noisy = ("; timed on a contended CPU: the ranking may not hold (not stored)"
+             if entry.get("contended") else "")
     fig.suptitle(f"{entry.get('device_name', 'device not recorded')} "
-                 f"({entry.get('mode', 'mode not recorded')})", fontsize="medium")
+                 f"({entry.get('mode', 'mode not recorded')}){noisy}", fontsize="medium")
     return fig
