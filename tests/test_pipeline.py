@@ -148,4 +148,4 @@ def test_pipeline_panel_runs_headless_and_says_what_a_cpu_means(tmp_path):
     titles = [ax.get_title() for ax in panel.figure.axes]
     assert any(t.startswith("timeline of the newest point (num_workers=2") for t in titles)
     assert "CPU fallback" in panel.figure._suptitle.get_text()
-    assert "idle_fraction" in panel.table.value
+    assert "<th>device idle (%)</th>" in panel.table.value  # idle_fraction, with its unit

@@ -1,5 +1,6 @@
 """TrainingExplorer driven headless: presets and user models, runs, the max-batch search."""
 
+import re
 import time
 
 import pytest
@@ -47,8 +48,13 @@ def test_a_run_plots_throughput_memory_and_loss(preset_panel):
     assert any("CPU fallback" in t for t in titles)
     assert "memory breakdown vs batch_size" in titles
     assert "training loss per optimizer step" in titles
-    for column in ("eval_loss", "accuracy", "step peak (MiB)", "predicted (MiB)"):
-        assert f"<th>{column}</th>" in p.table.value
+    # the measured columns first, with units; the rest behind the toggle
+    shown, rest = p.table.value.split("<details>")
+    heads = re.findall(r"<th>(.*?)</th>", shown)
+    assert heads == ["run", "batch_size", "throughput (samples/s)", "step peak (MiB)",
+                     "predicted peak (MiB)", "eval loss", "accuracy (%)", "noisy"]
+    assert "<summary><small>all columns" in rest and "<th>median (ms)</th>" in rest
+    assert "<th>effective batch (samples)</th>" in rest and "<th>precision</th>" in rest
 
 
 def test_bad_values_are_refused_before_anything_runs(preset_panel):
@@ -142,7 +148,9 @@ def test_tune_button_shows_the_winner_frontier_and_snippet(preset_panel, tmp_pat
                   axes={"checkpointing": [False], "optimizer_impl": ["foreach", "fused"]})
     outcome = p.tune_outcome
     assert outcome.winner["batch_size"] * outcome.winner["accum_steps"] == 16
-    assert p.status_text.startswith("winner: fp32, ")
+    assert p.status_text.startswith("Tuned: fp32, ")
+    assert p.tabs.titles[p.tabs.selected_index] == "Tune"  # where its result is drawn
+    assert "trial " in p.progress_text.value and " samples/s" in p.progress_text.value
     assert "optimizer.zero_grad(set_to_none=True)" in p.tune_box.snippet.value
     assert p.tune_box.plot.value and not p.tune_box.button.disabled
     assert not p.tune(target_batch=0)
@@ -155,5 +163,18 @@ def test_mfu_columns_and_a_hint_when_no_peak_is_known(preset_panel, tmp_path, mo
     monkeypatch.setenv("A800LAB_PEAKS", str(tmp_path / "peaks.json"))
     p = preset_panel
     assert p.run(wait=True, batch_size=[4])
-    assert "<th>achieved_tflops</th>" in p.table.value
+    assert "<th>achieved (TFLOP/s)</th>" in p.table.value
     assert "MFU: no peak known for this device" in p.table.value
+
+
+def test_the_panel_fits_a_notebook_output(preset_panel):
+    """Sections as tabs, not one long column; every label whole (not "accum_st...")."""
+    p = preset_panel
+    assert p.tabs.titles == ("Run", "Max batch", "Tune", "Profile")
+    run_tab = p.tabs.children[0]
+    assert p.controls["accum_steps"] in run_tab.children[0].children
+    widths = {c.style.description_width for c in p.controls.values()}
+    (width,) = widths  # aligned, and wide enough for "optimizer_impl"
+    assert float(width.removesuffix("em")) >= 0.6 * len("optimizer_impl")
+    for box in (p.target_batch, p.limit_mib, p.find_button, p.tune_box.button):
+        assert box.layout.width == "auto"

@@ -245,9 +245,11 @@ class CommExplorer(Explorer):
         view = self.view.value
         shown = self._of_view(measured)
         numbers = run_numbers(measured["run_id"]) if "run_id" in measured else {}
-        columns = [*VIEW_PARAMS[view], "world_size", *TABLE_METRICS[view]]
+        columns = [*VIEW_PARAMS[view], "world_size"]
         note = "" if view != "collectives" or self.backend == "nccl" else (
             "<small>gloo on one machine: the ranks talk over loopback TCP, so these are CPU "
             "and kernel numbers, not a network's or NVLink's.</small>")
-        return note + table_html(shown, columns, numbers) if not shown.empty else \
+        return note + table_html(shown, columns, numbers, measured=(
+            "throughput", *TABLE_METRICS[view]), more=("median_ms", "iqr_ms")) \
+            if not shown.empty else \
             html.escape("no points of this view yet")

@@ -47,6 +47,7 @@ from .explorer_text import (
     summary,
     table_html,
 )
+from .layout import explorer_layout, show_section
 from .panel_records import PanelRecords
 from .params import Fixed, as_param, check_signature, check_value, format_param, plan_run, show_plan
 from .redraw import Redrawer
@@ -56,10 +57,6 @@ NO_SWEEP = "(single point)"
 AUTO_SERIES = "(what differs)"  # one line per device label and per value of any other control
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"  # recorded runs in a source checkout
 PNG_DPI = 90  # the 10 in wide figure as 900 px: fits a notebook, small text stays legible
-# where a panel built on Explorer puts its own widgets (_extra_widgets), top to bottom:
-# under the parameter controls (and the view switch), above and below the status line, under
-# the plot's caption
-SLOTS = ("after_controls", "before_status", "after_status", "after_plot")
 
 
 class Explorer:
@@ -200,42 +197,14 @@ class Explorer:
                 value=next(iter(self.VIEWS)), description="view",
                 style={"button_width": "auto"})
             self.view.observe(lambda _: (self._on_view(), self._view_changed()), names="value")
-        extras = self._extra_widgets()
-        unknown = set(extras) - set(SLOTS)
-        if unknown:
-            raise ValueError(f"_extra_widgets() returned slots {sorted(unknown)}; the layout "
-                             f"has {list(SLOTS)}")
-
-        def slot(name: str) -> list:
-            return list(extras.get(name, ()))
-
-        header = [widgets.HTML(f"<h3>{html.escape(title)}</h3>")] if title else []
-        self.widget = widgets.VBox([
-            *header,
-            widgets.VBox(list(self.controls.values())),
-            *([self.view] if self.view is not None else []),
-            *slot("after_controls"),
-            widgets.HBox([self.sweep_axis, self.sweep_values]),
-            widgets.HBox([self.run_button, self.stop_button, self.clear_button, self.progress,
-                          self.progress_text]),
-            *slot("before_status"),
-            self.status,
-            *slot("after_status"),
-            widgets.HBox([widgets.VBox([self.color_by, self.earlier_runs]),
-                          widgets.VBox([self.recorded, self.overlay_hint],
-                                       layout=widgets.Layout(width="55%"))]),
-            self.plot,
-            self.caption,
-            *slot("after_plot"),
-            widgets.HBox([self.path, self.save_button, self.load_button]),
-            self.table,
-        ])
+        self.widget, self.tabs = explorer_layout(self, title, self._extra_widgets())
         if self.view is not None:
             self._on_view()
 
     # Layout a panel built on this one may extend (at construction):
     def _extra_widgets(self) -> dict[str, list]:
-        """The panel's own widgets by slot (see SLOTS): where each goes in the layout."""
+        """The panel's own widgets by slot (see layout.SLOTS): where each goes in the layout;
+        "sections" [(title, widget), ...] puts the Run controls and them in tabs."""
         return {}
 
     def _on_view(self) -> None:
@@ -277,6 +246,7 @@ class Explorer:
                 self.status.say(f"Cannot run: {exc}", "error")
                 return False
             self._show_plan(axes, fixed)
+            show_section(self.tabs, "Run")
             self._cancel, self._stopped_at = CancelToken(), None
             run_id = new_run_id()
             self._thread = threading.Thread(target=self._work, args=(axes, fixed, run_id),

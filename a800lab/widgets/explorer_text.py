@@ -1,7 +1,7 @@
 """The words and tables of the Explorer panel: status summaries, the results table, captions.
 
     summary(result, elapsed_s, run_number=2, threads_note="CPU fallback, 1 torch thread")
-    table_html(df, ["batch_size", "precision"], {"20261130T2145...": 1})
+    table_html(df, ["batch_size", "precision"], {"20261130T2145...": 1})   # fits 968 px
     auto_series(df, "n", ["n", "mode"])
 
 Pure functions of records and frames, so the panel's text is tested without widgets.
@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import html
 import math
+import numbers
 
+import numpy as np
 import pandas as pd
 
 from ..core.results import Record, param_column
 from ..core.sweep import SweepResult
+from ..core.units import MIB
 from .params import format_param
 
 TABLE_ROWS = 12  # the newest points; panel.results has them all
@@ -104,37 +107,102 @@ def fixed_differences(measured: pd.DataFrame, params: dict, controls: dict, x: s
     return f"; these points ran at {'; '.join(notes)}" if notes else ""
 
 
-def _cell(value) -> str:
-    if isinstance(value, float):
-        return "" if math.isnan(value) else f"{value:.4g}"
+# column -> (header with its unit, factor to the unit); other columns get their unit from
+# their suffix (_ms, _s, _bytes, _gbs, _tflops) or are counts and names
+HEADERS = {"median_ms": ("median (ms)", 1), "iqr_ms": ("IQR (ms)", 1),
+           "eval_loss": ("eval loss", 1), "accuracy": ("accuracy (%)", 100),
+           "effective_batch": ("effective batch (samples)", 1),
+           "step_peak_bytes": ("step peak (MiB)", 1 / MIB),
+           "predicted_peak_bytes": ("predicted peak (MiB)", 1 / MIB),
+           "achieved_tflops": ("achieved (TFLOP/s)", 1),
+           "mfu_pct_of_datasheet_peak": ("MFU (% of datasheet peak)", 1),
+           "mfu_pct_of_measured_peak": ("MFU (% of measured peak)", 1),
+           "idle_fraction": ("device idle (%)", 100), "pct_of_link": ("% of the link", 1),
+           "message_bytes": ("message (bytes)", 1),
+           "bytes_per_step": ("all-reduced per step (MiB)", 1 / MIB),
+           "throughput_unit": ("unit", 1)}
+_SUFFIXES = (("_ms", "ms", 1), ("_s", "s", 1), ("_bytes", "MiB", 1 / MIB),
+             ("_gbs", "GB/s", 1), ("_tflops", "TFLOP/s", 1))
+MEASURED = ("throughput", "median_ms", "iqr_ms")  # a table's first columns, unless told
+
+
+def header_of(column: str, units: list[str] | None = None) -> tuple[str, float]:
+    """A column's header with its unit, and the factor from the record's value to it;
+    `units`: the throughput units among the rows (one: named in the header)."""
+    if column == "throughput":
+        return (f"throughput ({units[0]})" if units and len(units) == 1 else "throughput"), 1
+    if column in HEADERS:
+        return HEADERS[column]
+    name = column.removeprefix("param.")
+    for suffix, unit, factor in _SUFFIXES:
+        if name.endswith(suffix):
+            return f"{name.removesuffix(suffix).replace('_', ' ')} ({unit})", factor
+    return name, 1
+
+
+def _cell(value, factor: float = 1) -> str:
+    if value is None:
+        return ""
+    number = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+    if number and (isinstance(value, (float, np.floating)) or factor != 1):
+        return "" if math.isnan(value) else f"{value * factor:.4g}"
     return html.escape(format_param(value))
 
 
-def table_html(df: pd.DataFrame, params: list[str], numbers: dict[str, int]) -> str:
-    """The newest points as an HTML table: run, parameters, outcome, throughput, timing, noise
-    (hover the word "noisy" for the reason) and the message."""
+def table_html(df: pd.DataFrame, params: list[str], numbers: dict[str, int], *,
+               measured: tuple[str, ...] = MEASURED, more: tuple[str, ...] = ()) -> str:
+    """The newest points as an HTML table that fits a notebook: run, the parameters that differ
+    between its rows, the outcome (when one failed), the `measured` columns with their units
+    and noise (hover "noisy" for the reason); every column (all parameters, `more`, the
+    message) behind an "all columns" toggle under it."""
     if df.empty:
         return ""
     tail = df.tail(TABLE_ROWS)
-    columns = [c for c in [*params, "outcome", "throughput", "throughput_unit", "median_ms",
-                           "iqr_ms", "message"]
-               if c in tail and (tail[c].notna() & (tail[c].astype(str) != "")).any()]
-    head = "".join(f"<th>{html.escape(c.removeprefix('param.'))}</th>"
-                   for c in ["run", *columns, "noisy"])
+
+    def present(c: str) -> bool:
+        return c in tail and bool((tail[c].notna() & (tail[c].astype(str) != "")).any())
+
+    units = list(tail["throughput_unit"].dropna().unique()) if "throughput_unit" in tail else []
+    shown = [c for c in measured if present(c)]
+    if "throughput" in shown and len(units) > 1:  # mixed units: the unit beside each rate
+        shown.insert(shown.index("throughput") + 1, "throughput_unit")
+    differ = [p for p in params if present(p) and tail[p].astype(str).nunique() > 1]
+    failed = "outcome" in tail and bool((tail["outcome"] != "ok").any())
+    main = [*differ, *(["outcome"] if failed else []), *shown]
+    every = [c for c in dict.fromkeys([*params, "outcome", *shown, *more, "message"])
+             if present(c)]
+    note = ""
+    if len(df) > TABLE_ROWS:
+        note = (f"<caption style='caption-side: bottom'>the newest {TABLE_ROWS} of {len(df)} "
+                "points; panel.results has them all</caption>")
+    # a parameter keeps its name and the values a user types (size_bytes stays in bytes)
+    heads = {c: (c.removeprefix("param."), 1) if c in params else header_of(c, units)
+             for c in every}
+    table = _table(tail, main, numbers, heads, note)
+    rest = [c for c in every if c not in main]
+    if rest:
+        names = ", ".join(heads[c][0] for c in rest[:6]) + (", ..." if len(rest) > 6 else "")
+        table += (f"<details><summary><small>all columns ({len(rest)} more: {html.escape(names)})"
+                  f"</small></summary>{_table(tail, every, numbers, heads, '')}</details>")
+    return table
+
+
+def _table(tail: pd.DataFrame, columns: list[str], numbers: dict[str, int], heads: dict,
+           note: str) -> str:
+    heads = [heads[c] for c in columns]
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in ["run", *(h for h, _ in heads),
+                                                          "noisy"])
     body = []
     for _, row in tail.iterrows():
         cells = [f"<td>#{numbers.get(row.get('run_id', ''), '?')}</td>"]
-        cells += [f"<td>{_cell(row[c])}</td>" for c in columns]
+        cells += [f"<td>{_cell(row[c], factor)}</td>"
+                  for c, (_, factor) in zip(columns, heads, strict=True)]
         reason = str(row.get("noise_reason") or "")
         noisy = bool(row.get("noisy")) and row.get("outcome") == "ok"
         cells.append(f'<td class="a800lab-noisy" title="{html.escape(reason)}" '
                      'style="text-decoration: underline dotted; cursor: help">noisy</td>'
                      if noisy else "<td></td>")
         body.append(f"<tr>{''.join(cells)}</tr>")
-    note = ""
-    if len(df) > TABLE_ROWS:
-        note = (f"<caption style='caption-side: bottom'>the newest {TABLE_ROWS} of {len(df)} "
-                "points; panel.results has them all</caption>")
     return (f'<table class="a800lab-results">{note}<thead><tr>{head}</tr></thead>'
             f"<tbody>{''.join(body)}</tbody></table>")
 

@@ -79,4 +79,5 @@ class PipelineExplorer(Explorer):
 
     def _table_html(self, measured: pd.DataFrame) -> str:
         numbers = run_numbers(measured["run_id"]) if "run_id" in measured else {}
-        return table_html(measured, [*self.params, *_TABLE_METRICS], numbers)
+        return table_html(measured, list(self.params), numbers,
+                          measured=("throughput", *_TABLE_METRICS), more=("median_ms", "iqr_ms"))

@@ -61,15 +61,18 @@ from ..workloads.training.task import CUSTOM, check_task, custom_task
 from ..workloads.training.tune import describe_candidate, noise_clause, tune_train
 from .explorer import DATA_DIR, Explorer
 from .explorer_text import run_numbers, table_html
+from .layout import show_section, whole
 from .params import Choice, Fixed, Range
 from .training_tools import ProfileBox, TuneBox, trial_text
 
 # per mode: optimizer steps trained per point (the loss curve), timing budget per point
 CPU_DEFAULTS = {"train_steps": 20, "budget_s": 0.1}
 GPU_DEFAULTS = {"train_steps": 50, "budget_s": 0.3}
-_TABLE_METRICS = ("effective_batch", "eval_loss", "accuracy", "skipped_steps",
-                  "achieved_tflops", "mfu_pct_of_datasheet_peak", "mfu_pct_of_measured_peak",
-                  "compile_s", "recompiles")
+# the results table: what was measured first (fits a notebook), the rest behind a toggle
+_MEASURED = ("throughput", "step_peak_bytes", "predicted_peak_bytes", "eval_loss", "accuracy")
+_MORE = ("effective_batch", "median_ms", "iqr_ms", "achieved_tflops",
+         "mfu_pct_of_datasheet_peak", "mfu_pct_of_measured_peak", "skipped_steps", "compile_s",
+         "recompiles")
 
 
 class TrainingExplorer(Explorer):
@@ -162,13 +165,17 @@ class TrainingExplorer(Explorer):
         sizes = "" if self.task else "<br>" + html.escape("; ".join(
             f"{m}: " + ", ".join(f"{s} {n}" for s, n in by_size.items())
             for m, by_size in describe_sizes().items()))
+        for box in (self.target_batch, self.limit_mib, self.margin):
+            box.layout.width = "auto"
+        whole(self.target_batch, self.limit_mib, self.margin, self.find_button)
         finder = widgets.VBox([
-            widgets.HTML(f"<b>Max batch</b> <small>{html.escape(note)}{sizes}</small>"),
+            widgets.HTML(f"<small>{html.escape(note)}{sizes}</small>"),
             widgets.HBox([self.target_batch, self.limit_mib, self.margin, self.find_button]),
             self.max_batch_text, self.max_batch_plot])
         self.profile_box = ProfileBox(on_profile=lambda: self.profile())
         self.tune_box = TuneBox(on_tune=lambda: self.tune())
-        return {"after_status": [finder, self.tune_box.widget, self.profile_box.widget]}
+        return {"sections": [("Max batch", finder), ("Tune", self.tune_box.widget),
+                             ("Profile", self.profile_box.widget)]}
 
     # ---- the max-batch search --------------------------------------------------------------
     @property
@@ -195,6 +202,7 @@ class TrainingExplorer(Explorer):
                 self.status.say(f"Cannot search: {exc}", "error")
                 return False
             self._cancel, self._stopped_at = CancelToken(), None
+            show_section(self.tabs, "Max batch")
             self._finder = threading.Thread(target=self._search, args=(spec, limit, target,
                                                                        margin),
                                             daemon=True, name="a800lab-max-batch")
@@ -311,7 +319,7 @@ class TrainingExplorer(Explorer):
             self.profile_box.show(self.profiles)
             self.status.say(f"Profiled: {report.verdict}", "ok")
 
-        return self._start_job("profile", work, wait)
+        return self._start_job("Profile", work, wait)
 
     def tune(self, wait: bool = False, *, target_batch: int | None = None,
              axes: dict | None = None, limit_mib: float | None = None,
@@ -356,7 +364,7 @@ class TrainingExplorer(Explorer):
                             f"samples/s; {noise_clause(e)}.",
                             "ok" if noise_clause(e) == "clear of the noise" else "warn")
 
-        return self._start_job("tune", work, wait)
+        return self._start_job("Tune", work, wait)
 
     def _start_job(self, name: str, work, wait: bool = False) -> bool:
         """Run `work()` on the panel's job thread (one run of anything at a time)."""
@@ -365,8 +373,9 @@ class TrainingExplorer(Explorer):
                 self.status.say("A run is in progress: press Stop or wait for it.", "warn")
                 return False
             self._cancel, self._stopped_at = CancelToken(), None
-            self._job = threading.Thread(target=self._job_body, args=(name, work), daemon=True,
-                                         name=f"a800lab-{name}")
+            show_section(self.tabs, name)
+            self._job = threading.Thread(target=self._job_body, args=(name.lower(), work),
+                                         daemon=True, name=f"a800lab-{name.lower()}")
             self._set_buttons(busy=True)
             self._job.start()
         if wait:
@@ -415,22 +424,16 @@ class TrainingExplorer(Explorer):
                 f"vs {x}")
 
     def _table_html(self, measured: pd.DataFrame) -> str:
-        """The results table with the training metrics and the step's peak beside the memory
-        model's prediction."""
+        """The results table: samples/s, the step's peak beside the memory model's
+        prediction, loss and accuracy first; the rest behind its toggle."""
         if measured.empty:
             return ""
-        shown = measured.copy()
-        for column, name in (("step_peak_bytes", "step peak (MiB)"),
-                             ("predicted_peak_bytes", "predicted (MiB)")):
-            if column in shown:
-                shown[name] = pd.to_numeric(shown[column], errors="coerce") / MIB
-        numbers = run_numbers(shown["run_id"]) if "run_id" in shown else {}
-        extra = [c for c in (*_TABLE_METRICS, "step peak (MiB)", "predicted (MiB)")
-                 if c in shown]
-        table = table_html(shown, [*self.params, *extra], numbers)
+        numbers = run_numbers(measured["run_id"]) if "run_id" in measured else {}
+        table = table_html(measured, list(self.params), numbers, measured=_MEASURED,
+                           more=_MORE)
         mfu = [c for c in ("mfu_pct_of_datasheet_peak", "mfu_pct_of_measured_peak")
-               if c in shown and shown[c].notna().any()]
-        if "achieved_tflops" in shown and not mfu:
+               if c in measured and measured[c].notna().any()]
+        if "achieved_tflops" in measured and not mfu:
             table += ("<small>MFU: no peak known for this device (a CPU or a card the "
                       "datasheet table lacks, and no measured peak recorded): "
                       "<code>python -m a800lab peak</code> records one.</small>")

@@ -22,6 +22,7 @@ from ..figures.training_profile import label_of, profile_figure
 from ..figures.training_tune import frontier_figure
 from ..workloads.training.trace import category_label
 from ..workloads.training.tune import describe_candidate, noise_clause, refusal_lines
+from .layout import whole
 
 PNG_DPI = 90
 MAX_PROFILES = 6  # bars side by side; older profiles drop off
@@ -49,8 +50,9 @@ class ProfileBox:
         self.figure = None
         note = ("Each profile adds a bar: compare a small and a large batch, or compile off and "
                 "on. Twin: python -m a800lab profile ... --out prof/")
+        whole(self.steps, self.button)
         self.widget = widgets.VBox([
-            widgets.HTML(f"<b>Profile</b> <small>{html.escape(note)}</small>"),
+            widgets.HTML(f"<small>{html.escape(note)}</small>"),
             widgets.HBox([self.steps, self.button]), self.text, self.plot])
 
     def show(self, reports: list) -> None:
@@ -90,10 +92,11 @@ class TuneBox:
         self.snippet = widgets.HTML("")
         self.figure = None
         note = ("precision x micro-batch x accumulation x checkpointing x compile x optimizer "
-                "for the target batch above; every candidate verified. Twin: python -m a800lab "
-                "tune train --target-batch N")
+                "for the Max batch tab's target batch (and its limit and margin); every "
+                "candidate verified. Twin: python -m a800lab tune train --target-batch N")
+        whole(self.budget_s, self.button)
         self.widget = widgets.VBox([
-            widgets.HTML(f"<b>Tune</b> <small>{html.escape(note)}</small>"),
+            widgets.HTML(f"<small>{html.escape(note)}</small>"),
             widgets.HBox([self.budget_s, self.button]), self.text, self.plot, self.snippet])
 
     def show(self, outcome) -> None:

@@ -1,0 +1,96 @@
+"""Where an Explorer's widgets go, so that a panel fits a notebook's output (968 px in
+JupyterLab at its default width): labels whole, one column, or tabs for a panel with sections.
+
+    widget, tabs = explorer_layout(panel, title, extras)   # Explorer._build calls it
+    fit_labels(panel.controls.values())                    # every label whole, aligned
+
+A panel names its own widgets by slot (SLOTS, top to bottom); one that also returns `sections`
+[(title, widget), ...] (TrainingExplorer: Max batch, Tune, Profile) gets tabs: "Run" (the
+controls, the sweep, Run and Clear) first, then its sections; Stop and the progress bar sit under
+the tabs, shared by whatever runs. Wiring stays in the panel: this module only arranges.
+"""
+
+from __future__ import annotations
+
+import html
+
+import ipywidgets as widgets
+
+# where a panel built on Explorer puts its own widgets (_extra_widgets), top to bottom:
+# under the parameter controls (and the view switch), above and below the status line, under
+# the plot's caption; and "sections": (title, widget) pairs shown as tabs after "Run"
+SLOTS = ("after_controls", "before_status", "after_status", "after_plot", "sections")
+RUN_TAB = "Run"
+_EM_PER_CHAR = 0.62  # a description's width per character of its text, in em
+
+
+def fit_labels(controls, *, extra_em: float = 1.0) -> None:
+    """Give every control the same description width, wide enough for the longest label
+    (ipywidgets cuts a label at ~90 px: "accum_st...")."""
+    controls = [c for c in controls if hasattr(c, "style") and getattr(c, "description", "")]
+    if controls:
+        longest = max(len(c.description) for c in controls)
+        for control in controls:
+            control.style.description_width = f"{longest * _EM_PER_CHAR + extra_em:.1f}em"
+
+
+def whole(*controls) -> None:
+    """Labels and buttons at their own width (a label or button text never cut)."""
+    for control in controls:
+        if isinstance(control, widgets.Button):
+            control.layout.width = "auto"
+        elif hasattr(control, "style"):
+            control.style.description_width = "initial"
+
+
+def explorer_layout(p, title: str, extras: dict) -> tuple[widgets.VBox, widgets.Tab | None]:
+    """The panel `p` (an Explorer) as one widget, and its tabs (None without sections)."""
+    unknown = set(extras) - set(SLOTS)
+    if unknown:
+        raise ValueError(f"_extra_widgets() returned slots {sorted(unknown)}; the layout "
+                         f"has {list(SLOTS)}")
+
+    def slot(name: str) -> list:
+        return list(extras.get(name, ()))
+
+    fit_labels(p.controls.values())
+    whole(p.sweep_axis, p.sweep_values, p.progress, p.color_by, p.earlier_runs, p.recorded,
+          p.path, *([p.view] if p.view is not None else []))
+    header = [widgets.HTML(f"<h3>{html.escape(title)}</h3>")] if title else []
+    controls = [widgets.VBox(list(p.controls.values())),
+                *([p.view] if p.view is not None else []),
+                *slot("after_controls"),
+                widgets.HBox([p.sweep_axis, p.sweep_values])]
+    progress = [p.progress, p.progress_text]
+    sections = slot("sections")
+    tabs = None
+    if sections:
+        run = widgets.VBox([*controls, widgets.HBox([p.run_button, p.clear_button])])
+        tabs = widgets.Tab(children=[run, *(w for _, w in sections)],
+                           titles=[RUN_TAB, *(t for t, _ in sections)])
+        top = [tabs, widgets.HBox([p.stop_button, *progress])]
+    else:
+        top = [*controls,
+               widgets.HBox([p.run_button, p.stop_button, p.clear_button, *progress])]
+    widget = widgets.VBox([
+        *header,
+        *top,
+        *slot("before_status"),
+        p.status,
+        *slot("after_status"),
+        widgets.HBox([widgets.VBox([p.color_by, p.earlier_runs]),
+                      widgets.VBox([p.recorded, p.overlay_hint],
+                                   layout=widgets.Layout(width="55%"))]),
+        p.plot,
+        p.caption,
+        *slot("after_plot"),
+        widgets.HBox([p.path, p.save_button, p.load_button]),
+        p.table,
+    ])
+    return widget, tabs
+
+
+def show_section(tabs: widgets.Tab | None, title: str) -> None:
+    """Bring the tab `title` forward (where the work just started will show its result)."""
+    if tabs is not None and title in tabs.titles:
+        tabs.selected_index = list(tabs.titles).index(title)
