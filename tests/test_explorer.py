@@ -511,3 +511,21 @@ def test_controls_show_what_a_programmatic_run_used():
     p.controls["batch_size"].value = 32  # the user moves the slider without running
     p.refresh()
     assert "these points ran at batch_size=48 (the control reads 32)" in p.caption.value
+
+
+def test_the_caption_names_no_parameter_the_newest_run_did_not_have():
+    """Chapter 08's caption read "these points ran at op=nan (the control reads all_reduce);
+    size_bytes=nan ..." for a DDP run that has no op or size."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from a800lab.widgets.explorer_text import fixed_differences
+
+    measured = pd.DataFrame({"run_id": ["r1", "r2", "r2"], "op": ["all_reduce", None, None],
+                             "size_bytes": [1024, float("nan"), float("nan")],
+                             "hook": [None, "fp16", "powersgd"], "accum_steps": [None, 2, 2]})
+    controls = {name: SimpleNamespace(value=value) for name, value in (
+        ("op", "all_reduce"), ("size_bytes", 4096), ("hook", "none"), ("accum_steps", 1))}
+    assert fixed_differences(measured, {}, controls, "hook") == \
+        "; these points ran at accum_steps=2 (the control reads 1)"

@@ -117,3 +117,17 @@ def test_modelling_another_card_asks_the_compiler_about_the_tile():
     assert "A800 (model of that GPU)" in label and "108 SMs" in label
     # fp32 64x64x64 at the tile kernel's 4 warps and 3 stages fits an A800 several times over
     assert "blocks" in label and "refuses" not in label
+
+
+def test_the_best_tile_is_never_one_larger_than_the_matrix():
+    import pandas as pd
+
+    panel = MatmulExplorer(**SMALL)
+    base = dict(outcome="ok", run_id="r1", m=64, n=64, k=64, block_k=16, group_m=1,
+                backend="cpu_blocked")
+    df = pd.DataFrame([{**base, "block_m": 64, "block_n": 64, "throughput": 0.08},
+                       {**base, "block_m": 128, "block_n": 64, "throughput": 0.09}])
+    config, text = panel.best_config(df)
+    assert config["block_m"] == 64 and "masked" not in text
+    config, text = panel.best_config(df.iloc[1:])
+    assert config["block_m"] == 128 and "masked: block_m=128 > m=64" in text

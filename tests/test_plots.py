@@ -400,6 +400,25 @@ def test_heatmap_marks_refused_noisy_and_best_cells():
     assert "~: noisy timing (1 cells)" in caption
 
 
+def test_a_tile_larger_than_the_matrix_is_hatched_and_never_crowned():
+    """The heatmap crowned a 256x256 tile on a 128^3 matmul (the same one tile, masked)."""
+    def tile(bm, bn, tflops):
+        return row(m=128, n=128, k=128, block_m=bm, block_n=bn, throughput=tflops)
+
+    df = frame(tile(64, 64, 0.05), tile(128, 128, 0.08), tile(256, 128, 0.09),
+               tile(256, 256, 0.10))
+    ax = plots.heatmap_figure(df, "block_m", "block_n").axes[0]
+    (best,) = [p for p in ax.patches if p.get_gid() == "best"]
+    assert best.get_xy() == (0.5, 0.5)  # 128 x 128: column 1, row 1
+    assert len([p for p in ax.patches if p.get_gid() == "masked"]) == 2
+    caption = " ".join(" ".join(texts(ax)).split())
+    assert "hatched: tile larger than the 128x128 output (edges masked, the same work): not " \
+        "crowned" in caption and "red outline: best (block_m=128, block_n=128)" in caption
+    only = plots.heatmap_figure(frame(tile(256, 256, 0.1)), "block_m", "block_n").axes[0]
+    assert "masked: every tile measured is larger than the output" in \
+        " ".join(" ".join(texts(only)).split())
+
+
 def test_heatmap_names_the_compilers_reason_in_a_refused_cell():
     message = ("ValueError: refused for NVIDIA A800-SXM4-80GB (sm_80) (Triton 3.7.1 compiler for "
                "sm_80): shared memory: 294,912 B (288 KiB) exceeds the sm_80 limit of 166,912 B")
@@ -581,3 +600,16 @@ def test_the_old_plots_module_is_an_alias_that_warns_once():
     assert len(deprecations) == 1 and "a800lab.figures" in str(deprecations[0].message)
     with pytest.raises(AttributeError, match="a800lab.figures"):
         a800lab.plots.no_such_figure  # noqa: B018
+
+
+def test_small_rates_tick_plainly_and_large_ones_compactly():
+    """A CPU's 0.1 TFLOP/s ticked as "100m" (EngFormatter's milli)."""
+    from a800lab.figures.sweep import compact_tick
+
+    assert [compact_tick(v) for v in (0, 0.05, 0.1, 12, 500, 1000, 140_000, 1.5e6, 2e9)] == [
+        "0", "0.05", "0.1", "12", "500", "1k", "140k", "1.5M", "2G"]
+    df = frame(row(n=256, throughput=0.05), row(n=512, throughput=0.12))
+    ax = plots.throughput_figure(df, "n").axes[0]
+    ax.figure.canvas.draw()
+    ticks = [t.get_text() for t in ax.get_yticklabels()]
+    assert ticks and not any(t.endswith("m") for t in ticks) and "0.1" in ticks

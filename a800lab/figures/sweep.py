@@ -33,7 +33,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import EngFormatter
+from matplotlib.ticker import FuncFormatter
 
 from ..core.specs import match
 from ..core.units import byte_unit
@@ -68,6 +68,14 @@ GIB = 2**30
 # GPU memory: draw the capacity line only when the data reach this share of it; lower, the line
 # would squash the data against the floor, so the capacity goes to the caption alone.
 CAPACITY_LINE_MIN_SHARE = 0.5
+
+
+def compact_tick(value: float, _pos=None) -> str:
+    """A tick as 140k / 1.5M / 2G from a thousand up, plain %g below (0.05, 12, 500)."""
+    for factor, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:g}{suffix}"
+    return f"{value:g}"
 
 
 def _row_peaks(ok: pd.DataFrame, peak_tflops) -> list[float]:
@@ -145,8 +153,9 @@ def _draw_throughput(ax: Axes, df: pd.DataFrame, x: str, look: Look,
     failures = mark_failures(ax, shown, x, xa, look)
     xa.apply(ax, x)
     ax.set_ylabel(unit)
-    # 140k, not 140000: long tick labels push the axis label out of a panel's figure
-    ax.yaxis.set_major_formatter(EngFormatter(sep=""))
+    # 140k, not 140000: long tick labels push the axis label out of a panel's figure; but
+    # 0.1, not "100m": a small rate is no milli-anything (0.1 TFLOP/s on a CPU)
+    ax.yaxis.set_major_formatter(FuncFormatter(compact_tick))
     if ok.empty:
         say(ax, NO_POINTS_TEXT, "large")
         ax.set_yticks([])

@@ -31,6 +31,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
+from ..workloads.tiles.config import overhang
 from ..workloads.tiles.facts import refusal_kind
 from ..workloads.tiles.quantisation import quantise
 from .look import (
@@ -203,8 +204,9 @@ def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput
                    ax: Axes | None = None, highlight_best: bool = True) -> Figure:
     """``value`` over the grid ``x`` by ``y``: failed cells named in grey ("refused" for a
     config turned down before it ran, with the compiler's reason: "shared memory",
-    "registers", ...), noisy cells marked "~", the best cell outlined. A cell
-    measured in several runs shows its newest run (the title says how many cells that was)."""
+    "registers", ...), noisy cells marked "~", tiles larger than the output hatched (masked,
+    never crowned while another fits), the best cell outlined. A cell measured in several runs
+    shows its newest run (the title says how many cells that was)."""
     fig, ax, own = new_axes(ax, figsize=(6.4, 4.8))
     ax.set_title(f"{value} over {x} x {y}")
     if not df.empty:
@@ -217,12 +219,19 @@ def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput
     col = {v: j for j, v in enumerate(xs)}
     row = {v: i for i, v in enumerate(ys)}
     grid = np.full((len(ys), len(xs)), np.nan)
-    notes, noisy_cells, rerun_cells = {}, set(), 0
+    notes, noisy_cells, rerun_cells, masked = {}, set(), 0, {}
     runs = Look(df, None).run
+    tiled = {x, y} == {"block_m", "block_n"} and {"m", "n"} <= set(df)
     for (xv, yv), cell in df.groupby([x, y], sort=False):
         good = cell[cell["outcome"] == "ok"]
         vals = floats(good, value).dropna()
         i, j = row[yv], col[xv]
+        if tiled:  # a tile past the matrix's edge: the same work, masked; never crowned
+            first = cell.iloc[-1]
+            over = overhang(int(first["m"]), int(first["n"]), int(first["block_m"]),
+                            int(first["block_n"]))
+            if over:
+                masked[i, j] = over
         if vals.empty:
             notes[i, j] = _failure_note(cell)
             continue
@@ -243,13 +252,29 @@ def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput
         ax.text(j, i, text, ha="center", va="center", fontsize="small", color="gray",
                 style="italic")
     notes_below = []
+    for i, j in masked:
+        patch = Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///",
+                          edgecolor="white", linewidth=0)
+        patch.set_gid("masked")
+        ax.add_patch(patch)
+    if masked:
+        first = df.iloc[-1]
+        notes_below.append(f"hatched: tile larger than the {int(first['m'])}x{int(first['n'])} "
+                           "output (edges masked, the same work): not crowned")
     if highlight_best:
-        best_i, best_j = np.unravel_index(np.nanargmax(grid), grid.shape)
+        fits = grid.copy()
+        for i, j in masked:
+            fits[i, j] = np.nan
+        only_masked = np.isnan(fits).all()
+        best_i, best_j = np.unravel_index(np.nanargmax(grid if only_masked else fits),
+                                          grid.shape)
         outline = Rectangle((best_j - 0.5, best_i - 0.5), 1, 1, fill=False,
                                                edgecolor="red", linewidth=2.5)
         ax.add_patch(outline)
         outline.set_gid("best")
-        notes_below.append(f"red outline: best ({x}={fmt(xs[best_j])}, {y}={fmt(ys[best_i])})")
+        notes_below.append(f"red outline: best ({x}={fmt(xs[best_j])}, {y}={fmt(ys[best_i])}"
+                           + (", masked: every tile measured is larger than the output)"
+                              if only_masked else ")"))
     if noisy_cells:
         notes_below.append(f"~: noisy timing ({len(noisy_cells)} cells), see the table")
     ax.set_xticks(range(len(xs)), [fmt(v) for v in xs])

@@ -100,9 +100,10 @@ def fixed_differences(measured: pd.DataFrame, params: dict, controls: dict, x: s
         column = param_column(name)
         if column == x or column not in newest:
             continue
-        ran = list(dict.fromkeys(format_param(v) for v in newest[column]))
+        # a parameter the newest run did not have (another view's) is not a difference
+        ran = list(dict.fromkeys(format_param(v) for v in newest[column].dropna()))
         now = format_param(control.value)
-        if ran != [now]:
+        if ran and ran != [now]:
             notes.append(f"{name}={', '.join(ran)} (the control reads {now})")
     return f"; these points ran at {'; '.join(notes)}" if notes else ""
 

@@ -37,7 +37,7 @@ from ..core.precision import unsupported_reason
 from ..figures.sweep import throughput_and_memory_figure
 from ..figures.tiles import heatmap_figure, shape_sweep_figure
 from ..workloads.matmul import DEFAULT_TILES, TILE_FIELDS, MatmulSpec, cpu_slowdown_note
-from ..workloads.tiles.config import alignment_hints, export_config
+from ..workloads.tiles.config import alignment_hints, export_config, overhang
 from ..workloads.tiles.facts import tile_facts
 from ..workloads.tiles.point import default_tile_backend, tiled_matmul_point
 from ..workloads.tiles.quantisation import sm_count_of
@@ -283,17 +283,22 @@ class MatmulExplorer(Explorer):
         ok = df[df["outcome"] == "ok"]
         if ok.empty:
             return None, "no tile config ran correctly"
-        newest_run = ok["run_id"].max()
-        best = ok[ok["run_id"] == newest_run].sort_values("throughput").iloc[-1]
+        newest = ok[ok["run_id"] == ok["run_id"].max()]
+        over = newest.apply(lambda r: overhang(int(r["m"]), int(r["n"]), int(r["block_m"]),
+                                               int(r["block_n"])), axis=1)
+        fitting = newest[over == ""]  # a tile larger than the output is never crowned
+        best = (fitting if not fitting.empty else newest).sort_values("throughput").iloc[-1]
+        masked = "" if not fitting.empty else \
+            f" (masked: {over[best.name]}; every tile measured overhangs the output)"
         backend = best["backend"]
         fields = [f for f in TILE_FIELDS[backend] if f in best and not pd.isna(best[f])]
         config = {f: int(best[f]) for f in fields}
         if backend != "triton":
             return config, (f"a {backend} tile, measured on the CPU stand-in: not a Triton "
-                            "config (tune on a GPU to export one)")
+                            f"config (tune on a GPU to export one){masked}")
         spec = MatmulSpec(int(best["m"]), int(best["n"]), int(best["k"]), best["precision"],
                           backend, **config)
-        return config, export_config(spec)[1]
+        return config, export_config(spec)[1] + masked
 
     def _table_html(self, measured: pd.DataFrame) -> str:
         if self.view.value != "precision" or measured.empty:

@@ -9,6 +9,7 @@ for that card), and the `triton.Config(...)` text a user pastes into their own k
     refused_configs(specs, target="H100")      # {index: reason} of a grid, compiled at once
     smem_limit(capability=(9, 0))              # (232448, "CUDA C++ Programming Guide ...")
     config, source = export_config(spec)       # {"BLOCK_SIZE_M": 128, ...}, "triton.Config(...)"
+    overhang(128, 128, 256, 64)                # "block_m=256 > m=128": a masked tile
 
 MatmulSpec itself refuses what is wrong on every card (block sizes, warps, fp8's block_k); the
 checks here need the card: a precision it has, TMA loads only from Hopper on, and the kernel's
@@ -211,6 +212,13 @@ def export_config(spec: MatmulSpec) -> tuple[dict, str]:
 # dimensions are multiples of 64.
 ALIGNMENT_ELEMENTS = {"fp16": 8, "bf16": 8, "tf32": 4, "fp8": 16}
 WHOLE_TILE_MULTIPLE = 64
+
+
+def overhang(m: int, n: int, block_m: int, block_n: int) -> str:
+    """"block_m=256 > m=128" when a tile is larger than the output in a dimension (the kernel
+    masks the rows or columns past the edge: mostly padding, no real choice), else ""."""
+    return ", ".join(f"{b}={bv} > {d}={dv}" for b, bv, d, dv in (
+        ("block_m", block_m, "m", m), ("block_n", block_n, "n", n)) if bv > dv)
 
 
 def alignment_hints(m: int, n: int, k: int, precision: str) -> list[str]:
