@@ -1,6 +1,7 @@
 """Profiling a step: the trace analysis on a GPU-shaped trace worked out by hand, and a real
 profile of a CPU step with its trace file."""
 
+import dataclasses
 import json
 
 import pytest
@@ -122,6 +123,9 @@ def test_a_cpu_step_profiled_for_real(tmp_path):
     saved = json.loads((tmp_path / "profile.json").read_text())
     assert saved["bound"] == report.bound and saved["trace_path"] == str(tmp_path / "trace.json")
     assert "CPU mode (no device)" in report.summary()
+    assert report.summary().startswith("mlp (tiny), micro-batch 8 x 1")
+    yours = dataclasses.replace(report, spec={**report.spec, "model": "custom", "size": "custom"})
+    assert yours.summary().startswith("your model, micro-batch 8")  # not "custom (custom)"
     figure = profile_figure([report, report])
     gids = {a.get_gid() for ax in figure.axes for a in [*ax.patches, *ax.collections]}
     assert "bar:matmul/conv" in gids and "timeline:matmul/conv" in gids

@@ -39,6 +39,7 @@ from ...core.noise import CpuLoadMeter, assess, cpu_conditions
 from ...core.timing import measure
 from .models import Task, preset
 from .spec import TrainSpec, check_precision, positive_int, precision_context
+from .task import CUSTOM
 from .trace import IDLE, STEP_PREFIX, TraceBreakdown, analyse_trace, category_label
 from .trainer import POOL_BATCHES, Trainer, check_levers
 
@@ -149,7 +150,9 @@ class ProfileReport:
         noisy = " (noisy: " + "; ".join(self.noise.get("reasons", [])) + ")" \
             if self.noise.get("noisy") else ""
         spec = self.spec
-        lines = [f"{spec['model']} ({spec['size']}), micro-batch {spec['batch_size']} x "
+        # a user's model is "your model", not "custom (custom)"
+        name = "your model" if spec["model"] == CUSTOM else f"{spec['model']} ({spec['size']})"
+        lines = [f"{name}, micro-batch {spec['batch_size']} x "
                  f"{spec['accum_steps']}, {spec['precision']}, compile {spec['compile']} on "
                  f"{self.device_name} ({self.mode}, {self.torch_threads} torch thread"
                  f"{'s' * (self.torch_threads != 1)})",
