@@ -347,6 +347,24 @@ def test_cpu_memory_is_the_own_peak_on_a_data_scaled_axis_capacity_in_caption():
     assert "CPU: Imaginary Xeon (CPU fallback, 1 torch thread)" in fig.get_suptitle()
 
 
+def test_cpu_memory_never_draws_differences_the_meter_cannot_resolve():
+    """0.1 vs 1.05 MiB of resident set were drawn a full axis apart, under a caption saying the
+    meter is good to a few MiB."""
+    cpu = dict(device_name="CPU: Imaginary Xeon", mode="CPU fallback", torch_threads=1,
+               peak_allocated_bytes=np.nan, peak_reserved_bytes=np.nan)
+    df = frame(row(n=64, peak_rss_bytes=0.1 * 2**20, **cpu),
+               row(n=128, peak_rss_bytes=1.05 * 2**20, **cpu))
+    fig = plots.memory_figure(df, "n")
+    ax = fig.axes[0]
+    fig.draw_without_rendering()
+    assert ax.get_ylim()[1] >= 8  # the axis spans the meter's +-4 MiB: the two look alike
+    (bars,) = ax.containers  # one error bar per reading: +- the meter's resolution
+    segments = bars.get_children()[-1].get_segments()
+    assert [round(float(seg[1][1] - seg[0][1]), 3) for seg in segments] == [8.0, 8.0]
+    caption = " ".join(" ".join(texts(ax)).split())
+    assert "+- 4 MiB (bars: points closer than that are one reading)" in caption
+
+
 def test_memory_oom_without_known_capacity_goes_on_the_axis():
     df = frame(row(n=512, capacity_bytes=np.nan), row(n=1024, outcome="oom", capacity_bytes=np.nan))
     ax = plots.memory_figure(df, "n").axes[0]

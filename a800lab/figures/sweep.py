@@ -35,8 +35,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
+from ..core.memory import RSS_RESOLUTION_BYTES
 from ..core.specs import match
-from ..core.units import byte_unit
+from ..core.units import MIB, byte_unit
 from .look import (
     LabFigure,
     Look,
@@ -207,7 +208,9 @@ def _memory_caption(df: pd.DataFrame, ok: pd.DataFrame, modes: pd.Series) -> str
         notes.append("solid: the point's own live tensors above what was held before it; "
                      "dashed: the allocator's total, cache included")
     if (modes[ok.index] != "GPU").any():
-        notes.append("the point's own peak resident set above its start (to a few MiB)")
+        notes.append(f"the point's own peak resident set above its start, +- "
+                     f"{RSS_RESOLUTION_BYTES // MIB} MiB (bars: points closer than that are "
+                     "one reading)")
     capacities = floats(df, "capacity_bytes")
     for mode, what in (("GPU", "GPU memory"), ("CPU fallback", "host RAM")):
         caps = capacities[modes == mode].dropna().unique()
@@ -230,7 +233,10 @@ def _draw_memory(ax: Axes, df: pd.DataFrame, x: str, look: Look) -> list[tuple[o
         _pos=lambda d: xa.positions(d[x]),
         _own=lambda d: floats(d, "peak_allocated_bytes").fillna(floats(d, "peak_rss_bytes")),
         _reserved=lambda d: floats(d, "peak_reserved_bytes"))
+    rss = floats(ok, "peak_allocated_bytes").isna() & ok["_own"].notna()
     top = np.nanmax([ok["_own"].max(), ok["_reserved"].max(), 0.0]) if len(ok) else 0.0
+    if rss.any():  # the axis spans the meter's resolution: 0.1 vs 1 MiB must not look apart
+        top = max(top, 2 * RSS_RESOLUTION_BYTES)  # (its unit, and the axis below)
     scale, unit = byte_unit(top)
     reserved_drawn = False
     columns = {"_own": ok["_own"].to_numpy(float) / scale,
@@ -245,6 +251,9 @@ def _draw_memory(ax: Axes, df: pd.DataFrame, x: str, look: Look) -> list[tuple[o
             if present.any():
                 lines.add(key, newest, upos[present], agg[column][present])
                 reserved_drawn |= column == "_reserved"
+        if newest and rss.iloc[idx].all():  # each CPU reading with what the meter resolves
+            ax.errorbar(upos, agg["_own"], yerr=RSS_RESOLUTION_BYTES / scale, fmt="none",
+                        ecolor=look.color(key), alpha=0.4, capsize=3, gid="resolution")
     own.draw(ax, look, "-o", "data")
     reserved.draw(ax, look, "--s", "reserved")
     entries = look.series_handles()
@@ -268,6 +277,8 @@ def _draw_memory(ax: Axes, df: pd.DataFrame, x: str, look: Look) -> list[tuple[o
     if ok.empty or ok[["_own", "_reserved"]].isna().all().all():
         say(ax, NO_POINTS_TEXT if ok.empty else "no memory readings for these points", "large")
     ax.set_ylim(bottom=0)
+    if rss.any():
+        ax.set_ylim(top=max(ax.get_ylim()[1], 2 * RSS_RESOLUTION_BYTES / scale))
     caption_under(ax, _memory_caption(df, ok, look.modes), slanted)
     return entries
 

@@ -28,6 +28,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ..core.environment import environment
+from ..core.memory import RSS_RESOLUTION_BYTES
 from ..core.units import byte_unit, format_bytes
 from ..workloads.training.loss_scaling import (
     FP16_MAX,
@@ -125,19 +126,24 @@ def _draw_breakdown(ax: Axes, df: pd.DataFrame, x: str, series: str | None) -> l
             entries.append((Patch(color=color), label))
         bottom += values
     meters = sorted(set(ok.get("memory_meter", pd.Series(dtype=str)).dropna()))
+    cpu = bool((look.modes[ok.index] != "GPU").all())
     marks = (("predicted", dict(marker="_", markersize=26, mew=2.5, color="black"),
               "predicted peak (memory model, 2 probes)"),
              ("step", dict(marker="x", markersize=8, mew=2, color="black"),
               "; ".join(_METER_WORDS.get(m, m) for m in meters) or "step peak"),
              ("own", dict(marker="D", markersize=6, color="dimgray", mfc="white"),
-              "point's own peak (CPU: resident set, +- a few MiB)"
-              if (look.modes[ok.index] != "GPU").all() else "point's own peak, allocated"))
+              f"point's own peak (CPU: resident set, bars +- {RSS_RESOLUTION_BYTES // 2**20} "
+              "MiB: what the meter resolves)" if cpu else "point's own peak, allocated"))
     for key, style, label in marks:
         values = peaks[key] / scale
         shown = np.isfinite(values) & (values <= top / scale)
         if shown.any():
             ax.plot(pos[shown], values[shown], linestyle="none", gid=f"peak:{key}", **style)
             entries.append((Line2D([], [], linestyle="none", **style), label))
+            if key == "own" and cpu:  # 0.1 vs 1 MiB of RSS are one reading: never two
+                ax.errorbar(pos[shown], values[shown], yerr=RSS_RESOLUTION_BYTES / scale,
+                            fmt="none", ecolor="dimgray", alpha=0.5, capsize=3,
+                            gid="resolution")
         above = np.isfinite(values) & (values > top / scale)
         if above.any():
             ax.plot(pos[above], np.full(above.sum(), top / scale), linestyle="none",

@@ -46,6 +46,7 @@ from .explorer_text import (
     run_numbers,
     summary,
     table_html,
+    with_units,
 )
 from .layout import explorer_layout, show_section
 from .panel_records import PanelRecords
@@ -360,6 +361,15 @@ class Explorer:
     def results(self) -> pd.DataFrame:
         """Every point measured or loaded in this panel, one row each."""
         return records_to_frame(self.records)
+
+    def listing(self, columns: list[str], last: int | None = None) -> pd.DataFrame:
+        """panel.results[columns] (the `last` rows) as a notebook lists it: each measured
+        column named with its unit, as in the panel's table (explorer_text.with_units)."""
+        results, columns = self.results, list(columns)
+        if "throughput" in columns and "throughput_unit" in results:  # names the unit
+            columns += [] if "throughput_unit" in columns else ["throughput_unit"]
+        shown = results[columns]
+        return with_units(shown if last is None else shown.tail(last), self._param_columns())
 
     def refresh(self) -> None:
         """Re-plot and re-tabulate what is already measured (no new measurements); returns

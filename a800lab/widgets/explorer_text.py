@@ -116,6 +116,7 @@ HEADERS = {"median_ms": ("median (ms)", 1), "iqr_ms": ("IQR (ms)", 1),
            "step_peak_bytes": ("step peak (MiB)", 1 / MIB),
            "predicted_peak_bytes": ("predicted peak (MiB)", 1 / MIB),
            "achieved_tflops": ("achieved (TFLOP/s)", 1),
+           "model_flops_per_sample": ("model FLOP per sample", 1),
            "mfu_pct_of_datasheet_peak": ("MFU (% of datasheet peak)", 1),
            "mfu_pct_of_measured_peak": ("MFU (% of measured peak)", 1),
            "idle_fraction": ("device idle (%)", 100), "pct_of_link": ("% of the link", 1),
@@ -186,6 +187,25 @@ def table_html(df: pd.DataFrame, params: list[str], numbers: dict[str, int], *,
         table += (f"<details><summary><small>all columns ({len(rest)} more: {html.escape(names)})"
                   f"</small></summary>{_table(tail, every, numbers, heads, '')}</details>")
     return table
+
+
+def with_units(df: pd.DataFrame, params=()) -> pd.DataFrame:
+    """`df` with the results table's headers: each measured column named with its unit and
+    scaled to it (step_peak_bytes -> "step peak (MiB)", accuracy -> "accuracy (%)", throughput
+    -> "throughput (samples/s)" when the rows share one unit); parameters as they are."""
+    units = list(df["throughput_unit"].dropna().unique()) if "throughput_unit" in df else []
+    out = df.copy()
+    if len(units) == 1 and "throughput" in out:
+        out = out.drop(columns="throughput_unit")
+    names = {}
+    for column in out.columns:
+        if column in params or column in ("outcome", "message", "noisy", "run_id"):
+            continue
+        name, factor = header_of(column, units)
+        if factor != 1:
+            out[column] = pd.to_numeric(out[column], errors="coerce") * factor
+        names[column] = name
+    return out.rename(columns=names)
 
 
 def _table(tail: pd.DataFrame, columns: list[str], numbers: dict[str, int], heads: dict,
