@@ -229,12 +229,16 @@ def test_drawing_happens_off_the_measuring_thread_and_coalesces(monkeypatch):
 
     monkeypatch.setattr(explorer_module, "throughput_and_memory_figure", recording_figure)
     p = Explorer(lambda n: time.sleep(0.01) or {"throughput": float(n)},
-                 params={"n": Range(1, 100)}, sweep="n", name="coalesce")
+                 params={"n": Range(1, 100)}, sweep="n", name="coalesce", device="cpu")
+    started = time.monotonic()
     p.run(wait=True, n=list(range(1, 61)))
+    wall_s = time.monotonic() - started
     assert len(p.results) == 60
     assert drawn_on and "a800lab-coalesce" not in drawn_on  # never the measuring thread
     assert set(drawn_on) == {"a800lab-draw-coalesce"}
-    assert len(drawn_on) < 10  # 60 points in ~0.6 s: a few draws, not 60
+    # 60 points in ~0.6 s: a few draws, not 60; on a CPU a live picture a second at most (the
+    # browser paints each one on the cores being measured), plus the final one
+    assert len(drawn_on) <= wall_s / 1.0 + 2, (len(drawn_on), wall_s)
     (line,) = data_lines(p.figure.axes[0])
     assert len(line.get_xdata()) == 60  # the last draw shows every point
 

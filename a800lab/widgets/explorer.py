@@ -51,13 +51,14 @@ from .explorer_text import (
 from .layout import explorer_layout, show_section
 from .panel_records import PanelRecords
 from .params import Fixed, as_param, check_signature, check_value, format_param, plan_run, show_plan
-from .redraw import Redrawer
+from .redraw import CPU_MIN_INTERVAL_S, CPU_REST_FACTOR, Redrawer
 from .status import StatusLine
 
 NO_SWEEP = "(single point)"
 AUTO_SERIES = "(what differs)"  # one line per device label and per value of any other control
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"  # recorded runs in a source checkout
 PNG_DPI = 90  # the 10 in wide figure as 900 px: fits a notebook, small text stays legible
+CPU_COALESCING = {"min_interval_s": CPU_MIN_INTERVAL_S, "rest_factor": CPU_REST_FACTOR}
 
 
 class Explorer:
@@ -134,6 +135,7 @@ class Explorer:
         self.last_result: SweepResult | None = None
         self.figure = None
         self._drawer = Redrawer(self._draw, name=f"a800lab-draw-{self.name}",
+                                **(CPU_COALESCING if on_cpu else {}),
                                 on_error=lambda exc: self.status.say(
                                     f"Plot failed: {type(exc).__name__}: {exc}", "error"))
         self._build(sweep, title, Path(recorded_dir), out or f"runs/{self.name}.jsonl")

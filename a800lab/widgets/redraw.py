@@ -11,7 +11,9 @@ draw is slow (many points), no sooner than `rest_factor` times its duration afte
 drawing never takes more than a fraction of a core from the measurement. An urgent request skips
 that wait. On CPU a draw also waits for the point being measured to finish (core.window's
 harness_work): drawing in a CPU point's window would count as the workload's memory and slow its
-timing. The thread exists only while there is something to draw.
+timing. A CPU panel coalesces harder (CPU_MIN_INTERVAL_S, CPU_REST_FACTOR): every new picture
+also makes the browser decode and paint it on the cores that measure the next point. The thread
+exists only while there is something to draw.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from ..core.window import harness_work
 
 MIN_INTERVAL_S = 0.3   # at most ~3 live re-plots a second
 REST_FACTOR = 2.0      # after a draw of d seconds, wait >= 2 d: drawing takes <= 1/3 of the time
+CPU_MIN_INTERVAL_S = 1.0  # CPU fallback: a live picture a second at most (the browser paints it
+CPU_REST_FACTOR = 4.0     # on the cores being measured); drawing takes <= 1/5 of the time
 
 
 class Redrawer:
