@@ -338,7 +338,8 @@ def profile_command(args) -> int:
     spec = TrainSpec(**{k: v[0] for k, v in values.items()}, batch_size=args.batch_size,
                      lr=args.lr)
     cpu_notes([matmul_precision_of(spec.precision)], device)
-    print(f"profiling {spec.model} on {device}: {args.warmup_steps} warm-up steps, then "
+    print(f"profiling {'your model' if task else spec.model} on {device}: "
+          f"{args.warmup_steps} warm-up steps, then "
           f"{args.steps} profiled", file=sys.stderr)
     try:
         with thread_count(threads_for(args, device)):

@@ -231,7 +231,11 @@ def tune_train(task: Task | None = None, *, model: str = "mlp", size: str | None
     outcome = TuneOutcome(entry={}, reused=False, session=session, records=session.records)
     try:
         grid = session.plan()
-        session.say(f"searching {len(grid)} configs ({len(session.refused)} refused)")
+        session.say(f"searching {len(grid)} configs ({len(session.refused)} refused"
+                    + (", why:)" if session.refused else ")"))
+        for line in refusal_lines([{"config": json.loads(key), "reason": why}
+                                   for key, why in session.refused.items()]):
+            session.say(f"  {line}")
         outcome.search = search(grid, session.validate, session.evaluate, budget_s=budget_s,
                                 should_stop=lambda: cancel is not None and cancel.cancelled)
     except Cancelled:
