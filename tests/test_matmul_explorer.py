@@ -131,3 +131,16 @@ def test_the_best_tile_is_never_one_larger_than_the_matrix():
     assert config["block_m"] == 64 and "masked" not in text
     config, text = panel.best_config(df.iloc[1:])
     assert config["block_m"] == 128 and "masked: block_m=128 > m=64" in text
+
+
+def test_the_heatmap_caption_names_no_other_runs_values(measured):
+    """Back on the heatmap after the shape sweep, the caption said "these points ran at n=48,
+    64, 65, 128": the shape run's values, not the heatmap's (its title names those)."""
+    panel = measured[0]
+    panel.view.value = "tiles"
+    try:
+        assert "tile heatmap" in panel.caption.value
+        assert "these points ran at" not in panel.caption.value
+        assert "at m=64, n=64, k=64" in panel.figure.axes[0].get_title()
+    finally:
+        panel.view.value = "precision"

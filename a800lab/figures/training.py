@@ -132,8 +132,8 @@ def _draw_breakdown(ax: Axes, df: pd.DataFrame, x: str, series: str | None) -> l
              ("step", dict(marker="x", markersize=8, mew=2, color="black"),
               "; ".join(_METER_WORDS.get(m, m) for m in meters) or "step peak"),
              ("own", dict(marker="D", markersize=6, color="dimgray", mfc="white"),
-              f"point's own peak (CPU: resident set, bars +- {RSS_RESOLUTION_BYTES // 2**20} "
-              "MiB: what the meter resolves)" if cpu else "point's own peak, allocated"))
+              f"point's own peak (CPU: resident set, +-{RSS_RESOLUTION_BYTES // 2**20} MiB)"
+              if cpu else "point's own peak, allocated"))
     for key, style, label in marks:
         values = peaks[key] / scale
         shown = np.isfinite(values) & (values <= top / scale)

@@ -412,7 +412,7 @@ class Explorer:
         buf = io.BytesIO()
         figure.savefig(buf, format="png", dpi=PNG_DPI, pil_kwargs={"compress_level": 1})
         self.figure = figure
-        differs = fixed_differences(measured, self.params, self.controls, x)
+        differs = self._caption_note(measured, x)
         self.caption.value = (f"<small><b>{html.escape(self._figure_title(x))}</b>, "
                               f"measured on {html.escape(describe_devices(df))}"
                               f"{html.escape(differs)}</small>")
@@ -429,6 +429,10 @@ class Explorer:
     def _figure_title(self, x: str) -> str:
         """What the figure shows, for the caption under it."""
         return f"throughput and peak memory vs {x}"
+
+    def _caption_note(self, measured: pd.DataFrame, x: str) -> str:
+        """What the caption adds: where the newest run's values differ from the controls."""
+        return fixed_differences(measured, self.params, self.controls, x)
 
     def _table_html(self, measured: pd.DataFrame) -> str:
         """The results table under the plot (the newest points)."""

@@ -32,6 +32,8 @@ def fit_labels(controls, *, extra_em: float = 1.0) -> None:
         longest = max(len(c.description) for c in controls)
         for control in controls:
             control.style.description_width = f"{longest * _EM_PER_CHAR + extra_em:.1f}em"
+            if isinstance(control, widgets.ToggleButtons):  # else its buttons wrap under the
+                control.layout.width = "auto"               # label, in a 300 px box
 
 
 def whole(*controls) -> None:

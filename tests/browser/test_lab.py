@@ -258,17 +258,19 @@ def test_chapter_02_tile_heatmap_and_shape_sweep(page: Page, lab):
 
     panel = widget_panel(page, "Matmul: tiles, shapes and precision")
     caption = panel.locator(".a800lab-caption")
-    # The chapter's last run was the shape sweep: the model is named beside the measurement.
-    expect(caption).to_contain_text("shape sweep: TFLOP/s vs n over the tile and wave")
-    expect(caption).to_contain_text(f"{cpu_device_name()} (CPU fallback")
-    panel.screenshot(path=str(ARTIFACTS / "chapter02-shape-sweep.png"))
-
-    # Back to the heatmap view: it re-plots what was measured and exports the best tile.
-    panel.locator("button.widget-toggle-button", has_text=re.compile("^tile heatmap$")).click()
+    # The chapter ends on the heatmap its "Reading the heatmap" reads (the shape sweep is shown
+    # inline under its own cell), with the best tile exported under it.
     expect(caption).to_contain_text("tile heatmap: TFLOP/s over block_m x block_n")
+    expect(caption).to_contain_text(f"{cpu_device_name()} (CPU fallback")
     expect(panel.get_by_text(re.compile("^best tile"))).to_be_visible()
     expect(panel.get_by_text("not a Triton config", exact=False)).to_be_visible()
+    panel.locator("img").first.scroll_into_view_if_needed()
     panel.screenshot(path=str(ARTIFACTS / "chapter02-tile-heatmap.png"))
+
+    # The shape sweep view re-plots what was measured, the model named beside it.
+    panel.locator("button.widget-toggle-button", has_text=re.compile("^shape sweep$")).click()
+    expect(caption).to_contain_text("shape sweep: TFLOP/s vs n over the tile and wave")
+    panel.screenshot(path=str(ARTIFACTS / "chapter02-shape-sweep.png"))
 
 
 CHAPTER_11 = REPO / "notebooks" / "11-report.ipynb"
@@ -341,6 +343,42 @@ def test_chapters_show_what_ran(page: Page, lab, chapter):
         for k in range(shown.count()):
             shown.nth(k).scroll_into_view_if_needed()
             shown.nth(k).screenshot(path=str(ARTIFACTS / f"chapter{stem}-{kind}-{k + 1}.png"))
+    if chapter.startswith("04"):
+        fits_a_notebook(widget_panel(page, "Training step: samples/s, memory and loss"))
     if chapter.startswith("10"):  # a CPU run is priced per machine-hour, never as a GPU's
         cost = widget_panel(page, "Utilisation, energy and cost per sample")
         expect(cost.locator(".a800lab-caption")).to_contain_text("per machine-hour")
+
+
+MEASURED_HEADERS = ("throughput (samples/s)", "step peak (MiB)", "eval loss", "accuracy (%)")
+# every description label and button whose text is cut ("accum_st...", "Find max bat...")
+_CUT_TEXT_JS = """
+el => [...el.querySelectorAll('.widget-label, button.widget-button')]
+  .filter(e => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1)
+  .map(e => e.textContent.trim())
+"""
+
+
+def fits_a_notebook(panel: Locator) -> None:
+    """TrainingExplorer in a notebook output: sections as tabs, labels whole, the measured
+    columns of its table on screen without scrolling sideways."""
+    for name in ("Run", "Max batch", "Tune", "Profile"):
+        expect(panel.get_by_role("tab", name=name)).to_be_visible()
+    table = panel.locator("table.a800lab-results").first
+    table.scroll_into_view_if_needed()
+    right = panel.bounding_box()["x"] + panel.bounding_box()["width"]
+    for head in MEASURED_HEADERS:
+        cell = table.locator("th", has_text=re.compile(f"^{re.escape(head)}$"))
+        expect(cell).to_be_visible()
+        box = cell.bounding_box()
+        assert box["x"] + box["width"] <= right, f"{head!r} is past the output's right edge"
+    for name in ("Run", "Max batch", "Tune", "Profile"):  # each section: nothing cut
+        panel.get_by_role("tab", name=name).click()
+        page = panel.page
+        page.wait_for_timeout(200)
+        assert panel.evaluate(_CUT_TEXT_JS) == [], f"cut labels in the {name} tab"
+        if name == "Max batch":
+            panel.screenshot(path=str(ARTIFACTS / "chapter04-training-max-batch-tab.png"))
+    panel.get_by_role("tab", name="Run").click()
+    table.scroll_into_view_if_needed()
+    panel.screenshot(path=str(ARTIFACTS / "chapter04-training-panel.png"))
