@@ -30,6 +30,7 @@ def test_collectives_run_streams_points_into_the_panel(tmp_path):
     panel.view.value = "hooks"  # another view: none of these points belong to it
     panel.refresh()
     assert "no points of this view yet" in panel.table.value
+    assert "nan" not in panel.caption.value  # no "op=nan (the control reads all_reduce)"
     kept = children()
     assert len(kept) == 2  # keep_ranks: the ranks wait for the next Run
     assert panel.run(wait=True, view="collectives", op="all_gather", size_bytes=[4096])

@@ -241,6 +241,10 @@ class CommExplorer(Explorer):
                 "accumulation": "gradient accumulation: no_sync vs every micro-batch",
                 "buckets": "bucket_cap_mb: samples/s, buckets, loss"}[self.view.value]
 
+    def _caption_note(self, measured: pd.DataFrame, x: str) -> str:
+        # the newest run of this view, not another view's (chapter 08 read "op=nan ...")
+        return super()._caption_note(self._of_view(measured), x)
+
     def _table_html(self, measured: pd.DataFrame) -> str:
         view = self.view.value
         shown = self._of_view(measured)
