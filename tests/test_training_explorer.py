@@ -176,5 +176,7 @@ def test_the_panel_fits_a_notebook_output(preset_panel):
     widths = {c.style.description_width for c in p.controls.values()}
     (width,) = widths  # aligned, and wide enough for "optimizer_impl"
     assert float(width.removesuffix("em")) >= 0.6 * len("optimizer_impl")
+    # toggle buttons render as a block: the inline row keeps the label beside them
+    assert "widget-inline-hbox" in p.controls["channels_last"]._dom_classes
     for box in (p.target_batch, p.limit_mib, p.find_button, p.tune_box.button):
         assert box.layout.width == "auto"

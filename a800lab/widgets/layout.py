@@ -32,8 +32,7 @@ def fit_labels(controls, *, extra_em: float = 1.0) -> None:
         longest = max(len(c.description) for c in controls)
         for control in controls:
             control.style.description_width = f"{longest * _EM_PER_CHAR + extra_em:.1f}em"
-            if isinstance(control, widgets.ToggleButtons):  # else its buttons wrap under the
-                control.layout.width = "auto"               # label, in a 300 px box
+            _inline(control)
 
 
 def whole(*controls) -> None:
@@ -43,6 +42,14 @@ def whole(*controls) -> None:
             control.layout.width = "auto"
         elif hasattr(control, "style"):
             control.style.description_width = "initial"
+            _inline(control)
+
+
+def _inline(control) -> None:
+    """ToggleButtons render as a block (ipywidgets 8): the label on a line of its own above
+    the buttons; the inline row's class puts it beside them, right-aligned like the others."""
+    if isinstance(control, widgets.ToggleButtons):
+        control.add_class("widget-inline-hbox")
 
 
 def explorer_layout(p, title: str, extras: dict) -> tuple[widgets.VBox, widgets.Tab | None]:
