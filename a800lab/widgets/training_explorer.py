@@ -14,12 +14,13 @@ Each point (a800lab.workloads.training.point.train_point) trains a fresh model f
 steps (the loss curve), counts its memory breakdown, predicts its peak from two smaller probes,
 then times whole optimizer steps. The plot: throughput (one line per series and run, the IQR
 shaded, noisy points hollow) above the stacked memory breakdown (with the predicted and measured
-peaks) and the loss curves; the title names the device and mode; the table adds each point's
-achieved TFLOP/s and MFU (against the datasheet and the measured peak). The max-batch search,
-the profile (a stacked bar per profiled config, one step's timeline) and the tuner (frontier,
-winner, the code to paste) run on the panel's thread like a Run (Stop ends them between
-steps) and draw below the controls. Command-line twins: `sweep train`, `max-batch`, `profile`
-and `tune train`.
+peaks) and the loss curves; the title names the device and mode; the table shows samples/s,
+peaks, loss and accuracy, and behind its toggle each point's achieved TFLOP/s and MFU (against
+the datasheet and the measured peak). The max-batch search, the profile (a stacked bar per
+profiled config, one step's timeline) and the tuner (frontier, winner, the code to paste) run
+on the panel's thread like a Run (Stop ends them between steps) and draw in their own tabs
+beside Run's controls. Command-line twins: `sweep train`, `max-batch`, `profile` and `tune
+train`.
 """
 
 from __future__ import annotations
@@ -190,7 +191,7 @@ class TrainingExplorer(Explorer):
         """The largest micro-batch at the controls' values (keyword values override them, as
         in run()); `target_batch` also plans it as micro-batch x accumulation. Returns False,
         with the reason in the status line, if it cannot start. The result lands in
-        `max_batch_result` and is drawn under the controls."""
+        `max_batch_result` and is drawn in the Max batch tab."""
         with self._lock:
             if self.running:
                 self.status.say("A run is in progress: press Stop or wait for it.", "warn")
@@ -327,7 +328,7 @@ class TrainingExplorer(Explorer):
              force: bool = False, store=None, **values) -> bool:
         """Tune the training config for `target_batch` (default: the target batch box) with
         tune_train over `axes` (default: its own); the model, optimizer and lr are the
-        controls'. The outcome lands in `tune_outcome` and is drawn below."""
+        controls'. The outcome lands in `tune_outcome` and is drawn in the Tune tab."""
         try:
             spec, limit, target, chosen_margin = self._finder_plan(values, target_batch,
                                                                    limit_mib, margin)
