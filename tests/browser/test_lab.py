@@ -121,6 +121,11 @@ def image_bytes(img: Locator) -> bytes:
     return base64.b64decode(encoded)
 
 
+def shown_table(panel: Locator) -> Locator:
+    """The results table on show (the one behind its "all columns" toggle repeats the rows)."""
+    return panel.locator("table.a800lab-results").first
+
+
 def status_of(panel: Locator) -> Locator:
     """Explorer's status line (the widget carries the class a800lab-status)."""
     return panel.locator(".a800lab-status")
@@ -165,7 +170,7 @@ def test_explorer_runs_rerun_clear_and_stop(page: Page, lab):
     expect(quick.locator(".widget-label").filter(has_text="points")).to_have_text("4/4 points")
     expect(quick.locator(".widget-hprogress .progress-bar")).to_have_attribute(
         "style", re.compile(r"width: 100%"))
-    expect(quick.locator("table tbody tr")).to_have_count(4)
+    expect(shown_table(quick).locator("tbody tr")).to_have_count(4)
     first_png = image_bytes(img)
     assert first_png.startswith(b"\x89PNG"), first_png[:16]
     quick.screenshot(path=str(ARTIFACTS / "explorer-run1.png"))
@@ -178,8 +183,8 @@ def test_explorer_runs_rerun_clear_and_stop(page: Page, lab):
     run.click()
     # Status reads "Done: 4 points" after both runs; the table growing to 8 rows (run #2)
     # and the new image tell the second run apart from the first.
-    expect(quick.locator("table tbody tr")).to_have_count(8)
-    expect(quick.locator("table tbody td", has_text=re.compile("^fast$"))).to_have_count(4)
+    expect(shown_table(quick).locator("tbody tr")).to_have_count(8)
+    expect(shown_table(quick).locator("tbody td", has_text=re.compile("^fast$"))).to_have_count(4)
     expect(status).to_have_text(re.compile(r"^Done: 4 points \(4 ok\)"))
     expect(run).to_be_enabled()
     expect(img).not_to_have_attribute("src", first_src)
@@ -193,14 +198,14 @@ def test_explorer_runs_rerun_clear_and_stop(page: Page, lab):
     colour_by.select_option("variant")
     expect(img).not_to_have_attribute("src", second_src)
     assert image_bytes(img) not in (first_png, second_png)
-    expect(quick.locator("table tbody tr")).to_have_count(8)
+    expect(shown_table(quick).locator("tbody tr")).to_have_count(8)
     quick.screenshot(path=str(ARTIFACTS / "explorer-colour-by-variant.png"))
 
     # --- The same Run again: a run of its own (#3), the device named above the figure --------
     third_src = img.get_attribute("src")
     run.click()
-    expect(quick.locator("table tbody tr")).to_have_count(12)
-    expect(quick.locator("table tbody td", has_text=re.compile(r"^#3$"))).to_have_count(4)
+    expect(shown_table(quick).locator("tbody tr")).to_have_count(12)
+    expect(shown_table(quick).locator("tbody td", has_text=re.compile(r"^#3$"))).to_have_count(4)
     expect(status).to_have_text(re.compile(r"^Done: 4 points \(4 ok\) in .* run #3 on CPU"))
     expect(img).not_to_have_attribute("src", third_src)
     caption = quick.locator(".a800lab-caption")
@@ -211,7 +216,7 @@ def test_explorer_runs_rerun_clear_and_stop(page: Page, lab):
     # --- Clear: the panel empties, the plot and its caption go --------------------------------
     button(quick, "Clear").click()
     expect(status).to_have_text(re.compile(r"^Cleared 12 points from the panel"))
-    expect(quick.locator("table tbody tr")).to_have_count(0)
+    expect(shown_table(quick).locator("tbody tr")).to_have_count(0)
     expect(img).to_be_hidden()
     expect(caption).to_be_hidden()
     expect(run).to_be_enabled()
