@@ -121,6 +121,17 @@ def image_bytes(img: Locator) -> bytes:
     return base64.b64decode(encoded)
 
 
+def select_tab(page: Page, tab: Locator, tries: int = 5) -> None:
+    """Click a widget tab until it is selected: a click while a large output (the report's
+    page) is still laying out can land where the tab bar was a moment before."""
+    for _ in range(tries):
+        tab.click()
+        if tab.get_attribute("aria-selected") == "true":
+            return
+        page.wait_for_timeout(500)
+    expect(tab).to_have_attribute("aria-selected", "true")
+
+
 def shown_table(panel: Locator) -> Locator:
     """The results table on show (the one behind its "all columns" toggle repeats the rows)."""
     return panel.locator("table.a800lab-results").first
@@ -309,7 +320,7 @@ def test_chapter_11_report_shown_inline(page: Page, lab, quick_cpu_report):
     page.wait_for_timeout(500)   # let the frame paint before the picture
     page.screenshot(path=str(ARTIFACTS / "chapter11-report-panel.png"))
     # The verdicts tab: one row per claim, the GPU-only ones saying why.
-    panel.get_by_role("tab", name="Verdicts").click()
+    select_tab(page, panel.get_by_role("tab", name="Verdicts"))
     expect(panel.get_by_text("no NVIDIA GPU here").first).to_be_visible()
     panel.screenshot(path=str(ARTIFACTS / "chapter11-verdicts.png"))
 
