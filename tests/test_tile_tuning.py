@@ -3,8 +3,8 @@
 import pytest
 
 from a800lab.core.results import read_records
-from a800lab.core.store import TunedStore
-from a800lab.workloads.tiles.tune import config_grid, default_grid, default_store_path, tune
+from a800lab.core.store import TunedStore, tuned_store_path
+from a800lab.workloads.tiles.tune import config_grid, default_grid, tune
 
 GRID = config_grid({"block_m": [32, 128], "block_n": [32, 128], "block_k": [64],
                     "group_m": [1, 0]}, "cpu_blocked")  # group_m=0 is refused
@@ -74,9 +74,9 @@ def test_a_stored_winner_is_reused_until_the_grid_changes(tmp_path, quiet_cpu):
     assert len(TunedStore(store)._read()) == 2  # two shapes; the later grid replaced the first
 
 
-def test_default_store_path_follows_the_environment(monkeypatch, tmp_path):
+def test_the_tuned_store_path_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("A800LAB_TUNED", str(tmp_path / "mine.json"))
-    assert default_store_path() == tmp_path / "mine.json"
+    assert tuned_store_path() == tmp_path / "mine.json"
     monkeypatch.delenv("A800LAB_TUNED")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert default_store_path() == tmp_path / "a800lab" / "tuned.json"
+    assert tuned_store_path() == tmp_path / "a800lab" / "tuned.json"

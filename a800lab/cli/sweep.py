@@ -232,11 +232,12 @@ def _say_refused(axes: dict, backend: str, device: str) -> None:
 def tune_tiles_command(args) -> int:
     from ..core.backends import resolve_device
     from ..core.precision import check_supported, parse_precision
+    from ..core.store import tuned_store_path
     from ..core.sweep import thread_count
     from ..workloads.matmul import MatmulSpec
     from ..workloads.tiles.config import export_config
     from ..workloads.tiles.point import default_tile_backend
-    from ..workloads.tiles.tune import DEFAULT_AXES, config_grid, default_store_path, tune
+    from ..workloads.tiles.tune import DEFAULT_AXES, config_grid, tune
 
     check_run_options(args)
     device = resolve_device(args.device)
@@ -254,7 +255,7 @@ def tune_tiles_command(args) -> int:
         raise ValueError("tune tiles takes one --fp8-acc (precise or fast): the two compute "
                          "different things, so tune each on its own")
     grid = config_grid({**DEFAULT_AXES[backend], **axes}, backend)
-    store = args.store or default_store_path()
+    store = args.store or tuned_store_path()
     check_store(store)
     print(f"tuning {m}x{n}x{k} {precision} on {device} ({backend}): {len(grid)} configs",
           file=sys.stderr)

@@ -354,8 +354,8 @@ def profile_command(args) -> int:
 
 def tune_train_command(args) -> int:
     from ..core.backends import resolve_device
+    from ..core.store import tuned_store_path
     from ..core.sweep import thread_count
-    from ..workloads.tiles.tune import default_store_path
     from ..workloads.training.max_batch import DEFAULT_MARGIN
     from ..workloads.training.spec import canonical_precision
     from ..workloads.training.tune import tune_train
@@ -376,7 +376,7 @@ def tune_train_command(args) -> int:
     margin = DEFAULT_MARGIN if args.margin is None else args.margin
     if not 0 <= margin < 1:
         raise ValueError(f"--margin {margin} must be in [0, 1), e.g. 0.1")
-    store = args.store or default_store_path()
+    store = args.store or tuned_store_path()
     check_store(store)
     name = args.user_model or args.model
     print(f"tuning {name} for an effective batch of {args.target_batch} on {device}",

@@ -29,6 +29,11 @@ def cache_path(env_var: str, filename: str) -> Path:
     return cache / "a800lab" / filename
 
 
+def tuned_store_path() -> Path:
+    """Where the tuners store their winners: $A800LAB_TUNED, else ~/.cache/a800lab/tuned.json."""
+    return cache_path("A800LAB_TUNED", "tuned.json")
+
+
 def read_json(path: str | os.PathLike, *, what: str) -> dict:
     """The JSON object in `path`, {} when there is no file; ValueError naming the file (and
     `what` it should be) when it is not a JSON object."""

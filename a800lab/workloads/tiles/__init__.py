@@ -14,7 +14,7 @@ used):
     plan.py          plan_tiles, format_plan, compare_targets: a grid planned for a card
     occupancy.py     Occupancy: blocks per SM and what limits them
     tune.py          tune(): the fastest tile of a grid by successive halving, stored and reused;
-                     config_grid, default_grid, default_store_path
+                     config_grid, default_grid
     quantisation.py  quantise: tile and wave quantisation (the share of tile work and of wave
                      slots used); sm_count_of
 
@@ -31,6 +31,6 @@ __getattr__, __dir__, __all__ = face(__name__, {
     "facts": "tile_facts tile_facts_grid",
     "plan": "compare_targets format_plan plan_tiles",
     "occupancy": "Occupancy",
-    "tune": "config_grid default_grid default_store_path",
+    "tune": "config_grid default_grid",
     "quantisation": "quantise sm_count_of",
 })

@@ -24,14 +24,13 @@ import itertools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ...core.backends import resolve_device
 from ...core.cancel import Cancelled, CancelToken
 from ...core.environment import environment, fingerprint
 from ...core.results import Record, append_record, check_writable, new_run_id
 from ...core.search import SearchResult, search
-from ...core.store import TunedStore, cache_path
+from ...core.store import TunedStore, tuned_store_path
 from ...core.sweep import measure_point
 from ...core.timing import Timing
 from ..matmul import TILE_FIELDS, MatmulSpec
@@ -47,11 +46,6 @@ DEFAULT_AXES = {
                     "block_k": [64, 128], "group_m": [1]},
 }
 WARMUP_SHARE = 0.5  # warm-up per trial, as a share of its budget (the check already ran it once)
-
-
-def default_store_path() -> Path:
-    """$A800LAB_TUNED, else $XDG_CACHE_HOME/a800lab/tuned.json (~/.cache/...)."""
-    return cache_path("A800LAB_TUNED", "tuned.json")
 
 
 def config_grid(axes: Mapping[str, Sequence], backend: str) -> list[dict]:
@@ -91,7 +85,7 @@ def tune(m: int, n: int, k: int, precision: str = "fp32", backend: str = "auto",
          on_start: Callable[[dict, float], None] | None = None,
          cancel: CancelToken | None = None, fp8_acc: str | None = None) -> TuneOutcome:
     """Find the fastest tile of `grid` (default: default_grid) for one shape; see the module
-    docstring. `store=None` uses default_store_path(); `force` tunes even when stored;
+    docstring. `store=None` uses tuned_store_path(); `force` tunes even when stored;
     `on_trial(record)` sees every trial's record as it is measured, `on_start(config,
     budget_s)` every trial as it begins; `fp8_acc` ("precise" or "fast") is fp8's
     accumulation, the same for every trial. On a GPU the compiler's verdict for the card
@@ -107,7 +101,7 @@ def tune(m: int, n: int, k: int, precision: str = "fp32", backend: str = "auto",
         check_writable(out)
     env = environment(device)
     env["fingerprint"] = fingerprint(env)
-    tuned = TunedStore(store if store is not None else default_store_path())
+    tuned = TunedStore(store if store is not None else tuned_store_path())
     key = TunedStore.key(fingerprint=env["fingerprint"],
                          **{name: value for name, value in shape.items()})
     if not force:

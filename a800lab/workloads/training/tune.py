@@ -47,9 +47,8 @@ from ...core.backends import resolve_device
 from ...core.cancel import Cancelled, CancelToken
 from ...core.results import Record, check_writable
 from ...core.search import SearchResult, search
-from ...core.store import TunedStore
+from ...core.store import TunedStore, tuned_store_path
 from ...core.units import format_bytes
-from ..tiles.tune import default_store_path
 from .candidates import LEVERS, WORKLOAD, TuneSession, default_axes, pareto_frontier
 from .max_batch import DEFAULT_MARGIN
 from .models import Task, default_size, preset
@@ -218,7 +217,7 @@ def tune_train(task: Task | None = None, *, model: str = "mlp", size: str | None
     session = TuneSession(task, base, target_batch, device, axes=axes, limit_bytes=limit_bytes,
                           margin=margin, out=out, on_trial=on_trial, on_stage=on_stage,
                           cancel=cancel)
-    tuned = TunedStore(store if store is not None else default_store_path())
+    tuned = TunedStore(store if store is not None else tuned_store_path())
     key = TunedStore.key(workload=WORKLOAD, fingerprint=session.env["fingerprint"],
                          model=model_fingerprint(task, device), torch=torch.__version__,
                          target_batch=target_batch, optimizer=optimizer, lr=lr,
