@@ -1,19 +1,12 @@
 """Concurrency: N request streams sharing one device, their throughput together and the p99 of
-every request, and whether MPS is active (read, never changed).
+every request, and whether MPS is active (read, never changed). Each stream is a server with its
+own model copy, answering its share of `requests` after warm-up, all starting together. mode
+"threads": N threads of this process, each with its own CUDA stream (the GIL serialises the
+launches); "processes": N spawned processes, each with its own CUDA context (how separate
+services share a GPU: time-sliced, or together under MPS; spawning is not timed).
 
-    from a800lab.workloads.serving.concurrency import concurrency_point
     out = concurrency_point(streams=4, model="transformer", batch_size=8)
     out["throughput"], out["p99_ms"], out["mps_active"]   # samples/s of all streams together
-
-Each stream is a server of its own (its own model copy, as an inference server's model
-instances are) answering its share of `requests` back to back, all starting together after
-warm-up; throughput is the samples answered / the wall time from that start to the last
-answer. mode "threads": N threads in this process, each with its own CUDA stream on a GPU, so
-kernels of different requests can overlap (Python's GIL serialises the launches: small models
-gain least). mode "processes": N spawned processes, each with its own CUDA context: how
-separate services share a GPU, and the only sharing MPS changes (without MPS the contexts
-time-slice; with it their kernels run together). Spawning costs seconds and is not timed.
-The output of one stream's model is checked against fp32 first.
 """
 
 from __future__ import annotations
@@ -36,11 +29,10 @@ from ..training.spec import positive_int
 from .point import Server, batch_inputs, fp32_reference
 from .spec import (
     DEFAULT_REQUESTS,
-    MIN_REQUESTS,
     ServeSpec,
+    check_requests,
     latency_metrics,
     output_gap,
-    output_wrong,
     serving_size,
     serving_unavailable,
 )
@@ -50,8 +42,7 @@ START_TIMEOUT_S = 300  # a spawned process imports torch and builds its model be
 
 
 def mps_reading(device: str) -> dict:
-    """{"mps_active": True/False (None on a CPU), "mps": one line}: read from the MPS control
-    daemon's process and pipe (a800lab.core.sharing), never changed."""
+    """{"mps_active": True/False (None on a CPU), "mps": one line}, read (core/sharing.py)."""
     if not device.startswith("cuda"):
         return {"mps_active": None, "mps": "no GPU: MPS does not apply"}
     status = mps_status()
@@ -94,8 +85,8 @@ def concurrency_point(streams: int = 2, model: str = "transformer", size: str | 
                       batch_size: int = 8, precision: str = "fp32", graphs: bool = False, *,
                       mode: str = "threads", task=None, device: str = "auto",
                       requests: int = DEFAULT_REQUESTS, cancel=None) -> dict:
-    """`streams` servers answering `requests` request batches in all; see the module
-    docstring. A sweep point function; `task` (your own model) runs in threads only."""
+    """`streams` servers answering `requests` request batches in all: a sweep point (your own
+    `task` in threads only)."""
     device = resolve_device(device)
     positive_int("streams", streams, "4")
     if mode not in MODES:
@@ -103,8 +94,7 @@ def concurrency_point(streams: int = 2, model: str = "transformer", size: str | 
     if mode == "processes" and task is not None:
         raise ValueError("mode='processes' rebuilds a preset in each process; your own model "
                          "runs in mode='threads'")
-    if isinstance(requests, bool) or not isinstance(requests, int) or requests < MIN_REQUESTS:
-        raise ValueError(f"requests={requests!r} must be an int >= {MIN_REQUESTS}")
+    check_requests(requests)
     spec = ServeSpec(task.name if task is not None else model,
                      serving_size(model, size, device, task),
                      batch_size, precision, graphs=graphs)
@@ -117,10 +107,9 @@ def concurrency_point(streams: int = 2, model: str = "transformer", size: str | 
     with matmul_precision(spec.precision):
         first = Server(spec, task, device, inputs)
         setup = first.warm_up()
-        gap = output_gap(first.request(), fp32_reference(task, inputs, device))
-        wrong = output_wrong(spec.precision, gap)
-        if wrong:
-            return {"outcome": "wrong", "message": wrong, **gap}
+        gap = output_gap(first.request(), fp32_reference(task, inputs, device), spec.precision)
+        if "outcome" in gap:
+            return gap
         if mode == "threads":
             runs = _threads(first, spec, task, device, streams, count, cancel)
         else:

@@ -1,21 +1,11 @@
-"""Decode: the transformer preset generating tokens from a static KV cache, time per output
-token and tokens/s across batch, beside the bound that memory bandwidth sets.
+"""Decode: the transformer preset generating tokens from a static KV cache (allocated once for
+prompt + new tokens), time per output token and tokens/s across batch, beside the bound memory
+bandwidth sets: (weight bytes + KV bytes at the mean context) / bandwidth, measured and from the
+datasheet. At batch 1 a step reads every weight for ~2 FLOPs each: it waits on memory. Checked
+first against a full fp32 forward; eager only (each step is a new shape to compile).
 
-    from a800lab.workloads.serving.decode import decode_point
     out = decode_point(batch_size=1, precision="bf16")  # GPU: GPT-2 small's shape; CPU: tiny
     out["ms_per_token"], out["throughput"]              # per decode step; tokens/s
-    out["bound_ms_measured"], out["bound_ms_datasheet"] # bytes read per step / bandwidth
-
-Each decode step reads every weight once (the token and position embeddings aside: one row per
-sequence) and the keys and values cached so far, for ~2 FLOPs per weight per sequence: at batch
-1 an A800 (2 TB/s, 312 TFLOP/s bf16) waits on memory, not on its tensor cores. The bound is
-(weight bytes + KV bytes at the mean context) / bandwidth, with the bandwidth `a800lab peak`
-recorded (else a copy measured once per process) and the datasheet's. Larger batches read the
-same weights for more tokens: tokens/s grows almost linearly until compute or the KV cache
-takes over. The cache is allocated once for prompt + new tokens (static); prefill fills it,
-then each step writes one position. Checked first: the cached step's logits equal a full fp32
-forward over the same tokens within the precision's tolerance. Eager only (every step attends
-to one more position: a new shape for torch.compile or a CUDA graph).
 """
 
 from __future__ import annotations
@@ -30,7 +20,7 @@ from ...core.window import outside_window
 from ..peak import measure_peak, roofline_peaks
 from ..training.models import TinyGPT, preset
 from ..training.spec import positive_int
-from .spec import DTYPES, output_gap, output_wrong, serve_precision
+from .spec import DTYPES, output_gap, serve_precision
 
 CPU_DECODE = {"size": "tiny", "prompt_tokens": 8, "new_tokens": 16}
 GPU_DECODE = {"size": "gpt2_small", "prompt_tokens": 128, "new_tokens": 128}
@@ -38,9 +28,8 @@ _bandwidth: dict[str, dict] = {}
 
 
 def memory_bandwidth(device: str) -> dict:
-    """{"measured_gbs", "datasheet_gbs"}: the copy bandwidth `a800lab peak` recorded here, else
-    one measured now (kept for the process; a noisy one is None and measured again next time);
-    the datasheet's HBM figure (None on a CPU or an unknown card)."""
+    """{"measured_gbs", "datasheet_gbs"}: the copy bandwidth `a800lab peak` recorded, else one
+    measured now (kept unless noisy); the datasheet's HBM figure (None on a CPU)."""
     if device not in _bandwidth:
         peaks = roofline_peaks(device, "fp32", measure_missing=False)
         measured = peaks["measured_bw_gbs"]
@@ -56,8 +45,8 @@ def memory_bandwidth(device: str) -> dict:
 
 def cached_step(model: TinyGPT, tokens: torch.Tensor, cache: torch.Tensor,
                 pos: int) -> torch.Tensor:
-    """Logits of the last of `tokens` (b, t) placed at positions pos..pos+t-1, their keys and
-    values written into `cache` (layers, 2, b, heads, max_len, head_dim); t > 1 only at 0."""
+    """Logits of the last of `tokens` (b, t) at positions pos.., their keys and values written
+    into `cache` (layers, 2, b, heads, max_len, head_dim); t > 1 only at 0."""
     b, t = tokens.shape
     h = model.embed(tokens) + model.pos[pos:pos + t]
     for layer, block in enumerate(model.blocks):
@@ -74,8 +63,7 @@ def cached_step(model: TinyGPT, tokens: torch.Tensor, cache: torch.Tensor,
 
 
 def step_bytes(model: TinyGPT, batch_size: int, context: float, element_bytes: int) -> dict:
-    """Bytes one decode step reads: every weight but the embedding tables, and the keys and
-    values of `context` positions per sequence."""
+    """Bytes one decode step reads: the weights but the embeddings, `context` keys and values."""
     weights = sum(p.numel() for name, p in model.named_parameters()
                   if name not in ("embed.weight", "pos")) * element_bytes
     d, layers = model.norm.normalized_shape[0], len(model.blocks)
@@ -87,7 +75,7 @@ def decode_point(size: str | None = None, batch_size: int = 1, precision: str = 
                  prompt_tokens: int | None = None, new_tokens: int | None = None, *,
                  device: str = "auto", budget_s: float = 0.3, cancel=None) -> dict:
     """Generate `new_tokens` after a `prompt_tokens` prompt for `batch_size` sequences,
-    greedily, timed whole; see the module docstring. A sweep point function."""
+    greedily, timed whole: a sweep point."""
     device = resolve_device(device)
     defaults = CPU_DECODE if device == "cpu" else GPU_DECODE
     size = size or defaults["size"]
@@ -118,10 +106,9 @@ def decode_point(size: str | None = None, batch_size: int = 1, precision: str = 
         with matmul_precision("fp32"):
             expected = reference(following)[:, -1].float()
         del reference
-        gap = output_gap(got, expected)
-        wrong = output_wrong(precision, gap)
-        if wrong:
-            return {"outcome": "wrong", "message": wrong, **gap}
+        gap = output_gap(got, expected, precision)
+        if "outcome" in gap:
+            return gap
         first = cached_step(model, tokens, cache, 0).argmax(-1, keepdim=True)
 
         def generate():

@@ -1,21 +1,10 @@
-"""The serving lab's inference point: a model answering request batches under
-torch.inference_mode, checked against fp32, warmed up, then timed request by request.
+"""The serving lab's inference point: a model answering request batches under inference_mode,
+checked against a fresh fp32 model (IEEE matmuls) first, warmed up (paying any compile and the
+CUDA graph capture, reported apart), then timed request by request: the batch copied into the
+device's input buffers, the forward, the stream synchronised; no L2 flush between requests.
 
-    from a800lab.workloads.serving.point import serve_point
     out = serve_point(model="transformer", batch_size=8, precision="bf16")
     out["p50_ms"], out["p99_ms"], out["requests"], out["throughput"]   # samples/s
-    run_sweep(serve_point, {"batch_size": [1, 8, 64]}, fixed={"precision": "fp16"},
-              workload="serve")
-    fp16_vs_fp32_latency(make_model, make_batch)    # the guide's "23 ms to 9 ms", on yours
-
-A request: the host's batch is copied into the device's input buffers (pinned, non-blocking;
-nothing to copy on a CPU), the forward runs, and the request ends when the device is done
-(its stream synchronised). No L2 flush between requests: a server answers back to back.
-Before timing: the fp32 reference (a fresh fp32 model, IEEE matmuls) answers the same batch
-and the config's output must be within ERROR_TOLERANCE of it; warm-up requests pay the compile
-(`compile_s`, with recompiles and graph breaks) and, with graphs=True, the capture
-(`capture_s`): both reported apart from the latencies. At least `requests` requests are timed
-(more when the budget allows), so p99 rests on a recorded count.
 """
 
 from __future__ import annotations
@@ -35,14 +24,13 @@ from ..training.task import check_batch, custom_task
 from .spec import (
     DEFAULT_REQUESTS,
     DTYPES,
-    MIN_REQUESTS,
     ServeSpec,
     build_model,
+    check_requests,
     check_serving_task,
     latency_metrics,
     model_output,
     output_gap,
-    output_wrong,
     serving_size,
     serving_unavailable,
 )
@@ -144,9 +132,7 @@ def time_requests(request, *, device: str, requests: int = DEFAULT_REQUESTS,
                   budget_s: float = 0.3, clock=time.perf_counter, cancel=None) -> Timing:
     """At least `requests` requests (more while `budget_s` lasts, up to MAX_REQUESTS), each
     timed: measure() without an L2 flush. `clock`: tests pass a fake one."""
-    if isinstance(requests, bool) or not isinstance(requests, int) or requests < MIN_REQUESTS:
-        raise ValueError(f"requests={requests!r} must be an int >= {MIN_REQUESTS}: p99 of "
-                         "fewer requests is the maximum of a handful")
+    check_requests(requests)
     return measure(request, device=device, budget_s=budget_s, min_reps=requests,
                    max_reps=max(requests, MAX_REQUESTS), min_warmup=1, warmup_s=0.02,
                    flush_l2=False, clock=clock, cancel=cancel)
@@ -157,9 +143,8 @@ def serve_point(model: str = "transformer", size: str | None = None, batch_size:
                 channels_last: bool = False, *, task: Task | None = None,
                 device: str = "auto", requests: int = DEFAULT_REQUESTS, budget_s: float = 0.3,
                 cancel=None) -> dict:
-    """One config answering `requests` or more request batches (see the module docstring):
-    a sweep point function. `task`: your own (a800lab.workloads.training.task.custom_task),
-    else the preset `model` at `size` (tiny on a CPU, medium on a GPU)."""
+    """One config answering `requests` or more request batches of your `task` (custom_task),
+    else the preset `model` at `size` (tiny on a CPU, medium on a GPU): a sweep point."""
     device = resolve_device(device)
     spec = ServeSpec(task.name if task is not None else model,
                      serving_size(model, size, device, task),
@@ -173,11 +158,10 @@ def serve_point(model: str = "transformer", size: str | None = None, batch_size:
     with matmul_precision(spec.precision):  # TF32 matmuls for tf32 only
         server = Server(spec, task, device, inputs)
         setup = server.warm_up()
-        gap = output_gap(server.request(), reference)
+        gap = output_gap(server.request(), reference, spec.precision)
         del reference, inputs
-        wrong = output_wrong(spec.precision, gap)
-        if wrong:
-            return {"outcome": "wrong", "message": wrong, **gap, **setup}
+        if "outcome" in gap:
+            return {**gap, **setup}
         timing = time_requests(server.request, device=device, requests=requests,
                                budget_s=budget_s, cancel=cancel)
     return {**latency_metrics(timing, spec.batch_size), **gap, **setup}
@@ -185,15 +169,11 @@ def serve_point(model: str = "transformer", size: str | None = None, batch_size:
 
 def fp16_vs_fp32_latency(make_model, make_batch, *, batch_size: int = 1, device: str = "auto",
                          requests: int = DEFAULT_REQUESTS, budget_s: float = 0.5) -> dict:
-    """The guide's inference case (G.9.3, "23 ms to 9 ms" with FP16/FP32) measured on your
-    model: fp32 and fp16 latency of one request batch, each a serve_point record (an OOM or
-    an error is that record's outcome, never an exception).
-
-    Returns {"fp32": {...}, "fp16": {...}} (outcome, p50_ms, p99_ms, q25_ms, q75_ms, noisy),
-    "ratio" (fp32 p50 / fp16 p50: 2.56 is the guide's 23 -> 9 ms), "ratio_spread" (half the
-    range of the ratio between the quartiles), "rel_error" and "top1_agreement" of fp16 vs
-    fp32, "outcome" (ok, or the first failed precision's), "message" and "records".
-    """
+    """The guide's inference case (G.9.3, "23 ms to 9 ms" with FP16/FP32) on your model: each
+    precision's serve_point record (outcome, p50_ms, p99_ms, quartiles, noisy), "ratio" (fp32
+    p50 / fp16 p50; the guide: 2.56), "ratio_spread" (half its range between the quartiles),
+    fp16's rel_error and top1_agreement, the "records"; "outcome" and "message": the first
+    failure's (an OOM or error is a record's outcome, never an exception)."""
     device = resolve_device(device)
     task = custom_task(make_model, make_batch)
     check_serving_task(task, device)

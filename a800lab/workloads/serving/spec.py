@@ -3,9 +3,7 @@ is refused, your model checked for serving, its output compared with fp32, laten
 
     spec = ServeSpec(model="transformer", size="tiny", batch_size=8, precision="bf16")
     serving_unavailable(spec, "cpu")      # "" or why, and what to use instead
-    check_serving_task(task, "cpu")       # ValueError: the output must be (batch, ...)
-    output_gap(out, reference)            # {"rel_error": 6e-3, "top1_agreement": 0.996}
-    latency_metrics(timing, 8)            # p50/p90/p99 ms, requests, samples/s at the median
+    output_gap(out, reference, "bf16")    # {"rel_error": 6e-3, "top1_agreement": 0.996}
 """
 
 from __future__ import annotations
@@ -18,9 +16,9 @@ from torch import nn
 from ...core.precision import parse_precision, unsupported_reason
 from ...core.timing import Timing
 from ..training.levers import COMPILE_MODES, check_choice, lever_unavailable
-from ..training.models import ZOO_MODELS, default_size
+from ..training.models import ZOO_MODELS, default_size, seeded
 from ..training.spec import positive_int
-from ..training.task import CUSTOM, call_model, check_batch
+from ..training.task import CUSTOM, built_model, call_model, check_batch
 
 SERVE_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}  # weights and inputs cast to these
@@ -51,13 +49,9 @@ def serve_precisions_for(device: str) -> list[str]:
 
 @dataclass(frozen=True)
 class ServeSpec:
-    """One serving configuration; checked at construction (ValueError says what to give).
-
-    batch_size: the samples of one request batch; precision: weights and floating inputs cast
-    (fp16, bf16) or fp32 with TF32 matmuls (tf32); compile: torch.compile's mode; graphs: the
-    forward captured once as a CUDA graph and replayed per request (torch.cuda.graph);
-    channels_last: NHWC layout of an image model.
-    """
+    """One serving configuration (a bad field: ValueError saying what to give). precision:
+    weights and floating inputs cast (fp16, bf16), or TF32 matmuls (tf32); graphs: the forward
+    captured as a CUDA graph, replayed per request; channels_last: NHWC for an image model."""
 
     model: str = "transformer"
     size: str = "tiny"
@@ -89,8 +83,8 @@ def serving_unavailable(spec: ServeSpec, device: str) -> str:
 
 
 def serving_size(model: str, size: str | None, device: str, task=None) -> str:
-    """The size a point serves: the one given, "custom" for your own model, a zoo model's
-    own (resnet50: "224"), else tiny on a CPU and medium on a GPU."""
+    """The size a point serves: the one given, "custom" for your own model, a zoo model's own,
+    else tiny on a CPU and medium on a GPU."""
     if size:
         return size
     if task is not None:
@@ -98,8 +92,14 @@ def serving_size(model: str, size: str | None, device: str, task=None) -> str:
     return ZOO_MODELS[model][0] if model in ZOO_MODELS else default_size(device)
 
 
-def first_tensor(out) -> torch.Tensor:
-    """The tensor a model answered with (the first of a tuple or list: the logits)."""
+def build_model(task) -> nn.Module:
+    """task.make_model() under a fixed seed: the reference and every config hold one weights."""
+    return seeded(task.make_model)
+
+
+def model_output(model: nn.Module, inputs) -> torch.Tensor:
+    """The tensor a model answers with (the first of a tuple or list: the logits)."""
+    out = call_model(model, inputs)
     if isinstance(out, (tuple, list)) and out:
         out = out[0]
     if not isinstance(out, torch.Tensor):
@@ -108,29 +108,10 @@ def first_tensor(out) -> torch.Tensor:
     return out
 
 
-def build_model(task) -> nn.Module:
-    """task.make_model() under a fixed seed, so that the fp32 reference and every config
-    (every stream's copy too) hold the same weights."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        return task.make_model()
-
-
-def model_output(model: nn.Module, inputs) -> torch.Tensor:
-    return first_tensor(call_model(model, inputs))
-
-
 def check_serving_task(task, device: str = "cpu") -> None:
-    """A dry run of a (user's) task for serving: the model builds, and its output for batches
-    of 1 and 3 is (batch, ...) with the same other dimensions. ValueError names what failed."""
-    try:
-        model = build_model(task)
-    except Exception as exc:
-        raise ValueError(f"make_model() raised {type(exc).__name__}: {exc}") from exc
-    if not isinstance(model, nn.Module):
-        raise ValueError(f"make_model() must return a torch.nn.Module, got "
-                         f"{type(model).__name__}")
-    model.eval().to(device)
+    """A dry run of your task for serving: its output for batches of 1 and 3 must be (batch,
+    ...) with the same other dimensions. ValueError names what failed."""
+    model = built_model(lambda: build_model(task)).eval().to(device)
     shapes = {}
     for batch in (1, 3):
         made = task.make_batch(batch, torch.Generator(device).manual_seed(0))
@@ -153,9 +134,9 @@ def check_serving_task(task, device: str = "cpu") -> None:
                          "dimensions fixed")
 
 
-def output_gap(out: torch.Tensor, reference: torch.Tensor) -> dict:
-    """max |out - reference| / max |reference| and the share of rows whose argmax agrees
-    (None for a one-column output)."""
+def output_gap(out: torch.Tensor, reference: torch.Tensor, precision: str) -> dict:
+    """rel_error (max |out - reference| / max |reference|) and top1_agreement (None for one
+    column); over the precision's tolerance also outcome "wrong" and why."""
     out = out.float()
     if out.shape != reference.shape:
         raise ValueError(f"the output has shape {tuple(out.shape)}, the fp32 reference "
@@ -164,21 +145,25 @@ def output_gap(out: torch.Tensor, reference: torch.Tensor) -> dict:
     agree = None
     if out.dim() >= 1 and out.shape[-1] > 1:
         agree = float((out.argmax(-1) == reference.argmax(-1)).float().mean())
-    return {"rel_error": float((out - reference).abs().max() / scale), "top1_agreement": agree}
-
-
-def output_wrong(precision: str, gap: dict) -> str:
-    """"" when the gap is within the precision's tolerance, else why the output is wrong."""
+    gap = {"rel_error": float((out - reference).abs().max() / scale), "top1_agreement": agree}
     tol = ERROR_TOLERANCE[precision]
-    if gap["rel_error"] <= tol:  # False for NaN too
-        return ""
-    return (f"{precision} output off: max error {gap['rel_error']:.3g} of the fp32 output's "
-            f"largest value, over the {tol:g} tolerance; not timed")
+    if not gap["rel_error"] <= tol:  # NaN too
+        gap.update(outcome="wrong", message=f"{precision} output off: max error "
+                   f"{gap['rel_error']:.3g} of the fp32 output's largest value, over the "
+                   f"{tol:g} tolerance; not timed")
+    return gap
+
+
+def check_requests(requests) -> int:
+    """`requests` if it is an int >= MIN_REQUESTS, else ValueError."""
+    if isinstance(requests, bool) or not isinstance(requests, int) or requests < MIN_REQUESTS:
+        raise ValueError(f"requests={requests!r} must be an int >= {MIN_REQUESTS}: p99 of "
+                         "fewer requests is the maximum of a handful")
+    return requests
 
 
 def latency_metrics(timing: Timing, batch_size: int) -> dict:
-    """p50 / p90 / p99 of the request latencies, how many requests they rest on, and samples/s
-    at the median latency (one stream, requests back to back)."""
+    """p50 / p90 / p99 of the request latencies, how many, and samples/s at the median."""
     return {"p50_ms": timing.percentile_ms(50), "p90_ms": timing.percentile_ms(90),
             "p99_ms": timing.percentile_ms(99), "requests": len(timing.samples_ms),
             "throughput": batch_size / (timing.median_ms / 1e3),

@@ -1,22 +1,12 @@
 """Tune serving under a latency target: the config with the most samples/s whose p99 stays
-under `p99_ms`, found by the search every tuner shares (a800lab.core.search), then measured
-again on its own.
+under `p99_ms`. The search every tuner shares (core/search.py) ranks batch size x precision x
+compile x graphs x channels_last (refusals with the reason) by time per sample; a config whose
+p99 misses the target leaves the search. The winner is measured again with a fresh server (the
+next of the ranking if it misses there, up to REMEASURE_TRIES). Every trial is a record.
 
-    from a800lab.workloads.serving.tune import tune_serve
     outcome = tune_serve(p99_ms=5.0, model="transformer")   # or task=custom_task(...)
     outcome.winner, outcome.remeasured   # the config; its separate re-measurement (p99, rate)
-    outcome.frontier                     # samples/s vs p99: none both faster and quicker
     print(outcome.summary()); print(outcome.snippet)       # what `tune serve` prints
-
-The grid is batch size x precision x compile x graphs x channels_last (default_axes; configs
-the device or model cannot run are refused with the reason). Every trial is a serve_point
-(output checked against fp32, at least `requests` requests timed) appended to `out` as a
-record (workload "tune-serve", with p99_target_ms and meets_target). The search ranks the
-configs by time per sample (the median request latency / batch: the inverse of samples/s),
-with the noise rules of the other tuners; a config whose p99 misses the target in any round
-leaves the search. The winner is then measured again with a fresh server at the full budget;
-if its p99 misses the target there, the next of the ranking is tried (up to REMEASURE_TRIES).
-A winner whose last round ran on a contended CPU is flagged: the ranking may not hold.
 """
 
 from __future__ import annotations
@@ -48,8 +38,8 @@ REMEASURE_TRIES = 3
 
 
 def default_axes(device: str) -> dict:
-    """What tune_serve varies unless told: batch sizes and the device's precisions; on a GPU
-    also CUDA graphs (compile modes are opt-in: each batch size compiles anew)."""
+    """What tune_serve varies unless told: batch sizes and precisions; on a GPU CUDA graphs too
+    (compile modes are opt-in: each batch size compiles anew)."""
     if device == "cpu":
         return {"batch_size": [1, 2, 4, 8, 16, 32, 64], "precision": ["fp32", "bf16"],
                 "compile": ["off"], "graphs": [False], "channels_last": [False]}
@@ -68,8 +58,8 @@ def describe_serving(config: Mapping) -> str:
 
 @dataclass
 class ServeTuneOutcome:
-    """What tune_serve found: the search, every candidate's latest trial, the frontier, the
-    winner's re-measurement and the code to paste."""
+    """What tune_serve found: the search, every candidate's latest trial, the winner's
+    re-measurement and the code to paste."""
 
     p99_ms: float
     search: SearchResult
@@ -124,10 +114,8 @@ def tune_serve(p99_ms: float, task=None, *, model: str = "transformer", size: st
                requests: int = DEFAULT_REQUESTS, budget_s: float = 0.3, out=None,
                on_trial: Callable[[Record], None] | None = None, cancel=None,
                run_id: str | None = None) -> ServeTuneOutcome:
-    """The most samples/s with p99 <= `p99_ms` (milliseconds) for `task` (your own; else the
-    preset `model` at `size`); see the module docstring. `axes`: lever -> values (default
-    default_axes); `budget_s`: the timing budget of the last round per config; `run_id`: the
-    id stamped on every trial (default: a new one)."""
+    """The most samples/s with p99 <= `p99_ms` for your `task` (else the preset `model` at
+    `size`); `axes`: lever -> values (default_axes); `budget_s`: the last round's per config."""
     positive_float("p99_ms", p99_ms, "50 (milliseconds)")
     device = resolve_device(device)
     axes = {**default_axes(device), **(axes or {})}
@@ -223,9 +211,8 @@ def _candidates(records: list[Record]) -> list[dict]:
 
 
 def serving_snippet(config: Mapping, device: str, note: str = "") -> str:
-    """Plain-torch code answering request batches with `config`: cast, layout, compile and
-    TF32 as tuned, a CUDA graph captured when graphs is on. Expects make_model() and
-    make_batch(batch_size) -> (inputs, targets), as the lab's --user-model files define."""
+    """Plain-torch code answering request batches with `config` (a CUDA graph when graphs is
+    on); it expects make_model() and make_batch(batch_size), as --user-model files define."""
     precision = config["precision"]
     dtype = {"fp16": "torch.float16", "bf16": "torch.bfloat16"}.get(precision)
     device_type = "cuda" if device.startswith("cuda") else "cpu"

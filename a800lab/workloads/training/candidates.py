@@ -1,20 +1,13 @@
-"""The candidates of a training-config tuning run: the micro-batch bounds (the max-batch
-finder), the grid, each candidate's verification (memory, gradient, finite loss) and its timed
-trial. tune_train (a800lab.workloads.training.tune) drives a TuneSession; a benchmark can time
-its grid exhaustively with the same `validate` and `evaluate`.
+"""The candidates of a training-config tuning run (tune.py drives a TuneSession; a benchmark can
+time its grid exhaustively with the same `validate` and `evaluate`): the micro-batch bounds
+(the max-batch finder), the grid, each candidate verified at its first trial (its first two
+steps within the budget; its gradient equal to the fp32 reference within the precision's
+tolerance, or twice what the precision alone costs; a finite loss) and timed.
 
     session = TuneSession(task, TrainSpec(model="mlp"), 256, "cpu", axes=default_axes("cpu"),
                           limit_bytes=None, margin=0.1)
     grid = session.plan()                  # bounds found, refusals in session.refused
-    session.validate(grid[0]); session.evaluate(grid[0], 0.5)   # {"outcome", "timing", "noise"}
-    session.verified(grid[0])              # {"step_peak_bytes", "grad_gap", "grad_tolerance"}
-
-Verification, once per config at its first trial: a fresh model's first two optimizer steps
-peak within the budget (the limit less the margin); its gradient on the same samples from the
-same weights equals the fp32 reference (one batch of the target, or the largest fp32
-micro-batch that fits, accumulated) within GRAD_TOLERANCE of its precision or twice what the
-precision alone costs, whichever is larger (batch norm, for one, makes k micro-batches of b
-differ from one batch of k*b); its loss stays finite.
+    session.evaluate(grid[0], 0.5)         # {"outcome", "timing", "noise"}
 """
 
 from __future__ import annotations
@@ -39,13 +32,7 @@ from .max_batch import default_limit_bytes, find_max_batch_for
 from .models import Task
 from .spec import TrainSpec, precision_context, precisions_for
 from .task import batch_norm_layers
-from .trainer import (
-    POOL_BATCHES,
-    Trainer,
-    check_levers,
-    gradient_gap,
-    measure_step_memory,
-)
+from .trainer import POOL_BATCHES, Trainer, check_levers, gradient_gap, measure_step_memory
 
 WORKLOAD = "tune-train"
 LEVERS = ("precision", "checkpointing", "compile", "optimizer_impl", "attention",
@@ -66,8 +53,7 @@ SCALER_RETRIES = 8        # fp16: first cycles may overflow until GradScaler bac
 
 
 def default_axes(device: str) -> dict:
-    """The lever axes tune_train searches unless given (GPU precisions the device lacks are
-    left out)."""
+    """The lever axes tune_train searches unless given (without precisions the GPU lacks)."""
     if device == "cpu":
         return {k: list(v) for k, v in CPU_AXES.items()}
     axes = {k: list(v) for k, v in GPU_AXES.items()}
@@ -76,8 +62,8 @@ def default_axes(device: str) -> dict:
 
 
 def micro_batches(target_batch: int, bound: int, count: int = MICRO_CANDIDATES) -> list[int]:
-    """Divisors of the target up to `bound`: the largest, then the largest at most half of the
-    previous, `count` of them (largest first)."""
+    """`count` divisors of the target up to `bound`: the largest, then each at most half the
+    previous."""
     out, limit = [], min(bound, target_batch)
     while limit >= 1 and len(out) < count:
         micro = next(d for d in range(limit, 0, -1) if target_batch % d == 0)
@@ -93,9 +79,7 @@ def _split(part, size: int):
 
 
 class TuneSession:
-    """The state of one tuning run: bounds, the grid, the reference gradient and each
-    candidate's verification. tune_train drives it; benchmarks time its grid exhaustively
-    (`validate`, `evaluate`) to compare."""
+    """One tuning run: bounds, the grid, the reference gradient, each candidate's checks."""
 
     def __init__(self, task: Task, base: TrainSpec, target_batch: int, device: str, *,
                  axes: Mapping, limit_bytes: int | None, margin: float,
@@ -124,7 +108,7 @@ class TuneSession:
         return self.limit * (1 - self.margin)
 
     def lever_grid(self) -> list[dict]:
-        """Every combination of the lever axes (no micro-batch yet): what the store keys on."""
+        """Every combination of the lever axes (what the store keys on)."""
         names = [n for n in LEVERS if n in self.axes]
         return [dict(zip(names, values, strict=True))
                 for values in itertools.product(*(self.axes[n] for n in names))]
@@ -133,8 +117,8 @@ class TuneSession:
         return replace(self.base, **config)
 
     def plan(self) -> list[dict]:
-        """Bound the micro-batch of each (precision, checkpointing) with the max-batch finder,
-        then the full grid of configs; refusals land in `refused`."""
+        """The grid, the micro-batch bounded per (precision, checkpointing); refusals land in
+        `refused`."""
         grid = []
         for levers in self.lever_grid():
             spec = self.spec_of({**levers, "batch_size": 1, "accum_steps": 1})
@@ -152,7 +136,7 @@ class TuneSession:
         return grid
 
     def _bound(self, spec: TrainSpec) -> str:
-        """Find (once per precision and checkpointing) the largest micro-batch; "" or why not."""
+        """Find (once per key) the largest micro-batch; "" or why not."""
         key = _bound_key(spec)
         if key not in self.bounds:
             self.say(f"bounding the micro-batch: {key} ...")
@@ -174,8 +158,7 @@ class TuneSession:
         return ""
 
     def validate(self, config: dict) -> None:
-        """ValueError when a config cannot run (check_levers; a forced attention back end is
-        tried once per back end and precision)."""
+        """ValueError when a config cannot run (check_levers, once per lever combination)."""
         spec = self.spec_of(config)
         key = f"levers {spec.attention}/{spec.precision}/{spec.compile}/{spec.channels_last}"
         if key not in self._checks:
@@ -187,7 +170,6 @@ class TuneSession:
         if "refused" in self._checks[key]:
             raise ValueError(self._checks[key]["refused"])
 
-    # ---- the gradient reference -------------------------------------------------------------
     def _micro(self, trainer: Trainer, micro: int) -> list[tuple]:
         if self._samples is None:
             generator = torch.Generator(self.device).manual_seed(1)
@@ -197,7 +179,7 @@ class TuneSession:
 
     def _gradient(self, spec: TrainSpec) -> torch.Tensor:
         """The spec's unscaled gradient of the reference samples from the reference weights
-        (fp16: after GradScaler has backed off any overflowing first cycles)."""
+        (fp16: once GradScaler has backed off any overflow)."""
         if self._init is None:
             self._reference_gradient()
         trainer = Trainer(spec, self.task, self.device)
@@ -210,8 +192,8 @@ class TuneSession:
         return grad
 
     def _reference_gradient(self) -> None:
-        """The fp32 reference: one batch of the target, or the largest fp32 micro-batch that
-        fits, accumulated; in IEEE fp32, whatever candidate asked for it first."""
+        """The IEEE fp32 reference: one batch of the target, or the largest fp32 micro-batch
+        that fits, accumulated."""
         fp32 = replace(self.base, precision="fp32", checkpointing=False, batch_size=1,
                        accum_steps=1)
         with precision_context("fp32"):
@@ -235,10 +217,8 @@ class TuneSession:
             self._baselines[precision] = gap
         return max(GRAD_TOLERANCE[precision], 2 * self._baselines[precision])
 
-    # ---- one candidate ----------------------------------------------------------------------
     def _verify(self, spec: TrainSpec) -> dict:
-        """Memory within the budget, the gradient equal to the reference, finite: {} or the
-        failure as a point function's {"outcome", "message"}; plus the metrics seen."""
+        """The metrics seen, with the failure's "outcome" and "message" if any."""
         try:
             peak = measure_step_memory(spec, self.task, self.device, cycles=2,
                                        limit_bytes=self.injected).peak_bytes
@@ -267,9 +247,8 @@ class TuneSession:
         return {"step_peak_bytes": peak, "grad_gap": gap, "grad_tolerance": tol}
 
     def trial(self, *, budget_s: float, cancel: CancelToken | None = None, **config) -> dict:
-        """Verify (the first time) and time one config under its precision's TF32 settings:
-        a sweep point function (on a CPU the warm trainer of its first trial times it again in
-        later rounds)."""
+        """Verify (the first time) and time one config under its precision's TF32 settings: a
+        point function (on a CPU its first trial's warm trainer times the later rounds)."""
         with precision_context(config["precision"]):
             return self._trial(budget_s, cancel, config)
 
@@ -307,8 +286,7 @@ class TuneSession:
                 "budget_s": budget_s, **checked}
 
     def evaluate(self, config: dict, budget_s: float, first: bool = True) -> dict:
-        """One trial as a record (appended to `out`); the search's evaluate() (a config is
-        verified at its first trial whatever `first` says: the check is kept per config)."""
+        """One trial as a record (appended to `out`): the search's evaluate()."""
         def point(**params):
             return self.trial(budget_s=budget_s, cancel=self.cancel, **params)
 
@@ -325,13 +303,11 @@ class TuneSession:
                 "noise": record.noise}
 
     def verified(self, config: Mapping) -> dict:
-        """What a config's verification found: step_peak_bytes, grad_gap, grad_tolerance (or
-        the failure's outcome and message); {} before its first trial."""
+        """What a config's verification found ({} before its first trial)."""
         return dict(self._checks.get(config_key(config), {}))
 
     def candidates(self, result: SearchResult) -> list[dict]:
-        """Each measured config's longest-budget trial with its verified peak: samples_per_s,
-        median_ms, iqr_ms, peak_bytes, round, budget_s, config."""
+        """Each measured config's longest-budget trial with its verified peak."""
         out = []
         for trial in result.final().values():
             checked = self.verified(trial.config)
@@ -344,8 +320,7 @@ class TuneSession:
 
 
 def pareto_frontier(candidates: list[dict], cost: str = "peak_bytes") -> list[dict]:
-    """The candidates no other beats in both samples/s (higher) and `cost` (lower: peak_bytes,
-    or a serving tuner's p99_ms), by cost."""
+    """The candidates none beats in both samples/s and `cost` (peak_bytes, p99_ms), by cost."""
     ordered = sorted(candidates, key=lambda c: (c[cost], -c["samples_per_s"]))
     frontier, best = [], 0.0
     for c in ordered:

@@ -1,25 +1,11 @@
-"""The compile, fused-kernel and layout levers of a training step: torch.compile's mode, the
-optimizer's implementation, the SDPA attention back end and channels_last, each refused with the
-reason where the device or the model cannot use it, and applied to a model and its optimizer.
+"""The kernel levers of a training step, each refused with the reason where the device or the
+model cannot use it: compile ("off", "default", "reduce-overhead": CUDA graphs, CUDA only;
+"max-autotune"), optimizer_impl ("default", "for-loop", "foreach", "fused"), the SDPA attention
+back end ("default": torch picks per call; "math", "flash", "efficient", "cudnn") and
+channels_last (NHWC for convolutional models).
 
-    from a800lab.workloads.training.levers import lever_unavailable, optimizer_flags
     lever_unavailable(spec, "cpu")          # "" or why (and what to use instead)
     torch.optim.AdamW(params, lr=1e-3, **optimizer_flags("fused"))   # {"fused": True}
-    with attention_backend("flash"):        # torch.nn.attention.sdpa_kernel, or nothing
-        loss = loss_fn(model(x), y)
-    compiled = compile_model(model, "max-autotune")   # torch.compile; "off": the model itself
-    graphs = compiled_graph_count()         # graphs Dynamo compiled so far in this process
-
-- compile: "off" (eager), "default", "reduce-overhead" (CUDA graphs: the launch overhead of a
-  step replayed in one go; CUDA only), "max-autotune" (Inductor also benchmarks matmul
-  templates and uses CUDA graphs). The first step pays the compile (tens of seconds on a CPU,
-  less when Inductor's on-disk cache already holds the graphs); a new shape recompiles.
-- optimizer_impl: "default" (torch picks: foreach on CUDA, the for-loop on a CPU), "for-loop"
-  (one kernel per parameter and operation), "foreach" (multi-tensor kernels over all
-  parameters), "fused" (one kernel per step for AdamW/SGD).
-- attention: "default" (torch picks per call), "math", "flash", "efficient" (memory-efficient),
-  "cudnn": the back end every F.scaled_dot_product_attention call of the model must use.
-- channels_last: NHWC layout for the weights and 4-D inputs of a convolutional model.
 """
 
 from __future__ import annotations
@@ -53,9 +39,8 @@ def check_choice(name: str, value, choices: tuple) -> str:
 
 
 def lever_unavailable(spec, device: str) -> str:
-    """Why `spec`'s compile mode, attention back end or layout cannot run on `device` (or on
-    its preset), with what to use instead; "" when they all can. Whether a forced attention
-    back end accepts the model's shapes is known only when it runs (Trainer.check_attention)."""
+    """Why a lever of `spec` cannot run on `device` or its preset, and what instead; "" if all
+    can (whether a forced attention back end takes the model's shapes: Trainer.check_attention)."""
     on_cuda = device.startswith("cuda")
     preset = spec.model if spec.model in (*MODELS, *ZOO_MODELS) else None
     if spec.compile == "reduce-overhead" and not on_cuda:
@@ -84,14 +69,12 @@ def lever_unavailable(spec, device: str) -> str:
 
 def optimizer_flags(impl: str) -> dict:
     """The keyword arguments of torch.optim.AdamW / SGD for an implementation."""
-    check_choice("optimizer_impl", impl, OPTIMIZER_IMPLS)
     return {"default": {}, "for-loop": {"foreach": False}, "foreach": {"foreach": True},
             "fused": {"fused": True}}[impl]
 
 
 def attention_backend(name: str):
     """The context that makes every SDPA call use back end `name` (a no-op for "default")."""
-    check_choice("attention", name, ATTENTION_BACKENDS)
     if name == "default":
         return contextlib.nullcontext()
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -100,8 +83,7 @@ def attention_backend(name: str):
 
 
 def attention_refusal(name: str, exc: BaseException, reasons: list[str]) -> ValueError:
-    """The ValueError for a forced back end that refused the model's call: torch's reasons (the
-    warnings it gave), and what to use instead."""
+    """The ValueError for a forced back end that refused: torch's reasons, what to use instead."""
     cleaned = (re.sub(r"\s*\(Triggered internally at [^)]*\)\.?", "", r).strip()
                for r in reasons)
     why = " ".join(dict.fromkeys(r for r in cleaned if r)) or \
@@ -111,9 +93,7 @@ def attention_refusal(name: str, exc: BaseException, reasons: list[str]) -> Valu
 
 
 def compile_model(model: nn.Module, mode: str):
-    """`model` compiled by torch.compile in `mode` ("default": torch's default mode), or the
-    model itself for "off". Compilation happens at the first call."""
-    check_choice("compile", mode, COMPILE_MODES)
+    """`model` under torch.compile in `mode` (compiled at the first call); "off": `model`."""
     if mode == "off":
         return model
     return torch.compile(model, mode=None if mode == "default" else mode)
@@ -142,19 +122,12 @@ def to_channels_last(x):
     return x
 
 
-
 class CompileWatch:
-    """What torch.compile did during one point: the graphs compiled by the first step (the
-    compile), those compiled after it (recompilations: a new shape, a failed guard) and the
-    compile's own time (the first step's wall time less a later step's median).
-
-        watch = CompileWatch("default")      # before the first step
-        ...first step...; watch.first_step_done()
-        ...the rest...; watch.metrics([h["wall_s"] for h in history])   # {} for "off"
-    """
+    """What torch.compile did in one point: the graphs the first step compiled, recompilations
+    after it and the compile's time (the first step's wall time less the later steps' median).
+    Made before the first step; first_step_done() after it; metrics() at the end."""
 
     def __init__(self, mode: str):
-        self.mode = check_choice("compile", mode, COMPILE_MODES)
         self._counts = [compiled_graph_count()] if mode != "off" else []
         self._breaks = graph_break_count() if mode != "off" else 0
 

@@ -1,33 +1,15 @@
 """The loss-scaling lab: gradients against fp16's range, GradScaler's dynamics, fp32-kept layers.
 
-    from a800lab.workloads.training.loss_scaling import (
-        gradient_sample,
-        fp16_fractions,
-        compare_scaling,
-        regression_task,
-        autocast_dtypes,
-        norm_overflow,
-    )
     sample = gradient_sample(regression_task(), steps=20)   # |grad| values, fp32 backward
     fp16_fractions(sample.values("activations"), scale=2**16)   # underflow / subnormal / overflow
     runs = compare_scaling(regression_task(), steps=60)  # fp32 / fp16 no scaler / fp16 + scaler
     autocast_dtypes(preset("transformer").make_model(), batch, "fp16")   # what stays fp32
     norm_overflow(magnitude=300.0)                       # a hand-written RMSNorm in fp16
 
-fp16 holds magnitudes from 2^-24 (the smallest subnormal; at or below half of it, 2^-25, a
-value rounds to 0: a tie rounds to the even neighbour) to 65504 (from 65520 up, inf); below
-2^-14 (the smallest normal) it keeps fewer significant bits. In an autocast fp16 backward the
-activation gradients and the 16-bit weight copies' gradients are fp16 tensors, so small
-gradients vanish. GradScaler multiplies the loss by a scale
-S (2^16 to start) so they land in range; before the optimizer step it divides them back and,
-if any is inf/NaN, skips the step and multiplies S by backoff_factor (0.5); after
-growth_interval (2000) clean steps it multiplies S by growth_factor (2). bf16 has fp32's normal
-range (its subnormals stop at 2^-133, fp32's at 2^-149) and needs no scaler.
-
-The gradients are sampled from an fp32 backward (exact values), then judged against fp16's
-range with and without the scale. `regression_task()` is a model where it matters: small
-regression targets, an output layer that starts near zero (as a denoiser late in training), so
-mean-squared-error gradients sit around 1e-7 per output element.
+fp16 holds magnitudes from 2^-24 (subnormal below 2^-14; 2^-25 and less round to 0) to 65504
+(inf from 65520); bf16 has fp32's range. GradScaler multiplies the loss by S (2^16) so small
+gradients land in range, divides them back before the step, skips a step with inf/NaN (S x
+backoff_factor) and grows S x growth_factor after growth_interval clean steps.
 """
 
 from __future__ import annotations
@@ -79,8 +61,8 @@ def _sampled(t: torch.Tensor) -> torch.Tensor:
 def gradient_sample(task: Task, *, steps: int = 0, batch_size: int = 32,
                     lr: float | None = None,
                     device: str = "auto", seed: int = 0) -> GradientSample:
-    """Train `steps` fp32 steps, then one more fp32 backward with hooks on every parameter and
-    every module output: the gradient magnitudes an fp16 backward would have to hold."""
+    """Train `steps` fp32 steps, then one fp32 backward hooked on every parameter and module
+    output: the gradient magnitudes an fp16 backward would have to hold."""
     device = resolve_device(device)
     trainer = Trainer(TrainSpec(precision="fp32", batch_size=batch_size, lr=lr), task, device,
                       seed=seed)
@@ -110,9 +92,8 @@ def gradient_sample(task: Task, *, steps: int = 0, batch_size: int = 32,
 
 
 def fp16_fractions(values: torch.Tensor, scale: float = 1.0) -> dict:
-    """Shares of the non-zero |values| * scale that fp16 would flush to zero (underflow), keep
-    with reduced precision (subnormal), or turn into inf (overflow); plus the share that was
-    exactly zero already (dead ReLUs, unused embeddings), which no scale changes."""
+    """Shares of the non-zero |values| * scale that fp16 flushes to zero, keeps subnormal or
+    turns inf; and the share exactly zero already (dead ReLUs), which no scale changes."""
     values = values.to(torch.float64)
     nonzero = values[values > 0] * scale
     n = max(1, nonzero.numel())
@@ -126,20 +107,17 @@ def fp16_fractions(values: torch.Tensor, scale: float = 1.0) -> dict:
 
 
 def log2_histogram(values: torch.Tensor, lo: int = -40, hi: int = 20) -> tuple[list, list]:
-    """(bin edges in log2 units, counts) of the non-zero |values|; values outside [2^lo, 2^hi)
-    go to the end bins."""
+    """(bin edges in log2 units, counts) of the non-zero |values|, clamped to [2^lo, 2^hi)."""
     values = values[values > 0].to(torch.float64)
     exponents = torch.log2(values).clamp(lo, hi - 1e-9)
     counts = torch.histc(exponents, bins=hi - lo, min=lo, max=hi)
     return list(range(lo, hi + 1)), [int(c) for c in counts]
 
 
-# ---- fp16 with and without a scaler ------------------------------------------------------------
 def regression_task(*, in_dim: int = 64, hidden: int = 256, out_dim: int = 512,
                     target_scale: float = 1e-2) -> Task:
-    """An MLP regressing small targets (|y| <= target_scale) with an output layer that starts
-    near zero: its MSE gradients are ~2 * target_scale / (batch * out_dim) per element, in
-    fp16's subnormal range and below. Where loss scaling matters."""
+    """An MLP regressing small targets (|y| <= target_scale) from an output layer near zero (a
+    denoiser late in training): MSE gradients ~1e-7, where loss scaling matters."""
     teacher = torch.randn(in_dim, out_dim, generator=torch.Generator().manual_seed(1))
     teacher /= in_dim**0.5
 
@@ -170,9 +148,8 @@ def compare_scaling(task: Task, *, steps: int = 60, batch_size: int = 64,
                     init_scale: float = 2.0**16, growth_factor: float = 2.0,
                     backoff_factor: float = 0.5, growth_interval: int = 2000,
                     runs=SCALING_RUNS, device: str = "auto", seed: int = 0) -> dict[str, list]:
-    """The same model trained `steps` steps per run (name, precision, scaler on/off); returns
-    name -> per-step history (loss, scale, skipped, zero_grad_fraction: the share of gradient
-    elements exactly zero before the step, i.e. lost to underflow or never there)."""
+    """The same model trained `steps` steps per run (name, precision, scaler on/off): name ->
+    Trainer.train's history with zero_grad_fraction (lost to underflow, or never there)."""
     device = resolve_device(device)
     out = {}
     for name, precision, scaler in runs:
@@ -185,12 +162,10 @@ def compare_scaling(task: Task, *, steps: int = 60, batch_size: int = 64,
     return out
 
 
-# ---- which layers stay in fp32 ------------------------------------------------------------------
 def autocast_dtypes(model: nn.Module, inputs, precision: str = "fp16", *, loss_fn=None,
                     targets=None, device: str = "auto") -> list[dict]:
-    """Run `model(inputs)` under autocast on `device` and list each leaf module's output dtype
-    (and the loss's, given loss_fn and targets): what autocast computes in 16 bits and what it
-    keeps in fp32 *on this device* (CPU and CUDA autocast keep different op lists)."""
+    """Each leaf module's output dtype (and the loss's) under autocast on `device`: what it
+    computes in 16 bits and keeps in fp32 *here* (CPU and CUDA autocast differ)."""
     device = resolve_device(device)
     check_precision(precision, device)
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
@@ -228,9 +203,8 @@ def _rms_norm(x: torch.Tensor) -> torch.Tensor:
 
 
 def norm_overflow(magnitude: float = 300.0, *, device: str = "auto") -> list[dict]:
-    """A hand-written RMSNorm on activations of about `magnitude`, computed in several ways;
-    rows of (variant, finite, rel_error vs float64). Above 256, x^2 exceeds fp16's 65504: the
-    sum overflows to inf and the output collapses to 0, unless the norm is kept in fp32."""
+    """A hand-written RMSNorm of activations ~`magnitude` in several ways: (variant, finite,
+    rel_error vs float64). Above 256, x^2 overflows fp16 unless the norm is kept in fp32."""
     device = resolve_device(device)
     device_type = torch.device(device).type
     x = torch.randn(8, 256, generator=torch.Generator().manual_seed(0)) * magnitude

@@ -1,31 +1,15 @@
 """The largest micro-batch that fits, found without crashing, and a target effective batch split
 into (micro-batch, accumulation steps).
 
-    from a800lab.workloads.training.max_batch import find_max_batch_for, plan_effective_batch
     found = find_max_batch_for(TrainSpec(model="transformer", precision="bf16"), device="cuda")
     found.batch_size, found.summary()     # verified with full steps, optimizer's first included
-    plan = plan_effective_batch(1024, found.batch_size)   # BatchPlan(batch_size, accum_steps)
     find_max_batch_for(spec, target_batch=1024)           # searched, planned and verified
 
-How the search goes (`find_max_batch`, generic over a trial function):
-
-1. probes: full optimizer steps of a fresh model at two small micro-batches; a memory model
-   (a800lab.workloads.training.memory) is fitted to their breakdowns, and refitted after every
-   later trial (the ones near the limit teach it most);
-2. grow: jump to the model's largest batch under the budget (the limit less a safety margin),
-   else double; a trial fails when it runs out of memory or peaks above the budget;
-3. bisect between the largest success and the smallest failure to a resolution of 1/64;
-   a candidate the model predicts above the budget by more than its tolerance (10%, or twice
-   its worst error on the trials so far) is not run (a "skipped" trial: hopeless);
-4. verify: several full steps of a fresh model at the answer, with the planned accumulation,
-   the optimizer's first step included (its state is the classic "OOM after the finder"); a
-   failure there counts as a failure and the search goes on below it.
-
-Every out-of-memory is a trial record; memory is freed after leaving the except block (the
-traceback holds the failed trial's tensors until then). `use_model=False` gives plain doubling
-then halving, for comparison. On a CPU the limit is a budget the finder pretends is the
-memory (default 256 MiB) and the peaks are counted tensor bytes; on a GPU the limit is the
-memory available when the search starts (or a smaller one, to plan for a smaller card).
+The search (find_max_batch, over any trial function): probes at two small micro-batches fit a
+memory model (refitted after every trial); grow to its guess under the budget (the limit less
+a margin), else double; bisect to 1/64, skipping candidates it calls hopeless; verify the answer
+with several full steps of a fresh model (a failure there: search on below it). An OOM is a
+trial record, freed after its except block. On a CPU the limit is a pretend budget (256 MiB).
 """
 
 from __future__ import annotations
@@ -59,8 +43,7 @@ Trial = Callable[[int, int, int], object]
 
 @dataclass(frozen=True)
 class TrialRecord:
-    """One candidate: "ok", "oom", "over" (ran, but peaked above the budget) or "skipped" (the
-    model predicted it hopeless; not run)."""
+    """One candidate: "ok", "oom", "over" (peaked above the budget) or "skipped" (hopeless)."""
 
     stage: str
     batch_size: int
@@ -92,9 +75,8 @@ class BatchPlan:
 
 
 def plan_effective_batch(target_batch: int, max_batch_size: int) -> BatchPlan:
-    """The fewest accumulation steps whose equal micro-batches (each <= max_batch_size) add up
-    to exactly `target_batch`. The effective batch is never shrunk; a target with no good
-    divisor gets a note saying what it costs and which nearby target splits better."""
+    """The fewest accumulation steps of equal micro-batches (<= max_batch_size) that make
+    exactly `target_batch`; a note when a nearby target would split better."""
     if isinstance(target_batch, bool) or not isinstance(target_batch, int) or target_batch < 1:
         raise ValueError(f"target_batch={target_batch!r} must be a positive int, e.g. 1024")
     if max_batch_size < 1:
@@ -140,8 +122,7 @@ class MaxBatchResult:
 
     @property
     def predicted_bytes(self) -> float | None:
-        """The model's prediction for the answer made before the answer was first run (out of
-        sample), else None."""
+        """The model's prediction for the answer before it first ran, else None."""
         return next((t.predicted_bytes for t in self.trials if t.batch_size == self.batch_size
                      and t.outcome != "skipped"), None)
 
@@ -268,12 +249,9 @@ def find_max_batch(trial: Trial, *, limit_bytes: int, margin: float = DEFAULT_MA
                    resolution: float = RESOLUTION,
                    on_trial: Callable[[TrialRecord], None] | None = None,
                    cancel: CancelToken | None = None) -> MaxBatchResult:
-    """The largest micro-batch whose `trial` peaks within limit_bytes * (1 - margin); see the
-    module docstring. `trial(batch_size, accum_steps, cycles)` runs `cycles` full optimizer
-    steps of a fresh model and returns its MemoryBreakdown, or raises an out-of-memory error.
-    `resolution`: bisection stops when the gap is this share of the answer (0: exact).
-    With `target_batch` the answer is also planned as (micro-batch, accum_steps), and the plan
-    is verified too. `on_trial` sees every TrialRecord as it happens."""
+    """The largest micro-batch whose `trial(batch_size, accum_steps, cycles)` (a MemoryBreakdown
+    of `cycles` steps of a fresh model, or an out-of-memory error) peaks within the budget; with
+    `target_batch` also the plan, verified. `on_trial` sees every TrialRecord."""
     if isinstance(limit_bytes, bool) or not isinstance(limit_bytes, int) or limit_bytes < 1:
         raise ValueError(f"limit_bytes={limit_bytes!r} must be a positive int of bytes")
     if not 0 <= margin < 1:
@@ -339,8 +317,8 @@ def _bisect(search: _Search, accum_steps: int, cycles: int, resolution: float) -
 
 
 def default_limit_bytes(device: str) -> int:
-    """The limit a search uses unless told: CPU_DEFAULT_LIMIT_BYTES on a CPU (a pretend
-    budget), the memory available now on a GPU (free plus the allocator's unused cache)."""
+    """A search's default limit: CPU_DEFAULT_LIMIT_BYTES on a CPU, the memory available now
+    on a GPU (free plus the allocator's unused cache)."""
     if device == "cpu":
         return CPU_DEFAULT_LIMIT_BYTES
     free_after_oom()
@@ -357,11 +335,8 @@ def find_max_batch_for(spec: TrainSpec, task: Task | None = None, *, device: str
                        max_batch: int = MAX_BATCH,
                        on_trial: Callable[[TrialRecord], None] | None = None,
                        cancel: CancelToken | None = None) -> MaxBatchResult:
-    """find_max_batch for a training spec (its batch_size is ignored; its accum_steps are used
-    for the search unless a target_batch is planned). `task`: your own Task, else the spec's
-    preset. `limit_bytes`: see default_limit_bytes; given on a GPU it is an injected limit
-    (a step peaking above it counts as out of memory, as on a smaller card). `max_batch`: no
-    micro-batch above it is tried (a tuner that never needs more than its target)."""
+    """find_max_batch for `spec` (its batch_size ignored) on your `task`, else its preset.
+    `limit_bytes` given on a GPU is injected (as on a smaller card)."""
     device = resolve_device(device)
     check_precision(spec.precision, device)
     task = task or preset(spec.model, spec.size)
@@ -396,8 +371,8 @@ def find_max_batch_for(spec: TrainSpec, task: Task | None = None, *, device: str
 
 def max_batch_point(model: str, size: str, precision: str, limit_mib: float | None = None, *,
                     device: str = "cpu", cancel: CancelToken | None = None) -> dict:
-    """The largest micro-batch of a preset (find_max_batch_for, verified) with the memory
-    model's prediction of its peak; `limit_mib` None: the device's memory (CPU: 256 MiB)."""
+    """The largest micro-batch of a preset with the memory model's prediction of its peak; a
+    report point (`limit_mib` None: the device's memory, CPU: 256 MiB)."""
     limit = None if limit_mib is None else int(limit_mib * 2**20)
     result = find_max_batch_for(TrainSpec(model=model, size=size, precision=precision),
                                 device=device, limit_bytes=limit, cancel=cancel)

@@ -1,31 +1,13 @@
 """Where a training step's memory goes, and a model that predicts its peak from a few probes.
 
-    counter = SavedTensorCounter(model.parameters(), exclude=(x, y))
-    with counter:                      # autograd's saved_tensors_hooks: every tensor kept for
-        loss = loss_fn(model(x), y)    # backward, counted once per storage
-    counter.activation_bytes, counter.weight_copy_bytes
-
     meter = StepMemory("cpu", limit_bytes=64 * 2**20)   # watches one Trainer's cycles
-    trainer.cycle(batches, watch=meter)                  # raises InjectedOOM above the limit
-    meter.breakdown()        # MemoryBreakdown: params, grads, optimizer state, activations, data
-
+    breakdown = trainer.counted_cycle(batches, meter)    # raises InjectedOOM above the limit
     model = fit_memory_model([(4, breakdown4), (8, breakdown8)], grads_in_forward=False)
     model.predict(64), model.largest_batch(limit_bytes)
 
-Parameters, gradients and optimizer state are counted exactly from the tensors themselves
-(`.grad` after backward, every tensor in `optimizer.state` after the step). Activations are the
-tensors autograd saves for backward (torch.autograd.graph.saved_tensors_hooks), each storage
-once, parameters and the batch left out; 16-bit copies of the weights that autocast makes are
-reported apart (`weight_copy_bytes`): they do not grow with the batch. With activation
-checkpointing the forward saves only each block's input, and backward recomputes one block at
-a time: `recompute_bytes` is the saved bytes of one block, measured by running it once.
-
-The peak a StepMemory reports is, on CUDA, the caching allocator's real peak (live tensors)
-during the cycles above what was allocated before the model was built. On a CPU it is the
-*counted* peak: the sum of the components above at each phase boundary (after every forward,
-backward and optimizer step), exact and repeatable but blind to short-lived buffers. The
-resident-set peak of a CPU point (a800lab.core.window) is approximate to a few MiB; the counted
-one is what the memory model and the max-batch finder use there.
+Parameters, gradients and optimizer state are counted from the tensors; activations are what
+autograd saves for backward (each storage once, autocast's weight copies apart). The peak is
+CUDA's allocator peak on a GPU; on a CPU the components summed at each phase boundary.
 """
 
 from __future__ import annotations
@@ -46,7 +28,6 @@ _VIEW_OR_CAST = frozenset({
     "UnsafeViewBackward0", "AliasBackward0", "SliceBackward0", "SelectBackward0",
     "ReshapeAliasBackward0",
 })
-
 
 
 class InjectedOOM(MemoryError):
@@ -84,13 +65,13 @@ def _copies_a_parameter(t: torch.Tensor) -> bool:
 
 
 class SavedTensorCounter:
-    """Counts the tensors autograd saves for backward inside a `with` block (see the module
-    docstring). `exclude`: tensors not to count (the batch); parameters are never counted."""
+    """Counts the tensors autograd saves for backward inside a `with` block; never parameters
+    or `exclude` (the batch)."""
 
     def __init__(self, parameters: Iterable[torch.Tensor], exclude: Iterable = ()):
         self._skip = _storages(parameters) | _storages(exclude)
         self._saved: dict[int, tuple[int, bool]] = {}  # storage -> (bytes, is a weight copy)
-        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
 
     def _pack(self, t: torch.Tensor) -> torch.Tensor:
         storage = t.untyped_storage()
@@ -115,21 +96,11 @@ class SavedTensorCounter:
         return sum(n for n, copy in self._saved.values() if copy)
 
 
-def _unpack(t: torch.Tensor) -> torch.Tensor:
-    return t
-
-
 @dataclass(frozen=True)
 class MemoryBreakdown:
-    """Bytes of one training cycle by what they hold (each the largest seen in the cycle).
-
-    param_bytes: parameters and buffers; grad_bytes: `.grad` tensors after backward;
-    optimizer_state_bytes: every tensor in optimizer.state on the model's device; activation_bytes:
-    saved for backward by one micro-batch's forward; weight_copy_bytes: autocast's 16-bit weight
-    copies; recompute_bytes: one checkpointed block recomputed in backward (0 without
-    checkpointing); data_bytes: the batches the step holds; peak_bytes: the meter's peak
-    (meter "allocated": CUDA's allocator; "counted": the components summed at phase boundaries).
-    """
+    """Bytes of one training cycle by what they hold, each the largest seen (activations: one
+    micro-batch's forward; recompute: one checkpointed block; meter "allocated": CUDA's
+    allocator, "counted": the components summed at phase boundaries)."""
 
     param_bytes: int
     grad_bytes: int
@@ -158,13 +129,9 @@ class MemoryBreakdown:
 
 
 class StepMemory:
-    """Watches a Trainer's cycles (pass it as `watch=`): components, peak, an injected limit.
-
-    Create it before the model is built so that CUDA's peak counts the whole step (or give
-    `base_bytes`, what was allocated before the model); `limit_bytes`
-    makes a phase whose peak exceeds it raise InjectedOOM (is_oom() is true for it), the way a
-    smaller card would run out.
-    """
+    """Watches a Trainer's cycles: components, peak, and InjectedOOM above `limit_bytes` (as
+    a smaller card would run out). Made before the model, so CUDA's peak counts it all (or
+    given `base_bytes`, what was allocated before the model)."""
 
     def __init__(self, device: str, *, limit_bytes: int | None = None,
                  base_bytes: int | None = None):
@@ -189,7 +156,6 @@ class StepMemory:
             self._base = torch.cuda.memory_allocated(device) if base_bytes is None \
                 else base_bytes
 
-    # ---- called by Trainer.cycle ------------------------------------------------------------
     def forward(self, exclude: Sequence) -> SavedTensorCounter:
         """The context that wraps one micro-batch's forward and loss."""
         self._counter = SavedTensorCounter(self._model.parameters(), exclude=exclude)
@@ -217,7 +183,6 @@ class StepMemory:
                 f"{format_bytes(self.peak_bytes)} ({self.meter}), the limit is "
                 f"{format_bytes(self.limit_bytes)}")
 
-    # ---- what it saw ------------------------------------------------------------------------
     @property
     def peak_bytes(self) -> int:
         if self.on_cuda:
@@ -238,8 +203,8 @@ class StepMemory:
 
 
 def _state_bytes(optimizer: torch.optim.Optimizer, device: torch.device) -> int:
-    """Bytes of the optimizer's state tensors on `device` (Adam's `step` counters live on the
-    CPU when the parameters are on a GPU; they are not GPU memory)."""
+    """Bytes of the optimizer's state on `device` (not Adam's CPU `step` counters of GPU
+    parameters)."""
     return tensor_bytes(v for state in optimizer.state.values() for v in state.values()
                         if isinstance(v, torch.Tensor) and v.device == device)
 
@@ -253,8 +218,8 @@ _STATE_BUFFERS = {"sgd": 1, "adamw": 2}
 
 
 def static_bytes_per_param(precision: str, optimizer: str) -> int:
-    """Weights + grads + optimizer state per parameter: 16 for AdamW with fp32 master weights
-    (fp32, tf32, fp16/bf16 autocast), 8 for pure bf16 AdamW, 12 for SGD with momentum."""
+    """Weights + grads + optimizer state per parameter: 16 for AdamW with fp32 master weights,
+    8 for pure bf16 AdamW, 12 for SGD with momentum."""
     if precision not in _WEIGHT_BYTES or optimizer not in _STATE_BUFFERS:
         raise ValueError(f"no rule for precision={precision!r}, optimizer={optimizer!r}: "
                          f"precisions {list(_WEIGHT_BYTES)}, optimizers {list(_STATE_BUFFERS)}")
@@ -273,20 +238,12 @@ def _line(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class MemoryModel:
-    """Peak bytes of a training step vs its micro-batch, from the breakdown of a few probes.
+    """Peak bytes of a training step vs its micro-batch b: params, grads and optimizer state
+    counted; lines in b fitted for the saved tensors, a recomputed block, the data, and the
+    residual (measured less counted: CUDA's transients; 0 on a CPU). The counted peak is
 
-    Counted exactly: parameters, gradients, optimizer state. Fitted as lines in the
-    micro-batch b: what one micro-batch's forward saves (activations and 16-bit weight copies),
-    one recomputed block (checkpointing), the batches held, and the residual: measured peak less
-    the counted peak (0 with the CPU's counted meter; on CUDA the transients the counts cannot
-    see, e.g. the loss's logits gradient, AdamW's temporaries). The counted peak follows the
-    phases of a step:
-
-        forward:  params + state + saved(b) + data(b)  (+ grads when accumulating: they live
-                  through the next micro-batch's forward)
+        forward:  params + state + saved(b) + data(b)  (+ grads when accumulating)
         backward: params + state + grads + recompute(b) + data(b)
-
-    so at small batches the gradients decide the peak and at large ones the activations.
     """
 
     param_bytes: int
@@ -310,7 +267,7 @@ class MemoryModel:
         return self.saved[1] + self.data[1] + self.residual[1]
 
     def counted(self, batch_size: float) -> float:
-        """The counted peak at micro-batch `batch_size` (see the class docstring)."""
+        """The counted peak at micro-batch `batch_size`."""
         at = lambda line: line[0] + line[1] * batch_size  # noqa: E731
         forward = at(self.saved) + (self.grad_bytes if self.grads_in_forward else 0)
         backward = self.grad_bytes + at(self.recompute)
@@ -322,8 +279,7 @@ class MemoryModel:
         return self.counted(batch_size) + self.residual[0] + self.residual[1] * batch_size
 
     def largest_batch(self, limit_bytes: float, cap: int = 2**31 - 1) -> int:
-        """The largest micro-batch predicted to stay within `limit_bytes` (0: none fits; `cap`
-        when the prediction never reaches the limit)."""
+        """The largest micro-batch predicted within `limit_bytes` (0: none; `cap`: all)."""
         if self.predict(1) > limit_bytes:
             return 0
         if self.predict(cap) <= limit_bytes:
@@ -335,18 +291,15 @@ class MemoryModel:
         return lo
 
     def to_dict(self) -> dict:
-        return {"param_bytes": self.param_bytes, "grad_bytes": self.grad_bytes,
-                "optimizer_state_bytes": self.optimizer_state_bytes,
-                "grads_in_forward": self.grads_in_forward, "saved": list(self.saved),
-                "recompute": list(self.recompute), "data": list(self.data),
-                "residual": list(self.residual), "per_sample_bytes": self.per_sample_bytes,
-                "probes": [list(p) for p in self.probes], "meter": self.meter}
+        lines = {k: list(getattr(self, k)) for k in ("saved", "recompute", "data", "residual")}
+        return {**asdict(self), **lines, "per_sample_bytes": self.per_sample_bytes,
+                "probes": [list(p) for p in self.probes]}
 
 
 def fit_memory_model(probes: Sequence[tuple[int, MemoryBreakdown]], *,
                      grads_in_forward: bool) -> MemoryModel:
     """A MemoryModel from (micro-batch, MemoryBreakdown) probes at two or more batch sizes;
-    `grads_in_forward`: the step accumulates (two or more micro-batches per optimizer step)."""
+    `grads_in_forward`: the step accumulates."""
     if len({int(b) for b, _ in probes}) < 2:
         raise ValueError(f"the memory model needs probes at two or more micro-batch sizes, got "
                          f"{[b for b, _ in probes]}; probe e.g. at 2 and 4")
@@ -362,7 +315,6 @@ def fit_memory_model(probes: Sequence[tuple[int, MemoryBreakdown]], *,
                         meter=last.meter)
     intercept, slope = _line([(b, d.peak_bytes - model.counted(b)) for b, d in probes])
     return replace(model, residual=(intercept, max(slope, -model.saved[1])))
-
 
 
 def prediction_error(predicted: float, measured: float) -> float:

@@ -1,24 +1,11 @@
-"""Model FLOPs utilisation (MFU) of a training step: the model's FLOPs per sample, counted by
-torch's own FlopCounterMode, times samples/s, over the card's peak for the step's precision.
+"""Model FLOPs utilisation (MFU) of a training step: the FLOPs of one micro-batch's forward and
+backward of a fresh eager model (torch's FlopCounterMode: matmuls, convolutions, attention; no
+optimizer, no recomputation, as in the PaLM paper) times samples/s, over the peak of the step's
+matmul precision: the datasheet's (None on a CPU) and the one `python -m a800lab peak` recorded.
+40-60% is a good large-model training MFU on an A100/H100 (elementwise work adds no FLOPs).
 
-    from a800lab.workloads.training.mfu import count_model_flops, mfu_figures
     count = count_model_flops(spec, task, "cpu")   # FlopCount: per_sample, by_op (per sample)
-    mfu_figures(count.per_sample, samples_per_s=5000.0, precision="bf16", device="cuda:0")
-    # {"model_flops_per_sample": ..., "achieved_tflops": ..., "datasheet_peak_tflops": 312.0,
-    #  "mfu_pct_of_datasheet_peak": 41.2, "measured_peak_tflops": ..., ...}
-
-What counts: one micro-batch's forward and backward of a fresh eager model at the spec's
-micro-batch, as torch.utils.flop_counter.FlopCounterMode counts them (matmuls, convolutions,
-attention; elementwise work, normalisation and the optimizer step are not FLOPs to it, as in
-the PaLM paper's MFU). Activation checkpointing's recomputed forward is not counted (that
-would be hardware FLOPs utilisation), nor is compilation: MFU is a property of the model and
-the rate, whatever the kernels. The peaks are those of the step's matmul precision (bf16_pure:
-bf16): the datasheet's dense figure (a800lab.core.specs.peak_for; None on a CPU or an unknown
-card) and the one `python -m a800lab peak` recorded for this environment (None until then).
-
-Why a training step's MFU is far below a matmul's "92% of peak": the step also runs
-elementwise kernels, normalisation, the optimizer and launch gaps, none of which add FLOPs;
-40-60% MFU is a good large-model training figure on an A100/H100.
+    mfu_figures(count.per_sample, 5000.0, peaks_for("bf16", "cuda:0"))   # achieved_tflops, MFU %
 """
 
 from __future__ import annotations
@@ -52,8 +39,7 @@ class FlopCount:
 
 
 def count_model_flops(spec: TrainSpec, task: Task, device: str) -> FlopCount:
-    """Count one micro-batch's forward and backward of a fresh model (eager, no checkpointing,
-    no accumulation) with FlopCounterMode; see the module docstring."""
+    """One micro-batch's forward and backward of a fresh eager model, counted."""
     plain = replace(spec, checkpointing=False, compile="off", accum_steps=1)
     trainer = Trainer(plain, task, device)
     batch = trainer.batch()
@@ -65,8 +51,8 @@ def count_model_flops(spec: TrainSpec, task: Task, device: str) -> FlopCount:
 
 
 def peaks_for(precision: str, device: str, env: dict | None = None) -> dict:
-    """The datasheet and measured peaks (TFLOP/s) of a training precision's matmuls on
-    `device`, each None when unknown, with the datasheet's source or why it is unknown."""
+    """The datasheet and measured peaks (TFLOP/s, None when unknown) of a precision's matmuls
+    on `device`, with the datasheet's source or why it is unknown."""
     core = matmul_precision_of(precision)
     env = env if env is not None else environment(device)
     if device.startswith("cuda"):
@@ -78,8 +64,7 @@ def peaks_for(precision: str, device: str, env: dict | None = None) -> dict:
 
 
 def mfu_figures(flops_per_sample: float, samples_per_s: float, peaks: dict) -> dict:
-    """achieved_tflops = flops_per_sample x samples_per_s / 1e12, and MFU as a percentage of
-    each peak in `peaks` (peaks_for's dict; a None peak gives a None MFU)."""
+    """achieved_tflops and the MFU (%) against each of peaks_for's peaks (None for None)."""
     achieved = flops_per_sample * samples_per_s / 1e12
 
     def pct(peak):

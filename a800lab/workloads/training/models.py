@@ -1,33 +1,10 @@
-"""Model presets for the training lab: an MLP, a small decoder-only Transformer and a small
-ResNet-style CNN, each with generated data on a task whose loss and accuracy show learning; and
-two field-standard shapes the report measures the guide's claims on: the Transformer at GPT-2
-small's shape (size "gpt2_small") and torchvision's ResNet-50 (model "resnet50", optional).
+"""Model presets on generated data whose loss and accuracy show learning within tens of steps:
+an MLP, a small decoder-only Transformer (also at GPT-2 small's shape) and a ResNet-style CNN;
+and torchvision's ResNet-50 (optional extra `a800lab[resnet]`, random weights: nothing is
+downloaded). Their repeated blocks are `model.blocks`, what activation checkpointing wraps.
 
-    from a800lab.workloads.training.models import preset
     task = preset("transformer", "tiny")     # a Task: make_model, make_batch, loss_fn, accuracy_fn
-    model = task.make_model()                # seeded: the same weights every call
     x, y = task.make_batch(32, generator)    # 32 samples, made on the generator's device
-    preset("transformer", "gpt2_small")      # 12 layers, d=768, 12 heads, 1024 tokens, 50257 vocab
-    preset("resnet50", "224")                # torchvision resnet50(weights=None), 224x224 images
-
-Nothing is downloaded (ResNet-50's weights are random: weights=None; torchvision is the optional
-extra `a800lab[resnet]`, and without it preset("resnet50") says why and what to install). The
-tasks are learnable in tens of steps, so a precision that harms learning shows as a higher loss
-or a lower accuracy after the same steps:
-
-- mlp: classify Gaussian vectors by a fixed random teacher network (10 classes);
-- transformer: continue sequences with x[t+1] = x[t-1] + 1 mod vocab (each position needs
-  attention to the one before it); the first position's target is unknowable and ignored;
-- cnn: classify images holding one of 10 fixed smooth patterns under noise. It uses batch
-  norm, as ResNets do, so k micro-batches of b are *not* one batch of k*b (the batch
-  statistics differ); gradient accumulation is exact only without batch norm.
-
-- resnet50: torchvision's ResNet-50 (1000-class head, batch norm) on the cnn task's patterns
-  at 224x224.
-
-Every lab preset keeps its repeated blocks in `model.blocks` (an nn.ModuleList), which is what
-activation checkpointing wraps (a800lab.workloads.training.task.checkpoint_blocks); torchvision's
-ResNet-50 keeps its own layout (layer1..layer4) and is not checkpointed.
 """
 
 from __future__ import annotations
@@ -76,16 +53,10 @@ EVAL_BATCH = {"gpt2_small": 8, "224": 32}   # held-out samples where 256 would n
 
 @dataclass(frozen=True)
 class Task:
-    """A model factory and its data: everything a training step needs besides the spec.
-
-    make_model() -> nn.Module (on the CPU, float32; the trainer moves and casts it);
-    make_batch(batch_size, generator) -> (inputs, targets) on the generator's device;
-    loss_fn(outputs, targets) -> scalar; accuracy_fn(outputs, targets) -> fraction correct,
-    or None (or a function answering None) when the task has no accuracy; lr: a learning rate
-    that trains it in tens of steps;
-    eval_batch: the held-out batch's size (smaller for the large shapes: GPT-2 small's logits
-    for 256 sequences of 1024 tokens alone would take 50 GB).
-    """
+    """A model factory and its data: make_model() -> nn.Module (CPU, float32); make_batch(
+    batch_size, generator) -> (inputs, targets) on the generator's device; loss_fn; accuracy_fn
+    (None, or answering None: no accuracy); lr: trains it in tens of steps; eval_batch: the
+    held-out batch (smaller for large shapes: GPT-2 small's logits for 256 sequences: 50 GB)."""
 
     name: str
     make_model: Callable[[], nn.Module]
@@ -117,7 +88,6 @@ def _teacher(*shape: int) -> torch.Tensor:
     return torch.randn(*shape, generator=g)
 
 
-# ---- MLP ----------------------------------------------------------------------------------
 class MLP(nn.Module):
     """in_dim -> [Linear(hidden) + ReLU] x depth -> Linear(classes); blocks = the hidden layers."""
 
@@ -136,6 +106,7 @@ class MLP(nn.Module):
 
 
 def _mlp_task(in_dim: int, hidden: int, depth: int) -> Task:
+    # Gaussian vectors classified by a fixed random teacher network
     w1, w2 = _teacher(in_dim, 32), _teacher(32, CLASSES)
 
     def make_batch(batch_size: int, generator: torch.Generator):
@@ -144,11 +115,10 @@ def _mlp_task(in_dim: int, hidden: int, depth: int) -> Task:
         y = (torch.tanh(x @ w1.to(device)) @ w2.to(device)).argmax(-1)
         return x, y
 
-    return Task("mlp", lambda: _seeded(MLP, in_dim, hidden, depth), make_batch, cross_entropy,
+    return Task("mlp", lambda: seeded(MLP, in_dim, hidden, depth), make_batch, cross_entropy,
                 argmax_accuracy, f"MLP {in_dim}-{hidden}x{depth}-{CLASSES}: teacher classes")
 
 
-# ---- Transformer ----------------------------------------------------------------------------
 class Block(nn.Module):
     """Pre-norm decoder block: causal self-attention and a 4x MLP, each with a residual."""
 
@@ -190,6 +160,7 @@ class TinyGPT(nn.Module):
 
 
 def _transformer_task(vocab: int, seq_len: int, d_model: int, layers: int, heads: int) -> Task:
+    # x[t+1] = x[t-1] + 1 mod vocab: each position needs attention to the one before it
     def make_batch(batch_size: int, generator: torch.Generator):
         device = generator.device
         first = torch.randint(0, vocab, (batch_size, 2), generator=generator, device=device)
@@ -200,13 +171,12 @@ def _transformer_task(vocab: int, seq_len: int, d_model: int, layers: int, heads
         targets[:, 0] = IGNORE_INDEX  # x[1] is random: nothing to learn there
         return seq[:, :-1], targets
 
-    return Task("transformer", lambda: _seeded(TinyGPT, vocab, seq_len, d_model, layers, heads),
+    return Task("transformer", lambda: seeded(TinyGPT, vocab, seq_len, d_model, layers, heads),
                 make_batch, cross_entropy, argmax_accuracy,
                 f"decoder d={d_model} x{layers} layers, {seq_len} tokens: x[t+1] = x[t-1] + 1 "
                 f"mod {vocab}")
 
 
-# ---- CNN -----------------------------------------------------------------------------------
 class BasicBlock(nn.Module):
     """conv3x3-BN-ReLU-conv3x3-BN plus the input, then ReLU (ResNet's basic block)."""
 
@@ -253,7 +223,8 @@ def _patterns(image: int):
 
 
 def _cnn_task(image: int, width: int, blocks: int) -> Task:
-    return Task("cnn", lambda: _seeded(SmallResNet, width, blocks), _patterns(image),
+    # batch norm, as in ResNets: accumulation is exact only without it (per-micro-batch stats)
+    return Task("cnn", lambda: seeded(SmallResNet, width, blocks), _patterns(image),
                 cross_entropy, argmax_accuracy,
                 f"ResNet-style width {width} x{blocks} blocks (batch norm), {image}x{image} "
                 "patterns under noise")
@@ -266,17 +237,17 @@ def _resnet50() -> nn.Module:
 
 
 def _resnet50_task(image: int = 224) -> Task:
-    return Task("resnet50", lambda: _seeded(_resnet50), _patterns(image), cross_entropy,
+    return Task("resnet50", lambda: seeded(_resnet50), _patterns(image), cross_entropy,
                 argmax_accuracy,
                 f"torchvision ResNet-50 (weights=None, 1000-class head), {image}x{image} "
                 f"patterns of {CLASSES} classes under noise")
 
 
-def _seeded(cls, *args) -> nn.Module:
-    """cls(*args) with a fixed seed and the caller's RNG state left as it was."""
+def seeded(make, *args) -> nn.Module:
+    """make(*args) under a fixed seed (the same weights every call), the caller's RNG intact."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        return cls(*args)
+        return make(*args)
 
 
 _BUILDERS = {"mlp": _mlp_task, "transformer": _transformer_task, "cnn": _cnn_task}
@@ -303,28 +274,20 @@ def preset(model: str, size: str = "tiny") -> Task:
         reason = torchvision_reason()
         if reason:
             raise ValueError(f"{model} comes from torchvision's model zoo: {reason}")
-        return replace(_resnet50_task(int(size)), lr=LEARNING_RATES[size],
-                       eval_batch=EVAL_BATCH.get(size, 256))
-    return replace(_BUILDERS[model](**DIMENSIONS[model][size]), lr=LEARNING_RATES[size],
-                   eval_batch=EVAL_BATCH.get(size, 256))
-
-
-def parameter_count(model: nn.Module) -> int:
-    """Number of parameter elements."""
-    return sum(p.numel() for p in model.parameters())
+        task = _resnet50_task(int(size))
+    else:
+        task = _BUILDERS[model](**DIMENSIONS[model][size])
+    return replace(task, lr=LEARNING_RATES[size], eval_batch=EVAL_BATCH.get(size, 256))
 
 
 def describe_sizes() -> dict[str, dict[str, str]]:
     """model -> size -> "N params" (built on the meta device: nothing allocated)."""
-    out: dict[str, dict[str, str]] = {}
-    for model in MODELS:
-        out[model] = {}
-        for size in sizes_of(model):
-            with torch.device("meta"):
-                count = parameter_count(preset(model, size).make_model())
-            out[model][size] = f"{count / 1e6:.3g}M params" if count >= 1e5 else \
-                f"{count / 1e3:.3g}k params"
-    return out
+    def params(model: str, size: str) -> str:
+        with torch.device("meta"):
+            count = sum(p.numel() for p in preset(model, size).make_model().parameters())
+        return f"{count / 1e6:.3g}M params" if count >= 1e5 else f"{count / 1e3:.3g}k params"
+
+    return {model: {size: params(model, size) for size in sizes_of(model)} for model in MODELS}
 
 
 def default_size(device: str) -> str:

@@ -1,33 +1,13 @@
 """Training numerics the report asks about: the held-out loss a precision reaches after N steps
 (and whether TF32 really engaged), and embedding tables stored in fp16 against fp32.
 
-    from a800lab.workloads.training.numerics import held_out_point, embedding_point
-    p = held_out_point("tf32", model="transformer", size="medium", train_steps=100,
-                       device="cuda")
+    p = held_out_point("tf32", model="transformer", size="medium", device="cuda")
     p["eval_loss"], p["matmul_probe_error"]   # TF32 engaged: the probe's error >> fp32's ~1e-7
     e = embedding_point("fp16", model="transformer", size="medium", device="cuda")
     e["eval_loss"], e["lost_update_share"]    # share of the last step's embedding updates lost
 
-Both train a fresh preset model (seeded weights; `seed` picks the data order) for `train_steps`
-optimizer steps on fresh batches, synchronising every step, then take the held-out batch's
-loss and accuracy (Trainer.evaluate: the same batch for every config). Throughput is training
-samples/s over those steps, batch generation included (the point is the loss, not the speed).
-
-- held_out_point trains in one training precision (a800lab.workloads.training.spec), and
-  multiplies a 256^3 float32 probe under the same settings: its error against float64 says
-  whether TF32 engaged (about 1e-7 in IEEE fp32, about 1e-4 to 1e-3 with TF32), so a "tf32" run
-  that silently ran IEEE fp32 cannot pass for one.
-- embedding_point stores every nn.Embedding of the model in `embedding` (fp16 or fp32), the rest
-  in fp32 weights trained in `precision` (default fp32_default, so that a GradScaler, which
-  refuses fp16 gradients, is not needed), with AdamW. `optimizer_state="fp32"` keeps AdamW's
-  moments, its eps and its arithmetic in fp32 for every table (an fp16 table's value and
-  gradient go to an fp32 twin each step, AdamW steps the twin, the result is stored back in
-  fp16): only the storage rounds, and an update below half a unit in the last place of a weight
-  is lost; `lost_update_share` counts that on the last step (of the table entries with a
-  non-zero gradient, the share the step left unchanged). `optimizer_state="fp16"` is plain
-  AdamW on the fp16 table, as `model.embed.half()` in plain PyTorch gives: its moments live in
-  fp16 too, where g^2 and eps=1e-8 underflow to 0 and the update divides by zero (the loss
-  turns NaN: eval_loss None and `diverged` True, with a message): a different failure.
+Both train a fresh preset for `train_steps` steps, synced per step, then score the held-out
+batch; samples/s counts batch generation (the point is the loss, not the speed).
 """
 
 from __future__ import annotations
@@ -51,8 +31,8 @@ PROBE_SIZE = 256
 
 
 def matmul_probe_error(device: str) -> float:
-    """Relative error vs float64 of a PROBE_SIZE^3 float32 torch.matmul under the settings in
-    force now (TF32 on: ~1e-4..1e-3; IEEE fp32: ~1e-7)."""
+    """Relative error vs float64 of a PROBE_SIZE^3 float32 matmul under the settings in force
+    (TF32: ~1e-4..1e-3; IEEE fp32: ~1e-7): a "tf32" run that ran IEEE cannot pass for one."""
     ops = make_operands(PROBE_SIZE, PROBE_SIZE, PROBE_SIZE, "fp32", device, seed=11)
     return ops.rel_error(ops.run())
 
@@ -126,9 +106,9 @@ def _embedding_tables(model: nn.Module) -> list[nn.Parameter]:
 
 
 class Fp32State:
-    """AdamW whose state and arithmetic stay fp32 for low-precision tables: each step a table's
-    stored value and gradient go to an fp32 twin, AdamW steps the twin, and the result is stored
-    back in the table's dtype, so only the storage rounds (the Trainer's optimizer slot)."""
+    """AdamW in fp32 for low-precision tables: each step steps an fp32 twin of a table's value
+    and gradient and stores the result back, so only the storage rounds (an update below half
+    an ulp is lost)."""
 
     def __init__(self, model: nn.Module, tables: list[nn.Parameter], lr: float):
         self.pairs = [(w, nn.Parameter(w.detach().float())) for w in tables
@@ -156,8 +136,10 @@ def embedding_point(embedding: str = "fp16", model: str = "transformer", size: s
                     optimizer_state: str = "fp32", *,
                     train_steps: int = 60, seed: int = 0, device: str = "auto",
                     cancel: CancelToken | None = None) -> dict:
-    """Train with the embedding tables stored in `embedding`, then the held-out loss and the
-    share of the last step's table updates that were lost (module docstring); a sweep point."""
+    """Train with every nn.Embedding stored in `embedding`, the rest in `precision`; then the
+    held-out loss and `lost_update_share`: of the last step's table entries with a non-zero
+    gradient, the share left unchanged. optimizer_state="fp32" steps the tables with Fp32State;
+    "fp16" is plain AdamW on them (`embed.half()`): g^2 and eps underflow, the loss turns NaN."""
     for name, value in (("embedding", embedding), ("optimizer_state", optimizer_state)):
         if value not in EMBEDDING_DTYPES:
             raise ValueError(f"{name}={value!r}: use one of {tuple(EMBEDDING_DTYPES)}")

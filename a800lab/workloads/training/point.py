@@ -1,17 +1,8 @@
 """The training lab's sweep points: train, count, then time one configuration.
 
-    from a800lab.workloads.training.point import train_point
     point = train_point(model="mlp", batch_size=32, accum_steps=2, precision="fp32")
     point["throughput"], point["loss"], point["activation_bytes"]   # samples/s, ..., bytes
-    run_sweep(train_point, {"batch_size": [8, 16, 32]}, fixed={"model": "mlp"},
-              workload="train")
-    accumulation_point(...)   # the same, plus the gap to one large batch's gradient
-
-A point: probes fit a memory model (a800lab.workloads.training.memory) at two smaller
-micro-batches; a fresh model trains `train_steps` optimizer steps on fresh data (loss, scale and
-skipped steps per step: the learning curve); one instrumented cycle counts the memory
-breakdown; a held-out batch gives loss and accuracy; then measure() times cycles on a fixed pool
-of batches (warm-up excluded, CUDA synchronised). Throughput is samples/s at the effective batch.
+    run_sweep(train_point, {"batch_size": [8, 16, 32]}, fixed={"model": "mlp"}, workload="train")
 """
 
 from __future__ import annotations
@@ -27,28 +18,17 @@ from ...core.cancel import CancelToken
 from ...core.memory import free_after_oom
 from ...core.timing import measure
 from .levers import CompileWatch
-from .memory import (
-    StepMemory,
-    fit_memory_model,
-    prediction_error,
-)
+from .memory import StepMemory, fit_memory_model, prediction_error
 from .mfu import count_model_flops, mfu_figures, peaks_for
 from .models import Task, preset
 from .spec import TrainSpec, check_precision, positive_int, precision_context
-from .trainer import (
-    POOL_BATCHES,
-    Trainer,
-    accumulation_gaps,
-    check_levers,
-    measure_step_memory,
-)
+from .trainer import POOL_BATCHES, Trainer, accumulation_gaps, check_levers, measure_step_memory
 
 DEFAULT_TRAIN_STEPS = 30
 
 
 def probe_batches(batch_size: int) -> tuple[int, int]:
-    """Two micro-batches below `batch_size` to fit a memory model from (b/4 and b/2, at least
-    1 and 2)."""
+    """Two micro-batches to fit a memory model from: b/4 and b/2 (at least 1 and 2)."""
     half = max(2, batch_size // 2)
     return max(1, half // 2), half
 
@@ -58,9 +38,8 @@ PROBE_CYCLES = 2  # the optimizer's first step creates its state; the second run
 
 def fit_from_probes(spec: TrainSpec, task: Task, device: str, batches: Sequence[int],
                     *, limit_bytes: int | None = None):
-    """A MemoryModel fitted to probes of a fresh model at each micro-batch in `batches`, each
-    PROBE_CYCLES optimizer steps with the spec's accumulation (at most 2: from two micro-batches
-    on, the gradients live through the next forward and more steps change nothing)."""
+    """A MemoryModel fitted to probes of a fresh model at each micro-batch in `batches`."""
+    # accumulation of 2 or more keeps the gradients through the next forward: 2 tells it all
     accum = min(spec.accum_steps, 2)
     probes = [(b, measure_step_memory(replace(spec, batch_size=b, accum_steps=accum), task,
                                       device, cycles=PROBE_CYCLES, limit_bytes=limit_bytes))
@@ -68,7 +47,6 @@ def fit_from_probes(spec: TrainSpec, task: Task, device: str, batches: Sequence[
     return fit_memory_model(probes, grads_in_forward=accum > 1)
 
 
-# ---- the sweep point -----------------------------------------------------------------------------
 def train_point(model: str = "mlp", size: str = "tiny", batch_size: int = 32,
                 accum_steps: int = 1, precision: str = "fp32", optimizer: str = "adamw",
                 checkpointing: bool = False, *, task: Task | None = None,
@@ -81,21 +59,9 @@ def train_point(model: str = "mlp", size: str = "tiny", batch_size: int = 32,
                 channels_last: bool = False, predict_memory: bool = True,
                 device: str = "auto", seed: int = 0,
                 cancel: CancelToken | None = None) -> dict:
-    """Train, count, then time one configuration; a sweep point function (see the module
-    docstring). `task`: your own Task (custom_task); `model`/`size` name a preset otherwise;
-    `lr` None takes the task's.
-
-    Returns throughput (samples/s at the effective batch), timing, optimizer_steps_per_s,
-    effective_batch, loss (the last training step's), eval_loss and accuracy (held-out batch),
-    loss_curve, scale_curve and skipped_steps (steps the scaler skipped), scale, the memory
-    breakdown (param_bytes, grad_bytes, optimizer_state_bytes, activation_bytes,
-    weight_copy_bytes, recompute_bytes, data_bytes, counted_bytes, step_peak_bytes and
-    memory_meter) and predicted_peak_bytes (the memory model fitted to two smaller probes);
-    MFU (a800lab.workloads.training.mfu): model_flops_per_sample (FLOP, forward + backward),
-    achieved_tflops, datasheet_peak_tflops / measured_peak_tflops of the precision's matmuls
-    and mfu_pct_of_datasheet_peak / mfu_pct_of_measured_peak (None where the peak is unknown);
-    with compile on: compile_s, compiled_graphs, recompiles and graph_breaks (levers.CompileWatch).
-    """
+    """Probes fit a memory model; a fresh model of `task` (else the preset `model` at `size`)
+    trains `train_steps` steps (the loss curve); one cycle is counted (the memory breakdown), a
+    held-out batch scored, then cycles on a fixed pool timed: samples/s, memory, loss, MFU."""
     spec = TrainSpec(model=model if task is None else task.name, size=size,
                      batch_size=batch_size, accum_steps=accum_steps, precision=precision,
                      optimizer=optimizer, checkpointing=checkpointing, lr=lr,
@@ -157,9 +123,8 @@ def train_point(model: str = "mlp", size: str = "tiny", batch_size: int = 32,
 def accumulation_point(model: str, size: str, batch_size: int, accum_steps: int,
                        precision: str = "fp32", *, device: str = "cpu", train_steps: int = 5,
                        budget_s: float = 0.3, cancel: CancelToken | None = None) -> dict:
-    """train_point at (micro-batch, accumulation steps), plus, with accumulation, the gap
-    between its gradient and the same samples' as one batch, and the gap of the tuning guide's
-    snippet, which keeps only the last micro-batch's gradient (trainer.accumulation_gaps)."""
+    """train_point, plus with accumulation its gradient's gaps to one batch of the same samples
+    (trainer.accumulation_gaps)."""
     out = train_point(model=model, size=size, batch_size=batch_size, accum_steps=accum_steps,
                       precision=precision, device=device, train_steps=train_steps,
                       budget_s=budget_s, predict_memory=False, cancel=cancel)

@@ -1,21 +1,10 @@
 """Profile a training step: where its time goes, whether it is launch-bound, its top ops, and a
-Perfetto / Chrome trace file for your own tools.
+Perfetto / Chrome trace file. A fresh model warms up, the step is timed unprofiled (the honest
+step time), then `steps` steps run under torch.profiler, read by trace.py.
 
-    from a800lab.workloads.training.profile import profile_step
-    report = profile_step(TrainSpec(model="transformer", batch_size=32, precision="bf16"),
-                          out="prof/")            # prof/trace.json and prof/profile.json
-    report.breakdown.categories_ms               # ms per step: matmul/conv ... idle
-    report.busy_pct, report.bound, report.verdict # "launch-bound: the device waited ..."
-    print(report.summary())                       # what `python -m a800lab profile` prints
-    profile_step(spec, task=custom_task(make_model, make_batch))   # your own model
-
-How: a fresh model trains `warmup_steps` optimizer steps (the optimizer's state and any
-compilation happen there), the step is timed unprofiled with measure() (the honest step time:
-the profiler adds a few microseconds per op), then `steps` steps run under torch.profiler, each
-inside record_function("a800lab step N"), synchronised once at the end, as training runs. The
-exported trace is analysed by a800lab.workloads.training.trace: on a GPU the CUDA timeline
-(kernels by category, copies by direction, idle, the gaps where the device waited for a
-launch); on a CPU (labelled CPU mode) the host's op self times, and the time outside ops.
+    report = profile_step(TrainSpec(model="transformer", batch_size=32), out="prof/")
+    report.busy_pct, report.bound, report.verdict   # "launch-bound: the device waited ..."
+    print(report.summary())                         # what `python -m a800lab profile` prints
 """
 
 from __future__ import annotations
@@ -25,7 +14,7 @@ import json
 import os
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -51,7 +40,7 @@ TRACE_FILE, REPORT_FILE = "trace.json", "profile.json"
 
 @dataclass
 class ProfileReport:
-    """One profiled configuration: the breakdown per step, headlines, files, conditions."""
+    """One profiled configuration: the breakdown per step, headlines, the trace, conditions."""
 
     spec: dict
     device: str
@@ -88,8 +77,7 @@ class ProfileReport:
 
     @property
     def launch_bound(self) -> bool | None:
-        """True when the device waited for launches for LAUNCH_BOUND_SHARE of a step or more;
-        None in CPU mode (no device to wait)."""
+        """The device waited for launches LAUNCH_BOUND_SHARE of a step or more (CPU: None)."""
         waited = self.breakdown.launch_wait_ms
         if waited is None:
             return None
@@ -97,8 +85,8 @@ class ProfileReport:
 
     @property
     def bound(self) -> str:
-        """"launch-bound", "device-bound" or "mixed" on a GPU; "overhead-bound" (outside ops
-        half the step or more), "compute-bound" or "mixed" in CPU mode."""
+        """GPU: "launch-bound", "device-bound" or "mixed"; CPU: "overhead-bound" (outside ops
+        half the step or more), "compute-bound" or "mixed"."""
         if self.on_cuda:
             if self.launch_bound:
                 return "launch-bound"
@@ -177,29 +165,18 @@ class ProfileReport:
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        b = self.breakdown
-        return {"spec": self.spec, "device": self.device, "device_name": self.device_name,
-                "mode": self.mode, "torch_threads": self.torch_threads, "steps": self.steps,
-                "warmup_steps": self.warmup_steps, "step_ms": self.step_ms,
-                "step_iqr_ms": self.step_iqr_ms, "samples_per_s": self.samples_per_s,
-                "effective_batch": self.effective_batch, "busy_pct": self.busy_pct,
-                "bound": self.bound, "launch_bound": self.launch_bound, "verdict": self.verdict,
-                "profiler_overhead": self.profiler_overhead,
-                "overhead_note": self.overhead_note, "noise": self.noise,
-                "profiler_log": self.profiler_log,
-                "trace_path": self.trace_path,
-                "window_ms": b.window_ms, "categories_ms": b.categories_ms,
-                "overlap_ms": b.overlap_ms, "host_ops_ms": b.host_ops_ms,
-                "launch_api_ms": b.launch_api_ms, "launches": b.launches,
-                "sync_wait_ms": b.sync_wait_ms, "launch_wait_ms": b.launch_wait_ms,
-                "top_ops": b.top_ops}
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "breakdown"}
+        told = ("samples_per_s", "busy_pct", "bound", "launch_bound", "verdict",
+                "profiler_overhead", "overhead_note")
+        seen = ("window_ms", "categories_ms", "overlap_ms", "host_ops_ms", "launch_api_ms",
+                "launches", "sync_wait_ms", "launch_wait_ms", "top_ops")
+        return {**own, **{k: getattr(self, k) for k in told},
+                **{k: getattr(self.breakdown, k) for k in seen}}
 
 
 @contextlib.contextmanager
 def native_stderr_into(lines: list[str]):
-    """File descriptor 2 (C++ writes: kineto's "profiler_start" lines and its note when a
-    profile starts off the main thread) into `lines` inside the block, restored after. Only
-    the profiler's start and stop run inside it, so nothing else of the process is caught."""
+    """File descriptor 2 (kineto's C++ chatter) into `lines` inside the block, restored after."""
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as caught:
@@ -217,9 +194,8 @@ def profile_step(spec: TrainSpec, task: Task | None = None, *, device: str = "au
                  steps: int = 3, warmup_steps: int = 3, timing_budget_s: float = 0.3,
                  out: str | Path | None = None,
                  cancel: CancelToken | None = None) -> ProfileReport:
-    """Profile `steps` optimizer steps of `spec` (your own `task`, else the spec's preset);
-    see the module docstring. `out`: a folder for trace.json and profile.json (None: the trace
-    goes to a new temporary folder)."""
+    """Profile `steps` optimizer steps of `spec` on your `task`, else its preset; `out`: the
+    folder for trace.json and profile.json (None: a new temporary one)."""
     positive_int("steps", steps, "3")
     positive_int("warmup_steps", warmup_steps, "3")
     device = resolve_device(device)

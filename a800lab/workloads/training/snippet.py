@@ -1,16 +1,8 @@
-"""The code to paste into your own training loop for a tuned configuration: autocast dtype,
-GradScaler (fp16), activation checkpointing, channels_last, the optimizer's flags, the compile
-call, the attention back end and the accumulation loop, in plain torch.
+"""A tuned training configuration as plain-torch code to paste: valid Python (the tests run it)
+that expects `make_model()`, `loss_fn(outputs, targets)` and a `loader` of micro-batches.
 
-    from a800lab.workloads.training.snippet import training_snippet
-    print(training_snippet({"precision": "bf16", "batch_size": 64, "accum_steps": 4,
-                            "checkpointing": False, "compile": "default",
-                            "optimizer_impl": "fused"}, optimizer="adamw", lr=1e-3,
-                           device="cuda", note="tuned on NVIDIA A800: 5120 samples/s"))
-
-The snippet expects `make_model()`, `loss_fn(outputs, targets)` and a `loader` yielding
-micro-batches of `batch_size`; everything else it defines. It is valid Python (the tests run it
-on a CPU).
+    print(training_snippet({"precision": "bf16", "batch_size": 64, "accum_steps": 4},
+                           optimizer="adamw", lr=1e-3, device="cuda"))
 """
 
 from __future__ import annotations
@@ -27,8 +19,7 @@ _ATTENTION = {"math": "MATH", "flash": "FLASH_ATTENTION", "efficient": "EFFICIEN
 
 def training_snippet(config: dict, *, optimizer: str, lr: float, device: str,
                      note: str = "") -> str:
-    """Plain-torch code for `config` (a tuner config: precision, batch_size, accum_steps,
-    checkpointing, compile, optimizer_impl, attention, channels_last); see the module doc."""
+    """Plain-torch code for a tuner's `config`."""
     precision, accum = config["precision"], int(config.get("accum_steps", 1))
     device_type = "cuda" if device.startswith("cuda") else "cpu"
     attention = config.get("attention", "default")

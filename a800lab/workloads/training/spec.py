@@ -1,18 +1,8 @@
-"""A training configuration, validated: the spec every training point, sweep and search takes.
+"""A training configuration, validated at construction, and the precisions a device trains in.
 
-    from a800lab.workloads.training.spec import TrainSpec, check_precision, precisions_for
     spec = TrainSpec(model="transformer", batch_size=16, accum_steps=4, precision="bf16")
     spec.effective_batch, spec.uses_scaler, spec.autocast_dtype   # 64, False, torch.bfloat16
-    precisions_for("cpu")            # the training precisions this device can run
-    with precision_context("fp32_default"): ...   # the TF32 settings a precision trains under
-
-Precisions: fp32 (IEEE: matmuls and cuDNN convolutions without TF32), fp32_default (PyTorch's
-own defaults, what a user gets without touching a flag: IEEE matmuls, cuDNN convolutions allowed
-TF32; the baseline "fp32" of NVIDIA's and torch's mixed-precision figures on convnets), tf32
-(fp32 tensors, TF32 tensor-core matmuls and convolutions; CUDA only), fp16
-(autocast + torch.amp.GradScaler), bf16 (autocast, no scaler needed), bf16_pure (weights,
-gradients, optimizer state and activations in bf16; the loss computed in fp32). Autocast
-precisions keep fp32 master weights. A bad field raises ValueError saying what to give instead.
+    check_precision("tf32", "cpu")   # ValueError: why, and what to use instead
 """
 
 from __future__ import annotations
@@ -27,6 +17,10 @@ import torch
 from ...core.precision import framework_fp32, matmul_precision, unsupported_reason
 from .levers import ATTENTION_BACKENDS, COMPILE_MODES, OPTIMIZER_IMPLS, check_choice
 
+# fp32: IEEE, no TF32 anywhere; fp32_default: torch's defaults (IEEE matmuls, TF32 cuDNN convs:
+# the "fp32" baseline of NVIDIA's and torch's AMP figures); tf32: TF32 matmuls and convs (CUDA);
+# fp16: autocast + GradScaler; bf16: autocast; bf16_pure: weights, gradients, optimizer state and
+# activations in bf16, the loss in fp32. Autocast precisions keep fp32 master weights.
 TRAIN_PRECISIONS = ("fp32", "fp32_default", "tf32", "fp16", "bf16", "bf16_pure")
 OPTIMIZERS = ("sgd", "adamw")
 _ALIASES = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16",
@@ -61,13 +55,11 @@ def positive_float(name: str, value, example: str) -> float:
 
 @dataclass(frozen=True)
 class TrainSpec:
-    """One training configuration; validated at construction (ValueError says what to do).
+    """One training configuration (a bad field: ValueError saying what to give instead).
 
-    batch_size is the micro-batch; one optimizer step sees batch_size * accum_steps samples.
-    lr: None takes the task's (presets: 1e-2 tiny ... 3e-4 large). grad_scaler: None means on
-    for fp16 only; the scaler fields are GradScaler's arguments. compile, optimizer_impl,
-    attention and channels_last are the step's kernel levers (a800lab.workloads.training.levers:
-    what each trades, where each is refused).
+    batch_size is the micro-batch: an optimizer step sees batch_size * accum_steps samples.
+    lr None: the task's; grad_scaler None: on for fp16 only (the scaler fields are GradScaler's
+    arguments); compile .. channels_last: the kernel levers (levers.py).
     """
 
     model: str = "mlp"
@@ -134,15 +126,13 @@ class TrainSpec:
 
 
 def matmul_precision_of(precision: str) -> str:
-    """The matmul precision a training precision runs its products in (bf16_pure: bf16,
-    fp32_default: fp32)."""
+    """The matmul precision a training precision multiplies in (bf16_pure: bf16)."""
     precision = canonical_precision(precision)
     return {"bf16_pure": "bf16", "fp32_default": "fp32"}.get(precision, precision)
 
 
 def precision_context(precision: str) -> contextlib.AbstractContextManager:
-    """The TF32 settings a training precision runs under: torch's defaults for fp32_default,
-    else matmul_precision(matmul_precision_of(precision)) (TF32 on for tf32 only)."""
+    """The TF32 settings a training precision runs under (TF32 on for tf32 only)."""
     if canonical_precision(precision) == "fp32_default":
         return framework_fp32()
     return matmul_precision(matmul_precision_of(precision))

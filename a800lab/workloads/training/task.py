@@ -1,14 +1,8 @@
 """Your own model as a training task, checked before anything is measured, and activation
 checkpointing of a model's blocks.
 
-    from a800lab.workloads.training.task import custom_task, check_task
     task = custom_task(make_model, make_batch, loss_fn=None)   # the TrainingExplorer contract
     check_task(task, device="cpu")   # a dry run: ValueError naming the step that failed
-    checkpoint_blocks(model)         # model.blocks (or an nn.Sequential) recomputed in backward
-
-make_model() -> nn.Module; make_batch(batch_size) -> (inputs, targets), also given `device=`
-and/or `generator=` if it takes them; loss_fn(outputs, targets) -> a scalar (default
-cross-entropy).
 """
 
 from __future__ import annotations
@@ -25,7 +19,6 @@ from .models import Task, argmax_accuracy, cross_entropy
 CUSTOM = "custom"
 
 
-# ---- user models ---------------------------------------------------------------------------
 def _extras(fn, **available) -> dict:
     """The keyword arguments among `available` that `fn` accepts by name."""
     try:
@@ -37,14 +30,9 @@ def _extras(fn, **available) -> dict:
 
 def custom_task(make_model: Callable[[], nn.Module], make_batch: Callable, loss_fn=None,
                 accuracy_fn=None, *, name: str = CUSTOM) -> Task:
-    """A Task from your own functions.
-
-    make_model() -> nn.Module (the trainer moves it to the device); make_batch(batch_size)
-    -> (inputs, targets), also given `device=` and/or `generator=` if it takes them;
-    loss_fn(outputs, targets) -> scalar loss (default: cross-entropy); accuracy_fn(outputs,
-    targets) -> fraction correct (default: argmax accuracy whenever the targets are class
-    labels, whatever the loss; no accuracy for other targets, e.g. a regression's).
-    """
+    """A Task from your functions: make_model() -> nn.Module; make_batch(batch_size) ->
+    (inputs, targets), given `device=` and/or `generator=` if it takes them; loss_fn(outputs,
+    targets) -> scalar (default cross-entropy); accuracy_fn (default: label_accuracy)."""
     for what, fn in (("make_model", make_model), ("make_batch", make_batch)):
         if not callable(fn):
             raise ValueError(f"{what} must be a function, got {fn!r}")
@@ -63,7 +51,7 @@ def custom_task(make_model: Callable[[], nn.Module], make_batch: Callable, loss_
 
 def label_accuracy(outputs, targets):
     """Argmax accuracy when `targets` are class labels of `outputs` (integers shaped like the
-    logits without their class dimension); None for any other targets (nothing to count)."""
+    logits less their class dimension); None for other targets."""
     if not (isinstance(outputs, torch.Tensor) and isinstance(targets, torch.Tensor)):
         return None
     labels = not (targets.is_floating_point() or targets.is_complex()
@@ -88,8 +76,7 @@ def _to(part, device):
 
 
 def check_batch(made, batch_size: int) -> tuple:
-    """(inputs, targets) from make_batch, each tensor's first dimension the batch size; else a
-    ValueError saying what came back and what is expected."""
+    """(inputs, targets) of make_batch, each first dimension the batch size; else ValueError."""
     if not (isinstance(made, (tuple, list)) and len(made) == 2):
         raise ValueError(f"make_batch({batch_size}) must return (inputs, targets), got "
                          f"{type(made).__name__}")
@@ -108,16 +95,21 @@ def check_batch(made, batch_size: int) -> tuple:
     return inputs, targets
 
 
-def check_task(task: Task, device: str = "cpu", batch_size: int = 2) -> None:
-    """A dry run of a (user's) task: build the model, make a batch, forward, loss, backward.
-    Raises ValueError naming the step that failed, before anything is measured."""
+def built_model(make_model: Callable[[], nn.Module]) -> nn.Module:
+    """make_model()'s model; ValueError when it raises or returns no torch.nn.Module."""
     try:
-        model = task.make_model()
+        model = make_model()
     except Exception as exc:
         raise ValueError(f"make_model() raised {type(exc).__name__}: {exc}") from exc
     if not isinstance(model, nn.Module):
         raise ValueError(f"make_model() must return a torch.nn.Module, got "
                          f"{type(model).__name__}")
+    return model
+
+
+def check_task(task: Task, device: str = "cpu", batch_size: int = 2) -> None:
+    """A dry run (model, batch, forward, loss, backward): ValueError naming the step that fails."""
+    model = built_model(task.make_model)
     if not any(p.requires_grad for p in model.parameters()):
         raise ValueError("the model has no parameters that require gradients: nothing to train")
     model.to(device)
@@ -144,8 +136,8 @@ def check_task(task: Task, device: str = "cpu", batch_size: int = 2) -> None:
 
 
 def batch_norm_layers(model: nn.Module) -> int:
-    """How many batch-norm layers `model` has: each normalises over its micro-batch alone, so
-    with accumulation k micro-batches of b train differently from one batch of k*b."""
+    """How many batch-norm layers `model` has (with accumulation, each normalises over its
+    micro-batch alone: k micro-batches of b train differently from one batch of k*b)."""
     return sum(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
 
 
@@ -153,7 +145,6 @@ def call_model(model: nn.Module, inputs):
     return model(*inputs) if isinstance(inputs, tuple) else model(inputs)
 
 
-# ---- activation checkpointing ----------------------------------------------------------------
 class Checkpointed(nn.Module):
     """A block whose activations are recomputed in backward instead of kept (non-reentrant
     torch.utils.checkpoint)."""
@@ -169,8 +160,8 @@ class Checkpointed(nn.Module):
 
 
 def checkpoint_blocks(model: nn.Module) -> list[Checkpointed]:
-    """Wrap each block of `model.blocks` (an nn.ModuleList), or each child of an
-    nn.Sequential, in Checkpointed, in place; returns the wrappers."""
+    """Each block of `model.blocks` (or child of an nn.Sequential) wrapped in Checkpointed, in
+    place; returns the wrappers."""
     holder = getattr(model, "blocks", None)
     if not isinstance(holder, (nn.ModuleList, nn.Sequential)):
         holder = model if isinstance(model, nn.Sequential) else None

@@ -1,25 +1,13 @@
-"""Where a profiled step's time goes, read from torch.profiler's Chrome trace (the JSON that
-Perfetto and chrome://tracing open): device time by category, idle, the host's op dispatch and
-the gaps in which the device waits for launches.
+"""Where a profiled step's time goes, read from torch.profiler's Chrome trace: device time by
+category, idle, the host's op dispatch and the gaps in which the device waits for launches.
 
-    from a800lab.workloads.training.trace import analyse_trace
     breakdown = analyse_trace(json.load(open("trace.json")), on_cuda=True, steps=3)
     breakdown.categories_ms      # per step: {"matmul/conv": 4.1, ..., "idle": 0.8}
-    breakdown.busy_pct, breakdown.launch_wait_ms, breakdown.top_ops[:5]
 
-On a GPU the "device" is the CUDA timeline: kernels (matmul/conv: GEMM, convolution and fused
-attention kernels; communication: NCCL; other compute: the rest: elementwise, normalisation,
-softmax, reductions), memory copies by direction (memsets count as copies on the device) and
-idle, the window's time with nothing running. Where streams overlap, each instant goes to one
-category (matmul/conv first, then communication, other compute, copies) and the doubly-covered
-time is reported as `overlap_ms`, so the categories and idle add up to the window exactly. A
-device gap counts as waiting for the host when the kernel that ends it was launched (its
-cudaLaunchKernel, matched by correlation id) after the device went idle.
-
-On a CPU there is no device: the same split is made of the host's op self times (the innermost
-operator running at each instant, on every thread; autograd's node wrappers are not operators),
-and "idle" is the time outside any op (Python, the autograd engine, the optimizer's loop).
-Launch gaps do not exist there (None).
+On a GPU each instant of the CUDA timeline goes to one category (_PRIORITY order where streams
+overlap: `overlap_ms`), so categories and idle add up to the window; a device gap is a launch
+wait when the kernel ending it was launched after the device went idle. On a CPU the same split
+is made of the host's op self times; "idle" is the time outside ops.
 """
 
 from __future__ import annotations
@@ -76,9 +64,8 @@ def classify_device(event: dict) -> str:
 
 
 def is_op(name: str) -> bool:
-    """An operator (aten::mm, c10d::allreduce_, ...), not one of autograd's wrappers around
-    one (AddmmBackward0, autograd::engine::evaluate_function: ..., AccumulateGrad): their own
-    time is the autograd engine's, which counts as outside ops."""
+    """An operator (aten::mm, c10d::allreduce_), not an autograd wrapper (AddmmBackward0,
+    autograd::engine::...): their time is the engine's, outside ops."""
     return "::" in name and not name.startswith(("autograd::", "torch::autograd::"))
 
 
@@ -105,7 +92,7 @@ class Segment:
 
 @dataclass
 class TraceBreakdown:
-    """Per-step figures of a profiled window; see the module docstring. Times in ms per step."""
+    """Per-step figures of a profiled window, in ms per step."""
 
     on_cuda: bool
     steps: int
@@ -135,8 +122,7 @@ def _spans(events: list[dict], cats: tuple[str, ...]) -> list[dict]:
 
 
 def self_segments(ops: list[dict]) -> list[Segment]:
-    """The innermost op at each instant, per thread: ops nested on one thread become the
-    segments where each is on top (its self time)."""
+    """Per thread, the segments where each op is innermost (its self time)."""
     by_lane: dict[str, list[dict]] = defaultdict(list)
     for e in ops:
         by_lane[f"thread {e.get('tid')}"].append(e)
@@ -177,9 +163,8 @@ def device_segments(events: list[dict]) -> list[Segment]:
 
 def split(segments: list[Segment], start_us: float, end_us: float
           ) -> tuple[dict[str, float], float]:
-    """(microseconds per category, doubly-covered microseconds) inside [start, end]; each
-    instant goes to the highest-priority category running then, the rest of the window is
-    idle."""
+    """(us per category, us doubly covered) in [start, end]: each instant to the category
+    first in _PRIORITY running then; the rest is idle."""
     edges = []
     for s in segments:
         a, b = max(s.start_us, start_us), min(s.end_us, end_us)
@@ -204,8 +189,7 @@ def split(segments: list[Segment], start_us: float, end_us: float
 
 def _launch_waits(device: list[Segment], launches: dict, raw_device: list[dict],
                   start: float, end: float) -> float:
-    """Microseconds the device sat idle until a kernel that the host launched only after the
-    device had gone idle."""
+    """Microseconds the device sat idle until a kernel launched after it went idle."""
     by_start = sorted(zip(device, raw_device, strict=True), key=lambda p: p[0].start_us)
     reach, waited = start, 0.0
     for seg, raw in by_start:
@@ -218,8 +202,7 @@ def _launch_waits(device: list[Segment], launches: dict, raw_device: list[dict],
 
 
 def _top_ops(segments: list[Segment], steps: int, limit: int, owner=None) -> list[dict]:
-    """The ops with the most self time (ms per step); `owner(segment)` names the op a device
-    segment belongs to (its launching op) when known."""
+    """The ops with the most self time (ms per step); `owner(segment)`: a device segment's op."""
     time_us: dict[str, float] = defaultdict(float)
     calls: dict[str, set] = defaultdict(set)
     cats: dict[str, str] = {}
@@ -236,8 +219,7 @@ def _top_ops(segments: list[Segment], steps: int, limit: int, owner=None) -> lis
 
 def analyse_trace(trace: dict, *, on_cuda: bool, steps: int | None = None,
                   step_prefix: str = STEP_PREFIX, top: int = 10) -> TraceBreakdown:
-    """Per-step breakdown of the steps annotated `step_prefix ...` in a Chrome trace; see the
-    module docstring. ValueError when the trace holds no such step."""
+    """The per-step breakdown of the steps annotated `step_prefix N` (ValueError if none)."""
     events = trace.get("traceEvents", []) if isinstance(trace, dict) else []
     marks = sorted((e for e in _spans(events, ("user_annotation",))
                     if str(e.get("name", "")).startswith(step_prefix)), key=lambda e: e["ts"])
@@ -282,8 +264,8 @@ def analyse_trace(trace: dict, *, on_cuda: bool, steps: int | None = None,
 
 
 def _launching_ops(raw_device, device, runtime, host: list[Segment]):
-    """owner(segment) -> the innermost host op running where a device segment was launched
-    (matched by correlation id), else the kernel's own name."""
+    """owner(segment): the innermost host op that launched it (by correlation id), else the
+    kernel's own name."""
     launch_at = {e.get("args", {}).get("correlation"): (float(e["ts"]), f"thread {e.get('tid')}")
                  for e in runtime}
     lanes: dict[str, list[Segment]] = defaultdict(list)

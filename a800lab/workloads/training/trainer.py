@@ -1,21 +1,10 @@
 """The trainer: a model, its optimizer and GradScaler on one device, with correct gradient
-accumulation; and the measurements built on it (accumulation's gradient gap, the gap of the
-guide's snippet that keeps only the last micro-batch's gradient, one step's memory).
+accumulation (loss / accum_steps per micro-batch, one scaler step per cycle); and what is
+measured with it: accumulation's gradient gaps, one step's memory.
 
-    from a800lab.workloads.training.trainer import Trainer, accumulation_gaps
     trainer = Trainer(spec, preset("mlp"), "cpu")
     history = trainer.train(20)                    # fresh data each step, synced per step
     loss = trainer.cycle(trainer.batches())        # one optimizer step, no sync
-
-One optimizer step ("a cycle") over an effective batch of batch_size * accum_steps samples:
-
-    for x, y in micro_batches:                      # accum_steps of them
-        with torch.autocast(device_type, dtype, enabled=autocast):
-            loss = loss_fn(model(x), y) / accum_steps   # so the gradients sum to the mean
-        scaler.scale(loss).backward()               # gradients add up in .grad
-    scaler.step(optimizer)                          # once per cycle: unscale, skip on inf/NaN
-    scaler.update()                                 # once per cycle: back off or grow the scale
-    optimizer.zero_grad(set_to_none=True)           # once per cycle
 """
 
 from __future__ import annotations
@@ -28,7 +17,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import torch
-from torch import nn
 
 from ...core.cancel import CancelToken
 from .levers import (
@@ -39,11 +27,7 @@ from .levers import (
     optimizer_flags,
     to_channels_last,
 )
-from .memory import (
-    SavedTensorCounter,
-    StepMemory,
-    tensor_bytes,
-)
+from .memory import SavedTensorCounter, StepMemory, tensor_bytes
 from .models import Task
 from .spec import TrainSpec
 from .task import call_model, check_batch, checkpoint_blocks
@@ -52,25 +36,15 @@ _EVAL_SEED = 10_000  # the held-out batch comes from its own generator
 POOL_BATCHES = 2    # distinct micro-batches the timed cycles reuse (data made outside timing)
 
 
-# ---- the trainer -------------------------------------------------------------------------------
 class Trainer:
-    """A model, its optimizer and GradScaler on one device, trained by `cycle()`.
-
-        trainer = Trainer(spec, preset("mlp"), "cpu")
-        history = trainer.train(20)                   # fresh data each step, synced per step
-        loss = trainer.cycle(trainer.batches(2))      # one optimizer step, no sync
-    """
+    """A model, its optimizer and GradScaler on one device, trained by `cycle()`."""
 
     def __init__(self, spec: TrainSpec, task: Task, device: str, *, seed: int = 0):
         self.spec, self.task, self.device = spec, task, device
         self.device_type = torch.device(device).type
         self.watch: StepMemory | None = None  # set for one counted_cycle()
-        model = task.make_model()
-        if not isinstance(model, nn.Module):
-            raise ValueError(f"make_model() must return a torch.nn.Module, got "
-                             f"{type(model).__name__}")
         dtype = torch.bfloat16 if spec.precision == "bf16_pure" else None
-        self.model = model.to(device=device, dtype=dtype)
+        self.model = task.make_model().to(device=device, dtype=dtype)
         if spec.channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
         self.model.train()
@@ -114,8 +88,7 @@ class Trainer:
                 p.copy_(q)
 
     def cycle_gradient(self, micro_batches: Sequence[tuple]) -> torch.Tensor:
-        """One cycle over `micro_batches`; returns the gradient the optimizer stepped with, as
-        one float32 vector, unscaled (GradScaler's scale divided out)."""
+        """One cycle; the gradient it stepped with, unscaled, as one float32 vector."""
         seen = {}
 
         def capture():
@@ -145,9 +118,8 @@ class Trainer:
 
     def cycle(self, micro_batches: Sequence[tuple], *,
               before_step: Callable[[], None] | None = None) -> torch.Tensor:
-        """One optimizer step over accum_steps micro-batches (taken in turn from
-        `micro_batches`); returns the effective batch's mean loss, detached, without a sync.
-        `before_step()` runs between the last backward and the optimizer step."""
+        """One optimizer step over accum_steps micro-batches (in turn from `micro_batches`):
+        the mean loss, detached, unsynced; `before_step()` runs just before the step."""
         spec, watch = self.spec, self.watch
         total = None
         for i in range(spec.accum_steps):
@@ -174,8 +146,7 @@ class Trainer:
         return total
 
     def counted_cycle(self, micro_batches: Sequence[tuple], watch: StepMemory):
-        """One cycle watched by `watch` (its data: `micro_batches`); returns the
-        MemoryBreakdown it saw."""
+        """One cycle watched by `watch`: the MemoryBreakdown it saw."""
         watch.trainer, self.watch = self, watch
         watch.data_bytes = tensor_bytes(_flat(*micro_batches))
         try:
@@ -186,11 +157,8 @@ class Trainer:
 
     def train(self, steps: int, *, grad_stats: bool = False,
               cancel: CancelToken | None = None) -> list[dict]:
-        """`steps` optimizer steps on fresh data; per step: loss, scale, skipped (the scale
-        fell at update(): the step was not applied), wall_s (the step with its data, synced:
-        the first one pays the optimizer's state and any compilation) and, with grad_stats,
-        zero_grad_fraction (the share of gradient elements exactly zero before the step).
-        Synchronises every step."""
+        """`steps` optimizer steps on fresh data, synced; per step: loss, scale, skipped (the
+        scaler skipped it), wall_s and, with grad_stats, zero_grad_fraction."""
         history = []
         for _ in range(steps):
             if cancel is not None:
@@ -207,9 +175,8 @@ class Trainer:
         return history
 
     def check_attention(self) -> None:
-        """A forward of 2 samples with the spec's forced attention back end; ValueError with
-        torch's reasons when the back end refuses the model's shapes or dtype (a no-op for
-        attention="default")."""
+        """A forward of 2 samples under the forced attention back end: ValueError with torch's
+        reasons when it refuses the model's shapes or dtype."""
         if self.spec.attention == "default":
             return
         with warnings.catch_warnings(record=True) as caught:
@@ -232,13 +199,12 @@ class Trainer:
 
     @property
     def scale(self) -> float | None:
-        """The scaler's current loss scale (synchronises); None without a scaler."""
+        """The scaler's loss scale (synchronises); None without a scaler."""
         return self.scaler.get_scale() if self.scaler.is_enabled() else None
 
     @torch.no_grad()
     def evaluate(self, batch_size: int | None = None, seed: int = _EVAL_SEED) -> dict:
-        """Loss and accuracy on a held-out batch (the same for every config of a task: its
-        `eval_batch` samples unless `batch_size` is given)."""
+        """Loss and accuracy on the task's held-out batch (the same for every config)."""
         batch_size = batch_size or self.task.eval_batch
         generator = torch.Generator(self.device).manual_seed(seed)
         inputs, targets = self.batch(batch_size, generator)
@@ -254,8 +220,7 @@ class Trainer:
         return {"eval_loss": float(loss), "accuracy": accuracy}
 
     def one_block_saved_bytes(self) -> int:
-        """Bytes one checkpointed block saves when recomputed in backward: the first block run
-        once on an input of the current micro-batch's shape (measured, not estimated)."""
+        """Bytes the first checkpointed block saves when recomputed in backward (measured)."""
         if not self._wrappers:
             return 0
         captured = {}
@@ -275,9 +240,7 @@ class Trainer:
 
 
 def check_levers(spec: TrainSpec, task: Task, device: str) -> None:
-    """ValueError (why, and what to use instead) when the spec's compile mode, attention back
-    end or layout cannot run on `device` or this model; a forced attention back end is tried
-    on 2 samples first (the model's own shapes decide)."""
+    """ValueError (why, and what instead) when a lever cannot run on `device` or this model."""
     refusal = lever_unavailable(spec, device)
     if refusal:
         raise ValueError(refusal)
@@ -303,14 +266,9 @@ def _flat(*parts) -> list[torch.Tensor]:
 
 def accumulation_gaps(task: Task, batch_size: int, accum_steps: int, *, device: str = "cpu",
                       seed: int = 3) -> dict[str, float]:
-    """How far two ways of accumulating accum_steps micro-batches of batch_size are from the
-    gradient of the same samples as one batch (fp32), each as max |difference| / max |gradient|:
-
-    - "accumulation_gap": the lab's loop (loss / k, backward per micro-batch, one step). Rounding
-      alone gives ~1e-7; batch norm gives a real gap (each micro-batch has its own statistics);
-    - "snippet_gap": the tuning guide's TensorFlow snippet as written: the loss divided by k,
-      but a fresh GradientTape per micro-batch whose gradients are kept for the last one only,
-      so the step applies the last micro-batch's gradient / k (a gap near 1)."""
+    """gradient_gap to one batch (fp32) of the same samples: "accumulation_gap", the lab's loop
+    (rounding: ~1e-7; batch norm: a real gap), and "snippet_gap", the guide's TensorFlow snippet
+    as written, which keeps only the last micro-batch's gradient / k (a gap near 1)."""
     grads = _accumulation_gradients(task, batch_size, accum_steps, device, seed)
     whole = grads["whole"]
     return {f"{name}_gap": gradient_gap(grads[key], whole)
@@ -326,8 +284,7 @@ def accumulation_gap(task: Task, batch_size: int, accum_steps: int, *, device: s
 
 def _accumulation_gradients(task: Task, batch_size: int, accum_steps: int, device: str,
                             seed: int) -> dict[str, torch.Tensor]:
-    """One SGD step's gradient from the same weights on the same samples, three ways (fp32):
-    k micro-batches accumulated, the last micro-batch only (loss / k), one batch of k*b."""
+    """One SGD step's fp32 gradient three ways: accumulated, the last micro-batch, one batch."""
     generator = torch.Generator(device).manual_seed(seed)
     micro = [check_batch(task.make_batch(batch_size, generator), batch_size)
              for _ in range(accum_steps)]
@@ -348,12 +305,10 @@ def gradient_gap(grad: torch.Tensor, reference: torch.Tensor) -> float:
     return float((grad - reference).abs().max() / reference.abs().max())
 
 
-# ---- memory probes -----------------------------------------------------------------------------
 def measure_step_memory(spec: TrainSpec, task: Task, device: str, *, cycles: int = 1,
                         limit_bytes: int | None = None, seed: int = 0):
-    """Run `cycles` optimizer steps of a fresh model (the optimizer's first step included) at
-    the spec's micro-batch and accumulation, watched; returns the MemoryBreakdown. Raises an
-    out-of-memory error (InjectedOOM above `limit_bytes`); the caller frees after its except."""
+    """The MemoryBreakdown of `cycles` steps of a fresh model; out of memory (InjectedOOM above
+    `limit_bytes`) raises: the caller frees after its except block."""
     watch = StepMemory(device, limit_bytes=limit_bytes)  # before the model: CUDA counts it all
     trainer = Trainer(spec, task, device, seed=seed)
     pool = trainer.batches(min(spec.accum_steps, POOL_BATCHES))

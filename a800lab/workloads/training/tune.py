@@ -1,34 +1,12 @@
 """Tune a training configuration for a target effective batch: successive halving (the search
-every tuner shares, a800lab.core.search) over precision x micro-batch x accumulation x
-checkpointing x compile x optimizer implementation, every candidate verified, the frontier of
-samples/s against peak memory, the winner stored and reused, the code to paste.
+every tuner shares, core/search.py) over precision x micro-batch x accumulation x checkpointing
+x compile x optimizer implementation (candidates.py: bounds, refusals, verification), the
+frontier of samples/s against peak memory, the code to paste, and the winner stored per device,
+model, torch and target (not from a contended CPU) and reused unless `force`.
 
-    from a800lab.workloads.training.tune import tune_train
     outcome = tune_train(model="transformer", target_batch=256)     # or task=custom_task(...)
-    outcome.winner, outcome.entry["samples_per_s"]   # the config and its rate
-    outcome.within_noise                             # how many others it cannot be told from
-    outcome.frontier                                 # [{samples_per_s, peak_bytes, config}, ...]
+    outcome.winner, outcome.within_noise, outcome.frontier
     print(outcome.summary()); print(outcome.snippet) # what `tune train` prints
-
-How (a800lab.workloads.training.candidates.TuneSession): the max-batch finder bounds the
-micro-batch of each (precision, checkpointing) on this device (on a CPU a pretend limit,
-256 MiB by default); the micro-batches tried are the target's divisors up to that bound (the
-largest and its halvings, MICRO_CANDIDATES of them), each with the accumulation that makes the
-target. A config the device or the model cannot run is refused with the reason before
-anything runs. Each candidate is verified once, at its first timing (memory within the
-budget, the gradient equal to the fp32 reference within tolerance, a finite loss). Then the
-shared search times every candidate (whole optimizer steps at the target) with a sixteenth of
-`budget_s`, keeps the fastest quarter and any within their noise, times those with a quarter,
-and the last survivors with the full budget (a frontier config eliminated early rests on a
-sixteenth or a quarter of it: hollow in frontier_figure). Every trial is a result record
-(workload "tune-train") appended to `out` as it is measured, with its noise verdict.
-
-The winner is the fastest of the last round; "within noise of N others" counts the configs of
-that round whose middle half of step times overlaps the winner's. A winner whose last round
-ran on a contended CPU ranks nothing: it is shown, flagged, and not stored. Otherwise it is
-stored (default ~/.cache/a800lab/tuned.json, or $A800LAB_TUNED) per device fingerprint, model
-fingerprint (its structure and batch shapes), torch version, target, optimizer and memory
-limit, and reused by a later call over the same grid unless `force`.
 """
 
 from __future__ import annotations
@@ -57,8 +35,8 @@ from .spec import TrainSpec, check_precision, positive_int
 
 
 def model_fingerprint(task: Task, device: str) -> str:
-    """12 hex characters of the model's structure, parameter shapes and dtypes and the shapes
-    of its batches: the same model gives the same fingerprint on any machine."""
+    """12 hex characters of the model's structure, parameters and batch shapes (the same on any
+    machine)."""
     model = task.make_model()
     inputs, targets = task.make_batch(2, torch.Generator(device).manual_seed(0))
     flat = list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]
@@ -69,8 +47,8 @@ def model_fingerprint(task: Task, device: str) -> str:
 
 
 def describe_candidate(config: Mapping) -> str:
-    """"fp32, 64 x 4, checkpointing off, compile off, optimizer fused" (levers at their
-    defaults left out, except those two; no "64 x 4" for levers alone)."""
+    """"fp32, 64 x 4, checkpointing off, compile off, optimizer fused" (other levers only when
+    not at their defaults)."""
     text = config["precision"]
     if "batch_size" in config:
         text += f", {config['batch_size']} x {config['accum_steps']}"
@@ -134,8 +112,7 @@ class TuneOutcome:
 
 
 def noise_clause(entry: Mapping) -> str:
-    """How far the winner's lead can be trusted, in words: the same in the CLI and the panel
-    ("clear of the noise" only when nothing says otherwise)."""
+    """How far the winner's lead can be trusted, in words (the CLI's and the panel's)."""
     noisy, trials = entry.get("noisy_trials", 0), entry.get("trials", "?")
     if entry.get("contended"):
         return ("timed on a contended CPU: the ranking may not hold (shown, not stored)"
@@ -160,15 +137,14 @@ def refusal_lines(refusals: list[dict]) -> list[str]:
 
 
 def _refusals(session: TuneSession, result: SearchResult) -> list[dict]:
-    """Every refused config with its reason: the grid's (bounds, levers) and the search's."""
+    """Every refused config with its reason: the grid's and the search's."""
     return [{"config": json.loads(key), "reason": why}
             for key, why in [*session.refused.items(), *result.refused.items()]]
 
 
 def _frontier_note(result: SearchResult, candidates: list[dict], frontier: list[dict],
                    target_batch: int) -> str:
-    """"" when the winner is on its frontier, else why not: a config eliminated in an earlier,
-    shorter round shows a rate from that round, where the winner was faster."""
+    """"" when the winner is on its frontier, else why not (rates from different rounds)."""
     if any(c["config"] == result.best for c in frontier):
         return ""
     winner = next(c for c in candidates if c["config"] == result.best)
@@ -193,10 +169,9 @@ def tune_train(task: Task | None = None, *, model: str = "mlp", size: str | None
                force: bool = False, on_trial: Callable[[Record], None] | None = None,
                on_stage: Callable[[str], None] | None = None,
                cancel: CancelToken | None = None) -> TuneOutcome:
-    """Tune `task` (your own; else the preset `model` at `size`) for `target_batch`; see the
-    module docstring. `axes`: lever -> values (default: default_axes); `budget_s`: the
-    timing budget of the final round per config; `limit_bytes`: the memory to fit in
-    (default: the device's free memory, 256 MiB on a CPU)."""
+    """Tune your `task` (else the preset `model` at `size`) for `target_batch`; `axes`: lever
+    -> values (default_axes); `budget_s`: the last round's per config; `limit_bytes`: the
+    memory to fit in (default: the device's free memory, 256 MiB on a CPU)."""
     started = time.perf_counter()
     device = resolve_device(device)
     positive_int("target_batch", target_batch, "256")
