@@ -26,7 +26,7 @@ from a800lab.report.claims import (
 from a800lab.report.plan import CONFIRM, Plan, Step, plan_battery
 from a800lab.report.register import CLAIMS, REGISTER
 from a800lab.report.verdicts import judge_claims
-from a800lab.workloads.training.mfu import mfu_figures
+from a800lab.workloads.training.point import mfu_figures
 
 MIB = 2**20
 A800 = "NVIDIA A800-SXM4-80GB"

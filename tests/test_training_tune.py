@@ -9,9 +9,13 @@ from a800lab.core.results import read_records
 from a800lab.figures.training_tune import frontier_figure
 from a800lab.workloads.training.candidates import micro_batches
 from a800lab.workloads.training.models import preset
-from a800lab.workloads.training.snippet import training_snippet
 from a800lab.workloads.training.task import custom_task
-from a800lab.workloads.training.tune import noise_clause, pareto_frontier, tune_train
+from a800lab.workloads.training.tune import (
+    noise_clause,
+    pareto_frontier,
+    training_snippet,
+    tune_train,
+)
 
 # another job's load on this shared machine must not decide what is stored (contention: below)
 pytestmark = pytest.mark.usefixtures("one_torch_thread", "quiet_cpu")

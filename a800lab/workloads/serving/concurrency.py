@@ -85,8 +85,7 @@ def concurrency_point(streams: int = 2, model: str = "transformer", size: str | 
                       batch_size: int = 8, precision: str = "fp32", graphs: bool = False, *,
                       mode: str = "threads", task=None, device: str = "auto",
                       requests: int = DEFAULT_REQUESTS, cancel=None) -> dict:
-    """`streams` servers answering `requests` request batches in all: a sweep point (your own
-    `task` in threads only)."""
+    """`streams` servers answering `requests` request batches in all (your `task`: threads)."""
     device = resolve_device(device)
     positive_int("streams", streams, "4")
     if mode not in MODES:

@@ -19,8 +19,8 @@ from ...core.timing import measure
 from ...core.window import outside_window
 from ..peak import measure_peak, roofline_peaks
 from ..training.models import TinyGPT, preset
-from ..training.spec import positive_int
-from .spec import DTYPES, output_gap, serve_precision
+from ..training.spec import HALF_DTYPES, positive_int
+from .spec import output_gap, serve_precision
 
 CPU_DECODE = {"size": "tiny", "prompt_tokens": 8, "new_tokens": 16}
 GPU_DECODE = {"size": "gpt2_small", "prompt_tokens": 128, "new_tokens": 128}
@@ -74,8 +74,7 @@ def step_bytes(model: TinyGPT, batch_size: int, context: float, element_bytes: i
 def decode_point(size: str | None = None, batch_size: int = 1, precision: str = "fp32",
                  prompt_tokens: int | None = None, new_tokens: int | None = None, *,
                  device: str = "auto", budget_s: float = 0.3, cancel=None) -> dict:
-    """Generate `new_tokens` after a `prompt_tokens` prompt for `batch_size` sequences,
-    greedily, timed whole: a sweep point."""
+    """`new_tokens` generated greedily after a `prompt_tokens` prompt, timed whole."""
     device = resolve_device(device)
     defaults = CPU_DECODE if device == "cpu" else GPU_DECODE
     size = size or defaults["size"]
@@ -94,7 +93,7 @@ def decode_point(size: str | None = None, batch_size: int = 1, precision: str = 
         raise ValueError(f"prompt_tokens + new_tokens = {prompt + steps} exceeds the {size} "
                          f"preset's {reference.pos.shape[0]} positions")
     tokens = task.make_batch(batch_size, torch.Generator(device).manual_seed(0))[0][:, :prompt]
-    dtype = DTYPES.get(precision, torch.float32)
+    dtype = HALF_DTYPES.get(precision, torch.float32)
     model = task.make_model().eval().to(device, dtype)
     heads, d = model.blocks[0].heads, model.norm.normalized_shape[0]
     cache = torch.zeros(len(model.blocks), 2, batch_size, heads, prompt + steps, d // heads,

@@ -20,10 +20,10 @@ from ...core.sweep import measure_point
 from ...core.timing import Timing, measure
 from ..training.levers import CompileWatch, compile_model, to_channels_last
 from ..training.models import Task, preset
+from ..training.spec import HALF_DTYPES
 from ..training.task import check_batch, custom_task
 from .spec import (
     DEFAULT_REQUESTS,
-    DTYPES,
     ServeSpec,
     build_model,
     check_requests,
@@ -54,13 +54,12 @@ def fp32_reference(task: Task, inputs: tuple, device: str) -> torch.Tensor:
 
 
 class Server:
-    """One configuration ready to answer: the model cast, laid out and compiled (or captured
-    as a CUDA graph); `request()` answers one request batch."""
+    """One configuration ready to answer: `request()` answers one request batch."""
 
     def __init__(self, spec: ServeSpec, task: Task, device: str, inputs: tuple):
         self.spec, self.device = spec, device
         self.on_cuda = device.startswith("cuda")
-        dtype = DTYPES.get(spec.precision)
+        dtype = HALF_DTYPES.get(spec.precision)
         model = build_model(task).eval().to(device)
         if dtype is not None:
             model = model.to(dtype)
@@ -111,8 +110,7 @@ class Server:
         return setup
 
     def capture(self) -> None:
-        """Capture the forward as a CUDA graph (warmed on a side stream first, as
-        torch.cuda.graph's documentation asks); requests then replay it."""
+        """Capture the forward as a CUDA graph (warmed on a side stream first, as torch asks)."""
         current = torch.cuda.current_stream(self.device)
         with torch.inference_mode():
             side = torch.cuda.Stream(self.device)
@@ -130,8 +128,7 @@ class Server:
 
 def time_requests(request, *, device: str, requests: int = DEFAULT_REQUESTS,
                   budget_s: float = 0.3, clock=time.perf_counter, cancel=None) -> Timing:
-    """At least `requests` requests (more while `budget_s` lasts, up to MAX_REQUESTS), each
-    timed: measure() without an L2 flush. `clock`: tests pass a fake one."""
+    """At least `requests` requests timed (more while `budget_s` lasts), no L2 flush."""
     check_requests(requests)
     return measure(request, device=device, budget_s=budget_s, min_reps=requests,
                    max_reps=max(requests, MAX_REQUESTS), min_warmup=1, warmup_s=0.02,
@@ -143,8 +140,7 @@ def serve_point(model: str = "transformer", size: str | None = None, batch_size:
                 channels_last: bool = False, *, task: Task | None = None,
                 device: str = "auto", requests: int = DEFAULT_REQUESTS, budget_s: float = 0.3,
                 cancel=None) -> dict:
-    """One config answering `requests` or more request batches of your `task` (custom_task),
-    else the preset `model` at `size` (tiny on a CPU, medium on a GPU): a sweep point."""
+    """One config of your `task` (else the preset `model` at `size`) answering requests."""
     device = resolve_device(device)
     spec = ServeSpec(task.name if task is not None else model,
                      serving_size(model, size, device, task),

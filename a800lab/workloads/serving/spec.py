@@ -21,7 +21,6 @@ from ..training.spec import positive_int
 from ..training.task import CUSTOM, built_model, call_model, check_batch
 
 SERVE_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
-DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}  # weights and inputs cast to these
 # max |output - fp32 output| / max |fp32 output| accepted: about 10x what the presets show
 # (fp16 ~1e-3, bf16 ~7e-3 on random weights); a wrong kernel is off by ~1. top-1 agreement is
 # reported beside it, not judged: random-weight logits are near ties, so argmax flips easily.
@@ -83,8 +82,7 @@ def serving_unavailable(spec: ServeSpec, device: str) -> str:
 
 
 def serving_size(model: str, size: str | None, device: str, task=None) -> str:
-    """The size a point serves: the one given, "custom" for your own model, a zoo model's own,
-    else tiny on a CPU and medium on a GPU."""
+    """The size given, else "custom" for your model, a zoo model's own, tiny or medium."""
     if size:
         return size
     if task is not None:
@@ -109,8 +107,8 @@ def model_output(model: nn.Module, inputs) -> torch.Tensor:
 
 
 def check_serving_task(task, device: str = "cpu") -> None:
-    """A dry run of your task for serving: its output for batches of 1 and 3 must be (batch,
-    ...) with the same other dimensions. ValueError names what failed."""
+    """A dry run for serving: ValueError unless the outputs for batches of 1 and 3 are (batch,
+    ...) with the same other dimensions."""
     model = built_model(lambda: build_model(task)).eval().to(device)
     shapes = {}
     for batch in (1, 3):

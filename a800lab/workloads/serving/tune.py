@@ -22,7 +22,7 @@ from ...core.search import SearchResult, config_key, search
 from ...core.sweep import measure_point
 from ...core.timing import Timing
 from ..training.candidates import pareto_frontier
-from ..training.spec import positive_float
+from ..training.spec import HALF_DTYPES, positive_float
 from .point import serve_point
 from .spec import (
     DEFAULT_REQUESTS,
@@ -58,8 +58,7 @@ def describe_serving(config: Mapping) -> str:
 
 @dataclass
 class ServeTuneOutcome:
-    """What tune_serve found: the search, every candidate's latest trial, the winner's
-    re-measurement and the code to paste."""
+    """What tune_serve found: the search, the candidates, the winner's re-measurement."""
 
     p99_ms: float
     search: SearchResult
@@ -114,8 +113,7 @@ def tune_serve(p99_ms: float, task=None, *, model: str = "transformer", size: st
                requests: int = DEFAULT_REQUESTS, budget_s: float = 0.3, out=None,
                on_trial: Callable[[Record], None] | None = None, cancel=None,
                run_id: str | None = None) -> ServeTuneOutcome:
-    """The most samples/s with p99 <= `p99_ms` for your `task` (else the preset `model` at
-    `size`); `axes`: lever -> values (default_axes); `budget_s`: the last round's per config."""
+    """The most samples/s with p99 <= `p99_ms` for your `task`, else the preset `model`."""
     positive_float("p99_ms", p99_ms, "50 (milliseconds)")
     device = resolve_device(device)
     axes = {**default_axes(device), **(axes or {})}
@@ -214,7 +212,7 @@ def serving_snippet(config: Mapping, device: str, note: str = "") -> str:
     """Plain-torch code answering request batches with `config` (a CUDA graph when graphs is
     on); it expects make_model() and make_batch(batch_size), as --user-model files define."""
     precision = config["precision"]
-    dtype = {"fp16": "torch.float16", "bf16": "torch.bfloat16"}.get(precision)
+    dtype = HALF_DTYPES.get(precision)
     device_type = "cuda" if device.startswith("cuda") else "cpu"
     cast = f".to({dtype})" if dtype else ""
     layout = ".to(memory_format=torch.channels_last)" if config.get("channels_last") else ""
@@ -229,11 +227,11 @@ def serving_snippet(config: Mapping, device: str, note: str = "") -> str:
         mode = config["compile"]
         lines.append("model = torch.compile(model" + ("" if mode == "default" else
                                                       f', mode="{mode}"') + ")")
-    to_input = f"x.to(device{', ' + dtype if dtype else ''}, non_blocking=True)"
+    to_input = f"x.to(device{f', {dtype}' if dtype else ''}, non_blocking=True)"
     if config.get("graphs"):
         lines += [
             "", "# the input buffer the graph reads; every request is copied into it",
-            f"static_input = make_batch(batch_size)[0].to(device{', ' + dtype if dtype else ''})",
+            f"static_input = make_batch(batch_size)[0].to(device{f', {dtype}' if dtype else ''})",
             "side = torch.cuda.Stream()", "side.wait_stream(torch.cuda.current_stream())",
             "with torch.inference_mode():", "    with torch.cuda.stream(side):  # warm up",
             "        for _ in range(3):", "            model(static_input)",

@@ -11,17 +11,15 @@ _NAMES = {
     "models": "Task default_size describe_sizes preset",
     "task": "check_task custom_task",
     "trainer": "Trainer accumulation_gaps measure_step_memory",
-    "point": "accumulation_point fit_from_probes train_point",
+    "point": "accumulation_point count_model_flops fit_from_probes mfu_figures train_point",
     "numerics": "embedding_point held_out_point",
     "max_batch": "find_max_batch find_max_batch_for plan_effective_batch",
     "loss_scaling": "autocast_dtypes compare_scaling fp16_fractions gradient_sample "
                     "norm_overflow regression_task",
     "levers": "lever_unavailable optimizer_flags",
-    "mfu": "count_model_flops mfu_figures",
     "profile": "profile_step",
     "trace": "analyse_trace",
-    "tune": "tune_train",
-    "snippet": "training_snippet",
+    "tune": "training_snippet tune_train",
 }
 __getattr__, __dir__, __all__ = face(__name__, _NAMES)
 __doc__ = (__doc__ or "") + "\nIts names, each imported from its module when first used:\n\n"

@@ -62,8 +62,7 @@ def default_axes(device: str) -> dict:
 
 
 def micro_batches(target_batch: int, bound: int, count: int = MICRO_CANDIDATES) -> list[int]:
-    """`count` divisors of the target up to `bound`: the largest, then each at most half the
-    previous."""
+    """`count` divisors of the target up to `bound`, each at most half the previous."""
     out, limit = [], min(bound, target_batch)
     while limit >= 1 and len(out) < count:
         micro = next(d for d in range(limit, 0, -1) if target_batch % d == 0)
@@ -117,8 +116,7 @@ class TuneSession:
         return replace(self.base, **config)
 
     def plan(self) -> list[dict]:
-        """The grid, the micro-batch bounded per (precision, checkpointing); refusals land in
-        `refused`."""
+        """The grid, its micro-batches bounded; refusals land in `refused`."""
         grid = []
         for levers in self.lever_grid():
             spec = self.spec_of({**levers, "batch_size": 1, "accum_steps": 1})
@@ -178,8 +176,7 @@ class TuneSession:
         return [trainer.prepare(p, micro) for p in parts]
 
     def _gradient(self, spec: TrainSpec) -> torch.Tensor:
-        """The spec's unscaled gradient of the reference samples from the reference weights
-        (fp16: once GradScaler has backed off any overflow)."""
+        """The spec's unscaled gradient of the reference samples from the reference weights."""
         if self._init is None:
             self._reference_gradient()
         trainer = Trainer(spec, self.task, self.device)
@@ -192,8 +189,7 @@ class TuneSession:
         return grad
 
     def _reference_gradient(self) -> None:
-        """The IEEE fp32 reference: one batch of the target, or the largest fp32 micro-batch
-        that fits, accumulated."""
+        """The IEEE fp32 reference gradient of one target batch (accumulated if it must be)."""
         fp32 = replace(self.base, precision="fp32", checkpointing=False, batch_size=1,
                        accum_steps=1)
         with precision_context("fp32"):

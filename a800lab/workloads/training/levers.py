@@ -22,7 +22,7 @@ from .models import MODELS, ZOO_MODELS
 COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")
 OPTIMIZER_IMPLS = ("default", "for-loop", "foreach", "fused")
 ATTENTION_BACKENDS = ("default", "math", "flash", "efficient", "cudnn")
-_ATTENTION_ENUM = {"math": "MATH", "flash": "FLASH_ATTENTION",
+ATTENTION_ENUM = {"math": "MATH", "flash": "FLASH_ATTENTION",
                    "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION"}
 _CUDA_ONLY_ATTENTION = {"efficient": "the memory-efficient SDPA kernel",
                         "cudnn": "cuDNN's SDPA kernel"}
@@ -40,7 +40,7 @@ def check_choice(name: str, value, choices: tuple) -> str:
 
 def lever_unavailable(spec, device: str) -> str:
     """Why a lever of `spec` cannot run on `device` or its preset, and what instead; "" if all
-    can (whether a forced attention back end takes the model's shapes: Trainer.check_attention)."""
+    can (the model's shapes decide a forced attention back end: Trainer.check_attention)."""
     on_cuda = device.startswith("cuda")
     preset = spec.model if spec.model in (*MODELS, *ZOO_MODELS) else None
     if spec.compile == "reduce-overhead" and not on_cuda:
@@ -79,7 +79,7 @@ def attention_backend(name: str):
         return contextlib.nullcontext()
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    return sdpa_kernel(getattr(SDPBackend, _ATTENTION_ENUM[name]))
+    return sdpa_kernel(getattr(SDPBackend, ATTENTION_ENUM[name]))
 
 
 def attention_refusal(name: str, exc: BaseException, reasons: list[str]) -> ValueError:

@@ -24,7 +24,7 @@ from torch import nn
 from ...core.backends import resolve_device
 from ...core.precision import unsupported_reason
 from .models import Task
-from .spec import TrainSpec, check_precision
+from .spec import HALF_DTYPES, TrainSpec, check_precision
 from .task import custom_task
 from .trainer import Trainer
 
@@ -61,8 +61,7 @@ def _sampled(t: torch.Tensor) -> torch.Tensor:
 def gradient_sample(task: Task, *, steps: int = 0, batch_size: int = 32,
                     lr: float | None = None,
                     device: str = "auto", seed: int = 0) -> GradientSample:
-    """Train `steps` fp32 steps, then one fp32 backward hooked on every parameter and module
-    output: the gradient magnitudes an fp16 backward would have to hold."""
+    """|gradients| of every parameter and module output in an fp32 backward after `steps`."""
     device = resolve_device(device)
     trainer = Trainer(TrainSpec(precision="fp32", batch_size=batch_size, lr=lr), task, device,
                       seed=seed)
@@ -148,8 +147,7 @@ def compare_scaling(task: Task, *, steps: int = 60, batch_size: int = 64,
                     init_scale: float = 2.0**16, growth_factor: float = 2.0,
                     backoff_factor: float = 0.5, growth_interval: int = 2000,
                     runs=SCALING_RUNS, device: str = "auto", seed: int = 0) -> dict[str, list]:
-    """The same model trained `steps` steps per run (name, precision, scaler on/off): name ->
-    Trainer.train's history with zero_grad_fraction (lost to underflow, or never there)."""
+    """name -> Trainer.train's history (with grad_stats) of each run (name, precision, scaler)."""
     device = resolve_device(device)
     out = {}
     for name, precision, scaler in runs:
@@ -168,7 +166,7 @@ def autocast_dtypes(model: nn.Module, inputs, precision: str = "fp16", *, loss_f
     computes in 16 bits and keeps in fp32 *here* (CPU and CUDA autocast differ)."""
     device = resolve_device(device)
     check_precision(precision, device)
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
+    dtype = HALF_DTYPES.get(precision)
     if dtype is None:
         raise ValueError(f"precision={precision!r}: autocast runs in 'fp16' or 'bf16'")
     model = model.to(device)

@@ -23,9 +23,9 @@ from ...core.backends import resolve_device
 from ...core.cancel import CancelToken
 from ...core.memory import available_bytes, free_after_oom, is_oom
 from ...core.units import MIB, format_bytes
-from .memory import MemoryModel, fit_memory_model
+from .memory import MemoryModel, fit_memory_model, prediction_error
 from .models import preset
-from .spec import TrainSpec, check_precision
+from .spec import TrainSpec, check_precision, positive_int
 from .task import batch_norm_layers
 from .trainer import Task, measure_step_memory
 
@@ -77,8 +77,7 @@ class BatchPlan:
 def plan_effective_batch(target_batch: int, max_batch_size: int) -> BatchPlan:
     """The fewest accumulation steps of equal micro-batches (<= max_batch_size) that make
     exactly `target_batch`; a note when a nearby target would split better."""
-    if isinstance(target_batch, bool) or not isinstance(target_batch, int) or target_batch < 1:
-        raise ValueError(f"target_batch={target_batch!r} must be a positive int, e.g. 1024")
+    positive_int("target_batch", target_batch, "1024")
     if max_batch_size < 1:
         raise ValueError("not even a micro-batch of 1 fits: use a smaller model, activation "
                          "checkpointing, bf16, or a device with more memory")
@@ -139,7 +138,7 @@ class MaxBatchResult:
         if self.measured_bytes is not None:
             text += f"; verified peak {format_bytes(self.measured_bytes)}"
             if self.predicted_bytes is not None:
-                error = (self.predicted_bytes - self.measured_bytes) / self.measured_bytes
+                error = prediction_error(self.predicted_bytes, self.measured_bytes)
                 text += f", predicted {format_bytes(self.predicted_bytes)} ({error:+.1%})"
         if self.plan is not None:
             text += (f". Target {self.plan.target_batch} = {self.plan.batch_size} x "
@@ -214,9 +213,8 @@ class _Search:
 
     @property
     def tolerance(self) -> float:
-        """How far over the budget a prediction may be and still be tried: MODEL_TOLERANCE
-        until the model has been checked against a trial, then twice its worst error seen
-        (at least MIN_TOLERANCE)."""
+        """How far over the budget a prediction may be and still be tried: twice the model's
+        worst error seen, between MIN_TOLERANCE and MODEL_TOLERANCE."""
         errors = [abs(t.predicted_bytes - t.peak_bytes) / t.peak_bytes for t in self.result.trials
                   if t.predicted_bytes is not None and t.peak_bytes]
         if not errors:
@@ -317,8 +315,7 @@ def _bisect(search: _Search, accum_steps: int, cycles: int, resolution: float) -
 
 
 def default_limit_bytes(device: str) -> int:
-    """A search's default limit: CPU_DEFAULT_LIMIT_BYTES on a CPU, the memory available now
-    on a GPU (free plus the allocator's unused cache)."""
+    """CPU_DEFAULT_LIMIT_BYTES on a CPU, the memory available now on a GPU."""
     if device == "cpu":
         return CPU_DEFAULT_LIMIT_BYTES
     free_after_oom()
@@ -340,10 +337,8 @@ def find_max_batch_for(spec: TrainSpec, task: Task | None = None, *, device: str
     device = resolve_device(device)
     check_precision(spec.precision, device)
     task = task or preset(spec.model, spec.size)
-    injected = limit_bytes if (limit_bytes is not None or device == "cpu") else None
     limit = limit_bytes or default_limit_bytes(device)
-    if device == "cpu":
-        injected = limit
+    injected = limit if device == "cpu" else limit_bytes
     # planning a target that may need accumulation: search as accumulation will run (>= 2)
     accum = spec.accum_steps if target_batch is None else 2
 
@@ -371,8 +366,7 @@ def find_max_batch_for(spec: TrainSpec, task: Task | None = None, *, device: str
 
 def max_batch_point(model: str, size: str, precision: str, limit_mib: float | None = None, *,
                     device: str = "cpu", cancel: CancelToken | None = None) -> dict:
-    """The largest micro-batch of a preset with the memory model's prediction of its peak; a
-    report point (`limit_mib` None: the device's memory, CPU: 256 MiB)."""
+    """The largest micro-batch of a preset, and the memory model's prediction of its peak."""
     limit = None if limit_mib is None else int(limit_mib * 2**20)
     result = find_max_batch_for(TrainSpec(model=model, size=size, precision=precision),
                                 device=device, limit_bytes=limit, cancel=cancel)
@@ -381,8 +375,7 @@ def max_batch_point(model: str, size: str, precision: str, limit_mib: float | No
              "predicted_bytes": result.predicted_bytes, "measured_bytes": result.measured_bytes}
     if not result.batch_size:
         return {**facts, "outcome": "oom", "message": result.summary()}
-    error = None
-    if result.predicted_bytes is not None and result.measured_bytes:
-        error = (result.predicted_bytes - result.measured_bytes) / result.measured_bytes
-    return {**facts, "throughput": result.batch_size,
-            "throughput_unit": "samples per micro-batch", "prediction_error": error}
+    known = result.predicted_bytes is not None and result.measured_bytes
+    return {**facts, "throughput": result.batch_size, "throughput_unit": "samples per micro-batch",
+            "prediction_error": prediction_error(result.predicted_bytes, result.measured_bytes)
+            if known else None}

@@ -65,8 +65,7 @@ def _copies_a_parameter(t: torch.Tensor) -> bool:
 
 
 class SavedTensorCounter:
-    """Counts the tensors autograd saves for backward inside a `with` block; never parameters
-    or `exclude` (the batch)."""
+    """Counts the tensors autograd saves for backward in a `with` block (not `exclude`)."""
 
     def __init__(self, parameters: Iterable[torch.Tensor], exclude: Iterable = ()):
         self._skip = _storages(parameters) | _storages(exclude)
@@ -203,8 +202,7 @@ class StepMemory:
 
 
 def _state_bytes(optimizer: torch.optim.Optimizer, device: torch.device) -> int:
-    """Bytes of the optimizer's state on `device` (not Adam's CPU `step` counters of GPU
-    parameters)."""
+    """Bytes of the optimizer's state on `device` (not Adam's CPU step counters)."""
     return tensor_bytes(v for state in optimizer.state.values() for v in state.values()
                         if isinstance(v, torch.Tensor) and v.device == device)
 
@@ -298,8 +296,7 @@ class MemoryModel:
 
 def fit_memory_model(probes: Sequence[tuple[int, MemoryBreakdown]], *,
                      grads_in_forward: bool) -> MemoryModel:
-    """A MemoryModel from (micro-batch, MemoryBreakdown) probes at two or more batch sizes;
-    `grads_in_forward`: the step accumulates."""
+    """A MemoryModel from (micro-batch, MemoryBreakdown) probes at two or more batch sizes."""
     if len({int(b) for b, _ in probes}) < 2:
         raise ValueError(f"the memory model needs probes at two or more micro-batch sizes, got "
                          f"{[b for b, _ in probes]}; probe e.g. at 2 and 4")

@@ -264,8 +264,7 @@ def sizes_of(model: str) -> tuple[str, ...]:
 
 
 def preset(model: str, size: str = "tiny") -> Task:
-    """The Task of a preset model ("mlp", "transformer", "cnn" at "tiny" ... "large"; the
-    transformer also at "gpt2_small"; "resnet50" at "224", which needs torchvision)."""
+    """The Task of a preset model at a size (sizes_of)."""
     sizes = sizes_of(model)
     if size not in sizes:
         raise ValueError(f"unknown size {size!r} for {model}: use one of {sizes}"

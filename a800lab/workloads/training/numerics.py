@@ -39,8 +39,7 @@ def matmul_probe_error(device: str) -> float:
 
 def _train(trainer: Trainer, steps: int, cancel: CancelToken | None,
            last_step=None) -> tuple[list[float], list[float]]:
-    """`steps` optimizer steps on fresh data; (per-step ms, per-step losses). `last_step(trainer)`
-    runs the final step itself when given (it returns that step's loss)."""
+    """(per-step ms, losses) of `steps` steps; `last_step(trainer)` runs the last if given."""
     times, losses = [], []
     for i in range(steps):
         if cancel is not None:
@@ -73,8 +72,7 @@ def _result(trainer: Trainer, times: list[float], losses: list[float]) -> dict:
 def held_out_point(precision: str = "fp32", model: str = "transformer", size: str = "tiny",
                    batch_size: int = 32, *, train_steps: int = 60, seed: int = 0,
                    device: str = "auto", cancel: CancelToken | None = None) -> dict:
-    """Train `train_steps` steps in `precision`, then the held-out loss and the TF32 probe (see
-    the module docstring); a sweep point."""
+    """Train `train_steps` steps in `precision`, then the held-out loss and the TF32 probe."""
     positive_int("train_steps", train_steps, "60")
     device = resolve_device(device)
     spec = TrainSpec(model=model, size=size, batch_size=batch_size, precision=precision)

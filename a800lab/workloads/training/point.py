@@ -1,30 +1,86 @@
-"""The training lab's sweep points: train, count, then time one configuration.
+"""The training lab's sweep points: train, count, then time one configuration; and its model
+FLOPs utilisation (MFU): one micro-batch's forward and backward counted by torch's
+FlopCounterMode (no optimizer, no recomputation, as in the PaLM paper) x samples/s, over the
+peaks of the step's matmul precision (the datasheet's, and the one `a800lab peak` recorded).
 
     point = train_point(model="mlp", batch_size=32, accum_steps=2, precision="fp32")
-    point["throughput"], point["loss"], point["activation_bytes"]   # samples/s, ..., bytes
-    run_sweep(train_point, {"batch_size": [8, 16, 32]}, fixed={"model": "mlp"}, workload="train")
+    point["throughput"], point["loss"], point["mfu_pct_of_datasheet_peak"]   # samples/s, ...
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from ...core.backends import resolve_device
 from ...core.cancel import CancelToken
+from ...core.environment import environment
 from ...core.memory import free_after_oom
+from ...core.specs import peak_for
 from ...core.timing import measure
+from ..peak import measured_peak
 from .levers import CompileWatch
 from .memory import StepMemory, fit_memory_model, prediction_error
-from .mfu import count_model_flops, mfu_figures, peaks_for
 from .models import Task, preset
-from .spec import TrainSpec, check_precision, positive_int, precision_context
+from .spec import TrainSpec, check_precision, matmul_precision_of, positive_int, precision_context
 from .trainer import POOL_BATCHES, Trainer, accumulation_gaps, check_levers, measure_step_memory
 
 DEFAULT_TRAIN_STEPS = 30
+CPU_PEAK_REASON = "CPUs are not in the datasheet table"
+
+
+@dataclass(frozen=True)
+class FlopCount:
+    """FLOPs of one micro-batch's forward and backward, in total and per sample (by op)."""
+
+    batch_size: int
+    total_flops: int
+    by_op: dict  # op name -> FLOPs per sample
+
+    @property
+    def per_sample(self) -> float:
+        return self.total_flops / self.batch_size
+
+
+def count_model_flops(spec: TrainSpec, task: Task, device: str) -> FlopCount:
+    """One micro-batch's forward and backward of a fresh eager model, counted."""
+    plain = replace(spec, checkpointing=False, compile="off", accum_steps=1)
+    trainer = Trainer(plain, task, device)
+    batch = trainer.batch()
+    with FlopCounterMode(display=False) as counter:
+        trainer.cycle([batch])  # the optimizer's kernels are no FLOPs to the counter
+    by_op = {str(op): flops / spec.batch_size
+             for op, flops in counter.get_flop_counts().get("Global", {}).items()}
+    return FlopCount(spec.batch_size, int(counter.get_total_flops()), by_op)
+
+
+def peaks_for(precision: str, device: str, env: dict | None = None) -> dict:
+    """The datasheet and measured peaks (TFLOP/s, or None) of a precision's matmuls."""
+    core = matmul_precision_of(precision)
+    env = env if env is not None else environment(device)
+    if device.startswith("cuda"):
+        datasheet, source = peak_for(torch.cuda.get_device_name(device), core)
+    else:
+        datasheet, source = None, CPU_PEAK_REASON
+    return {"peak_precision": core, "datasheet_peak_tflops": datasheet,
+            "datasheet_peak_source": source, "measured_peak_tflops": measured_peak(env, core)}
+
+
+def mfu_figures(flops_per_sample: float, samples_per_s: float, peaks: dict) -> dict:
+    """achieved_tflops and the MFU (%) against each of peaks_for's peaks (None for None)."""
+    achieved = flops_per_sample * samples_per_s / 1e12
+
+    def pct(peak):
+        return None if not peak else 100 * achieved / peak
+
+    return {"model_flops_per_sample": flops_per_sample, "achieved_tflops": achieved, **peaks,
+            "mfu_pct_of_datasheet_peak": pct(peaks["datasheet_peak_tflops"]),
+            "mfu_pct_of_measured_peak": pct(peaks["measured_peak_tflops"])}
+
 
 
 def probe_batches(batch_size: int) -> tuple[int, int]:
@@ -123,8 +179,7 @@ def train_point(model: str = "mlp", size: str = "tiny", batch_size: int = 32,
 def accumulation_point(model: str, size: str, batch_size: int, accum_steps: int,
                        precision: str = "fp32", *, device: str = "cpu", train_steps: int = 5,
                        budget_s: float = 0.3, cancel: CancelToken | None = None) -> dict:
-    """train_point, plus with accumulation its gradient's gaps to one batch of the same samples
-    (trainer.accumulation_gaps)."""
+    """train_point, plus with accumulation trainer.accumulation_gaps."""
     out = train_point(model=model, size=size, batch_size=batch_size, accum_steps=accum_steps,
                       precision=precision, device=device, train_steps=train_steps,
                       budget_s=budget_s, predict_memory=False, cancel=cancel)

@@ -194,8 +194,7 @@ def profile_step(spec: TrainSpec, task: Task | None = None, *, device: str = "au
                  steps: int = 3, warmup_steps: int = 3, timing_budget_s: float = 0.3,
                  out: str | Path | None = None,
                  cancel: CancelToken | None = None) -> ProfileReport:
-    """Profile `steps` optimizer steps of `spec` on your `task`, else its preset; `out`: the
-    folder for trace.json and profile.json (None: a new temporary one)."""
+    """Profile `steps` steps of `spec`; `out`: the folder for trace.json and profile.json."""
     positive_int("steps", steps, "3")
     positive_int("warmup_steps", warmup_steps, "3")
     device = resolve_device(device)

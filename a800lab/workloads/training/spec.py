@@ -26,7 +26,7 @@ OPTIMIZERS = ("sgd", "adamw")
 _ALIASES = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16",
             "pure_bf16": "bf16_pure", "bf16-pure": "bf16_pure", "default": "fp32_default",
             "fp32-default": "fp32_default"}
-_AUTOCAST = {"fp16": torch.float16, "bf16": torch.bfloat16}
+HALF_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}  # autocast's, serving's casts
 
 
 def canonical_precision(name: str) -> str:
@@ -103,7 +103,7 @@ class TrainSpec:
             raise ValueError(f"backoff_factor={self.backoff_factor!r} must be between 0 and 1, "
                              "e.g. 0.5")
         set_("growth_interval", positive_int("growth_interval", self.growth_interval, "2000"))
-        if self.grad_scaler and self.precision not in _AUTOCAST:
+        if self.grad_scaler and self.precision not in HALF_DTYPES:
             raise ValueError(f"a GradScaler rescues fp16 gradients from underflow; with "
                              f"precision={self.precision!r} it has nothing to do. Use "
                              "grad_scaler=None, or precision='fp16'")
@@ -119,7 +119,7 @@ class TrainSpec:
 
     @property
     def autocast_dtype(self) -> torch.dtype | None:
-        return _AUTOCAST.get(self.precision)
+        return HALF_DTYPES.get(self.precision)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -50,8 +50,7 @@ def custom_task(make_model: Callable[[], nn.Module], make_batch: Callable, loss_
 
 
 def label_accuracy(outputs, targets):
-    """Argmax accuracy when `targets` are class labels of `outputs` (integers shaped like the
-    logits less their class dimension); None for other targets."""
+    """Argmax accuracy when `targets` are class labels of `outputs`, else None."""
     if not (isinstance(outputs, torch.Tensor) and isinstance(targets, torch.Tensor)):
         return None
     labels = not (targets.is_floating_point() or targets.is_complex()
@@ -146,8 +145,7 @@ def call_model(model: nn.Module, inputs):
 
 
 class Checkpointed(nn.Module):
-    """A block whose activations are recomputed in backward instead of kept (non-reentrant
-    torch.utils.checkpoint)."""
+    """A block whose activations are recomputed in backward instead of kept."""
 
     def __init__(self, inner: nn.Module):
         super().__init__()
@@ -160,8 +158,7 @@ class Checkpointed(nn.Module):
 
 
 def checkpoint_blocks(model: nn.Module) -> list[Checkpointed]:
-    """Each block of `model.blocks` (or child of an nn.Sequential) wrapped in Checkpointed, in
-    place; returns the wrappers."""
+    """Each of `model.blocks` (or an nn.Sequential's children) wrapped in Checkpointed."""
     holder = getattr(model, "blocks", None)
     if not isinstance(holder, (nn.ModuleList, nn.Sequential)):
         holder = model if isinstance(model, nn.Sequential) else None

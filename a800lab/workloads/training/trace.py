@@ -264,8 +264,7 @@ def analyse_trace(trace: dict, *, on_cuda: bool, steps: int | None = None,
 
 
 def _launching_ops(raw_device, device, runtime, host: list[Segment]):
-    """owner(segment): the innermost host op that launched it (by correlation id), else the
-    kernel's own name."""
+    """owner(segment): the innermost host op that launched it, else the kernel's name."""
     launch_at = {e.get("args", {}).get("correlation"): (float(e["ts"]), f"thread {e.get('tid')}")
                  for e in runtime}
     lanes: dict[str, list[Segment]] = defaultdict(list)

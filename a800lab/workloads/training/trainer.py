@@ -175,8 +175,7 @@ class Trainer:
         return history
 
     def check_attention(self) -> None:
-        """A forward of 2 samples under the forced attention back end: ValueError with torch's
-        reasons when it refuses the model's shapes or dtype."""
+        """ValueError with torch's reasons when the forced attention back end refuses 2 samples."""
         if self.spec.attention == "default":
             return
         with warnings.catch_warnings(record=True) as caught:
@@ -307,8 +306,8 @@ def gradient_gap(grad: torch.Tensor, reference: torch.Tensor) -> float:
 
 def measure_step_memory(spec: TrainSpec, task: Task, device: str, *, cycles: int = 1,
                         limit_bytes: int | None = None, seed: int = 0):
-    """The MemoryBreakdown of `cycles` steps of a fresh model; out of memory (InjectedOOM above
-    `limit_bytes`) raises: the caller frees after its except block."""
+    """The MemoryBreakdown of `cycles` steps of a fresh model (OOM raises; InjectedOOM above
+    `limit_bytes`): the caller frees after its except block."""
     watch = StepMemory(device, limit_bytes=limit_bytes)  # before the model: CUDA counts it all
     trainer = Trainer(spec, task, device, seed=seed)
     pool = trainer.batches(min(spec.accum_steps, POOL_BATCHES))

@@ -28,15 +28,14 @@ from ...core.search import SearchResult, search
 from ...core.store import TunedStore, tuned_store_path
 from ...core.units import format_bytes
 from .candidates import LEVERS, WORKLOAD, TuneSession, default_axes, pareto_frontier
+from .levers import ATTENTION_ENUM, optimizer_flags
 from .max_batch import DEFAULT_MARGIN
 from .models import Task, default_size, preset
-from .snippet import training_snippet
-from .spec import TrainSpec, check_precision, positive_int
+from .spec import HALF_DTYPES, TrainSpec, check_precision, positive_int
 
 
 def model_fingerprint(task: Task, device: str) -> str:
-    """12 hex characters of the model's structure, parameters and batch shapes (the same on any
-    machine)."""
+    """12 hex characters of the model's structure, parameters and batch shapes."""
     model = task.make_model()
     inputs, targets = task.make_batch(2, torch.Generator(device).manual_seed(0))
     flat = list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]
@@ -169,9 +168,8 @@ def tune_train(task: Task | None = None, *, model: str = "mlp", size: str | None
                force: bool = False, on_trial: Callable[[Record], None] | None = None,
                on_stage: Callable[[str], None] | None = None,
                cancel: CancelToken | None = None) -> TuneOutcome:
-    """Tune your `task` (else the preset `model` at `size`) for `target_batch`; `axes`: lever
-    -> values (default_axes); `budget_s`: the last round's per config; `limit_bytes`: the
-    memory to fit in (default: the device's free memory, 256 MiB on a CPU)."""
+    """Tune your `task` (else the preset `model` at `size`) for `target_batch`; `limit_bytes`:
+    the memory to fit in (default: the device's free memory, 256 MiB on a CPU)."""
     started = time.perf_counter()
     device = resolve_device(device)
     positive_int("target_batch", target_batch, "256")
@@ -246,3 +244,86 @@ def tune_train(task: Task | None = None, *, model: str = "mlp", size: str | None
     else:
         outcome.entry = {**tuned.put(key, levers, result, **facts), "stored": True}
     return outcome
+
+
+_FP32_PRECISION_API = hasattr(torch.backends.cuda.matmul, "fp32_precision")
+
+
+def training_snippet(config: dict, *, optimizer: str, lr: float, device: str,
+                     note: str = "") -> str:
+    """A tuner's `config` as plain-torch code to paste: valid Python (the tests run it) that
+    expects `make_model()`, `loss_fn(outputs, targets)` and a `loader` of micro-batches."""
+    precision, accum = config["precision"], int(config.get("accum_steps", 1))
+    device_type = "cuda" if device.startswith("cuda") else "cpu"
+    attention = config.get("attention", "default")
+    lines = ["import contextlib", "", "import torch"]
+    if config.get("checkpointing"):
+        lines.append("from torch.utils.checkpoint import checkpoint")
+    if attention != "default":
+        lines.append("from torch.nn.attention import SDPBackend, sdpa_kernel")
+    lines += ["", f"# {note}" if note else "# tuned by python -m a800lab tune train",
+              f'device = "{device_type}"']
+    if precision == "tf32":  # the API of the torch installed here (older ones: allow_tf32)
+        lines += (['torch.backends.cuda.matmul.fp32_precision = "tf32"   # TF32 tensor cores',
+                   'torch.backends.cudnn.conv.fp32_precision = "tf32"'] if _FP32_PRECISION_API
+                  else ["torch.backends.cuda.matmul.allow_tf32 = True   # TF32 tensor cores",
+                        "torch.backends.cudnn.allow_tf32 = True"])
+    if precision == "fp32" and device_type == "cuda":  # the lab's fp32: no TF32 anywhere
+        lines += (['torch.backends.cuda.matmul.fp32_precision = "ieee"',
+                   'torch.backends.cudnn.conv.fp32_precision = "ieee"   # torch: TF32 convs']
+                  if _FP32_PRECISION_API else
+                  ["torch.backends.cuda.matmul.allow_tf32 = False",
+                   "torch.backends.cudnn.allow_tf32 = False   # torch's default: TF32 convs"])
+    cast = ", dtype=torch.bfloat16" if precision == "bf16_pure" else ""
+    lines.append(f"model = make_model().to(device{cast})")
+    if config.get("channels_last"):
+        lines.append("model = model.to(memory_format=torch.channels_last)")
+    if config.get("checkpointing"):
+        lines += ["", "", "class Checkpointed(torch.nn.Module):",
+                  '    """A block whose activations are recomputed in backward."""', "",
+                  "    def __init__(self, block):", "        super().__init__()",
+                  "        self.block = block", "",
+                  "    def forward(self, *args):",
+                  "        return checkpoint(self.block, *args, use_reentrant=False)", "", "",
+                  "# each repeated block (an nn.Sequential model: wrap its children instead)",
+                  "model.blocks = torch.nn.ModuleList(Checkpointed(b) for b in model.blocks)"]
+    flags = "".join(f", {k}={v}" for k, v in optimizer_flags(config.get("optimizer_impl",
+                                                                         "default")).items())
+    if optimizer == "adamw":
+        lines.append(f"optimizer = torch.optim.AdamW(model.parameters(), lr={lr:g}{flags})")
+    else:
+        lines.append(f"optimizer = torch.optim.SGD(model.parameters(), lr={lr:g}, "
+                     f"momentum=0.9{flags})")
+    mode = config.get("compile", "off")
+    if mode == "off":
+        lines.append("step_model = model")
+    else:
+        arg = "" if mode == "default" else f', mode="{mode}"'
+        lines.append(f"step_model = torch.compile(model{arg})   # compiles at the first step")
+    scaler = precision == "fp16"
+    if scaler:
+        lines.append("scaler = torch.amp.GradScaler(device)   # fp16 gradients need scaling")
+    if precision in HALF_DTYPES:
+        context = f"torch.autocast(device, dtype={HALF_DTYPES[precision]})"
+    else:
+        context = "contextlib.nullcontext()"
+    if attention != "default":
+        context += f", sdpa_kernel(SDPBackend.{ATTENTION_ENUM[attention]})"
+    lines += [f"accum_steps = {accum}   # micro-batches of {config['batch_size']}: an "
+              f"effective batch of {config['batch_size'] * accum}",
+              "for i, (x, y) in enumerate(loader):",
+              "    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)"]
+    if precision == "bf16_pure":
+        lines.append("    x = x.to(torch.bfloat16) if x.is_floating_point() else x")
+    if config.get("channels_last"):
+        lines.append("    x = x.contiguous(memory_format=torch.channels_last)")
+    out = "step_model(x).float()" if precision == "bf16_pure" else "step_model(x)"
+    lines += [f"    with {context}:",
+              f"        loss = loss_fn({out}, y) / accum_steps   # the mean over the effective "
+              "batch",
+              "    scaler.scale(loss).backward()" if scaler else "    loss.backward()",
+              "    if (i + 1) % accum_steps == 0:"]
+    lines += (["        scaler.step(optimizer)   # skipped when the gradients hold inf/NaN",
+               "        scaler.update()"] if scaler else ["        optimizer.step()"])
+    lines.append("        optimizer.zero_grad(set_to_none=True)")
+    return "\n".join(lines) + "\n"
