@@ -157,15 +157,15 @@ class StepMemory:
 
     def forward(self, exclude: Sequence) -> SavedTensorCounter:
         """The context that wraps one micro-batch's forward and loss."""
-        self._counter = SavedTensorCounter(self._model.parameters(), exclude=exclude)
+        self._counter = SavedTensorCounter(self.trainer.model.parameters(), exclude=exclude)
         return self._counter
 
     def phase(self, name: str) -> None:
         """Read the components after a phase ("forward", "backward", "step"); check the limit."""
-        model, optimizer = self._model, self.trainer.optimizer
+        model, optimizer = self.trainer.model, self.trainer.optimizer
         live = {"param_bytes": tensor_bytes([*model.parameters(), *model.buffers()]),
                 "grad_bytes": tensor_bytes(p.grad for p in model.parameters()),
-                "optimizer_state_bytes": _state_bytes(optimizer, self._param_device)}
+                "optimizer_state_bytes": _state_bytes(optimizer, next(model.parameters()).device)}
         if name == "forward" and self._counter is not None:
             live["activation_bytes"] = self._counter.activation_bytes
             live["weight_copy_bytes"] = self._counter.weight_copy_bytes
@@ -191,14 +191,6 @@ class StepMemory:
     def breakdown(self) -> MemoryBreakdown:
         return MemoryBreakdown(**self._parts, data_bytes=self.data_bytes,
                                peak_bytes=self.peak_bytes, meter=self.meter)
-
-    @property
-    def _model(self):
-        return self.trainer.model
-
-    @property
-    def _param_device(self) -> torch.device:
-        return next(self._model.parameters()).device
 
 
 def _state_bytes(optimizer: torch.optim.Optimizer, device: torch.device) -> int:

@@ -37,24 +37,16 @@ def matmul_probe_error(device: str) -> float:
     return ops.rel_error(ops.run())
 
 
-def _train(trainer: Trainer, steps: int, cancel: CancelToken | None,
-           last_step=None) -> tuple[list[float], list[float]]:
-    """(per-step ms, losses) of `steps` steps; `last_step(trainer)` runs the last if given."""
-    times, losses = [], []
-    for i in range(steps):
+def _trained(trainer: Trainer, steps: int, cancel: CancelToken | None, last_step=None) -> dict:
+    """Train `steps` steps (`last_step(trainer)` runs the last, if given); the point's result."""
+    history = trainer.train(steps - (last_step is not None), cancel=cancel)
+    times, losses = [1e3 * h["wall_s"] for h in history], [h["loss"] for h in history]
+    if last_step is not None:
         if cancel is not None:
             cancel.raise_if_cancelled()
         start = time.perf_counter()
-        if last_step is not None and i == steps - 1:
-            loss = last_step(trainer)
-        else:
-            loss = trainer.train(1)[0]["loss"]
-        times.append((time.perf_counter() - start) * 1e3)   # train() synchronises (.item())
-        losses.append(loss)
-    return times, losses
-
-
-def _result(trainer: Trainer, times: list[float], losses: list[float]) -> dict:
+        losses.append(last_step(trainer))
+        times.append((time.perf_counter() - start) * 1e3)   # last_step synchronises (float)
     spec = trainer.spec
     step_s = sorted(times)[len(times) // 2] / 1e3
     finite = [v if math.isfinite(v) else None for v in losses]   # JSON has no NaN
@@ -79,8 +71,7 @@ def held_out_point(precision: str = "fp32", model: str = "transformer", size: st
     check_precision(spec.precision, device)
     trainer = Trainer(spec, preset(model, size), device, seed=seed)
     with precision_context(spec.precision):
-        times, losses = _train(trainer, train_steps, cancel)
-        out = _result(trainer, times, losses)
+        out = _trained(trainer, train_steps, cancel)
         out["matmul_probe_error"] = matmul_probe_error(device)
     return out
 
@@ -170,8 +161,7 @@ def embedding_point(embedding: str = "fp16", model: str = "transformer", size: s
         return float(loss)
 
     with precision_context(spec.precision):
-        times, losses = _train(trainer, train_steps, cancel, last_step=last_step)
-        out = _result(trainer, times, losses)
+        out = _trained(trainer, train_steps, cancel, last_step=last_step)
     out.update(embedding_dtype=embedding, lost_update_share=lost["share"],
                embedding_params=sum(w.numel() for w in tables))
     return out

@@ -176,20 +176,15 @@ class Trainer:
 
     def check_attention(self) -> None:
         """ValueError with torch's reasons when the forced attention back end refuses 2 samples."""
-        if self.spec.attention == "default":
-            return
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
                 with torch.no_grad():
                     self._loss(*self.batch(2, torch.Generator(self.device).manual_seed(0)),
                                eager=True)
-                failure = None
             except RuntimeError as exc:
-                failure = exc
-        if failure is not None:
-            raise attention_refusal(self.spec.attention, failure,
-                                    [str(w.message) for w in caught])
+                raise attention_refusal(self.spec.attention, exc,
+                                        [str(w.message) for w in caught]) from None
 
     def _note_zero_grads(self, into: dict) -> None:
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
