@@ -1,9 +1,6 @@
-"""Concurrency: N request streams sharing one device, their throughput together and the p99 of
-every request, and whether MPS is active (read, never changed). Each stream is a server with its
-own model copy, answering its share of `requests` after warm-up, all starting together. mode
-"threads": N threads of this process, each with its own CUDA stream (the GIL serialises the
-launches); "processes": N spawned processes, each with its own CUDA context (how separate
-services share a GPU: time-sliced, or together under MPS; spawning is not timed).
+"""Concurrency: N request streams sharing one device (threads with a CUDA stream each, or
+spawned processes with a CUDA context each: how separate services share a GPU), their
+throughput together, the p99 of every request, and whether MPS is active (read, never changed).
 
     out = concurrency_point(streams=4, model="transformer", batch_size=8)
     out["throughput"], out["p99_ms"], out["mps_active"]   # samples/s of all streams together

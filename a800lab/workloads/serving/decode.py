@@ -1,8 +1,6 @@
-"""Decode: the transformer preset generating tokens from a static KV cache (allocated once for
-prompt + new tokens), time per output token and tokens/s across batch, beside the bound memory
-bandwidth sets: (weight bytes + KV bytes at the mean context) / bandwidth, measured and from the
-datasheet. At batch 1 a step reads every weight for ~2 FLOPs each: it waits on memory. Checked
-first against a full fp32 forward; eager only (each step is a new shape to compile).
+"""Decode: the transformer preset generating tokens from a static KV cache, time per output
+token and tokens/s across batch, beside the bound memory bandwidth sets (the weights and the
+cached keys and values read per step / bandwidth, measured and from the datasheet).
 
     out = decode_point(batch_size=1, precision="bf16")  # GPU: GPT-2 small's shape; CPU: tiny
     out["ms_per_token"], out["throughput"]              # per decode step; tokens/s

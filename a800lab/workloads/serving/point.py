@@ -1,7 +1,6 @@
-"""The serving lab's inference point: a model answering request batches under inference_mode,
-checked against a fresh fp32 model (IEEE matmuls) first, warmed up (paying any compile and the
-CUDA graph capture, reported apart), then timed request by request: the batch copied into the
-device's input buffers, the forward, the stream synchronised; no L2 flush between requests.
+"""The serving lab's inference point: a model answering request batches, checked against fp32
+first, warmed up (any compile and CUDA graph capture reported apart), then timed request by
+request (copy in, forward, synchronise; no L2 flush between requests).
 
     out = serve_point(model="transformer", batch_size=8, precision="bf16")
     out["p50_ms"], out["p99_ms"], out["requests"], out["throughput"]   # samples/s

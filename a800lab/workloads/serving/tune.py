@@ -1,11 +1,8 @@
 """Tune serving under a latency target: the config with the most samples/s whose p99 stays
-under `p99_ms`. The search every tuner shares (core/search.py) ranks batch size x precision x
-compile x graphs x channels_last (refusals with the reason) by time per sample; a config whose
-p99 misses the target leaves the search. The winner is measured again with a fresh server (the
-next of the ranking if it misses there, up to REMEASURE_TRIES). Every trial is a record.
+under `p99_ms`, found by the search every tuner shares (core/search.py), then measured again
+with a fresh server (the next of the ranking if it misses there).
 
     outcome = tune_serve(p99_ms=5.0, model="transformer")   # or task=custom_task(...)
-    outcome.winner, outcome.remeasured   # the config; its separate re-measurement (p99, rate)
     print(outcome.summary()); print(outcome.snippet)       # what `tune serve` prints
 """
 

@@ -1,8 +1,6 @@
-"""The candidates of a training-config tuning run (tune.py drives a TuneSession; a benchmark can
-time its grid exhaustively with the same `validate` and `evaluate`): the micro-batch bounds
-(the max-batch finder), the grid, each candidate verified at its first trial (its first two
-steps within the budget; its gradient equal to the fp32 reference within the precision's
-tolerance, or twice what the precision alone costs; a finite loss) and timed.
+"""The candidates of a training-config tuning run: the micro-batch bounds (the max-batch
+finder), the grid, and each candidate verified at its first trial (its first two steps within
+the budget, its gradient equal to the fp32 reference within tolerance, a finite loss) and timed.
 
     session = TuneSession(task, TrainSpec(model="mlp"), 256, "cpu", axes=default_axes("cpu"),
                           limit_bytes=None, margin=0.1)

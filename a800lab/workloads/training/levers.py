@@ -1,8 +1,6 @@
-"""The kernel levers of a training step, each refused with the reason where the device or the
-model cannot use it: compile ("off", "default", "reduce-overhead": CUDA graphs, CUDA only;
-"max-autotune"), optimizer_impl ("default", "for-loop", "foreach", "fused"), the SDPA attention
-back end ("default": torch picks per call; "math", "flash", "efficient", "cudnn") and
-channels_last (NHWC for convolutional models).
+"""The kernel levers of a training step: compile mode, optimizer implementation, the SDPA
+attention back end and channels_last, each refused with the reason where the device or the
+model cannot use it.
 
     lever_unavailable(spec, "cpu")          # "" or why (and what to use instead)
     torch.optim.AdamW(params, lr=1e-3, **optimizer_flags("fused"))   # {"fused": True}

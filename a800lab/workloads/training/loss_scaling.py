@@ -1,15 +1,11 @@
-"""The loss-scaling lab: gradients against fp16's range, GradScaler's dynamics, fp32-kept layers.
+"""The loss-scaling lab: gradients against fp16's range (2^-24 to 65504; bf16 has fp32's),
+GradScaler's dynamics, the layers autocast keeps in fp32.
 
     sample = gradient_sample(regression_task(), steps=20)   # |grad| values, fp32 backward
     fp16_fractions(sample.values("activations"), scale=2**16)   # underflow / subnormal / overflow
     runs = compare_scaling(regression_task(), steps=60)  # fp32 / fp16 no scaler / fp16 + scaler
     autocast_dtypes(preset("transformer").make_model(), batch, "fp16")   # what stays fp32
     norm_overflow(magnitude=300.0)                       # a hand-written RMSNorm in fp16
-
-fp16 holds magnitudes from 2^-24 (subnormal below 2^-14; 2^-25 and less round to 0) to 65504
-(inf from 65520); bf16 has fp32's range. GradScaler multiplies the loss by S (2^16) so small
-gradients land in range, divides them back before the step, skips a step with inf/NaN (S x
-backoff_factor) and grows S x growth_factor after growth_interval clean steps.
 """
 
 from __future__ import annotations

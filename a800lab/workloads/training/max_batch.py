@@ -1,15 +1,10 @@
-"""The largest micro-batch that fits, found without crashing, and a target effective batch split
-into (micro-batch, accumulation steps).
+"""The largest micro-batch that fits, found without crashing: probes fit a memory model that
+guides growing and bisecting (skipping hopeless candidates), and the answer is verified with
+full steps of a fresh model; a target effective batch split into micro-batch x accumulation.
 
     found = find_max_batch_for(TrainSpec(model="transformer", precision="bf16"), device="cuda")
     found.batch_size, found.summary()     # verified with full steps, optimizer's first included
     find_max_batch_for(spec, target_batch=1024)           # searched, planned and verified
-
-The search (find_max_batch, over any trial function): probes at two small micro-batches fit a
-memory model (refitted after every trial); grow to its guess under the budget (the limit less
-a margin), else double; bisect to 1/64, skipping candidates it calls hopeless; verify the answer
-with several full steps of a fresh model (a failure there: search on below it). An OOM is a
-trial record, freed after its except block. On a CPU the limit is a pretend budget (256 MiB).
 """
 
 from __future__ import annotations

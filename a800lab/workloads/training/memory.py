@@ -1,13 +1,10 @@
-"""Where a training step's memory goes, and a model that predicts its peak from a few probes.
+"""Where a training step's memory goes (counted from the tensors; on a GPU the peak is the
+allocator's, on a CPU the components summed at each phase boundary), and a model that predicts
+the peak from a few probes.
 
-    meter = StepMemory("cpu", limit_bytes=64 * 2**20)   # watches one Trainer's cycles
-    breakdown = trainer.counted_cycle(batches, meter)    # raises InjectedOOM above the limit
+    breakdown = trainer.counted_cycle(batches, StepMemory("cpu", limit_bytes=64 * 2**20))
     model = fit_memory_model([(4, breakdown4), (8, breakdown8)], grads_in_forward=False)
     model.predict(64), model.largest_batch(limit_bytes)
-
-Parameters, gradients and optimizer state are counted from the tensors; activations are what
-autograd saves for backward (each storage once, autocast's weight copies apart). The peak is
-CUDA's allocator peak on a GPU; on a CPU the components summed at each phase boundary.
 """
 
 from __future__ import annotations

@@ -5,9 +5,6 @@
     p["eval_loss"], p["matmul_probe_error"]   # TF32 engaged: the probe's error >> fp32's ~1e-7
     e = embedding_point("fp16", model="transformer", size="medium", device="cuda")
     e["eval_loss"], e["lost_update_share"]    # share of the last step's embedding updates lost
-
-Both train a fresh preset for `train_steps` steps, synced per step, then score the held-out
-batch; samples/s counts batch generation (the point is the loss, not the speed).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The training lab's sweep points: train, count, then time one configuration; and its model
-FLOPs utilisation (MFU): one micro-batch's forward and backward counted by torch's
-FlopCounterMode (no optimizer, no recomputation, as in the PaLM paper) x samples/s, over the
-peaks of the step's matmul precision (the datasheet's, and the one `a800lab peak` recorded).
+FLOPs utilisation (MFU): FlopCounterMode's FLOPs of a forward and backward x samples/s, over
+the peaks of the step's matmul precision (the datasheet's, and the one `a800lab peak` recorded).
 
     point = train_point(model="mlp", batch_size=32, accum_steps=2, precision="fp32")
     point["throughput"], point["loss"], point["mfu_pct_of_datasheet_peak"]   # samples/s, ...

@@ -1,13 +1,9 @@
 """Where a profiled step's time goes, read from torch.profiler's Chrome trace: device time by
-category, idle, the host's op dispatch and the gaps in which the device waits for launches.
+category (each instant to one category, so they and idle add up to the window), the host's op
+dispatch, the gaps in which the device waits for launches; on a CPU the ops' self times.
 
     breakdown = analyse_trace(json.load(open("trace.json")), on_cuda=True, steps=3)
     breakdown.categories_ms      # per step: {"matmul/conv": 4.1, ..., "idle": 0.8}
-
-On a GPU each instant of the CUDA timeline goes to one category (_PRIORITY order where streams
-overlap: `overlap_ms`), so categories and idle add up to the window; a device gap is a launch
-wait when the kernel ending it was launched after the device went idle. On a CPU the same split
-is made of the host's op self times; "idle" is the time outside ops.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""Tune a training configuration for a target effective batch: successive halving (the search
-every tuner shares, core/search.py) over precision x micro-batch x accumulation x checkpointing
-x compile x optimizer implementation (candidates.py: bounds, refusals, verification), the
-frontier of samples/s against peak memory, the code to paste, and the winner stored per device,
-model, torch and target (not from a contended CPU) and reused unless `force`.
+"""Tune a training configuration for a target effective batch: successive halving (core/
+search.py) over precision x micro-batch x accumulation x checkpointing x compile x optimizer
+(candidates.py), the frontier of samples/s against peak memory, the code to paste, and the
+winner stored (not from a contended CPU) and reused unless `force`.
 
     outcome = tune_train(model="transformer", target_batch=256)     # or task=custom_task(...)
-    outcome.winner, outcome.within_noise, outcome.frontier
     print(outcome.summary()); print(outcome.snippet) # what `tune train` prints
 """
 
