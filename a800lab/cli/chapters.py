@@ -1,13 +1,6 @@
-"""`python -m a800lab chapters`: copies of the guided chapters to run, so that running one (and
-JupyterLab's autosave of its outputs) never touches the checkout's notebooks/.
-
-    python -m a800lab chapters              # notebooks/*.ipynb -> my-chapters/ (git ignores it)
-    python -m a800lab chapters --to ~/lab   # somewhere else
-    python -m a800lab chapters --refresh    # replace your copies with the current chapters
-
-A copy already there is kept (it may hold your edits and outputs) unless --refresh is given.
-The chapters ship with the source checkout (`pip install -e .`), not inside the package.
-"""
+"""`python -m a800lab chapters`: copies of the guided chapters to run (default my-chapters/, which
+git ignores), so running one never touches the checkout's notebooks/; a copy already there is
+kept unless --refresh. The chapters ship with the source checkout, not inside the package."""
 
 from __future__ import annotations
 
@@ -16,6 +9,7 @@ import sys
 from pathlib import Path
 
 from ..core.results import check_folder
+from .options import add_options
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 DEFAULT_FOLDER = CHECKOUT / "my-chapters"
@@ -25,10 +19,10 @@ def add_parsers(commands) -> None:
     chapters = commands.add("chapters", run=chapters_command,
                             help="copy the guided chapters to a folder git ignores, to run them "
                                  "there")
-    chapters.add_argument("--to", default=None,
-                          help="folder for the copies (default my-chapters/ in the checkout)")
-    chapters.add_argument("--refresh", action="store_true",
-                          help="replace copies already there with the current chapters")
+    add_options(chapters, "to refresh",
+                to="folder for the copies (default my-chapters/ in the checkout)",
+                refresh={"action": "store_true",
+                         "help": "replace copies already there with the current chapters"})
 
 
 def copy_chapters(to: str | Path | None = None, *, refresh: bool = False,

@@ -1,41 +1,27 @@
-"""Compile-only checks on the command line: `check tiles`, the compiler's verdict on a tile grid
-for any card, on any machine (no GPU needed).
-
-    python -m a800lab check tiles --card A800 --precision bf16 [--size 4096]
-    python -m a800lab check tiles --card H100 --precision bf16 --loads pointer tma \
-        --schedule tile persistent                   # the Hopper levers too
-    python -m a800lab check tiles --card sm_90 --precision fp8 --json
-
-Prints one line per config, fitting ones first by the quantisation model's prediction: fits or
-not (and why), shared memory, registers, spills, pipelining, the MMA instruction, blocks per SM
-and what limits them, waves at that shape and the predicted relative throughput
-(a800lab.workloads.tiles.plan). Compiles are cached, so a second run takes about a second.
-"""
+"""`check tiles`: the compiler's verdict on a tile grid for any card, on any machine (no GPU):
+one line per config (a800lab.workloads.tiles.plan), compiles cached."""
 
 from __future__ import annotations
 
 import json
 import sys
 
-from .options import TILE_OPTIONS, tile_choice_options
+from .options import TILE_CHOICES, TILE_OPTIONS, add_options
 
 
 def add_parsers(commands) -> None:
     tiles = commands.add("tiles", group="check", run=check_tiles_command,
                          help="the compiler's verdict on every tile config for a card, without "
                               "the card: shared memory, registers, spills, occupancy, waves")
-    tiles.add_argument("--card", required=True,
-                       help="a card of the datasheet table (A800, A100, H100, H800, H200, L40S, "
-                            "...) or an architecture (sm_80, sm_89, sm_90)")
-    tiles.add_argument("--precision", default="bf16", help="fp32, tf32, fp16, bf16 or fp8")
-    tiles.add_argument("--size", type=int, default=4096, help="square problem m=n=k (4096)")
-    for dim in ("m", "n", "k"):
-        tiles.add_argument(f"--{dim}", type=int, help="overrides --size for that dimension")
-    for name in TILE_OPTIONS:
-        tiles.add_argument(f"--{name.replace('_', '-')}", dest=name, type=int, nargs="+",
-                           help="default: the tuner's grid")
-    tile_choice_options(tiles)
-    tiles.add_argument("--json", action="store_true", help="print the rows as JSON")
+    other = "overrides --size for that dimension"
+    add_options(tiles, " ".join(("card precision size m n k", *TILE_OPTIONS, *TILE_CHOICES,
+                                 "json")),
+                card={"required": True, "help": "a card of the datasheet table (A800, A100, "
+                      "H100, H800, H200, L40S, ...) or an architecture (sm_80, sm_89, sm_90)"},
+                precision={"default": "bf16", "help": "fp32, tf32, fp16, bf16 or fp8"},
+                size={"default": 4096, "help": "square problem m=n=k (4096)"}, m=other, n=other,
+                k=other, json="print the rows as JSON",
+                **{name: "default: the tuner's grid" for name in TILE_OPTIONS})
 
 
 def check_tiles_command(args) -> int:
@@ -48,7 +34,6 @@ def check_tiles_command(args) -> int:
     m, n, k = (getattr(args, d) or args.size for d in ("m", "n", "k"))
     axes = {name: list(dict.fromkeys(getattr(args, name))) for name in
             (*TILE_OPTIONS, "schedule", "loads") if getattr(args, name)}
-    fp8_acc = args.fp8_acc[0] if args.fp8_acc else None
     if args.fp8_acc and len(args.fp8_acc) > 1:
         raise ValueError("check tiles takes one --fp8-acc (precise or fast); run it twice to "
                          "compare them")
@@ -57,8 +42,8 @@ def check_tiles_command(args) -> int:
         if done == 1 or done == total or done % 8 == 0:
             print(f"[{done}/{total}] compiled or recalled for {target.label}", file=sys.stderr)
 
-    plan = plan_tiles(target, precision, m, n, k, axes=axes, fp8_acc=fp8_acc,
-                      on_config=progress)
+    plan = plan_tiles(target, precision, m, n, k, axes=axes,
+                      fp8_acc=args.fp8_acc[0] if args.fp8_acc else None, on_config=progress)
     if args.json:
         print(json.dumps({"target": target.label, "sm_count": target.sm_count,
                           "precision": plan.precision, "shape": list(plan.shape),

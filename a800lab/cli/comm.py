@@ -1,26 +1,34 @@
-"""The communication lab on the command line: `comm collectives` and `comm ddp`.
-
-    python -m a800lab comm collectives --op all_reduce all_gather --size 1K 1M 64M \
-        --out comm.jsonl                               # algbw/busbw on 2 gloo ranks or all GPUs
-    python -m a800lab comm ddp --hook allreduce fp16_compress powersgd --out ddp.jsonl
-    torchrun --nproc-per-node 8 -m a800lab comm collectives --size 1M 1G --out comm.jsonl
-
-Here the command starts its own ranks (2 gloo processes on a CPU, one per GPU on NCCL); under
-torchrun every process is a rank and rank 0 writes --out. A rank that dies or hangs ends the run
-with the reason (exit 1); every finished point is already in --out.
-"""
+"""The communication lab on the command line: `comm collectives` and `comm ddp`, on ranks started
+here (2 gloo processes on a CPU, one per GPU on NCCL) or, under torchrun, every process a rank
+and rank 0 writing --out. A rank that dies or hangs ends the run with the reason (exit 1)."""
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 
 from ..core.cancel import Cancelled
 from ..core.units import parse_size
-from .options import resume_options, run_options, show_progress, show_record, summary_line
+from .options import (
+    RUN,
+    Stopped,
+    add_options,
+    positive,
+    refuse,
+    show_progress,
+    show_record,
+    summary_line,
+)
 
 DDP_OPTIONS = ("hook", "accum_steps", "sync", "bucket_cap_mb", "powersgd_rank", "start_iter")
+RANKS = f"nproc timeout_s {RUN} no_resume"
+RANK_OPTIONS = {
+    "nproc": {"type": int, "help": "ranks to start here (default 2 on a CPU, one per GPU); under "
+                                   "torchrun, torchrun decides"},
+    "timeout_s": {"type": float, "default": 120.0,
+                  "help": "a point taking longer ends the run: its group counts as hung",
+                  "check": refuse(positive, "--timeout-s {} must be a number of seconds > 0")},
+}
 
 
 def add_parsers(commands) -> None:
@@ -28,44 +36,27 @@ def add_parsers(commands) -> None:
         "collectives", group="comm", run=collectives_command,
         help="all_reduce, all_gather, reduce_scatter, broadcast, hierarchical_all_reduce over "
              "message sizes: time, algbw, busbw")
-    collectives.add_argument("--op", nargs="+", default=None,
-                             help="collectives (default all_reduce)")
-    collectives.add_argument("--size", nargs="+", default=None,
-                             help="message sizes in bytes, or with K/M/G (binary: 1K = 1024); "
-                                  "default 1K 16K 256K 4M on CPUs, 1K to 1G by 4x on GPUs")
-    collectives.add_argument("--dtype", default="fp32", help="fp32, fp16 or bf16")
-    collectives.add_argument("--ranks-per-node", type=int, default=None,
-                             help="hierarchical_all_reduce: ranks per node (default: under "
-                                  "torchrun LOCAL_WORLD_SIZE, else all ranks on one node)")
-    _rank_options(collectives)
-
+    add_options(collectives, f"op+ size+ dtype ranks_per_node {RANKS}", **RANK_OPTIONS,
+                op="collectives (default all_reduce)",
+                size={"type": None, "help": "message sizes in bytes, or with K/M/G (binary: 1K = "
+                      "1024); default 1K 16K 256K 4M on CPUs, 1K to 1G by 4x on GPUs"},
+                dtype={"default": "fp32", "help": "fp32, fp16 or bf16"},
+                ranks_per_node={"type": int, "help": "hierarchical_all_reduce: ranks per node "
+                                "(default: under torchrun LOCAL_WORLD_SIZE, else all ranks on "
+                                "one node)"})
     ddp = commands.add("ddp", group="comm", run=ddp_command,
                        help="a DDP training step: comm hooks, no_sync accumulation, buckets")
-    ddp.add_argument("--hook", nargs="+", default=None,
-                     help="allreduce, fp16_compress, bf16_compress, powersgd")
-    ddp.add_argument("--accum-steps", type=int, nargs="+", default=None,
-                     help="micro-batches per optimizer step")
-    ddp.add_argument("--sync", nargs="+", default=None,
-                     help="no_sync (once per step) or every_micro_batch")
-    ddp.add_argument("--bucket-cap-mb", type=float, nargs="+", default=None,
-                     help="DDP's gradient bucket sizes, MB (default 25, torch's)")
-    ddp.add_argument("--powersgd-rank", type=int, nargs="+", default=None,
-                     help="PowerSGD's matrix approximation ranks (default 1; the powersgd hook)")
-    ddp.add_argument("--start-iter", type=int, nargs="+", default=None,
-                     help="PowerSGD's plain all-reduce steps before compressing (>= 2)")
-    ddp.add_argument("--train-steps", type=int, default=None,
-                     help="optimizer steps before timing (default 20 on a CPU, 50 on GPUs)")
-    _rank_options(ddp)
-
-
-def _rank_options(parser) -> None:
-    parser.add_argument("--nproc", type=int, default=None,
-                        help="ranks to start here (default 2 on a CPU, one per GPU); under "
-                             "torchrun, torchrun decides")
-    parser.add_argument("--timeout-s", type=float, default=120.0,
-                        help="a point taking longer ends the run: its group counts as hung")
-    run_options(parser)
-    resume_options(parser)
+    add_options(ddp, " ".join(f"{name}+" for name in DDP_OPTIONS) + f" train_steps {RANKS}",
+                **RANK_OPTIONS, hook="allreduce, fp16_compress, bf16_compress, powersgd",
+                accum_steps="micro-batches per optimizer step",
+                sync="no_sync (once per step) or every_micro_batch",
+                bucket_cap_mb={"type": float,
+                               "help": "DDP's gradient bucket sizes, MB (default 25, torch's)"},
+                powersgd_rank={"type": int, "help": "PowerSGD's matrix approximation ranks "
+                               "(default 1; the powersgd hook)"},
+                start_iter={"type": int, "help": "PowerSGD's plain all-reduce steps before "
+                            "compressing (>= 2)"},
+                train_steps="optimizer steps before timing (default 20 on a CPU, 50 on GPUs)")
 
 
 def _backend(args) -> str:
@@ -75,16 +66,15 @@ def _backend(args) -> str:
 
 
 def collectives_command(args) -> int:
+    from ..workloads.comm.runs import under_torchrun
+
     backend = _backend(args)
     sizes = [_size(s) for s in args.size] if args.size else \
         [2**e for e in range(10, 31 if backend == "nccl" else 23, 2 if backend == "nccl" else 4)]
     axes = {"op": args.op or ["all_reduce"], "size_bytes": sizes, "dtype": [args.dtype]}
     if args.ranks_per_node is not None:
         axes["ranks_per_node"] = [args.ranks_per_node]
-    from ..workloads.comm.runs import under_torchrun
-
-    if under_torchrun() and "hierarchical_all_reduce" in axes["op"] and \
-            args.ranks_per_node is None:
+    elif under_torchrun() and "hierarchical_all_reduce" in axes["op"]:
         axes["ranks_per_node"] = [int(os.environ.get("LOCAL_WORLD_SIZE", "1"))]
     return _run(args, "comm", axes, {"budget_s": args.budget_s}, backend)
 
@@ -92,8 +82,6 @@ def collectives_command(args) -> int:
 def ddp_command(args) -> int:
     backend = _backend(args)
     train_steps = args.train_steps or (50 if backend == "nccl" else 20)
-    if train_steps < 1:
-        raise ValueError(f"--train-steps {train_steps} must be at least 1")
     axes = {name: getattr(args, name) for name in DDP_OPTIONS
             if getattr(args, name) is not None} or {"hook": ["allreduce"]}
     return _run(args, "ddp", axes, {"budget_s": args.budget_s, "train_steps": train_steps},
@@ -120,11 +108,7 @@ def _run(args, workload: str, axes: dict, settings: dict, backend: str) -> int:
         run_comm_here,
         under_torchrun,
     )
-    from .options import check_run_options
 
-    check_run_options(args)
-    if not (math.isfinite(args.timeout_s) and args.timeout_s > 0):
-        raise ValueError(f"--timeout-s {args.timeout_s} must be a number of seconds > 0")
     here = under_torchrun()
     if here and args.nproc is not None:
         raise ValueError("--nproc: under torchrun, torchrun starts the ranks (--nproc-per-node)")
@@ -160,8 +144,7 @@ def _run(args, workload: str, axes: dict, settings: dict, backend: str) -> int:
                            timeout_s=args.timeout_s, threads=threads,
                            on_progress=show_progress, on_result=show_record)
     except (KeyboardInterrupt, Cancelled):
-        print(f"stopped; every finished point is in {args.out}", file=sys.stderr)
-        return 130
+        raise Stopped(f"stopped; every finished point is in {args.out}") from None
     except RankGroupError as exc:
         print(f"a800lab: error: {exc}\nevery finished point is in {args.out}", file=sys.stderr)
         return 1

@@ -1,64 +1,49 @@
-"""The machine's facts on the command line: `doctor`, `peak`, `diff` and `health`.
-
-    python -m a800lab doctor [--json]                  environment and topology report
-    python -m a800lab peak [--json] [--no-store]       achievable matmul rate, copy bandwidth
-    python -m a800lab diff a/runs.jsonl b/runs.jsonl   what differs between two machines
-    python -m a800lab health [--stress] [--dcgm] [--json]   ECC, remapped rows, NCCL; slow cards
-
-`health` exits 1 when a GPU should be drained, (with --stress) a card is flagged, or (with
---dcgm) DCGM's quick diagnostic fails. --stress is a throughput check (a matmul and a copy per
-card), not a memory test: memory integrity is DCGM's, and `health` says whether dcgmi is here.
-"""
+"""The machine's facts on the command line: `doctor`, `peak`, `diff` and `health`. `health`
+exits 1 when a GPU should be drained, (--stress) a card is flagged or (--dcgm) DCGM's quick
+diagnostic fails; --stress is a throughput check, not a memory test (that is DCGM's)."""
 
 from __future__ import annotations
 
 import json
-import math
 import sys
+
+from .options import add_options, stoppable
 
 
 def add_parsers(commands) -> None:
     doctor = commands.add("doctor", run=doctor_command,
                           help="environment and topology report with advice")
-    doctor.add_argument("--json", action="store_true", help="print JSON instead of a table")
-
+    add_options(doctor, "json")
     peak = commands.add("peak", run=peak_command,
                         help="measure achievable matmul TFLOP/s and copy bandwidth")
-    peak.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    peak.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
-    peak.add_argument("--precision", nargs="+", default=None,
-                      help="default: the device's set (fp32 on a CPU)")
-    peak.add_argument("--no-store", action="store_true",
-                      help="do not record the peaks (by default tile points report %% of them; "
-                           "a noisy figure is never recorded)")
-    peak.add_argument("--threads", type=int, default=None,
-                      help="torch CPU threads (default on CPU: all usable cores but one)")
-
+    add_options(peak, "json device precision+ no_store threads",
+                precision="default: the device's set (fp32 on a CPU)",
+                no_store={"action": "store_true", "help": "do not record the peaks (by default "
+                          "tile points report %% of them; a noisy figure is never recorded)"})
     diff = commands.add("diff", run=diff_command,
                         help="compare two results files or two doctor reports: what differs, "
                              "what it means, throughputs side by side")
     diff.add_argument("a", help="results file (JSON Lines) or doctor report (doctor --json)")
     diff.add_argument("b", help="the same from the other machine")
-    diff.add_argument("--json", action="store_true", help="print JSON instead of text")
-
+    add_options(diff, "json")
     health = commands.add("health", run=health_command,
                           help="GPU memory health (ECC, remapped rows, retired pages), NCCL "
                                "settings, DCGM; --stress is a throughput check of each card")
-    health.add_argument("--json", action="store_true", help="print JSON instead of text")
-    health.add_argument("--stress", action="store_true",
-                        help="a throughput check, not a memory test: time a matmul and a copy "
-                             "on each card and flag cards below their siblings or datasheet")
-    health.add_argument("--dcgm", action="store_true",
-                        help="also run DCGM's quick diagnostic (dcgmi diag -r 1: deployment "
-                             "checks, seconds, no load on the GPUs); the memory tests are "
-                             "dcgmi diag -r 3 on a drained GPU, never started here")
-    health.add_argument("--device", nargs="+", default=None,
-                        help="cards to stress (default: every visible GPU, else the CPU)")
-    health.add_argument("--threshold", type=float, default=0.1,
-                        help="flag a card this fraction below its siblings' median (0.1)")
-    health.add_argument("--datasheet-threshold", type=float, default=0.4,
-                        help="flag a card this fraction below its datasheet (0.4)")
-    health.add_argument("--budget-s", type=float, default=0.3, help="timing budget per card")
+    add_options(
+        health, "json stress dcgm device+ threshold datasheet_threshold budget_s",
+        stress={"action": "store_true", "help": "a throughput check, not a memory test: time a "
+                "matmul and a copy on each card and flag cards below their siblings or "
+                "datasheet"},
+        dcgm={"action": "store_true", "help": "also run DCGM's quick diagnostic (dcgmi diag -r 1: "
+              "deployment checks, seconds, no load on the GPUs); the memory tests are dcgmi "
+              "diag -r 3 on a drained GPU, never started here"},
+        device={"default": None, "help": "cards to stress (default: every visible GPU, else "
+                "the CPU)"},
+        threshold={"type": float, "default": 0.1,
+                   "help": "flag a card this fraction below its siblings' median (0.1)"},
+        datasheet_threshold={"type": float, "default": 0.4,
+                             "help": "flag a card this fraction below its datasheet (0.4)"},
+        budget_s="timing budget per card")
 
 
 def doctor_command(args, nvml=None) -> int:
@@ -74,17 +59,12 @@ def peak_command(args) -> int:
     """Measure, print, and record the clean figures (a noisy one is said, never stored)."""
     from ..core.backends import resolve_device
     from ..core.environment import environment
-    from ..core.sweep import thread_count
     from ..workloads.peak import measure_peak, record_peaks
-    from .options import threads_for
 
-    if args.threads is not None and args.threads < 1:
-        raise ValueError(f"--threads {args.threads} must be at least 1")
     device = resolve_device(args.device)
-    with thread_count(threads_for(args, device)):
-        report = measure_peak(device=device, precisions=args.precision,
-                              on_progress=lambda done, total, what: print(
-                                  f"[{done}/{total}] {what}", file=sys.stderr))
+    report = stoppable(args, device, lambda: measure_peak(
+        device=device, precisions=args.precision, on_progress=lambda done, total, what: print(
+            f"[{done}/{total}] {what}", file=sys.stderr)), "stopped; nothing recorded")
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.format())
     if args.no_store:
         return 0
@@ -118,8 +98,6 @@ def health_command(args) -> int:
 
     if args.stress:
         check_thresholds(args.threshold, args.datasheet_threshold)
-        if not (math.isfinite(args.budget_s) and args.budget_s > 0):
-            raise ValueError(f"--budget-s {args.budget_s} must be a number of seconds > 0")
     report = health_report()
     stress = None
     if args.stress:

@@ -1,16 +1,8 @@
-"""The parser table: every command family registers its sub-commands here, and `main()` looks
-the chosen one up and runs it.
+"""The parser table: each family module's `add_parsers(commands)` registers its commands, and
+`main(argv)` checks the chosen one's options and runs it, returning the exit code.
 
-    from a800lab.cli import main, build_parser
-    main(["sweep", "matmul", "--size", "1024", "--out", "runs.jsonl"])    # returns the exit code
-    build_parser().parse_args(["comm", "ddp", "--out", "ddp.jsonl"])     # e.g. to check a recipe
-    print(commands_markdown())     # every command and its options: docs/commands.md's table
-
-A family module offers `add_parsers(commands)` and calls `commands.add(name, run=..., help=...,
-group=...)` for each of its commands; `group` nests it ("sweep", "tune", "check", "comm"). Each
-command's parser takes only its own options, so a foreign option ("--block-m" to `sweep matmul`)
-is refused by that parser, naming the command. Bad values raise ValueError in the command, which
-exits 2 with the message, like argparse does.
+    main(["sweep", "matmul", "--size", "1024", "--out", "runs.jsonl"])
+    print(commands_markdown())     # every command and option: docs/commands.md's reference
 """
 
 from __future__ import annotations
@@ -22,8 +14,16 @@ import warnings
 
 from ..core.results import LabNotice
 from . import chapters, check, comm, machine, report, serve, sweep, train
+from .options import Stopped
 
 FAMILIES = (machine, sweep, check, train, serve, comm, report, chapters)
+USAGE = """\
+The lab headless: `a800lab COMMAND --help` shows a command's options, docs/commands.md all.
+
+A sweep appends one JSON line per point as it is measured; run the same command again to resume
+(points already in the file for this environment are skipped). Ctrl-C stops after saving what was
+measured. Each point prints one line; a `!` marks a noisy point and says why (timing spread, CPU
+oversubscription). Open the file in a notebook with `a800lab.load_results("runs.jsonl")`."""
 GROUPS = {
     "sweep": "run a sweep headless and write JSON Lines (matmul, tiles, train, serve, decode, "
              "concurrency)",
@@ -39,16 +39,6 @@ GROUPS = {
 DEFAULT_IN_GROUP = {"tune": "tiles"}
 
 
-def _show_notice(show):
-    """A LabNotice as the lab's own one line on stderr; any other warning as Python shows it."""
-    def showwarning(message, category, filename, lineno, file=None, line=None):
-        if issubclass(category, LabNotice):
-            print(f"a800lab: note: {message}", file=sys.stderr)
-        else:
-            show(message, category, filename, lineno, file, line)
-    return showwarning
-
-
 class Commands:
     """Where families add their commands: the top level and the groups nested under it."""
 
@@ -59,24 +49,18 @@ class Commands:
     def add(self, name: str, *, run, help: str, group: str | None = None
             ) -> argparse.ArgumentParser:
         """A command's parser; `run(args)` returns the exit code."""
-        where = self._top if group is None else self._group(group)
-        parser = where.add_parser(name, help=help, description=help)
-        parser.set_defaults(run=run, command_parser=parser)
+        if group is not None and group not in self._groups:
+            parent = self._top.add_parser(group, help=GROUPS[group], description=GROUPS[group])
+            self._groups[group] = parent.add_subparsers(dest=group, required=True,
+                                                        metavar=group)
+        parser = self._groups.get(group, self._top).add_parser(name, help=help, description=help)
+        parser.set_defaults(run=run, command_parser=parser, checks={})
         return parser
-
-    def _group(self, name: str) -> argparse._SubParsersAction:
-        if name not in self._groups:
-            parent = self._top.add_parser(name, help=GROUPS[name], description=GROUPS[name])
-            self._groups[name] = parent.add_subparsers(dest=name.replace("-", "_"),
-                                                       required=True, metavar=name)
-        return self._groups[name]
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line's parser (tests parse the deploy recipes' commands with it)."""
-    from .. import __main__
-
-    parser = argparse.ArgumentParser(prog="a800lab", description=__main__.__doc__,
+    parser = argparse.ArgumentParser(prog="a800lab", description=USAGE,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = Commands(parser)
     for family in FAMILIES:
@@ -95,15 +79,14 @@ def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
 
 
 def commands_markdown() -> str:
-    """Every command, what it does and its options (help text and default) as Markdown: the
-    reference in docs/commands.md, kept equal to this by a test."""
+    """Every command, what it does and its options (help text and default) as Markdown."""
     lines = []
     for words, parser in _commands(build_parser()):
         formatter = parser._get_formatter()
         lines += ["", f"### `{' '.join(words)}`", "", parser.description, "",
                   "| option | default | what it sets |", "|---|---|---|"]
         for action in parser._actions:
-            if action.dest in ("help", "run", "command_parser"):
+            if action.dest == "help":
                 continue
             default = action.default
             if isinstance(default, list):
@@ -116,6 +99,16 @@ def commands_markdown() -> str:
     return "\n".join(lines).strip()
 
 
+def _show_notice(show):
+    """A LabNotice as the lab's own one line on stderr; any other warning as Python shows it."""
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, LabNotice):
+            print(f"a800lab: note: {message}", file=sys.stderr)
+        else:
+            show(message, category, filename, lineno, file, line)
+    return showwarning
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) > 1 and argv[0] in DEFAULT_IN_GROUP and argv[1].startswith("-") and \
@@ -126,12 +119,18 @@ def main(argv: list[str] | None = None) -> int:
         args.command_parser.error(f"unrecognized arguments: {' '.join(extra)} (see "
                                   f"{args.command_parser.prog} --help)")
     try:
+        for dest, check in args.checks.items():  # the options' own checks, before anything runs
+            if getattr(args, dest) is not None:
+                check(getattr(args, dest))
         with warnings.catch_warnings():
             warnings.showwarning = _show_notice(warnings.showwarning)
             return args.run(args)
     except ValueError as exc:  # bad input: say what and exit like argparse does
         print(f"a800lab: error: {exc}", file=sys.stderr)
         return 2
+    except Stopped as exc:  # Ctrl-C: what was kept
+        print(exc, file=sys.stderr)
+        return 130
     except BrokenPipeError:  # `... | head` closed our stdout: nothing more to say
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 -- the interpreter closes it at exit
         return 0

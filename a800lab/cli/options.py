@@ -1,114 +1,141 @@
-"""What the command families share: option groups (shapes, a run's budget, threads and output,
-tile fields, training fields), the checks argparse cannot make, and the printers (one line per
-point, progress, the CPU thread note).
+"""What the command families share: the option table (each option declared once, with the check
+argparse cannot make, run by `main` before the command), a sweep's run loop and the lines every
+command prints.
 
-    shape_options(parser); run_options(parser); tile_options(parser)   # when building parsers
-    check_run_options(args)                  # ValueError for a bad budget, thread count, --out
-    check_store(path)                        # a tuner's --store, before anything is tuned
-    show_record(record)                      # the line every sweep prints per point (stderr)
-    run_sweep_command(point, axes, args, device, workload="matmul")   # the sweeps' run loop
+    add_options(parser, f"size+ precision+ {SWEEP}", precision={"default": ["fp32"]})
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 
 from ..core.cancel import Cancelled
 from ..core.precision import PRECISIONS
+from ..core.results import check_folder, check_writable
 from ..core.units import format_bytes
+from ..workloads.matmul import FP8_ACCUMULATION, LOADS, SCHEDULES
 
+RUN = "device budget_s threads out"  # every measuring command's
+SWEEP = f"{RUN} no_resume telemetry"
 TILE_OPTIONS = ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages")
-TILE_HELP = ("rows of C per thread block (the tile's M)", "columns of C per thread block",
-             "depth of each step along k", "tiles grouped along M for L2 reuse (1: row order)",
-             "warps per thread block", "pipeline stages of the loads (software pipelining)")
 TILE_CHOICES = ("schedule", "loads", "fp8_acc")  # the Triton kernel's named choices
+TILES = " ".join(("backend", *TILE_OPTIONS, *TILE_CHOICES))
+LEVERS = ("compile", "optimizer_impl", "attention", "channels_last")
 MATMUL_PRECISION_HELP = f"one or more of {', '.join(PRECISIONS[1:])} (default fp32)"
 TRAIN_PRECISION_HELP = "fp32, tf32, fp16 (+ GradScaler), bf16 or bf16_pure (default fp32)"
+OFF_ON = ["off", "on"]
 
 
-def shape_options(parser: argparse.ArgumentParser, *, many: bool = True) -> None:
-    """--size (square problems) or --m/--n/--k."""
-    nargs = "+" if many else None
-    parser.add_argument("--size", type=int, nargs=nargs, help="square problems m=n=k")
-    for dim, what in (("m", "rows of A and C"), ("n", "columns of B and C"),
-                      ("k", "the shared dimension: columns of A, rows of B")):
-        parser.add_argument(f"--{dim}", type=int, nargs=nargs, help=f"{what} (with the other two)")
+class Stopped(Exception):
+    """Ctrl-C or a cancel mid-run: `main` prints the message (what was kept) and exits 130."""
 
 
-def run_options(parser: argparse.ArgumentParser, *, out_required: bool = True) -> None:
-    """--device, --budget-s, --threads and --out."""
-    parser.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
-    parser.add_argument("--budget-s", type=float, default=0.3, help="timing budget per point")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch CPU threads during the run (default on CPU: all usable "
-                             "cores but one; on a GPU: torch's own)")
-    parser.add_argument("--out", required=out_required, help="JSON Lines file to append to")
+def refuse(ok, message: str):
+    """A check: ValueError(message with the value) unless ok(value)."""
+    def check(value) -> None:
+        if not ok(value):
+            raise ValueError(message.format(value))
+    return check
 
 
-def resume_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--no-resume", action="store_true", help="re-measure points in --out")
+def positive(value) -> bool:
+    return math.isfinite(value) and value > 0
 
 
-def tile_options(parser: argparse.ArgumentParser) -> None:
-    """--backend and one option per tile field (each a list of values)."""
-    parser.add_argument("--backend", default="auto",
-                        help="auto (triton on a GPU, cpu_blocked on CPU), triton, cpu_blocked "
-                             "or torch (cuBLAS, no tile fields)")
-    for name, what in zip(TILE_OPTIONS, TILE_HELP, strict=True):
-        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=int, nargs="+",
-                            help=what)
+OPTIONS = {  # the option (--name-with-dashes) -> add_argument's keywords, `check` run by main
+    "device": dict(default="auto", help="auto, cpu or cuda[:N]"),
+    "budget_s": dict(type=float, default=0.3, help="timing budget per point",
+                     check=refuse(positive, "--budget-s {} must be a finite number of "
+                                              "seconds > 0, e.g. 0.3")),
+    "threads": dict(type=int, help="torch CPU threads during the run (default on CPU: all "
+                                   "usable cores but one; on a GPU: torch's own)",
+                    check=refuse(lambda n: n >= 1, "--threads {} must be at least 1")),
+    "out": dict(required=True, help="JSON Lines file to append to", check=check_writable),
+    "no_resume": dict(action="store_true", help="re-measure points in --out"),
+    "telemetry": dict(action="store_true", help="sample NVML during each point"),
+    "json": dict(action="store_true", help="print JSON instead of text"),
+    "store": dict(help="tuned-config file (default $A800LAB_TUNED or ~/.cache/a800lab/"
+                       "tuned.json)"),
+    "force": dict(action="store_true", help="tune even when a result is stored"),
+    # a matmul's shape
+    "size": dict(type=int, help="square problems m=n=k"),
+    "m": dict(type=int, help="rows of A and C (with the other two)"),
+    "n": dict(type=int, help="columns of B and C (with the other two)"),
+    "k": dict(type=int, help="the shared dimension: columns of A, rows of B (with the other two)"),
+    # the tile kernel: one list of values per tile field
+    "backend": dict(default="auto", help="auto (triton on a GPU, cpu_blocked on CPU), triton, "
+                                         "cpu_blocked or torch (cuBLAS, no tile fields)"),
+    "block_m": dict(type=int, nargs="+", help="rows of C per thread block (the tile's M)"),
+    "block_n": dict(type=int, nargs="+", help="columns of C per thread block"),
+    "block_k": dict(type=int, nargs="+", help="depth of each step along k"),
+    "group_m": dict(type=int, nargs="+", help="tiles grouped along M for L2 reuse (1: row "
+                                              "order)"),
+    "num_warps": dict(type=int, nargs="+", help="warps per thread block"),
+    "num_stages": dict(type=int, nargs="+", help="pipeline stages of the loads (software "
+                                                 "pipelining)"),
+    "schedule": dict(nargs="+", choices=SCHEDULES,
+                     help="tile (one program per tile) and/or persistent (one per SM)"),
+    "loads": dict(nargs="+", choices=LOADS,
+                  help="pointer and/or tma (tensor descriptors, Hopper sm_90 on)"),
+    "fp8_acc": dict(nargs="+", choices=FP8_ACCUMULATION,
+                    help="fp8 only: precise (every 32-deep product into fp32, cuBLAS's default) "
+                         "or fast (Triton's default on sm_90)"),
+    # a training step
+    "model": dict(help="mlp, transformer or cnn (default: mlp)"),
+    "model_size": dict(help="tiny, small, medium or large (default: tiny on a CPU, medium on a "
+                            "GPU)"),
+    "user_model": dict(help="your model: a .py file (or module) defining make_model() and "
+                            "make_batch(batch_size), optionally loss_fn(outputs, targets)"),
+    "accum_steps": dict(type=int, help="micro-batches per optimizer step (default 1)"),
+    "optimizer": dict(help="adamw or sgd (default adamw)"),
+    "checkpointing": dict(choices=OFF_ON, help="activation checkpointing (default off)"),
+    "lr": dict(type=float, help="learning rate (default: the preset's, 1e-2 tiny ... 3e-4 "
+                                "large)"),
+    "batch_size": dict(type=int),
+    "train_steps": dict(type=int, check=refuse(lambda n: n >= 1,
+                                                "--train-steps {} must be at least 1")),
+    "target_batch": dict(type=int, help="the effective batch every candidate trains with"),
+    "limit_mib": dict(type=float, help="memory to fit in, MiB (default: 256 on a CPU, the GPU's "
+                                       "free memory)",
+                      check=refuse(positive, "--limit-mib {} must be a number of MiB > 0")),
+    "margin": dict(type=float, help="share of the limit kept free (default 0.1)",
+                   check=refuse(lambda x: 0 <= x < 1, "--margin {} must be in [0, 1), e.g. "
+                                                       "0.1")),
+    "compile": dict(help="torch.compile: off, default, reduce-overhead (CUDA graphs; GPU only), "
+                         "max-autotune (default off)"),
+    "optimizer_impl": dict(help="optimizer implementation: default (torch picks), for-loop, "
+                                "foreach, fused"),
+    "attention": dict(help="SDPA back end of the transformer: default, math, flash, efficient, "
+                           "cudnn"),
+    "channels_last": dict(choices=OFF_ON, help="NHWC layout for a convolutional model: off or "
+                                               "on (default off)"),
+    "graphs": dict(choices=OFF_ON, help="capture the forward as a CUDA graph (GPU)"),
+    "requests": dict(type=int, help="requests timed per point, at least (default 200; >= 100)"),
+}
+FOLDER = {"required": False, "check": lambda path: check_folder(path, "--out")}  # not a file
 
 
-def tile_choice_options(parser: argparse.ArgumentParser) -> None:
-    """The Triton kernel's named choices: --schedule, --loads, --fp8-acc (each a list)."""
-    from ..workloads.matmul import FP8_ACCUMULATION, LOADS, SCHEDULES
-
-    parser.add_argument("--schedule", nargs="+", choices=SCHEDULES,
-                        help="tile (one program per tile) and/or persistent (one per SM)")
-    parser.add_argument("--loads", nargs="+", choices=LOADS,
-                        help="pointer and/or tma (tensor descriptors, Hopper sm_90 on)")
-    parser.add_argument("--fp8-acc", nargs="+", choices=FP8_ACCUMULATION,
-                        help="fp8 only: precise (every 32-deep product into fp32, cuBLAS's "
-                             "default) or fast (Triton's default on sm_90)")
-
-
-def train_options(parser: argparse.ArgumentParser, *, many: bool = True) -> None:
-    """The training spec's options (a list of values each for a sweep)."""
-    nargs = "+" if many else None
-    parser.add_argument("--model", nargs=nargs, help="mlp, transformer or cnn (default: mlp)")
-    parser.add_argument("--model-size", nargs=nargs,
-                        help="tiny, small, medium or large (default: tiny on a CPU, medium on "
-                             "a GPU)")
-    parser.add_argument("--accum-steps", type=int, nargs=nargs,
-                        help="micro-batches per optimizer step (default 1)")
-    parser.add_argument("--optimizer", nargs=nargs, help="adamw or sgd (default adamw)")
-    parser.add_argument("--checkpointing", nargs=nargs, choices=["off", "on"],
-                        help="activation checkpointing (default off)")
-    parser.add_argument("--lr", type=float, default=None,
-                        help="learning rate (default: the preset's, 1e-2 tiny ... 3e-4 large)")
-
-
-# ---- checks argparse cannot make ------------------------------------------------------------
-def check_run_options(args) -> None:
-    """Refuse bad run options before anything runs."""
-    from ..core.results import check_writable
-
-    if not (math.isfinite(args.budget_s) and args.budget_s > 0):
-        raise ValueError(f"--budget-s {args.budget_s} must be a finite number of seconds > 0, "
-                         "e.g. 0.3")
-    if args.threads is not None and args.threads < 1:
-        raise ValueError(f"--threads {args.threads} must be at least 1")
-    if args.out is not None:
-        check_writable(args.out)
+def add_options(parser, names: str, **own) -> None:
+    """The options named, in order (`name+` takes a list): the table's, adjusted by the `own`
+    keyword of the same name (add_argument's keywords, or a help text), or the command's own."""
+    if set(own) - {name.rstrip("+") for name in names.split()}:
+        raise TypeError(f"not named in {names!r}: {sorted(own)}")
+    for name in names.split():
+        key = name.rstrip("+")
+        extra = own.get(key, {})
+        kwargs = {**OPTIONS.get(key, {}), **({"help": extra} if isinstance(extra, str) else extra)}
+        if name != key:
+            kwargs["nargs"] = "+"
+        check = kwargs.pop("check", None)
+        if check is not None:
+            parser.get_default("checks")[key] = check
+        parser.add_argument("--" + key.replace("_", "-"), **kwargs)
 
 
 def check_store(path) -> None:
     """--store: a file the tuned configs can be written to, refused before anything is tuned."""
     from pathlib import Path
-
-    from ..core.results import check_writable
 
     if Path(path).is_dir():
         raise ValueError(f"--store {path} is a folder; give a file, e.g. "
@@ -131,6 +158,21 @@ def threads_for(args, device: str) -> int | None:
     return threads
 
 
+def stoppable(args, device: str, work, stopped: str):
+    """work() under the run's torch threads; Ctrl-C ends it with `stopped` (exit 130)."""
+    from ..core.sweep import thread_count
+
+    try:
+        with thread_count(threads_for(args, device)):
+            return work()
+    except (KeyboardInterrupt, Cancelled):
+        raise Stopped(stopped) from None
+
+
+def kept(out) -> str:
+    return f"; the trials are in {out}" if out else ""
+
+
 def shape_axes(args) -> dict:
     """{"size": [...]} or {"m": [...], "n": [...], "k": [...]} from the shape options."""
     given = {name: getattr(args, name) for name in ("size", "m", "n", "k")
@@ -148,18 +190,15 @@ def cpu_notes(precisions, device: str) -> None:
     """On a CPU, say up front which precisions will be slow there."""
     from ..workloads.matmul import cpu_slowdown_note
 
-    if device != "cpu":
-        return
-    for name in precisions:
+    for name in precisions if device == "cpu" else ():
         note = cpu_slowdown_note(name)
         if note:
             print(f"note: {note}", file=sys.stderr)
 
 
-# ---- printers -------------------------------------------------------------------------------
-def show_progress(done: int, total: int, eta_s: float | None) -> None:
+def show_progress(done: int, total: int, eta_s: float | None, what: str = "") -> None:
     eta = "" if eta_s is None else f", about {eta_s:.0f} s left"
-    print(f"[{done}/{total}{eta}]", file=sys.stderr)
+    print(f"[{done}/{total}{eta}]" + (f" {what}" if what else ""), file=sys.stderr)
 
 
 def show_record(record) -> None:
@@ -195,8 +234,8 @@ def summary_line(res, out) -> str:
 
 def run_sweep_command(point, axes: dict, args, device: str, *, workload: str,
                       fixed: dict | None = None) -> int:
-    """A sweep subcommand's run: points appended to --out with a line each, Ctrl-C keeping
-    what was measured, and the summary line."""
+    """A sweep's run: points appended to --out with a line each, Ctrl-C keeping what was
+    measured, and the summary line."""
     from ..core.sweep import run_sweep
 
     try:
@@ -206,7 +245,6 @@ def run_sweep_command(point, axes: dict, args, device: str, *, workload: str,
                         torch_threads=threads_for(args, device),
                         on_progress=show_progress, on_result=show_record)
     except (KeyboardInterrupt, Cancelled):
-        print(f"stopped; every finished point is in {args.out}", file=sys.stderr)
-        return 130
+        raise Stopped(f"stopped; every finished point is in {args.out}") from None
     print(summary_line(res, args.out), file=sys.stderr)
     return 0

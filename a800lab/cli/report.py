@@ -1,14 +1,6 @@
-"""`python -m a800lab report`: the battery, its HTML and JSON report, and two reports compared.
-
-    python -m a800lab report [--quick | --full] [--out report/] [--price-per-gpu-hour 2.0]
-    python -m a800lab report --compare a800-box/ h200-box/ [--out compare/] [--json]
-    python -m a800lab report --register [--json]   # every claim: cites, readings, rule
-
-A report writes report/points.jsonl as it measures (run the same command again to resume),
-then report/report.json and the self-contained report/report.html. It exits 0 when the battery
-is complete, 3 when its time budget left points unmeasured (run it again to resume), 130 on
-Ctrl-C (the partial report is still written) and 2 on bad input.
-"""
+"""`python -m a800lab report`: the battery, its HTML and JSON report, and two reports compared;
+exits 0 when the battery is complete, 3 when its time budget left points unmeasured (run it
+again to resume), 130 on Ctrl-C (the partial report is still written) and 2 on bad input."""
 
 from __future__ import annotations
 
@@ -17,15 +9,13 @@ import sys
 import textwrap
 from pathlib import Path
 
-from ..core.results import check_folder
 from ..report.claims import LOOKS, STATUSES
-from .options import show_record
+from .options import FOLDER, add_options, show_progress, show_record
 
 WIDTH = 100
 
 
 def add_parsers(commands) -> None:
-    """The `report` command and its options."""
     report = commands.add("report", run=report_command,
                           help="test the tuning guide's claims and this machine's health; "
                                "write an HTML and a JSON report")
@@ -42,33 +32,29 @@ def add_parsers(commands) -> None:
                       help="print the claim register (every claim: the guide's sentence ids, "
                            "its words, readings and rule) as a Markdown table, or JSON with "
                            "--json, and measure nothing")
-    report.add_argument("--out", default=None,
-                        help="folder for the report (default: report/; with --compare: "
-                             "report-compare/)")
-    report.add_argument("--device", default="auto", help="auto (cuda:0, else cpu), cpu, cuda:N")
-    report.add_argument("--budget-s", type=float, default=None,
-                        help="stop starting new points after this many seconds (default: "
-                             "quick 120, full 900); run again to resume")
-    report.add_argument("--price-per-gpu-hour", type=float, default=2.0,
-                        help="US dollars per GPU-hour, for the cost per million samples (2.0)")
-    report.add_argument("--threads", type=int, default=None,
-                        help="torch CPU threads (default on a CPU: all usable cores but one)")
-    report.add_argument("--json", action="store_true",
-                        help="print the report (or the comparison) as JSON on stdout")
+    add_options(report, "out device budget_s price_per_gpu_hour threads json",
+                out={**FOLDER, "help": "folder for the report (default: report/; with "
+                                       "--compare: report-compare/)"},
+                device="auto (cuda:0, else cpu), cpu, cuda:N",
+                budget_s={"default": None, "check": None, "help": "stop starting new points "
+                          "after this many seconds (default: quick 120, full 900); run again "
+                          "to resume"},
+                price_per_gpu_hour={"type": float, "default": 2.0, "help": "US dollars per "
+                                    "GPU-hour, for the cost per million samples (2.0)"},
+                json="print the report (or the comparison) as JSON on stdout")
 
 
 def report_command(args) -> int:
-    """Run `report` from parsed arguments, each point printed as measured; see the module
-    docstring for exit codes."""
-    _check(args)
+    """Run `report`, each point printed as measured; the exit codes are the module's."""
+    if args.compare and (args.budget_s is not None or args.threads is not None):
+        args.command_parser.error("--budget-s and --threads apply to running a report, not "
+                                  "to --compare")
     if args.register:
         from ..report.register import register_markdown, register_rows
 
         print(json.dumps(register_rows(), indent=1, ensure_ascii=False) if args.json
               else register_markdown())
         return 0
-    if args.out is not None:
-        check_folder(args.out, "--out")
     if args.compare:
         return _compare(args)
     from ..report.html import write_report_html
@@ -77,7 +63,8 @@ def report_command(args) -> int:
     out = Path(args.out or "report")
     report = run_report(args.mode or "quick", out, device=args.device, budget_s=args.budget_s,
                         price_per_gpu_hour_usd=args.price_per_gpu_hour,
-                        torch_threads=args.threads, on_progress=_progress, on_record=show_record)
+                        torch_threads=args.threads, on_progress=show_progress,
+                        on_record=show_record)
     html = write_report_html(report, out / "report.html")
     print(json.dumps(report, indent=1, default=str) if args.json
           else format_verdicts(report, colour=sys.stdout.isatty()))
@@ -145,16 +132,3 @@ def format_verdicts(report: dict, colour: bool = False) -> str:
 
 def _wrap(text: str, indent: str) -> list[str]:
     return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ")
-
-
-def _progress(done: int, total: int, eta_s: float | None, what: str) -> None:
-    eta = "" if eta_s is None else f", about {eta_s:.0f} s left"
-    print(f"[{done}/{total}{eta}] {what}", file=sys.stderr)
-
-
-def _check(args) -> None:
-    """Refuse option mixes that mean nothing (argparse cannot say them)."""
-    if args.compare and (args.budget_s is not None or args.threads is not None):
-        args.command_parser.error("--budget-s and --threads apply to running a report, not "
-                                  "to --compare")
-

@@ -1,18 +1,5 @@
 """The serving lab on the command line: `sweep serve`, `sweep decode`, `sweep concurrency` and
-`tune serve`.
-
-    python -m a800lab sweep serve --model transformer --batch-size 1 8 64 \
-        --precision fp32 bf16 --out serve.jsonl          # p50/p90/p99 and samples/s per config
-    python -m a800lab sweep decode --batch-size 1 4 16 --precision bf16 --out decode.jsonl
-    python -m a800lab sweep concurrency --streams 1 2 4 --batch-size 8 --out streams.jsonl
-    python -m a800lab tune serve --p99-ms 10 --model transformer      # the code to paste
-    python -m a800lab tune serve --p99-ms 10 --user-model my_model.py   # your model
-
-`--user-model FILE.py` (or a module) defines make_model() and make_batch(batch_size), the file
-the training commands take; its output must be (batch, ...). Every value is checked before
-anything runs (a bad one exits 2 naming it). `tune serve` exits 1 when no config meets the
-target in its re-measurement.
-"""
+`tune serve`; `--user-model` is the training commands' file, its output (batch, ...)."""
 
 from __future__ import annotations
 
@@ -20,102 +7,66 @@ import functools
 import json
 import sys
 
-from ..core.cancel import Cancelled
+from ..core.backends import resolve_device
 from .options import (
-    check_run_options,
+    RUN,
+    SWEEP,
+    add_options,
     cpu_notes,
-    resume_options,
-    run_options,
+    kept,
     run_sweep_command,
     show_record,
-    threads_for,
+    stoppable,
 )
-from .train import load_user_task, user_model_option
+from .train import load_user_task
 
 PRECISION_HELP = "fp32, tf32 (GPU), fp16 or bf16 (default fp32)"
+MODEL = "model model_size user_model"
+CONFIG = "batch_size+ precision+ compile+ graphs+ channels_last+"
+OWN = {"model": {"default": "transformer",
+                 "help": "transformer, cnn, mlp or resnet50 (default transformer)"},
+       "model_size": "tiny ... large (default: tiny on a CPU, medium on a GPU)"}
 
 
 def add_parsers(commands) -> None:
     serve = commands.add("serve", group="sweep", run=sweep_serve_command,
                          help="inference latency (p50/p90/p99) and samples/s over batch size, "
                               "precision, compile, CUDA graphs and layout")
-    _model_options(serve)
-    _config_options(serve)
-    _sweep_options(serve)
+    add_options(serve, f"{MODEL} {CONFIG} requests {SWEEP}", **OWN,
+                batch_size={"default": [1, 8, 64], "help": "request batch sizes (default 1 8 64)"},
+                precision={"default": ["fp32"], "help": PRECISION_HELP})
 
     decode = commands.add("decode", group="sweep", run=sweep_decode_command,
                           help="token generation from a static KV cache: time per token, "
                                "tokens/s and the memory-bandwidth bound, over batch size")
-    decode.add_argument("--model-size", nargs="+", default=None,
-                        help="transformer preset size (default: tiny on a CPU, gpt2_small on "
-                             "a GPU)")
-    decode.add_argument("--batch-size", type=int, nargs="+", default=[1, 4, 16],
-                        help="sequences decoded together (default 1 4 16)")
-    decode.add_argument("--precision", nargs="+", default=["fp32"], help=PRECISION_HELP)
-    decode.add_argument("--prompt-tokens", type=int, default=None, help="prompt length")
-    decode.add_argument("--new-tokens", type=int, default=None, help="tokens generated")
-    _sweep_options(decode, requests=False)
+    add_options(decode, f"model_size+ batch_size+ precision+ prompt_tokens new_tokens {SWEEP}",
+                model_size="transformer preset size (default: tiny on a CPU, gpt2_small on a GPU)",
+                batch_size={"default": [1, 4, 16],
+                            "help": "sequences decoded together (default 1 4 16)"},
+                precision={"default": ["fp32"], "help": PRECISION_HELP},
+                prompt_tokens={"type": int, "help": "prompt length"},
+                new_tokens={"type": int, "help": "tokens generated"})
 
     streams = commands.add("concurrency", group="sweep", run=sweep_concurrency_command,
                            help="N request streams sharing the device: samples/s and p99 per "
                                 "N, and whether MPS is active (read only)")
-    _model_options(streams)
-    streams.add_argument("--streams", type=int, nargs="+", default=[1, 2, 4],
-                         help="concurrent streams (default 1 2 4)")
-    streams.add_argument("--mode", choices=["threads", "processes"], default="threads",
-                         help="threads (own CUDA stream each) or processes (own CUDA context "
-                              "each: what MPS shares)")
-    streams.add_argument("--batch-size", type=int, default=8, help="request batch (default 8)")
-    streams.add_argument("--precision", default="fp32", help=PRECISION_HELP)
-    _sweep_options(streams)
+    add_options(streams, f"{MODEL} streams+ mode batch_size precision requests {SWEEP}", **OWN,
+                streams={"type": int, "default": [1, 2, 4],
+                         "help": "concurrent streams (default 1 2 4)"},
+                mode={"choices": ["threads", "processes"], "default": "threads",
+                      "help": "threads (own CUDA stream each) or processes (own CUDA context "
+                              "each: what MPS shares)"},
+                batch_size={"default": 8, "help": "request batch (default 8)"},
+                precision={"default": "fp32", "help": PRECISION_HELP})
 
     tune = commands.add("serve", group="tune", run=tune_serve_command,
                         help="the config with the most samples/s whose p99 stays under "
                              "--p99-ms, re-measured on its own; prints the code to paste")
-    tune.add_argument("--p99-ms", type=float, required=True,
-                      help="the latency target: p99 of a request batch, milliseconds")
-    _model_options(tune)
-    _config_options(tune, defaults=False)
-    _requests_option(tune)
-    run_options(tune, out_required=False)
-    tune.add_argument("--json", action="store_true", help="print the outcome as JSON too")
-
-
-def _model_options(parser) -> None:
-    parser.add_argument("--model", default="transformer",
-                        help="transformer, cnn, mlp or resnet50 (default transformer)")
-    parser.add_argument("--model-size", default=None,
-                        help="tiny ... large (default: tiny on a CPU, medium on a GPU)")
-    user_model_option(parser)
-
-
-def _config_options(parser, *, defaults: bool = True) -> None:
-    """--batch-size, --precision, --compile, --graphs, --channels-last (lists)."""
-    parser.add_argument("--batch-size", type=int, nargs="+", default=[1, 8, 64] if defaults
-                        else None, help="request batch sizes" + (" (default 1 8 64)" if
-                                                                 defaults else ""))
-    parser.add_argument("--precision", nargs="+", default=["fp32"] if defaults else None,
-                        help=PRECISION_HELP)
-    parser.add_argument("--compile", nargs="+", default=None,
-                        help="torch.compile: off, default, reduce-overhead (GPU), max-autotune")
-    parser.add_argument("--graphs", nargs="+", choices=["off", "on"], default=None,
-                        help="capture the forward as a CUDA graph (GPU)")
-    parser.add_argument("--channels-last", nargs="+", choices=["off", "on"], default=None,
-                        help="NHWC layout (image models)")
-
-
-def _requests_option(parser) -> None:
-    parser.add_argument("--requests", type=int, default=None,
-                        help="requests timed per point, at least (default 200; >= 100)")
-
-
-def _sweep_options(parser, *, requests: bool = True) -> None:
-    """--requests, the run options, --no-resume and --telemetry of a serving sweep."""
-    if requests:
-        _requests_option(parser)
-    run_options(parser)
-    resume_options(parser)
-    parser.add_argument("--telemetry", action="store_true", help="sample NVML during each point")
+    add_options(tune, f"p99_ms {MODEL} {CONFIG} requests {RUN} json", **OWN,
+                p99_ms={"type": float, "required": True,
+                        "help": "the latency target: p99 of a request batch, milliseconds"},
+                batch_size="request batch sizes", precision=PRECISION_HELP,
+                out={"required": False}, json="print the outcome as JSON too")
 
 
 def _task(args, device: str):
@@ -173,10 +124,8 @@ def _requests(args) -> dict:
 
 
 def sweep_serve_command(args) -> int:
-    from ..core.backends import resolve_device
     from ..workloads.serving.point import serve_point
 
-    check_run_options(args)
     device = resolve_device(args.device)
     task = _task(args, device)
     axes = config_axes(device, task, **_given(args))
@@ -187,14 +136,12 @@ def sweep_serve_command(args) -> int:
 
 
 def sweep_decode_command(args) -> int:
-    from ..core.backends import resolve_device
     from ..core.precision import check_supported
     from ..workloads.serving.decode import CPU_DECODE, GPU_DECODE, decode_point
     from ..workloads.serving.spec import serve_precision
     from ..workloads.training.models import preset
     from ..workloads.training.spec import positive_int
 
-    check_run_options(args)
     device = resolve_device(args.device)
     sizes = _listed(args.model_size, (CPU_DECODE if device == "cpu" else GPU_DECODE)["size"])
     for size in sizes:
@@ -212,11 +159,9 @@ def sweep_decode_command(args) -> int:
 
 
 def sweep_concurrency_command(args) -> int:
-    from ..core.backends import resolve_device
     from ..workloads.serving.concurrency import concurrency_point
     from ..workloads.training.spec import positive_int
 
-    check_run_options(args)
     device = resolve_device(args.device)
     task = _task(args, device)
     axes = config_axes(device, task, model=args.model, size=args.model_size,
@@ -230,13 +175,10 @@ def sweep_concurrency_command(args) -> int:
 
 
 def tune_serve_command(args) -> int:
-    from ..core.backends import resolve_device
-    from ..core.sweep import thread_count
     from ..workloads.serving.tune import default_axes, tune_serve
     from ..workloads.training.spec import positive_float
 
     positive_float("p99_ms", args.p99_ms, "50 (milliseconds)")
-    check_run_options(args)
     device = resolve_device(args.device)
     task = _task(args, device)
     options = _given(args)
@@ -244,19 +186,12 @@ def tune_serve_command(args) -> int:
     axes = {k: v for k, v in given.items() if options.get(k) is not None and k != "model"
             and k != "size"}
     grid = {**default_axes(device), **axes}
-    size = given["size"][0]
-    name = args.user_model or args.model
-    print(f"tuning {name} for p99 <= {args.p99_ms:g} ms on {device}: "
+    print(f"tuning {args.user_model or args.model} for p99 <= {args.p99_ms:g} ms on {device}: "
           f"{', '.join(f'{k} {v}' for k, v in grid.items())}", file=sys.stderr)
-    try:
-        with thread_count(threads_for(args, device)):
-            outcome = tune_serve(args.p99_ms, task, model=args.model, size=size, axes=axes,
-                                 device=device, budget_s=args.budget_s, out=args.out,
-                                 on_trial=show_record, **_requests(args))
-    except (KeyboardInterrupt, Cancelled):
-        print("stopped" + (f"; the trials are in {args.out}" if args.out else ""),
-              file=sys.stderr)
-        return 130
+    outcome = stoppable(args, device, lambda: tune_serve(
+        args.p99_ms, task, model=args.model, size=given["size"][0], axes=axes, device=device,
+        budget_s=args.budget_s, out=args.out, on_trial=show_record, **_requests(args)),
+        "stopped" + kept(args.out))
     print(outcome.summary())
     if outcome.winner is not None:
         print("\n# the code to paste:\n" + outcome.snippet)

@@ -1,152 +1,82 @@
-"""The training lab on the command line: `sweep train`, `max-batch`, `profile`, `tune train`.
-
-    python -m a800lab sweep train --model transformer --batch-size 8 32 128 \
-        --precision fp32 bf16 --accum-steps 1 4 --out train.jsonl   # training steps
-    python -m a800lab max-batch --model transformer --precision bf16 --target-batch 1024
-    python -m a800lab profile --model transformer --precision bf16 --batch-size 32 --out prof/
-    python -m a800lab tune train --model transformer --target-batch 256
-    python -m a800lab tune train --user-model my_model.py --target-batch 256   # your model
-
-`max-batch` prints one JSON line (the verified answer and, with --target-batch, the plan as
-micro-batch x accumulation steps) and exits 1 when no micro-batch fits. `profile` prints where
-a step's time goes and writes prof/trace.json (Perfetto, chrome://tracing) and prof/
-profile.json. `tune train` prints the winner, the frontier of samples/s vs peak memory and the
-code to paste; it exits 1 when no config survives. `--user-model FILE.py` (or a module name)
-is a file defining make_model() and make_batch(batch_size) (and optionally loss_fn), the
-contract of TrainingExplorer.
-"""
+"""The training lab on the command line: `sweep train`, `max-batch`, `profile`, `tune train`, and
+`--user-model FILE.py` (or a module): make_model() and make_batch(batch_size), optionally
+loss_fn, the contract of TrainingExplorer."""
 
 from __future__ import annotations
 
 import functools
 import json
-import math
 import os
 import sys
 
-from ..core.cancel import Cancelled
+from ..core.backends import resolve_device
 from .options import (
+    FOLDER,
+    LEVERS,
+    RUN,
+    SWEEP,
     TRAIN_PRECISION_HELP,
-    check_run_options,
+    add_options,
     check_store,
     cpu_notes,
-    resume_options,
-    run_options,
+    kept,
     run_sweep_command,
     show_record,
     show_trial,
-    threads_for,
-    train_options,
+    stoppable,
 )
+
+SPEC = "model model_size accum_steps optimizer checkpointing lr"  # the training spec's options
 
 
 def add_parsers(commands) -> None:
+    listed = " ".join(f"{name}+" for name in SPEC.split()[:-1])
+    levers = " ".join(f"{name}+" for name in LEVERS)
     train = commands.add("train", group="sweep", run=sweep_train_command,
                          help="training steps over batch, accumulation, precision, optimizer "
                               "and checkpointing")
-    train_options(train)
-    train.add_argument("--precision", nargs="+", default=None, help=TRAIN_PRECISION_HELP)
-    train.add_argument("--batch-size", type=int, nargs="+",
-                       help="micro-batch sizes (default 32)")
-    train.add_argument("--train-steps", type=int, default=None,
-                       help="optimizer steps per point before timing, for its loss curve "
+    add_options(train, f"{listed} lr precision+ batch_size+ train_steps {SWEEP} {levers}",
+                precision=TRAIN_PRECISION_HELP, batch_size="micro-batch sizes (default 32)",
+                train_steps="optimizer steps per point before timing, for its loss curve "
                             "(default 20 on a CPU, 50 on a GPU)")
-    run_options(train)
-    resume_options(train)
-    train.add_argument("--telemetry", action="store_true", help="sample NVML during each point")
-    lever_options(train)
 
     max_batch = commands.add("max-batch", run=max_batch_command,
                              help="the largest micro-batch of a training step that fits (grow, "
                                   "bisect, verify)")
-    train_options(max_batch, many=False)
-    max_batch.add_argument("--precision", default="fp32", help=TRAIN_PRECISION_HELP)
-    max_batch.add_argument("--target-batch", type=int, default=None,
-                           help="an effective batch to plan as micro-batch x accumulation")
-    max_batch.add_argument("--limit-mib", type=float, default=None,
-                           help="memory to fit in, MiB (default: 256 on a CPU, the GPU's free "
-                                "memory; smaller on a GPU plans for a smaller card)")
-    max_batch.add_argument("--margin", type=float, default=None,
-                           help="share of the limit kept free (default 0.1)")
-    max_batch.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
-    max_batch.add_argument("--threads", type=int, default=None,
-                           help="torch CPU threads (default on CPU: all usable cores but one)")
-    max_batch.add_argument("--out", default=None, help="JSON Lines file to append the result to")
+    add_options(max_batch, f"{SPEC} precision target_batch limit_mib margin device threads out",
+                precision={"default": "fp32", "help": TRAIN_PRECISION_HELP},
+                target_batch="an effective batch to plan as micro-batch x accumulation",
+                limit_mib="memory to fit in, MiB (default: 256 on a CPU, the GPU's free "
+                          "memory; smaller on a GPU plans for a smaller card)",
+                out={"help": "JSON Lines file to append the result to", "required": False})
 
     profile = commands.add("profile", run=profile_command,
                            help="where a training step's time goes (torch.profiler): device time "
                                 "by category, idle, launch gaps, top ops, a Perfetto trace")
-    train_options(profile, many=False)
-    user_model_option(profile)
-    profile.add_argument("--precision", default="fp32", help=TRAIN_PRECISION_HELP)
-    profile.add_argument("--batch-size", type=int, default=32, help="micro-batch (default 32)")
-    lever_options(profile, many=False)
-    profile.add_argument("--steps", type=int, default=3, help="profiled steps (default 3)")
-    profile.add_argument("--warmup-steps", type=int, default=3,
-                         help="steps before profiling: optimizer state, compilation (default 3)")
-    profile.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
-    profile.add_argument("--threads", type=int, default=None,
-                         help="torch CPU threads (default on CPU: all usable cores but one)")
-    profile.add_argument("--out", default="prof",
-                         help="folder for trace.json and profile.json (default prof/)")
-    profile.add_argument("--json", action="store_true", help="print profile.json instead")
+    add_options(profile, f"{SPEC} user_model precision batch_size {' '.join(LEVERS)} steps "
+                         "warmup_steps device threads out json",
+                precision={"default": "fp32", "help": TRAIN_PRECISION_HELP},
+                batch_size={"type": int, "default": 32, "help": "micro-batch (default 32)"},
+                steps={"type": int, "default": 3, "help": "profiled steps (default 3)"},
+                warmup_steps={"type": int, "default": 3, "help": "steps before profiling: "
+                              "optimizer state, compilation (default 3)"},
+                out={**FOLDER, "default": "prof",
+                     "help": "folder for trace.json and profile.json (default prof/)"},
+                json="print profile.json instead")
 
     tune = commands.add("train", group="tune", run=tune_train_command,
                         help="the fastest training config for a target effective batch: "
                              "precision x micro-batch x accumulation x checkpointing x compile "
                              "x optimizer (successive halving; every candidate verified; the "
                              "winner stored and reused)")
-    tune.add_argument("--model", default="mlp", help="mlp, transformer or cnn (default: mlp)")
-    tune.add_argument("--model-size", default=None,
-                      help="tiny, small, medium or large (default: tiny on a CPU, medium on a "
-                           "GPU)")
-    user_model_option(tune)
-    tune.add_argument("--target-batch", type=int, required=True,
-                      help="the effective batch every candidate trains with")
-    tune.add_argument("--precision", nargs="+", default=None,
-                      help="precisions to try (default: fp32 on a CPU; bf16 fp16 tf32 on a GPU)")
-    tune.add_argument("--checkpointing", nargs="+", choices=["off", "on"], default=None,
-                      help="activation checkpointing to try (default: off on)")
-    lever_options(tune, tune=True)
-    tune.add_argument("--optimizer", default="adamw", help="adamw or sgd (default adamw)")
-    tune.add_argument("--lr", type=float, default=None,
-                      help="learning rate (default: the preset's, 1e-3 for your model)")
-    tune.add_argument("--limit-mib", type=float, default=None,
-                      help="memory to fit in, MiB (default: 256 on a CPU, the GPU's free memory)")
-    tune.add_argument("--margin", type=float, default=None,
-                      help="share of the limit kept free (default 0.1)")
-    run_options(tune, out_required=False)
-    tune.add_argument("--store", default=None,
-                      help="tuned-config file (default $A800LAB_TUNED or ~/.cache/a800lab/"
-                           "tuned.json)")
-    tune.add_argument("--force", action="store_true", help="tune even when a result is stored")
-    tune.add_argument("--json", action="store_true", help="print the stored entry as JSON too")
-
-
-LEVERS_HELP = {
-    "compile": "torch.compile: off, default, reduce-overhead (CUDA graphs; GPU only), "
-               "max-autotune (default off)",
-    "optimizer_impl": "optimizer implementation: default (torch picks), for-loop, foreach, "
-                      "fused",
-    "attention": "SDPA back end of the transformer: default, math, flash, efficient, cudnn",
-    "channels_last": "NHWC layout for a convolutional model: off or on (default off)",
-}
-
-
-def lever_options(parser, *, many: bool = True, tune: bool = False) -> None:
-    """--compile, --optimizer-impl, --attention, --channels-last (lists for a sweep or the
-    tuner)."""
-    nargs = "+" if many or tune else None
-    for name, text in LEVERS_HELP.items():
-        kwargs = {"choices": ["off", "on"]} if name == "channels_last" else {}
-        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, nargs=nargs,
-                            default=None, help=text, **kwargs)
-
-
-def user_model_option(parser) -> None:
-    parser.add_argument("--user-model", default=None,
-                        help="your model: a .py file (or module) defining make_model() and "
-                             "make_batch(batch_size), optionally loss_fn(outputs, targets)")
+    add_options(tune, f"model model_size user_model target_batch precision+ checkpointing+ "
+                      f"{levers} optimizer lr limit_mib margin {RUN} store force json",
+                model={"default": "mlp"}, target_batch={"required": True},
+                precision="precisions to try (default: fp32 on a CPU; bf16 fp16 tf32 on a GPU)",
+                checkpointing="activation checkpointing to try (default: off on)",
+                optimizer={"default": "adamw"}, out={"required": False},
+                lr="learning rate (default: the preset's, 1e-3 for your model)",
+                json="print the stored entry as JSON too")
 
 
 def user_task(where: str | None, device: str):
@@ -216,12 +146,11 @@ def _user_module(where: str):
 def _lever_values(args) -> dict:
     """The lever options given (only those: a sweep without them keeps its old point keys)."""
     out = {}
-    for name in LEVERS_HELP:
+    for name in LEVERS:
         given = getattr(args, name, None)
-        if given is None:
-            continue
-        values = given if isinstance(given, list) else [given]
-        out[name] = [v == "on" for v in values] if name == "channels_last" else values
+        if given is not None:
+            values = given if isinstance(given, list) else [given]
+            out[name] = [v == "on" for v in values] if name == "channels_last" else values
     return out
 
 
@@ -261,56 +190,38 @@ def train_values(args, device: str, *, many: bool = True) -> dict:
 
 
 def sweep_train_command(args) -> int:
-    from ..core.backends import resolve_device
     from ..workloads.training.point import train_point
     from ..workloads.training.spec import matmul_precision_of
 
-    check_run_options(args)
     device = resolve_device(args.device)
     axes = train_values(args, device)
-    train_steps = args.train_steps if args.train_steps is not None else \
-        (20 if device == "cpu" else 50)
-    if train_steps < 1:
-        raise ValueError(f"--train-steps {train_steps} must be at least 1")
+    train_steps = args.train_steps or (20 if device == "cpu" else 50)
     point = functools.partial(train_point, device=device, budget_s=args.budget_s,
                               train_steps=train_steps, lr=args.lr)
     cpu_notes(list(dict.fromkeys(matmul_precision_of(p) for p in axes["precision"])), device)
     return run_sweep_command(point, axes, args, device, workload="train")
 
 
+def _limit_and_margin(args) -> tuple[int | None, float]:
+    from ..workloads.training.max_batch import DEFAULT_MARGIN
+
+    limit = None if args.limit_mib is None else int(args.limit_mib * 2**20)
+    return limit, DEFAULT_MARGIN if args.margin is None else args.margin
+
+
 def max_batch_command(args) -> int:
-    from ..core.backends import resolve_device
-    from ..core.results import check_writable
-    from ..core.sweep import thread_count
-    from ..workloads.training.max_batch import DEFAULT_MARGIN, find_max_batch_for
+    from ..workloads.training.max_batch import find_max_batch_for
     from ..workloads.training.spec import TrainSpec
 
     device = resolve_device(args.device)
     values = train_values(args, device, many=False)
     spec = TrainSpec(**{k: v[0] for k, v in values.items()}, lr=args.lr)
-    margin = DEFAULT_MARGIN if args.margin is None else args.margin
-    if not 0 <= margin < 1:
-        raise ValueError(f"--margin {margin} must be in [0, 1), e.g. 0.1")
-    limit = None
-    if args.limit_mib is not None:
-        if not (math.isfinite(args.limit_mib) and args.limit_mib > 0):
-            raise ValueError(f"--limit-mib {args.limit_mib} must be a number of MiB > 0")
-        limit = int(args.limit_mib * 2**20)
-    if args.target_batch is not None and args.target_batch < 1:
-        raise ValueError(f"--target-batch {args.target_batch} must be at least 1")
-    if args.threads is not None and args.threads < 1:
-        raise ValueError(f"--threads {args.threads} must be at least 1")
-    if args.out is not None:
-        check_writable(args.out)
+    limit, margin = _limit_and_margin(args)
     print(f"max batch of {spec.model} ({spec.size}, {spec.precision}, {spec.optimizer}, "
           f"checkpointing {'on' if spec.checkpointing else 'off'}) on {device}", file=sys.stderr)
-    try:
-        with thread_count(threads_for(args, device)):
-            result = find_max_batch_for(spec, device=device, limit_bytes=limit, margin=margin,
-                                        target_batch=args.target_batch, on_trial=show_trial)
-    except (KeyboardInterrupt, Cancelled):
-        print("stopped; nothing written", file=sys.stderr)
-        return 130
+    result = stoppable(args, device, lambda: find_max_batch_for(
+        spec, device=device, limit_bytes=limit, margin=margin, target_batch=args.target_batch,
+        on_trial=show_trial), "stopped; nothing written")
     print(result.summary(), file=sys.stderr)
     line = json.dumps({"spec": spec.to_dict(), **result.to_dict()})
     if args.out is not None:
@@ -321,16 +232,10 @@ def max_batch_command(args) -> int:
 
 
 def profile_command(args) -> int:
-    from ..core.backends import resolve_device
-    from ..core.results import check_folder
-    from ..core.sweep import thread_count
     from ..workloads.training.profile import profile_step
     from ..workloads.training.spec import TrainSpec, matmul_precision_of
 
     device = resolve_device(args.device)
-    if args.threads is not None and args.threads < 1:
-        raise ValueError(f"--threads {args.threads} must be at least 1")
-    check_folder(args.out, "--out")
     task = user_task(args.user_model, device)
     values = train_values(args, device, many=False)
     if task is not None:
@@ -339,28 +244,19 @@ def profile_command(args) -> int:
                      lr=args.lr)
     cpu_notes([matmul_precision_of(spec.precision)], device)
     print(f"profiling {'your model' if task else spec.model} on {device}: "
-          f"{args.warmup_steps} warm-up steps, then "
-          f"{args.steps} profiled", file=sys.stderr)
-    try:
-        with thread_count(threads_for(args, device)):
-            report = profile_step(spec, task, device=device, steps=args.steps,
-                                  warmup_steps=args.warmup_steps, out=args.out)
-    except (KeyboardInterrupt, Cancelled):
-        print("stopped; nothing written", file=sys.stderr)
-        return 130
+          f"{args.warmup_steps} warm-up steps, then {args.steps} profiled", file=sys.stderr)
+    report = stoppable(args, device, lambda: profile_step(
+        spec, task, device=device, steps=args.steps, warmup_steps=args.warmup_steps,
+        out=args.out), "stopped; nothing written")
     print(json.dumps(report.to_dict(), indent=1) if args.json else report.summary())
     return 0
 
 
 def tune_train_command(args) -> int:
-    from ..core.backends import resolve_device
     from ..core.store import tuned_store_path
-    from ..core.sweep import thread_count
-    from ..workloads.training.max_batch import DEFAULT_MARGIN
     from ..workloads.training.spec import canonical_precision
     from ..workloads.training.tune import tune_train
 
-    check_run_options(args)
     device = resolve_device(args.device)
     task = user_task(args.user_model, device)
     axes = _lever_values(args)
@@ -368,32 +264,17 @@ def tune_train_command(args) -> int:
         axes["precision"] = list(dict.fromkeys(canonical_precision(p) for p in args.precision))
     if args.checkpointing:
         axes["checkpointing"] = list(dict.fromkeys(c == "on" for c in args.checkpointing))
-    limit = None
-    if args.limit_mib is not None:
-        if not (math.isfinite(args.limit_mib) and args.limit_mib > 0):
-            raise ValueError(f"--limit-mib {args.limit_mib} must be a number of MiB > 0")
-        limit = int(args.limit_mib * 2**20)
-    margin = DEFAULT_MARGIN if args.margin is None else args.margin
-    if not 0 <= margin < 1:
-        raise ValueError(f"--margin {margin} must be in [0, 1), e.g. 0.1")
+    limit, margin = _limit_and_margin(args)
     store = args.store or tuned_store_path()
     check_store(store)
-    name = args.user_model or args.model
-    print(f"tuning {name} for an effective batch of {args.target_batch} on {device}",
-          file=sys.stderr)
-    try:
-        with thread_count(threads_for(args, device)):
-            outcome = tune_train(task, model=args.model, size=args.model_size,
-                                 target_batch=args.target_batch, axes=axes,
-                                 optimizer=args.optimizer, lr=args.lr, device=device,
-                                 limit_bytes=limit, margin=margin, budget_s=args.budget_s,
-                                 store=store, out=args.out, force=args.force,
-                                 on_trial=show_record,
-                                 on_stage=lambda text: print(text, file=sys.stderr))
-    except (KeyboardInterrupt, Cancelled):
-        print("stopped; nothing stored" + (f"; the trials are in {args.out}" if args.out
-                                            else ""), file=sys.stderr)
-        return 130
+    print(f"tuning {args.user_model or args.model} for an effective batch of "
+          f"{args.target_batch} on {device}", file=sys.stderr)
+    outcome = stoppable(args, device, lambda: tune_train(
+        task, model=args.model, size=args.model_size, target_batch=args.target_batch,
+        axes=axes, optimizer=args.optimizer, lr=args.lr, device=device, limit_bytes=limit,
+        margin=margin, budget_s=args.budget_s, store=store, out=args.out, force=args.force,
+        on_trial=show_record, on_stage=lambda text: print(text, file=sys.stderr)),
+        "stopped; nothing stored" + kept(args.out))
     if outcome.reused:
         print(f"reused the result tuned at {outcome.entry['tuned_at']} from {store} (--force "
               "tunes again)", file=sys.stderr)
