@@ -9,19 +9,11 @@ import sys
 
 from ..core.cancel import Cancelled
 from ..core.units import parse_size
-from .options import (
-    RUN,
-    Stopped,
-    add_options,
-    positive,
-    refuse,
-    show_progress,
-    show_record,
-    summary_line,
-)
+from . import options
+from .options import Stopped, add_options, positive, refuse
 
 DDP_OPTIONS = ("hook", "accum_steps", "sync", "bucket_cap_mb", "powersgd_rank", "start_iter")
-RANKS = f"nproc timeout_s {RUN} no_resume"
+RANKS = "nproc timeout_s RUN no_resume"
 RANK_OPTIONS = {
     "nproc": {"type": int, "help": "ranks to start here (default 2 on a CPU, one per GPU); under "
                                    "torchrun, torchrun decides"},
@@ -60,13 +52,11 @@ def add_parsers(commands) -> None:
 
 
 def _backend(args) -> str:
-    from ..core.backends import resolve_device
-
-    return "nccl" if resolve_device(args.device).startswith("cuda") else "gloo"
+    return "nccl" if args.device.startswith("cuda") else "gloo"
 
 
 def collectives_command(args) -> int:
-    from ..workloads.comm.runs import under_torchrun
+    from ..workloads.comm import runs
 
     backend = _backend(args)
     sizes = [_size(s) for s in args.size] if args.size else \
@@ -74,7 +64,7 @@ def collectives_command(args) -> int:
     axes = {"op": args.op or ["all_reduce"], "size_bytes": sizes, "dtype": [args.dtype]}
     if args.ranks_per_node is not None:
         axes["ranks_per_node"] = [args.ranks_per_node]
-    elif under_torchrun() and "hierarchical_all_reduce" in axes["op"]:
+    elif runs.under_torchrun() and "hierarchical_all_reduce" in axes["op"]:
         axes["ranks_per_node"] = [int(os.environ.get("LOCAL_WORLD_SIZE", "1"))]
     return _run(args, "comm", axes, {"budget_s": args.budget_s}, backend)
 
@@ -100,16 +90,10 @@ def _run(args, workload: str, axes: dict, settings: dict, backend: str) -> int:
     this process group; Ctrl-C and a failed rank keep what was measured."""
     import torch
 
+    from ..workloads.comm import runs
     from ..workloads.comm.launcher import RankGroupError
-    from ..workloads.comm.runs import (
-        check_local_ranks,
-        plan_points,
-        run_comm,
-        run_comm_here,
-        under_torchrun,
-    )
 
-    here = under_torchrun()
+    here = runs.under_torchrun()
     if here and args.nproc is not None:
         raise ValueError("--nproc: under torchrun, torchrun starts the ranks (--nproc-per-node)")
     if here:
@@ -119,8 +103,8 @@ def _run(args, workload: str, axes: dict, settings: dict, backend: str) -> int:
     else:
         nproc = torch.cuda.device_count() if backend == "nccl" else 2
     if not here:
-        check_local_ranks(nproc, backend)  # too many for this machine: refused, nothing started
-    plan_points(workload, axes, None, nproc, backend)  # a bad value exits before any rank
+        runs.check_local_ranks(nproc, backend)  # too many for this machine: nothing started
+    runs.plan_points(workload, axes, None, nproc, backend)  # a bad value exits before any rank
     threads = args.threads or 1
     if backend == "gloo" and args.threads is None:
         from ..core.noise import default_cpu_threads
@@ -133,20 +117,21 @@ def _run(args, workload: str, axes: dict, settings: dict, backend: str) -> int:
         if here:
             os.environ.setdefault("A800LAB_THREADS", str(threads))
             os.environ.setdefault("A800LAB_TIMEOUT_S", str(args.timeout_s))
-            res = run_comm_here(workload, axes, settings=settings, out=args.out,
-                                resume=not args.no_resume, backend=backend,
-                                on_progress=show_progress, on_result=show_record)
+            res = runs.run_comm_here(workload, axes, settings=settings, out=args.out,
+                                     resume=not args.no_resume, backend=backend,
+                                     on_progress=options.show_progress,
+                                     on_result=options.show_record)
             if int(os.environ["RANK"]) != 0:
                 return 0
         else:
-            res = run_comm(workload, axes, world_size=nproc, backend=backend,
-                           settings=settings, out=args.out, resume=not args.no_resume,
-                           timeout_s=args.timeout_s, threads=threads,
-                           on_progress=show_progress, on_result=show_record)
+            res = runs.run_comm(workload, axes, world_size=nproc, backend=backend,
+                                settings=settings, out=args.out, resume=not args.no_resume,
+                                timeout_s=args.timeout_s, threads=threads,
+                                on_progress=options.show_progress, on_result=options.show_record)
     except (KeyboardInterrupt, Cancelled):
         raise Stopped(f"stopped; every finished point is in {args.out}") from None
     except RankGroupError as exc:
         print(f"a800lab: error: {exc}\nevery finished point is in {args.out}", file=sys.stderr)
         return 1
-    print(summary_line(res, args.out), file=sys.stderr)
+    print(options.summary_line(res, args.out), file=sys.stderr)
     return 0

@@ -37,8 +37,8 @@ def add_parsers(commands) -> None:
         dcgm={"action": "store_true", "help": "also run DCGM's quick diagnostic (dcgmi diag -r 1: "
               "deployment checks, seconds, no load on the GPUs); the memory tests are dcgmi "
               "diag -r 3 on a drained GPU, never started here"},
-        device={"default": None, "help": "cards to stress (default: every visible GPU, else "
-                "the CPU)"},
+        device={"default": None, "check": None,
+                "help": "cards to stress (default: every visible GPU, else the CPU)"},
         threshold={"type": float, "default": 0.1,
                    "help": "flag a card this fraction below its siblings' median (0.1)"},
         datasheet_threshold={"type": float, "default": 0.4,
@@ -57,14 +57,12 @@ def doctor_command(args, nvml=None) -> int:
 
 def peak_command(args) -> int:
     """Measure, print, and record the clean figures (a noisy one is said, never stored)."""
-    from ..core.backends import resolve_device
     from ..core.environment import environment
     from ..workloads.peak import measure_peak, record_peaks
 
-    device = resolve_device(args.device)
-    report = stoppable(args, device, lambda: measure_peak(
-        device=device, precisions=args.precision, on_progress=lambda done, total, what: print(
-            f"[{done}/{total}] {what}", file=sys.stderr)), "stopped; nothing recorded")
+    report = stoppable(args, lambda: measure_peak(
+        device=args.device, precisions=args.precision, on_progress=lambda done, total, what:
+        print(f"[{done}/{total}] {what}", file=sys.stderr)), "stopped; nothing recorded")
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.format())
     if args.no_store:
         return 0

@@ -1,9 +1,6 @@
-"""The parser table: each family module's `add_parsers(commands)` registers its commands, and
-`main(argv)` checks the chosen one's options and runs it, returning the exit code.
-
-    main(["sweep", "matmul", "--size", "1024", "--out", "runs.jsonl"])
-    print(commands_markdown())     # every command and option: docs/commands.md's reference
-"""
+"""The parser table: each family's `add_parsers(commands)` registers its commands; `main(argv)`
+checks the chosen one's options, runs it and returns the exit code; `commands_markdown()` is
+docs/commands.md's reference."""
 
 from __future__ import annotations
 
@@ -46,8 +43,7 @@ class Commands:
         self._top = parser.add_subparsers(dest="command", required=True, metavar="command")
         self._groups: dict[str, argparse._SubParsersAction] = {}
 
-    def add(self, name: str, *, run, help: str, group: str | None = None
-            ) -> argparse.ArgumentParser:
+    def add(self, name: str, *, run, help: str, group: str | None = None):
         """A command's parser; `run(args)` returns the exit code."""
         if group is not None and group not in self._groups:
             parent = self._top.add_parser(group, help=GROUPS[group], description=GROUPS[group])
@@ -59,7 +55,6 @@ class Commands:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The whole command line's parser (tests parse the deploy recipes' commands with it)."""
     parser = argparse.ArgumentParser(prog="a800lab", description=USAGE,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = Commands(parser)
@@ -79,7 +74,7 @@ def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
 
 
 def commands_markdown() -> str:
-    """Every command, what it does and its options (help text and default) as Markdown."""
+    """Every command, what it does and its options (help text and default), in Markdown."""
     lines = []
     for words, parser in _commands(build_parser()):
         formatter = parser._get_formatter()
@@ -89,8 +84,7 @@ def commands_markdown() -> str:
             if action.dest == "help":
                 continue
             default = action.default
-            if isinstance(default, list):
-                default = " ".join(map(str, default))
+            default = " ".join(map(str, default)) if isinstance(default, list) else default
             default = "required" if action.required and action.option_strings else \
                 f"`{default}`" if default not in (None, False) else ""
             help_text = formatter._expand_help(action) if action.help else ""
@@ -121,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for dest, check in args.checks.items():  # the options' own checks, before anything runs
             if getattr(args, dest) is not None:
-                check(getattr(args, dest))
+                setattr(args, dest, check(getattr(args, dest)))
         with warnings.catch_warnings():
             warnings.showwarning = _show_notice(warnings.showwarning)
             return args.run(args)

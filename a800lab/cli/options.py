@@ -2,28 +2,28 @@
 argparse cannot make, run by `main` before the command), a sweep's run loop and the lines every
 command prints.
 
-    add_options(parser, f"size+ precision+ {SWEEP}", precision={"default": ["fp32"]})
+    add_options(parser, "SHAPE+ precision+ SWEEP", precision={"default": ["fp32"]})
 """
 
 from __future__ import annotations
 
 import math
 import sys
+from pathlib import Path
 
+from ..core.backends import resolve_device
 from ..core.cancel import Cancelled
-from ..core.precision import PRECISIONS
 from ..core.results import check_folder, check_writable
+from ..core.sweep import run_sweep, thread_count
 from ..core.units import format_bytes
 from ..workloads.matmul import FP8_ACCUMULATION, LOADS, SCHEDULES
 
-RUN = "device budget_s threads out"  # every measuring command's
-SWEEP = f"{RUN} no_resume telemetry"
 TILE_OPTIONS = ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages")
 TILE_CHOICES = ("schedule", "loads", "fp8_acc")  # the Triton kernel's named choices
-TILES = " ".join(("backend", *TILE_OPTIONS, *TILE_CHOICES))
 LEVERS = ("compile", "optimizer_impl", "attention", "channels_last")
-MATMUL_PRECISION_HELP = f"one or more of {', '.join(PRECISIONS[1:])} (default fp32)"
-TRAIN_PRECISION_HELP = "fp32, tf32, fp16 (+ GradScaler), bf16 or bf16_pure (default fp32)"
+BUNDLES = {"RUN": "device budget_s threads out", "SWEEP": "RUN no_resume telemetry",
+           "SHAPE": "size m n k", "TILES": " ".join(("backend", *TILE_OPTIONS, *TILE_CHOICES)),
+           "LEVERS": " ".join(LEVERS)}  # `BUNDLE+`: each of them takes a list
 OFF_ON = ["off", "on"]
 
 
@@ -32,26 +32,37 @@ class Stopped(Exception):
 
 
 def refuse(ok, message: str):
-    """A check: ValueError(message with the value) unless ok(value)."""
-    def check(value) -> None:
+    """A check: the value if ok(value), else ValueError(message with the value)."""
+    def check(value):
         if not ok(value):
             raise ValueError(message.format(value))
+        return value
     return check
+
+
+def _writable(path: str) -> str:
+    check_writable(path)
+    return path
+
+
+def _folder(path: str) -> str:
+    check_folder(path, "--out")
+    return path
 
 
 def positive(value) -> bool:
     return math.isfinite(value) and value > 0
 
 
-OPTIONS = {  # the option (--name-with-dashes) -> add_argument's keywords, `check` run by main
-    "device": dict(default="auto", help="auto, cpu or cuda[:N]"),
+OPTIONS = {  # option -> add_argument's keywords; `check(value)`: the value kept, or ValueError
+    "device": dict(default="auto", help="auto, cpu or cuda[:N]", check=resolve_device),
     "budget_s": dict(type=float, default=0.3, help="timing budget per point",
                      check=refuse(positive, "--budget-s {} must be a finite number of "
                                               "seconds > 0, e.g. 0.3")),
     "threads": dict(type=int, help="torch CPU threads during the run (default on CPU: all "
                                    "usable cores but one; on a GPU: torch's own)",
                     check=refuse(lambda n: n >= 1, "--threads {} must be at least 1")),
-    "out": dict(required=True, help="JSON Lines file to append to", check=check_writable),
+    "out": dict(required=True, help="JSON Lines file to append to", check=_writable),
     "no_resume": dict(action="store_true", help="re-measure points in --out"),
     "telemetry": dict(action="store_true", help="sample NVML during each point"),
     "json": dict(action="store_true", help="print JSON instead of text"),
@@ -113,15 +124,25 @@ OPTIONS = {  # the option (--name-with-dashes) -> add_argument's keywords, `chec
     "graphs": dict(choices=OFF_ON, help="capture the forward as a CUDA graph (GPU)"),
     "requests": dict(type=int, help="requests timed per point, at least (default 200; >= 100)"),
 }
-FOLDER = {"required": False, "check": lambda path: check_folder(path, "--out")}  # not a file
+FOLDER = {"required": False, "check": _folder}  # an --out that is a folder
+
+
+def _names(names: str) -> list[str]:
+    """The option names of a names string, its BUNDLES spelt out."""
+    out = []
+    for name in names.split():
+        key, plus = name.rstrip("+"), name[len(name.rstrip("+")):]
+        out += [n + plus for n in _names(BUNDLES[key])] if key in BUNDLES else [name]
+    return out
 
 
 def add_options(parser, names: str, **own) -> None:
     """The options named, in order (`name+` takes a list): the table's, adjusted by the `own`
     keyword of the same name (add_argument's keywords, or a help text), or the command's own."""
-    if set(own) - {name.rstrip("+") for name in names.split()}:
-        raise TypeError(f"not named in {names!r}: {sorted(own)}")
-    for name in names.split():
+    names = _names(names)
+    if set(own) - {name.rstrip("+") for name in names}:
+        raise TypeError(f"not named in {names}: {sorted(own)}")
+    for name in names:
         key = name.rstrip("+")
         extra = own.get(key, {})
         kwargs = {**OPTIONS.get(key, {}), **({"help": extra} if isinstance(extra, str) else extra)}
@@ -133,10 +154,11 @@ def add_options(parser, names: str, **own) -> None:
         parser.add_argument("--" + key.replace("_", "-"), **kwargs)
 
 
-def check_store(path) -> None:
-    """--store: a file the tuned configs can be written to, refused before anything is tuned."""
-    from pathlib import Path
+def store_path(store: str | None) -> str:
+    """--store (default: the tuned-config file) when the tuned configs can be written to it."""
+    from ..core.store import tuned_store_path
 
+    path = store or tuned_store_path()
     if Path(path).is_dir():
         raise ValueError(f"--store {path} is a folder; give a file, e.g. "
                          f"--store {Path(path) / 'tuned.json'}")
@@ -144,11 +166,17 @@ def check_store(path) -> None:
         check_writable(path)
     except ValueError as exc:
         raise ValueError(f"--store: {exc}") from None
+    return path
 
 
-def threads_for(args, device: str) -> int | None:
+def say_reused(entry: dict, store) -> None:
+    print(f"reused the result tuned at {entry['tuned_at']} from {store} (--force tunes again)",
+          file=sys.stderr)
+
+
+def threads_for(args) -> int | None:
     """--threads, else on CPU all usable cores but one (said on stderr), else torch's own."""
-    if args.threads is not None or device != "cpu":
+    if args.threads is not None or args.device != "cpu":
         return args.threads
     from ..core.noise import default_cpu_threads
 
@@ -158,12 +186,10 @@ def threads_for(args, device: str) -> int | None:
     return threads
 
 
-def stoppable(args, device: str, work, stopped: str):
+def stoppable(args, work, stopped: str):
     """work() under the run's torch threads; Ctrl-C ends it with `stopped` (exit 130)."""
-    from ..core.sweep import thread_count
-
     try:
-        with thread_count(threads_for(args, device)):
+        with thread_count(threads_for(args)):
             return work()
     except (KeyboardInterrupt, Cancelled):
         raise Stopped(stopped) from None
@@ -232,17 +258,13 @@ def summary_line(res, out) -> str:
     return f"{len(res.records)} points measured{flagged}, {res.skipped} already in {out}"
 
 
-def run_sweep_command(point, axes: dict, args, device: str, *, workload: str,
-                      fixed: dict | None = None) -> int:
+def run_sweep_command(point, axes: dict, args, *, workload: str, fixed: dict | None = None):
     """A sweep's run: points appended to --out with a line each, Ctrl-C keeping what was
     measured, and the summary line."""
-    from ..core.sweep import run_sweep
-
     try:
         res = run_sweep(point, axes, fixed=fixed, workload=workload, out=args.out,
-                        device=device, resume=not args.no_resume,
-                        sample_telemetry=args.telemetry,
-                        torch_threads=threads_for(args, device),
+                        device=args.device, resume=not args.no_resume,
+                        sample_telemetry=args.telemetry, torch_threads=threads_for(args),
                         on_progress=show_progress, on_result=show_record)
     except (KeyboardInterrupt, Cancelled):
         raise Stopped(f"stopped; every finished point is in {args.out}") from None

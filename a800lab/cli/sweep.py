@@ -7,45 +7,34 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import os
 import sys
 
-from ..core.backends import resolve_device
-from ..core.precision import check_supported, parse_precision
-from ..core.sweep import grid
+from ..core.noise import default_cpu_threads
+from ..core.precision import PRECISIONS, check_supported, parse_precision
+from ..core.sweep import grid, thread_count
 from ..workloads.matmul import MatmulSpec
-from .options import (
-    MATMUL_PRECISION_HELP,
-    RUN,
-    SWEEP,
-    TILE_CHOICES,
-    TILE_OPTIONS,
-    TILES,
-    add_options,
-    check_store,
-    cpu_notes,
-    kept,
-    run_sweep_command,
-    shape_axes,
-    show_record,
-    stoppable,
-)
+from . import options
+from .options import TILE_CHOICES, TILE_OPTIONS, add_options
+
+ONE_PRECISION_HELP = "fp32, tf32, fp16, bf16 or fp8"
+PRECISION_HELP = f"one or more of {', '.join(PRECISIONS[1:])} (default fp32)"
 
 
 def add_parsers(commands) -> None:
-    precision = {"default": ["fp32"], "help": MATMUL_PRECISION_HELP}
-    matmul = commands.add("matmul", group="sweep", run=sweep_matmul_command,
+    precision = {"default": ["fp32"], "help": PRECISION_HELP}
+    matmul = commands.add("matmul", group="sweep", run=functools.partial(_sweep, "matmul"),
                           help="torch.matmul (cuBLAS on a GPU) over shapes and precisions")
-    add_options(matmul, f"size+ m+ n+ k+ precision+ {SWEEP}", precision=precision)
-    tiles = commands.add("tiles", group="sweep", run=sweep_tiles_command,
+    add_options(matmul, "SHAPE+ precision+ SWEEP", precision=precision)
+    tiles = commands.add("tiles", group="sweep", run=functools.partial(_sweep, "tiles"),
                          help="the lab's tile kernel over tile configs (on a CPU its labelled "
                               "stand-in); impossible configs recorded with the reason")
-    add_options(tiles, f"size+ m+ n+ k+ precision+ {SWEEP} {TILES}", precision=precision)
+    add_options(tiles, "SHAPE+ precision+ SWEEP TILES", precision=precision)
     tune = commands.add("tiles", group="tune", run=tune_tiles_command,
                         help="find the fastest tile config for one shape (successive halving; "
                              "the winner is stored and reused)")
-    add_options(tune, f"size m n k precision {TILES} {RUN} store force",
-                precision={"default": "fp32", "help": "fp32, tf32, fp16, bf16 or fp8"},
-                out={"required": False})
+    add_options(tune, "SHAPE precision TILES RUN store force", out={"required": False},
+                precision={"default": "fp32", "help": ONE_PRECISION_HELP})
 
 
 def _square(run):
@@ -53,6 +42,12 @@ def _square(run):
     def point(size=None, m=None, n=None, k=None, **rest):
         return run(m or size, n or size, k or size, **rest)
     return point
+
+
+def _backend(args) -> str:
+    from ..workloads.tiles.point import default_tile_backend
+
+    return default_tile_backend(args.device) if args.backend == "auto" else args.backend
 
 
 def _tile_axes(args, backend: str, precision: str) -> dict:
@@ -79,22 +74,19 @@ def _tile_axes(args, backend: str, precision: str) -> dict:
 
 def _check_triton_here(device: str) -> None:
     """The Triton kernel needs a CUDA GPU, or the Triton interpreter for correctness checks."""
-    import os
-
     from ..core.backends import HAS_TRITON, why_unavailable
 
     if not HAS_TRITON:
         raise ValueError(f"--backend triton: {why_unavailable('triton')}")
-    if not resolve_device(device).startswith("cuda") and \
-            os.environ.get("TRITON_INTERPRET") != "1":
+    if not device.startswith("cuda") and os.environ.get("TRITON_INTERPRET") != "1":
         raise ValueError("--backend triton needs a CUDA GPU (or TRITON_INTERPRET=1, the Triton "
                          "interpreter: correctness only, no GPU timing); on this machine use "
                          "--backend cpu_blocked, the kernel's CPU stand-in")
 
 
-def _precisions(args, device: str) -> list[str]:
+def _precisions(names, device: str) -> list[str]:
     """The canonical names given ("fp32" and "float32" are one precision), each supported."""
-    precisions = list(dict.fromkeys(parse_precision(p).name for p in args.precision))
+    precisions = list(dict.fromkeys(parse_precision(p).name for p in names))
     for name in precisions:
         check_supported(name, device)
     return precisions
@@ -117,13 +109,11 @@ def _spec(point: dict, backend: str = "torch") -> MatmulSpec:
                       point["precision"], backend, **(tile if backend != "torch" else {}))
 
 
-def _announce_cpu_duration(args, device: str, shapes, precisions, points: int) -> bool:
+def _announce_cpu_duration(args, shapes, precisions, points: int) -> bool:
     """On a CPU, say up front when the run will take minutes (and what to do); True if so."""
-    from ..core.noise import default_cpu_threads
-    from ..core.sweep import thread_count
     from ..workloads.matmul import cpu_duration_note
 
-    if device != "cpu":
+    if args.device != "cpu":
         return False
     with thread_count(args.threads or default_cpu_threads()):  # the threads the run will use
         note = cpu_duration_note(shapes, precisions, points=points, budget_s=args.budget_s)
@@ -132,38 +122,24 @@ def _announce_cpu_duration(args, device: str, shapes, precisions, points: int) -
     return bool(note)
 
 
-def _sweep(args, workload: str) -> int:
+def _sweep(workload: str, args) -> int:
     from ..workloads.matmul import matmul_point
-    from ..workloads.tiles.point import default_tile_backend, tiled_matmul_point
+    from ..workloads.tiles.point import tiled_matmul_point
 
-    device = resolve_device(args.device)
-    precisions = _precisions(args, device)
-    axes = {**shape_axes(args), "precision": precisions}
-    fixed = None
-    if workload == "tiles":
-        backend = default_tile_backend(device) if args.backend == "auto" else args.backend
-        fixed = {"backend": backend}
-        for name in precisions:
-            axes.update(_tile_axes(args, backend, name))
-    shapes = []
-    for p in grid(axes):
-        spec = _spec(p)
-        shapes.append((spec.m, spec.n, spec.k, _stand_in_calls(spec.m, spec.n, spec.k, p)))
-    cpu_notes(precisions, device)
-    _announce_cpu_duration(args, device, shapes, precisions, len(shapes))
-    if fixed == {"backend": "triton"} and device != "cpu":
-        _say_refused(axes, "triton", device)
-    point = tiled_matmul_point if fixed else matmul_point
-    point = _square(functools.partial(point, device=device, budget_s=args.budget_s))
-    return run_sweep_command(point, axes, args, device, workload=workload, fixed=fixed)
-
-
-def sweep_matmul_command(args) -> int:
-    return _sweep(args, "matmul")
-
-
-def sweep_tiles_command(args) -> int:
-    return _sweep(args, "tiles")
+    precisions = _precisions(args.precision, args.device)
+    axes = {**options.shape_axes(args), "precision": precisions}
+    fixed = {"backend": _backend(args)} if workload == "tiles" else None
+    for name in precisions if fixed else ():
+        axes.update(_tile_axes(args, fixed["backend"], name))
+    specs = [(_spec(p), p) for p in grid(axes)]  # a bad shape refused here, before running
+    shapes = [(s.m, s.n, s.k, _stand_in_calls(s.m, s.n, s.k, p)) for s, p in specs]
+    options.cpu_notes(precisions, args.device)
+    _announce_cpu_duration(args, shapes, precisions, len(shapes))
+    if fixed == {"backend": "triton"} and args.device != "cpu":
+        _say_refused(axes, "triton", args.device)
+    point = functools.partial(tiled_matmul_point if fixed else matmul_point, device=args.device,
+                              budget_s=args.budget_s)
+    return options.run_sweep_command(_square(point), axes, args, workload=workload, fixed=fixed)
 
 
 def _say_refused(axes: dict, backend: str, device: str) -> None:
@@ -180,17 +156,13 @@ def _say_refused(axes: dict, backend: str, device: str) -> None:
 
 
 def tune_tiles_command(args) -> int:
-    from ..core.store import tuned_store_path
     from ..workloads.tiles.config import export_config
-    from ..workloads.tiles.point import default_tile_backend
     from ..workloads.tiles.tune import DEFAULT_AXES, config_grid, tune
 
-    device = resolve_device(args.device)
-    precision = parse_precision(args.precision).name
-    check_supported(precision, device)
-    shape = shape_axes(args)
+    (precision,) = _precisions([args.precision], args.device)
+    shape = options.shape_axes(args)
     m, n, k = (shape["size"],) * 3 if "size" in shape else (shape["m"], shape["n"], shape["k"])
-    backend = default_tile_backend(device) if args.backend == "auto" else args.backend
+    backend = _backend(args)
     if backend not in DEFAULT_AXES:
         raise ValueError(f"--backend {backend}: cuBLAS picks its own tiles; tune 'triton' on a "
                          "GPU or 'cpu_blocked' on the CPU")
@@ -200,30 +172,26 @@ def tune_tiles_command(args) -> int:
         raise ValueError("tune tiles takes one --fp8-acc (precise or fast): the two compute "
                          "different things, so tune each on its own")
     configs = config_grid({**DEFAULT_AXES[backend], **axes}, backend)
-    store = args.store or tuned_store_path()
-    check_store(store)
-    print(f"tuning {m}x{n}x{k} {precision} on {device} ({backend}): {len(configs)} configs",
+    store = options.store_path(args.store)
+    print(f"tuning {m}x{n}x{k} {precision} on {args.device} ({backend}): {len(configs)} configs",
           file=sys.stderr)
     calls = max(_stand_in_calls(m, n, k, c) for c in configs)
-    long_run = _announce_cpu_duration(args, device, [(m, n, k, calls)], [precision],
-                                      len(configs))
+    long_run = _announce_cpu_duration(args, [(m, n, k, calls)], [precision], len(configs))
 
     def starting(config: dict, budget_s: float) -> None:  # a long trial shows it has begun
         print(f"  timing {config} for {budget_s:.3g} s ...", file=sys.stderr)
 
-    outcome = stoppable(args, device, lambda: tune(
-        m, n, k, precision, backend, configs, device=device, budget_s=args.budget_s,
-        store=store, out=args.out, force=args.force, on_trial=show_record,
+    outcome = options.stoppable(args, lambda: tune(
+        m, n, k, precision, backend, configs, device=args.device, budget_s=args.budget_s,
+        store=store, out=args.out, force=args.force, on_trial=options.show_record,
         on_start=starting if long_run else None, fp8_acc=fp8_acc[0]),
-        "stopped; nothing stored" + kept(args.out))
+        "stopped; nothing stored" + options.kept(args.out))
     entry, search = outcome.entry, outcome.search
     if outcome.reused:
-        print(f"reused the result tuned at {entry['tuned_at']} from {store} (--force tunes "
-              "again)", file=sys.stderr)
+        options.say_reused(entry, store)
     elif not entry:
         what = "not stored" if search is not None and search.best is not None else "no result"
-        print(f"{what}: {search.verdict if search is not None else 'stopped'}",
-              file=sys.stderr)
+        print(f"{what}: {search.verdict if search is not None else 'stopped'}", file=sys.stderr)
         return 1
     else:
         print(f"{search.verdict}; {len(outcome.records)} trials in {search.wall_s:.1f} s; "

@@ -5,72 +5,69 @@ loss_fn, the contract of TrainingExplorer."""
 from __future__ import annotations
 
 import functools
+import importlib
+import importlib.util
 import json
 import os
 import sys
+import traceback
+from pathlib import Path
 
-from ..core.backends import resolve_device
-from .options import (
-    FOLDER,
-    LEVERS,
-    RUN,
-    SWEEP,
-    TRAIN_PRECISION_HELP,
-    add_options,
-    check_store,
-    cpu_notes,
-    kept,
-    run_sweep_command,
-    show_record,
-    show_trial,
-    stoppable,
+from ..core.sweep import grid
+from ..workloads.training.levers import lever_unavailable
+from ..workloads.training.models import default_size, preset
+from ..workloads.training.spec import (
+    TrainSpec,
+    canonical_precision,
+    check_precision,
+    matmul_precision_of,
 )
+from ..workloads.training.task import check_task, custom_task
+from . import options
+from .options import FOLDER, LEVERS, add_options
 
+PRECISION_HELP = "fp32, tf32, fp16 (+ GradScaler), bf16 or bf16_pure (default fp32)"
 SPEC = "model model_size accum_steps optimizer checkpointing lr"  # the training spec's options
 
 
 def add_parsers(commands) -> None:
-    listed = " ".join(f"{name}+" for name in SPEC.split()[:-1])
-    levers = " ".join(f"{name}+" for name in LEVERS)
     train = commands.add("train", group="sweep", run=sweep_train_command,
                          help="training steps over batch, accumulation, precision, optimizer "
                               "and checkpointing")
-    add_options(train, f"{listed} lr precision+ batch_size+ train_steps {SWEEP} {levers}",
-                precision=TRAIN_PRECISION_HELP, batch_size="micro-batch sizes (default 32)",
+    add_options(train, "model+ model_size+ accum_steps+ optimizer+ checkpointing+ lr precision+ "
+                       "batch_size+ train_steps SWEEP LEVERS+",
+                precision=PRECISION_HELP, batch_size="micro-batch sizes (default 32)",
                 train_steps="optimizer steps per point before timing, for its loss curve "
                             "(default 20 on a CPU, 50 on a GPU)")
-
     max_batch = commands.add("max-batch", run=max_batch_command,
                              help="the largest micro-batch of a training step that fits (grow, "
                                   "bisect, verify)")
     add_options(max_batch, f"{SPEC} precision target_batch limit_mib margin device threads out",
-                precision={"default": "fp32", "help": TRAIN_PRECISION_HELP},
+                precision={"default": "fp32", "help": PRECISION_HELP},
                 target_batch="an effective batch to plan as micro-batch x accumulation",
                 limit_mib="memory to fit in, MiB (default: 256 on a CPU, the GPU's free "
                           "memory; smaller on a GPU plans for a smaller card)",
                 out={"help": "JSON Lines file to append the result to", "required": False})
-
     profile = commands.add("profile", run=profile_command,
                            help="where a training step's time goes (torch.profiler): device time "
                                 "by category, idle, launch gaps, top ops, a Perfetto trace")
-    add_options(profile, f"{SPEC} user_model precision batch_size {' '.join(LEVERS)} steps "
-                         "warmup_steps device threads out json",
-                precision={"default": "fp32", "help": TRAIN_PRECISION_HELP},
-                batch_size={"type": int, "default": 32, "help": "micro-batch (default 32)"},
+    add_options(profile, f"{SPEC} user_model precision batch_size LEVERS steps warmup_steps device "
+                         "threads out json",
+                precision={"default": "fp32", "help": PRECISION_HELP},
+                batch_size={"default": 32, "help": "micro-batch (default 32)"},
                 steps={"type": int, "default": 3, "help": "profiled steps (default 3)"},
                 warmup_steps={"type": int, "default": 3, "help": "steps before profiling: "
                               "optimizer state, compilation (default 3)"},
                 out={**FOLDER, "default": "prof",
                      "help": "folder for trace.json and profile.json (default prof/)"},
                 json="print profile.json instead")
-
     tune = commands.add("train", group="tune", run=tune_train_command,
                         help="the fastest training config for a target effective batch: "
                              "precision x micro-batch x accumulation x checkpointing x compile "
                              "x optimizer (successive halving; every candidate verified; the "
                              "winner stored and reused)")
-    add_options(tune, f"model model_size user_model target_batch precision+ checkpointing+ "
-                      f"{levers} optimizer lr limit_mib margin {RUN} store force json",
+    add_options(tune, "model model_size user_model target_batch precision+ checkpointing+ LEVERS+ "
+                      "optimizer lr limit_mib margin RUN store force json",
                 model={"default": "mlp"}, target_batch={"required": True},
                 precision="precisions to try (default: fp32 on a CPU; bf16 fp16 tf32 on a GPU)",
                 checkpointing="activation checkpointing to try (default: off on)",
@@ -79,39 +76,24 @@ def add_parsers(commands) -> None:
                 json="print the stored entry as JSON too")
 
 
-def user_task(where: str | None, device: str):
-    """The Task of a --user-model file or module (checked with a training dry run), or None."""
-    from ..workloads.training.task import check_task
-
-    task = load_user_task(where)
-    if task is not None:
-        check_task(task, device)
-    return task
-
-
-def load_user_task(where: str | None):
-    """The Task of a --user-model file or module, unchecked, or None."""
+def user_task(where: str | None, device: str, check):
+    """The Task of a --user-model file or module, checked by `check(task, device)`, or None."""
     if where is None:
         return None
-    from ..workloads.training.task import custom_task
-
     module = _user_module(where)
     missing = [n for n in ("make_model", "make_batch") if not callable(getattr(module, n, None))]
     if missing:
         raise ValueError(f"--user-model {where} defines no {' or '.join(missing)}(): give a "
                          "file with make_model() and make_batch(batch_size)")
-    return custom_task(module.make_model, module.make_batch, getattr(module, "loss_fn", None),
+    task = custom_task(module.make_model, module.make_batch, getattr(module, "loss_fn", None),
                        getattr(module, "accuracy_fn", None))
+    check(task, device)
+    return task
 
 
 def _user_module(where: str):
     """The --user-model module, loaded; anything that stops it loading is one line
     (ValueError) naming the value and what to give instead."""
-    import importlib
-    import importlib.util
-    import traceback
-    from pathlib import Path
-
     path = Path(where).expanduser()
     give = "give a .py file defining make_model() and make_batch(batch_size), or a module name"
     if path.is_dir():
@@ -154,22 +136,15 @@ def _lever_values(args) -> dict:
     return out
 
 
-def train_values(args, device: str, *, many: bool = True) -> dict:
-    """TrainSpec field -> the value(s) given, defaults filled in; every combination is checked
-    (ValueError) before anything runs."""
-    from ..core.sweep import grid
-    from ..workloads.training.levers import lever_unavailable
-    from ..workloads.training.models import default_size, preset
-    from ..workloads.training.spec import TrainSpec, canonical_precision, check_precision
-
-    def listed(given, default):  # a sweep's options are lists, max-batch's single values
-        if given is None:
-            return [default]
-        return list(given) if many else [given]
+def train_values(args, *, many: bool = True) -> dict:
+    """TrainSpec field -> the value(s) given (lists for a sweep), defaults filled in; every
+    combination is checked (ValueError) before anything runs."""
+    def listed(given, default):
+        return [default] if given is None else list(given) if many else [given]
 
     values = {
         "model": listed(args.model, "mlp"),
-        "size": listed(args.model_size, default_size(device)),
+        "size": listed(args.model_size, default_size(args.device)),
         "accum_steps": listed(args.accum_steps, 1),
         "precision": [canonical_precision(p) for p in listed(args.precision, "fp32")],
         "optimizer": listed(args.optimizer, "adamw"),
@@ -181,9 +156,9 @@ def train_values(args, device: str, *, many: bool = True) -> dict:
     values = {k: list(dict.fromkeys(v)) for k, v in values.items()}
     for point in grid(values):
         spec = TrainSpec(**point, lr=args.lr)
-        check_precision(point["precision"], device)
+        check_precision(point["precision"], args.device)
         preset(point["model"], point["size"])
-        refusal = lever_unavailable(spec, device)
+        refusal = lever_unavailable(spec, args.device)
         if refusal:
             raise ValueError(refusal)
     return values
@@ -191,15 +166,14 @@ def train_values(args, device: str, *, many: bool = True) -> dict:
 
 def sweep_train_command(args) -> int:
     from ..workloads.training.point import train_point
-    from ..workloads.training.spec import matmul_precision_of
 
-    device = resolve_device(args.device)
-    axes = train_values(args, device)
-    train_steps = args.train_steps or (20 if device == "cpu" else 50)
-    point = functools.partial(train_point, device=device, budget_s=args.budget_s,
+    axes = train_values(args)
+    train_steps = args.train_steps or (20 if args.device == "cpu" else 50)
+    point = functools.partial(train_point, device=args.device, budget_s=args.budget_s,
                               train_steps=train_steps, lr=args.lr)
-    cpu_notes(list(dict.fromkeys(matmul_precision_of(p) for p in axes["precision"])), device)
-    return run_sweep_command(point, axes, args, device, workload="train")
+    precisions = dict.fromkeys(matmul_precision_of(p) for p in axes["precision"])
+    options.cpu_notes(list(precisions), args.device)
+    return options.run_sweep_command(point, axes, args, workload="train")
 
 
 def _limit_and_margin(args) -> tuple[int | None, float]:
@@ -211,17 +185,15 @@ def _limit_and_margin(args) -> tuple[int | None, float]:
 
 def max_batch_command(args) -> int:
     from ..workloads.training.max_batch import find_max_batch_for
-    from ..workloads.training.spec import TrainSpec
 
-    device = resolve_device(args.device)
-    values = train_values(args, device, many=False)
-    spec = TrainSpec(**{k: v[0] for k, v in values.items()}, lr=args.lr)
+    spec = TrainSpec(**{k: v[0] for k, v in train_values(args, many=False).items()}, lr=args.lr)
     limit, margin = _limit_and_margin(args)
     print(f"max batch of {spec.model} ({spec.size}, {spec.precision}, {spec.optimizer}, "
-          f"checkpointing {'on' if spec.checkpointing else 'off'}) on {device}", file=sys.stderr)
-    result = stoppable(args, device, lambda: find_max_batch_for(
-        spec, device=device, limit_bytes=limit, margin=margin, target_batch=args.target_batch,
-        on_trial=show_trial), "stopped; nothing written")
+          f"checkpointing {'on' if spec.checkpointing else 'off'}) on {args.device}",
+          file=sys.stderr)
+    result = options.stoppable(args, lambda: find_max_batch_for(
+        spec, device=args.device, limit_bytes=limit, margin=margin,
+        target_batch=args.target_batch, on_trial=options.show_trial), "stopped; nothing written")
     print(result.summary(), file=sys.stderr)
     line = json.dumps({"spec": spec.to_dict(), **result.to_dict()})
     if args.out is not None:
@@ -233,51 +205,44 @@ def max_batch_command(args) -> int:
 
 def profile_command(args) -> int:
     from ..workloads.training.profile import profile_step
-    from ..workloads.training.spec import TrainSpec, matmul_precision_of
 
-    device = resolve_device(args.device)
-    task = user_task(args.user_model, device)
-    values = train_values(args, device, many=False)
+    task = user_task(args.user_model, args.device, check_task)
+    values = train_values(args, many=False)
     if task is not None:
         values.update(model=["custom"], size=["custom"])
     spec = TrainSpec(**{k: v[0] for k, v in values.items()}, batch_size=args.batch_size,
                      lr=args.lr)
-    cpu_notes([matmul_precision_of(spec.precision)], device)
-    print(f"profiling {'your model' if task else spec.model} on {device}: "
+    options.cpu_notes([matmul_precision_of(spec.precision)], args.device)
+    print(f"profiling {'your model' if task else spec.model} on {args.device}: "
           f"{args.warmup_steps} warm-up steps, then {args.steps} profiled", file=sys.stderr)
-    report = stoppable(args, device, lambda: profile_step(
-        spec, task, device=device, steps=args.steps, warmup_steps=args.warmup_steps,
+    report = options.stoppable(args, lambda: profile_step(
+        spec, task, device=args.device, steps=args.steps, warmup_steps=args.warmup_steps,
         out=args.out), "stopped; nothing written")
     print(json.dumps(report.to_dict(), indent=1) if args.json else report.summary())
     return 0
 
 
 def tune_train_command(args) -> int:
-    from ..core.store import tuned_store_path
-    from ..workloads.training.spec import canonical_precision
     from ..workloads.training.tune import tune_train
 
-    device = resolve_device(args.device)
-    task = user_task(args.user_model, device)
+    task = user_task(args.user_model, args.device, check_task)
     axes = _lever_values(args)
     if args.precision:
         axes["precision"] = list(dict.fromkeys(canonical_precision(p) for p in args.precision))
     if args.checkpointing:
         axes["checkpointing"] = list(dict.fromkeys(c == "on" for c in args.checkpointing))
     limit, margin = _limit_and_margin(args)
-    store = args.store or tuned_store_path()
-    check_store(store)
+    store = options.store_path(args.store)
     print(f"tuning {args.user_model or args.model} for an effective batch of "
-          f"{args.target_batch} on {device}", file=sys.stderr)
-    outcome = stoppable(args, device, lambda: tune_train(
+          f"{args.target_batch} on {args.device}", file=sys.stderr)
+    outcome = options.stoppable(args, lambda: tune_train(
         task, model=args.model, size=args.model_size, target_batch=args.target_batch,
-        axes=axes, optimizer=args.optimizer, lr=args.lr, device=device, limit_bytes=limit,
+        axes=axes, optimizer=args.optimizer, lr=args.lr, device=args.device, limit_bytes=limit,
         margin=margin, budget_s=args.budget_s, store=store, out=args.out, force=args.force,
-        on_trial=show_record, on_stage=lambda text: print(text, file=sys.stderr)),
-        "stopped; nothing stored" + kept(args.out))
+        on_trial=options.show_record, on_stage=lambda text: print(text, file=sys.stderr)),
+        "stopped; nothing stored" + options.kept(args.out))
     if outcome.reused:
-        print(f"reused the result tuned at {outcome.entry['tuned_at']} from {store} (--force "
-              "tunes again)", file=sys.stderr)
+        options.say_reused(outcome.entry, store)
     elif not outcome.entry:
         print(outcome.summary(), file=sys.stderr)
         return 1
