@@ -7,22 +7,22 @@ import json
 import sys
 
 from ..core.precision import parse_precision
-from .options import TILE_CHOICES, TILE_OPTIONS, add_options
+from .options import TILE_CHOICES, TILE_OPTIONS
 from .sweep import ONE_PRECISION_HELP
 
 
 def add_parsers(commands) -> None:
-    check = commands.add("tiles", group="check", run=check_tiles_command,
-                         help="the compiler's verdict on every tile config for a card, without "
-                              "the card: shared memory, registers, spills, occupancy, waves")
     other = "overrides --size for that dimension"
-    add_options(check, f"card precision SHAPE {' '.join(TILE_OPTIONS + TILE_CHOICES)} json",
-                card={"required": True, "help": "a card of the datasheet table (A800, A100, "
-                      "H100, H800, H200, L40S, ...) or an architecture (sm_80, sm_89, sm_90)"},
-                precision={"default": "bf16", "help": ONE_PRECISION_HELP},
-                size={"default": 4096, "help": "square problem m=n=k (4096)"}, m=other, n=other,
-                k=other, json="print the rows as JSON",
-                **{name: "default: the tuner's grid" for name in TILE_OPTIONS})
+    commands.add("tiles", group="check", run=check_tiles_command,
+                 help="the compiler's verdict on every tile config for a card, without the card: "
+                      "shared memory, registers, spills, occupancy, waves",
+                 options=f"card precision SHAPE {' '.join(TILE_OPTIONS + TILE_CHOICES)} json",
+                 card={"required": True, "help": "a card of the datasheet table (A800, A100, "
+                       "H100, H800, H200, L40S, ...) or an architecture (sm_80, sm_89, sm_90)"},
+                 precision={"default": "bf16", "help": ONE_PRECISION_HELP},
+                 size={"default": 4096, "help": "square problem m=n=k (4096)"}, m=other,
+                 n=other, k=other, json="print the rows as JSON",
+                 **{name: "default: the tuner's grid" for name in TILE_OPTIONS})
 
 
 def check_tiles_command(args) -> int:

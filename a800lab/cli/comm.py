@@ -8,9 +8,10 @@ import os
 import sys
 
 from ..core.cancel import Cancelled
+from ..core.noise import default_cpu_threads
 from ..core.units import parse_size
 from . import options
-from .options import Stopped, add_options, positive, refuse
+from .options import Stopped, positive, refuse
 
 DDP_OPTIONS = ("hook", "accum_steps", "sync", "bucket_cap_mb", "powersgd_rank", "start_iter")
 RANKS = "nproc timeout_s RUN no_resume"
@@ -24,42 +25,38 @@ RANK_OPTIONS = {
 
 
 def add_parsers(commands) -> None:
-    collectives = commands.add(
-        "collectives", group="comm", run=collectives_command,
-        help="all_reduce, all_gather, reduce_scatter, broadcast, hierarchical_all_reduce over "
-             "message sizes: time, algbw, busbw")
-    add_options(collectives, f"op+ size+ dtype ranks_per_node {RANKS}", **RANK_OPTIONS,
-                op="collectives (default all_reduce)",
-                size={"type": None, "help": "message sizes in bytes, or with K/M/G (binary: 1K = "
-                      "1024); default 1K 16K 256K 4M on CPUs, 1K to 1G by 4x on GPUs"},
-                dtype={"default": "fp32", "help": "fp32, fp16 or bf16"},
-                ranks_per_node={"type": int, "help": "hierarchical_all_reduce: ranks per node "
-                                "(default: under torchrun LOCAL_WORLD_SIZE, else all ranks on "
-                                "one node)"})
-    ddp = commands.add("ddp", group="comm", run=ddp_command,
-                       help="a DDP training step: comm hooks, no_sync accumulation, buckets")
-    add_options(ddp, " ".join(f"{name}+" for name in DDP_OPTIONS) + f" train_steps {RANKS}",
-                **RANK_OPTIONS, hook="allreduce, fp16_compress, bf16_compress, powersgd",
-                accum_steps="micro-batches per optimizer step",
-                sync="no_sync (once per step) or every_micro_batch",
-                bucket_cap_mb={"type": float,
-                               "help": "DDP's gradient bucket sizes, MB (default 25, torch's)"},
-                powersgd_rank={"type": int, "help": "PowerSGD's matrix approximation ranks "
-                               "(default 1; the powersgd hook)"},
-                start_iter={"type": int, "help": "PowerSGD's plain all-reduce steps before "
-                            "compressing (>= 2)"},
-                train_steps="optimizer steps before timing (default 20 on a CPU, 50 on GPUs)")
-
-
-def _backend(args) -> str:
-    return "nccl" if args.device.startswith("cuda") else "gloo"
+    commands.add("collectives", group="comm", run=collectives_command,
+                 help="all_reduce, all_gather, reduce_scatter, broadcast, hierarchical_all_reduce "
+                      "over message sizes: time, algbw, busbw",
+                 options=f"op+ size+ dtype ranks_per_node {RANKS}", **RANK_OPTIONS,
+                 op="collectives (default all_reduce)",
+                 size={"type": None, "check": _sizes, "help": "message sizes in bytes, or with "
+                       "K/M/G (binary: 1K = 1024); default 1K 16K 256K 4M on CPUs, 1K to 1G by "
+                       "4x on GPUs"},
+                 dtype={"default": "fp32", "help": "fp32, fp16 or bf16"},
+                 ranks_per_node={"type": int, "help": "hierarchical_all_reduce: ranks per node "
+                                 "(default: under torchrun LOCAL_WORLD_SIZE, else all ranks on "
+                                 "one node)"})
+    commands.add("ddp", group="comm", run=ddp_command,
+                 help="a DDP training step: comm hooks, no_sync accumulation, buckets",
+                 options=" ".join(f"{name}+" for name in DDP_OPTIONS) + f" train_steps {RANKS}",
+                 **RANK_OPTIONS, hook="allreduce, fp16_compress, bf16_compress, powersgd",
+                 accum_steps="micro-batches per optimizer step",
+                 sync="no_sync (once per step) or every_micro_batch",
+                 bucket_cap_mb={"type": float,
+                                "help": "DDP's gradient bucket sizes, MB (default 25, torch's)"},
+                 powersgd_rank={"type": int, "help": "PowerSGD's matrix approximation ranks "
+                                "(default 1; the powersgd hook)"},
+                 start_iter={"type": int, "help": "PowerSGD's plain all-reduce steps before "
+                             "compressing (>= 2)"},
+                 train_steps="optimizer steps before timing (default 20 on a CPU, 50 on GPUs)")
 
 
 def collectives_command(args) -> int:
     from ..workloads.comm import runs
 
-    backend = _backend(args)
-    sizes = [_size(s) for s in args.size] if args.size else \
+    backend = "nccl" if args.device.startswith("cuda") else "gloo"
+    sizes = args.size or \
         [2**e for e in range(10, 31 if backend == "nccl" else 23, 2 if backend == "nccl" else 4)]
     axes = {"op": args.op or ["all_reduce"], "size_bytes": sizes, "dtype": [args.dtype]}
     if args.ranks_per_node is not None:
@@ -70,7 +67,7 @@ def collectives_command(args) -> int:
 
 
 def ddp_command(args) -> int:
-    backend = _backend(args)
+    backend = "nccl" if args.device.startswith("cuda") else "gloo"
     train_steps = args.train_steps or (50 if backend == "nccl" else 20)
     axes = {name: getattr(args, name) for name in DDP_OPTIONS
             if getattr(args, name) is not None} or {"hook": ["allreduce"]}
@@ -78,16 +75,16 @@ def ddp_command(args) -> int:
                 backend)
 
 
-def _size(text: str) -> int:
+def _sizes(texts: list[str]) -> list[int]:
     try:
-        return parse_size(text)
+        return [parse_size(text) for text in texts]
     except ValueError as exc:
         raise ValueError(f"--size {exc}") from None
 
 
 def _run(args, workload: str, axes: dict, settings: dict, backend: str) -> int:
-    """Check everything, then run the points on ranks started here or (under torchrun) on
-    this process group; Ctrl-C and a failed rank keep what was measured."""
+    """Check everything, then run the points on ranks started here or (under torchrun) on this
+    process group; Ctrl-C and a failed rank keep what was measured."""
     import torch
 
     from ..workloads.comm import runs
@@ -96,19 +93,14 @@ def _run(args, workload: str, axes: dict, settings: dict, backend: str) -> int:
     here = runs.under_torchrun()
     if here and args.nproc is not None:
         raise ValueError("--nproc: under torchrun, torchrun starts the ranks (--nproc-per-node)")
-    if here:
-        nproc = int(os.environ["WORLD_SIZE"])
-    elif args.nproc is not None:  # --nproc 0 is a value to refuse, not "the default"
-        nproc = args.nproc
-    else:
+    nproc = int(os.environ["WORLD_SIZE"]) if here else args.nproc  # 0 is a value to refuse
+    if nproc is None:
         nproc = torch.cuda.device_count() if backend == "nccl" else 2
     if not here:
         runs.check_local_ranks(nproc, backend)  # too many for this machine: nothing started
     runs.plan_points(workload, axes, None, nproc, backend)  # a bad value exits before any rank
     threads = args.threads or 1
     if backend == "gloo" and args.threads is None:
-        from ..core.noise import default_cpu_threads
-
         threads = max(1, default_cpu_threads() // (1 if here else nproc))
         if os.environ.get("RANK", "0") == "0" or not here:
             print(f"CPU: {threads} torch thread(s) per rank, a core left for the rest of the "

@@ -7,36 +7,33 @@ from __future__ import annotations
 import json
 import sys
 
-from .options import add_options, stoppable
+from .options import FLAG, add_options, stoppable
 
 
 def add_parsers(commands) -> None:
-    doctor = commands.add("doctor", run=doctor_command,
-                          help="environment and topology report with advice")
-    add_options(doctor, "json")
-    peak = commands.add("peak", run=peak_command,
-                        help="measure achievable matmul TFLOP/s and copy bandwidth")
-    add_options(peak, "json device precision+ no_store threads",
-                precision="default: the device's set (fp32 on a CPU)",
-                no_store={"action": "store_true", "help": "do not record the peaks (by default "
-                          "tile points report %% of them; a noisy figure is never recorded)"})
+    commands.add("doctor", run=doctor_command, options="json",
+                 help="environment and topology report with advice")
+    commands.add("peak", run=peak_command, options="json device precision+ no_store threads",
+                 help="measure achievable matmul TFLOP/s and copy bandwidth",
+                 precision="default: the device's set (fp32 on a CPU)",
+                 no_store={**FLAG, "help": "do not record the peaks (by default tile points "
+                           "report %% of them; a noisy figure is never recorded)"})
     diff = commands.add("diff", run=diff_command,
                         help="compare two results files or two doctor reports: what differs, "
                              "what it means, throughputs side by side")
     diff.add_argument("a", help="results file (JSON Lines) or doctor report (doctor --json)")
     diff.add_argument("b", help="the same from the other machine")
     add_options(diff, "json")
-    health = commands.add("health", run=health_command,
-                          help="GPU memory health (ECC, remapped rows, retired pages), NCCL "
-                               "settings, DCGM; --stress is a throughput check of each card")
-    add_options(
-        health, "json stress dcgm device+ threshold datasheet_threshold budget_s",
-        stress={"action": "store_true", "help": "a throughput check, not a memory test: time a "
-                "matmul and a copy on each card and flag cards below their siblings or "
-                "datasheet"},
-        dcgm={"action": "store_true", "help": "also run DCGM's quick diagnostic (dcgmi diag -r 1: "
-              "deployment checks, seconds, no load on the GPUs); the memory tests are dcgmi "
-              "diag -r 3 on a drained GPU, never started here"},
+    commands.add(
+        "health", run=health_command,
+        help="GPU memory health (ECC, remapped rows, retired pages), NCCL settings, DCGM; "
+             "--stress is a throughput check of each card",
+        options="json stress dcgm device+ threshold datasheet_threshold budget_s",
+        stress={**FLAG, "help": "a throughput check, not a memory test: time a matmul and a copy "
+                "on each card and flag cards below their siblings or datasheet"},
+        dcgm={**FLAG, "help": "also run DCGM's quick diagnostic (dcgmi diag -r 1: deployment "
+              "checks, seconds, no load on the GPUs); the memory tests are dcgmi diag -r 3 on a "
+              "drained GPU, never started here"},
         device={"default": None, "check": None,
                 "help": "cards to stress (default: every visible GPU, else the CPU)"},
         threshold={"type": float, "default": 0.1,

@@ -11,7 +11,7 @@ import warnings
 
 from ..core.results import LabNotice
 from . import chapters, check, comm, machine, report, serve, sweep, train
-from .options import Stopped
+from .options import Stopped, add_options
 
 FAMILIES = (machine, sweep, check, train, serve, comm, report, chapters)
 USAGE = """\
@@ -43,14 +43,17 @@ class Commands:
         self._top = parser.add_subparsers(dest="command", required=True, metavar="command")
         self._groups: dict[str, argparse._SubParsersAction] = {}
 
-    def add(self, name: str, *, run, help: str, group: str | None = None):
-        """A command's parser; `run(args)` returns the exit code."""
+    def add(self, name: str, *, run, help: str, group: str | None = None, options: str = "",
+            **own):
+        """A command's parser with `options` (see options.add_options); `run(args)` returns
+        the exit code."""
         if group is not None and group not in self._groups:
             parent = self._top.add_parser(group, help=GROUPS[group], description=GROUPS[group])
             self._groups[group] = parent.add_subparsers(dest=group, required=True,
                                                         metavar=group)
         parser = self._groups.get(group, self._top).add_parser(name, help=help, description=help)
         parser.set_defaults(run=run, command_parser=parser, checks={})
+        add_options(parser, options, **own)
         return parser
 
 

@@ -1,6 +1,5 @@
 """What the command families share: the option table (each option declared once, with the check
-argparse cannot make, run by `main` before the command), a sweep's run loop and the lines every
-command prints.
+argparse cannot make, run by `main` before the command), a sweep's run loop and the printers.
 
     add_options(parser, "SHAPE+ precision+ SWEEP", precision={"default": ["fp32"]})
 """
@@ -13,9 +12,11 @@ from pathlib import Path
 
 from ..core.backends import resolve_device
 from ..core.cancel import Cancelled
+from ..core.noise import default_cpu_threads
 from ..core.results import check_folder, check_writable
 from ..core.sweep import run_sweep, thread_count
 from ..core.units import format_bytes
+from ..workloads import matmul
 from ..workloads.matmul import FP8_ACCUMULATION, LOADS, SCHEDULES
 
 TILE_OPTIONS = ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages")
@@ -54,37 +55,36 @@ def positive(value) -> bool:
     return math.isfinite(value) and value > 0
 
 
+INTS = {"type": int, "nargs": "+"}  # a tile field: a list of values
+FLAG = {"action": "store_true"}
 OPTIONS = {  # option -> add_argument's keywords; `check(value)`: the value kept, or ValueError
     "device": dict(default="auto", help="auto, cpu or cuda[:N]", check=resolve_device),
-    "budget_s": dict(type=float, default=0.3, help="timing budget per point",
-                     check=refuse(positive, "--budget-s {} must be a finite number of "
-                                              "seconds > 0, e.g. 0.3")),
-    "threads": dict(type=int, help="torch CPU threads during the run (default on CPU: all "
-                                   "usable cores but one; on a GPU: torch's own)",
-                    check=refuse(lambda n: n >= 1, "--threads {} must be at least 1")),
+    "budget_s": dict(type=float, default=0.3, help="timing budget per point", check=refuse(
+        positive, "--budget-s {} must be a finite number of seconds > 0, e.g. 0.3")),
+    "threads": dict(type=int, check=refuse(lambda n: n >= 1, "--threads {} must be at least 1"),
+                    help="torch CPU threads during the run (default on CPU: all usable cores "
+                         "but one; on a GPU: torch's own)"),
     "out": dict(required=True, help="JSON Lines file to append to", check=_writable),
-    "no_resume": dict(action="store_true", help="re-measure points in --out"),
-    "telemetry": dict(action="store_true", help="sample NVML during each point"),
-    "json": dict(action="store_true", help="print JSON instead of text"),
+    "no_resume": dict(FLAG, help="re-measure points in --out"),
+    "telemetry": dict(FLAG, help="sample NVML during each point"),
+    "json": dict(FLAG, help="print JSON instead of text"),
     "store": dict(help="tuned-config file (default $A800LAB_TUNED or ~/.cache/a800lab/"
                        "tuned.json)"),
-    "force": dict(action="store_true", help="tune even when a result is stored"),
+    "force": dict(FLAG, help="tune even when a result is stored"),
     # a matmul's shape
     "size": dict(type=int, help="square problems m=n=k"),
     "m": dict(type=int, help="rows of A and C (with the other two)"),
     "n": dict(type=int, help="columns of B and C (with the other two)"),
     "k": dict(type=int, help="the shared dimension: columns of A, rows of B (with the other two)"),
-    # the tile kernel: one list of values per tile field
+    # the tile kernel
     "backend": dict(default="auto", help="auto (triton on a GPU, cpu_blocked on CPU), triton, "
                                          "cpu_blocked or torch (cuBLAS, no tile fields)"),
-    "block_m": dict(type=int, nargs="+", help="rows of C per thread block (the tile's M)"),
-    "block_n": dict(type=int, nargs="+", help="columns of C per thread block"),
-    "block_k": dict(type=int, nargs="+", help="depth of each step along k"),
-    "group_m": dict(type=int, nargs="+", help="tiles grouped along M for L2 reuse (1: row "
-                                              "order)"),
-    "num_warps": dict(type=int, nargs="+", help="warps per thread block"),
-    "num_stages": dict(type=int, nargs="+", help="pipeline stages of the loads (software "
-                                                 "pipelining)"),
+    "block_m": dict(INTS, help="rows of C per thread block (the tile's M)"),
+    "block_n": dict(INTS, help="columns of C per thread block"),
+    "block_k": dict(INTS, help="depth of each step along k"),
+    "group_m": dict(INTS, help="tiles grouped along M for L2 reuse (1: row order)"),
+    "num_warps": dict(INTS, help="warps per thread block"),
+    "num_stages": dict(INTS, help="pipeline stages of the loads (software pipelining)"),
     "schedule": dict(nargs="+", choices=SCHEDULES,
                      help="tile (one program per tile) and/or persistent (one per SM)"),
     "loads": dict(nargs="+", choices=LOADS,
@@ -92,7 +92,7 @@ OPTIONS = {  # option -> add_argument's keywords; `check(value)`: the value kept
     "fp8_acc": dict(nargs="+", choices=FP8_ACCUMULATION,
                     help="fp8 only: precise (every 32-deep product into fp32, cuBLAS's default) "
                          "or fast (Triton's default on sm_90)"),
-    # a training step
+    # a training step, a model served
     "model": dict(help="mlp, transformer or cnn (default: mlp)"),
     "model_size": dict(help="tiny, small, medium or large (default: tiny on a CPU, medium on a "
                             "GPU)"),
@@ -101,26 +101,24 @@ OPTIONS = {  # option -> add_argument's keywords; `check(value)`: the value kept
     "accum_steps": dict(type=int, help="micro-batches per optimizer step (default 1)"),
     "optimizer": dict(help="adamw or sgd (default adamw)"),
     "checkpointing": dict(choices=OFF_ON, help="activation checkpointing (default off)"),
-    "lr": dict(type=float, help="learning rate (default: the preset's, 1e-2 tiny ... 3e-4 "
-                                "large)"),
+    "lr": dict(type=float, help="learning rate (default: the preset's, 1e-2 tiny ... 3e-4 large)"),
     "batch_size": dict(type=int),
     "train_steps": dict(type=int, check=refuse(lambda n: n >= 1,
                                                 "--train-steps {} must be at least 1")),
     "target_batch": dict(type=int, help="the effective batch every candidate trains with"),
-    "limit_mib": dict(type=float, help="memory to fit in, MiB (default: 256 on a CPU, the GPU's "
-                                       "free memory)",
-                      check=refuse(positive, "--limit-mib {} must be a number of MiB > 0")),
-    "margin": dict(type=float, help="share of the limit kept free (default 0.1)",
-                   check=refuse(lambda x: 0 <= x < 1, "--margin {} must be in [0, 1), e.g. "
-                                                       "0.1")),
+    "limit_mib": dict(type=float, check=refuse(positive, "--limit-mib {} must be a number of "
+                                                         "MiB > 0"),
+                      help="memory to fit in, MiB (default: 256 on a CPU, the GPU's free memory)"),
+    "margin": dict(type=float, help="share of the limit kept free (default 0.1)", check=refuse(
+        lambda x: 0 <= x < 1, "--margin {} must be in [0, 1), e.g. 0.1")),
     "compile": dict(help="torch.compile: off, default, reduce-overhead (CUDA graphs; GPU only), "
                          "max-autotune (default off)"),
     "optimizer_impl": dict(help="optimizer implementation: default (torch picks), for-loop, "
                                 "foreach, fused"),
     "attention": dict(help="SDPA back end of the transformer: default, math, flash, efficient, "
                            "cudnn"),
-    "channels_last": dict(choices=OFF_ON, help="NHWC layout for a convolutional model: off or "
-                                               "on (default off)"),
+    "channels_last": dict(choices=OFF_ON,
+                          help="NHWC layout for a convolutional model: off or on (default off)"),
     "graphs": dict(choices=OFF_ON, help="capture the forward as a CUDA graph (GPU)"),
     "requests": dict(type=int, help="requests timed per point, at least (default 200; >= 100)"),
 }
@@ -128,8 +126,7 @@ FOLDER = {"required": False, "check": _folder}  # an --out that is a folder
 
 
 def _names(names: str) -> list[str]:
-    """The option names of a names string, its BUNDLES spelt out."""
-    out = []
+    out = []  # the BUNDLES spelt out
     for name in names.split():
         key, plus = name.rstrip("+"), name[len(name.rstrip("+")):]
         out += [n + plus for n in _names(BUNDLES[key])] if key in BUNDLES else [name]
@@ -178,8 +175,6 @@ def threads_for(args) -> int | None:
     """--threads, else on CPU all usable cores but one (said on stderr), else torch's own."""
     if args.threads is not None or args.device != "cpu":
         return args.threads
-    from ..core.noise import default_cpu_threads
-
     threads = default_cpu_threads()
     print(f"CPU: {threads} torch thread(s), a core left for the rest of the machine "
           "(--threads N to change)", file=sys.stderr)
@@ -214,10 +209,7 @@ def shape_axes(args) -> dict:
 
 def cpu_notes(precisions, device: str) -> None:
     """On a CPU, say up front which precisions will be slow there."""
-    from ..workloads.matmul import cpu_slowdown_note
-
-    for name in precisions if device == "cpu" else ():
-        note = cpu_slowdown_note(name)
+    for note in [matmul.cpu_slowdown_note(p) for p in precisions] if device == "cpu" else ():
         if note:
             print(f"note: {note}", file=sys.stderr)
 
@@ -228,8 +220,7 @@ def show_progress(done: int, total: int, eta_s: float | None, what: str = "") ->
 
 
 def show_record(record) -> None:
-    """One line per point: (label,) params, outcome, rate and spread; `!` and the reasons
-    when noisy."""
+    """One line per point: (label,) params, outcome, rate, spread; when noisy `!`, the reasons."""
     line = f"  {record.label + ' ' if record.label else ''}{record.params}: {record.outcome}"
     if record.throughput:
         line += f" {record.throughput:.3g} {record.throughput_unit}"
@@ -259,8 +250,7 @@ def summary_line(res, out) -> str:
 
 
 def run_sweep_command(point, axes: dict, args, *, workload: str, fixed: dict | None = None):
-    """A sweep's run: points appended to --out with a line each, Ctrl-C keeping what was
-    measured, and the summary line."""
+    """A sweep's run: a line per point appended to --out, then the summary (Ctrl-C: 130)."""
     try:
         res = run_sweep(point, axes, fixed=fixed, workload=workload, out=args.out,
                         device=args.device, resume=not args.no_resume,

@@ -13,58 +13,53 @@ from ..workloads.serving import spec as serving
 from ..workloads.training.models import preset
 from ..workloads.training.spec import positive_float, positive_int
 from . import options
-from .options import add_options
 from .train import user_task
 
 PRECISION_HELP = "fp32, tf32 (GPU), fp16 or bf16 (default fp32)"
-OWN = {"model": {"default": "transformer",
-                 "help": "transformer, cnn, mlp or resnet50 (default transformer)"},
-       "model_size": "tiny ... large (default: tiny on a CPU, medium on a GPU)"}
+MODEL = "model model_size user_model"
+CONFIG = "batch_size+ precision+ compile+ graphs+ channels_last+"
+MODEL_HELP = {"model": {"default": "transformer",
+                        "help": "transformer, cnn, mlp or resnet50 (default transformer)"},
+              "model_size": "tiny ... large (default: tiny on a CPU, medium on a GPU)"}
 
 
 def add_parsers(commands) -> None:
-    serve = commands.add("serve", group="sweep", run=sweep_serve_command,
-                         help="inference latency (p50/p90/p99) and samples/s over batch size, "
-                              "precision, compile, CUDA graphs and layout")
-    add_options(serve, "model model_size user_model batch_size+ precision+ compile+ graphs+ "
-                       "channels_last+ requests SWEEP", **OWN,
-                batch_size={"default": [1, 8, 64], "help": "request batch sizes (default 1 8 64)"},
-                precision={"default": ["fp32"], "help": PRECISION_HELP})
-
-    decode = commands.add("decode", group="sweep", run=sweep_decode_command,
-                          help="token generation from a static KV cache: time per token, "
-                               "tokens/s and the memory-bandwidth bound, over batch size")
-    add_options(decode, "model_size+ batch_size+ precision+ prompt_tokens new_tokens SWEEP",
-                model_size="transformer preset size (default: tiny on a CPU, gpt2_small on a GPU)",
-                batch_size={"default": [1, 4, 16],
-                            "help": "sequences decoded together (default 1 4 16)"},
-                precision={"default": ["fp32"], "help": PRECISION_HELP},
-                prompt_tokens={"type": int, "help": "prompt length"},
-                new_tokens={"type": int, "help": "tokens generated"})
-
-    streams = commands.add("concurrency", group="sweep", run=sweep_concurrency_command,
-                           help="N request streams sharing the device: samples/s and p99 per "
-                                "N, and whether MPS is active (read only)")
-    add_options(streams, "model model_size user_model streams+ mode batch_size precision "
-                         "requests SWEEP", **OWN,
-                streams={"type": int, "default": [1, 2, 4],
-                         "help": "concurrent streams (default 1 2 4)"},
-                mode={"choices": ["threads", "processes"], "default": "threads",
-                      "help": "threads (own CUDA stream each) or processes (own CUDA context "
-                              "each: what MPS shares)"},
-                batch_size={"default": 8, "help": "request batch (default 8)"},
-                precision={"default": "fp32", "help": PRECISION_HELP})
-
-    tune = commands.add("serve", group="tune", run=tune_serve_command,
-                        help="the config with the most samples/s whose p99 stays under "
-                             "--p99-ms, re-measured on its own; prints the code to paste")
-    add_options(tune, "p99_ms model model_size user_model batch_size+ precision+ compile+ "
-                      "graphs+ channels_last+ requests RUN json", **OWN,
-                p99_ms={"type": float, "required": True,
-                        "help": "the latency target: p99 of a request batch, milliseconds",
-                        "check": lambda ms: positive_float("p99_ms", ms, "50 (milliseconds)")},
-                batch_size="request batch sizes", precision=PRECISION_HELP,
-                out={"required": False}, json="print the outcome as JSON too")
+    commands.add("serve", group="sweep", run=sweep_serve_command,
+                 help="inference latency (p50/p90/p99) and samples/s over batch size, "
+                      "precision, compile, CUDA graphs and layout",
+                 options=f"{MODEL} {CONFIG} requests SWEEP", **MODEL_HELP,
+                 batch_size={"default": [1, 8, 64], "help": "request batch sizes (default 1 8 64)"},
+                 precision={"default": ["fp32"], "help": PRECISION_HELP})
+    commands.add("decode", group="sweep", run=sweep_decode_command,
+                 help="token generation from a static KV cache: time per token, tokens/s and "
+                      "the memory-bandwidth bound, over batch size",
+                 options="model_size+ batch_size+ precision+ prompt_tokens new_tokens SWEEP",
+                 model_size="transformer preset size (default: tiny on a CPU, gpt2_small on a GPU)",
+                 batch_size={"default": [1, 4, 16],
+                             "help": "sequences decoded together (default 1 4 16)"},
+                 precision={"default": ["fp32"], "help": PRECISION_HELP},
+                 prompt_tokens={"type": int, "help": "prompt length"},
+                 new_tokens={"type": int, "help": "tokens generated"})
+    commands.add("concurrency", group="sweep", run=sweep_concurrency_command,
+                 help="N request streams sharing the device: samples/s and p99 per N, and "
+                      "whether MPS is active (read only)",
+                 options=f"{MODEL} streams+ mode batch_size precision requests SWEEP",
+                 **MODEL_HELP, streams={"type": int, "default": [1, 2, 4],
+                                        "help": "concurrent streams (default 1 2 4)"},
+                 mode={"choices": ["threads", "processes"], "default": "threads",
+                       "help": "threads (own CUDA stream each) or processes (own CUDA context "
+                               "each: what MPS shares)"},
+                 batch_size={"default": 8, "help": "request batch (default 8)"},
+                 precision={"default": "fp32", "help": PRECISION_HELP})
+    commands.add("serve", group="tune", run=tune_serve_command,
+                 help="the config with the most samples/s whose p99 stays under --p99-ms, "
+                      "re-measured on its own; prints the code to paste",
+                 options=f"p99_ms {MODEL} {CONFIG} requests RUN json", **MODEL_HELP,
+                 p99_ms={"type": float, "required": True,
+                         "help": "the latency target: p99 of a request batch, milliseconds",
+                         "check": lambda ms: positive_float("p99_ms", ms, "50 (milliseconds)")},
+                 batch_size="request batch sizes", precision=PRECISION_HELP,
+                 out={"required": False}, json="print the outcome as JSON too")
 
 
 def _listed(values, default) -> list:

@@ -15,7 +15,7 @@ from ..core.precision import PRECISIONS, check_supported, parse_precision
 from ..core.sweep import grid, thread_count
 from ..workloads.matmul import MatmulSpec
 from . import options
-from .options import TILE_CHOICES, TILE_OPTIONS, add_options
+from .options import TILE_CHOICES, TILE_OPTIONS
 
 ONE_PRECISION_HELP = "fp32, tf32, fp16, bf16 or fp8"
 PRECISION_HELP = f"one or more of {', '.join(PRECISIONS[1:])} (default fp32)"
@@ -23,18 +23,18 @@ PRECISION_HELP = f"one or more of {', '.join(PRECISIONS[1:])} (default fp32)"
 
 def add_parsers(commands) -> None:
     precision = {"default": ["fp32"], "help": PRECISION_HELP}
-    matmul = commands.add("matmul", group="sweep", run=functools.partial(_sweep, "matmul"),
-                          help="torch.matmul (cuBLAS on a GPU) over shapes and precisions")
-    add_options(matmul, "SHAPE+ precision+ SWEEP", precision=precision)
-    tiles = commands.add("tiles", group="sweep", run=functools.partial(_sweep, "tiles"),
-                         help="the lab's tile kernel over tile configs (on a CPU its labelled "
-                              "stand-in); impossible configs recorded with the reason")
-    add_options(tiles, "SHAPE+ precision+ SWEEP TILES", precision=precision)
-    tune = commands.add("tiles", group="tune", run=tune_tiles_command,
-                        help="find the fastest tile config for one shape (successive halving; "
-                             "the winner is stored and reused)")
-    add_options(tune, "SHAPE precision TILES RUN store force", out={"required": False},
-                precision={"default": "fp32", "help": ONE_PRECISION_HELP})
+    commands.add("matmul", group="sweep", run=functools.partial(_sweep, "matmul"),
+                 help="torch.matmul (cuBLAS on a GPU) over shapes and precisions",
+                 options="SHAPE+ precision+ SWEEP", precision=precision)
+    commands.add("tiles", group="sweep", run=functools.partial(_sweep, "tiles"),
+                 help="the lab's tile kernel over tile configs (on a CPU its labelled stand-in); "
+                      "impossible configs recorded with the reason",
+                 options="SHAPE+ precision+ SWEEP TILES", precision=precision)
+    commands.add("tiles", group="tune", run=tune_tiles_command,
+                 help="find the fastest tile config for one shape (successive halving; the "
+                      "winner is stored and reused)",
+                 options="SHAPE precision TILES RUN store force", out={"required": False},
+                 precision={"default": "fp32", "help": ONE_PRECISION_HELP})
 
 
 def _square(run):

@@ -24,56 +24,56 @@ from ..workloads.training.spec import (
 )
 from ..workloads.training.task import check_task, custom_task
 from . import options
-from .options import FOLDER, LEVERS, add_options
+from .options import FOLDER, LEVERS
 
 PRECISION_HELP = "fp32, tf32, fp16 (+ GradScaler), bf16 or bf16_pure (default fp32)"
 SPEC = "model model_size accum_steps optimizer checkpointing lr"  # the training spec's options
 
 
 def add_parsers(commands) -> None:
-    train = commands.add("train", group="sweep", run=sweep_train_command,
-                         help="training steps over batch, accumulation, precision, optimizer "
-                              "and checkpointing")
-    add_options(train, "model+ model_size+ accum_steps+ optimizer+ checkpointing+ lr precision+ "
-                       "batch_size+ train_steps SWEEP LEVERS+",
-                precision=PRECISION_HELP, batch_size="micro-batch sizes (default 32)",
-                train_steps="optimizer steps per point before timing, for its loss curve "
-                            "(default 20 on a CPU, 50 on a GPU)")
-    max_batch = commands.add("max-batch", run=max_batch_command,
-                             help="the largest micro-batch of a training step that fits (grow, "
-                                  "bisect, verify)")
-    add_options(max_batch, f"{SPEC} precision target_batch limit_mib margin device threads out",
-                precision={"default": "fp32", "help": PRECISION_HELP},
-                target_batch="an effective batch to plan as micro-batch x accumulation",
-                limit_mib="memory to fit in, MiB (default: 256 on a CPU, the GPU's free "
-                          "memory; smaller on a GPU plans for a smaller card)",
-                out={"help": "JSON Lines file to append the result to", "required": False})
-    profile = commands.add("profile", run=profile_command,
-                           help="where a training step's time goes (torch.profiler): device time "
-                                "by category, idle, launch gaps, top ops, a Perfetto trace")
-    add_options(profile, f"{SPEC} user_model precision batch_size LEVERS steps warmup_steps device "
-                         "threads out json",
-                precision={"default": "fp32", "help": PRECISION_HELP},
-                batch_size={"default": 32, "help": "micro-batch (default 32)"},
-                steps={"type": int, "default": 3, "help": "profiled steps (default 3)"},
-                warmup_steps={"type": int, "default": 3, "help": "steps before profiling: "
-                              "optimizer state, compilation (default 3)"},
-                out={**FOLDER, "default": "prof",
-                     "help": "folder for trace.json and profile.json (default prof/)"},
-                json="print profile.json instead")
-    tune = commands.add("train", group="tune", run=tune_train_command,
-                        help="the fastest training config for a target effective batch: "
-                             "precision x micro-batch x accumulation x checkpointing x compile "
-                             "x optimizer (successive halving; every candidate verified; the "
-                             "winner stored and reused)")
-    add_options(tune, "model model_size user_model target_batch precision+ checkpointing+ LEVERS+ "
-                      "optimizer lr limit_mib margin RUN store force json",
-                model={"default": "mlp"}, target_batch={"required": True},
-                precision="precisions to try (default: fp32 on a CPU; bf16 fp16 tf32 on a GPU)",
-                checkpointing="activation checkpointing to try (default: off on)",
-                optimizer={"default": "adamw"}, out={"required": False},
-                lr="learning rate (default: the preset's, 1e-3 for your model)",
-                json="print the stored entry as JSON too")
+    commands.add("train", group="sweep", run=sweep_train_command,
+                 help="training steps over batch, accumulation, precision, optimizer and "
+                      "checkpointing",
+                 options="model+ model_size+ accum_steps+ optimizer+ checkpointing+ lr "
+                         "precision+ batch_size+ train_steps SWEEP LEVERS+",
+                 precision=PRECISION_HELP, batch_size="micro-batch sizes (default 32)",
+                 train_steps="optimizer steps per point before timing, for its loss curve "
+                             "(default 20 on a CPU, 50 on a GPU)")
+    commands.add("max-batch", run=max_batch_command,
+                 help="the largest micro-batch of a training step that fits (grow, bisect, "
+                      "verify)",
+                 options=f"{SPEC} precision target_batch limit_mib margin device threads out",
+                 precision={"default": "fp32", "help": PRECISION_HELP},
+                 target_batch="an effective batch to plan as micro-batch x accumulation",
+                 limit_mib="memory to fit in, MiB (default: 256 on a CPU, the GPU's free "
+                           "memory; smaller on a GPU plans for a smaller card)",
+                 out={"help": "JSON Lines file to append the result to", "required": False})
+    commands.add("profile", run=profile_command,
+                 help="where a training step's time goes (torch.profiler): device time by "
+                      "category, idle, launch gaps, top ops, a Perfetto trace",
+                 options=f"{SPEC} user_model precision batch_size LEVERS steps warmup_steps "
+                         "device threads out json",
+                 precision={"default": "fp32", "help": PRECISION_HELP},
+                 batch_size={"default": 32, "help": "micro-batch (default 32)"},
+                 steps={"type": int, "default": 3, "help": "profiled steps (default 3)"},
+                 warmup_steps={"type": int, "default": 3, "help": "steps before profiling: "
+                               "optimizer state, compilation (default 3)"},
+                 out={**FOLDER, "default": "prof",
+                      "help": "folder for trace.json and profile.json (default prof/)"},
+                 json="print profile.json instead")
+    commands.add("train", group="tune", run=tune_train_command,
+                 help="the fastest training config for a target effective batch: precision x "
+                      "micro-batch x accumulation x checkpointing x compile x optimizer "
+                      "(successive halving; every candidate verified; the winner stored and "
+                      "reused)",
+                 options="model model_size user_model target_batch precision+ checkpointing+ "
+                         "LEVERS+ optimizer lr limit_mib margin RUN store force json",
+                 model={"default": "mlp"}, target_batch={"required": True},
+                 precision="precisions to try (default: fp32 on a CPU; bf16 fp16 tf32 on a GPU)",
+                 checkpointing="activation checkpointing to try (default: off on)",
+                 optimizer={"default": "adamw"}, out={"required": False},
+                 lr="learning rate (default: the preset's, 1e-3 for your model)",
+                 json="print the stored entry as JSON too")
 
 
 def user_task(where: str | None, device: str, check):
