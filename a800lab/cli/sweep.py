@@ -51,9 +51,8 @@ def _backend(args) -> str:
 
 
 def _tile_axes(args, backend: str, precision: str) -> dict:
-    """The tile options given. A value no combination of the given ones can use (a typo, a
-    tile too large with every block_n given) exits before running, its error naming the values
-    given; a combination that alone cannot run is measured as impossible, with the reason."""
+    """The tile options given. A value no combination of them can use (a typo) is refused, its
+    error naming the values given; a combination that cannot run is measured as impossible."""
     axes = {name: list(dict.fromkeys(getattr(args, name))) for name in
             (*TILE_OPTIONS, *TILE_CHOICES) if getattr(args, name)}
     if "fp8_acc" in axes and precision != "fp8":
@@ -67,9 +66,7 @@ def _tile_axes(args, backend: str, precision: str) -> dict:
             return axes
         except ValueError as exc:
             first_error = first_error or exc
-    if first_error is not None:
-        raise first_error
-    return axes
+    raise first_error
 
 
 def _check_triton_here(device: str) -> None:
@@ -101,8 +98,7 @@ def _stand_in_calls(m: int, n: int, k: int, tile: dict) -> int:
 
 
 def _spec(point: dict, backend: str = "torch") -> MatmulSpec:
-    """A grid point as a spec (a bad shape or tile refused here, before anything runs); its
-    tile fields only with a tile `backend`."""
+    """A grid point as a spec (ValueError for a bad one); its tile fields with a tile backend."""
     size = point.get("size")
     tile = {k: v for k, v in point.items() if k not in ("size", "m", "n", "k", "precision")}
     return MatmulSpec(point.get("m", size), point.get("n", size), point.get("k", size),
