@@ -18,6 +18,7 @@ from ..core.sweep import run_sweep, thread_count
 from ..core.units import format_bytes
 from ..workloads import matmul
 from ..workloads.matmul import FP8_ACCUMULATION, LOADS, SCHEDULES
+from ..workloads.training.spec import positive_int
 
 TILE_OPTIONS = ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages")
 TILE_CHOICES = ("schedule", "loads", "fp8_acc")  # the Triton kernel's named choices
@@ -105,7 +106,8 @@ OPTIONS = {  # option -> add_argument's keywords; `check(value)`: the value kept
     "batch_size": dict(type=int),
     "train_steps": dict(type=int, check=refuse(lambda n: n >= 1,
                                                 "--train-steps {} must be at least 1")),
-    "target_batch": dict(type=int, help="the effective batch every candidate trains with"),
+    "target_batch": dict(type=int, help="the effective batch every candidate trains with",
+                         check=lambda n: positive_int("target_batch", n, "1024")),
     "limit_mib": dict(type=float, check=refuse(positive, "--limit-mib {} must be a number of "
                                                          "MiB > 0"),
                       help="memory to fit in, MiB (default: 256 on a CPU, the GPU's free memory)"),
