@@ -14,14 +14,14 @@ UI = ("ipywidgets", "IPython")
 DRAWING_REPORT_MODULES = ("a800lab.report.figures", "a800lab.report.html")
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+def _module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = list(path.relative_to(package.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(path: Path):
+def _imports(path: Path, package_root: Path = PACKAGE):
     """(imported module, names, line) for every import statement in the file, anywhere."""
-    name = _module_name(path)
+    name = _module_name(path, package_root)
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
@@ -119,3 +119,64 @@ def test_lower_layers_and_the_cli_import_without_ui_modules():
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert int(proc.stdout.strip()) >= 40  # every module really imported
+
+
+def _graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """module -> the a800lab modules it imports (module- and function-level, relative ones
+    resolved; `from pkg import name` counts as importing pkg.name when that is a module)."""
+    modules = {_module_name(path, package): path for path in package.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        edges = set()
+        for target, names, _ in _imports(path, package):
+            subs = [f"{target}.{n}" for n in names if f"{target}.{n}" in modules]
+            edges |= set(subs) if subs else {target} & set(modules)
+        graph[name] = edges - {name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles: strongly connected groups of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_circles():
+    """No two modules import each other, directly or around a loop, at module or function
+    level (a package importing its own submodules is no circle unless one imports it back)."""
+    assert _cycles(_graph()) == []
+
+
+def test_the_circle_check_sees_a_lazy_loop(tmp_path):
+    pkg = tmp_path / "a800lab"
+    (pkg / "core").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "core" / "__init__.py").write_text("")
+    (pkg / "core" / "a.py").write_text("from . import b\n")
+    (pkg / "core" / "b.py").write_text("def f():\n    from .a import g\n")
+    assert _cycles(_graph(pkg)) == [["a800lab.core.a", "a800lab.core.b"]]
