@@ -107,3 +107,14 @@ def test_a_busy_loop_beside_a_sweep_and_a_panel_marks_their_points():
         assert record.noise["noisy"] and record.noise["contended"]
         assert any(r.startswith("oversubscribed") for r in record.noise["reasons"])
     assert "1 noisy" in panel.status_text
+
+
+def test_the_spread_threshold_is_ten_percent_of_the_median():
+    """The boundary itself: IQR 9.8% of the median is a stable figure, 10.2% is noisy."""
+    def samples(half_iqr):  # inclusive quartiles of these five: 1 -/+ half_iqr
+        return [1 - half_iqr, 1 - half_iqr, 1.0, 1 + half_iqr, 1 + half_iqr]
+
+    below, above = assess(samples(0.049)), assess(samples(0.051))
+    assert below["iqr_over_median"] == pytest.approx(0.098) and below["noisy"] is False
+    assert above["iqr_over_median"] == pytest.approx(0.102) and above["noisy"] is True
+    assert above["reasons"] == ["timing spread: IQR 0.102 ms is 10% of the median 1 ms"]
