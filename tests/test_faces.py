@@ -1,5 +1,5 @@
 """Package faces: a800lab.core and the labs' packages (workloads.training, .comm, .tiles) export
-the names their docstrings document and the chapters import, lazily: importing one module of a
+the names the docs, docstrings and chapters import, lazily: importing one module of a
 package does not import the rest."""
 
 import ast
@@ -47,11 +47,10 @@ def _submodules(face: str) -> set[str]:
 
 
 @pytest.mark.parametrize("face", FACES)
-def test_every_name_a_face_exports_imports_and_is_documented_there(face):
+def test_every_name_a_face_exports_imports(face):
     package = importlib.import_module(face)
     for name in package.__all__:
         assert getattr(package, name) is not None, f"{face}.{name}"
-        assert name in package.__doc__, f"{face} exports {name} without naming it"
     shadowed = set(package.__all__) & _submodules(face)
     assert not shadowed, f"{face}: {shadowed} are module names; a face cannot export them"
     assert set(package.__all__) <= set(dir(package))

@@ -1,12 +1,8 @@
-"""Optional back ends, detected once at import: CUDA (through torch), Triton and NVML; and
-torchvision, detected once on first use (importing it costs about a second).
+"""Optional back ends, detected once (never raising): CUDA through torch, Triton and NVML at
+import, torchvision on first use (its import costs about a second).
 
-    from a800lab.core.backends import HAS_CUDA, HAS_TRITON, HAS_NVML, why_unavailable
-    if not HAS_TRITON:
-        print(why_unavailable("triton"))
+    if not HAS_TRITON: print(why_unavailable("triton"))
     torchvision_reason()     # "" when torchvision imports beside this torch, else why not
-
-Detection never raises: a missing driver, library or GPU only turns a flag off and records why.
 """
 
 from __future__ import annotations

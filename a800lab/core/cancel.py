@@ -1,11 +1,7 @@
-"""A cancel token shared between a long run and whoever may stop it (a Stop button, Ctrl-C).
+"""A cancel token shared between a long run and whoever may stop it (a Stop button, Ctrl-C):
+loops call `token.raise_if_cancelled()` between units of work, so no unit is left half-done.
 
-    token = CancelToken()
-    run_sweep(..., cancel=token)      # in a worker thread
-    token.cancel()                    # from the UI thread; the run stops at the next check
-
-Long loops call `token.raise_if_cancelled()` between units of work (timing repetitions, sweep
-points); the unit in flight always finishes, so no measurement is left half-written.
+    token = CancelToken(); run_sweep(..., cancel=token); token.cancel()
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
-"""Whether a CUDA runtime runs on a driver: NVIDIA's compatibility rules, in one place (doctor's
-advice and diff's per-side check both ask here).
+"""Whether a CUDA runtime runs on a driver, by NVIDIA's CUDA Compatibility guide ("minor
+version compatibility": any 11.x on driver >= 450.80.02, 12.x on >= 525.60.13, 13.x on >= 580;
+forward compatibility needs the cuda-compat package on data-center GPUs).
 
-    from a800lab.core.cuda_compat import cuda_runtime_problem
     cuda_runtime_problem("12.4", "12.2", "535.129.03")   # "": minor version compatibility
-    cuda_runtime_problem("12.1", "11.8", "520.61.05")    # "torch was built for CUDA 12.1 ..."
-
-NVIDIA's CUDA Compatibility guide: from CUDA 11 on, an application built with any toolkit of a
-major release runs on a driver at or above that major's minimum ("minor version
-compatibility": CUDA 11.x on driver >= 450.80.02, 12.x on >= 525.60.13, 13.x on >= 580, Linux),
-with a limited feature set: PTX newer than the driver cannot be JIT-compiled (torch's wheels
-ship compiled kernels for the GPUs they support, so they load). So a torch built for CUDA 12.4
-runs on a 535 driver, which reports CUDA 12.2. Forward compatibility is a different thing: a
-newer major release (or the newest features) on an older driver through NVIDIA's cuda-compat
-package, on data-center GPUs only.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
-"""What hardware is here: GPUs (through NVML and torch), the CPU, and the GPU-GPU topology.
+"""What hardware is here: GPUs (NVML and torch), the CPU, and the GPU-GPU topology. A field
+NVML or torch cannot give is NotAvailable(reason); GPU indices are NVML's, each GpuInfo naming
+torch's cuda:N (core.gpu_map).
 
-    from a800lab.core.device import discover_gpus, system_info, cpu_info, topology
-    gpus = discover_gpus()            # list[GpuInfo], or NotAvailable(reason) without NVML
-    topo = topology(gpus)             # Topology: matrix of "X"/"NV#"/"PIX"/"PXB"/"PHB"/"NODE"/"SYS"
-    topo.to_dict(); gpus[0].to_dict(); system_info().to_dict(); cpu_info().to_dict()
-
-Every function takes `nvml=` (a fake pynvml for tests). Any field NVML or torch cannot give is a
-`NotAvailable(reason)`; `to_dict()` writes it as {"available": false, "reason": "..."}.
-GPU indices are NVML's (like nvidia-smi), not CUDA_VISIBLE_DEVICES order; each GpuInfo carries
-torch's cuda:N as `cuda_index` (matched by core.gpu_map).
+    gpus = discover_gpus(); topology(gpus).to_dict(); system_info(); cpu_info()
 """
 
 from __future__ import annotations
@@ -210,12 +204,9 @@ def _enabled(pair: Any, on_value: Any) -> Any:
 
 
 def _numa_node(handle: Any, bus_id: Any, nvml: Any) -> Any:
-    """The NUMA node nearest the GPU (an int; "0-1" when NVML names several), or NotAvailable.
-
-    From nvmlDeviceGetMemoryAffinity (node scope), else the kernel's numa_node of the PCI device.
-    Not nvmlDeviceGetNumaNodeId: that is the GPU's own memory node where GPU memory is a NUMA node
-    (Grace Hopper: a node without CPUs) and NotSupported on x86 hosts.
-    """
+    """The NUMA node nearest the GPU (an int; "0-1" when NVML names several), or NotAvailable:
+    NVML's memory affinity, else the kernel's numa_node of the PCI device (not
+    nvmlDeviceGetNumaNodeId: the GPU memory's own node on Grace Hopper, NotSupported on x86)."""
     mask = nvml_call("nvmlDeviceGetMemoryAffinity", handle, _NODE_WORDS,
                      nvml_const("NVML_AFFINITY_SCOPE_NODE", nvml), nvml=nvml)
     if not isinstance(mask, NotAvailable):
@@ -284,12 +275,8 @@ def gpu_info(index: int, nvml: Any = None, cuda_properties: list | None = None) 
 
 def discover_gpus(nvml: Any = None, cuda_properties: list | None = None) -> Any:
     """All GPUs NVML sees, as GpuInfo in NVML order; NotAvailable(reason) when there are none.
-
-    cuda_properties: torch.cuda.get_device_properties() of each CUDA device (default: asked from
-    torch when CUDA works); used for the SM count, matched by UUID. When NVML cannot run but torch
-    sees GPUs (e.g. a container without libnvidia-ml), the GPUs come from torch in CUDA order
-    with the NVML-only fields NotAvailable.
-    """
+    `cuda_properties` (default: torch's) give the SM count, matched by UUID; without NVML the GPUs
+    torch sees come in CUDA order, their NVML-only fields NotAvailable."""
     count = device_count(nvml)
     props = cuda_device_properties(cuda_properties)
     if not isinstance(count, NotAvailable):

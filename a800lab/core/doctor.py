@@ -1,16 +1,7 @@
-"""`a800lab doctor`: the environment and topology report, with advice on what to fix.
+"""`a800lab doctor`: the environment and topology report, with advice on what to fix; a plain
+JSON-ready dict, so a report saved on another machine can be read again.
 
-    python -m a800lab doctor            # human-readable tables
-    python -m a800lab doctor --json     # the same report as JSON
-
-    from a800lab.core.doctor import build_report, advice, format_report
-    report = build_report()             # plain dict: system, cpu, gpus, topology, advice
-    print(format_report(report))
-
-The report is JSON-ready: values NVML or torch could not give appear as
-{"available": false, "reason": "..."}. Each GPU's CPU and NUMA affinity is in report["gpus"] and,
-as the `nvidia-smi topo -m` columns, in report["topology"]. `advice(report)` works on the dict
-alone, so a report saved on another machine can be re-read.
+    report = build_report(); print(format_report(report)); advice(report)
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
-"""Compare two machines: two results files or two doctor reports, field by field, and the same
-configs' throughputs side by side.
+"""Compare two machines: two results files or doctor reports (either kind), field by field, and
+the same configs' throughputs side by side as B / A (`python -m a800lab diff A B`).
 
-    from a800lab.core.envdiff import diff_files, format_diff
-    d = diff_files("a800/runs.jsonl", "h200/runs.jsonl")   # or two `doctor --json` reports
-    d.differences        # [Difference("driver", a="535.129.03", b="550.54.15", meaning=...)]
-    d.only_a, d.only_b   # fields recorded on one side only (also Differences)
-    d.lineup             # [LineupRow(workload, params, a_throughput, b_throughput, ratio, ...)]
-    d.notes              # per side: torch built for a newer CUDA than its driver supports, ...
-    print(format_diff(d)); d.to_dict()                     # `python -m a800lab diff A B`
-
-A results file (JSON Lines from `sweep` or a panel's Save) records the environment of every
-point (python, torch, CUDA, cuDNN, NCCL, driver, host, device); a doctor report
-(`python -m a800lab doctor --json > doctor.json`) also has each GPU's clocks, power limit, ECC,
-MIG, TF32 settings and NUMA binding. Either side may be either kind: the fields compared are
-those the two have; a field only one side has is listed as such, never dropped. Per-GPU fields
-compare the list of every GPU's value. The lineup pairs points with the same workload and
-parameters (the newest record of each) and gives B / A.
+    d = diff_files("a800/runs.jsonl", "h200/doctor.json")
+    d.differences, d.only_a, d.only_b, d.lineup, d.notes; print(format_diff(d))
 """
 
 from __future__ import annotations

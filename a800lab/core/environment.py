@@ -1,12 +1,7 @@
-"""The environment a measurement came from, and a short fingerprint of it.
+"""The environment a measurement came from (versions, device, mode) and a short fingerprint
+of it: every record carries both, so a resumed sweep skips only points measured here.
 
-    env = environment()          # dict: python, torch, cuda, cudnn, nccl, driver, device_name, ...
-    env = environment("cuda:1")  # the same, naming the device a sweep runs on ("device",
-                                 # "device_name", "mode": "GPU" or "CPU fallback")
-    fingerprint(env)             # "3f2a9c01b7de": same machine + software -> same fingerprint
-
-Every result record carries both, so a recorded run names the device it came from and a resumed
-sweep only skips points measured in the same environment on the same kind of device.
+    env = environment("cuda:1"); fingerprint(env)   # "3f2a9c01b7de"
 """
 
 from __future__ import annotations
@@ -28,11 +23,9 @@ _FINGERPRINT_KEYS = ("hostname", "device_name", "device_count", "torch", "cuda",
 
 
 def environment(device: str | None = None) -> dict:
-    """Machine and software facts for a result record. With `device` ("cpu", "cuda[:N]") the
-    device name is that device's, and "device" and "mode" say where the points ran; without
-    it the name is GPU 0's (or the CPU's when there is no GPU). The TF32 settings of the
-    moment (matmul_fp32_precision, conv_fp32_precision: "tf32" or "ieee") are read anew on
-    every call: they change float32 results, not the machine."""
+    """Machine and software facts for a result record; with `device` ("cpu", "cuda[:N]") the
+    device name is that device's and "device" and "mode" say where the points ran. The TF32
+    settings are read anew each call: they change float32 results, not the machine."""
     env = dict(_machine())
     env.update({key: value for key, value in tf32_settings().items() if key != "tf32_api"})
     if device is not None:

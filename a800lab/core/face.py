@@ -1,13 +1,8 @@
-"""A package's face: the names its modules define, importable from the package itself and
-imported only when first asked for, so that importing one module of a package never imports
-the rest (a Triton kernel, a rank's worker, the profiler).
+"""A package's face: its modules' names importable from the package, each module imported
+only when one of its names is first asked for (and read afresh each time, so a flag a test sets
+on the module is what the face gives). A name that is also a module's cannot be on a face.
 
-    # in a package's __init__.py
-    __getattr__, __dir__, __all__ = face(__name__, {"spec": "TrainSpec precisions_for", ...})
-
-A name is read from its module on every access, so a flag a test sets on the module
-(`backends.HAS_TRITON`) is what the face gives. A face never exports a name that is also a
-module of the package (`tiles.tune`'s `tune`): Python binds the module over it when it loads.
+    __getattr__, __dir__, __all__ = face(__name__, {"spec": "TrainSpec precisions_for"})
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
-"""The one CUDA <-> NVML mapping: which NVML GPU is torch's cuda:N, and the reverse.
+"""The one CUDA <-> NVML mapping, by UUID then PCI bus id: NVML numbers every GPU its own way
+and ignores CUDA_VISIBLE_DEVICES, so a CUDA ordinal is never an NVML index.
 
-    from a800lab.core.gpu_map import nvml_index, cuda_ordinal
-    nvml_index("cuda:0")      # 3 under CUDA_VISIBLE_DEVICES=3; NotAvailable(reason) when none
-    nvml_index()              # the GPU behind torch's current device
-    cuda_ordinal(3)           # 0 there; NotAvailable("... CUDA_VISIBLE_DEVICES ...") for GPU 0
-
-NVML numbers every GPU of the machine its own way and ignores CUDA_VISIBLE_DEVICES and
-CUDA_DEVICE_ORDER; CUDA numbers only the devices it may see. So a CUDA ordinal is never used as an
-NVML index: devices are matched by UUID (torch's device properties `.uuid`, NVML's "GPU-..."),
-then by PCI bus id (torch's `pci_domain_id`, `pci_bus_id`, `pci_device_id`). A MIG slice has its
-own UUID and its GPU's bus id: it maps to NotAvailable saying so, because NVML's readings of that
-GPU cover all of its slices.
-
-`nvml=` takes a fake pynvml; `cuda_properties=` a list of torch-like device properties in CUDA
-order (default: torch.cuda.get_device_properties of each device when CUDA works, else []).
+    nvml_index("cuda:0")   # 3 under CUDA_VISIBLE_DEVICES=3; NotAvailable(reason) when none
+    cuda_ordinal(3)        # 0 there
 """
 
 from __future__ import annotations
@@ -37,10 +26,8 @@ def cuda_device_properties(cuda_properties: list | None = None) -> list:
 
 
 def normalise_bus_id(bus_id: Any) -> str:
-    """"00000000:07:00.0" or b"0000:07:00.0" -> "0000:07:00.0" (the sysfs spelling).
-
-    Raises ValueError for text that is not domain:bus:device.function.
-    """
+    """"00000000:07:00.0" or b"0000:07:00.0" -> "0000:07:00.0" (the sysfs spelling); ValueError
+    for text that is not domain:bus:device.function."""
     text = (bus_id.decode(errors="replace") if isinstance(bus_id, bytes) else str(bus_id))
     parts = text.strip().lower().split(":")
     if len(parts) != 3 or not all(parts) or "." not in parts[2]:
@@ -113,11 +100,8 @@ def _requested_ordinal(cuda_device: Any) -> int:
 
 def nvml_index(cuda_device: Any = "cuda", *, nvml: Any = None,
                cuda_properties: list | None = None) -> Any:
-    """The NVML index of torch's `cuda_device` ("cuda", "cuda:N" or N), or NotAvailable(reason).
-
-    "cuda" is torch's current device when CUDA works, else 0. ValueError for anything that
-    does not name a CUDA device.
-    """
+    """The NVML index of torch's `cuda_device` ("cuda" = the current device, "cuda:N" or N), or
+    NotAvailable(reason); ValueError for anything that does not name a CUDA device."""
     ordinal = _requested_ordinal(cuda_device)
     props = cuda_device_properties(cuda_properties)
     if ordinal >= len(props):

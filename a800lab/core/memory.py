@@ -1,21 +1,9 @@
-"""Memory around a measured point: the workload's own peak, capacity, and out-of-memory handling.
+"""Memory around a measured point: the workload's own peak (torch's allocator on a GPU, the
+resident set on a CPU: approximate to a few MiB), capacity, and out-of-memory as a result.
 
-    probe = probe_for("cuda:0")            # MemoryProbe: current_bytes / reset_peak / peak_bytes
-    probe.warm()                           # cuBLAS's workspace exists before the baseline
-    base = probe.current_bytes()           # before the point: what the process already holds
-    probe.reset_peak(); run(); peak = probe.peak_bytes() - base   # the workload's own peak
-    read_memory("cuda:0")                  # capacity_bytes, free_bytes
-    check_fits(3 * 2**30, "cpu", what="a 32768^3 fp32 matmul")   # WontFit before allocating
-    except Exception as exc:
-        if is_oom(exc): ...                # an OOM is a result, not a crash; free memory *after*
-    free_after_oom()                       # leaving the except block (the traceback pins tensors)
-
-On CUDA the probe reads torch's caching allocator (allocated = live tensors). On CPU it reads the
-process's resident set from /proc/self/status: VmRSS now, and VmHWM (the peak), which writing "5"
-to /proc/self/clear_refs resets (Linux >= 4.0); freed heap memory is handed back (glibc
-malloc_trim) before each reading so that RSS counts what is live. RSS counts every thread of the
-process and one-time initialisation (torch's first CPU kernels), so a CPU peak is approximate to
-a few MiB; where /proc is missing the CPU probe reads None.
+    probe = probe_for("cuda:0"); base = probe.current_bytes(); probe.reset_peak()
+    check_fits(3 * 2**30, "cpu", what=...)   # WontFit before allocating
+    free_after_oom()    # after leaving the except block (the traceback pins tensors)
 """
 
 from __future__ import annotations
@@ -135,11 +123,8 @@ def is_oom(exc: BaseException) -> bool:
 
 
 def free_after_oom() -> None:
-    """Drop garbage and the allocator's cached blocks so the next point starts clean.
-
-    Call it after the except block has ended: inside it the traceback still references the
-    failed point's frames and their tensors, so nothing could be freed.
-    """
+    """Drop garbage and the allocator's cached blocks so the next point starts clean: call it
+    after the except block (inside it the traceback still holds the failed point's tensors)."""
     gc.collect()
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.empty_cache()

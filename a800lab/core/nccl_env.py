@@ -1,16 +1,7 @@
-"""The NCCL environment variables worth knowing, their values here, and which transport NCCL
-chose according to its NCCL_DEBUG=INFO log.
+"""The NCCL environment variables worth knowing (read, never set), and the transports NCCL chose
+by its NCCL_DEBUG=INFO log ("via P2P/CUMEM", "NET/IB", "NET/Socket"...).
 
-    from a800lab.core.nccl_env import NCCL_VARIABLES, nccl_settings, transports_from_log
-    nccl_settings()              # [{"name": "NCCL_DEBUG", "value": None, "what": ..., ...}]
-    transports_from_log(text)    # {"P2P/CUMEM": 24, "NET/IB": 8}: connections per transport
-    transport_advice(counts)     # what the mix means (e.g. TCP sockets between nodes)
-
-Run a job once with NCCL_DEBUG=INFO (NCCL_DEBUG_SUBSYS=INIT,GRAPH to cut the noise) and read
-the "Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read" lines: P2P is GPU-to-GPU inside a node
-(NVLink or PCIe), SHM through host memory, NET/IB InfiniBand or RoCE (with GDRDMA when the NIC
-reads GPU memory directly), NET/Socket plain TCP. Variables are only read, never set: set them
-in the job's environment before NCCL initialises (before the first collective).
+    nccl_settings(); counts = transports_from_log(text); transport_advice(counts)
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
-"""Is a measurement clean? Timing spread, CPU oversubscription and descheduled samples.
+"""Is a measurement clean? Timing spread, CPU oversubscription (torch's threads plus the cores
+others kept busy over the window, read from /proc, exceed the usable cores; or a saturated
+machine whose others took a share) and descheduled samples.
 
-    meter = CpuLoadMeter().start(); run(); load = meter.stop()
-    load    # {"others_busy_cores": 0.9, "self_busy_cores": 1.0, "window_s": 0.31}
-    conditions = cpu_conditions(load)     # + torch_threads, logical_cores
-    assess(samples_ms, conditions)        # {"noisy": True, "contended": True, "reasons": [...]}
-    default_cpu_threads()                 # 1 on a 2-core machine: one core left for the rest
-
-A CPU point is oversubscribed when torch's threads plus the cores other processes kept busy
-during the timed part exceed the cores this process may run on: then threads wait for each
-other and a sample measures the scheduler as much as the workload. The meter reads what the
-others *got*, not what they wanted: two torch threads and one busy loop on two cores share them
-about evenly, so the loop reads as ~0.5 cores. So a point also counts as oversubscribed when the
-machine had no idle core left (this process and the others together kept every core busy) and
-the others' share took cores the threads needed. That is read from
-/proc/stat (all CPUs) minus /proc/self/stat (this process) over the window; both count in
-clock ticks, so windows shorter than ~50 ms give no reading. A sample far above the fastest by
-a millisecond or more is the other sign: the thread lost its core for a scheduler time slice.
+    load = CpuLoadMeter().start() ... .stop(); assess(samples_ms, cpu_conditions(load))
 """
 
 from __future__ import annotations
@@ -114,11 +101,8 @@ def _descheduled(samples_ms: list[float]) -> int:
 
 def assess(samples_ms, conditions: dict | None = None, *, on_cpu: bool = False) -> dict:
     """The noise verdict of one point: {"noisy", "contended", "iqr_ms", "iqr_over_median",
-    "reasons"}; {} when there are no time samples to judge. "contended": a CPU reason (other
-    work took the point's cores), not just a wide spread.
-
-    Each reason is a sentence saying what was seen and what to do about it.
-    """
+    "reasons"} ({} without samples); "contended" when a CPU reason (other work took the point's
+    cores) is among the reasons, each a sentence saying what was seen and what to do."""
     samples = [float(s) for s in samples_ms]
     if not samples:
         return {}

@@ -1,21 +1,8 @@
-"""The one NVML wrapper: every NVML call in a800lab goes through `nvml_call`.
+"""The one NVML wrapper: every NVML call goes through `nvml_call`; no library, no driver and
+"not supported" all come back as NotAvailable(reason), never as an exception (in JSON:
+{"available": false, "reason": ...}). Tests pass a fake module through `nvml=`.
 
-    from a800lab.core.nvml import nvml_call, NotAvailable
-    handle = nvml_call("nvmlDeviceGetHandleByIndex", 0)
-    power_mw = nvml_call("nvmlDeviceGetPowerUsage", handle)   # int, or NotAvailable(reason)
-    if not power_mw:                                          # NotAvailable is falsy
-        print(power_mw.reason)
-    power_w, source = power_reading(handle)   # 312.4, "instant" | "average_1s" | "power_usage"
-
-"No library" (pynvml is not installed), "no driver" (nvmlInit fails) and "not supported" (any
-NVMLError from the call) all come back as a `NotAvailable(reason)` value, never as an exception.
-A `NotAvailable` passed as an argument (e.g. a handle that could not be had) is returned as is, so
-calls chain without checks in between. The real pynvml module is imported and initialised once
-(thread-safe); tests pass a fake module with the same names through `nvml=`.
-
-Serialisation rule for the whole project: a NotAvailable value becomes
-{"available": false, "reason": "..."} in JSON (`to_jsonable` does this recursively);
-`is_not_available` recognises both forms.
+    power_mw = nvml_call("nvmlDeviceGetPowerUsage", handle)   # int or NotAvailable (falsy)
 """
 
 from __future__ import annotations
@@ -115,10 +102,8 @@ def _default_module() -> Any:
 
 
 def ensure_init(nvml: Any = None) -> Any:
-    """The initialised NVML module (real pynvml or the given fake), or NotAvailable saying why.
-
-    nvmlInit runs once per module object; a failure is remembered, not retried.
-    """
+    """The initialised NVML module (real pynvml or the given fake), or NotAvailable saying why;
+    nvmlInit runs once per module object and a failure is remembered."""
     module = _default_module() if nvml is None else nvml
     if isinstance(module, NotAvailable):
         return module
@@ -137,10 +122,8 @@ def ensure_init(nvml: Any = None) -> Any:
 
 
 def nvml_call(fn_name: str, *args: Any, nvml: Any = None) -> Any:
-    """Call NVML function `fn_name(*args)`; any NVML failure comes back as NotAvailable.
-
-    Byte strings are decoded to str. Programming errors (wrong argument types) still raise.
-    """
+    """Call NVML function `fn_name(*args)`; any NVML failure comes back as NotAvailable, byte
+    strings as str. Programming errors (wrong argument types) still raise."""
     for arg in args:
         if isinstance(arg, NotAvailable):
             return arg
@@ -213,10 +196,8 @@ def temperature_c(handle: Any, nvml: Any = None) -> Any:
 
 
 def field_value(handle: Any, field: str, nvml: Any = None) -> Any:
-    """One NVML field value of a GPU, e.g. field="NVML_FI_DEV_POWER_INSTANT", or NotAvailable.
-
-    NVML answers each field with its own return code; a failed field is NotAvailable.
-    """
+    """One NVML field value of a GPU (e.g. "NVML_FI_DEV_POWER_INSTANT"), or NotAvailable when
+    NVML answers that field with an error."""
     values = nvml_call("nvmlDeviceGetFieldValues", handle, [nvml_const(field, nvml)], nvml=nvml)
     if isinstance(values, NotAvailable):
         return values
@@ -231,14 +212,10 @@ def field_value(handle: Any, field: str, nvml: Any = None) -> Any:
 
 
 def power_reading(handle: Any, nvml: Any = None) -> tuple[Any, Any]:
-    """(board power in W, where it came from), both NotAvailable when NVML gives no power.
-
-    The source is "instant" (field NVML_FI_DEV_POWER_INSTANT, where the driver has it),
-    "average_1s" (nvmlDeviceGetPowerUsage where NVML documents it as the last second's average:
-    Ampere and newer except GA100, i.e. compute capability above 8.0: A10, L40S, Hopper) or
-    "power_usage" (nvmlDeviceGetPowerUsage on
-    GA100 / A800 and older, documented as instantaneous, or on an unknown architecture).
-    """
+    """(board power in W, its source), both NotAvailable without a power reading. The source is
+    "instant" (the NVML_FI_DEV_POWER_INSTANT field), "average_1s" (PowerUsage where NVML documents
+    it as the last second's average: compute capability above 8.0) or "power_usage" (PowerUsage,
+    instantaneous on GA100 / A800 and older, or on an unknown architecture)."""
     instant_mw = field_value(handle, "NVML_FI_DEV_POWER_INSTANT", nvml)
     if not isinstance(instant_mw, NotAvailable):
         return instant_mw / 1000.0, "instant"

@@ -1,18 +1,10 @@
-"""Matmul operands in one precision, the call that multiplies them, and the float64 check.
+"""Matmul operands in one precision, the call that multiplies them, and the float64 check
+(the reference is rebuilt from the seed inside rel_error and freed on return, so nothing of the
+check stays alive while the product is timed).
 
-    ops = make_operands(1024, 1024, 1024, "bf16", "cuda")   # seeded N(0, 1) inputs
-    with matmul_precision(ops.precision):
-        c = ops.run()
-        err = ops.rel_error(c)            # vs float64, reference rebuilt from the seed
-    del c                                 # then time ops.run with measure()
-    operand_bytes(1024, 1024, 1024, "bf16")   # A + B + C as the workload holds them
+    ops = make_operands(1024, 1024, 1024, "bf16", "cuda")
+    with matmul_precision(ops.precision): err = ops.rel_error(ops.run())
     check_fits(needed_bytes(m, n, k, "fp32"), "cpu", what=...)   # before allocating
-
-The operands hold only what the workload needs (A and B in the precision); the float64
-reference is rebuilt from the seed inside `rel_error` and freed on return, so nothing of the
-check stays alive while the product is timed (the measured window holds only the workload).
-`needed_bytes` is the peak of building and checking one product, for refusing a point that
-cannot fit before anything is allocated.
 """
 
 from __future__ import annotations
@@ -91,12 +83,9 @@ def needed_bytes(m: int, n: int, k: int, precision: str | Precision) -> int:
 
 def make_operands(m: int, n: int, k: int, precision: str | Precision, device, *,
                   seed: int = 0) -> MatmulOperands:
-    """Seeded N(0, 1) inputs A (m x k) and B (k x n) in `precision` on `device`.
-
-    fp8 inputs are scaled per tensor so |x| max maps to 448 and multiplied with
-    torch._scaled_mm (bf16 output, B column-major as it requires); every other precision
-    uses torch.matmul, looked up at call time. Run under `matmul_precision(precision)`.
-    """
+    """Seeded N(0, 1) inputs A (m x k) and B (k x n) in `precision` on `device`, multiplied by
+    torch.matmul (fp8: scaled per tensor, B column-major, by torch._scaled_mm to bf16); run it
+    under `matmul_precision(precision)`."""
     prec = parse_precision(precision)
     if prec.name == "fp8" and any(d % FP8_MULTIPLE for d in (m, n, k)):
         raise ValueError(f"fp8 needs m, n, k to be multiples of {FP8_MULTIPLE} "

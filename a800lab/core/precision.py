@@ -1,21 +1,9 @@
-"""Matmul precisions: names, input dtypes, error tolerances and where each one can run.
+"""Matmul precisions: names, input dtypes, error tolerances (`rtol`: ~10x what input rounding
+and fp32 accumulation give for N(0, 1) inputs, K <= 65536) and where each can run (tf32 is a
+CUDA mode: refused on a CPU, never relabelled).
 
-    from a800lab.core.precision import parse_precision, check_supported, matmul_precision
-    prec = parse_precision("bfloat16")          # Precision(name="bf16", dtype=torch.bfloat16, ...)
-    check_supported(prec, "cuda")               # ValueError saying why and what to use instead
-    with matmul_precision("tf32"):              # fp32 tensors, TF32 tensor-core math inside
-        c = a @ b
-    with framework_fp32():                      # torch's defaults: matmul IEEE, convs TF32
-    tf32_settings()    # {"matmul_fp32_precision": "ieee", "conv_fp32_precision": "tf32", ...}
-
-`Precision.rtol` is the largest relative Frobenius error ||C - C_ref|| / ||C_ref|| accepted for a
-product of N(0, 1) inputs with inner dimension K <= 65536, where C_ref is the float64 product of
-the original float32 data (so the input rounding to the precision counts). Each bound is about
-10x the error that rounding alone produces (input rounding ~ sqrt(2/3) * u for unit roundoff u,
-fp32 accumulation ~ u32 * sqrt(K)), so normal rounding passes and a wrong kernel (error ~ 1) fails.
-
-tf32 is a CUDA tensor-core mode only: on CPU torch computes fp32, so a CPU "tf32" point would be
-an fp32 point under another name. It is rejected on CPU rather than silently relabelled.
+    prec = parse_precision("bfloat16"); check_supported(prec, "cuda")
+    with matmul_precision("tf32"): c = a @ b
 """
 
 from __future__ import annotations
@@ -86,10 +74,8 @@ def parse_precision(name: str | Precision) -> Precision:
 
 def unsupported_reason(precision: str | Precision, device: str = "auto",
                        capability: tuple[int, int] | None = None) -> str:
-    """Why `precision` cannot run on `device`, with what to use instead; "" when it can.
-
-    `capability` overrides the queried CUDA compute capability (to plan for another GPU).
-    """
+    """Why `precision` cannot run on `device` (or a GPU of `capability`), with what to use
+    instead; "" when it can."""
     prec = parse_precision(precision)
     if capability is None:
         device = resolve_device(device)
@@ -127,15 +113,9 @@ _FP32_PRECISION_API = hasattr(torch.backends.cuda.matmul, "fp32_precision")
 
 
 def tf32_settings() -> dict[str, str]:
-    """What float32 matmuls and cuDNN convolutions on CUDA use now; never raises.
-
-    {"matmul_fp32_precision": "tf32" | "ieee", "conv_fp32_precision": "tf32" | "ieee",
-     "tf32_api": "fp32_precision" | "allow_tf32"}: the API this torch offers. With the
-    fp32_precision API it reads torch.backends.cuda.matmul.fp32_precision and
-    torch.backends.cudnn.conv.fp32_precision, which answer whichever API set them; the legacy
-    getters (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32) raise
-    RuntimeError once the new API holds a value they cannot express.
-    """
+    """What float32 matmuls and cuDNN convolutions on CUDA use now ("tf32" or "ieee") and the
+    API this torch offers; never raises (the legacy getters raise once the fp32_precision API
+    holds a value they cannot express, so it reads that API where it exists)."""
     if _FP32_PRECISION_API:
         matmul = torch.backends.cuda.matmul.fp32_precision
         conv = torch.backends.cudnn.conv.fp32_precision
@@ -206,12 +186,8 @@ def _set_allow_tf32(matmul_tf32: bool, conv_tf32: bool) -> Callable[[], None]:
 
 @contextlib.contextmanager
 def matmul_precision(precision: str | Precision) -> Iterator[Precision]:
-    """Allow TF32 for fp32 matmuls and convolutions only when `precision` is tf32; restore after.
-
-    Uses torch's fp32_precision settings where they exist (mixing them with the legacy
-    allow_tf32 flags makes torch's legacy getters raise), else the legacy flags. Afterwards
-    every setting is what it was, through whichever API the caller had used.
-    """
+    """TF32 for fp32 matmuls and convolutions only when `precision` is tf32; afterwards every
+    setting is what it was, through whichever API (fp32_precision or allow_tf32) set it."""
     prec = parse_precision(precision)
     with _fp32_modes(prec.tf32, prec.tf32):
         yield prec
@@ -219,9 +195,8 @@ def matmul_precision(precision: str | Precision) -> Iterator[Precision]:
 
 @contextlib.contextmanager
 def framework_fp32() -> Iterator[None]:
-    """PyTorch's own defaults for float32, whatever was set before: matmuls in IEEE fp32 (TF32
-    off since torch 1.12) and cuDNN convolutions allowed TF32 (on by default); restored after.
-    This is the "fp32" a user gets without touching a flag."""
+    """PyTorch's own float32 defaults, whatever was set before: matmuls IEEE fp32, cuDNN
+    convolutions TF32 (the "fp32" a user gets without touching a flag); restored after."""
     with _fp32_modes(False, True):
         yield
 

@@ -1,19 +1,9 @@
-"""Result records: one per measured point, appended to JSON Lines as they are measured.
+"""Result records: one per measured point, appended to JSON Lines (flushed and fsynced) as it is
+measured; loading skips a torn last line with a warning and names the file and line of anything
+else malformed. JSON only, never pickle.
 
-    rec = Record(workload="matmul", params={"m": 1024, "precision": "fp32"}, outcome="ok",
-                 throughput=12.3, throughput_unit="TFLOP/s", time_ms=(0.17, 0.18, 0.17))
-    append_record("runs.jsonl", rec)        # flushed and fsynced: a killed writer loses nothing
-    df = load_results("runs.jsonl")          # pandas DataFrame, one row per point
-
-Loading skips a torn last line (a writer killed mid-line) with a warning; any other malformed
-line is an error naming the file and line. Appending after a torn line first cuts the torn
-fragment off, so the file stays valid; a last line that parses is a record and only gets its
-newline. JSON only, never pickle.
-
-Each record carries the `run_id` of the run that measured it (one per sweep / panel Run, sortable
-by start time), its `noise` verdict (a800lab.core.noise.assess: noisy, iqr_ms, reasons) and the
-`conditions` it ran under (torch threads, usable cores, CPU load). Schema 1 files (before those
-fields) still load.
+    append_record("runs.jsonl", Record(workload="matmul", params={...}, outcome="ok", ...))
+    df = load_results("runs.jsonl")
 """
 
 from __future__ import annotations

@@ -1,28 +1,9 @@
 """The search every tuner shares: successive halving over a config grid, honest about noise
-and contention (the tuned configs are kept by a800lab.core.store.TunedStore).
+(a config is never dropped on a difference inside the noise while there is room; a lead inside
+it is said) and contention (a contended round ranks nothing and must not be stored).
 
     result = search(configs, validate, evaluate, budget_s=0.3)
-    result.best, result.best_median_ms       # the winner and its median time
-    result.verdict                           # "block_m=128 ... leads by 4% (outside the noise)"
-    result.inside_noise                      # True when a close rival may really be as fast
-    result.rivals                            # the configs within the noise of the winner
-    result.contended                         # why the timings cannot rank anything, or ""
-
-`validate(config)` raises ValueError for a config that cannot run (the reason is kept);
-`evaluate(config, budget_s, first)` runs one config and returns a point function's dict
-(outcome "ok" with a `timing` Timing and, optionally, its `noise` verdict from
-a800lab.core.noise.assess; or "wrong" / an exception for configs that fail); `first` is True the
-first time a config runs (check its result then; later rounds only time it). Impossible configs
-are refused before anything runs. Then every valid config is timed with 1/ETA^2 of `budget_s`;
-the fastest 1/ETA are kept, and also any config whose middle half (25th-75th percentile of the
-time samples) overlaps the slowest one kept, up to twice as many: a config is never dropped on a
-difference inside the noise while there is room. The survivors are timed with ETA times the
-budget, and so on; the last round runs at the full `budget_s`. The
-winner's lead is inside the noise when its middle half overlaps a rival's in the last round:
-then the ranking may flip from run to run, and the verdict says so rather than crowning a
-winner by chance. A trial whose CPU was contended (oversubscribed, descheduled: noise
-"contended") ranks nothing: the verdict says the search must run again on a quiet machine, and
-a tuner must not store its winner.
+    result.best, result.verdict, result.rivals, result.contended
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
-"""Is this machine's GPU shared between jobs? MPS and MIG, read only (no mode is changed).
+"""Is this machine's GPU shared between jobs? MIG (a mode NVML reports per GPU) and MPS (a
+daemon: its control process under /proc, or its pipe directory), read only.
 
-    from a800lab.core.sharing import sharing_status, describe_sharing
-    status = sharing_status()      # {"mig": [{"gpu": 0, "mig_enabled": False}, ...],
-                                   #  "mps": {"control_running": False, ...}}
-    print(describe_sharing(status))
-
-MIG (Multi-Instance GPU) is a mode of the card: NVML says whether it is on per GPU (read through
-core.device). MPS (Multi-Process Service) is a daemon: it is on when an `nvidia-cuda-mps-control`
-process runs, and its clients talk to it through the pipe directory (CUDA_MPS_PIPE_DIRECTORY,
-default /tmp/nvidia-mps) which holds a `control` pipe while it runs. Processes are found by
-their command lines under /proc; inside a container only the container's processes are visible,
-so the pipe directory (often mounted into the container) is checked too. `/proc` is injectable
-for tests.
+    print(describe_sharing(sharing_status()))
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
-"""Datasheet table of NVIDIA GPUs: dense peak throughput, memory and interconnect bandwidth.
+"""Datasheet table of NVIDIA GPUs: DENSE peak TFLOP/s per precision (NVIDIA's 2:4-sparsity
+headlines halved; fp16/bf16/fp8 with fp32 accumulation; fp64 what DGEMM reaches; None where the
+datasheet gives none: nothing derived), memory and NVLink bandwidth, SM counts, arch limits.
 
-    from a800lab.core.specs import lookup, peak_for
-    spec = lookup("NVIDIA A800-SXM4-80GB")        # DeviceSpec, or None (+ warning) when unknown
-    match("NVIDIA A800-SXM4-80GB")                 # the same, without the warning
-    spec.peak_tflops["bf16"], spec.mem_bw_gbs      # 312.0, 2039.0
-    tflops, source = peak_for(torch.cuda.get_device_name(), "tf32")
-    target = resolve_target("A800")                # Target("A800", (8, 0), 108, ...); "sm_90" too
-    arch_limits((9, 0)).smem_per_block_optin_bytes # 232448: what one thread block may opt in to
-
-Conventions, the same for every row:
-- `peak_tflops` holds DENSE tensor throughput (TFLOP/s; int8 in TOPS). NVIDIA headlines the
-  2:4-sparsity figure for tf32/fp16/bf16/fp8/int8 on Ampere and later; those are halved here.
-- "fp64" is the figure plain DGEMM can reach: the FP64 *tensor core* rate on A100/A800 and
-  H100-class parts (cuBLAS uses DMMA there), the vector rate elsewhere (V100).
-- fp16/bf16/fp8 are with FP32 accumulation, which is what torch.matmul and torch._scaled_mm use.
-  This only matters on GeForce parts (RTX 4090), which run FP16 accumulation at twice the rate.
-- None means the datasheet does not publish the figure or the card lacks the format (no fp8
-  before Ada/Hopper, no bf16/tf32 before Ampere). Nothing is derived or guessed.
-- `nvlink_gbs` is total bidirectional NVLink bandwidth per GPU; on PCIe cards it is the optional
-  NVLink bridge, None where the card has no NVLink at all.
-An unknown device name gives None and a warning; `a800lab.workloads.peak.measure_peak()` then
-measures an achievable peak on the spot instead.
+    spec = lookup("NVIDIA A800-SXM4-80GB")   # or None (+ a warning) for an unknown card
+    peak_for(name, "tf32"); resolve_target("A800"); arch_limits((9, 0))
 """
 
 from __future__ import annotations

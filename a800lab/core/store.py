@@ -1,11 +1,8 @@
-"""The lab's small files on disk: where its cache lives, JSON read and replaced atomically, and
-the store of tuned configs.
+"""The lab's small files on disk: the cache folder, JSON read and replaced atomically, and the
+store of tuned configs.
 
-    path = cache_path("A800LAB_TUNED", "tuned.json")   # $A800LAB_TUNED, else ~/.cache/a800lab/
-    data = read_json(path, what="a tuned-config store")  # {} when absent; ValueError if corrupt
-    write_json_atomic(path, data)                        # a crash leaves the old file intact
-    store = TunedStore(path)                             # winners keyed by device, shape, ...
-    store.put(key, grid, result); store.get(key, grid)   # None when the grid or device changed
+    data = read_json(path, what="a tuned-config store"); write_json_atomic(path, data)
+    store = TunedStore(tuned_store_path()); store.put(key, grid, result); store.get(key, grid)
 """
 
 from __future__ import annotations
@@ -69,13 +66,9 @@ def grid_hash(configs: Sequence[Mapping]) -> str:
 
 
 class TunedStore:
-    """Tuned configs in one JSON file, keyed by what was tuned (device fingerprint, shape,
-    precision, back end, ...: any fields, see `key`).
-
-    An entry is reused only for the same key and the same config grid; a different grid or a
-    different device (fingerprint) means tuning again. A file that is not a valid store is
-    refused with its name, never overwritten (it may hold results).
-    """
+    """Tuned configs in one JSON file, keyed by what was tuned (any fields, see `key`); reused
+    only for the same key and config grid. A file that is not a store is refused with its name,
+    never overwritten."""
 
     WHAT = "a tuned-config store"
 

@@ -1,22 +1,9 @@
-"""Sweeps: run a point function over a grid of named axes, one result record per point.
+"""Sweeps: a point function over a grid of named axes, one record per point, appended as it is
+measured (resumable). An out-of-memory error becomes an "oom" record, any other exception an
+"error" record; cancelling stops after the current point.
 
-    def point(m, precision):                       # any function of the axis values
-        return {"throughput": tflops, "throughput_unit": "TFLOP/s", "timing": t}
     res = run_sweep(point, {"m": [256, 512], "precision": ["fp32"]}, workload="matmul",
                     out="runs.jsonl", on_progress=lambda done, total, eta_s: ...)
-
-A point function returns a mapping. Recognised keys: `throughput` (a positive number; or name
-another key with `throughput_key=`), `throughput_unit`, `timing` (a Timing) or `time_ms`
-(samples), `outcome` ("ok" or "wrong"), `message`, `memory` (dict), `telemetry` (dict); every
-other key is stored as a metric. Each point is appended to `out` as soon as it is measured; with
-`resume=True` points already in the file for the same environment are skipped ("error" points are
-retried). An out-of-memory error becomes an "oom" record with memory freed; any other exception
-(SystemExit from a user's argparse included; only Ctrl-C stops the sweep) or a malformed result
-an "error" record with its message; the sweep goes on. Cancelling stops after the current point.
-
-Every record of one call shares a `run_id`; memory, telemetry and CPU load are those of the
-point's measured window (a800lab.core.window: the timed part, not the float64 check), and each
-record carries a noise verdict (a800lab.core.noise) from its time samples and that CPU load.
 """
 
 from __future__ import annotations
@@ -108,12 +95,9 @@ def run_sweep(
     on_result: Callable[[Record], None] | None = None,
     cancel: CancelToken | None = None,
 ) -> SweepResult:
-    """Run `point_fn(**fixed, **point)` for every grid point; see the module docstring.
-
-    `out`: JSON Lines file to append to (None: keep the records in memory only); checked for
-    writability before anything runs. `torch_threads`: torch's CPU thread count during the
-    sweep (restored after). `run_id`: the id stamped on every record (default: a new one).
-    """
+    """Run `point_fn(**fixed, **point)` for every grid point (see the module docstring); `out` is
+    checked for writability before anything runs (None keeps the records in memory);
+    `torch_threads` sets torch's CPU threads for the sweep (restored after)."""
     points = grid(axes)
     fixed = dict(fixed or {})
     overlap = set(fixed) & set(axes)
@@ -184,13 +168,9 @@ def measure_point(point_fn, params: dict, *, workload: str, device: str, env: di
                   throughput_key: str | None = None, label: str = "",
                   sample_telemetry: bool = False, cancel: CancelToken | None = None,
                   run_id: str = "") -> Record:
-    """Run one point and turn whatever happens (result, OOM, exception) into a Record.
-
-    A point function with a `device` parameter gets the sweep's device (unless `device` is one
-    of the swept parameters); one without it runs inside torch.cuda.device(device) on a GPU. A
-    point function with a `cancel` parameter gets the token, so Stop can end it mid-timing.
-    Memory, telemetry and CPU load come from the point's measured window (core.window).
-    """
+    """Run one point and turn whatever happens (result, OOM, exception) into a Record, its memory,
+    telemetry and CPU load from the point's window. A point function taking `device` gets the
+    sweep's (else it runs inside torch.cuda.device); one taking `cancel` gets the token."""
     base = {"workload": workload, "params": params, "env": env, "label": label,
             "run_id": run_id}
     call = functools.partial(point_fn, **params)

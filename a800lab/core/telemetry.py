@@ -1,17 +1,8 @@
-"""GPU telemetry: one-off snapshots and a background sampler that runs alongside a workload.
+"""GPU telemetry through the NVML wrapper: snapshots, and a sampler that reads on a fixed
+schedule beside a workload (a first and a last sample always; no thread without NVML).
 
-    from a800lab.core.telemetry import snapshot, TelemetrySampler
-    snapshot(0)                        # {"t_s": ..., "gpu_util_pct": 87, "power_w": 312.4, ...}
-    with TelemetrySampler(device_index=0, interval_s=0.1) as sampler:   # NVML's GPU 0
-        run_workload()
-    sampler.summary()                  # {"available": True, "n_samples": 42, "power_w": {"mean",
-                                       #  "min", "max"}, ..., "throttle_reasons": [...]}
-    TelemetrySampler(cuda_device="cuda:0")   # the GPU behind torch's cuda:0 (core.gpu_map)
-
-All readings go through the NVML wrapper (`nvml=` takes a fake module for tests). Without NVML
-every reading is None and the summary says {"available": False, "reason": ...}; no thread is
-started. The sampler takes one sample when it starts and one when it stops, so even a run shorter
-than interval_s has a first and a last reading.
+    with TelemetrySampler(cuda_device="cuda:0", interval_s=0.1) as sampler: run()
+    sampler.summary()    # {"available", "n_samples", "power_w": {mean, min, max}, ...}
 """
 
 from __future__ import annotations
@@ -41,14 +32,8 @@ def _value(reading: Any) -> Any:
 
 
 def snapshot(device_index: int = 0, nvml: Any = None, t_s: float | None = None) -> dict:
-    """One reading of GPU `device_index` (NVML index); values NVML cannot give are None.
-
-    power_source says what power_w is: "instant", "average_1s" (PowerUsage where NVML averages
-    it: Ampere and newer except GA100) or "power_usage" (see core.nvml.power_reading).
-
-    t_s: the timestamp to record (the sampler passes seconds since it started); default
-    time.time().
-    """
+    """One reading of NVML GPU `device_index` (None where NVML gives nothing; power_source as in
+    core.nvml.power_reading), stamped `t_s` (default time.time())."""
     h = device_handle(device_index, nvml)
     util = nvml_call("nvmlDeviceGetUtilizationRates", h, nvml=nvml)
     memory = nvml_call("nvmlDeviceGetMemoryInfo", h, nvml=nvml)
@@ -81,14 +66,9 @@ def _stats(values: list) -> dict:
 
 
 class TelemetrySampler:
-    """Samples a GPU every `interval_s` seconds on a background thread.
-
-    The GPU is NVML's `device_index` (default 0), or the one behind torch's `cuda_device`
-    ("cuda", "cuda:N" or N, matched by UUID / PCI bus id; NVML numbers GPUs its own way). When
-    `cuda_device` has no NVML GPU the sampler takes no samples and its summary says why.
-    Use as a context manager (or call start()/stop()). `samples` holds the snapshot dicts with
-    t_s in seconds since start; `summary()` condenses them.
-    """
+    """Samples a GPU every `interval_s` seconds on a background thread: NVML's `device_index`
+    (default 0), or the GPU behind torch's `cuda_device` (matched by UUID / PCI bus id; none: no
+    samples, and the summary says why). A context manager; `samples`, `summary()`."""
 
     def __init__(self, device_index: int | None = None, interval_s: float = 0.1,
                  nvml: Any = None, *, cuda_device: Any = None,

@@ -1,24 +1,7 @@
-"""The one timing function of the lab: `measure(fn)` -> Timing with the raw samples.
+"""The one timing function of the lab: `measure(fn)` -> Timing with the raw samples (CUDA
+events and an L2 flush per call on a GPU, the clock on a CPU; the clock is injectable).
 
-    from a800lab.core.timing import measure
-    t = measure(lambda: torch.matmul(a, b), budget_s=0.5)
-    print(t.median_ms, t.iqr_ms, t.noisy)
-
-On CUDA every call is bracketed by CUDA events, the L2 cache is flushed (a buffer larger than
-L2, allocated once per device by `l2_flush_buffer`, is zeroed) before each call so a small
-problem cannot run from a warm cache, and the device is synchronised once before the events are
-read. The flush also keeps the GPU busy while the host enqueues the call, but only for as long
-as zeroing 256 MiB takes (about 55 us on an H200): a call whose host side takes longer (a
-Python-heavy dispatch such as a 2:4 sparse matmul) would leave the GPU idle between the start
-event and its first kernel, and that host time would count as the call's. So measure() times the
-host side of each warm-up call and, where it exceeds the flush, queues a GPU spin
-(`torch.cuda._sleep`) of that length after each flush and before the start event
-(`launch_guard_cycles`).
-
-On CPU each call is timed with the clock (`time.perf_counter` unless injected; tests pass
-a fake clock). Warm-up and repetition counts follow a time budget with minimum counts; a cancel
-token is honoured between repetitions. Warm-up and timing together are the point's measured
-window (a800lab.core.window): its memory peak, telemetry and CPU load are read there.
+    t = measure(lambda: torch.matmul(a, b), budget_s=0.5); t.median_ms, t.iqr_ms, t.noisy
 """
 
 from __future__ import annotations
@@ -128,12 +111,9 @@ def measure(
     clock: Callable[[], float] = time.perf_counter,
     cancel: CancelToken | None = None,
 ) -> Timing:
-    """Time `fn()` repeatedly and return every sample.
-
-    Warm-up runs at least `min_warmup` calls and for at least `warmup_s` seconds; its mean
-    sets the repetition count so the timed part takes about `budget_s`, within
-    [min_reps, max_reps]. `device` is "auto", "cpu" or "cuda[:N]".
-    """
+    """Time `fn()` repeatedly and return every sample: a warm-up of at least `min_warmup` calls
+    and `warmup_s` seconds sets the repetitions so the timed part takes about `budget_s`, within
+    [min_reps, max_reps]."""
     if min_reps < 1 or max_reps < min_reps:
         raise ValueError(f"need 1 <= min_reps <= max_reps, got min_reps={min_reps}, "
                          f"max_reps={max_reps}")

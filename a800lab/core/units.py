@@ -1,9 +1,7 @@
 """Byte sizes in binary units, read and written the same way everywhere in the lab.
 
-    format_bytes(60397977)    # "57.6 MiB": a measured amount (one decimal)
-    format_size(3 * 2**20)    # "3 MiB": a message size (whole units exact, else 3 digits)
-    byte_unit(5e9)            # (1073741824.0, "GiB"): the unit an axis of values up to 5e9 uses
-    parse_size("64M")         # 67108864: what `--size 64M` means (K, M, G are KiB, MiB, GiB)
+    format_bytes(60397977)   # "57.6 MiB"      format_size(3 * 2**20)   # "3 MiB"
+    byte_unit(5e9)           # (2**30, "GiB")  parse_size("64M")        # 67108864
 """
 
 from __future__ import annotations

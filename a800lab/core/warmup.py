@@ -1,14 +1,8 @@
-"""One-time initialisation of torch's runtime, done before a process's first measured point so
-that it is never charged to that point's memory or time.
+"""Torch's one-time start-up (autograd, the optimizers' first step, BLAS, cuBLAS's workspace),
+run once per process and device before the first measured window, so no point is charged for
+it (a fresh kernel's first point showed ~150 MiB of own memory, the same point again 5 MiB).
 
-    warm_runtime("cpu")      # once per process and device; later calls return at once
-
-A fresh process pays once for what torch loads lazily: autograd's engine, the optimizers'
-first step (which imports torch._dynamo and friends, over 100 MiB of resident memory on a CPU),
-the BLAS and its thread pool, cuBLAS's workspace on a GPU. Without this the first point of a
-fresh kernel showed ~150 MiB of "own peak memory" while the same point measured again showed
-5 MiB. run_sweep calls it before its first point, and every measured window before reading
-its baseline (MemoryProbe.warm), so points measured outside a sweep are covered too.
+    warm_runtime("cpu")
 """
 
 from __future__ import annotations

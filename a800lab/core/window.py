@@ -1,28 +1,9 @@
-"""The measured window of one sweep point: only the workload, never the harness.
+"""The measured window of one sweep point: only the workload, never the harness. The first
+timed section restarts it (memory peak, telemetry, CPU load), so a float64 check made before
+timing stays outside; harness work on a CPU (a panel drawing) waits between points.
 
-    with PointWindow("cuda:0", sampler=TelemetrySampler(cuda_device="cuda:0")) as window:
-        raw = point_fn(**params)      # builds operands, checks vs float64, then measure()
-    window.memory()     # {"peak_allocated_bytes": the point's own peak, ...}
-    window.telemetry()  # sampler summary over the timed part, or None
-    window.conditions() # torch threads, usable cores, CPU load during the timed part
-
-A point usually prepares (allocates its operands, checks its result against a float64 reference
-and frees it) and then times with `measure()`, which runs inside `timed_section()`. The first
-timed section restarts the window: the memory peak is reset, the telemetry sampler and the CPU
-load meter start afresh. So the float64 check, and anything else prepared and freed before
-timing, stay outside. A point that never calls `measure()` is windowed whole. Harness memory
-that lives across points (the L2-flush buffer) must exist before the window opens: it is then
-part of the baseline.
-
-Memory: the point's own peak is the device's peak during the window minus what the process held
-when the point started (other tensors, other panels). On CPU it is the resident set
-(approximate, see a800lab.core.memory). The probe is injectable for tests.
-
-On CPU the process's resident set and its cores are shared by every thread, so harness work
-that runs beside a point (a panel drawing its plot) would count as the workload's memory and
-slow its timing. Such work runs inside `harness_work()`: a CPU point's window waits for it to
-finish, and it waits for the window to close, so it happens between points. A waiting draw goes
-first, so back-to-back points cannot starve it; GPU windows do not wait.
+    with PointWindow("cuda:0", sampler=...) as window: raw = point_fn(**params)
+    window.memory(), window.telemetry(), window.conditions()
 """
 
 from __future__ import annotations
