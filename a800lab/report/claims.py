@@ -1,28 +1,7 @@
 """The report's vocabulary: a claim's definition (Claim, its Readings, a Doc verdict), the
-statuses and how each is drawn, the verdict record, and the rules every judge shares.
-
-    from a800lab.report.claims import HOLDS, LOOKS, Claim, three_way
-    three_way(2.3, 0.25, 2.5)        # INCONCLUSIVE: 2.5 lies within 2.3 ± 0.25
-    LOOKS[HOLDS].css, LOOKS[HOLDS].colour       # "holds", "#1a7f37": HTML, panel, terminal
-
-Statuses (one verdict per claim of a800lab.report.register.REGISTER):
-- HOLDS / FAILS / INCONCLUSIVE: measured on the claim's own configuration. Holds when the
-  value's lower edge (value - spread) reaches the figure, does not hold when its upper edge
-  falls short, and is inconclusive when the figure lies within the noise (the reason says what
-  would decide it). Counted quantities (bytes, calls, counted memory, gradient gaps) have no
-  spread, so they are never inconclusive.
-- AGREES / PARTLY / CONTRADICTED: a sentence documentation decides (what MPS isolates, what a
-  container packages): the verdict names the document and section; the same on every machine.
-- METHOD_ON_CPU: a CPU run of a claim about GPU hardware: the method's numbers, never a pass or
-  a fail. FAILED: the measurement itself failed (out of memory, a wrong result, a diverged
-  baseline). UNTESTABLE: this machine lacks what the claim needs, and why (what the method
-  showed is kept beside). NOT_MEASURABLE: nothing measures it, and why. NOT_MEASURED: its
-  points are not in the results yet: run again to resume.
-
-The spread of a timed figure is half the relative IQR of the timings behind it (a ratio of two
-rates: both records' summed). A winner picked among candidates (best tile, best hook) is judged
-from a separate confirmation run of it, never from the run that picked it.
-"""
+statuses and how each is drawn (LOOKS: HTML, panel, terminal), the verdict record, and the rules
+every judge shares (three_way: holds when value - spread reaches the figure, does not hold when
+value + spread falls short, inconclusive when the figure lies within the noise)."""
 
 from __future__ import annotations
 
@@ -72,8 +51,8 @@ SOURCES = {"G": "the guide", "D": "the getting-started guide"}
 
 @dataclass(frozen=True)
 class Reading:
-    """One way to read a claim's words. The literal one decides; the others are shown beside
-    with their own outcome. `unmeasured`: why the battery does not measure this one."""
+    """One way to read a claim's words: the literal one decides, the others are shown beside;
+    `unmeasured`: why the battery does not measure this one."""
 
     name: str
     text: str
@@ -83,8 +62,7 @@ class Reading:
 
 @dataclass(frozen=True)
 class Doc:
-    """A documentation verdict: AGREES / PARTLY / CONTRADICTED, what the documents say against
-    the sentence, and the documents as (title, section, address)."""
+    """A documentation verdict, what the documents say, and them as (title, section, address)."""
 
     verdict: str
     finding: str
@@ -96,10 +74,9 @@ class Doc:
 
 @dataclass(frozen=True)
 class Claim:
-    """One claim, defined once: the sentences it cites (ids of ../guide's translation), the
-    claim as the translation states it (verbatim excerpts joined by " … "), its readings, what
-    decides it, the battery steps it is judged from and what the machine must have, and one of
-    a judge (measured), a Doc (documentation) or a reason nothing measures it."""
+    """One claim, defined once: the guide's sentence ids, its words (excerpts joined by " … "),
+    readings, what decides it, the battery steps it is judged from, and one of a judge
+    (measured), a Doc (documentation) or a reason nothing measures it."""
 
     id: str
     cites: tuple[str, ...]
@@ -122,15 +99,13 @@ class Claim:
 
     def __post_init__(self) -> None:
         if sum(map(bool, (self.judge, self.doc, self.not_measurable))) != 1:
-            raise ValueError(f"{self.id}: give one of a judge, a Doc, or why nothing measures "
-                             "it")
+            raise ValueError(f"{self.id}: give one of a judge, a Doc, or why nothing measures it")
         if self.chapter not in CHAPTERS:
-            raise ValueError(f"{self.id}: chapter {self.chapter!r} is not one of "
-                             f"{list(CHAPTERS)}")
+            raise ValueError(f"{self.id}: chapter {self.chapter!r} is not one of {list(CHAPTERS)}")
         if not (self.cites or self.source):
             raise ValueError(f"{self.id}: cite the guide's sentences, or name the source")
-        if self.judge and not (self.decides and self.steps and
-                               sum(r.literal for r in self.readings) == 1):
+        if self.judge and not (self.decides and self.steps
+                               and sum(r.literal for r in self.readings) == 1):
             raise ValueError(f"{self.id}: a measured claim needs its steps, what decides it and "
                              "exactly one literal reading")
 
@@ -139,12 +114,10 @@ class Claim:
         return MEASURED if self.judge else DOCUMENTATION if self.doc else UNMEASURABLE
 
     @property
-    def where(self) -> str:
-        """"the guide G.3.2" / "NVIDIA's datasheets"."""
+    def where(self) -> str:   # "the guide G.3.2" / "NVIDIA's datasheets"
         return self.source or f"{SOURCES[self.cites[0][0]]} {', '.join(self.cites)}"
 
-    def to_dict(self) -> dict:
-        """The register's row (`report --register --json`)."""
+    def to_dict(self) -> dict:   # the register's row (`report --register --json`)
         title, path = CHAPTERS[self.chapter]
         return {"id": self.id, "cites": list(self.cites), "where": self.where,
                 "stated": self.stated, "kind": self.kind, "figure": self.figure,
@@ -165,8 +138,7 @@ def measured(**definition) -> Callable[[Callable], Claim]:
 
 @dataclass(frozen=True)
 class Look:
-    """How a status is drawn: CSS class (HTML), colour (panel, terminal), a short word."""
-
+    """How a status is drawn: CSS class (HTML), colour (panel), a short word, ANSI colour."""
     css: str
     colour: str
     short: str
@@ -191,7 +163,6 @@ LOOKS = {
 @dataclass(frozen=True)
 class Verdict:
     """One claim's verdict on this machine: status, where, what was measured, and why."""
-
     claim: str
     status: str
     scope: str = ""            # "on this GPU: ..." / "on this CPU (...)" / "" (documentation)
@@ -207,8 +178,7 @@ class Verdict:
         if self.status in NEEDS_REASON and not self.reason:
             raise ValueError(f"a {self.status!r} verdict needs the reason")
 
-    def to_dict(self, claim: dict) -> dict:
-        """The verdict beside its register row (Claim.to_dict())."""
+    def to_dict(self, claim: dict) -> dict:   # beside its register row (Claim.to_dict())
         return {**claim, "status": self.status, "scope": self.scope, "measured": self.measured,
                 "reason": self.reason, "figures": self.figures, "noisy": self.noisy,
                 "other_readings": list(self.readings)}
@@ -231,9 +201,8 @@ def rel_spread(time_ms) -> float:
 
 
 def three_way(value: float, spread: float, claimed: float, at_most: bool = False) -> str:
-    """HOLDS when even value - spread reaches `claimed` (value + spread stays at or under it for
-    an `at_most` figure), FAILS when even value + spread falls short (value - spread is over
-    it), INCONCLUSIVE when `claimed` lies within the noise."""
+    """HOLDS when value - spread reaches `claimed`, FAILS when value + spread falls short,
+    INCONCLUSIVE when `claimed` lies within the noise (mirrored for an `at_most` figure)."""
     low, high = value - spread, value + spread
     if at_most:
         return HOLDS if high <= claimed else FAILS if low > claimed else INCONCLUSIVE
@@ -241,8 +210,7 @@ def three_way(value: float, spread: float, claimed: float, at_most: bool = False
 
 
 def combine(statuses) -> str:
-    """Several figures that must all hold: FAILS if one fails, else INCONCLUSIVE if one is,
-    else HOLDS."""
+    """Several figures that must all hold: FAILS if one fails, else INCONCLUSIVE if one is."""
     found = set(statuses)
     return FAILS if FAILS in found else INCONCLUSIVE if INCONCLUSIVE in found else HOLDS
 
@@ -255,8 +223,7 @@ def within_noise(value: float, spread: float, claimed: float, unit: str = "") ->
 
 def beyond_range(value: float, spread: float, low: float, high: float | None,
                  unit: str = "x") -> str:
-    """" (above the claimed range 1.8-2.5x: ...)" when even the value's lower edge is above
-    the high end; "" otherwise (also for a claim without a range)."""
+    """" (above the claimed range ...)" when even value - spread is above the high end."""
     if high is None or high == low or value - spread <= high:
         return ""
     return f" (above the claimed range {low:g}-{high:g}{unit}: the effect is there, larger)"
@@ -274,8 +241,7 @@ def seed_spread(*groups: list[float]) -> float:
 
 
 def thresholds() -> dict:
-    """The shared constants of the rules, for the report's JSON and HTML (each claim's own rule
-    is its row's `decides`)."""
+    """The rules' shared constants, for the report's JSON and HTML."""
     return {"accumulation_gap": ACCUMULATION_GAP, "model_error": MODEL_ERROR,
             "loss_tolerance": LOSS_TOLERANCE,
             "noise": "holds when value - spread reaches the figure, does not hold when value + "

@@ -1,19 +1,7 @@
-"""What every judging function shares: one report's records looked up by battery step and
-parameters, the Finding a judge returns, and the three-way rule applied to a claim's figure.
-
-    from a800lab.report.judge import Context, Finding
-    ctx = Context(records_by_step, plan, device_name="NVIDIA H200", price_per_gpu_hour_usd=2.0)
-    ctx.one("peak", precision="fp32")           # the ok record of that point, or None
-    ctx.rate_ratio(top, base)                   # (top / base rate, its spread)
-    ctx.confirmed("tiles", best)                # the winner's record from its confirmation run
-    ctx.finding(claim, value, spread, "text")   # holds / does not hold / inconclusive, and why
-
-A judge (a claim's function, report.compute / training / systems) takes (ctx, claim) and
-returns a Finding, or None when the records it needs are not there (the report then says "not
-measured yet", or "failed" when the points were measured and failed: report.verdicts decides
-which). Findings carry the status the numbers give; the CPU rule (a CPU never judges a claim
-about GPU hardware) is applied after, in one place (report.verdicts).
-"""
+"""What every judge shares: one report's records by battery step (Context), the Finding a
+judge returns, and the three-way rule at a claim's figure. A judge (report.compute / training /
+systems) takes (ctx, claim) and returns a Finding, or None when its records are not there;
+report.verdicts applies the CPU rule after, in one place."""
 
 from __future__ import annotations
 
@@ -40,8 +28,7 @@ class Finding:
 
 
 def newest_by_step(records: Iterable[Record]) -> dict[str, list[Record]]:
-    """The newest record of each point, grouped by step name (the record's label), in the
-    order the points were first measured."""
+    """The newest record of each point, grouped by step (the record's label)."""
     newest: dict[str, Record] = {}
     for record in records:
         newest[record.point_key() + "|" + record.label] = record
@@ -51,8 +38,7 @@ def newest_by_step(records: Iterable[Record]) -> dict[str, list[Record]]:
     return dict(steps)
 
 
-def ok(records: list[Record]) -> list[Record]:
-    """The records that measured something (outcome ok, a throughput)."""
+def ok(records: list[Record]) -> list[Record]:   # those that measured something
     return [r for r in records if r.outcome == "ok" and r.throughput]
 
 
@@ -61,23 +47,11 @@ def noisy(*records: Record) -> bool:
 
 
 def loss_text(loss: float | None) -> str:
-    """A held-out loss for a sentence: "diverged" where training left none."""
     return "diverged" if loss is None else f"{loss:.4g}"
 
 
 def median_ms(record: Record) -> float | None:
     return statistics.median(record.time_ms) if record.time_ms else None
-
-
-def failure_kind(record: Record) -> str:
-    """What a failed point's outcome means, in words."""
-    if record.outcome == "oom":
-        return "out of memory"
-    if record.outcome == "wrong":
-        return "wrong result"
-    if record.message.startswith("ValueError"):
-        return "unsupported here"
-    return "error"
 
 
 def failures_text(records: list[Record]) -> str:
@@ -86,8 +60,9 @@ def failures_text(records: list[Record]) -> str:
     if not failed:
         return ""
     first = failed[0]
-    return (f"{len(failed)} of {len(records)} point(s) failed: {failure_kind(first)}: "
-            f"{first.message}")
+    kind = {"oom": "out of memory", "wrong": "wrong result"}.get(first.outcome) or (
+        "unsupported here" if first.message.startswith("ValueError") else "error")
+    return f"{len(failed)} of {len(records)} point(s) failed: {kind}: {first.message}"
 
 
 class Context:
@@ -99,8 +74,7 @@ class Context:
         self.price = price_per_gpu_hour_usd
         self.on_gpu = plan.device.startswith("cuda")
 
-    def records(self, step: str, **params) -> list[Record]:
-        """Every newest record of `step` whose params include `params`."""
+    def records(self, step: str, **params) -> list[Record]:   # whose params include `params`
         return [r for r in self.steps.get(step, [])
                 if all(r.params.get(k) == v for k, v in params.items())]
 
@@ -108,13 +82,10 @@ class Context:
         return ok(self.records(step, **params))
 
     def one(self, step: str, **params) -> Record | None:
-        """The first ok record of `step` matching `params`, or None."""
-        found = self.ok(step, **params)
-        return found[0] if found else None
+        return next(iter(self.ok(step, **params)), None)
 
     def confirmed(self, step: str, winner: Record) -> Record | None:
-        """The winner's record from `step`'s confirmation run (step "<step>_confirm": the same
-        point measured again after the candidates), or None before it ran."""
+        """The winner's record from `step`'s confirmation run ("<step>_confirm"), or None."""
         return next((r for r in self.ok(f"{step}_confirm") if r.params == winner.params), None)
 
     @staticmethod
@@ -131,18 +102,14 @@ class Context:
 
     @staticmethod
     def decide(claim: Claim, value: float, spread: float = 0.0, at_most: bool = False) -> str:
-        """The three-way rule at the claim's figure (its low end)."""
         return three_way(value, spread, claim.low, at_most)
 
     def finding(self, claim: Claim, value: float, spread: float, measured: str,
                 figures: dict | None = None, noisy_: bool = False, readings: dict | None = None,
                 at_most: bool = False) -> Finding:
-        """The Finding of `value` ± `spread` against the claim's figure, with what would decide
-        it when the figure lies within the noise."""
+        """`value` ± `spread` against the claim's figure, with what would decide it when the
+        figure lies within the noise."""
         status = self.decide(claim, value, spread, at_most)
         reason = within_noise(value, spread, claim.low, "" if claim.unit == "x" else claim.unit) \
             if status == INCONCLUSIVE else ""
         return Finding(status, measured, figures or {}, noisy_, reason, readings or {})
-
-    def untestable_reason(self, claim: str) -> str:
-        return self.plan.untestable.get(claim, "")

@@ -1,15 +1,6 @@
-"""The claim register: every claim of the guide (docs/guide/, sentence ids such as G.3.2) and
-the checks beside it, each defined once in report.compute / training / systems (measured, with
-their judges) or report.documented (documentation verdicts, and what nothing measures), in the
-guide's order; and the sentences that hold no claim, with why. The one source of the report's
-rows, chapter 11's table, docs/claims.md and `python -m a800lab report --register [--json]`.
-
-    from a800lab.report.register import REGISTER, CLAIMS, NO_CLAIM, register_markdown
-    c = CLAIMS["tile_shape"]
-    c.cites, c.stated, c.readings, c.decides    # ("G.3.2",), the translation's words, ...
-    c.judge                                     # its judging function
-    print(register_markdown())                  # the docs table
-"""
+"""The claim register: every claim of the guide and the checks beside it, in the guide's order,
+and the sentences that hold no claim, with why. The one source of the report's rows, chapter
+11's table, docs/claims.md and `python -m a800lab report --register [--json]`."""
 
 from __future__ import annotations
 
@@ -23,8 +14,7 @@ __all__ = ["CLAIMS", "NO_CLAIM", "REGISTER", "register_markdown", "register_rows
 
 
 def _guide_order(claim: Claim) -> tuple:
-    """The guide's sentences first (G before D, by section and sentence), then the checks
-    beside it."""
+    """The guide's sentences (G before D, by section and sentence), then the checks beside it."""
     if not claim.cites:
         return (2,)
     doc, *numbers = re.split(r"\.", claim.cites[0])
@@ -40,8 +30,7 @@ if len(CLAIMS) != len(REGISTER):
 
 
 def register_rows() -> list[dict]:
-    """One row per claim (`report --register --json`): id, cites, where, stated, kind, figure,
-    readings, decides, about, cpu_answers, the documents, the chapter."""
+    """One row per claim (`report --register --json`)."""
     return [c.to_dict() for c in REGISTER]
 
 

@@ -66,7 +66,7 @@ def _saving(a, b, key="step_peak_bytes") -> float:
 def _without_resnet(ctx: Context, claim, beside: str) -> Finding | None:
     """A ResNet-50 row without ResNet-50's records: untestable here (the Transformer beside),
     or not measured yet."""
-    why = ctx.untestable_reason(claim.id)
+    why = ctx.plan.untestable.get(claim.id, "")
     return Finding(UNTESTABLE, f"no ResNet-50 here; beside it, {beside}", reason=why) \
         if why else None
 

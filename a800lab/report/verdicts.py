@@ -1,29 +1,16 @@
-"""From a report's measured records to its verdicts, health section, comparable figures and
-figure series: the judging half of `a800lab report` (report.run measures, this reads).
+"""From a report's records to its verdicts, health, figures and series (report.run measures,
+this reads; no torch). Per claim: nothing measures it, documentation decides it, the plan
+cannot test it here, or its judge reads the records once every point of its steps has one ("not
+measured yet" before: never a verdict from part of a grid); a judge that finds nothing means the
+points failed. Last the CPU rule: on a CPU a claim a CPU does not answer is "method shown on CPU".
 
-    from a800lab.report.verdicts import judge_claims
     facts = judge_claims(records, plan, device_name="NVIDIA H200", price_per_gpu_hour_usd=2.0)
-    facts["claims"]        # one verdict dict per register entry (report.register.REGISTER)
-    facts["health"]        # cards (peak and copy bandwidth per GPU), sibling flags, busbw
-    facts["figures"]       # flat {key: {"label", "value", "unit"}}: what --compare divides
-    facts["series"]        # per-figure rows for the HTML report
-
-`records` are the report's points (a800lab.core.results.Record), each labelled with its battery
-step; the newest record of each point counts. Per claim, in this order: one nothing measures
-says why (not measurable); one documentation decides gets the documents' verdict, the same on
-every machine; one the plan cannot test here says why (cannot be tested), with what its method
-showed beside when its points ran; otherwise its judge (the claim's `judge`) reads the records
-once every point of the claim's steps has one (before that it is "not measured yet": a verdict
-is never drawn from part of a grid). When the judge finds nothing to judge in them, the points
-failed (out of memory, unsupported, a wrong result): "failed", with the reason. Last, the CPU
-rule: on a CPU a claim that a CPU does not answer never holds, fails or is inconclusive, nor
-do its other readings: it is "method shown on CPU; says nothing about the GPU". Pure: no
-measuring, no torch.
+    facts["claims"], facts["health"], facts["figures"], facts["series"]
 """
 
 from __future__ import annotations
 
-import statistics
+import dataclasses
 from collections.abc import Iterable
 
 from ..core.results import Record
@@ -40,7 +27,7 @@ from .claims import (
     Verdict,
     figure,
 )
-from .judge import Context, Finding, failures_text, newest_by_step, noisy, ok
+from .judge import Context, Finding, failures_text, median_ms, newest_by_step, noisy, ok
 from .plan import Plan, resolve_points
 from .register import REGISTER
 
@@ -63,8 +50,7 @@ def _cpu_reason(claim: Claim) -> str:
 
 
 def _missing(claim: Claim, j: Context, resolved) -> str:
-    """Why the claim cannot be judged yet ("" when every point of its steps has a record): a
-    verdict is never drawn from part of a grid or one side of a comparison."""
+    """Why the claim cannot be judged yet ("" when every point of its steps has a record)."""
     planned = [(s, p) for s, p in resolved if s.name in claim.steps]
     if not planned:
         return "no step of this battery measures it"
@@ -128,7 +114,6 @@ def _verdict(claim: Claim, j: Context, resolved, figures: dict) -> Verdict:
 def judge_claims(records: Iterable[Record], plan: Plan, *, device_name: str,
                  price_per_gpu_hour_usd: float) -> dict:
     """Verdicts, health, figures and series of the report; see the module docstring."""
-    records = list(records)
     steps = newest_by_step(records)
     j = Context(steps, plan, device_name, price_per_gpu_hour_usd)
     resolved = resolve_points(plan, [r for rs in steps.values() for r in rs])
@@ -145,7 +130,7 @@ def judge_claims(records: Iterable[Record], plan: Plan, *, device_name: str,
         figures[f"busbw.{row['size_bytes']}"] = figure(
             f"all-reduce busbw at {row['size_bytes'] / MIB:g} MiB", row["busbw_gbs"], "GB/s")
     return {"claims": verdicts, "health": health, "figures": figures,
-            "series": _series(steps, plan)}
+            "series": _series(steps, health["busbw"].get("rows", []))}
 
 
 def _health(steps: dict[str, list[Record]], plan: Plan) -> dict:
@@ -160,32 +145,24 @@ def _health(steps: dict[str, list[Record]], plan: Plan) -> dict:
         cards.append(CardResult(record.params["device"], m.get("card_name") or "", p,
                                 record.throughput, m.get("copy_gbs"), m.get("datasheet_tflops"),
                                 m.get("datasheet_copy_gbs"), noisy(record)))
-    flags = flag_cards(cards)
     rows = [{"size_bytes": r.params["size_bytes"], "busbw_gbs": r.throughput,
-             "algbw_gbs": r.metrics.get("algbw_gbs"),
-             "time_ms": statistics.median(r.time_ms) if r.time_ms else None,
+             "algbw_gbs": r.metrics.get("algbw_gbs"), "time_ms": median_ms(r),
              "link_gbs": r.metrics.get("link_gbs"), "noisy": noisy(r)}
-            for r in ok(steps.get("hierarchical", []))
-            if r.params.get("op") == "all_reduce"]
-    if "busbw" in plan.untestable:
-        busbw = {"untestable": plan.untestable["busbw"]}
-    else:
-        busbw = {"rows": rows, "link_gbs": next((r["link_gbs"] for r in rows), None)}
+            for r in ok(steps.get("hierarchical", [])) if r.params.get("op") == "all_reduce"]
+    busbw = ({"untestable": plan.untestable["busbw"]} if "busbw" in plan.untestable else
+             {"rows": rows, "link_gbs": next((r["link_gbs"] for r in rows), None)})
     return {"cards": [{"device": c.device, "name": c.name, "precision": c.precision,
                        "matmul_tflops": c.matmul_tflops, "datasheet_tflops": c.datasheet_tflops,
                        "ratio_of_datasheet": (c.matmul_tflops / c.datasheet_tflops
                                               if c.datasheet_tflops else None),
                        "copy_gbs": c.copy_gbs, "datasheet_copy_gbs": c.datasheet_gbs,
                        "noisy": c.noisy} for c in cards],
-            "flags": [{"device": f.device, "metric": f.metric, "value": f.value,
-                       "reference": f.reference, "against": f.against, "message": f.message}
-                      for f in flags],
+            "flags": [dataclasses.asdict(f) for f in flag_cards(cards)],
             "threshold": THRESHOLD, "datasheet_threshold": DATASHEET_THRESHOLD, "busbw": busbw}
 
 
-def _series(steps: dict[str, list[Record]], plan: Plan) -> dict:
-    """Rows for the report's figures (no bus bandwidth where the plan says it means nothing:
-    gloo ranks on a CPU are no interconnect)."""
+def _series(steps: dict[str, list[Record]], busbw: list[dict]) -> dict:
+    """Rows for the report's figures (`busbw`: the health section's rows)."""
     peaks = [{"device": r.params["device"], "card_name": r.metrics.get("card_name"),
               "precision": r.params["precision"], "tflops": r.throughput,
               "datasheet_tflops": r.metrics.get("datasheet_tflops"), "noisy": noisy(r)}
@@ -199,18 +176,15 @@ def _series(steps: dict[str, list[Record]], plan: Plan) -> dict:
               "precision": r.params["precision"], "samples_per_s": r.throughput,
               "peak_mib": r.metrics["step_peak_bytes"] / MIB, "noisy": noisy(r)}
              for r in ok(steps.get("amp", []))]
-    busbw = [] if "busbw" in plan.untestable else [
-        {"size_bytes": r.params["size_bytes"], "busbw_gbs": r.throughput, "noisy": noisy(r)}
-        for r in ok(steps.get("hierarchical", [])) if r.params.get("op") == "all_reduce"]
     points, roofs = _roofline(steps)
-    return {"peaks": peaks, "tiles": tiles, "train": train, "busbw": busbw,
-            "roofline": points, "roofs": roofs}
+    return {"peaks": peaks, "tiles": tiles, "train": train, "busbw": [
+        {k: r[k] for k in ("size_bytes", "busbw_gbs", "noisy")} for r in busbw],
+        "roofline": points, "roofs": roofs}
 
 
 def _roofline(steps: dict[str, list[Record]]) -> tuple[list[dict], dict]:
-    """The tile points (cuBLAS's at the same shape among them) at their arithmetic intensity,
-    and the roofs of their precision: the datasheet's, and the matmul rate and copy bandwidth
-    this report's own peak step measured (its noise said)."""
+    """The tile points at their arithmetic intensity, and the roofs of their precision: the
+    datasheet's, and the matmul rate and copy bandwidth the report's peak step measured."""
     tiles = [(step, r) for step in ("tiles", "guide_tiles") for r in ok(steps.get(step, []))
              if r.metrics.get("arithmetic_intensity")]
     if not tiles:
@@ -236,10 +210,6 @@ def _config_label(step: str, r: Record) -> str:
     """A tile point's name in the figures: its config ("guide " for the guide's), or cuBLAS."""
     if r.params.get("backend") == "torch":
         return "cuBLAS"
-    return ("guide " if step == "guide_tiles" else "") + (r.metrics.get("tile_config")
-                                                          or _tile_text(r.params))
-
-
-def _tile_text(params: dict) -> str:
-    return "x".join(str(params.get(k)) for k in ("block_m", "block_n", "block_k"))
+    blocks = "x".join(str(r.params.get(k)) for k in ("block_m", "block_n", "block_k"))
+    return ("guide " if step == "guide_tiles" else "") + (r.metrics.get("tile_config") or blocks)
 
