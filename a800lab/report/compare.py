@@ -1,18 +1,8 @@
-"""Two `a800lab report` runs side by side: their environments, every compared figure as B / A,
-and each claim's verdict on both machines.
+"""Two `a800lab report` runs side by side: their environments (core.envdiff), every figure as
+B / A (None unless both are positive numbers in the same unit) and each claim on both machines.
 
-    from a800lab.report.compare import compare_reports, format_compare, load_report
-    a, b = load_report("a800/"), load_report("h200/report.json")   # a directory or the file
-    c = compare_reports(a, b, "a800/", "h200/")
-    c["figures"][0]     # {"key", "label", "unit", "a", "b", "ratio": b / a, "only": None}
-    c["claims"][0]      # {"id", "text", "a_status", "b_status", "a_scope", ..., "note"}
-    c["notes"]          # ["A is CPU fallback, B is a GPU: ...", "A was not complete ..."]
+    c = compare_reports(load_report("a800/"), load_report("h200/report.json"), "a800/", "h200/")
     print(format_compare(c))                                      # report --compare A/ B/
-
-A figure's ratio is None where either side lacks it or its value is not a positive number (a
-rate of 0 or a failed point has no meaningful ratio), and where the two sides give it in
-different units. `only` says which side alone has a figure. The environment comparison is the
-one `python -m a800lab diff` makes of two doctor reports (a800lab.core.envdiff).
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """The compute claims, each defined once with its judge: tiles and the share of peak, the
-precisions' rates and the compute units' utilisation, 2:4 sparsity, power.
-
-    from a800lab.report.compute import tile_shape
-    tile_shape.cites, tile_shape.readings       # ("G.3.2",), the ways to read "2.5x"
-    tile_shape.judge(ctx, tile_shape)           # a Finding, or None before its records exist
-
-Each claim names the battery steps it is judged from (a800lab.report.plan builds them at CPU or
-GPU size); its judge reads their records through a report.judge.Context. A winner among
-candidates (the best tile, the better guide tile) is judged from its confirmation run.
-"""
+precisions' rates and the compute units' utilisation, 2:4 sparsity, power. A winner among
+candidates (the best tile, the better guide tile) is judged from its confirmation run."""
 
 from __future__ import annotations
 

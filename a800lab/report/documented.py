@@ -1,14 +1,5 @@
-"""The claims documentation decides (agrees / partly / contradicted, the document and section
-named: the same on every machine), the claims nothing measures (and why), and the guide's
-sentences that hold no claim (and why).
-
-    from a800lab.report.documented import DOCUMENTED, NO_CLAIM
-    [c.id for c in DOCUMENTED if c.doc]          # the documentation verdicts
-    NO_CLAIM["G.1.1"]                            # why that sentence holds no claim
-
-A documentation row is never drawn as a measurement: its verdict is the documents', quoted by
-section, and a machine changes nothing about it.
-"""
+"""The claims documentation decides (the document and section named: the same on every
+machine), the claims nothing measures (and why), and the guide's sentences that hold no claim."""
 
 from __future__ import annotations
 

@@ -1,16 +1,6 @@
-"""Figures of an `a800lab report` (report.json's "series"): peak matmul rates against the
-datasheet, the tile configs of one matmul ranked and placed under the roofline, training
-throughput and memory per precision, and all-reduce bus bandwidth over message size. Pure
-matplotlib (no pyplot), like every lab figure.
-
-    from a800lab.report.figures import report_figures, figure_png
-    figs = report_figures(report)    # {"peaks": Figure, "tiles", "roofline", "train", "busbw"}
-    png = figure_png(figs["peaks"])        # PNG bytes, for the report's HTML
-
-A figure is made only for a series the report holds with at least one row. Every axes' title
-names the device and mode ("NVIDIA H200 · GPU · quick"); noisy bars are hatched and hollow,
-noisy points hollow; legends sit outside the axes, so they never cover data.
-"""
+"""Figures of an `a800lab report` (report.json's "series"): peak rates against the datasheet,
+the tile configs ranked and under the roofline, training per precision, all-reduce bus
+bandwidth. Pure matplotlib; every title names the device and mode; noisy bars hatched."""
 
 from __future__ import annotations
 
@@ -26,7 +16,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ..core.units import format_size
-from ..figures.look import NOISY_MARKER, PALETTE, LabFigure, place_legend
+from ..figures.look import NOISY_MARKER, PALETTE, LabFigure, note_handle, place_legend
 from ..figures.tiles import draw_roofs, roofs_of
 
 NOISY_HATCH = "///"
@@ -37,29 +27,31 @@ _FAILED_SHOWN = 4      # failed tile configs named under the chart (the HTML lis
 def who(report: dict) -> str:
     """The device and mode every title names: "NVIDIA H200 · GPU · quick"."""
     parts = [report.get("device_name") or "device not recorded",
-             report.get("scope") or "mode not recorded"]
-    if report.get("mode"):
-        parts.append(str(report["mode"]))
-    return " · ".join(str(p) for p in parts)
+             report.get("scope") or "mode not recorded", report.get("mode")]
+    return " · ".join(str(p) for p in parts if p)
 
 
-def _num(value) -> float:
-    """A value as a float; NaN where missing or not a number."""
+def _num(value) -> float:   # NaN where missing or not a number
     if isinstance(value, bool) or not isinstance(value, int | float):
         return math.nan
     return float(value)
 
 
-def _bar(ax: Axes, x, height: float, width: float, color: str, noisy: bool, **kw) -> None:
+def _bar(ax: Axes, x, height: float, width: float, color: str, noisy: bool,
+         horizontal: bool = False) -> None:
     """One bar: filled, or hollow and hatched when its measurement was noisy."""
-    if noisy:
-        ax.bar(x, height, width, facecolor="white", edgecolor=color, hatch=NOISY_HATCH,
-               linewidth=1.2, **kw)
+    look = dict(facecolor="white", edgecolor=color, hatch=NOISY_HATCH) if noisy else {
+        "color": color}
+    if horizontal:
+        ax.barh(x, height, width, **look)
     else:
-        ax.bar(x, height, width, color=color, **kw)
+        ax.bar(x, height, width, **look, **({"linewidth": 1.2} if noisy else {}))
 
 
-def _maybe_log(ax: Axes, values: list[float], label: str) -> None:
+def _axis(ax: Axes, names: list[str], values: list[float], label: str) -> None:
+    """Category ticks under grouped bars, and a log axis when they span more than LOG_SPAN."""
+    ax.set_xticks(range(len(names)), names)
+    ax.set_xlim(-0.5, len(names) - 0.5)
     positive = [v for v in values if v > 0 and math.isfinite(v)]
     if positive and max(positive) / min(positive) > LOG_SPAN:
         ax.set_yscale("log")
@@ -67,9 +59,8 @@ def _maybe_log(ax: Axes, values: list[float], label: str) -> None:
     ax.set_ylabel(label)
 
 
-def _noisy_entry() -> tuple[object, str]:
-    return (Patch(facecolor="white", edgecolor="black", hatch=NOISY_HATCH),
-            "noisy measurement (hatched, hollow)")
+NOISY_ENTRY = (Patch(facecolor="white", edgecolor="black", hatch=NOISY_HATCH),
+               "noisy measurement (hatched, hollow)")
 
 
 def peaks_figure(report: dict) -> Figure:
@@ -102,25 +93,20 @@ def peaks_figure(report: dict) -> Figure:
                         color="dimgray", transform=ax.get_xaxis_transform())
                 continue
             values.append(tflops)
-            noisy = bool(row.get("noisy"))
-            any_noisy |= noisy
-            _bar(ax, x, tflops, width * 0.9, color, noisy)
+            any_noisy |= bool(row.get("noisy"))
+            _bar(ax, x, tflops, width * 0.9, color, bool(row.get("noisy")))
             if math.isfinite(sheet) and sheet > 0:
                 ax.annotate(f"{tflops / sheet:.0%}", (x, tflops), ha="center", va="bottom",
                             fontsize="x-small", xytext=(0, 2), textcoords="offset points")
-    ax.set_xticks(range(len(precisions)), precisions)
-    ax.set_xlim(-0.5, len(precisions) - 0.5)
-    _maybe_log(ax, values, "TFLOP/s")
+    _axis(ax, precisions, values, "TFLOP/s")
     ax.set_title(f"peak matmul rate per precision vs datasheet\n{who(report)}")
-    if any_sheet:
-        entries.append((Line2D([], [], color="black", linewidth=2),
-                        "datasheet dense peak (% above a bar: share of it)"))
-    else:
-        entries.append((Line2D([], [], linestyle="none"), "no datasheet figure for this device"))
+    entries.append((Line2D([], [], color="black", linewidth=2),
+                    "datasheet dense peak (% above a bar: share of it)") if any_sheet else
+                   note_handle("no datasheet figure for this device"))
     if any_noisy:
-        entries.append(_noisy_entry())
+        entries.append(NOISY_ENTRY)
     if any_missing:
-        entries.append((Line2D([], [], linestyle="none"), "n/a: failed or not measured"))
+        entries.append(note_handle("n/a: failed or not measured"))
     place_legend(ax, entries)
     return fig
 
@@ -130,18 +116,12 @@ def tiles_figure(report: dict) -> Figure:
     the chart."""
     rows = report["series"]["tiles"]
     ok = sorted((r for r in rows if r.get("outcome", "ok") == "ok"
-                 and math.isfinite(_num(r.get("tflops")))),
-                key=lambda r: -_num(r["tflops"]))
-    kept = {id(r) for r in ok}
-    failed = [r for r in rows if id(r) not in kept]
+                 and math.isfinite(_num(r.get("tflops")))), key=lambda r: -_num(r["tflops"]))
+    failed = [r for r in rows if all(r is not o for o in ok)]
     fig = LabFigure(figsize=(10.0, 1.8 + 0.32 * max(len(ok), 3)), layout="constrained")
     ax = fig.subplots()
     for y, r in enumerate(ok):
-        noisy = bool(r.get("noisy"))
-        if noisy:
-            ax.barh(y, r["tflops"], 0.7, facecolor="white", edgecolor="C0", hatch=NOISY_HATCH)
-        else:
-            ax.barh(y, r["tflops"], 0.7, color="C0")
+        _bar(ax, y, r["tflops"], 0.7, "C0", bool(r.get("noisy")), horizontal=True)
         ax.annotate(f"{r['tflops']:.4g}", (r["tflops"], y), va="center", fontsize="x-small",
                     xytext=(3, 0), textcoords="offset points")
     ax.set_yticks(range(len(ok)), [str(r["config"]) for r in ok], fontsize="small")
@@ -162,10 +142,8 @@ def tiles_figure(report: dict) -> Figure:
         label += "\n" + textwrap.fill(f"failed ({len(failed)}, listed below the chart): "
                                       f"{named}{more}", 110)
     ax.set_xlabel(label)
-    entries = [(Patch(color="C0"), "config measured ok")]
-    if any(r.get("noisy") for r in ok):
-        entries.append(_noisy_entry())
-    place_legend(ax, entries)
+    place_legend(ax, [(Patch(color="C0"), "config measured ok")]
+                 + [NOISY_ENTRY] * any(r.get("noisy") for r in ok))
     return fig
 
 
@@ -183,27 +161,20 @@ def train_figure(report: dict) -> Figure:
     for ax, (key, label, title) in zip(axes, panels, strict=True):
         values = []
         for i, precision in enumerate(precisions):
-            color = PALETTE[i % len(PALETTE)]
             for j, model in enumerate(models):
                 row = next((r for r in rows if r["precision"] == precision and
                             f"{r['model']} {r.get('size') or ''}".strip() == model), None)
                 value = _num(row and row.get(key))
-                if not math.isfinite(value):
-                    continue
-                values.append(value)
-                any_noisy |= bool(row.get("noisy"))
-                _bar(ax, j - 0.4 + width * (i + 0.5), value, width * 0.9, color,
-                     bool(row.get("noisy")))
-        ax.set_xticks(range(len(models)), models)
-        ax.set_xlim(-0.5, len(models) - 0.5)
-        _maybe_log(ax, values, label)
+                if math.isfinite(value):
+                    values.append(value)
+                    any_noisy |= bool(row.get("noisy"))
+                    _bar(ax, j - 0.4 + width * (i + 0.5), value, width * 0.9,
+                         PALETTE[i % len(PALETTE)], bool(row.get("noisy")))
+        _axis(ax, models, values, label)
         ax.set_title(f"{title} per precision\n{who(report)}", fontsize="medium")
     entries = [(Patch(color=PALETTE[i % len(PALETTE)]), p) for i, p in enumerate(precisions)]
-    if any_noisy:
-        entries.append(_noisy_entry())
-    place_legend(axes[-1], entries)
+    place_legend(axes[-1], entries + [NOISY_ENTRY] * any_noisy)
     return fig
-
 
 
 def busbw_figure(report: dict) -> Figure:
@@ -232,8 +203,7 @@ def busbw_figure(report: dict) -> Figure:
         if len(ticks) > 8:
             ticks = ticks[:: math.ceil(len(ticks) / 8)]
         ax.set_xticks(ticks, [format_size(v) for v in ticks])
-    ax.set_xlabel("message size")
-    ax.set_ylabel("bus bandwidth (GB/s)")
+    ax.set(xlabel="message size", ylabel="bus bandwidth (GB/s)")
     ax.set_ylim(bottom=0)
     ax.set_title(f"all-reduce bus bandwidth vs message size\n{who(report)}")
     place_legend(ax, entries)
@@ -246,8 +216,7 @@ KINDS = {"tile": ("C0", "tile config"), "guide": ("C1", "the guide's tile"),
 
 def roofline_figure(report: dict) -> Figure:
     """The tile points at their arithmetic intensity under the roofs of their precision: the
-    datasheet's (solid) and what the report's peak step measured (dashed; a CPU has only
-    that one)."""
+    datasheet's (solid) and what the report's peak step measured (dashed)."""
     rows = report["series"]["roofline"]
     r = report["series"].get("roofs") or {}
     fig = LabFigure(figsize=(10.0, 4.6), layout="constrained")
@@ -281,8 +250,7 @@ BUILDERS = {"peaks": peaks_figure, "tiles": tiles_figure, "roofline": roofline_f
 
 
 def report_figures(report: dict) -> dict[str, Figure]:
-    """One Figure per series the report holds with rows, keyed "peaks", "tiles", "roofline",
-    "train", "busbw" (in that order)."""
+    """One Figure per series the report holds with rows, keyed as BUILDERS."""
     series = report.get("series") or {}
     return {key: build(report) for key, build in BUILDERS.items()
             if isinstance(series.get(key), list) and series[key]}

@@ -1,20 +1,8 @@
-"""The HTML pages of `a800lab report`: one report, or two side by side. Each page is one
-self-contained file: inline CSS, figures as inline PNG (data: URLs), nothing fetched from the
-network, so it opens anywhere, also on an air-gapped box or as a mail attachment.
+"""The HTML pages of `a800lab report`, one report or two side by side: one self-contained file
+each (inline CSS, figures as inline PNG), so it opens anywhere, also on an air-gapped box.
 
-    from a800lab.report.html import render_report_html, write_report_html, report_figures
     write_report_html(report, "report/report.html")       # report: report.json's dict
-    html_text = render_compare_html(compare_reports(a, b, "a/", "b/"))
-    write_compare_html(c, "compare.html")
-
-A report page: the device and scope, completeness, one row per claim of the register with its
-verdict drawn per status (inconclusive its own colour, dashed; a CPU run's "method shown on
-CPU" neither green nor red; documentation verdicts outlined, never filled like a measurement),
-the claim in the guide's words with its sentence ids beside its readings (the literal one
-decides, the others with their outcomes), the health checks (advice, per-card table, sibling
-flags, bus bandwidth), the figures (a800lab.report.figures), the verdict thresholds and the
-environment. Every text is escaped; a missing value shows as "—". Chapter references are
-relative paths, shown as text.
+    write_compare_html(compare_reports(a, b, "a/", "b/"), "compare.html")
 """
 
 from __future__ import annotations

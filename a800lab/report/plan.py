@@ -1,18 +1,9 @@
-"""The battery `a800lab report` runs: one plan at two sizes, CPU and GPU. Each step is one
-workload of the lab over a few points; the claims (a800lab.report.register) name the steps they
-are judged from and what the machine must have (`needs`), so the plan is: every step some claim
-names that can run here, at this machine's sizes, and, for each claim, why this machine cannot
-test it.
+"""The battery `a800lab report` runs: one plan at two sizes (CPU, GPU). The claims name the steps
+they are judged from and what the machine must have (`needs`); the plan is every such step that
+can run here, at this machine's sizes, and why each claim it cannot test is untestable. A step
+with `confirms` re-times the winner of another step (resolve_points). Nothing here measures.
 
-    from a800lab.report.plan import plan_battery
     plan = plan_battery("quick", device="cpu")      # or "full"; "cuda:0" on a GPU box
-    plan.steps[0].name, plan.steps[0].points        # "peak", ({"device": "cpu", ...},)
-    plan.untestable["tf32_speed"]                   # why a claim cannot be tested here
-
-A step with `confirms` re-times the winner of another step (the fastest of its candidates,
-those matching `among`) in a run of its own after the candidates: its one point is known only
-once they are measured (resolve_points). Nothing here measures anything: POINTS maps each
-step's workload to the lab's own point function.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
-"""`a800lab report`'s runner: the battery measured point by point into a JSON Lines file, then
-judged into one report dict (written as report.json beside it).
+"""`a800lab report`'s runner: the battery measured point by point into `<out>/points.jsonl`
+(flushed, labelled with its step), then judged into one report dict, written as report.json.
+Stopped by Ctrl-C, Stop, a crash or its time budget (checked before each point after the
+first), the same call resumes: only the points missing for this environment are measured.
 
-    from a800lab.report.run import run_report
     report = run_report("quick", out="report/", on_progress=lambda done, total, eta_s, what: ...)
-    report["claims"], report["health"]   # a verdict per claim (a800lab.report.claims)
-    # the HTML: a800lab.report.html.write_report_html(report, "report/report.html")
-
-Every point is appended to `<out>/points.jsonl` as it is measured (flushed), labelled with its
-battery step, so a report stopped by Ctrl-C, Stop, a crash or its time budget resumes: run the
-same call again and only the points missing for this environment (fingerprint) are measured;
-points that failed with an error are retried. The time budget (`budget_s`, default the mode's:
-quick 2 minutes, full 15, or 1.5x the battery's estimate on a box where that is longer, e.g. 8
-GPUs) is checked before each point after the first: a point is never cut short, and what the
-budget left out is "not measured yet" in the report. Ctrl-C ends the run after saving, and the
-report of what was measured is still written ("stopped": "interrupted"). On a CPU torch runs on
-all usable cores but one (`torch_threads`), and every point records its noise verdict.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
-"""The systems claims, each defined once with its judge: the loading ladder's idle cut,
-embedding placement, compression as a training speed-up, hierarchical all-reduce across
-nodes, and DDP's traffic and calls with accumulation.
-
-    from a800lab.report.systems import compression
-    compression.readings[0].text                # what the 3x is a speed-up of
-    compression.judge(ctx, compression)         # a Finding, or None before its records exist
-
-Speed-ups are ratios of whole training steps (samples/s) at the same global batch, never of a
-communication time derived by subtraction; the plain step's communication share is estimated
-from its two sync modes and shown as such. Counted figures (bytes, calls) have no spread.
-"""
+"""The systems claims, each defined once with its judge: the loading ladder's idle cut, embedding
+placement, compression, hierarchical all-reduce, DDP's traffic and calls with accumulation, the
+inference case. Speed-ups are ratios of whole training steps at the same global batch."""
 
 from __future__ import annotations
 

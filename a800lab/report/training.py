@@ -1,18 +1,8 @@
 """The training claims, each defined once with its judge: mixed precision's memory, buffers and
-speed (ResNet-50 where the guide names it, the Transformer beside), the NLP and overall
-figures, the getting-started guide's AMP and accumulation snippets, TF32's and fp16 tables'
-held-out loss, and the memory model's largest batch.
-
-    from a800lab.report.training import amp_speed
-    amp_speed.readings[0].text                  # ResNet-50, AMP over the default fp32
-    amp_speed.judge(ctx, amp_speed)             # a Finding, or None before its records exist
-
-AMP is the "fp16" training precision (autocast + GradScaler); the baseline is "fp32_default",
-the framework's own defaults. A row whose reading names ResNet-50 is never decided without it:
-there the Transformer's figures are shown beside. Held-out losses are compared over seeds (the
-spread is their range); a baseline that diverged, or whose loss did not fall well below its
-start, has failed: its comparison would say nothing.
-"""
+speed, the NLP and overall figures, the AMP and accumulation snippets, held-out losses and the
+memory model's largest batch. AMP is the "fp16" precision, the baseline "fp32_default"; a row
+whose reading names ResNet-50 is never decided without it (the Transformer is shown beside);
+a baseline that diverged or did not fall well below its start has failed."""
 
 from __future__ import annotations
 
