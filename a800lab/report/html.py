@@ -46,42 +46,34 @@ CAPTIONS = {
 }
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:72em;
- padding:0 1em;color:#1f2328;line-height:1.4}
-h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:1px solid #d0d7de;padding-bottom:.2em;
- margin-top:1.6em}
-table{border-collapse:collapse;margin:.6em 0;font-size:.92em}
+ padding:0 1em;color:#1f2328;line-height:1.4}h1{font-size:1.6em;margin-bottom:.2em}
+h2{border-bottom:1px solid #d0d7de;padding-bottom:.2em;margin-top:1.6em}
+table{border-collapse:collapse;margin:.6em 0;font-size:.92em}th{background:#f6f8fa}
 th,td{border:1px solid #d0d7de;padding:.3em .55em;text-align:left;vertical-align:top;
- overflow-wrap:anywhere}
-th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
+ overflow-wrap:anywhere}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .status{font-weight:600;display:inline-block;border-radius:4px;padding:.1em .4em}
 .holds{background:#dafbe1;color:#116329}.fails{background:#ffebe9;color:#a40e26}
 .inconclusive{background:#fff1e5;color:#953800;border:1px dashed #bc4c00}
 .doc-agrees,.doc-partly,.doc-contradicted{background:#fff;border:1px solid #8c959f}
 .doc-agrees{color:#116329}.doc-partly{color:#7d4e00}.doc-contradicted{color:#a40e26}
 .method-cpu{background:#ddf4ff;color:#0550ae;border:1px dashed #54aeff}
-.failed{background:#fbefff;color:#6e40c9}
-.untestable{background:#eaeef2;color:#57606a}.not-measurable{background:#f6f8fa;color:#6e7781}
-.not-measured{background:#fff8c5;color:#7d4e00}
-.reading{color:#57606a;font-size:.9em}
-.noisy{color:#9a6700;font-size:.85em;font-weight:600}
-.warn{background:#fff8c5;border-left:4px solid #d4a72c;padding:.4em .7em}
+.failed{background:#fbefff;color:#6e40c9}.untestable{background:#eaeef2;color:#57606a}
+.not-measurable{background:#f6f8fa;color:#6e7781}.not-measured{background:#fff8c5;color:#7d4e00}
+.reading{color:#57606a;font-size:.9em}.noisy{color:#9a6700;font-size:.85em;font-weight:600}
+.warn{background:#fff8c5;border-left:4px solid #d4a72c;padding:.4em .7em}.meta{color:#57606a}
 .cpu{background:#ddf4ff;border-left:4px solid #54aeff;padding:.4em .7em}
-.meta{color:#57606a}.small{font-size:.85em;color:#57606a}
-tr.flagged td,tr.changed td{background:#fff1e5}
+.small{font-size:.85em;color:#57606a}tr.flagged td,tr.changed td{background:#fff1e5}
 figure{margin:1em 0}figure img{max-width:100%;height:auto;border:1px solid #d0d7de}
 figcaption{color:#57606a;font-size:.9em}code{font-size:.9em}
 pre{white-space:pre-wrap;overflow-x:auto;max-width:100%}
 """
 
 
-# ---- text helpers ------------------------------------------------------------------------------
 def esc(value: Any) -> str:
     """A value as escaped HTML text; "—" for None or a non-finite number."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "—"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return html.escape(str(value))
+    return f"{value:.4g}" if isinstance(value, float) else html.escape(str(value))
 
 
 def _pct(value: Any) -> str:
@@ -93,17 +85,17 @@ def _table(headers: list[str], rows: list[list[str]], row_classes: list[str] | N
     """A table; cells are HTML already escaped."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     body = []
-    for i, row in enumerate(rows):
-        cls = (row_classes or [""] * len(rows))[i]
+    for row, cls in zip(rows, row_classes or [""] * len(rows), strict=True):
         cells = "".join(f'<td class="num">{c}</td>' if j in numeric else f"<td>{c}</td>"
                         for j, c in enumerate(row))
         body.append(f'<tr class="{cls}">{cells}</tr>' if cls else f"<tr>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def _status(status: Any) -> str:
+def _status(status: Any, noisy: Any = False) -> str:
     cls = STATUS_CLASS.get(status, "untestable")
-    return f'<span class="status {cls}">{esc(status)}</span>' if status else esc(None)
+    return (f'<span class="status {cls}">{esc(status)}</span>' if status else esc(None)) + (
+        ' <span class="noisy">noisy</span>' if noisy else "")
 
 
 def _list(items: list, empty: str) -> str:
@@ -119,17 +111,11 @@ def _page(title: str, body: list[str]) -> str:
             + "\n".join(body) + "\n</body>\n</html>\n")
 
 
-def _img(fig_png: bytes, alt: str) -> str:
-    data = base64.b64encode(fig_png).decode("ascii")
-    return f'<img src="data:image/png;base64,{data}" alt="{esc(alt)}">'
-
-
 # ---- one report --------------------------------------------------------------------------------
 def completeness(report: dict) -> str:
     """"38 of 40 points measured; run the same command again to resume (stopped: ...)"."""
     pts = report.get("points") or {}
-    planned, measured = pts.get("planned"), pts.get("measured")
-    counts = f"{esc(measured)} of {esc(planned)} points measured"
+    counts = f"{esc(pts.get('measured'))} of {esc(pts.get('planned'))} points measured"
     if report.get("complete"):
         return (f"Complete: {counts} ({esc(pts.get('ok'))} ok, {esc(pts.get('failed'))} "
                 "failed).")
@@ -139,8 +125,7 @@ def completeness(report: dict) -> str:
 
 
 def _header(report: dict) -> list[str]:
-    scope = report.get("scope")
-    wall = report.get("wall_s")
+    scope, wall = report.get("scope"), report.get("wall_s")
     meta = (f"{esc(report.get('mode'))} mode · created {esc(report.get('created'))} · wall time "
             f"{esc(None) if not isinstance(wall, int | float) else f'{wall:.0f} s'} · device "
             f"{esc(report.get('device'))}")
@@ -156,10 +141,8 @@ def _header(report: dict) -> list[str]:
 
 
 def _claims(report: dict) -> list[str]:
-    """One row per claim: its verdict, the claim as the guide states it with its sentence ids,
-    the reading that decides and the others with their outcomes, what was measured, why not
-    more, the chapter; measured claims first, then the documentation's, then the ones nothing
-    measures."""
+    """One row per claim, measured claims first, then the documentation's, then the ones
+    nothing measures."""
     claims = report.get("claims") or []
     counts = {s: sum(c.get("status") == s for c in claims) for s in STATUSES}
     summary = " · ".join(f"{_status(s)} {n}" for s, n in counts.items() if n)
@@ -168,20 +151,17 @@ def _claims(report: dict) -> list[str]:
     out = ["<h2>Claims</h2>", f"<p>{summary or 'no claims in this report'}</p>"]
     if one_scope:
         out.append(f"<p>Measured {esc(next(iter(scopes)))}.</p>")
-    heads = ["verdict", "the claim, as the guide states it", "readings", *([] if one_scope
-                                                                          else ["where"]),
-             "measured", "why", "chapter"]
+    heads = ["verdict", "the claim, as the guide states it", "readings",
+             *([] if one_scope else ["where"]), "measured", "why", "chapter"]
     groups = (("Measured or measurable here", lambda c: c.get("kind", "measured") == "measured"
                and c.get("status") != NOT_MEASURABLE),   # a report before kinds: by status
               ("Decided by documentation", lambda c: c.get("kind") == "documentation"),
               ("Not measurable", lambda c: c.get("status") == NOT_MEASURABLE))
     for title, belongs in groups:
         rows = [_claim_row(c, one_scope) for c in claims if belongs(c)]
-        if not rows:
-            continue
-        if title == "Measured or measurable here":
+        if rows and title == "Measured or measurable here":
             out += [f"<h3>{title}</h3>", _table(heads, rows)]
-        else:   # nothing measured: the claim, the documents' finding or why not, the chapter
+        elif rows:   # nothing measured: the claim, the documents' finding or why not, the chapter
             out += [f"<h3>{title}</h3>", _table(["verdict", "the claim, as the guide states it",
                                                  "why", "chapter"],
                                                 [[r[0], r[1], r[-2], r[-1]] for r in rows])]
@@ -194,26 +174,24 @@ def _readings(c: dict) -> str:
     outcomes = {r["name"]: r for r in c.get("other_readings") or []}
     parts = []
     for r in c.get("readings") or []:
-        if r.get("decides"):
-            parts.append(f"<b>{esc(r['name'])}</b> (decides): {esc(r['text'])}")
-            continue
         got = outcomes.get(r["name"])
         outcome = (f" → {_status(got['status'])} {esc(got['text'])}" if got else
                    f" (not measured: {esc(r['unmeasured'])})" if r.get("unmeasured") else "")
-        parts.append(f'<span class="reading">{esc(r["name"])}: {esc(r["text"])}{outcome}</span>')
+        parts.append(f"<b>{esc(r['name'])}</b> (decides): {esc(r['text'])}" if r.get("decides")
+                     else f'<span class="reading">{esc(r["name"])}: {esc(r["text"])}{outcome}'
+                     "</span>")
     if c.get("decides") and c.get("kind", "measured") == "measured":
         parts.append(f'<span class="reading">decided: {esc(c["decides"])}</span>')
     return "<br>".join(parts) or esc(None)
 
 
 def _claim_row(c: dict, one_scope: bool) -> list[str]:
-    noisy = ' <span class="noisy">noisy</span>' if c.get("noisy") else ""
     stated = (f"<b>{esc(c.get('stated') or c.get('text'))}</b><br>"
               f'<span class="reading">{esc(c.get("where"))} · <code>{esc(c.get("id"))}</code>'
               "</span>")
     chapter = (f"{esc(c.get('chapter'))} {esc(c.get('chapter_title'))}<br>"
                f"<code>{esc(c.get('chapter_path'))}</code>")
-    return [_status(c.get("status")) + noisy, stated, _readings(c),
+    return [_status(c.get("status"), c.get("noisy")), stated, _readings(c),
             *([] if one_scope else [esc(c.get("scope") or None)]),
             esc(c.get("measured") or None), esc(c.get("reason") or None), chapter]
 
@@ -221,48 +199,57 @@ def _claim_row(c: dict, one_scope: bool) -> list[str]:
 def _health(report: dict) -> list[str]:
     health = report.get("health") or {}
     advice = health.get("advice") or (report.get("doctor") or {}).get("advice") or []
-    out = ["<h2>Health</h2>", "<h3>Advice</h3>", _list(advice, "nothing to fix found.")]
+    out = ["<h2>Health</h2>", "<h3>Advice</h3>", _list(advice, "nothing to fix found."),
+           "<h3>Cards</h3>"]
     cards, flags = health.get("cards") or [], health.get("flags") or []
     flagged = {f.get("device") for f in flags}
     rows = [[esc(c.get("device")), esc(c.get("name")), esc(c.get("precision")),
              esc(c.get("matmul_tflops")), esc(c.get("datasheet_tflops")),
              _pct(c.get("ratio_of_datasheet")), esc(c.get("copy_gbs")),
              esc(c.get("datasheet_copy_gbs")), "noisy" if c.get("noisy") else ""] for c in cards]
-    out.append("<h3>Cards</h3>")
     out.append(_table(["device", "name", "precision", "matmul TFLOP/s", "datasheet TFLOP/s",
                        "of datasheet", "copy GB/s", "datasheet copy GB/s", "noise"], rows,
                       ["flagged" if c.get("device") in flagged else "" for c in cards],
                       {3, 4, 5, 6, 7}) if cards else "<p>no card was measured.</p>")
     threshold = health.get("threshold")
     out.append("<h3>Sibling check</h3>")
-    if flags:
-        out.append(_list([f.get("message") for f in flags], ""))
-    elif len(cards) >= 2:
-        out.append(f"<p>no card is more than {_pct(threshold)} below its siblings' median.</p>")
-    else:
-        out.append("<p>one card: no siblings to compare it with.</p>")
+    out.append(_list([f.get("message") for f in flags], "") if flags else
+               f"<p>no card is more than {_pct(threshold)} below its siblings' median.</p>"
+               if len(cards) >= 2 else "<p>one card: no siblings to compare it with.</p>")
     if isinstance(threshold, int | float):
         out.append(f'<p class="small">A card is flagged when it is more than {_pct(threshold)} '
                    f"below its siblings' median, or more than "
                    f"{_pct(health.get('datasheet_threshold'))} below its datasheet figure.</p>")
     out += _memory_health(health.get("memory") or {})
-    doctor = report.get("doctor")
-    if doctor:
+    if report.get("doctor"):
         out.append("<details><summary>doctor's full report: GPUs, clocks and throttling, ECC, "
                    "MIG, topology (<code>nvidia-smi topo -m</code>), NUMA affinity</summary>"
-                   f"<pre>{esc(format_report(with_defaults(doctor)))}</pre></details>")
+                   f"<pre>{esc(format_report(with_defaults(report['doctor'])))}</pre></details>")
     busbw = health.get("busbw") or {}
     out.append("<h3>Bus bandwidth</h3>")
-    if busbw.get("rows"):
-        out.append(_table(["message size (bytes)", "busbw GB/s", "algbw GB/s", "time ms"],
-                          [[esc(r.get("size_bytes")), esc(r.get("busbw_gbs")),
-                            esc(r.get("algbw_gbs")), esc(r.get("time_ms"))]
-                           for r in busbw["rows"]], numeric={0, 1, 2, 3}))
-        out.append(f'<p class="small">link bandwidth (datasheet): {esc(busbw.get("link_gbs"))}'
-                   " GB/s</p>")
-    else:
-        out.append(f"<p>{esc(busbw.get('untestable') or 'not measured.')}</p>")
-    return out
+    if not busbw.get("rows"):
+        return out + [f"<p>{esc(busbw.get('untestable') or 'not measured.')}</p>"]
+    return out + [_table(["message size (bytes)", "busbw GB/s", "algbw GB/s", "time ms"],
+                         [[esc(r.get(k)) for k in ("size_bytes", "busbw_gbs", "algbw_gbs",
+                                                   "time_ms")] for r in busbw["rows"]],
+                         numeric={0, 1, 2, 3}),
+                  f'<p class="small">link bandwidth (datasheet): {esc(busbw.get("link_gbs"))}'
+                  " GB/s</p>"]
+
+
+def _memory_health(memory: dict) -> list[str]:
+    """ECC counters, remapped rows and retired pages per GPU: ok / watch / drain, and why."""
+    out = ["<h3>Memory health (ECC, remapped rows, retired pages)</h3>"]
+    if not memory:
+        return out + ["<p>not recorded in this report.</p>"]
+    if not memory.get("gpu_found"):
+        return out + [f"<p>{esc(memory.get('no_gpu_reason') or 'no GPU found')}: nothing to "
+                      "check.</p>"]
+    gpus = memory.get("gpus", [])
+    rows = [[esc(g.get("index")), esc(g.get("name")), esc(g.get("verdict")),
+             esc("; ".join(g.get("reasons") or []) or None)] for g in gpus]
+    return out + [_table(["GPU", "name", "verdict", "why"], rows,
+                         ["flagged" if g.get("verdict") != "ok" else "" for g in gpus])]
 
 
 def _caption(key: str, report: dict) -> str:
@@ -276,48 +263,24 @@ def _caption(key: str, report: dict) -> str:
     return CAPTIONS[key]
 
 
-def _memory_health(memory: dict) -> list[str]:
-    """ECC counters, remapped rows and retired pages per GPU: ok / watch / drain, and why."""
-    out = ["<h3>Memory health (ECC, remapped rows, retired pages)</h3>"]
-    if not memory:
-        return out + ["<p>not recorded in this report.</p>"]
-    if not memory.get("gpu_found"):
-        return out + [f"<p>{esc(memory.get('no_gpu_reason') or 'no GPU found')}: nothing to "
-                      "check.</p>"]
-    rows = [[esc(g.get("index")), esc(g.get("name")), esc(g.get("verdict")),
-             esc("; ".join(g.get("reasons") or []) or None)] for g in memory.get("gpus", [])]
-    return out + [_table(["GPU", "name", "verdict", "why"], rows,
-                         ["flagged" if g.get("verdict") != "ok" else ""
-                          for g in memory.get("gpus", [])])]
-
-
 def _figures(report: dict) -> list[str]:
     out = ["<h2>Figures</h2>"]
     figures = report_figures(report)
     if not figures:
         return out + ["<p>no series measured yet.</p>"]
     for key, fig in figures.items():
-        out.append(f"<figure>{_img(figure_png(fig), f'{key}: {who(report)}')}"
+        png = base64.b64encode(figure_png(fig)).decode("ascii")
+        alt = esc(f"{key}: {who(report)}")
+        out.append(f'<figure><img src="data:image/png;base64,{png}" alt="{alt}">'
                    f"<figcaption>{esc(_caption(key, report))}</figcaption></figure>")
-        if key == "tiles":
-            failed = [t for t in report["series"]["tiles"]
-                      if t.get("outcome", "ok") != "ok" or t.get("tflops") is None]
-            if failed:
-                out.append("<p>Failed tile configs:</p>" + "<ul>" + "".join(
-                    f"<li><code>{esc(t.get('config'))}</code>: {esc(t.get('outcome'))}"
-                    f"{' — ' + esc(t['message']) if t.get('message') else ''}</li>"
-                    for t in failed) + "</ul>")
+        failed = [t for t in report["series"]["tiles"] if t.get("outcome", "ok") != "ok"
+                  or t.get("tflops") is None] if key == "tiles" else []
+        if failed:
+            out.append("<p>Failed tile configs:</p>" + "<ul>" + "".join(
+                f"<li><code>{esc(t.get('config'))}</code>: {esc(t.get('outcome'))}"
+                f"{' — ' + esc(t['message']) if t.get('message') else ''}</li>"
+                for t in failed) + "</ul>")
     return out
-
-
-def _thresholds(report: dict) -> list[str]:
-    """The shared constants of the verdict rules (each claim's own rule is in its row)."""
-    t = report.get("thresholds") or {}
-    values = [[esc(k), esc(v)] for k, v in t.items() if k != "rules"]
-    return ["<h2>Thresholds</h2>",
-            "<p>Each claim's rule is in its row (\"decided\"). Shared by the rules:</p>",
-            _table(["threshold", "value"], values) if values else
-            "<p>no thresholds recorded.</p>"]
 
 
 ENV_KEYS = (("python", "Python"), ("torch", "torch"), ("cuda", "CUDA (torch)"),
@@ -327,21 +290,22 @@ ENV_KEYS = (("python", "Python"), ("torch", "torch"), ("cuda", "CUDA (torch)"),
             ("mode", "mode"), ("fingerprint", "fingerprint"))
 
 
-def _environment(report: dict) -> list[str]:
-    env = report.get("environment") or {}
-    rows = [[esc(label), esc(env.get(key))] for key, label in ENV_KEYS if key in env]
-    rows += [[esc("results file"), f"<code>{esc(report.get('results_file'))}</code>"],
-             [esc("price per GPU-hour (USD)"), esc(report.get("price_per_gpu_hour_usd"))]]
-    return ["<h2>Environment</h2>", _table(["fact", "value"], rows)]
-
-
 def render_report_html(report: dict) -> str:
     """A report (report.json's dict) as one self-contained HTML document."""
     title = f"a800lab report: {report.get('device_name') or 'unknown device'} " \
             f"({report.get('scope') or '—'})"
-    body = [*_header(report), *_claims(report), *_health(report), *_figures(report),
-            *_thresholds(report), *_environment(report)]
-    return _page(title, body)
+    values = [[esc(k), esc(v)] for k, v in (report.get("thresholds") or {}).items()
+              if k != "rules"]
+    env = report.get("environment") or {}
+    facts = [[esc(label), esc(env.get(key))] for key, label in ENV_KEYS if key in env] + [
+        [esc("results file"), f"<code>{esc(report.get('results_file'))}</code>"],
+        [esc("price per GPU-hour (USD)"), esc(report.get("price_per_gpu_hour_usd"))]]
+    return _page(title, [
+        *_header(report), *_claims(report), *_health(report), *_figures(report),
+        "<h2>Thresholds</h2>",
+        "<p>Each claim's rule is in its row (\"decided\"). Shared by the rules:</p>",
+        _table(["threshold", "value"], values) if values else "<p>no thresholds recorded.</p>",
+        "<h2>Environment</h2>", _table(["fact", "value"], facts)])
 
 
 # ---- two reports -------------------------------------------------------------------------------
@@ -371,28 +335,19 @@ def render_compare_html(c: dict) -> str:
     body += ["<h2>Figures (B / A)</h2>",
              _table(["figure", "A", "B", "unit", "B / A"], rows, numeric={1, 2, 4})
              if rows else "<p>neither report has figures.</p>"]
-    rows, classes = [], []
-    for cl in c["claims"]:
-        sides = []
-        for side in ("a", "b"):
-            cell = _status(cl[f"{side}_status"]) + (' <span class="noisy">noisy</span>'
-                                                    if cl.get(f"{side}_noisy") else "")
-            if not cl.get("same_scope", True) and cl.get(f"{side}_scope"):
-                cell += f'<br><span class="reading">{esc(cl[f"{side}_scope"])}</span>'
-            sides.append(cell)
-        rows.append([esc(cl["id"]), esc(cl.get("text")), *sides, esc(cl.get("note"))])
-        classes.append("changed" if cl["changed"] else "")
-    body += ["<h2>Claims</h2>", _table(["claim", "text", "A", "B", ""], rows, classes)
+    rows = [[esc(cl["id"]), esc(cl.get("text")), _side(cl, "a"), _side(cl, "b"),
+             esc(cl.get("note"))] for cl in c["claims"]]
+    body += ["<h2>Claims</h2>", _table(["claim", "text", "A", "B", ""], rows,
+                                       ["changed" if cl["changed"] else "" for cl in c["claims"]])
              if rows else "<p>neither report has claims.</p>"]
-    title = f"a800lab reports compared: {a.get('path')} vs {b.get('path')}"
-    return _page(title, body)
+    return _page(f"a800lab reports compared: {a.get('path')} vs {b.get('path')}", body)
 
 
-def _write(text: str, path: str | Path) -> Path:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(text, encoding="utf-8")
-    return p
+def _side(cl: dict, side: str) -> str:
+    """One side's verdict in the comparison, its scope named where the two differ."""
+    scope = cl.get(f"{side}_scope") if not cl.get("same_scope", True) else None
+    return _status(cl[f"{side}_status"], cl.get(f"{side}_noisy")) + (
+        f'<br><span class="reading">{esc(scope)}</span>' if scope else "")
 
 
 def write_report_html(report: dict, path: str | Path) -> Path:
@@ -403,3 +358,10 @@ def write_report_html(report: dict, path: str | Path) -> Path:
 def write_compare_html(c: dict, path: str | Path) -> Path:
     """render_compare_html into `path` (UTF-8); returns the path."""
     return _write(render_compare_html(c), path)
+
+
+def _write(text: str, path: str | Path) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text, encoding="utf-8")
+    return p
