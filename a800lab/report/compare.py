@@ -15,33 +15,26 @@ from typing import Any
 
 from ..core.envdiff import diff_sides, show_value, side_from_report
 
-REPORT_KIND = "a800lab-report"
+REPORT_KIND, REPORT_FILE, POINTS_FILE = "a800lab-report", "report.json", "points.jsonl"
 KNOWN_VERSIONS = (1, 2, 3)   # 1: before the claim register; 3: cited claims (by id all)
-REPORT_FILE = "report.json"
 RUN_HINT = "run `python -m a800lab report --out {dir}` first"
 
 
-# ---- reading -----------------------------------------------------------------------------------
 def load_report(path: str | Path) -> dict:
-    """A report written by `python -m a800lab report`: `path` is its directory (report.json is
-    read from it) or the JSON file itself. A ValueError names the path and what to do."""
+    """A report written by `python -m a800lab report`: `path` is its directory or its
+    report.json. A ValueError names the path and what to do."""
     p = Path(path)
-    if p.is_dir():
-        file = p / REPORT_FILE
-        if not file.is_file():
-            resumable = (p / "points.jsonl").is_file()
-            why = ("holds points.jsonl but no report.json: the run was interrupted before it "
-                   "wrote its report; run the same command again to resume it" if resumable
-                   else "has no report.json")
-            raise ValueError(f"{p} {why}: {RUN_HINT.format(dir=p)}")
-    elif p.is_file():
-        file = p
-    else:
+    file = p / REPORT_FILE if p.is_dir() else p
+    if p.is_dir() and not file.is_file():
+        why = ("holds points.jsonl but no report.json: the run was interrupted before it wrote "
+               "its report; run the same command again to resume it"
+               if (p / POINTS_FILE).is_file() else "has no report.json")
+        raise ValueError(f"{p} {why}: {RUN_HINT.format(dir=p)}")
+    if not p.is_file() and not p.is_dir():
         raise ValueError(f"{p}: no such report directory or file: {RUN_HINT.format(dir=p)}, "
                          "then compare the directories it wrote")
-    text = file.read_text(encoding="utf-8", errors="replace")
     try:
-        data = json.loads(text)
+        data = json.loads(file.read_text(encoding="utf-8", errors="replace"))
     except json.JSONDecodeError as err:
         raise ValueError(f"{file}: not valid JSON (line {err.lineno}, column {err.colno}: "
                          f"{err.msg}); the file is damaged or truncated: run "
@@ -49,41 +42,31 @@ def load_report(path: str | Path) -> dict:
     if not isinstance(data, dict):
         raise ValueError(f"{file}: holds a JSON {type(data).__name__}, not a report (a JSON "
                          f"object); give the directory `python -m a800lab report` wrote")
-    kind = data.get("kind")
-    if kind != REPORT_KIND:
+    if data.get("kind") != REPORT_KIND:
         hint = ("it looks like a doctor report: compare those with `python -m a800lab diff A B`"
                 if "gpus" in data and "system" in data
                 else "give a report.json written by `python -m a800lab report`")
-        raise ValueError(f"{file}: kind {kind!r} is not {REPORT_KIND!r}; {hint}")
-    version = data.get("report_version")
-    if version not in KNOWN_VERSIONS:
-        known = ", ".join(map(str, KNOWN_VERSIONS))
-        raise ValueError(f"{file}: report_version {version!r} is unknown (this a800lab reads "
-                         f"version {known}); upgrade a800lab, or run the report again with "
-                         "this one")
+        raise ValueError(f"{file}: kind {data.get('kind')!r} is not {REPORT_KIND!r}; {hint}")
+    if data.get("report_version") not in KNOWN_VERSIONS:
+        raise ValueError(f"{file}: report_version {data.get('report_version')!r} is unknown (this "
+                         f"a800lab reads version {', '.join(map(str, KNOWN_VERSIONS))}); upgrade "
+                         "a800lab, or run the report again with this one")
     return data
 
 
 # ---- comparing ---------------------------------------------------------------------------------
 def _side(report: dict, path: str) -> dict:
     points = report.get("points") or {}
-    return {"path": path, "device_name": report.get("device_name"),
-            "scope": report.get("scope"), "mode": report.get("mode"),
-            "created": report.get("created"), "complete": report.get("complete"),
+    return {"path": path, **{k: report.get(k) for k in ("device_name", "scope", "mode",
+                                                        "created", "complete")},
             "stopped": report.get("stopped") or "", "wall_s": report.get("wall_s"),
             "points": {"planned": points.get("planned"), "measured": points.get("measured")}}
 
 
-def _positive(value: Any) -> float | None:
-    """A value that can take part in a ratio: a finite number above zero, else None."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) and value > 0 else None
-
-
 def figure_ratio(a: Any, b: Any) -> float | None:
     """B / A for two figures' values; None unless both are positive finite numbers."""
-    pa, pb = _positive(a), _positive(b)
+    pa, pb = (float(v) if not isinstance(v, bool) and isinstance(v, int | float)
+              and math.isfinite(v) and v > 0 else None for v in (a, b))
     return None if pa is None or pb is None else pb / pa
 
 
@@ -91,31 +74,27 @@ def _figures(fa: dict, fb: dict) -> list[dict]:
     rows = []
     for key in [*fa, *(k for k in fb if k not in fa)]:
         ea, eb = fa.get(key) or {}, fb.get(key) or {}
-        unit_a, unit_b = ea.get("unit"), eb.get("unit")
         only = "a" if key not in fb else "b" if key not in fa else None
-        same_unit = only is not None or unit_a == unit_b
+        same_unit = only is not None or ea.get("unit") == eb.get("unit")
         rows.append({"key": key, "label": ea.get("label") or eb.get("label") or key,
-                     "unit": unit_a if key in fa else unit_b,
+                     "unit": ea.get("unit") if key in fa else eb.get("unit"),
                      "a": ea.get("value"), "b": eb.get("value"),
                      "ratio": figure_ratio(ea.get("value"), eb.get("value")) if same_unit
-                     else None,
-                     "only": only, "units_differ": not same_unit})
+                     else None, "only": only, "units_differ": not same_unit})
     return rows
 
 
 def _claims(ca: list, cb: list) -> list[dict]:
-    """Each claim on both sides. Verdicts of different scopes (a GPU's against a CPU's method,
-    or two different cards) are set side by side only with each scope named."""
-    by_a = {c["id"]: c for c in ca if isinstance(c, dict) and "id" in c}
-    by_b = {c["id"]: c for c in cb if isinstance(c, dict) and "id" in c}
+    """Each claim on both sides; verdicts of different scopes (a GPU's against a CPU's, or two
+    different cards) are set side by side only with each scope named."""
+    by_a, by_b = ({c["id"]: c for c in side if isinstance(c, dict) and "id" in c}
+                  for side in (ca, cb))
     rows = []
     for cid in [*by_a, *(k for k in by_b if k not in by_a)]:
         va, vb = by_a.get(cid, {}), by_b.get(cid, {})
         first = va or vb
         same_scope = _scope_kind(va.get("scope")) == _scope_kind(vb.get("scope"))
         changed = va.get("status") != vb.get("status") and (same_scope or not (va and vb))
-        note = ("changed" if changed else "different scopes" if not same_scope and va and vb
-                else "")
         rows.append({"id": cid, "text": first.get("stated") or first.get("text", ""),
                      "chapter": first.get("chapter"),
                      "a_status": va.get("status"), "b_status": vb.get("status"),
@@ -123,7 +102,8 @@ def _claims(ca: list, cb: list) -> list[dict]:
                      "same_scope": same_scope,
                      "a_measured": va.get("measured"), "b_measured": vb.get("measured"),
                      "a_noisy": bool(va.get("noisy")), "b_noisy": bool(vb.get("noisy")),
-                     "changed": changed, "note": note})
+                     "changed": changed, "note": "changed" if changed else "different scopes"
+                     if not same_scope and va and vb else ""})
     return rows
 
 
@@ -138,10 +118,10 @@ def _scope_kind(scope) -> str:
 def _notes(sa: dict, sb: dict, figures: list[dict]) -> list[str]:
     notes = []
     if sa["scope"] != sb["scope"]:
-        def kind(s: dict) -> str:
-            return ("a GPU" if s["scope"] == "GPU" else str(s["scope"] or "of unknown scope"))
-        notes.append(f"A is {kind(sa)}, B is {kind(sb)}: ratios compare different kinds of "
-                     "machine, not one machine's software or settings")
+        a, b = (("a GPU" if s["scope"] == "GPU" else str(s["scope"] or "of unknown scope"))
+                for s in (sa, sb))
+        notes.append(f"A is {a}, B is {b}: ratios compare different kinds of machine, not one "
+                     "machine's software or settings")
     elif sa["scope"] == "CPU fallback":
         notes.append("both are CPU fallback runs: their figures check the lab's methods and say "
                      "nothing about a GPU")
@@ -153,11 +133,11 @@ def _notes(sa: dict, sb: dict, figures: list[dict]) -> list[str]:
                      "differ, so some figures are not like for like")
     for name, s in (("A", sa), ("B", sb)):
         if s["complete"] is False:
-            pts = s["points"]
             stopped = f", stopped: {s['stopped']}" if s["stopped"] else ""
-            notes.append(f"{name} was not complete ({pts['measured']} of {pts['planned']} "
-                         f"points measured{stopped}): its missing figures and claims show as "
-                         f"absent or not measured yet; run its report command again to resume")
+            notes.append(f"{name} was not complete ({s['points']['measured']} of "
+                         f"{s['points']['planned']} points measured{stopped}): its missing "
+                         "figures and claims show as absent or not measured yet; run its report "
+                         "command again to resume")
     differ = [f["label"] for f in figures if f.get("units_differ")]
     if differ:
         notes.append(f"{len(differ)} figure(s) have different units on the two sides, so no "
@@ -178,9 +158,8 @@ def compare_reports(a: dict, b: dict, a_path: str = "A", b_path: str = "B") -> d
         notes += diff.notes
     else:
         missing = [n for n, r in (("A", a), ("B", b)) if not isinstance(r.get("doctor"), dict)]
-        verb = "holds" if len(missing) == 1 else "hold"
-        notes.append(f"{' and '.join(missing)} {verb} no doctor report: environments not "
-                     "compared")
+        notes.append(f"{' and '.join(missing)} {'holds' if len(missing) == 1 else 'hold'} no "
+                     "doctor report: environments not compared")
     return {"a": sa, "b": sb, "env_diff": env_diff, "figures": figures,
             "claims": _claims(a.get("claims") or [], b.get("claims") or []), "notes": notes}
 
@@ -188,11 +167,9 @@ def compare_reports(a: dict, b: dict, a_path: str = "A", b_path: str = "B") -> d
 # ---- text --------------------------------------------------------------------------------------
 def format_number(value: Any) -> str:
     """A figure's value for a table: "—" where missing, 4 significant digits otherwise."""
-    if value is None or isinstance(value, bool):
-        return "—" if value is None else str(value)
-    if isinstance(value, float):
-        return "—" if not math.isfinite(value) else f"{value:.4g}"
-    return str(value)
+    if value is None or isinstance(value, float) and not math.isfinite(value):
+        return "—"
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def format_ratio(ratio: float | None) -> str:
@@ -249,11 +226,9 @@ def format_compare(c: dict, width: int = 100) -> str:
              format_ratio(f["ratio"]) if f["only"] is None else f"only in {f['only'].upper()}")
             for f in c["figures"]]
     out += ["", "Figures (B / A):" if rows else "Figures: neither report has any."]
-    if rows:
-        out += _table(("figure", "A", "B", "unit", "B/A"), rows)
+    out += _table(("figure", "A", "B", "unit", "B/A"), rows) if rows else []
     claims = [(cl["id"], *(_side_status(cl, side) for side in ("a", "b")), cl["note"])
               for cl in c["claims"]]
     out += ["", "Claims:" if claims else "Claims: neither report has any."]
-    if claims:
-        out += _table(("claim", "A", "B", ""), claims)
+    out += _table(("claim", "A", "B", ""), claims) if claims else []
     return "\n".join(out)

@@ -32,15 +32,22 @@ from ..core.results import (
 from ..core.sweep import measure_point, thread_count
 from ..workloads.health import health_report
 from .claims import thresholds
-from .plan import BATTERY_VERSION, BUDGET_S, POINTS, Plan, Step, plan_battery, resolve_points
+from .compare import POINTS_FILE, REPORT_FILE, REPORT_KIND
+from .plan import (
+    BATTERY_VERSION,
+    BUDGET_S,
+    CONFIRM,
+    POINTS,
+    Plan,
+    Step,
+    plan_battery,
+    resolve_points,
+)
 from .verdicts import judge_claims
 
-KIND, VERSION = "a800lab-report", 3
-POINTS_FILE, REPORT_FILE = "points.jsonl", "report.json"
+VERSION = 3
 DEFAULT_PRICE_PER_GPU_HOUR_USD = 2.0
 BUDGET_MARGIN = 1.5   # the default budget: the mode's, or 1.5x the battery's estimate if longer
-
-Progress = Callable[[int, int, float | None, str], None]
 
 
 def report_device(device: str = "auto") -> str:
@@ -63,13 +70,13 @@ def run_report(mode: str = "quick", out: str | Path = "report", *, device: str =
                budget_s: float | None = None,
                price_per_gpu_hour_usd: float = DEFAULT_PRICE_PER_GPU_HOUR_USD,
                torch_threads: int | None = None, plan: Plan | None = None,
-               on_progress: Progress | None = None,
+               on_progress: Callable[[int, int, float | None, str], None] | None = None,
                on_record: Callable[[Record], None] | None = None,
                cancel: CancelToken | None = None) -> dict:
     """Measure the battery of `mode` on `device` into `out`/points.jsonl (resuming), judge it,
-    write `out`/report.json and return the report dict. `plan`: a battery of your own
-    (a800lab.report.plan.Plan), e.g. a smaller one for a demo. `on_progress(done, total, eta_s,
-    what)` after every point; `on_record(record)` for every point measured now."""
+    write `out`/report.json and return the report dict. `plan`: a battery of your own.
+    `on_progress(done, total, eta_s, what)` after every point; `on_record(record)` for every
+    point measured now."""
     _check_options(mode, budget_s, price_per_gpu_hour_usd)
     device = report_device(device)
     plan = plan or plan_battery(mode, device)
@@ -78,14 +85,16 @@ def run_report(mode: str = "quick", out: str | Path = "report", *, device: str =
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"--out {str(out)!r} is a file; give a directory for the report")
     folder.mkdir(parents=True, exist_ok=True)
-    points_path = check_writable(folder / POINTS_FILE)
+    path = check_writable(folder / POINTS_FILE)
     if torch_threads is None and device == "cpu":
         torch_threads = default_cpu_threads()
     env = environment(device)
     env["fingerprint"] = fingerprint(env)
-    done = done_keys(points_path, env["fingerprint"], key=_key)
-    run = _Run(plan, points_path, env, budget_s, done, new_run_id(), on_progress, on_record,
-               cancel, _current(points_path, env["fingerprint"]))
+    current = [r for r in (read_records(path) if path.exists() else [])   # who won each step
+               if r.env.get("fingerprint") == env["fingerprint"]
+               and r.metrics.get("battery_version") == BATTERY_VERSION]
+    run = _Run(plan, path, env, budget_s, done_keys(path, env["fingerprint"], key=_key),
+               on_progress, on_record, cancel, current)
     with thread_count(torch_threads):
         try:
             run.measure_all()
@@ -100,36 +109,25 @@ def run_report(mode: str = "quick", out: str | Path = "report", *, device: str =
 
 def _key(record: Record) -> str:
     """A point's identity in the report folder: its step, the battery version that measured it
-    and its params. A point measured by an earlier battery (whose metrics may mean something
-    else, or be missing) is measured again, never judged by today's rules."""
+    (an earlier battery's points are measured again, never judged by today's rules), params."""
     version = record.metrics.get("battery_version", 1)
     return f"{record.label}|v{version}|{record.point_key()}"
 
 
-def _planned(step: Step, params: dict) -> Record:
-    return Record(workload=step.workload, params=params, outcome="error", label=step.name,
-                  metrics={"battery_version": BATTERY_VERSION})
-
-
-def _current(path: Path, env_fingerprint: str) -> list[Record]:
-    """The records of `path` this environment measured with this battery."""
-    return [r for r in (read_records(path) if path.exists() else [])
-            if r.env.get("fingerprint") == env_fingerprint
-            and r.metrics.get("battery_version") == BATTERY_VERSION]
+def _planned(step: Step, params: dict) -> str:   # a planned point's _key
+    return _key(Record(workload=step.workload, params=params, outcome="error", label=step.name,
+                       metrics={"battery_version": BATTERY_VERSION}))
 
 
 class _Run:
     """One invocation's walk over the plan: skip what is done, stop on budget or Stop. A
     confirmation step's point is its candidates' winner, known once they are measured."""
 
-    def __init__(self, plan, path, env, budget_s, done, run_id, on_progress, on_record, cancel,
-                 records):
+    def __init__(self, plan, path, env, budget_s, done, on_progress, on_record, cancel, records):
         self.plan, self.path, self.env, self.budget_s = plan, path, env, budget_s
-        self.done, self.run_id, self.cancel = done, run_id, cancel
-        self.on_progress, self.on_record = on_progress, on_record
-        self.records = records          # this battery's records so far: who won each step
-        self.stopped, self.count = "", 0
-        self.started = time.perf_counter()
+        self.done, self.run_id, self.cancel = done, new_run_id(), cancel
+        self.on_progress, self.on_record, self.records = on_progress, on_record, records
+        self.stopped, self.count, self.started = "", 0, time.perf_counter()
 
     @property
     def wall_s(self) -> float:
@@ -137,27 +135,48 @@ class _Run:
 
     def todo(self, step: Step) -> list[dict]:
         """`step`'s points not measured yet (a confirmation step's: its winner, if known)."""
-        points = [p for s, p in resolve_points(self.plan, self.records) if s is step]
-        return [p for p in points if "confirm" not in p
-                and _key(_planned(step, p)) not in self.done]
+        return [p for s, p in resolve_points(self.plan, self.records)
+                if s is step and CONFIRM not in p and _planned(step, p) not in self.done]
 
     def measure_all(self) -> None:
         self.total = self.plan.points
-        self.skipped = self.total - sum(
-            1 for s, p in resolve_points(self.plan, self.records)
-            if "confirm" in p or _key(_planned(s, p)) not in self.done)
+        self.skipped = self.total - sum(CONFIRM in p or _planned(s, p) not in self.done
+                                        for s, p in resolve_points(self.plan, self.records))
         self._progress(f"{self.skipped} point(s) already measured" if self.skipped else "start")
         for step in [s for s in self.plan.steps if not s.ranks]:
-            for params in self.todo(step):
-                if not self._go_on():
-                    return
-                record = measure_point(functools.partial(POINTS[step.workload],
-                                                         **step.settings),
-                                       params, workload=step.workload, device=self.plan.device,
-                                       env=self.env, label=step.name, cancel=self.cancel,
-                                       run_id=self.run_id)
-                self._deliver(record, step)
+            if not self._measure(step):
+                return
         self._comm([s for s in self.plan.steps if s.ranks])
+
+    def _measure(self, step: Step, group=None) -> bool:
+        """`step`'s points not measured yet, one at a time (a step on ranks on `group`'s);
+        False once stopped."""
+        for params in self.todo(step):
+            if not self._go_on():
+                return False
+            if step.ranks:
+                from ..workloads.comm.runs import run_comm
+
+                records = run_comm(step.workload, {k: [v] for k, v in params.items()},
+                                   world_size=step.ranks, backend=step.points[0]["backend"],
+                                   settings=step.settings, label=step.name, run_id=self.run_id,
+                                   group=group, resume=False, cancel=self.cancel).records
+            else:
+                point = functools.partial(POINTS[step.workload], **step.settings)
+                records = [measure_point(point, params, workload=step.workload,
+                                         device=self.plan.device, env=self.env, label=step.name,
+                                         cancel=self.cancel, run_id=self.run_id)]
+            for record in records:
+                record = dataclasses.replace(record, metrics={
+                    **record.metrics, "battery_version": BATTERY_VERSION})
+                append_record(self.path, record)
+                self.records.append(record)
+                self.done.add(_key(record))
+                self.count += 1
+                if self.on_record:
+                    self.on_record(record)
+                self._progress(f"{step.name}: {record.outcome}")
+        return True
 
     def _go_on(self) -> bool:
         if self.cancel is not None and self.cancel.cancelled:
@@ -166,49 +185,27 @@ class _Run:
             self.stopped = "budget"
         return not self.stopped
 
-    def _deliver(self, record: Record, step: Step) -> None:
-        record = dataclasses.replace(record, metrics={**record.metrics,
-                                                      "battery_version": BATTERY_VERSION})
-        append_record(self.path, record)
-        self.records.append(record)
-        self.done.add(_key(record))
-        self.count += 1
-        if self.on_record:
-            self.on_record(record)
-        self._progress(f"{step.name}: {record.outcome}")
-
     def _progress(self, what: str) -> None:
-        if not self.on_progress:
-            return
-        done = self.skipped + self.count
-        per_point = self.wall_s / self.count if self.count else None
-        eta = None if per_point is None else per_point * max(0, self.total - done)
-        self.on_progress(done, self.total, eta, what)
+        if self.on_progress:
+            done = self.skipped + self.count
+            eta = self.wall_s / self.count * max(0, self.total - done) if self.count else None
+            self.on_progress(done, self.total, eta, what)
 
     def _comm(self, steps: list[Step]) -> None:
-        """The steps on ranks: one rank group per (world size, backend), started once for every
-        step that runs on it (starting one costs seconds), one point at a time."""
-        from ..workloads.comm.runs import run_comm, start_ranks
+        """The steps on ranks: one rank group per (world size, backend: NCCL on GPUs, gloo on a
+        CPU), started once for every step that runs on it (starting one costs seconds)."""
+        from ..workloads.comm.runs import start_ranks
 
         groups: dict[tuple, list[Step]] = {}
-        for step in steps:   # NCCL on GPUs; gloo on a CPU and in the tests
+        for step in steps:
             groups.setdefault((step.ranks, step.points[0]["backend"]), []).append(step)
         for (ranks, backend), group_steps in groups.items():
             if not any(self.todo(s) for s in group_steps) or not self._go_on():
                 continue
             group = start_ranks(ranks, backend)
             try:
-                for step in group_steps:
-                    for params in self.todo(step):
-                        if not self._go_on():
-                            return
-                        result = run_comm(step.workload, {k: [v] for k, v in params.items()},
-                                          world_size=ranks, backend=backend,
-                                          settings=step.settings, label=step.name,
-                                          run_id=self.run_id, group=group, resume=False,
-                                          cancel=self.cancel)
-                        for record in result.records:
-                            self._deliver(record, step)
+                if not all(self._measure(step, group) for step in group_steps):
+                    return
             finally:
                 group.close()
 
@@ -216,31 +213,30 @@ class _Run:
 def build(plan: Plan, folder: str | Path, env: dict, *, wall_s: float = 0.0, stopped: str = "",
           price_per_gpu_hour_usd: float = DEFAULT_PRICE_PER_GPU_HOUR_USD, run_id: str = "",
           torch_threads: int | None = None) -> dict:
-    """The report dict of `folder`'s points for this environment; also written to
-    `folder`/report.json (the sittings that measured its points carried over from an earlier
-    report.json, so the wall time covers every sitting that measured)."""
+    """The report dict of `folder`'s points for this environment, also written to
+    `folder`/report.json; its wall time covers every sitting that measured its points."""
     folder = Path(folder)
     all_records = read_records(folder / POINTS_FILE) if (folder / POINTS_FILE).exists() else []
     records = [r for r in all_records if r.env.get("fingerprint") == env["fingerprint"]]
     current = [r for r in records if r.metrics.get("battery_version") == BATTERY_VERSION]
-    planned = {_key(_planned(s, p)) for s, p in resolve_points(plan, current)}
+    planned = {_planned(s, p) for s, p in resolve_points(plan, current)}
     newest = {_key(r): r for r in records if _key(r) in planned}
-    facts = judge_claims(newest.values(), plan, device_name=_name(env),
-                  price_per_gpu_hour_usd=price_per_gpu_hour_usd)
+    name = str(env.get("device_name") or env.get("cpu_model") or env.get("device"))
+    facts = judge_claims(newest.values(), plan, device_name=name,
+                         price_per_gpu_hour_usd=price_per_gpu_hour_usd)
     doctor = build_report()
+    now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     sessions = _earlier_sessions(folder, env["fingerprint"], {r.run_id for r in records}) + [
-        {"run_id": run_id, "finished": _now(), "wall_s": wall_s, "stopped": stopped,
+        {"run_id": run_id, "finished": now, "wall_s": wall_s, "stopped": stopped,
          "torch_threads": torch_threads}]
     ok = sum(r.outcome == "ok" for r in newest.values())
-    notes = []
-    if len(all_records) > len(records):
-        notes.append(f"{len(all_records) - len(records)} record(s) in {POINTS_FILE} come from "
-                     "another environment (machine, driver or software) and were left out; "
-                     "use a new --out folder per machine")
+    notes = [f"{len(all_records) - len(records)} record(s) in {POINTS_FILE} come from another "
+             "environment (machine, driver or software) and were left out; use a new --out "
+             "folder per machine"] if len(all_records) > len(records) else []
     report = {
-        "kind": KIND, "report_version": VERSION, "mode": plan.mode, "created": _now(),
+        "kind": REPORT_KIND, "report_version": VERSION, "mode": plan.mode, "created": now,
         "wall_s": sum(s["wall_s"] for s in sessions), "sessions": sessions,
-        "device": plan.device, "device_name": _name(env), "scope": env["mode"],
+        "device": plan.device, "device_name": name, "scope": env["mode"],
         "complete": len(newest) == len(planned), "stopped": stopped,
         "points": {"planned": len(planned), "measured": len(newest), "ok": ok,
                    "failed": len(newest) - ok, "not_measured": len(planned) - len(newest)},
@@ -254,23 +250,14 @@ def build(plan: Plan, folder: str | Path, env: dict, *, wall_s: float = 0.0, sto
     return report
 
 
-def _name(env: dict) -> str:
-    return str(env.get("device_name") or env.get("cpu_model") or env.get("device"))
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-
-
 def _earlier_sessions(folder: Path, env_fingerprint: str, run_ids: set[str]) -> list[dict]:
-    """Sittings recorded by an earlier report.json of the same environment whose points are
-    still in the points file (`run_ids`): a sitting that measured nothing, or whose points were
-    deleted, adds no wall time."""
+    """Sittings an earlier report.json of the same environment recorded whose points are still
+    in the points file (`run_ids`)."""
     try:
         earlier = json.loads((folder / REPORT_FILE).read_text())
     except (OSError, ValueError):
         return []
-    if (not isinstance(earlier, dict) or earlier.get("kind") != KIND
+    if (not isinstance(earlier, dict) or earlier.get("kind") != REPORT_KIND
             or (earlier.get("environment") or {}).get("fingerprint") != env_fingerprint):
         return []
     return [s for s in earlier.get("sessions", [])
