@@ -26,6 +26,7 @@ from ..workloads.training.numerics import embedding_point, held_out_point
 from ..workloads.training.point import accumulation_point, train_point
 from ..workloads.training.spec import canonical_precision, matmul_precision_of
 from ..workloads.usage import matmul_usage_point, sparse_usage_point
+from .register import REGISTER
 
 # Bumped when a step's points or what their records carry change meaning: a report folder's
 # points from another version are measured again (report.run), never judged by today's rules.
@@ -36,6 +37,7 @@ DDP_ACCUM_STEPS = 4   # micro-batches per optimizer step in the ddp step (no_syn
 RANKS_START_S = 6.0   # starting a rank group: processes, torch imports, DDP's first use
 NO_GPU = "no NVIDIA GPU here"
 CONFIRM = "confirm"   # a confirmation step's placeholder point, until its winner is known
+SEEDS = (0, 1, 2)
 
 POINTS: dict[str, Callable[..., dict]] = {
     "peak": peak_point, "tiles": tiled_matmul_point, "sparsity": sparse_point,
@@ -86,10 +88,6 @@ class Plan:
         groups = {(s.ranks, s.points[0].get("backend")) for s in self.steps if s.ranks}
         return sum(s.est_s * len(s.points) for s in self.steps) + RANKS_START_S * len(groups)
 
-    def steps_for(self, claim) -> list[Step]:
-        """The steps of this plan a claim (a800lab.report.claims.Claim) is judged from."""
-        return [s for s in self.steps if s.name in claim.steps]
-
     def to_dict(self) -> dict:
         return {"mode": self.mode, "device": self.device, "gpu_count": self.gpu_count,
                 "steps": [s.to_dict() for s in self.steps], "untestable": self.untestable,
@@ -124,7 +122,7 @@ def resolve_points(plan: Plan, records) -> list[tuple[Step, dict]]:
 # ---- the two sizes -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Machine:
-    """What the plan is built for: the device, its GPU count, the mode, and the sizes."""
+    """What the plan is built for: the device, its GPU count, the mode."""
 
     device: str
     count: int
@@ -139,142 +137,136 @@ def _train_ok(precision: str, device: str) -> bool:
     return not unsupported_reason(matmul_precision_of(canonical_precision(precision)), device)
 
 
-def _tile_points(m: Machine) -> tuple[list[dict], list[dict], str]:
-    """(grid tiles, the guide's tiles, the note on refused configs) at this machine's size."""
-    if not m.gpu:
-        shape = {"m": 256, "n": 256, "k": 256, "precision": "fp32", "backend": "cpu_blocked"}
-        grid = [dict(block_m=b, block_n=b, block_k=64, group_m=1) for b in (32, 64, 128)] \
-            if not m.full else default_grid_points("cpu_blocked")
-        guide = [dict(block_m=16, block_n=16, block_k=16, group_m=1),
-                 dict(block_m=32, block_n=16, block_k=16, group_m=1)]
-        return [{**shape, **t} for t in grid], [{**shape, **t} for t in guide], ""
-    precision = "fp16" if unsupported_reason("bf16", m.device) else "bf16"
-    shape = {"m": 4096, "n": 4096, "k": 4096, "precision": precision, "backend": "triton"}
-    keys = ("block_m", "block_n", "block_k", "num_warps", "num_stages")
-    grid = default_grid_points("triton") if m.full else [
-        dict(zip(keys, t, strict=True), group_m=8)
-        for t in ((64, 64, 32, 4, 3), (64, 128, 32, 4, 4), (128, 64, 32, 4, 4),
-                  (128, 128, 32, 4, 3), (128, 128, 64, 8, 3), (128, 256, 64, 8, 3),
-                  (256, 128, 64, 8, 3), (256, 64, 32, 4, 3))]
-    # the guide's 16x16 and 32x8 as thread-block tiles: tl.dot needs >= 16 per dimension, so
-    # 32x8's nearest is 32x16; one warp per 16 rows, pipelined loads
-    guide = [dict(block_m=bm, block_n=16, block_k=16, num_warps=bm // 16, num_stages=3,
-                  group_m=8) for bm in (16, 32)]
-    points, refused = fitting_points([{**shape, **t} for t in grid], m.device)
-    note = f"; {refused} configs the compiler refuses here left out" if refused else ""
-    return points, [{**shape, **t} for t in guide], note
-
-
 def default_grid_points(backend: str) -> list[dict]:
     """The tile tuner's default grid for `backend`, with group_m filled in."""
     return [{"group_m": 8 if backend == "triton" else 1, **c} for c in default_grid(backend)]
+
+
+def _tile_steps(m: Machine) -> list[Step]:
+    """The tile kernel (Triton on a GPU, its stand-in on a CPU) over tile configs and over the
+    guide's tiles beside the library matmul, each step's winner timed again."""
+    if not m.gpu:
+        shape = {"m": 256, "n": 256, "k": 256, "precision": "fp32", "backend": "cpu_blocked"}
+        grid = default_grid_points("cpu_blocked") if m.full else [
+            dict(block_m=b, block_n=b, block_k=64, group_m=1) for b in (32, 64, 128)]
+        guide = [dict(block_m=bm, block_n=16, block_k=16, group_m=1) for bm in (16, 32)]
+    else:
+        precision = "fp16" if unsupported_reason("bf16", m.device) else "bf16"
+        shape = {"m": 4096, "n": 4096, "k": 4096, "precision": precision, "backend": "triton"}
+        keys = ("block_m", "block_n", "block_k", "num_warps", "num_stages")
+        grid = default_grid_points("triton") if m.full else [
+            dict(zip(keys, t, strict=True), group_m=8)
+            for t in ((64, 64, 32, 4, 3), (64, 128, 32, 4, 4), (128, 64, 32, 4, 4),
+                      (128, 128, 32, 4, 3), (128, 128, 64, 8, 3), (128, 256, 64, 8, 3),
+                      (256, 128, 64, 8, 3), (256, 64, 32, 4, 3))]
+        # the guide's 16x16 and 32x8 as thread-block tiles: tl.dot needs >= 16 per dimension,
+        # so 32x8's nearest is 32x16; one warp per 16 rows, pipelined loads
+        guide = [dict(block_m=bm, block_n=16, block_k=16, num_warps=bm // 16, num_stages=3,
+                      group_m=8) for bm in (16, 32)]
+    points = [{**shape, **t} for t in grid]
+    points, refused = fitting_points(points, m.device) if m.gpu else (points, 0)
+    note = f"; {refused} configs the compiler refuses here left out" if refused else ""
+    p, small = shape["precision"], {k: shape[k] for k in ("m", "n", "k")}
+    timing = {"settings": {"budget_s": 0.3, "warmup_s": 0.1}, "est_s": 3.0 if m.gpu else 1.0}
+    return [
+        Step("tiles", "tiles", tuple(points), what=f"the tile kernel over tile configs, "
+             f"{small['m']}^3 {p}{note}", **timing),
+        Step("tiles_confirm", "tiles", ({CONFIRM: "tiles"},), what="the best tile, timed again",
+             confirms="tiles", **timing),
+        Step("guide_tiles", "tiles", tuple({**shape, **t} for t in guide) + tuple(
+            {**small, "precision": q, "backend": "torch"} for q in dict.fromkeys(("fp32", p))),
+             what="the guide's 16x16 and 32x16 tiles, and the library matmul", **timing),
+        Step("guide_tiles_confirm", "tiles", ({CONFIRM: "guide_tiles"},),
+             what="the better guide tile, timed again", confirms="guide_tiles",
+             among=(("backend", ("triton", "cpu_blocked")),), **timing)]
 
 
 def _steps(m: Machine) -> list[Step]:
     """Every step this machine can run, at its sizes (CPU: the chapters' small fp32 sizes and 2
     gloo ranks; GPU: the guide's own configurations and the box's GPUs as ranks)."""
     gpu, full, dev = m.gpu, m.full, m.device
+
+    def g(on_gpu, on_cpu):   # at a GPU's size or a CPU's
+        return on_gpu if gpu else on_cpu
+
     precisions = [p for p in ("fp32", "tf32", "fp16", "bf16", "fp8")
                   if gpu and not unsupported_reason(p, dev)] or ["fp32"]
-    small = {"m": 256, "n": 256, "k": 256} if not gpu else {"m": 4096, "n": 4096, "k": 4096}
-    model = ("transformer", "tiny" if not gpu else "gpt2_small", 64 if not gpu else 8)
-    numerics = ("transformer", "tiny" if not gpu else "medium", 32)
-    amp = ("fp32_default", "fp16") + (("fp32", "bf16") if full else ()) + (("tf32",) if gpu
-                                                                            else ())
+    model = ("transformer", g("gpt2_small", "tiny"), g(8, 64))
+    numerics = {"model": "transformer", "size": g("medium", "tiny"), "batch_size": 32}
+    amp = ("fp32_default", "fp16") + (("fp32", "bf16") if full else ()) + g(("tf32",), ())
+    held_out = 300 if full else 100
+    workers = g(4, 1)
     steps = [
-        Step("peak", "peak", tuple({"device": dev, "precision": p, "size": 512 if not gpu
-                                    else 8192} for p in precisions), {"budget_s": 0.3},
-             2.0 if gpu else 1.5, f"matmul rate per precision and copy bandwidth on {dev}"),
+        Step("peak", "peak", tuple({"device": dev, "precision": p, "size": g(8192, 512)}
+                                   for p in precisions), {"budget_s": 0.3}, g(2.0, 1.5),
+             f"matmul rate per precision and copy bandwidth on {dev}"),
+        *(_tile_steps(m) if not gpu or backends.HAS_TRITON else []),
         Step("amp", "train", tuple(
             {"model": mo, "size": size, "batch_size": b, "precision": p,
              **({"channels_last": True} if mo == "resnet50" else {})}
             for mo, size, b in (model, ("resnet50", "224", 64)) if mo == "transformer"
             or (gpu and not backends.torchvision_reason()) for p in amp if _train_ok(p, dev)),
-             {"train_steps": 10 if gpu else 3, "budget_s": 0.5 if gpu else 0.2,
-              "predict_memory": False}, 10.0 if gpu else 1.5,
+             {"train_steps": g(10, 3), "budget_s": g(0.5, 0.2), "predict_memory": False},
+             g(10.0, 1.5),
              "training steps: AMP (fp16 + GradScaler) against the framework's default fp32"),
-        Step("amp_trains", "held_out", tuple(
-            {"precision": p, "model": numerics[0], "size": numerics[1], "batch_size": 32,
-             "seed": s} for p in ("fp32_default", "fp16") for s in (0, 1, 2)),
-             {"train_steps": (100 if not full else 300) if gpu else 20}, 6.0 if gpu else 1.0,
+        Step("amp_trains", "held_out", tuple({"precision": p, **numerics, "seed": s}
+                                             for p in ("fp32_default", "fp16") for s in SEEDS),
+             {"train_steps": g(held_out, 20)}, g(6.0, 1.0),
              "held-out loss after the same steps, AMP against fp32, three seeds"),
         Step("embeddings", "embedding", tuple(
-            {"embedding": e, "optimizer_state": "fp32", "model": numerics[0],
-             "size": numerics[1], "batch_size": 32, "seed": s}
-            for s in (0, 1, 2) for e in ("fp32", "fp16"))
-            + ({"embedding": "fp16", "optimizer_state": "fp16", "model": numerics[0],
-                "size": numerics[1], "batch_size": 32, "seed": 0},),
-             {"train_steps": (100 if not full else 300) if gpu else 40}, 4.0 if gpu else 0.5,
+            {"embedding": e, "optimizer_state": "fp32", **numerics, "seed": s}
+            for s in SEEDS for e in ("fp32", "fp16"))
+            + ({"embedding": "fp16", "optimizer_state": "fp16", **numerics, "seed": 0},),
+             {"train_steps": g(held_out, 40)}, g(4.0, 0.5),
              "embedding tables stored in fp16 against fp32, AdamW's state in fp32 in both"),
         Step("accumulation", "accumulation", tuple(
-            {"model": "transformer", "size": numerics[1], "batch_size": b, "accum_steps": k,
-             "precision": "fp32"} for b, k in ((64, 1), (16, 4))),
-             {"train_steps": 5 if gpu else 3, "budget_s": 0.5 if gpu else 0.2},
-             6.0 if gpu else 2.0, "the lab's accumulation loop against one large batch"),
+            {**numerics, "batch_size": b, "accum_steps": k, "precision": "fp32"}
+            for b, k in ((64, 1), (16, 4))), {"train_steps": g(5, 3), "budget_s": g(0.5, 0.2)},
+             g(6.0, 2.0), "the lab's accumulation loop against one large batch"),
         Step("max_batch", "max_batch", tuple(
-            {"model": mo, "size": "medium" if gpu else "tiny", "precision": p,
-             "limit_mib": (None if full else 8192) if gpu else (256 if full else 32)}
-            for mo in ((("transformer",) if not full else ("mlp", "transformer", "cnn"))
-                       if gpu else (("mlp",) if not full else ("mlp", "transformer")))
+            {"model": mo, "size": g("medium", "tiny"), "precision": p,
+             "limit_mib": g(None if full else 8192, 256 if full else 32)}
+            for mo in g(("mlp", "transformer", "cnn") if full else ("transformer",),
+                        ("mlp", "transformer") if full else ("mlp",))
             for p in ("fp32", "bf16") if _train_ok(p, dev)), {},
-             (40.0 if full else 15.0) if gpu else (3.0 if full else 1.0),
+             g(40.0 if full else 15.0, 3.0 if full else 1.0),
              "largest micro-batch, verified, with the memory model's prediction"),
-        Step("pipeline", "pipeline", pipeline_ladder(
-            {"preprocess_ms": 0.05 if gpu else 0.2, "cost": "cpu", "batch_size": 64 if gpu
-             else 32, "prefetch_factor": 2}, 4 if gpu else 1, gpu), {"budget_s": 0.5 if gpu
-                                                                     else 0.3},
-             4.0 if gpu else 1.5, "the input pipeline, one lever added at a time"),
+        Step("pipeline", "pipeline", tuple(   # one lever added per point (pinned: a GPU's)
+            {"preprocess_ms": g(0.05, 0.2), "cost": "cpu", "batch_size": g(64, 32),
+             "prefetch_factor": 2, "num_workers": w, "pin_memory": pin, "non_blocking": nb}
+            for w, pin, nb in [(0, False, False), (workers, False, False)]
+            + g([(workers, True, False), (workers, True, True)], [])),
+             {"budget_s": g(0.5, 0.3)}, g(4.0, 1.5),
+             "the input pipeline, one lever added at a time"),
         Step("placement", "placement", tuple(
-            {"placement": p, **({"num_rows": 10_000_000 if full else 2_000_000, "dim": 128,
-                                 "batch_size": 4096} if gpu else {})}
-            for p in ("all_on_device", "embedding_on_cpu")), {"budget_s": 0.5 if gpu
-                                                              else 0.2},
-             4.0 if gpu else 0.5, "an embedding table on the CPU or the device"),
+            {"placement": p, **g({"num_rows": 10_000_000 if full else 2_000_000, "dim": 128,
+                                  "batch_size": 4096}, {})}
+            for p in ("all_on_device", "embedding_on_cpu")), {"budget_s": g(0.5, 0.2)},
+             g(4.0, 0.5), "an embedding table on the CPU or the device"),
         Step("inference", "serve", tuple({"model": "transformer", "batch_size": 1,
                                           "precision": p} for p in ("fp32", "fp16")),
-             {"budget_s": 0.3 if gpu else 0.2}, 2.0 if gpu else 1.5,
+             {"budget_s": g(0.3, 0.2)}, g(2.0, 1.5),
              "one request's latency (batch 1), fp32 then fp16: the guide's inference case's "
              "method"),
-        Step("energy", "matmul_usage", tuple({"size": 8192 if gpu else 256, "precision": p}
-                                             for p in (("fp32", "fp16") if gpu else ("fp32",))),
-             {"duration_s": (5.0 if full else 3.0) if gpu else 0.3}, 5.0 if gpu else 0.6,
+        Step("energy", "matmul_usage", tuple({"size": g(8192, 256), "precision": p}
+                                             for p in g(("fp32", "fp16"), ("fp32",))),
+             {"duration_s": g(5.0 if full else 3.0, 0.3)}, g(5.0, 0.6),
              "dense matmuls under the energy meter: fp32, then mixed precision"),
     ]
     if gpu and "tf32" in precisions:
         steps.append(Step("tf32_loss", "held_out", tuple(
-            {"precision": p, "model": numerics[0], "size": numerics[1], "batch_size": 32,
-             "seed": s} for p in ("fp32", "tf32") for s in (0, 1, 2)),
-            {"train_steps": 100 if not full else 300}, 6.0,
+            {"precision": p, **numerics, "seed": s} for p in ("fp32", "tf32") for s in SEEDS),
+            {"train_steps": held_out}, 6.0,
             "held-out loss after the same steps, TF32 against IEEE fp32"))
-    if not gpu or backends.HAS_TRITON:   # the tile kernel: Triton on a GPU, its stand-in on a CPU
-        grid, guide, refused = _tile_points(m)
-        tile_precision = guide[0]["precision"]
-        steps[1:1] = [
-            Step("tiles", "tiles", tuple(grid), {"budget_s": 0.3, "warmup_s": 0.1}, 3.0 if gpu
-                 else 1.0, f"the tile kernel over tile configs, {small['m']}^3 {tile_precision}"
-                 f"{refused}"),
-            Step("tiles_confirm", "tiles", ({CONFIRM: "tiles"},), {"budget_s": 0.3,
-                 "warmup_s": 0.1}, 3.0 if gpu else 1.0, "the best tile, timed again",
-                 confirms="tiles"),
-            Step("guide_tiles", "tiles", tuple(guide) + tuple(
-                {**small, "precision": p, "backend": "torch"}
-                for p in dict.fromkeys(("fp32", tile_precision))), {"budget_s": 0.3,
-                                                                    "warmup_s": 0.1},
-                 3.0 if gpu else 1.0, "the guide's 16x16 and 32x16 tiles, and the library matmul"),
-            Step("guide_tiles_confirm", "tiles", ({CONFIRM: "guide_tiles"},), {"budget_s": 0.3,
-                 "warmup_s": 0.1}, 3.0 if gpu else 1.0, "the better guide tile, timed again",
-                 confirms="guide_tiles", among=(("backend", ("triton", "cpu_blocked")),)),
-        ]
-    sparse = gpu and not sparsity_unsupported_reason(8192, 8192, "fp16", dev)
-    if sparse:
+    if gpu and not sparsity_unsupported_reason(8192, 8192, "fp16", dev):
         steps += [
             Step("energy_sparse", "sparse_usage", ({"size": 8192, "precision": "fp16"},),
                  {"duration_s": 5.0 if full else 3.0}, 5.0,
                  "mixed precision + 2:4 sparse under the energy meter"),
             Step("sparsity", "sparsity", tuple(
                 {"m": s, "n": s, "k": s, "precision": p}
-                for s in ((8192,) if not full else (4096, 8192))
-                for p in (("fp16",) if not full else ("fp16", "bf16"))), {"budget_s": 0.3}, 4.0,
+                for s in ((4096, 8192) if full else (8192,))
+                for p in (("fp16", "bf16") if full else ("fp16",))), {"budget_s": 0.3}, 4.0,
                  "dense vs 2:4-sparse matmul")]
     if gpu and m.count > 1:
         sibling = precisions if full else ["bf16" if "bf16" in precisions else "fp32"]
@@ -283,32 +275,20 @@ def _steps(m: Machine) -> list[Step]:
             for i in range(m.count) if f"cuda:{i}" != dev for p in sibling),
             {"budget_s": 0.3}, 2.0, "the same on every other card, for the sibling check"))
     if not gpu or m.count > 1:
-        ranks = {"world_size": m.count if gpu else 2, "backend": "nccl" if gpu else "gloo"}
-        steps += comm_steps(ranks, ((2**24, 2**28, 2**30) if not full else
-                                    tuple(2**e for e in range(10, 31, 2))) if gpu
-                            else (2**22,), full, 3.0 if gpu else 0.6)
+        sizes = tuple(2**e for e in range(10, 31, 2)) if full else (2**24, 2**28, 2**30)
+        steps += comm_steps({"world_size": g(m.count, 2), "backend": g("nccl", "gloo")},
+                            g(sizes, (2**22,)), full, g(3.0, 0.6))
     return steps
-
-
-def pipeline_ladder(base: dict, workers: int, gpu: bool) -> tuple[dict, ...]:
-    """The idle-rate ladder, one lever added per point: none; workers; + pin_memory;
-    + non_blocking (the last two need a GPU)."""
-    rungs = [(0, False, False), (workers, False, False)]
-    if gpu:
-        rungs += [(workers, True, False), (workers, True, True)]
-    return tuple({**base, "num_workers": w, "pin_memory": pin, "non_blocking": nb}
-                 for w, pin, nb in rungs)
 
 
 def comm_steps(ranks: dict, sizes, full: bool, est_s: float) -> list[Step]:
     """The steps on ranks ({"world_size", "backend"}): flat and hierarchical all-reduce at
     `sizes` (the box's two halves as two "nodes": the method only), DDP steps per comm hook
     and sync mode at the same global batch, and the fastest compressing hook timed again."""
-    n = ranks["world_size"]
-    rpn = n // 2 if n >= 4 else 1
+    n, backend = ranks["world_size"], ranks["backend"]
     flat = [{"op": "all_reduce", "size_bytes": s, "dtype": "fp32", **ranks} for s in sizes]
     hier = [{"op": "hierarchical_all_reduce", "size_bytes": s, "dtype": "fp32",
-             "ranks_per_node": rpn, **ranks} for s in sizes]
+             "ranks_per_node": n // 2 if n >= 4 else 1, **ranks} for s in sizes]
     hooks = ("allreduce", "fp16_compress", "powersgd")
     ddp = [(h, s) for h in hooks for s in ("no_sync", "every_micro_batch")] if full else [
         ("allreduce", "every_micro_batch"), ("allreduce", "no_sync"),
@@ -316,15 +296,14 @@ def comm_steps(ranks: dict, sizes, full: bool, est_s: float) -> list[Step]:
     settings = {"budget_s": 0.3, "train_steps": 10}
     return [
         Step("hierarchical", "comm", tuple(flat + hier), {"budget_s": 0.3}, est_s,
-             f"flat and hierarchical all-reduce over {n} ranks ({ranks['backend']})", ranks=n),
+             f"flat and hierarchical all-reduce over {n} ranks ({backend})", ranks=n),
         Step("ddp", "ddp", tuple({"hook": h, "sync": s, "accum_steps": DDP_ACCUM_STEPS, **ranks}
                                  for h, s in ddp), settings, est_s,
-             f"DDP steps per comm hook and sync mode over {n} ranks ({ranks['backend']})",
-             ranks=n),
-        Step("ddp_confirm", "ddp", ({CONFIRM: "ddp", "backend": ranks["backend"]},), settings,
-             est_s, "the fastest compressing hook with no_sync, timed again", ranks=n,
-             confirms="ddp", among=(("sync", ("no_sync",)),
-                                    ("hook", ("fp16_compress", "bf16_compress", "powersgd")))),
+             f"DDP steps per comm hook and sync mode over {n} ranks ({backend})", ranks=n),
+        Step("ddp_confirm", "ddp", ({CONFIRM: "ddp", "backend": backend},), settings, est_s,
+             "the fastest compressing hook with no_sync, timed again", ranks=n, confirms="ddp",
+             among=(("sync", ("no_sync",)),
+                    ("hook", ("fp16_compress", "bf16_compress", "powersgd")))),
     ]
 
 
@@ -353,8 +332,6 @@ def plan_battery(mode: str = "quick", device: str = "cpu", gpu_count: int | None
                  ) -> Plan:
     """The steps of `mode` ("quick" or "full") on `device` ("cpu", or "cuda:N": the first card
     of the box, the others its siblings) and the claims it cannot test here, with why."""
-    from .register import REGISTER
-
     if mode not in MODES:
         raise ValueError(f"mode {mode!r}: use 'quick' or 'full'")
     if device != "cpu" and not device.startswith("cuda:"):
@@ -371,14 +348,14 @@ def plan_battery(mode: str = "quick", device: str = "cpu", gpu_count: int | None
     steps = tuple(s for s in _steps(m) if s.name in wanted)
     untestable = {c.id: why for c in claims
                   if (why := next((r for n in c.needs if (r := need_reason(n, m))), ""))}
-    if not m.gpu or m.count < 2:
-        untestable["busbw"] = (f"{NO_GPU}: the health section's bus bandwidth needs 2 or more GPUs"
-                               if not m.gpu else f"one GPU here: bus bandwidth needs 2 or more "
-                               f"GPUs in this box (CUDA sees {m.count})")
-        if m.gpu:
-            for c in claims:
-                if {"ddp", "hierarchical"} & set(c.steps):
-                    untestable[c.id] = ("one GPU here: it needs 2 or more GPUs in this box "
-                                        f"(NCCL), CUDA sees {m.count}; a CPU report counts "
-                                        "the communication claims on 2 gloo ranks")
+    if not m.gpu:
+        untestable["busbw"] = f"{NO_GPU}: the health section's bus bandwidth needs 2 or more GPUs"
+    elif m.count < 2:
+        untestable["busbw"] = ("one GPU here: bus bandwidth needs 2 or more GPUs in this box "
+                               f"(CUDA sees {m.count})")
+        for c in claims:
+            if {"ddp", "hierarchical"} & set(c.steps):
+                untestable[c.id] = ("one GPU here: it needs 2 or more GPUs in this box (NCCL), "
+                                    f"CUDA sees {m.count}; a CPU report counts the "
+                                    "communication claims on 2 gloo ranks")
     return Plan(mode, device, count, steps, untestable)
