@@ -59,8 +59,7 @@ def _pct(r: Record, key: str = "pct_of_datasheet_peak") -> tuple[float, float] |
     steps=("tiles", "tiles_confirm", "guide_tiles", "peak"), needs=("triton",))
 def tc_peak(ctx: Context, claim) -> Finding | None:
     tiles = ctx.ok("tiles")
-    best = max(tiles, key=lambda r: r.throughput, default=None)
-    again = best and ctx.confirmed("tiles", best)
+    best, again = ctx.winner("tiles", tiles)
     if not again:
         return None
     picked = f"best of {len(tiles)} tiles {_tile(best)} ({_shape(best)}), picked at " \
@@ -109,8 +108,7 @@ def tc_peak(ctx: Context, claim) -> Finding | None:
 def tile_shape(ctx: Context, claim) -> Finding | None:
     guide = [r for r in ctx.ok("guide_tiles") if r.params.get("backend") != "torch"]
     others = sorted(ctx.ok("tiles"), key=lambda r: r.throughput)
-    better = max(guide, key=lambda r: r.throughput, default=None)
-    again = better and ctx.confirmed("guide_tiles", better)
+    _, again = ctx.winner("guide_tiles", guide)
     if not again or not others:
         return None
     middle = others[len(others) // 2]

@@ -84,9 +84,12 @@ class Context:
     def one(self, step: str, **params) -> Record | None:
         return next(iter(self.ok(step, **params)), None)
 
-    def confirmed(self, step: str, winner: Record) -> Record | None:
-        """The winner's record from `step`'s confirmation run ("<step>_confirm"), or None."""
-        return next((r for r in self.ok(f"{step}_confirm") if r.params == winner.params), None)
+    def winner(self, step: str, candidates: list[Record]) -> tuple[Record | None, Record | None]:
+        """The fastest of `candidates` of `step`, and its record from the step's confirmation
+        run ("<step>_confirm": None before it ran)."""
+        best = max(candidates, key=lambda r: r.throughput, default=None)
+        return best, best and next((r for r in self.ok(f"{step}_confirm")
+                                    if r.params == best.params), None)
 
     @staticmethod
     def rate_ratio(top: Record, base: Record) -> tuple[float, float]:

@@ -139,8 +139,7 @@ def compression(ctx: Context, claim) -> Finding | None:
     runs = _ddp(ctx)
     base = runs.get(PLAIN)
     candidates = [r for (h, s), r in runs.items() if s == "no_sync" and h != "allreduce"]
-    best = max(candidates, key=lambda r: r.throughput, default=None)
-    again = best and ctx.confirmed("ddp", best)
+    _, again = ctx.winner("ddp", candidates)
     if base is None or not again:
         return None
     hook = again.params["hook"]

@@ -15,6 +15,7 @@ from .claims import (
     FAILED,
     FAILS,
     HOLDS,
+    INCONCLUSIVE,
     LOSS_TOLERANCE,
     MODEL_ERROR,
     UNTESTABLE,
@@ -41,8 +42,7 @@ FELL = 0.75   # a run "trained": its held-out loss at most 3/4 of its first step
 
 def _pair(ctx: Context, model: str):
     """(fp32_default record, AMP record, {other precision: record}) of `model`, or None."""
-    base, amp = ctx.one("amp", model=model, precision=BASE), ctx.one("amp", model=model,
-                                                                     precision=AMP)
+    base, amp = (ctx.one("amp", model=model, precision=p) for p in (BASE, AMP))
     if base is None or amp is None:
         return None
     return base, amp, {r.params["precision"]: r for r in ctx.ok("amp", model=model)
@@ -53,12 +53,12 @@ def _saving(a, b, key="step_peak_bytes") -> float:
     return 100 * (1 - b.metrics[key] / a.metrics[key])
 
 
-def _without_resnet(ctx: Context, claim, beside: str) -> Finding | None:
+def _without_resnet(ctx: Context, claim, beside: str, readings: dict) -> Finding | None:
     """A ResNet-50 row without ResNet-50's records: untestable here (the Transformer beside),
-    or not measured yet."""
+    or not measured yet (None)."""
     why = ctx.plan.untestable.get(claim.id, "")
-    return Finding(UNTESTABLE, f"no ResNet-50 here; beside it, {beside}", reason=why) \
-        if why else None
+    return Finding(UNTESTABLE, f"no ResNet-50 here; beside it, {beside}", reason=why,
+                   readings=readings) if why else None
 
 
 def _resnet_row(ctx: Context, claim, key: str, what: str) -> Finding | None:
@@ -70,12 +70,8 @@ def _resnet_row(ctx: Context, claim, key: str, what: str) -> Finding | None:
         cut = _saving(tr[0], tr[1], key)
         beside["the Transformer"] = (three_way(cut, 0.0, claim.low), f"{what} -{cut:.0f}%")
     if resnet is None:
-        text = f"the Transformer ({tr[0].params['size']}): {beside['the Transformer'][1]}" \
-            if tr else "nothing"
-        found = _without_resnet(ctx, claim, text)
-        if found is not None:
-            found.readings = beside
-        return found
+        return _without_resnet(ctx, claim, f"the Transformer ({tr[0].params['size']}): "
+                               f"{beside['the Transformer'][1]}" if tr else "nothing", beside)
     base, amp, _ = resnet
     cut = _saving(base, amp, key)
     return Finding(three_way(cut, 0.0, claim.low), f"ResNet-50: {what} fp32 "
@@ -117,10 +113,7 @@ def buffers_resnet50(ctx: Context, claim) -> Finding | None:
 
 def _speed(ctx: Context, model: str):
     pair = _pair(ctx, model)
-    if pair is None:
-        return None
-    base, amp, others = pair
-    return (*ctx.rate_ratio(amp, base), base, amp, others)
+    return None if pair is None else (*ctx.rate_ratio(pair[1], pair[0]), *pair)
 
 
 @measured(
@@ -143,11 +136,8 @@ def amp_speed(ctx: Context, claim) -> Finding | None:
         readings["the Transformer"] = (three_way(tr[0], tr[1], 1.8), ws(tr[0], tr[1]))
     resnet = _speed(ctx, "resnet50")
     if resnet is None:
-        found = _without_resnet(ctx, claim, f"the Transformer's AMP speed-up "
-                                f"{ws(tr[0], tr[1])}" if tr else "nothing")
-        if found is not None:
-            found.readings = readings
-        return found
+        return _without_resnet(ctx, claim, f"the Transformer's AMP speed-up {ws(tr[0], tr[1])}"
+                               if tr else "nothing", readings)
     speed, spread, base, amp, others = resnet
     readings["by 1.8-2.5x"] = (three_way(speed, spread, 2.8), f"{ws(speed, spread)} against 2.8x")
     text = (f"ResNet-50: fp32 {base.throughput:.4g}, AMP {amp.throughput:.4g} samples/s: "
@@ -179,12 +169,11 @@ def _speed_memory(ctx: Context, claim, speed_low: float, memory_low: float, by: 
     resnet = _speed(ctx, "resnet50")
     if resnet is not None:
         text += f"; ResNet-50 beside: {ws(resnet[0], resnet[1])}, -{_saving(*resnet[2:4]):.0f}%"
-    inconclusive = status not in (HOLDS, FAILS)
     return Finding(status, text, {
         "transformer_speedup": figure("Transformer: AMP / fp32 samples/s", speed, "x"),
         "transformer_saving_pct": figure("Transformer: AMP memory saving", saving, "%")},
         noisy(base, amp), f"the speed-up {ws(speed, spread)} is within the noise of "
-        f"{speed_low:g}x: run it again on a quieter machine" if inconclusive else "",
+        f"{speed_low:g}x: run it again on a quieter machine" if status == INCONCLUSIVE else "",
         {"by": (combine([three_way(speed, spread, by), three_way(saving, 0.0, memory_low)]),
                 f"{ws(speed, spread)} against {by:g}x")})
 
@@ -203,10 +192,7 @@ def _speed_memory(ctx: Context, claim, speed_low: float, memory_low: float, by: 
     decides="the step time against 1/3 of fp32's (timed) and the memory against -28% (counted)",
     steps=("amp",))
 def nlp_speed_memory(ctx: Context, claim) -> Finding | None:
-    found = _speed_memory(ctx, claim, 3.0, 28.0, 1.5)
-    if found is not None:
-        found.readings = {"by": found.readings["by"]}
-    return found
+    return _speed_memory(ctx, claim, 3.0, 28.0, 1.5)
 
 
 @measured(
@@ -225,15 +211,11 @@ def overall(ctx: Context, claim) -> Finding | None:
     return _speed_memory(ctx, claim, 3.0, 27.0, 4.0)
 
 
-def _losses(records) -> list[float | None]:
-    return [r.metrics.get("eval_loss") for r in records]
-
-
-def _loss_match(base: list, test: list, what: str, tolerance=LOSS_TOLERANCE):
+def _loss_match(base: list, test: list, what: str):
     """(status, text, gap, spread) of `test` runs' mean held-out loss against `base` runs' (both
-    over seeds): the relative gap within `tolerance`, three-way against the seeds' range; a
-    baseline that diverged or did not train has FAILED (text says why)."""
-    lb, lt = _losses(base), _losses(test)
+    over seeds); status FAILED for a baseline that diverged or did not train, FAILS when `test`
+    diverged, else None: the gap is to judge, against the seeds' range."""
+    lb, lt = ([r.metrics.get("eval_loss") for r in runs] for runs in (base, test))
     start = statistics.mean(r.metrics["loss_curve"][0] for r in base)
     if None in lb:
         return FAILED, f"the baseline diverged: held-out losses {lb}", None, None
