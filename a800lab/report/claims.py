@@ -229,15 +229,9 @@ def beyond_range(value: float, spread: float, low: float, high: float | None,
     return f" (above the claimed range {low:g}-{high:g}{unit}: the effect is there, larger)"
 
 
-def with_spread(value: float, spread: float, unit: str = "x", digits: int = 3) -> str:
+def with_spread(value: float, spread: float, unit: str = "x") -> str:
     """"2.31x ± 0.12" (the spread only where there is one)."""
-    text = f"{value:.{digits}g}{unit}"
-    return text + (f" ± {spread:.2g}" if spread > 0 else "")
-
-
-def seed_spread(*groups: list[float]) -> float:
-    """The widest range among seed groups of held-out losses (0 for single runs)."""
-    return max((max(g) - min(g) for g in groups if len(g) > 1), default=0.0)
+    return f"{value:.3g}{unit}" + (f" ± {spread:.2g}" if spread > 0 else "")
 
 
 def thresholds() -> dict:
