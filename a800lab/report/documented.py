@@ -51,11 +51,10 @@ DOCUMENTED: tuple[Claim, ...] = (
          "domain that have sufficient PCIe lane bandwidth, to avoid the latency loss brought by "
          "cross-node communication … A NUMA-bound multi-card configuration is recommended", "01",
          AGREES, "PyTorch's NUMA binding page: 'accessing memory on remote NUMA nodes incurs "
-         "additional latency'; binding each worker to the CPUs of its GPU's NUMA node "
-         "'typically results in 1-10% overall performance improvements' (torchrun "
-         "--numa-binding); NVIDIA's gpu_affinity sets the same affinity and says it usually "
-         "improves and stabilises performance. Chapter 01 shows each GPU's NUMA node and the "
-         "binding commands",
+         "additional latency'; binding each worker to the CPUs of its GPU's NUMA node 'typically "
+         "results in 1-10% overall performance improvements' (torchrun --numa-binding); NVIDIA's "
+         "gpu_affinity sets the same affinity and says it usually improves and stabilises "
+         "performance. Chapter 01 shows each GPU's NUMA node and the binding commands",
          ("PyTorch documentation", "NUMA Binding (torch.distributed.run --numa-binding)",
           "https://docs.pytorch.org/docs/main/elastic/numa.html"),
          ("NVIDIA gpu_affinity", "README", "https://github.com/NVIDIA/gpu_affinity"),
@@ -165,11 +164,10 @@ DOCUMENTED: tuple[Claim, ...] = (
     _doc("windows_build", ("G.6.8",), "In a Windows environment, OpenCL kernel code can be "
          "compiled in a customized way through MSBuild; on Linux systems, by contrast, the "
          "thread-parallel configuration of GCC/LLVM needs to be optimized, releasing multi-card "
-         "parallel potential to the maximum", "09", CONTRADICTED, "OpenCL kernels are compiled "
-         "by the OpenCL implementation when the program runs (clBuildProgram), not by MSBuild; "
-         "GPU kernels of CUDA code are compiled by nvcc's device compiler, and the host "
-         "compiler (GCC, Clang, MSVC) compiles only the host code, so its thread settings "
-         "touch no GPU kernel",
+         "parallel potential to the maximum", "09", CONTRADICTED, "OpenCL kernels are compiled by "
+         "the OpenCL implementation when the program runs (clBuildProgram), not by MSBuild; GPU "
+         "kernels of CUDA code are compiled by nvcc's device compiler, and the host compiler (GCC, "
+         "Clang, MSVC) compiles only the host code, so its thread settings touch no GPU kernel",
          ("Khronos OpenCL API specification", "clBuildProgram",
           "https://registry.khronos.org/OpenCL/sdk/latest/docs/man/html/clBuildProgram.html"),
          ("NVIDIA CUDA Compiler Driver NVCC", "Introduction: CUDA compilation trajectory",
@@ -187,10 +185,9 @@ DOCUMENTED: tuple[Claim, ...] = (
     _doc("versions", ("G.11.5", "G.11.6"), "The CUDA version and the underlying compute "
          "libraries of the deep-learning framework need to be unified, and verification by "
          "instruction-level performance analysis carried out with the NSight Compute tool",
-         "09", AGREES, "Nsight Compute profiles kernels down to the instruction (its Source "
-         "page shows SASS with per-instruction metrics); comparing two machines needs the same "
-         "CUDA and library versions, which `report --compare A/ B/` and `diff` list field by "
-         "field",
+         "09", AGREES, "Nsight Compute profiles kernels down to the instruction (its Source page "
+         "shows SASS with per-instruction metrics); comparing two machines needs the same CUDA and "
+         "library versions, which `report --compare A/ B/` and `diff` list field by field",
          ("NVIDIA Nsight Compute documentation", "Profiling Guide: Source page",
           "https://docs.nvidia.com/nsight-compute/ProfilingGuide/index.html")),
     _doc("nccl_logs", ("G.11.7", "G.11.8"), "The NCCL backend logs can be used to analyse the "
@@ -200,10 +197,9 @@ DOCUMENTED: tuple[Claim, ...] = (
          "the bytes sent is measured by the compression row", NCCL_LOG),
     _doc("ecc_memory_clocks", ("G.11.9", "G.11.10"), "it is recommended to run a GPU memory "
          "stress test with the NVIDIA-smi tool", "09", CONTRADICTED, "nvidia-smi reads and sets "
-         "ECC mode and clocks (-q -d SUPPORTED_CLOCKS lists the memory clocks a card allows) "
-         "but has no memory stress test; NVIDIA's memory test is DCGM's diagnostics (dcgmi "
-         "diag -r 3, memtest at level 4). `health` reads ECC counters, remapped rows and "
-         "retired pages",
+         "ECC mode and clocks (-q -d SUPPORTED_CLOCKS lists the memory clocks a card allows) but "
+         "has no memory stress test; NVIDIA's memory test is DCGM's diagnostics (dcgmi diag -r 3, "
+         "memtest at level 4). `health` reads ECC counters, remapped rows and retired pages",
          ("nvidia-smi(1) manual page", "-q -d SUPPORTED_CLOCKS; -e (ECC mode)",
           "https://docs.nvidia.com/deploy/nvidia-smi/"),
          ("NVIDIA DCGM documentation", "dcgmi diag; Memtest Diagnostic",
@@ -215,11 +211,9 @@ DOCUMENTED: tuple[Claim, ...] = (
          "TensorFlow half's set_memory_growth must run before the GPUs are initialised, which "
          "its try/except RuntimeError covers",
          ("PyTorch documentation", "torch.cuda.get_device_properties",
-          "https://docs.pytorch.org/docs/stable/generated/"
-          "torch.cuda.get_device_properties.html"),
+          "https://docs.pytorch.org/docs/stable/generated/torch.cuda.get_device_properties.html"),
          ("TensorFlow documentation", "tf.config.experimental.set_memory_growth",
-          "https://www.tensorflow.org/api_docs/python/tf/config/experimental/"
-          "set_memory_growth")),
+          "https://www.tensorflow.org/api_docs/python/tf/config/experimental/set_memory_growth")),
     _doc("nvlink_sockets", ("D.4.4",), "GPU communication across CPU sockets needs NVLink to "
          "be enabled", "01", PARTLY, "NVLink is 'a direct GPU-to-GPU interconnect', so GPUs on "
          "different sockets that share it (NVSwitch on HGX boards, bridges on PCIe pairs) talk "

@@ -130,8 +130,7 @@ def _passes(r, base) -> str:
                 "reduce after every micro-batch)", literal=True),
         Reading("compression alone", "fp16 compression against plain all-reduce, both syncing "
                 "every micro-batch"),
-        Reading("no_sync alone", "plain all-reduce with no_sync against after every "
-                "micro-batch")),
+        Reading("no_sync alone", "plain all-reduce with no_sync against after every micro-batch")),
     decides="the confirmed speed-up against 3x; it counts only if the hook sent fewer bytes than "
             "fp32 gradients and reached the plain run's held-out loss within 2%",
     steps=("ddp", "ddp_confirm"))
