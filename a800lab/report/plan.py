@@ -64,9 +64,7 @@ class Step:
     among: tuple = ()      # ((param, allowed values), ...): who may win the step confirmed
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "workload": self.workload, "points": list(self.points),
-                "settings": self.settings, "est_s": self.est_s, "what": self.what,
-                "ranks": self.ranks, "confirms": self.confirms}
+        return {k: list(v) if k == "points" else v for k, v in vars(self).items() if k != "among"}
 
 
 @dataclass(frozen=True)
@@ -89,9 +87,8 @@ class Plan:
         return sum(s.est_s * len(s.points) for s in self.steps) + RANKS_START_S * len(groups)
 
     def to_dict(self) -> dict:
-        return {"mode": self.mode, "device": self.device, "gpu_count": self.gpu_count,
-                "steps": [s.to_dict() for s in self.steps], "untestable": self.untestable,
-                "points": self.points, "estimate_s": self.estimate_s}
+        return {**vars(self), "steps": [s.to_dict() for s in self.steps], "points": self.points,
+                "estimate_s": self.estimate_s}
 
 
 def winner(step: Step, records) -> dict | None:

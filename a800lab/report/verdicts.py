@@ -37,18 +37,6 @@ CPU_ANSWERS = ("counted or computed the same way on any device (bytes, calls, gr
                "a CPU answers it")
 
 
-def _scope(plan: Plan, device_name: str) -> str:
-    if plan.device.startswith("cuda"):
-        return f"on this GPU: {device_name} ({plan.device})"
-    return f"on this CPU ({device_name})"
-
-
-def _cpu_reason(claim: Claim) -> str:
-    about = f"a claim about {claim.about}" if claim.about else "a GPU claim"
-    return (f"{about}: this CPU ran its method at small sizes; the numbers show the method "
-            "works, not what a GPU does")
-
-
 def _missing(claim: Claim, j: Context, resolved) -> str:
     """Why the claim cannot be judged yet ("" when every point of its steps has a record)."""
     planned = [(s, p) for s, p in resolved if s.name in claim.steps]
@@ -76,7 +64,8 @@ def _on_cpu(status: str, claim: Claim, j: Context) -> str:
 
 
 def _verdict(claim: Claim, j: Context, resolved, figures: dict) -> Verdict:
-    scope = _scope(j.plan, j.device_name)
+    scope = (f"on this GPU: {j.device_name} ({j.plan.device})" if j.on_gpu else
+             f"on this CPU ({j.device_name})")
     if claim.not_measurable:
         return Verdict(claim.id, NOT_MEASURABLE, reason=claim.not_measurable)
     if claim.doc:
@@ -84,20 +73,21 @@ def _verdict(claim: Claim, j: Context, resolved, figures: dict) -> Verdict:
                        f"({claim.doc.cited()})")
     untestable = j.plan.untestable.get(claim.id, "")
     missing = _missing(claim, j, resolved)
-    if missing and untestable:
-        return Verdict(claim.id, UNTESTABLE, scope, reason=untestable)
     if missing:
-        return Verdict(claim.id, NOT_MEASURED, scope, reason=missing)
+        return Verdict(claim.id, UNTESTABLE if untestable else NOT_MEASURED, scope,
+                       reason=untestable or missing)
     found: Finding | None = claim.judge(j, claim)
     if found is None:
-        return (Verdict(claim.id, UNTESTABLE, scope, reason=untestable) if untestable else
-                Verdict(claim.id, FAILED, scope, reason=_failed(claim, j)))
+        return Verdict(claim.id, UNTESTABLE if untestable else FAILED, scope,
+                       reason=untestable or _failed(claim, j))
     status, reason = _on_cpu(found.status, claim, j), found.reason
     if untestable:
         status, reason = UNTESTABLE, untestable
     elif status == METHOD_ON_CPU and found.status != METHOD_ON_CPU or \
             status == METHOD_ON_CPU and not reason:
-        reason = _cpu_reason(claim)
+        about = f"a claim about {claim.about}" if claim.about else "a GPU claim"
+        reason = (f"{about}: this CPU ran its method at small sizes; the numbers show the method "
+                  "works, not what a GPU does")
     elif status in JUDGED and not j.on_gpu:
         reason = reason or CPU_ANSWERS
     measured = found.measured
