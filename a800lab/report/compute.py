@@ -199,7 +199,7 @@ def _rate_ratio(ctx: Context, claim, top: list[str], base: str) -> Finding | Non
         ", ".join(f"{p}/{base} {ws(v, s)}" for p, (v, s) in ratios.items())
     figures = {f"{p}_over_{base}": figure(f"{p} / {base} matmul rate", v, "x")
                for p, (v, _) in ratios.items()}
-    status = combine(ctx.decide(claim, v, s) for v, s in ratios.values())
+    status = combine(three_way(v, s, claim.low) for v, s in ratios.values())
     nearest = min(ratios.values(), key=lambda vs: abs(vs[0] - claim.low))
     return Finding(status, text, figures, noisy(base_rec, *(r for _, r in tops)),
                    within_noise(*nearest, claim.low) if status == INCONCLUSIVE else "")

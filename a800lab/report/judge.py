@@ -74,12 +74,9 @@ class Context:
         self.price = price_per_gpu_hour_usd
         self.on_gpu = plan.device.startswith("cuda")
 
-    def records(self, step: str, **params) -> list[Record]:   # whose params include `params`
-        return [r for r in self.steps.get(step, [])
-                if all(r.params.get(k) == v for k, v in params.items())]
-
-    def ok(self, step: str, **params) -> list[Record]:
-        return ok(self.records(step, **params))
+    def ok(self, step: str, **params) -> list[Record]:   # whose params include `params`
+        return ok([r for r in self.steps.get(step, [])
+                   if all(r.params.get(k) == v for k, v in params.items())])
 
     def one(self, step: str, **params) -> Record | None:
         return next(iter(self.ok(step, **params)), None)
@@ -103,16 +100,12 @@ class Context:
         ratio = median_ms(new) / median_ms(old)
         return 1 - ratio, ratio * (rel_spread(new.time_ms) + rel_spread(old.time_ms))
 
-    @staticmethod
-    def decide(claim: Claim, value: float, spread: float = 0.0, at_most: bool = False) -> str:
-        return three_way(value, spread, claim.low, at_most)
-
     def finding(self, claim: Claim, value: float, spread: float, measured: str,
                 figures: dict | None = None, noisy_: bool = False, readings: dict | None = None,
                 at_most: bool = False) -> Finding:
         """`value` ± `spread` against the claim's figure, with what would decide it when the
         figure lies within the noise."""
-        status = self.decide(claim, value, spread, at_most)
+        status = three_way(value, spread, claim.low, at_most)
         reason = within_noise(value, spread, claim.low, "" if claim.unit == "x" else claim.unit) \
             if status == INCONCLUSIVE else ""
         return Finding(status, measured, figures or {}, noisy_, reason, readings or {})
