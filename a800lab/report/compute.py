@@ -22,7 +22,7 @@ from .claims import (
     within_noise,
 )
 from .claims import with_spread as ws
-from .judge import Context, Finding, noisy
+from .judge import Context, Finding, cut_pct, noisy
 
 TC, ENERGY = "tensor cores", "GPU power"
 DATASHEETS = "NVIDIA's datasheets (beside the guide)"
@@ -296,11 +296,6 @@ def _energy_text(r: Record) -> str:
             f"({r.metrics.get('energy_source')})")
 
 
-def _cut(new: Record, old: Record, key: str) -> tuple[float, float]:
-    ratio = new.metrics[key] / old.metrics[key]
-    return 100 * (1 - ratio), 100 * ratio * (rel_spread(new.time_ms) + rel_spread(old.time_ms))
-
-
 @measured(
     cites=("G.8.4",), chapter="10", figure="18-22%", low=18.0, high=22.0, unit="%",
     about=ENERGY,
@@ -332,10 +327,10 @@ def energy(ctx: Context, claim) -> Finding | None:
         return Finding(FAILED, text, reason="no energy reading: " + str(
             chain[0].metrics.get("energy_note")))
     first, middle, last = chain
-    cut, spread = _cut(last, first, "power_w")
+    cut, spread = cut_pct(last, first, lambda r: r.metrics["power_w"])
     step1, step2 = (100 * (b.metrics["power_w"] / a.metrics["power_w"] - 1)
                     for a, b in ((first, middle), (middle, last)))
-    j_cut, j_spread = _cut(last, first, "j_per_tflop")
+    j_cut, j_spread = cut_pct(last, first, lambda r: r.metrics["j_per_tflop"])
     text += (f"; power cut {ws(cut, spread, '%')}{beyond_range(cut, spread, 18.0, 22.0, '%')} "
              f"(power fp32 -> mixed precision {step1:+.0f}%, then + 2:4 {step2:+.0f}%)")
     return ctx.finding(claim, cut, spread, text, {

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..core.results import Record
@@ -54,6 +54,12 @@ def median_ms(record: Record) -> float | None:
     return statistics.median(record.time_ms) if record.time_ms else None
 
 
+def cut_pct(new: Record, old: Record, value: Callable[[Record], float]) -> tuple[float, float]:
+    """How much lower `value` is for new than for old, in %, and its spread."""
+    ratio = value(new) / value(old)
+    return 100 * (1 - ratio), 100 * ratio * (rel_spread(new.time_ms) + rel_spread(old.time_ms))
+
+
 def failures_text(records: list[Record]) -> str:
     """"2 of 4 point(s) failed: out of memory: <message>" ("" when none failed)."""
     failed = [r for r in records if r.outcome != "ok"]
@@ -93,12 +99,6 @@ class Context:
         """top's rate over base's, and its spread (both records' relative half-IQRs summed)."""
         ratio = top.throughput / base.throughput
         return ratio, ratio * (rel_spread(top.time_ms) + rel_spread(base.time_ms))
-
-    @staticmethod
-    def time_cut(new: Record, old: Record) -> tuple[float, float]:
-        """1 - new's median time / old's, and its spread."""
-        ratio = median_ms(new) / median_ms(old)
-        return 1 - ratio, ratio * (rel_spread(new.time_ms) + rel_spread(old.time_ms))
 
     def finding(self, claim: Claim, value: float, spread: float, measured: str,
                 figures: dict | None = None, noisy_: bool = False, readings: dict | None = None,

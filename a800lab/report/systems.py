@@ -18,7 +18,7 @@ from .claims import (
     three_way,
 )
 from .claims import with_spread as ws
-from .judge import Context, Finding, loss_text, median_ms, noisy
+from .judge import Context, Finding, cut_pct, loss_text, median_ms, noisy
 
 LINKS = "NVLink and NCCL"
 PLAIN = ("allreduce", "every_micro_batch")
@@ -200,14 +200,14 @@ def hierarchical(ctx: Context, claim) -> Finding | None:
     sizes = sorted(set(flat) & set(hier))
     if not sizes:
         return None
-    cuts = {s: ctx.time_cut(hier[s], flat[s]) for s in sizes}
+    cuts = {s: cut_pct(hier[s], flat[s], median_ms) for s in sizes}
     top = hier[sizes[-1]]
-    cut, spread = (100 * v for v in cuts[sizes[-1]])
+    cut, spread = cuts[sizes[-1]]
     hosts = top.metrics.get("hosts", 1)
     text = (f"{top.params['world_size']} ranks ({top.params['backend']}) on {hosts} node(s), "
             f"groups of {top.params.get('ranks_per_node')}: " + ", ".join(
                 f"{s / MIB:g} MiB flat {median_ms(flat[s]):.3g} ms, hierarchical "
-                f"{median_ms(hier[s]):.3g} ms ({100 * cuts[s][0]:+.0f}%)" for s in sizes)
+                f"{median_ms(hier[s]):.3g} ms ({cuts[s][0]:+.0f}%)" for s in sizes)
             + f"; at the largest message the time is cut by {ws(cut, spread, '%')}")
     figures = {"cut_pct": figure("hierarchical vs flat all-reduce: time cut", cut, "%")}
     if hosts < 2:
