@@ -16,12 +16,22 @@ import numbers
 import numpy as np
 import pandas as pd
 
+from ..core.noise import default_cpu_threads
 from ..core.results import Record, param_column
 from ..core.sweep import SweepResult
 from ..core.units import MIB
 from .params import format_param
 
 TABLE_ROWS = 12  # the newest points; panel.results has them all
+
+
+def panel_threads(device: str, cpu_threads: int | None) -> int | None:
+    """torch's CPU threads for a panel's runs: `cpu_threads`, else on a CPU all usable cores
+    but one (one left for the browser and server), on a GPU torch's own setting (None)."""
+    if cpu_threads is not None and (isinstance(cpu_threads, bool) or
+                                    not isinstance(cpu_threads, int) or cpu_threads < 1):
+        raise ValueError(f"cpu_threads={cpu_threads!r} must be a positive int or None")
+    return cpu_threads or (default_cpu_threads() if device == "cpu" else None)
 
 
 def conditions_text(device: str, torch_threads: int | None) -> str:

@@ -1,0 +1,107 @@
+"""The one runner of every panel's background work: one job at a time on a thread of its own,
+Stop, the buttons it disables, and whatever ends it said in the status line.
+
+    job = Job(status, stop_button=stop, buttons=[run, clear])
+    job.start(plan, failed=lambda exc: f"Run failed: {exc}")   # plan() checks, returns work
+    job.stop(); job.wait(); job.running; job.cancel            # cancel: the job's CancelToken
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from ..core.cancel import Cancelled, CancelToken
+from .status import StatusLine
+
+BUSY = "A run is already in progress: press Stop or wait for it."
+
+
+class Job:
+    """Runs one job at a time for a panel (see the module docstring)."""
+
+    def __init__(self, status: StatusLine, *, stop_button, buttons=(), busy: str = BUSY):
+        self.status, self.stop_button, self.buttons, self.busy = status, stop_button, \
+            list(buttons), busy
+        self.cancel = CancelToken()
+        self._stopped = threading.Event()
+        self._stopping = ""
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self, plan: Callable[[], Callable[[], None]], *, failed: Callable, name: str,
+              cannot: str = "Cannot run", stopped=None, stopping="", busy: str | None = None,
+              wait: bool = False) -> bool:
+        """Unless a job runs (then `busy` is said): `plan()` checks the request and readies the
+        panel (an exception: "<cannot>: <message>", or the message alone without `cannot`;
+        nothing starts), and returns the work to run on thread `name`. An exception that ends
+        the work is said as `failed(exc)`, a Cancelled one as `stopped` when given; Stop says
+        `stopping`. Texts may be functions, called when said. Returns whether it started."""
+        with self._lock:
+            if self.running:
+                self.status.say(busy or self.busy, "warn")
+                return False
+            self.cancel, self._stopping = CancelToken(), stopping
+            self._stopped.clear()
+            try:
+                work = plan()
+            except Exception as exc:  # any bad value: say so, start nothing
+                self.status.say(f"{cannot}: {exc}" if cannot else str(exc), "error")
+                return False
+            self._thread = threading.Thread(target=self._run, args=(work, failed, stopped),
+                                            name=name, daemon=True)
+            self._busy(True)
+            self._thread.start()
+        if wait:
+            self.wait()
+        return True
+
+    def _run(self, work, failed, stopped) -> None:
+        try:
+            work()
+        except Cancelled as exc:
+            if stopped is None:
+                self.status.say(failed(exc), "error")
+            else:
+                self.status.say(_text(stopped), "warn")
+        except BaseException as exc:  # noqa: B036 -- whatever ends it, say so and recover
+            self.status.say(failed(exc), "error")
+        finally:
+            self._busy(False)
+
+    def _busy(self, busy: bool) -> None:
+        for button in self.buttons:
+            button.disabled = busy
+        self.stop_button.disabled = not busy
+
+    def stop(self) -> None:
+        """Cancel the job (it ends at its next check) and say so."""
+        if self.running:
+            self.cancel.cancel()
+            self._stopped.set()
+            if self._stopping:
+                self.status.say(_text(self._stopping), "warn")
+
+    def sleep(self, seconds: float) -> bool:
+        """Wait `seconds` or until Stop, for a job that repeats; True once stopped."""
+        return self._stopped.wait(seconds)
+
+    def wait(self, timeout_s: float | None = None) -> None:
+        """Block until the job ends; a kernel interrupt (Ctrl-C) stops it, then re-raises."""
+        thread = self._thread
+        if thread is None or thread is threading.current_thread():
+            return
+        try:
+            thread.join(timeout_s)
+        except KeyboardInterrupt:
+            self.stop()
+            thread.join()
+            raise
+
+
+def _text(text) -> str:
+    return text() if callable(text) else text
