@@ -154,9 +154,10 @@ def throughput_band(ok: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 def groups(rows: pd.DataFrame, look: Look) -> dict[tuple[str, str], np.ndarray]:
     """(series key, run id) -> positions of its rows in `rows`, in the order first seen."""
-    if rows.empty:
-        return {}
-    return rows.groupby([look.key[rows.index], look.run[rows.index]], sort=False).indices
+    found: dict[tuple[str, str], list[int]] = {}
+    for i, pair in enumerate(zip(look.key[rows.index], look.run[rows.index], strict=True)):
+        found.setdefault(pair, []).append(i)
+    return {pair: np.array(positions) for pair, positions in found.items()}
 
 
 def per_position(pos: np.ndarray, values: dict[str, np.ndarray]

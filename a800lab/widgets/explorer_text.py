@@ -224,7 +224,7 @@ def _table(tail: pd.DataFrame, columns: list[str], numbers: dict[str, int], head
     head = "".join(f"<th>{html.escape(h)}</th>" for h in ["run", *(h for h, _ in heads),
                                                           "noisy"])
     body = []
-    for _, row in tail.iterrows():
+    for row in tail.to_dict("records"):
         cells = [f"<td>#{numbers.get(row.get('run_id', ''), '?')}</td>"]
         cells += [f"<td>{_cell(row[c], factor)}</td>"
                   for c, (_, factor) in zip(columns, heads, strict=True)]
