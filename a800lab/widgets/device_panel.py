@@ -36,8 +36,7 @@ from .device_html import (
     system_html,
     topology_html,
 )
-from .jobs import Job
-from .status import StatusLine
+from .panel import Job, Panel, StatusLine
 
 
 def _fallback_report(exc: Exception) -> dict:
@@ -51,7 +50,7 @@ def _fallback_report(exc: Exception) -> dict:
             "topology": None, "advice": [f"No NVIDIA GPU found: {why}."]}
 
 
-class DevicePanel:
+class DevicePanel(Panel):
     """A per-GPU table (name, compute capability, SMs, memory, ECC, MIG, clocks, power, PCIe,
     NVLink, throttle reasons), the `nvidia-smi topo -m` matrix as a coloured grid, each GPU's
     NUMA node and CPUs with the command that binds a process there, doctor's advice, and a
@@ -76,18 +75,13 @@ class DevicePanel:
 
     def _build(self) -> None:
         self.title = widgets.HTML("<h3>Devices and topology</h3>")
-        self.banner = widgets.HTML("")
-        self.system = widgets.HTML("")
+        self.banner, self.system, self.gpu_table, self.topology, self.legend, self.affinity, \
+            self.cpu, self.advice, self.telemetry_note, self.latest = \
+            (widgets.HTML("") for _ in range(10))
         self.status = StatusLine()
         self.refresh_button = widgets.Button(description="Refresh", icon="refresh",
                                              tooltip="read NVML again (clocks, power, errors)")
         self.refresh_button.on_click(lambda _: self.refresh())
-        self.gpu_table = widgets.HTML("")
-        self.topology = widgets.HTML("")
-        self.legend = widgets.HTML("")
-        self.affinity = widgets.HTML("")
-        self.cpu = widgets.HTML("")
-        self.advice = widgets.HTML("")
         self.gpu_choice = widgets.Dropdown(options=[], description="GPU",
                                            layout=widgets.Layout(width="160px"))
         self.start_button = widgets.Button(description="Start", button_style="success",
@@ -99,8 +93,6 @@ class DevicePanel:
         self.job = Job(self.status, stop_button=self.stop_button,
                        buttons=[self.start_button, self.gpu_choice],
                        busy="Telemetry is already running: press Stop first.")
-        self.telemetry_note = widgets.HTML("")
-        self.latest = widgets.HTML("")
         # hidden until the first telemetry plot (an empty Image shows as a broken picture)
         self.plot = widgets.Image(format="png", layout=widgets.Layout(max_width="720px",
                                                                       display="none"))
@@ -120,11 +112,6 @@ class DevicePanel:
             self.telemetry_note, self.latest, self.plot,
         ])
 
-    def _ipython_display_(self):
-        from IPython.display import display
-
-        display(self.widget)
-
     def refresh(self) -> dict:
         """Read NVML and torch again and redraw the tables; returns the new report."""
         try:
@@ -137,13 +124,12 @@ class DevicePanel:
         self.report = report
         gpu_found = bool(report["gpu_found"])
         self.banner.value = "" if gpu_found else no_gpu_html(report)
-        self.system.value = system_html(report)
-        self.gpu_table.value = gpu_table_html(report) if gpu_found else ""
-        self.topology.value = topology_html(report) if gpu_found else ""
-        self.legend.value = legend_html() if gpu_found else ""
-        self.affinity.value = affinity_html(report) if gpu_found else ""
-        self.cpu.value = cpu_html(report)
+        self.system.value, self.cpu.value = system_html(report), cpu_html(report)
         self.advice.value = advice_html(report)
+        for section, draw in ((self.gpu_table, gpu_table_html), (self.topology, topology_html),
+                              (self.legend, lambda _: legend_html()),
+                              (self.affinity, affinity_html)):
+            section.value = draw(report) if gpu_found else ""
         self._gpu_sections.layout.display = None if gpu_found else "none"
         self._configure_telemetry()
         return report
@@ -235,11 +221,8 @@ class DevicePanel:
                         "warn" if problem else "ok")
 
     def nvml_index_of(self, cuda_device: int | str = 0) -> int | None:
-        """The NVML index (the panel's GPU numbers) of torch's `cuda:<cuda_device>`; None when
-        there is none (no such device, a MIG slice, no NVML). core.gpu_map.nvml_index says why.
-
-        The numberings differ under CUDA_VISIBLE_DEVICES or without CUDA_DEVICE_ORDER=PCI_BUS_ID.
-        """
+        """The NVML index (the panel's GPU numbers) of torch's `cuda:<cuda_device>`, or None
+        (core.gpu_map.nvml_index says why); they differ under CUDA_VISIBLE_DEVICES."""
         index = nvml_index(cuda_device, nvml=self._nvml, cuda_properties=self._cuda_properties)
         return None if isinstance(index, NotAvailable) else index
 
@@ -284,7 +267,7 @@ class DevicePanel:
             self.status.say(f"Telemetry: {reason}", "error")
 
     def to_html(self) -> str:
-        """Every visible HTML part of the panel, in display order (for tests and saved reports)."""
+        """Every visible HTML part of the panel, in display order."""
         parts: list[str] = []
 
         def walk(w: Any) -> None:
@@ -297,8 +280,3 @@ class DevicePanel:
 
         walk(self.widget)
         return "\n".join(parts)
-
-    @property
-    def status_text(self) -> str:
-        """The status line as plain text."""
-        return self.status.text

@@ -30,12 +30,11 @@ from ..core.sweep import SweepResult, run_sweep
 from ..figures.look import EARLIER_RUNS, describe_devices
 from ..figures.sweep import throughput_and_memory_figure
 from . import explorer_text as text
-from .jobs import Job
 from .layout import explorer_layout, show_section
+from .panel import Panel
 from .panel_records import PanelRecords
 from .params import Fixed, as_param, check_signature, check_value, format_param, plan_run, show_plan
 from .redraw import CPU_MIN_INTERVAL_S, CPU_REST_FACTOR, Redrawer
-from .status import StatusLine
 
 NO_SWEEP = "(single point)"
 AUTO_SERIES = "(what differs)"  # one line per device label and per value of any other control
@@ -56,7 +55,7 @@ class View:
     values: tuple = ()
 
 
-class Explorer:
+class Explorer(Panel):
     """A panel over your own workload: controls for its parameters, Run / Stop / Clear, a live
     plot of throughput and peak memory, a results table, Save / Load and recorded overlays.
 
@@ -121,21 +120,12 @@ class Explorer:
         self.sweep_values = widgets.Text(description="values", placeholder="e.g. 8, 16, 32")
         self.sweep_axis.observe(self._on_axis, names="value")
         self._on_axis()
-        self.run_button = widgets.Button(description="Run", button_style="success", icon="play")
-        self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop",
-                                          disabled=True)
         self.clear_button = widgets.Button(description="Clear", icon="trash",
                                            tooltip="Remove every point from the panel (saved "
                                                    "files keep theirs)")
-        self.run_button.on_click(lambda _: self.run())
-        self.stop_button.on_click(lambda _: self.stop())
         self.clear_button.on_click(lambda _: self.clear())
-        self.progress = widgets.IntProgress(value=0, min=0, max=1, description="progress")
-        self.progress_text = widgets.Label("")
-        self.status = StatusLine(f"Ready: choose values and press Run ({self._conditions()}).")
-        self.status.add_class("a800lab-status")
-        self.job = Job(self.status, stop_button=self.stop_button,
-                       buttons=[self.run_button, self.clear_button])
+        self._run_controls(f"Ready: choose values and press Run ({self._conditions()}).",
+                           buttons=[self.clear_button])
         # (text, frame column): a parameter named like a record column is "param.<name>"
         self.color_by = widgets.Dropdown(
             options=[(AUTO_SERIES, AUTO_SERIES), ("device label", "label"),
@@ -174,11 +164,6 @@ class Explorer:
         if self.view is not None:
             self._on_view()
 
-    def _ipython_display_(self):
-        from IPython.display import display
-
-        display(self.widget)
-
     def _on_axis(self, _change=None) -> None:
         axis = self.sweep_axis.value
         for key, control in self.controls.items():
@@ -203,10 +188,6 @@ class Explorer:
 
     def _conditions(self) -> str:
         return text.conditions_text(self.device, self.torch_threads)
-
-    @property
-    def running(self) -> bool:
-        return self.job.running
 
     def run(self, wait: bool = False, view: str | None = None, **values) -> bool:
         """Start a run with the panel's values; keyword values override controls (a list for
@@ -311,11 +292,6 @@ class Explorer:
                             "warn" if (result.cancelled or failed) else "ok")
         finally:
             self._drawer.request(urgent=True)  # the final plot, whatever happened
-
-    def _on_progress(self, done: int, total: int, eta_s: float | None) -> None:
-        self.progress.max, self.progress.value = total, done
-        left = "" if eta_s is None or done == total else f", about {eta_s:.0f} s left"
-        self.progress_text.value = f"{done}/{total} points{left}"
 
     def _on_result(self, record) -> None:
         """On the measuring thread: keep the point and ask for a re-plot; no drawing here."""
@@ -447,8 +423,3 @@ class Explorer:
             action()
         except (OSError, ValueError) as exc:
             self.status.say(f"{type(exc).__name__}: {exc}", "error")
-
-    @property
-    def status_text(self) -> str:
-        """The status line as plain text."""
-        return self.status.text

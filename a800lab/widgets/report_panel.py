@@ -31,9 +31,8 @@ from ..report.run import (
 )
 from ..report.verdicts import judge_claims
 from .explorer_text import conditions_text, panel_threads
-from .jobs import Job
+from .panel import Panel
 from .redraw import Redrawer
-from .status import StatusLine
 
 HTML_FILE = "report.html"
 IFRAME_HEIGHT_PX = 900
@@ -98,7 +97,7 @@ def iframe_html(document: str, height_px: int = IFRAME_HEIGHT_PX) -> str:
             'border:1px solid #ccc"></iframe>')
 
 
-class ReportPanel:
+class ReportPanel(Panel):
     """Run measures the battery (a800lab.report.run) into `<out>/points.jsonl` on a thread of
     its own: Stop abandons the point in flight and keeps every point before it; Run again
     resumes (only points not yet measured in this environment). The "Verdicts" tab is judged
@@ -151,23 +150,13 @@ class ReportPanel:
                                    tooltip="where points.jsonl, report.json and report.html go; "
                                            "Run again resumes what is there",
                                    layout=widgets.Layout(width="40%"))
-        self.run_button = widgets.Button(description="Run", button_style="success", icon="play")
-        self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop",
-                                          disabled=True)
         self.show_button = widgets.Button(description="Show saved", icon="folder-open",
                                           tooltip="show the report already in the folder")
-        self.run_button.on_click(lambda _: self.run())
-        self.stop_button.on_click(lambda _: self.stop())
         self.show_button.on_click(lambda _: self.show())
-        self.progress = widgets.IntProgress(value=0, min=0, max=1, description="progress")
-        self.progress_text = widgets.Label("")
         self.step_text = widgets.Label("")
-        self.status = StatusLine(f"Ready: press Run to measure the {mode} battery on "
-                                 f"{self._conditions()}.")
-        self.status.add_class("a800lab-status")
-        self.job = Job(self.status, stop_button=self.stop_button,
-                       buttons=[self.run_button, self.show_button],
-                       busy="A report is already running: press Stop or wait for it.")
+        self._run_controls(f"Ready: press Run to measure the {mode} battery on "
+                           f"{self._conditions()}.", buttons=[self.show_button],
+                           busy="A report is already running: press Stop or wait for it.")
         self.verdicts = widgets.HTML("", layout=widgets.Layout(overflow="auto"))
         self.paths = widgets.HTML("")
         self.view = widgets.HTML("")
@@ -185,11 +174,6 @@ class ReportPanel:
         self.mode.observe(lambda _: self._preview(), names="value")
         self._preview()
 
-    def _ipython_display_(self):
-        from IPython.display import display
-
-        display(self.widget)
-
     def _conditions(self) -> str:
         return conditions_text(self.device, self.torch_threads)
 
@@ -204,15 +188,6 @@ class ReportPanel:
         except Exception:  # noqa: BLE001 -- a preview only; Run says what is wrong
             return
         self.verdicts.value = verdicts_html(facts["claims"], live=True)
-
-    @property
-    def status_text(self) -> str:
-        """The status line as plain text."""
-        return self.status.text
-
-    @property
-    def running(self) -> bool:
-        return self.job.running
 
     def run(self, wait: bool = False, *, mode: str | None = None, out: str | Path | None = None,
             price_per_gpu_hour_usd: float | None = None):
@@ -299,9 +274,7 @@ class ReportPanel:
             self.step_text.value = ""
 
     def _on_progress(self, done: int, total: int, eta_s: float | None, what: str) -> None:
-        self.progress.max, self.progress.value = total, done
-        left = "" if eta_s is None or done == total else f", about {eta_s:.0f} s left"
-        self.progress_text.value = f"{done}/{total} points{left}"
+        super()._on_progress(done, total, eta_s)
         self.step_text.value = what
 
     def _on_record(self, record: Record) -> None:

@@ -1,18 +1,40 @@
-"""The one runner of every panel's background work: one job at a time on a thread of its own,
-Stop, the buttons it disables, and whatever ends it said in the status line.
+"""What every panel shares: its status line, the one runner of its background work (one job
+at a time on a thread of its own, Stop, the buttons it disables, whatever ends it said in the
+status line), and Run / Stop with a progress bar.
 
     job = Job(status, stop_button=stop, buttons=[run, clear])
-    job.start(plan, failed=lambda exc: f"Run failed: {exc}")   # plan() checks, returns work
-    job.stop(); job.wait(); job.running; job.cancel            # cancel: the job's CancelToken
+    job.start(plan, failed=lambda exc: f"Run failed: {exc}", name="a800lab-run")
+    job.stop(); job.wait(); job.running; job.cancel   # cancel: the running job's CancelToken
 """
 
 from __future__ import annotations
 
+import html
 import threading
-from collections.abc import Callable
+
+import ipywidgets as widgets
 
 from ..core.cancel import Cancelled, CancelToken
-from .status import StatusLine
+
+_COLOURS = {"ok": "green", "warn": "darkorange", "error": "crimson"}
+
+
+class StatusLine(widgets.HTML):
+    """One escaped, coloured message (levels: info, ok, warn, error), readable as `text`."""
+
+    def __init__(self, text: str = "", level: str = "info", **kwargs):
+        super().__init__(**kwargs)
+        self.say(text, level)
+
+    def say(self, text: str, level: str = "info") -> None:
+        colour = _COLOURS.get(level, "inherit")
+        self.value = f'<span style="color:{colour}">{html.escape(text)}</span>'
+
+    @property
+    def text(self) -> str:
+        """The message as plain text."""
+        return html.unescape(self.value.split(">", 1)[1].rsplit("<", 1)[0])
+
 
 BUSY = "A run is already in progress: press Stop or wait for it."
 
@@ -21,8 +43,8 @@ class Job:
     """Runs one job at a time for a panel (see the module docstring)."""
 
     def __init__(self, status: StatusLine, *, stop_button, buttons=(), busy: str = BUSY):
-        self.status, self.stop_button, self.buttons, self.busy = status, stop_button, \
-            list(buttons), busy
+        self.status, self.stop_button, self.busy = status, stop_button, busy
+        self.buttons = list(buttons)  # disabled while a job runs
         self.cancel = CancelToken()
         self._stopped = threading.Event()
         self._stopping = ""
@@ -33,9 +55,8 @@ class Job:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def start(self, plan: Callable[[], Callable[[], None]], *, failed: Callable, name: str,
-              cannot: str = "Cannot run", stopped=None, stopping="", busy: str | None = None,
-              wait: bool = False) -> bool:
+    def start(self, plan, *, failed, name: str, cannot: str = "Cannot run", stopped=None,
+              stopping="", busy: str | None = None, wait: bool = False) -> bool:
         """Unless a job runs (then `busy` is said): `plan()` checks the request and readies the
         panel (an exception: "<cannot>: <message>", or the message alone without `cannot`;
         nothing starts), and returns the work to run on thread `name`. An exception that ends
@@ -105,3 +126,41 @@ class Job:
 
 def _text(text) -> str:
     return text() if callable(text) else text
+
+
+class Panel:
+    """A panel: shown by its `widget`, saying things in its `status` line, running one `job`."""
+
+    def _ipython_display_(self):
+        from IPython.display import display
+
+        display(self.widget)
+
+    @property
+    def status_text(self) -> str:
+        """The status line as plain text."""
+        return self.status.text
+
+    @property
+    def running(self) -> bool:
+        return self.job.running
+
+    def _run_controls(self, ready: str, *, busy: str = BUSY, buttons=()) -> None:
+        """Run and Stop (calling run() and stop()), the progress bar and its label, the status
+        line saying `ready`, and the job runner (disabling Run and `buttons` while it runs)."""
+        self.run_button = widgets.Button(description="Run", button_style="success", icon="play")
+        self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop",
+                                          disabled=True)
+        self.run_button.on_click(lambda _: self.run())
+        self.stop_button.on_click(lambda _: self.stop())
+        self.progress = widgets.IntProgress(value=0, min=0, max=1, description="progress")
+        self.progress_text = widgets.Label("")
+        self.status = StatusLine(ready)
+        self.status.add_class("a800lab-status")
+        self.job = Job(self.status, stop_button=self.stop_button,
+                       buttons=[self.run_button, *buttons], busy=busy)
+
+    def _on_progress(self, done: int, total: int, eta_s: float | None) -> None:
+        self.progress.max, self.progress.value = total, done
+        left = "" if eta_s is None or done == total else f", about {eta_s:.0f} s left"
+        self.progress_text.value = f"{done}/{total} points{left}"
