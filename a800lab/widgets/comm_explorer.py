@@ -27,26 +27,11 @@ from ..workloads.comm.collectives import DTYPES, OPS
 from ..workloads.comm.ddp import HOOKS, SYNC_MODES
 from ..workloads.comm.runs import check_local_ranks, run_comm, run_point, start_ranks
 from ..workloads.comm.worker import default_comm_backend
-from .explorer import AUTO_SERIES, DATA_DIR, Explorer, View
-from .explorer_text import auto_series, run_numbers, table_html
+from .explorer import DATA_DIR, Explorer, View
+from .explorer_text import table_html
 from .params import Choice, Range
 
-
-def views(largest_exponent: int) -> dict[str, View]:
-    """The four views; collectives sweep sizes 16x apart up to 2**largest_exponent bytes."""
-    sizes = tuple(2**e for e in range(10, largest_exponent + 1, 4))
-    return {
-        "collectives": View("collectives", "busbw and time vs message size, one line per op",
-                            "size_bytes", ("op", "size_bytes", "dtype", "ranks_per_node"),
-                            sizes),
-        "hooks": View("comm hooks", "DDP comm hooks: samples/s, bytes all-reduced, held-out "
-                      "loss", "hook", ("hook", "powersgd_rank", "start_iter"), HOOKS),
-        "accumulation": View("no_sync", "gradient accumulation: no_sync vs every micro-batch",
-                             "accum_steps", ("accum_steps", "sync"), (1, 2, 4)),
-        "buckets": View("buckets", "bucket_cap_mb: samples/s, buckets, loss", "bucket_cap_mb",
-                        ("bucket_cap_mb",), (0.25, 1.0, 25.0)),
-    }
-
+# per DDP view: the figure's metrics beside samples/s, (column, axis label, divisor)
 VIEW_METRICS = {
     "hooks": (("bytes_per_step", "MiB all-reduced per step (one rank)", 2**20),
               ("eval_loss", "held-out loss after training", 1.0)),
@@ -55,10 +40,26 @@ VIEW_METRICS = {
     "buckets": (("buckets", "buckets per synchronised backward", 1.0),
                 ("eval_loss", "held-out loss after training", 1.0)),
 }
-TABLE_METRICS = {"collectives": ("algbw_gbs", "message_bytes", "pct_of_link"),
-                 "hooks": ("bytes_per_step", "eval_loss", "compressed"),
-                 "accumulation": ("allreduce_calls_per_step", "bytes_per_step", "eval_loss"),
-                 "buckets": ("buckets", "eval_loss")}
+
+
+def views(largest_exponent: int) -> dict[str, View]:
+    """The four views; collectives sweep sizes 16x apart up to 2**largest_exponent bytes."""
+    sizes = tuple(2**e for e in range(10, largest_exponent + 1, 4))
+    return {
+        "collectives": View("collectives", "busbw and time vs message size, one line per op",
+                            "size_bytes", ("op", "size_bytes", "dtype", "ranks_per_node"),
+                            sizes, "comm", columns=("algbw_gbs", "message_bytes", "pct_of_link")),
+        "hooks": View("comm hooks", "DDP comm hooks: samples/s, bytes all-reduced, held-out "
+                      "loss", "hook", ("hook", "powersgd_rank", "start_iter"), HOOKS, "ddp",
+                      columns=("bytes_per_step", "eval_loss", "compressed")),
+        "accumulation": View("no_sync", "gradient accumulation: no_sync vs every micro-batch",
+                             "accum_steps", ("accum_steps", "sync"), (1, 2, 4), "ddp",
+                             columns=("allreduce_calls_per_step", "bytes_per_step",
+                                      "eval_loss")),
+        "buckets": View("buckets", "bucket_cap_mb: samples/s, buckets, loss", "bucket_cap_mb",
+                        ("bucket_cap_mb",), (0.25, 1.0, 25.0), "ddp",
+                        columns=("buckets", "eval_loss")),
+    }
 
 
 class CommExplorer(Explorer):
@@ -177,48 +178,35 @@ class CommExplorer(Explorer):
 
     def _of_view(self, df: pd.DataFrame) -> pd.DataFrame:
         """The points this view draws: its workload, its axis set, no other view's settings."""
-        view = self.view.value
-        if df.empty or "workload" not in df:
-            return df
-        rows = df[df["workload"] == ("comm" if view == "collectives" else "ddp")]
-        axis, mine = self.views[view].axis, self.views[view].params
-        rows = rows[rows[axis].notna()] if axis in rows else rows.iloc[0:0]
+        rows, view = super()._of_view(df), self.views[self.view.value]
+        if rows.empty or "workload" not in rows:
+            return rows
+        rows = rows[rows[view.axis].notna()] if view.axis in rows else rows.iloc[0:0]
         for other in self.views.values():
             for name in other.params:
-                if name in rows and name not in mine:
+                if name in rows and name not in view.params:
                     rows = rows[rows[name].isna()]
         return rows
 
     def _figure(self, df: pd.DataFrame, x: str, series: str):
-        view, shown = self.view.value, self._of_view(df)
-        earlier, axis, mine = self.earlier_runs.value, self.views[view].axis, \
-            self.views[view].params
-        if self.color_by.value == AUTO_SERIES and not shown.empty:  # what differs in this view
-            names = auto_series(shown, axis, [p for p in mine if p in shown])
-            shown, series = shown.assign(series=names), "series"
+        view, earlier = self.view.value, self.earlier_runs.value
         if view == "collectives":
-            return collectives_figure(shown, series="op" if "op" in shown else series,
+            return collectives_figure(df, series="op" if "op" in df else series,
                                       earlier_runs=earlier)
         if view == "accumulation":
             series = "sync"
-        if series not in shown:
-            series = "label" if "label" in shown else None
-        return ddp_figure(shown, axis, series=series, metrics=VIEW_METRICS[view],
+        if series not in df:
+            series = "label" if "label" in df else None
+        return ddp_figure(df, self.views[view].axis, series=series, metrics=VIEW_METRICS[view],
                           log_x=view == "buckets", earlier_runs=earlier)
 
-    def _caption_note(self, measured: pd.DataFrame, x: str) -> str:
-        # the newest run of this view, not another view's (chapter 08 read "op=nan ...")
-        return super()._caption_note(self._of_view(measured), x)
-
     def _table_html(self, measured: pd.DataFrame) -> str:
-        view = self.view.value
-        shown = self._of_view(measured)
-        numbers = run_numbers(measured["run_id"]) if "run_id" in measured else {}
-        columns = [*self.views[view].params, "world_size"]
-        note = "" if view != "collectives" or self.backend == "nccl" else (
+        shown, view = self._of_view(measured), self.views[self.view.value]
+        if shown.empty:
+            return html.escape("no points of this view yet")
+        note = "" if view.workload != "comm" or self.backend == "nccl" else (
             "<small>gloo on one machine: the ranks talk over loopback TCP, so these are CPU "
             "and kernel numbers, not a network's or NVLink's.</small>")
-        return note + table_html(shown, columns, numbers, measured=(
-            "throughput", *TABLE_METRICS[view]), more=("median_ms", "iqr_ms")) \
-            if not shown.empty else \
-            html.escape("no points of this view yet")
+        return note + table_html(shown, [*view.params, "world_size"], self._run_numbers(),
+                                 measured=("throughput", *view.columns),
+                                 more=("median_ms", "iqr_ms"))

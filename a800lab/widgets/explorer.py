@@ -46,13 +46,18 @@ CPU_COALESCING = {"min_interval_s": CPU_MIN_INTERVAL_S, "rest_factor": CPU_REST_
 @dataclass(frozen=True)
 class View:
     """One view of a panel with several: the switch's label, the caption's title ({x}: the x
-    axis), the sweep axis and values it starts with, the controls it uses (() for all)."""
+    axis), the sweep axis and values it starts with, the controls it uses (() for all), the
+    workload of its points (None: every point), the parameters whose values tell its series
+    apart (() for its controls) and its table's measured columns."""
 
     label: str
     title: str
     axis: str | None = None
     params: tuple[str, ...] = ()
     values: tuple = ()
+    workload: str | None = None
+    series: tuple[str, ...] = ()
+    columns: tuple[str, ...] = ()
 
 
 class Explorer(Panel):
@@ -285,7 +290,7 @@ class Explorer(Panel):
             if result.cancelled:
                 self.progress_text.value = f"{self.progress.value}/{result.total} points, stopped"
             failed = any(r.outcome != "ok" for r in result.records)
-            number = text.run_numbers(r.run_id for r in self.records).get(run_id, 1)
+            number = self._run_numbers().get(run_id, 1)
             self.status.say(text.summary(result, time.perf_counter() - started,
                                          run_number=number, conditions=self._conditions(),
                                          stopped_at=self._stopped_at),
@@ -348,10 +353,10 @@ class Explorer(Panel):
             self.plot.layout.display = self.caption.layout.display = "none"
             self.table.value = ""
             return
+        df, measured = self._of_view(df), self._of_view(measured)
         series = self.color_by.value
         if series == AUTO_SERIES:
-            df, series = df.assign(series=text.auto_series(df, x, self._param_columns())), \
-                "series"
+            df, series = df.assign(series=self._auto_series(df, x)), "series"
         elif series not in df:
             series = "label"
         figure = self._figure(df, x, series)
@@ -365,6 +370,20 @@ class Explorer(Panel):
         self.plot.value = buf.getvalue()
         self.plot.layout.display = self.caption.layout.display = None
         self.table.value = self._table_html(measured)
+
+    def _of_view(self, df: pd.DataFrame) -> pd.DataFrame:
+        """The points the chosen view draws: those of its workload."""
+        workload = self.views[self.view.value].workload if self.views else None
+        if workload is None or df.empty or "workload" not in df:
+            return df
+        return df[df["workload"] == workload]
+
+    def _auto_series(self, df: pd.DataFrame, x: str) -> pd.Series:
+        """Series names telling apart what differs among the points (see auto_series)."""
+        view = self.views[self.view.value] if self.views else None
+        if view is not None and view.params:
+            return text.auto_series(df, view.axis, list(view.series or view.params))
+        return text.auto_series(df, x, self._param_columns())
 
     def _figure(self, df: pd.DataFrame, x: str, series: str):
         """The figure of `df` (measured points and overlays) against `x`, one line per series."""
@@ -382,10 +401,13 @@ class Explorer(Panel):
 
     def _table_html(self, measured: pd.DataFrame) -> str:
         """The results table under the plot (the newest points)."""
-        numbers = text.run_numbers(measured["run_id"]) if "run_id" in measured else {}
         measured_columns, more = self._columns
-        return text.table_html(measured, self._param_columns(), numbers,
+        return text.table_html(measured, self._param_columns(), self._run_numbers(),
                                measured=measured_columns, more=more)
+
+    def _run_numbers(self) -> dict[str, int]:
+        """Run id -> the number the status line gives it ("run #2"), over every point held."""
+        return text.run_numbers(r.run_id for r in self.records)
 
     def _param_columns(self) -> list[str]:
         """The frame columns of the panel's parameters (see param_column)."""

@@ -44,35 +44,33 @@ from ..workloads.training.levers import COMPILE_MODES
 from ..workloads.training.models import MODELS, SIZES, default_size
 from ..workloads.training.spec import positive_float
 from ..workloads.training.task import CUSTOM, custom_task
-from .explorer import AUTO_SERIES, DATA_DIR, Explorer, View
-from .explorer_text import auto_series, run_numbers, table_html
+from .explorer import DATA_DIR, Explorer, View
+from .explorer_text import table_html
 from .params import Choice, Fixed, Range
 from .training_tools import rows_table
 
 CONFIG = ("model", "size", "batch_size", "precision")
 SPEC_FIELDS = (*CONFIG, "compile", "graphs", "channels_last")
+TUNED = ("precision", "graphs")  # what the tune view varies beside its controls
 VIEWS = {
     "latency": View("latency vs samples/s", "samples/s vs p99 per config across batch sizes; "
                     "the newest point's latency histogram", "batch_size", SPEC_FIELDS,
-                    (1, 8, 64)),
+                    (1, 8, 64), "serve", columns=("p50_ms", "p99_ms", "requests", "rel_error",
+                                                  "compile_s", "capture_s")),
     "decode": View("decode", "decode: ms per token and tokens/s vs batch, bandwidth bounds "
-                   "dashed", "batch_size", ("size", "batch_size", "precision"), (1, 4, 16)),
+                   "dashed", "batch_size", ("size", "batch_size", "precision"), (1, 4, 16),
+                   "decode", columns=("ms_per_token", "bound_ms_measured",
+                                      "bound_ms_datasheet", "pct_of_bound", "rel_error")),
     "concurrency": View("streams", "N streams: samples/s of all together and p99 vs streams",
-                        "streams", (*CONFIG, "streams"), (1, 2, 4)),
+                        "streams", (*CONFIG, "streams"), (1, 2, 4), "concurrency",
+                        columns=("p50_ms", "p99_ms", "requests", "mps")),
     "tune": View("tune under a p99", "tuning under the p99 target: every trial, the frontier, "
                  "the winner re-measured", "batch_size",
-                 ("model", "size", "batch_size", "compile", "p99_target_ms"), (1, 4, 16, 64)),
+                 ("model", "size", "batch_size", "compile", "p99_target_ms"), (1, 4, 16, 64),
+                 "tune-serve", series=("model", "size", "batch_size", "compile", *TUNED),
+                 columns=("precision", "graphs", "p50_ms", "p99_ms", "meets_target",
+                          "budget_s")),
 }
-TUNED = ("precision", "graphs")  # what the tune view varies beside its controls
-WORKLOADS = {"latency": "serve", "decode": "decode", "concurrency": "concurrency",
-             "tune": "tune-serve"}
-TABLE_METRICS = {"latency": ("p50_ms", "p99_ms", "requests", "rel_error", "compile_s",
-                             "capture_s"),
-                 "decode": ("ms_per_token", "bound_ms_measured", "bound_ms_datasheet",
-                            "pct_of_bound", "rel_error"),
-                 "concurrency": ("p50_ms", "p99_ms", "requests", "mps"),
-                 "tune": ("precision", "graphs", "p50_ms", "p99_ms", "meets_target",
-                          "budget_s")}
 NOTES = {
     "latency": "Each point: outputs checked against fp32, warm-up (compile, graph capture) "
                "timed apart, then >= {requests} requests timed. Twin: python -m a800lab sweep "
@@ -175,8 +173,8 @@ class ServingExplorer(Explorer):
                                              **common),
                  "concurrency": functools.partial(concurrency_point, task=self.task, **common,
                                                   requests=self.settings["requests"])}[view]
-        return run_sweep(point, axes, fixed=fixed, workload=WORKLOADS[view], device=self.device,
-                         torch_threads=self.torch_threads, run_id=run_id,
+        return run_sweep(point, axes, fixed=fixed, workload=VIEWS[view].workload,
+                         device=self.device, torch_threads=self.torch_threads, run_id=run_id,
                          on_progress=self._on_progress, on_result=self._on_result,
                          cancel=self.job.cancel)
 
@@ -225,11 +223,6 @@ class ServingExplorer(Explorer):
             self.tune_outcome, self.tune_text.value = None, ""
         return super().clear()
 
-    def _of_view(self, df: pd.DataFrame) -> pd.DataFrame:
-        if df.empty or "workload" not in df:
-            return df
-        return df[df["workload"] == WORKLOADS[self.view.value]]
-
     def _measured_frame(self) -> pd.DataFrame:
         """This view's points, without the columns of other views' parameters (so the caption
         names only what differs among this view's controls)."""
@@ -238,27 +231,17 @@ class ServingExplorer(Explorer):
         return frame.drop(columns=[p for p in self.params if p not in keep and p in frame])
 
     def _figure(self, df: pd.DataFrame, x: str, series: str):
-        view, shown = self.view.value, self._of_view(df)
+        view = self.view.value
         if view == "tune" and self.tune_outcome is not None:  # None while a tuning runs
             return serve_tune_figure(self.tune_outcome)
-        if self.color_by.value == AUTO_SERIES and not shown.empty:
-            names = [p for p in VIEWS[view].params if p in shown and p != "p99_target_ms"]
-            if view == "tune":
-                names += list(TUNED)
-            shown, series = shown.assign(series=auto_series(shown, VIEWS[view].axis,
-                                                            names)), "series"
-        elif series not in shown:
-            series = None
         draw = {"latency": serving_figure, "decode": decode_figure,
                 "concurrency": concurrency_figure, "tune": serving_figure}[view]
-        return draw(shown, series=series, earlier_runs=self.earlier_runs.value)
+        return draw(df, series=series, earlier_runs=self.earlier_runs.value)
 
     def _table_html(self, measured: pd.DataFrame) -> str:
-        view = self.view.value
-        shown = self._of_view(measured)
+        shown, view = self._of_view(measured), VIEWS[self.view.value]
         if shown.empty:
             return html.escape("no points of this view yet")
-        numbers = run_numbers(measured["run_id"]) if "run_id" in measured else {}
-        columns = [p for p in VIEWS[view].params if p != "p99_target_ms"] + \
-            [c for c in TABLE_METRICS[view] if c in shown]
-        return table_html(shown, list(dict.fromkeys(columns)), numbers)
+        columns = [p for p in view.params if p != "p99_target_ms"] + \
+            [c for c in view.columns if c in shown]
+        return table_html(shown, list(dict.fromkeys(columns)), self._run_numbers())
