@@ -141,13 +141,11 @@ class CommExplorer(Explorer):
         both sync modes always run."""
         view = self.view.value
         overrides = dict(overrides)
-        ops = overrides.pop("op", None) if view == "collectives" else None
+        ops = self._values_of(overrides, "op", self.ops) if view == "collectives" else None
         axes, fixed = super()._plan(overrides)
         fixed = {k: v for k, v in fixed.items() if k in self.views[view].params}
         if view == "collectives":
             fixed.pop("op", None)
-            ops = self.params["op"].parse("op", self.ops.value) if ops is None else \
-                [self._check_one("op", op) for op in (ops if isinstance(ops, list) else [ops])]
             axes = {"op": ops, **axes}  # one op's sizes after another: a line at a time
         if view == "accumulation":
             fixed.pop("sync", None)

@@ -235,15 +235,6 @@ class Explorer(Panel):
         return (f"Stopping after the point in flight ({self._stopped_at} of "
                 f"{self.progress.max} done) ...")
 
-    def wait(self, timeout_s: float | None = None) -> None:
-        """Block until the current run (if any) ends and its last points are drawn."""
-        self.job.wait(timeout_s)
-        self._drawer.flush(timeout_s)
-
-    def stop(self) -> None:
-        """End the run after the point in flight."""
-        self.job.stop()
-
     def clear(self) -> int:
         """Remove every measured and loaded point from the panel (files keep theirs); returns
         how many were removed. Refused during a run."""
@@ -270,8 +261,14 @@ class Explorer(Panel):
         if self.sweep_axis.value in axes:
             self.sweep_values.value = ", ".join(map(format_param, axes[self.sweep_axis.value]))
 
-    def _check_one(self, key: str, value):
-        return check_value(self.params[key], key, value)
+    def _values_of(self, overrides: dict, key: str, box) -> list:
+        """The values of `key` swept beside the sweep axis: its override (a value or a list,
+        taken out of `overrides`), else those typed in its own `box`."""
+        values = overrides.pop(key, None)
+        if values is None:
+            return self.params[key].parse(key, box.value)
+        values = values if isinstance(values, (list, tuple)) else [values]
+        return [check_value(self.params[key], key, v) for v in values]
 
     def _sweep(self, axes: dict, fixed: dict, run_id: str) -> SweepResult:
         """Measure the planned points on the run's thread; a panel whose points run elsewhere

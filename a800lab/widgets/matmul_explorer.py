@@ -116,17 +116,14 @@ class MatmulExplorer(Explorer):
                                    for h in hints if h)
 
     def _plan(self, overrides: dict) -> tuple[dict, dict]:
+        """In the tiles view block_m and block_n may both be lists (the heatmap's axes)."""
         overrides = dict(overrides)
-        block_n = overrides.pop("block_n", None) if self.view.value == "tiles" else None
+        tiles = self.view.value == "tiles"
+        block_n = self._values_of(overrides, "block_n", self.block_n_values) if tiles else None
         axes, fixed = super()._plan(overrides)
-        if self.view.value == "tiles":
+        if tiles:
             fixed.pop("block_n", None)
-            if block_n is None:
-                axes["block_n"] = self.params["block_n"].parse("block_n",
-                                                               self.block_n_values.value)
-            else:
-                block_n = block_n if isinstance(block_n, (list, tuple)) else [block_n]
-                axes["block_n"] = [self._check_one("block_n", v) for v in block_n]
+            axes["block_n"] = block_n
         if fixed.get("backend", axes.get("backend", [None])[0]) == "torch":
             if self.view.value == "tiles":
                 raise ValueError("the torch back end (cuBLAS on a GPU, the CPU's BLAS here) "

@@ -145,6 +145,16 @@ class Panel:
     def running(self) -> bool:
         return self.job.running
 
+    def stop(self) -> None:
+        """End the run (a sweep after the point in flight)."""
+        self.job.stop()
+
+    def wait(self, timeout_s: float | None = None) -> None:
+        """Block until the current run ends and its last points are drawn; Ctrl-C (a kernel
+        interrupt) stops it, keeping what was measured, then re-raises."""
+        self.job.wait(timeout_s)
+        self._drawer.flush(timeout_s)
+
     def _run_controls(self, ready: str, *, busy: str = BUSY, buttons=()) -> None:
         """Run and Stop (calling run() and stop()), the progress bar and its label, the status
         line saying `ready`, and the job runner (disabling Run and `buttons` while it runs)."""

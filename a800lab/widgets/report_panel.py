@@ -48,9 +48,9 @@ def _positive(what: str, value, example: str) -> float:
 
 
 def verdicts_html(claims: list[dict], *, live: bool = False) -> str:
-    """The claims as a table: verdict (drawn per status, as in the report's HTML), the claim in
-    the guide's words with its sentence ids and the reading that decides, what was measured,
-    the other readings' outcomes and why not more, and the chapter that explains it."""
+    """The claims as a table: verdict (drawn per status, as in the report's HTML), the claim
+    with its sentence ids and the reading that decides, what was measured and why, the
+    chapter."""
     counts = {s: sum(c.get("status") == s for c in claims) for s in STATUSES}
     head = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     title = "Verdicts so far" if live else "Verdicts"
@@ -90,8 +90,7 @@ def verdicts_html(claims: list[dict], *, live: bool = False) -> str:
 
 
 def iframe_html(document: str, height_px: int = IFRAME_HEIGHT_PX) -> str:
-    """An HTML document inside a sandboxed iframe (no scripts, no navigation): its CSS applies
-    to the frame only."""
+    """A document in a sandboxed iframe (no scripts, no navigation): its CSS stays inside."""
     return (f'<iframe srcdoc="{html.escape(document, quote=True)}" sandbox="" '
             f'title="a800lab report" style="width:100%;height:{height_px}px;'
             'border:1px solid #ccc"></iframe>')
@@ -235,17 +234,6 @@ class ReportPanel(Panel):
         self.wait()
         return self.report
 
-    def wait(self, timeout_s: float | None = None) -> None:
-        """Block until the current run (if any) has ended and its verdicts are drawn. Ctrl-C
-        (a kernel interrupt) stops the run after saving what was measured, then re-raises."""
-        self.job.wait(timeout_s)
-        self._drawer.flush(timeout_s)
-
-    def stop(self) -> None:
-        """End the run: the point in flight is abandoned, every point before it is kept (Run
-        again resumes)."""
-        self.job.stop()
-
     def _work(self, plan: Plan, folder: Path, price: float) -> None:
         started = time.perf_counter()
         self.measured_now = 0
@@ -309,24 +297,20 @@ class ReportPanel(Panel):
         return (f"Not complete ({why}): {head}; {p['not_measured']} not measured yet: press "
                 f"Run to resume. {verdicts}.")
 
-    def _display(self, report: dict, document: str, folder: Path | None) -> None:
+    def _display(self, report: dict, document: str, folder: Path) -> None:
         self.report, self.html = report, document
         self.verdicts.value = verdicts_html(report["claims"])
-        if folder is not None:
-            files = [folder / name for name in (HTML_FILE, REPORT_FILE, POINTS_FILE)
-                     if (folder / name).is_file()]
-            self.paths.value = ("<small>Saved: " + ", ".join(
-                f"<code>{html.escape(str(f))}</code>" for f in files)
-                + " (report.html opens in any browser, no network needed)</small>")
-        else:
-            self.paths.value = ""
+        files = [folder / name for name in (HTML_FILE, REPORT_FILE, POINTS_FILE)
+                 if (folder / name).is_file()]
+        self.paths.value = ("<small>Saved: " + ", ".join(
+            f"<code>{html.escape(str(f))}</code>" for f in files)
+            + " (report.html opens in any browser, no network needed)</small>")
         self.view.value = iframe_html(document)
         self.tabs.selected_index = 1
 
     def show(self, path: str | Path | None = None) -> dict | None:
-        """Show an existing report: a folder written by `python -m a800lab report` or this
-        panel, or its report.json (default: the folder box). Returns the report dict, or None
-        with the reason in the status line."""
+        """Show a report folder written by `python -m a800lab report` or this panel, or its
+        report.json (default: the folder box); returns the report dict, or None."""
         if self.running:
             self.status.say("A report is running: wait for it or press Stop before showing "
                             "another.", "warn")

@@ -39,9 +39,9 @@ from ..workloads.training.spec import (
 )
 from ..workloads.training.task import CUSTOM, check_task, custom_task
 from ..workloads.training.tune import describe_candidate, noise_clause, tune_train
-from .explorer import DATA_DIR, Explorer
+from .explorer import DATA_DIR, NO_SWEEP, Explorer
 from .layout import show_section, whole
-from .params import Choice, Fixed, Range
+from .params import Choice, Fixed, Range, plan_run
 from .training_tools import ProfileBox, TuneBox, max_batch_rows, png, rows_table, trial_text
 
 # per mode: optimizer steps trained per point (the loss curve), timing budget per point
@@ -57,19 +57,16 @@ BUSY = "A run is in progress: press Stop or wait for it."
 
 class TrainingExplorer(Explorer):
     """Each point (a800lab.workloads.training.point.train_point) trains a fresh model for a few
-    optimizer steps (the loss curve), counts its memory breakdown, predicts its peak from two
-    smaller probes, then times whole optimizer steps. The plot: samples/s above the stacked
-    memory breakdown (predicted and measured peaks) and the loss curves; the table: samples/s,
-    peaks, loss, accuracy, and behind its toggle achieved TFLOP/s and MFU. The max-batch
-    search, the profile and the tuner run like a Run (Stop ends them between steps) and draw in
-    their own tabs.
+    optimizer steps, counts its memory breakdown, predicts its peak from two smaller probes,
+    then times whole optimizer steps: samples/s above the stacked memory breakdown and the
+    loss curves. The max-batch search, the profile and the tuner run like a Run (Stop ends them
+    between steps) and draw in their own tabs.
 
     `model` ("mlp", "transformer", "cnn") and `size` start the controls. Your own model:
     `make_model()` -> nn.Module, `make_batch(batch_size)` -> (inputs, targets) (also given
-    `device=` / `generator=` if it takes them), `loss_fn(outputs, targets)` (default
-    cross-entropy), `accuracy_fn`; dry-run on a batch of 2 when the panel is built.
-    `train_steps` and `budget_s`: per point; `lr`: every point's learning rate (default: the
-    preset's, 1e-3 for your own model). The rest as for Explorer.
+    `device=` / `generator=` if it takes them), `loss_fn(outputs, targets)`, `accuracy_fn`;
+    dry-run on a batch of 2 when the panel is built. `train_steps`, `budget_s`: per point;
+    `lr`: every point's (default: the preset's, 1e-3 for your own model).
     """
 
     def __init__(self, *, make_model=None, make_batch=None, loss_fn=None, accuracy_fn=None,
@@ -302,12 +299,9 @@ class TrainingExplorer(Explorer):
 
     def _chosen(self, values: dict) -> dict:
         """Each parameter at its control's value, `values` overriding them (checked)."""
-        unknown = set(values) - set(self.params)
-        if unknown:
-            raise ValueError(f"unknown parameter(s) {sorted(unknown)}; this panel has "
-                             f"{list(self.params)}")
-        return {key: self._check_one(key, values.get(key, spec.value if isinstance(
-            spec, Fixed) else self.controls[key].value)) for key, spec in self.params.items()}
+        current = {key: control.value for key, control in self.controls.items()}
+        first, fixed = plan_run(self.params, current, NO_SWEEP, "", values, no_sweep=NO_SWEEP)
+        return {**fixed, **{key: point[0] for key, point in first.items()}}
 
     def _chosen_spec(self, values: dict) -> TrainSpec:
         """The TrainSpec at the controls' values, `values` overriding them."""
