@@ -1,13 +1,8 @@
-"""Figures of the communication lab (chapter 08): busbw and time over message sizes, DDP comm
-hooks, no_sync accumulation and buckets.
+"""Figures of the communication lab (chapter 08): busbw and time over message sizes (the card's
+per-direction NVLink bandwidth dashed on GPU runs), DDP comm hooks, no_sync and buckets.
 
-    from a800lab.figures.comm import collectives_figure, ddp_figure
     fig = collectives_figure(df, series="op")      # busbw and time vs size
     fig = ddp_figure(df, "hook")                   # samples/s, bytes all-reduced, loss
-
-Collective figures draw the card's per-direction NVLink bandwidth from the datasheet table when
-the points carry it (GPU runs); CPU runs have no link to compare with, and the figure says so.
-Series, runs, noise and failures are drawn as in every lab figure (a800lab.figures.parts).
 """
 
 from __future__ import annotations

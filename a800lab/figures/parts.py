@@ -1,11 +1,6 @@
-"""Building blocks of the lab's figures: columns as numbers, where x values sit, failure
-markers, IQR bands and one Line2D per series and run, and a figure's frame (axes, device
-title, captions, legends). Shared by every figure module, so that every figure draws runs,
-noise and failures the same way.
-
-    xa = XAxis(df["n"]); ax.plot(xa.positions(df["n"]), floats(df, "throughput"))
-    entries = mark_failures(ax, df, "n", xa, look)      # oom / wrong / error on the x axis
-    lines = Lines(); lines.add(key, newest, x, y, hollow); lines.draw(ax, look, "-o", "data")
+"""Building blocks of every lab figure, so that they draw runs, noise and failures the same way:
+columns as numbers, where x values sit, failure markers, IQR bands, one Line2D per series and
+run, and a figure's frame (axes, device title, captions, legends).
 """
 
 from __future__ import annotations
@@ -292,8 +287,7 @@ def metric_lines(ax: Axes, df: pd.DataFrame, x: str, column: str, look: Look, *,
     shown = look.visible(df)
     ok = shown[(shown["outcome"] == "ok") & floats(shown, column).notna()]
     values = floats(ok, column).to_numpy(float) / scale
-    noisy = ok["noisy"].fillna(False).astype(float).to_numpy() if "noisy" in ok else \
-        np.zeros(len(ok))
+    noisy = flags(ok, "noisy").to_numpy(float)
     positions = xa.positions(ok[x])
     lines = Lines()
     for (key, _run), idx in groups(ok, look).items():

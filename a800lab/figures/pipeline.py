@@ -1,13 +1,7 @@
-"""Figures of the pipeline lab (chapter 07): samples/s, the device's idle fraction and one point's
-timeline of workers, waits, copies and compute.
+"""Figures of the pipeline lab (chapter 07): samples/s, the device's idle fraction and one
+point's timeline of workers, waits, copies and compute.
 
-    from a800lab.figures.pipeline import pipeline_figure, timeline_figure
     fig = pipeline_figure(df, "num_workers", series="cost")     # + the newest point's timeline
-    fig = timeline_figure(timeline, title="...")                  # one point's timeline alone
-
-Every figure names its device(s) and mode in its title; one line per series and run (the
-newest run strongest, earlier runs faded, never averaged); noisy points hollow; failed points
-marked on the x axis; the legend outside the axes, on the right.
 """
 
 from __future__ import annotations
