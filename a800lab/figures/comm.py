@@ -15,13 +15,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from ..core.units import format_size
 from .look import LabFigure, Look
-from .parts import (
-    NO_POINTS_TEXT,
-    figure_legend,
-    floats,
-    metric_lines,
-    say,
-)
+from .parts import NO_POINTS_TEXT, figure_legend, floats, metric_lines, say
 from .sweep import throughput_into
 
 

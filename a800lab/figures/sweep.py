@@ -23,14 +23,7 @@ from matplotlib.ticker import FuncFormatter
 from ..core.memory import RSS_RESOLUTION_BYTES
 from ..core.specs import match
 from ..core.units import GIB, MIB, byte_unit
-from .look import (
-    LabFigure,
-    Look,
-    band_handle,
-    noisy_handle,
-    note_handle,
-    place_legend,
-)
+from .look import LabFigure, Look, band_handle, noisy_handle, note_handle, place_legend
 from .parts import (
     NO_POINTS_TEXT,
     Lines,

@@ -21,14 +21,7 @@ from matplotlib.patches import Rectangle
 from ..workloads.tiles.config import overhang
 from ..workloads.tiles.facts import refusal_kind
 from ..workloads.tiles.quantisation import quantise
-from .look import (
-    NOISY_MARKER,
-    LabFigure,
-    Look,
-    describe_devices,
-    noisy_handle,
-    place_legend,
-)
+from .look import NOISY_MARKER, LabFigure, Look, describe_devices, noisy_handle, place_legend
 from .parts import (
     NO_POINTS_TEXT,
     caption_under,

@@ -22,12 +22,7 @@ import pandas as pd
 
 from ..core.backends import resolve_device, torchvision_reason
 from ..core.sweep import SweepResult, grid, run_sweep, thread_count
-from ..figures.serving import (
-    concurrency_figure,
-    decode_figure,
-    serve_tune_figure,
-    serving_figure,
-)
+from ..figures.serving import concurrency_figure, decode_figure, serve_tune_figure, serving_figure
 from ..workloads.serving.concurrency import concurrency_point
 from ..workloads.serving.decode import decode_point
 from ..workloads.serving.point import serve_point
