@@ -58,12 +58,11 @@ def explorer_layout(p, title: str, extras: dict) -> tuple[widgets.VBox, widgets.
         return list(extras.get(name, ()))
 
     fit_labels(p.controls.values())
-    whole(p.sweep_axis, p.sweep_values, p.progress, p.color_by, p.earlier_runs, p.recorded,
-          p.path, *([p.view] if p.view is not None else []))
     header = [widgets.HTML(f"<h3>{html.escape(title)}</h3>")] if title else []
-    controls = [widgets.VBox(list(p.controls.values())),
-                *([p.view] if p.view is not None else []),
-                *slot("after_controls"),
+    views = [p.view] if p.view is not None else []
+    whole(p.sweep_axis, p.sweep_values, p.progress, p.color_by, p.earlier_runs, p.recorded,
+          p.path, *views)
+    controls = [widgets.VBox(list(p.controls.values())), *views, *slot("after_controls"),
                 widgets.HBox([p.sweep_axis, p.sweep_values])]
     progress = [p.progress, p.progress_text]
     sections = slot("sections")
@@ -77,20 +76,12 @@ def explorer_layout(p, title: str, extras: dict) -> tuple[widgets.VBox, widgets.
         top = [*controls,
                widgets.HBox([p.run_button, p.stop_button, p.clear_button, *progress])]
     widget = widgets.VBox([
-        *header,
-        *top,
-        *slot("before_status"),
-        p.status,
-        *slot("after_status"),
+        *header, *top, *slot("before_status"), p.status, *slot("after_status"),
         widgets.HBox([widgets.VBox([p.color_by, p.earlier_runs]),
                       widgets.VBox([p.recorded, p.overlay_hint],
                                    layout=widgets.Layout(width="55%"))]),
-        p.plot,
-        p.caption,
-        *slot("after_plot"),
-        widgets.HBox([p.path, p.save_button, p.load_button]),
-        p.table,
-    ])
+        p.plot, p.caption, *slot("after_plot"),
+        widgets.HBox([p.path, p.save_button, p.load_button]), p.table])
     return widget, tabs
 
 
