@@ -80,7 +80,7 @@ class Look:
                  max_series: int = LEGEND_MAX_SERIES):
         if earlier_runs not in EARLIER_RUNS:
             raise ValueError(f"earlier_runs={earlier_runs!r}: use one of {EARLIER_RUNS}")
-        self.earlier_runs = earlier_runs
+        self.series, self.earlier_runs = series, earlier_runs
         self.modes = mode_of(df)
         self.devices = describe_devices(df, self.modes)
         self.key = pd.Series("", index=df.index) if series is None else df[series].astype(str)

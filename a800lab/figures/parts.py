@@ -275,6 +275,16 @@ def default_series(df: pd.DataFrame, series: str | None) -> str | None:
     return "label" if series is None and "label" in df.columns else series
 
 
+def laid_out(df: pd.DataFrame, series: str | None, earlier_runs: str, figsize: tuple,
+             *rects: tuple) -> tuple[Figure, list[Axes], Look]:
+    """A figure laid out by hand (quick to re-plot) with axes at `rects` (figure fractions),
+    its points' devices in its title, and their Look (series: default_series)."""
+    fig = LabFigure(figsize=figsize)
+    look = Look(df, default_series(df, series), earlier_runs=earlier_runs)
+    fig.suptitle(look.devices, fontsize="medium")
+    return fig, [fig.add_axes(rect) for rect in rects], look
+
+
 def metric_lines(ax: Axes, df: pd.DataFrame, x: str, column: str, look: Look, *,
                  ylabel: str, scale: float = 1.0) -> list[tuple[object, str]]:
     """`column` / `scale` against `x`, one line per series and run of the ok points (markers

@@ -11,8 +11,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from .look import LabFigure, Look
-from .parts import figure_legend, metric_lines, say
+from .look import LabFigure
+from .parts import figure_legend, laid_out, metric_lines, say
 from .sweep import throughput_into
 
 # lane order of a timeline, top to bottom (workers first: they feed the rest)
@@ -53,13 +53,10 @@ def pipeline_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
                     earlier_runs: str = "faded") -> Figure:
     """Samples/s and the device's idle fraction against `x`, above the timeline of the newest
     point measured (its parameters in the timeline's title)."""
-    fig = LabFigure(figsize=(10.0, 6.4))
-    left = fig.add_axes((0.075, 0.52, 0.3, 0.36))
-    right = fig.add_axes((0.46, 0.52, 0.25, 0.36))
-    bottom = fig.add_axes((0.2, 0.08, 0.51, 0.3))
-    series = "label" if series is None and "label" in df else series
-    look = Look(df, series, earlier_runs=earlier_runs)
-    throughput_into(left, df, x, series, earlier_runs)
+    fig, (left, right, bottom), look = laid_out(
+        df, series, earlier_runs, (10.0, 6.4), (0.075, 0.52, 0.3, 0.36),
+        (0.46, 0.52, 0.25, 0.36), (0.2, 0.08, 0.51, 0.3))
+    throughput_into(left, df, x, look)
     right.set_title(f"device idle fraction vs {x}")
     extra = metric_lines(right, df, x, "idle_fraction", look,
                          ylabel="idle share of the step (0-1)")
@@ -77,5 +74,4 @@ def pipeline_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
              (Patch(color="tab:orange"), "copy to the device"),
              (Patch(color="tab:green"), "compute (the device's busy time)")]
     figure_legend(fig, look.series_handles() + extra + lanes, 0.735)
-    fig.suptitle(look.devices, fontsize="medium")
     return fig

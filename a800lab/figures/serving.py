@@ -17,11 +17,11 @@ from .look import LabFigure, Look, noisy_handle, note_handle
 from .parts import (
     NO_POINTS_TEXT,
     Lines,
-    default_series,
     figure_legend,
     flags,
     floats,
     groups,
+    laid_out,
     metric_lines,
     say,
     wrapped_entries,
@@ -31,10 +31,8 @@ PERCENTILES = (("p50_ms", "p50", ":"), ("p90_ms", "p90", "-."), ("p99_ms", "p99"
 
 
 def _two_axes(df: pd.DataFrame, series: str | None, earlier_runs: str):
-    fig = LabFigure(figsize=(10.0, 4.2))
-    left, right = fig.add_axes((0.085, 0.14, 0.27, 0.66)), fig.add_axes((0.45, 0.14, 0.27, 0.66))
-    look = Look(df, default_series(df, series), earlier_runs=earlier_runs)
-    fig.suptitle(look.devices, fontsize="medium")
+    fig, (left, right), look = laid_out(df, series, earlier_runs, (10.0, 4.2),
+                                        (0.085, 0.14, 0.27, 0.66), (0.45, 0.14, 0.27, 0.66))
     return fig, left, right, look
 
 

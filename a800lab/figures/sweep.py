@@ -295,10 +295,10 @@ def throughput_and_memory_figure(df: pd.DataFrame, x: str, *, series: str | None
     return fig
 
 
-def throughput_into(ax: Axes, df: pd.DataFrame, x: str, series: str | None,
-                     earlier_runs: str) -> None:
-    """throughput_figure drawn into `ax`, its legend removed (the figure has one)."""
-    throughput_figure(df, x, series=series, ax=ax, earlier_runs=earlier_runs)
+def throughput_into(ax: Axes, df: pd.DataFrame, x: str, look: Look) -> None:
+    """throughput_figure drawn into `ax` as `look` colours it, its legend removed (the figure
+    has one)."""
+    throughput_figure(df, x, series=look.series, ax=ax, earlier_runs=look.earlier_runs)
     ax.set_title(ax.get_title().split("\n")[0])  # the devices go in the figure's title
     if ax.get_legend() is not None:
         ax.get_legend().remove()
