@@ -32,7 +32,7 @@ from ..workloads.usage import (
     train_usage_point,
 )
 from .explorer import DATA_DIR, Explorer
-from .explorer_text import TABLE_ROWS, run_numbers
+from .explorer_text import TABLE_ROWS
 from .params import Choice, Range, check_signature
 
 WORKLOADS = ("matmul", "train")
@@ -146,11 +146,11 @@ class CostExplorer(Explorer):
         """The ok points side by side at the current prices: samples/s, J/sample (and its
         source), cost per million samples, each also as a ratio to the first point."""
         frame = self.results
-        if frame.empty:
-            return frame
+        return frame if frame.empty else self._compare(frame)
+
+    def _compare(self, frame: pd.DataFrame) -> pd.DataFrame:
         return compare_usage(frame, self.price.value, params=list(self.params),
-                             gpus=self.gpus.value,
-                             price_per_kwh_usd=self.kwh_price.value or None)
+                             gpus=self.gpus.value, price_per_kwh_usd=self.kwh_price.value or None)
 
     def _figure(self, df: pd.DataFrame, x: str, series: str):
         return cost_figure(df, x, series=series, price_per_gpu_hour_usd=self.price.value,
@@ -169,10 +169,8 @@ class CostExplorer(Explorer):
         ok = measured[measured["outcome"] == "ok"].tail(TABLE_ROWS)
         parts = []
         if not ok.empty:
-            table = compare_usage(ok, self.price.value, params=list(self.params),
-                                  gpus=self.gpus.value,
-                                  price_per_kwh_usd=self.kwh_price.value or None)
-            numbers = run_numbers(measured["run_id"])
+            table = self._compare(ok)
+            numbers = self._run_numbers()
             table.insert(0, "run", [f"#{numbers.get(r, '?')}" for r in ok["run_id"]])
             parts.append(table.rename(columns=_HEADS).to_html(
                 index=False, float_format=lambda v: f"{v:.4g}", na_rep="-",
@@ -181,6 +179,6 @@ class CostExplorer(Explorer):
             parts.insert(0, f"<p><small><b>Energy</b> (newest point): {html.escape(str(note))}"
                             "</small></p>")
         failed = measured[measured["outcome"] != "ok"].tail(3)
-        parts += [f"<p><small>{html.escape(str(r['outcome']))}: "
-                  f"{html.escape(str(r['message']))}</small></p>" for _, r in failed.iterrows()]
+        parts += [f"<p><small>{html.escape(str(outcome))}: {html.escape(str(message))}"
+                  "</small></p>" for outcome, message in failed[["outcome", "message"]].values]
         return "".join(parts)
