@@ -62,22 +62,16 @@ class View:
 
 class Explorer(Panel):
     """A panel over your own workload: controls for its parameters, Run / Stop / Clear, a live
-    plot of throughput and peak memory, a results table, Save / Load and recorded overlays.
+    plot of throughput and each point's own peak memory (one line per series and run, the
+    newest strongest, noisy points hollow), a results table, Save / Load and overlays.
 
     `workload(**params)` returns a dict: `throughput` (or the key `throughput_key` names),
-    `throughput_unit`, `timing` (a800lab.core.timing.measure) or `time_ms` samples (the IQR
-    band and the noise verdict); other keys are stored as metrics. A `device` argument gets the
-    panel's device. `params` maps each name to a list (a choice), a Range (a slider) or a plain
-    value (fixed); `sweep` names the one a Run sweeps (its values typed in the "values" box).
-    `device`: "auto", "cpu", "cuda" or "cuda:N"; `cpu_threads`: torch's CPU threads during a run
-    (default on a CPU: all usable cores but one); `out`: where Save appends (under runs/, which
-    git ignores); `recorded_dir`: where the overlay box finds recorded runs.
-
-    The plot: throughput with the IQR shaded, and each point's own peak memory above what the
-    process held before it; one line per series and run (the newest strongest, never
-    averaged), noisy points hollow, the device and mode in the title. Runs happen on a thread
-    of its own, so Stop works mid-sweep; a second Run during a run is refused; errors land in
-    the status line. Clear empties the panel (saved files keep theirs).
+    `throughput_unit`, `timing` (a800lab.core.timing.measure) or `time_ms` samples; other keys
+    are stored as metrics; a `device` argument gets the panel's device. `params` maps each name
+    to a list (a choice), a Range (a slider) or a plain value (fixed); `sweep` names the one a
+    Run sweeps. `device`: "auto", "cpu", "cuda" or "cuda:N"; `cpu_threads`: torch's CPU threads
+    during a run (default on a CPU: all usable cores but one); `out`: where Save appends (under
+    runs/, which git ignores); `recorded_dir`: where the overlay box finds recorded runs.
 
     A panel built on this one passes its parts: `figure(df, x, series=, earlier_runs=)`,
     `figure_title` ("... vs {x}"), `table_columns` (measured, more), `views` {key: View} and
