@@ -93,7 +93,7 @@ def test_stop_ends_a_search_between_trials(monkeypatch):
     assert p.find_max_batch(limit_mib=4)
     assert not p.run(batch_size=[4])  # one thing at a time
     p.stop()
-    p._finder.join(10)
+    p.job.wait(10)
     assert "Max-batch search stopped after" in p.status_text
     assert p.max_batch_result is None and not p.run_button.disabled
 

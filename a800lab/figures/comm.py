@@ -1,13 +1,8 @@
-"""Figures of the communication lab (chapter 08): busbw and time over message sizes, DDP comm
-hooks, no_sync accumulation and buckets.
+"""Figures of the communication lab (chapter 08): busbw and time over message sizes (the card's
+per-direction NVLink bandwidth dashed on GPU runs), DDP comm hooks, no_sync and buckets.
 
-    from a800lab.figures.comm import collectives_figure, ddp_figure
     fig = collectives_figure(df, series="op")      # busbw and time vs size
     fig = ddp_figure(df, "hook")                   # samples/s, bytes all-reduced, loss
-
-Collective figures draw the card's per-direction NVLink bandwidth from the datasheet table when
-the points carry it (GPU runs); CPU runs have no link to compare with, and the figure says so.
-Series, runs, noise and failures are drawn as in every lab figure (a800lab.figures.parts).
 """
 
 from __future__ import annotations
@@ -19,14 +14,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from ..core.units import format_size
-from .look import LabFigure, Look
-from .parts import (
-    NO_POINTS_TEXT,
-    figure_legend,
-    floats,
-    metric_lines,
-    say,
-)
+from .parts import NO_POINTS_TEXT, figure_legend, floats, laid_out, metric_lines, say
 from .sweep import throughput_into
 
 
@@ -50,17 +38,14 @@ def collectives_figure(df: pd.DataFrame, *, series: str | None = "op",
                        earlier_runs: str = "faded") -> Figure:
     """busbw (GB/s) and the slowest rank's median time against the message size, one line per
     `series` (default: the collective) and run; the link's bandwidth dashed on GPU runs."""
-    fig = LabFigure(figsize=(10.0, 4.2))
-    left = fig.add_axes((0.075, 0.2, 0.3, 0.64))
-    right = fig.add_axes((0.46, 0.2, 0.25, 0.64))
-    series = series if series in df else "label" if "label" in df else None
-    look = Look(df, series, earlier_runs=earlier_runs)
+    fig, (left, right), look = laid_out(df, series if series in df else None, earlier_runs,
+                                        (10.0, 4.2), (0.075, 0.2, 0.3, 0.64),
+                                        (0.46, 0.2, 0.25, 0.64))
     entries = look.series_handles()
     if df.empty:
         say(left, NO_POINTS_TEXT)
-        fig.suptitle(look.devices, fontsize="medium")
         return fig
-    throughput_into(left, df, "size_bytes", series, earlier_runs)
+    throughput_into(left, df, "size_bytes", look)
     left.set_title("bus bandwidth vs message size")
     left.set_ylabel("busbw (GB/s)")
     ok = df[df["outcome"] == "ok"]
@@ -82,7 +67,6 @@ def collectives_figure(df: pd.DataFrame, *, series: str | None = "op",
         right.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
         right.yaxis.set_minor_formatter(NullFormatter())
     figure_legend(fig, entries + link, 0.735)
-    fig.suptitle(look.devices, fontsize="medium")
     return fig
 
 
@@ -94,14 +78,12 @@ def ddp_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
                metrics=DDP_METRICS, log_x: bool = False, earlier_runs: str = "faded") -> Figure:
     """Samples/s beside each of `metrics` ((column, axis label, divisor)) against `x` (on a
     log axis with `log_x`): the DDP views (hooks, accumulation, buckets)."""
-    fig = LabFigure(figsize=(10.5, 4.2))
     count = 1 + len(metrics)
     width = (0.7 - 0.07 - 0.07 * (count - 1)) / count  # axes side by side, 0.07 apart
-    axes = [fig.add_axes((0.07 + i * (width + 0.07), 0.22, width, 0.62)) for i in range(count)]
-    series = "label" if series is None and "label" in df else series
-    look = Look(df, series, earlier_runs=earlier_runs)
+    fig, axes, look = laid_out(df, series, earlier_runs, (10.5, 4.2), *(
+        (0.07 + i * (width + 0.07), 0.22, width, 0.62) for i in range(count)))
     entries = look.series_handles()
-    throughput_into(axes[0], df, x, series, earlier_runs)
+    throughput_into(axes[0], df, x, look)
     axes[0].set_title("samples/s", fontsize="medium")
     for ax, (column, label, scale) in zip(axes[1:], metrics, strict=True):
         ax.set_title(label.split(" (")[0], fontsize="medium")
@@ -119,5 +101,4 @@ def ddp_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
             ax.set_xscale("log")
             ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     figure_legend(fig, entries, 0.72)
-    fig.suptitle(look.devices, fontsize="medium")
     return fig

@@ -1,13 +1,7 @@
 """The cost lab's figure (chapter 10): samples/s, energy per sample and cost per million samples
 of metered points (a800lab.workloads.usage), configs side by side.
 
-    from a800lab.figures.cost import cost_figure
     fig = cost_figure(df, "precision", price_per_gpu_hour_usd=2.5)   # the CostExplorer plot
-
-Each series' newest run is drawn strongest and earlier runs faded (as everywhere in the lab);
-the marker says where energy came from (circle: the GPU's energy counter; triangle: power x
-time, an estimate; square: RAPL, the whole CPU package); without energy (a CPU without RAPL)
-the middle row shows CPU time per sample instead, and says so.
 """
 
 from __future__ import annotations
@@ -19,7 +13,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from .look import NOISY_MARKER, LabFigure, Look, noisy_handle
-from .parts import say, wrapped_legend
+from .parts import XAxis, flags, floats, say, wrapped_legend
 from .sweep import NO_POINTS_TEXT, throughput_figure
 
 # energy source -> (marker, legend text)
@@ -31,28 +25,14 @@ SOURCE_MARKERS = {
 
 
 def _floats(df: pd.DataFrame, name: str) -> np.ndarray:
-    if name not in df:
-        return np.full(len(df), np.nan)
-    return pd.to_numeric(df[name], errors="coerce").to_numpy(float)
-
-
-def _positions(df: pd.DataFrame, x: str) -> pd.Series:
-    """Where each row sits on the x axis the throughput row drew: numbers at themselves,
-    anything else at 0..n-1 in the order first seen."""
-    values = df[x]
-    numeric = pd.to_numeric(values, errors="coerce")
-    if pd.api.types.is_bool_dtype(values) or numeric[values.notna()].isna().any():
-        order = {v: i for i, v in enumerate(dict.fromkeys(values.dropna().astype(str)))}
-        return values.astype(str).map(order).astype(float)
-    return numeric.astype(float)
+    return floats(df, name).to_numpy(float)
 
 
 def _draw_lines(ax: Axes, ok: pd.DataFrame, pos: pd.Series, y: np.ndarray, look: Look,
                 markers: list[str], style: str = "-") -> None:
-    """One line per series and run, sorted by x; each point's marker from `markers`, hollow
-    where the point is noisy (as in the throughput row above)."""
-    noisy = ok["noisy"].fillna(False).astype(bool).to_numpy() if "noisy" in ok else \
-        np.zeros(len(ok), bool)
+    """A line per series and run, sorted by x; each point's marker from `markers`, hollow
+    where noisy."""
+    noisy = flags(ok, "noisy").to_numpy()
     frame = pd.DataFrame({"pos": pos[ok.index].to_numpy(), "y": y, "marker": markers,
                           "noisy": noisy}, index=ok.index)
     groups = frame.groupby([look.key[ok.index], look.run[ok.index]], sort=False)
@@ -131,8 +111,8 @@ def _draw_cost(ax: Axes, ok: pd.DataFrame, pos: pd.Series, look: Look, price: fl
 def cost_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
                 price_per_gpu_hour_usd: float = 0.0, gpus: int = 1,
                 price_per_kwh_usd: float = 0.0, earlier_runs: str = "faded") -> Figure:
-    """Three rows against `x`: throughput (IQR band, noisy points hollow; the device and mode
-    in its title), energy per sample (or CPU time per sample), cost per million samples."""
+    """Three rows against `x`: throughput (the device and mode in its title), energy per
+    sample by source (or CPU time per sample), cost per million samples at the prices."""
     fig = LabFigure(figsize=(10.0, 8.6))
     top = fig.add_axes((0.08, 0.72, 0.46, 0.21))
     middle = fig.add_axes((0.08, 0.41, 0.46, 0.2), sharex=top)
@@ -150,8 +130,8 @@ def cost_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
         for ax in (middle, bottom):
             say(ax, NO_POINTS_TEXT)
         return fig
-    pos = _positions(df, x)
-    hollow = [noisy_handle()] if "noisy" in ok and ok["noisy"].fillna(False).any() else []
+    pos = pd.Series(XAxis(df[x]).positions(df[x]), index=df.index)  # as the top row drew
+    hollow = [noisy_handle()] if flags(ok, "noisy").any() else []
     wrapped_legend(middle, _draw_energy(middle, ok, pos, look) + hollow)
     wrapped_legend(bottom, _draw_cost(bottom, ok, pos, look, price_per_gpu_hour_usd, gpus,
                                       price_per_kwh_usd) + hollow)

@@ -1,9 +1,6 @@
 """The device panel's figure (chapter 01): NVML telemetry over time, throttle reasons shaded.
 
-    from a800lab.figures.device import telemetry_figure
     fig = telemetry_figure(sampler.samples, device="cuda:0")   # utilisation, memory, power, clock
-
-Built without pyplot, like every lab figure; an empty sample list gives a figure that says so.
 """
 
 from __future__ import annotations
@@ -43,11 +40,8 @@ def _throttle_spans(samples: list[Mapping]) -> list[tuple[float, float, set]]:
 
 
 def telemetry_figure(samples: Sequence[Mapping], *, device: str | None = None) -> Figure:
-    """Util %, memory GiB, power W and SM clock MHz over time; throttled periods shaded red.
-
-    ``device`` names the GPU in the title (e.g. "NVIDIA A800-SXM4-80GB, NVML 3"); without it
-    a sample's "device_name" is used, else the title says the GPU was not named.
-    """
+    """Util %, memory GiB, power W and SM clock MHz over time, throttled periods shaded red;
+    ``device`` (else a sample's device_name) names the GPU in the title."""
     samples = sorted((s for s in samples if s.get("t_s") is not None), key=lambda s: s["t_s"])
     named = device or next((str(s["device_name"]) for s in samples if s.get("device_name")),
                            "GPU not named")

@@ -1,8 +1,6 @@
-"""The diff lab's figure (chapter 09): two machines' throughputs of the same configs side by side,
-as B / A.
+"""The diff lab's figure (chapter 09): two machines' throughputs of the same configs, as B / A.
 
-    from a800lab.figures.diff import lineup_figure
-    fig = lineup_figure(diff_files("a.jsonl", "b.jsonl"))           # B / A per config
+    fig = lineup_figure(diff_files("a.jsonl", "b.jsonl"))
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The health lab's figure (chapter 09): a stress run's cards against their siblings' median and
 their datasheet, flagged cards marked.
 
-    from a800lab.figures.health import stress_figure
-    fig = stress_figure(stress_report())                             # cards vs siblings
+    fig = stress_figure(stress_report())
 """
 
 from __future__ import annotations

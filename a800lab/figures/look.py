@@ -1,18 +1,10 @@
-"""How a results frame looks in a figure: which device, which series, which run, which noise.
+"""How a results frame looks in every lab figure: which device, which series, which run, which
+noise. A series' newest run is drawn strongest, its earlier runs faded (or hidden); points of
+different runs are never averaged together.
 
-Shared by every lab figure so that they all tell the same story:
-
-    fig = LabFigure(figsize=(8.6, 4.6))   # a Figure that shows itself as a picture anywhere
-    describe_devices(df)   # "CPU: AMD EPYC 7B13 (CPU fallback, 1 torch thread)" for the title
     look = Look(df, series="precision", earlier_runs="faded")
-    look.color(key)        # "C0".."C7" for the series the legend names, grey for the rest
-    look.newest            # per row: True when it belongs to the newest run of its series
-    look.legend_handles()  # one entry per named series, "+3 more series (grey)", earlier runs
-    place_legend(ax, handles)   # outside the axes, on the right: never over the data
-
-Runs: every record carries the `run_id` of the sweep or panel Run that measured it (ids sort by
-start time). A series' newest run is drawn strongest; its earlier runs are faded, or left out
-with ``earlier_runs="hidden"``. Points of different runs are never averaged together.
+    look.color(key), look.newest, look.series_handles()   # colours, newest rows, legend
+    place_legend(ax, entries)                               # outside the axes, on the right
 """
 
 from __future__ import annotations
@@ -36,10 +28,7 @@ _MAX_DEVICES_NAMED = 3
 
 
 class LabFigure(Figure):
-    """A matplotlib Figure that a notebook shows as a picture whether or not
-    `%matplotlib inline` ran: IPython asks an object without a registered formatter for its
-    `_repr_png_`. Built without pyplot, so safe off the main thread; a cell whose last
-    expression is a lab figure draws it once."""
+    """A Figure (no pyplot) that a notebook shows as a picture without `%matplotlib inline`."""
 
     def _repr_png_(self) -> bytes:
         buf = io.BytesIO()
@@ -48,7 +37,7 @@ class LabFigure(Figure):
 
 
 def mode_of(df: pd.DataFrame) -> pd.Series:
-    """Each row's mode, "GPU" or "CPU fallback" (from the device name for older frames)."""
+    """Each row's mode, "GPU" or "CPU fallback" (guessed from the device name if unrecorded)."""
     recorded = df["mode"] if "mode" in df else pd.Series(None, index=df.index, dtype=object)
     known = recorded.notna() & (recorded.astype(str) != "")
     if known.all():
@@ -59,21 +48,23 @@ def mode_of(df: pd.DataFrame) -> pd.Series:
 
 
 def describe_devices(df: pd.DataFrame, modes: pd.Series | None = None) -> str:
-    """The device(s) and mode of a frame's points, for a figure's title: "NVIDIA A800-SXM4-80GB
-    (GPU)", "CPU: <model> (CPU fallback, 1 torch thread)", several joined by " | ".
-    `modes`: mode_of(df), when already known."""
+    """The device(s) and mode of a frame's points for a title: "NVIDIA A800-SXM4-80GB (GPU)",
+    "CPU: <model> (CPU fallback, 1 torch thread)", several joined by " | "."""
     if df.empty or "device_name" not in df:
         return "device not recorded"
     modes = mode_of(df) if modes is None else modes
-    threads = df["torch_threads"] if "torch_threads" in df else pd.Series(np.nan, df.index)
+    threads = df["torch_threads"] if "torch_threads" in df else [None] * len(df)
+    seen: dict[tuple, set] = {}  # (device, mode) in the order first seen -> thread counts
+    for name, mode, count in zip(df["device_name"].astype(str), modes, threads, strict=True):
+        counts = seen.setdefault((name, mode), set())
+        if not pd.isna(count):
+            counts.add(int(count))
     parts = []
-    for (name, mode), rows in df.groupby([df["device_name"].astype(str), modes], sort=False):
+    for (name, mode), counts in seen.items():
         detail = mode
-        if mode != "GPU":
-            counts = sorted({int(t) for t in threads[rows.index].dropna()})
-            if counts:
-                plural = "s" if counts != [1] else ""
-                detail += f", {', '.join(map(str, counts))} torch thread{plural}"
+        if mode != "GPU" and counts:
+            plural = "s" if counts != {1} else ""
+            detail += f", {', '.join(map(str, sorted(counts)))} torch thread{plural}"
         parts.append(f"{name} ({detail})")
     if len(parts) > _MAX_DEVICES_NAMED:
         extra = len(parts) - _MAX_DEVICES_NAMED + 1
@@ -81,35 +72,28 @@ def describe_devices(df: pd.DataFrame, modes: pd.Series | None = None) -> str:
     return " | ".join(parts)
 
 
-def series_key(df: pd.DataFrame, series: str | None) -> pd.Series:
-    """Each row's series name as text ("" when there is one series)."""
-    return pd.Series("", index=df.index) if series is None else df[series].astype(str)
-
-
-def run_of(df: pd.DataFrame) -> pd.Series:
-    """Each row's run id ("" for records written before runs had ids)."""
-    if "run_id" not in df:
-        return pd.Series("", index=df.index)
-    return df["run_id"].fillna("").astype(str)
-
-
 class Look:
-    """Colour, strength and legend entries for the rows of one frame (see the module docs)."""
+    """Colour, strength and legend entries for the rows of one frame: at most `max_series`
+    series named (the most recently measured), the rest grey."""
 
     def __init__(self, df: pd.DataFrame, series: str | None, *, earlier_runs: str = "faded",
                  max_series: int = LEGEND_MAX_SERIES):
         if earlier_runs not in EARLIER_RUNS:
             raise ValueError(f"earlier_runs={earlier_runs!r}: use one of {EARLIER_RUNS}")
-        self.earlier_runs = earlier_runs
+        self.series, self.earlier_runs = series, earlier_runs
         self.modes = mode_of(df)
         self.devices = describe_devices(df, self.modes)
-        self.key = series_key(df, series)
-        self.run = run_of(df)
-        by_series = self.run.groupby(self.key, sort=False)
-        latest = by_series.max() if len(df) else pd.Series(dtype=str)
+        self.key = pd.Series("", index=df.index) if series is None else df[series].astype(str)
+        # run ids sort by start time; "" for records written before runs had ids
+        self.run = df["run_id"].fillna("").astype(str) if "run_id" in df else \
+            pd.Series("", index=df.index)
+        runs: dict[str, set] = {}  # series in the order first seen -> its run ids
+        for key, run in zip(self.key, self.run, strict=True):
+            runs.setdefault(key, set()).add(run)
+        latest = {key: max(ids) for key, ids in runs.items()}
         self.newest = self.run == self.key.map(latest)
-        self.runs_per_series = by_series.nunique() if len(df) else {}
-        order = list(latest.index)  # series in the order first seen
+        self.runs_per_series = {key: len(ids) for key, ids in runs.items()}
+        order = list(latest)
         named = order
         if len(order) > max_series:  # keep the series measured most recently
             recent = set(sorted(order, key=lambda k: latest[k], reverse=True)[:max_series])
@@ -119,7 +103,7 @@ class Look:
         self.faded_drawn = False    # set by the figure when it draws an earlier run
 
     def visible(self, df: pd.DataFrame) -> pd.DataFrame:
-        """The rows to draw: all of them, or only each series' newest run when hidden."""
+        """The rows to draw: all, or each series' newest run when earlier runs are hidden."""
         return df if self.earlier_runs == "faded" else df[self.newest[df.index]]
 
     def color(self, key: str) -> str:
@@ -131,8 +115,8 @@ class Look:
         return 1.0 if newest else FADED_ALPHA
 
     def series_handles(self) -> list[tuple[object, str]]:
-        """(handle, label) per named series (the devices for an unnamed one), one summary
-        entry for the rest, and one for faded earlier runs if any were drawn."""
+        """Legend entries: each named series (the devices for an unnamed one), the rest in one,
+        and faded earlier runs if any were drawn."""
         entries = []
         for key, color in self.colors.items():
             label = key or self.devices
@@ -164,7 +148,7 @@ def band_handle(categorical: bool) -> tuple[object, str]:
 
 
 def note_handle(text: str) -> tuple[object, str]:
-    """A legend line of text only (no symbol)."""
+    """A legend line of text only."""
     return Line2D([], [], linestyle="none"), text
 
 

@@ -1,11 +1,6 @@
-"""Building blocks of the lab's figures: columns as numbers, where x values sit, failure
-markers, IQR bands and one Line2D per series and run, and a figure's frame (axes, device
-title, captions, legends). Shared by every figure module, so that every figure draws runs,
-noise and failures the same way.
-
-    xa = XAxis(df["n"]); ax.plot(xa.positions(df["n"]), floats(df, "throughput"))
-    entries = mark_failures(ax, df, "n", xa, look)      # oom / wrong / error on the x axis
-    lines = Lines(); lines.add(key, newest, x, y, hollow); lines.draw(ax, look, "-o", "data")
+"""Building blocks of every lab figure, so that they draw runs, noise and failures the same way:
+columns as numbers, where x values sit, failure markers, IQR bands, one Line2D per series and
+run, and a figure's frame (axes, device title, captions, legends).
 """
 
 from __future__ import annotations
@@ -154,9 +149,10 @@ def throughput_band(ok: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 def groups(rows: pd.DataFrame, look: Look) -> dict[tuple[str, str], np.ndarray]:
     """(series key, run id) -> positions of its rows in `rows`, in the order first seen."""
-    if rows.empty:
-        return {}
-    return rows.groupby([look.key[rows.index], look.run[rows.index]], sort=False).indices
+    found: dict[tuple[str, str], list[int]] = {}
+    for i, pair in enumerate(zip(look.key[rows.index], look.run[rows.index], strict=True)):
+        found.setdefault(pair, []).append(i)
+    return {pair: np.array(positions) for pair, positions in found.items()}
 
 
 def per_position(pos: np.ndarray, values: dict[str, np.ndarray]
@@ -279,6 +275,16 @@ def default_series(df: pd.DataFrame, series: str | None) -> str | None:
     return "label" if series is None and "label" in df.columns else series
 
 
+def laid_out(df: pd.DataFrame, series: str | None, earlier_runs: str, figsize: tuple,
+             *rects: tuple) -> tuple[Figure, list[Axes], Look]:
+    """A figure laid out by hand (quick to re-plot) with axes at `rects` (figure fractions),
+    its points' devices in its title, and their Look (series: default_series)."""
+    fig = LabFigure(figsize=figsize)
+    look = Look(df, default_series(df, series), earlier_runs=earlier_runs)
+    fig.suptitle(look.devices, fontsize="medium")
+    return fig, [fig.add_axes(rect) for rect in rects], look
+
+
 def metric_lines(ax: Axes, df: pd.DataFrame, x: str, column: str, look: Look, *,
                  ylabel: str, scale: float = 1.0) -> list[tuple[object, str]]:
     """`column` / `scale` against `x`, one line per series and run of the ok points (markers
@@ -291,8 +297,7 @@ def metric_lines(ax: Axes, df: pd.DataFrame, x: str, column: str, look: Look, *,
     shown = look.visible(df)
     ok = shown[(shown["outcome"] == "ok") & floats(shown, column).notna()]
     values = floats(ok, column).to_numpy(float) / scale
-    noisy = ok["noisy"].fillna(False).astype(float).to_numpy() if "noisy" in ok else \
-        np.zeros(len(ok))
+    noisy = flags(ok, "noisy").to_numpy(float)
     positions = xa.positions(ok[x])
     lines = Lines()
     for (key, _run), idx in groups(ok, look).items():

@@ -1,13 +1,7 @@
-"""Figures of the pipeline lab (chapter 07): samples/s, the device's idle fraction and one point's
-timeline of workers, waits, copies and compute.
+"""Figures of the pipeline lab (chapter 07): samples/s, the device's idle fraction and one
+point's timeline of workers, waits, copies and compute.
 
-    from a800lab.figures.pipeline import pipeline_figure, timeline_figure
     fig = pipeline_figure(df, "num_workers", series="cost")     # + the newest point's timeline
-    fig = timeline_figure(timeline, title="...")                  # one point's timeline alone
-
-Every figure names its device(s) and mode in its title; one line per series and run (the
-newest run strongest, earlier runs faded, never averaged); noisy points hollow; failed points
-marked on the x axis; the legend outside the axes, on the right.
 """
 
 from __future__ import annotations
@@ -17,8 +11,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from .look import LabFigure, Look
-from .parts import figure_legend, metric_lines, say
+from .look import LabFigure
+from .parts import figure_legend, laid_out, metric_lines, say
 from .sweep import throughput_into
 
 # lane order of a timeline, top to bottom (workers first: they feed the rest)
@@ -59,13 +53,10 @@ def pipeline_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
                     earlier_runs: str = "faded") -> Figure:
     """Samples/s and the device's idle fraction against `x`, above the timeline of the newest
     point measured (its parameters in the timeline's title)."""
-    fig = LabFigure(figsize=(10.0, 6.4))
-    left = fig.add_axes((0.075, 0.52, 0.3, 0.36))
-    right = fig.add_axes((0.46, 0.52, 0.25, 0.36))
-    bottom = fig.add_axes((0.2, 0.08, 0.51, 0.3))
-    series = "label" if series is None and "label" in df else series
-    look = Look(df, series, earlier_runs=earlier_runs)
-    throughput_into(left, df, x, series, earlier_runs)
+    fig, (left, right, bottom), look = laid_out(
+        df, series, earlier_runs, (10.0, 6.4), (0.075, 0.52, 0.3, 0.36),
+        (0.46, 0.52, 0.25, 0.36), (0.2, 0.08, 0.51, 0.3))
+    throughput_into(left, df, x, look)
     right.set_title(f"device idle fraction vs {x}")
     extra = metric_lines(right, df, x, "idle_fraction", look,
                          ylabel="idle share of the step (0-1)")
@@ -83,5 +74,4 @@ def pipeline_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
              (Patch(color="tab:orange"), "copy to the device"),
              (Patch(color="tab:green"), "compute (the device's busy time)")]
     figure_legend(fig, look.series_handles() + extra + lanes, 0.735)
-    fig.suptitle(look.devices, fontsize="medium")
     return fig

@@ -1,15 +1,9 @@
-"""The serving lab's figures (chapter 13): samples/s against p99 latency, the latency histogram
-of one point, decode's time per token beside its bandwidth bound, concurrent streams, and the
-tuner's frontier under a p99 target.
+"""The serving lab's figures (chapter 13): samples/s against p99 latency with one point's
+latency histogram, decode's time per token beside its bandwidth bound, concurrent streams, and
+the tuner's frontier under a p99 target.
 
-    from a800lab.figures.serving import serving_figure, decode_figure, concurrency_figure
     serving_figure(load_results("serve.jsonl"))     # one line per config across batch sizes
-    decode_figure(load_results("decode.jsonl"))     # ms per token vs batch, bounds dashed
-    concurrency_figure(load_results("streams.jsonl"))
     serve_tune_figure(tune_serve(...))              # every trial, the frontier, the winner
-
-Every figure names its device(s) and mode; noisy points are hollow, earlier runs faded, failed
-points marked on the x axis.
 """
 
 from __future__ import annotations
@@ -23,10 +17,11 @@ from .look import LabFigure, Look, noisy_handle, note_handle
 from .parts import (
     NO_POINTS_TEXT,
     Lines,
-    default_series,
     figure_legend,
+    flags,
     floats,
     groups,
+    laid_out,
     metric_lines,
     say,
     wrapped_entries,
@@ -36,10 +31,8 @@ PERCENTILES = (("p50_ms", "p50", ":"), ("p90_ms", "p90", "-."), ("p99_ms", "p99"
 
 
 def _two_axes(df: pd.DataFrame, series: str | None, earlier_runs: str):
-    fig = LabFigure(figsize=(10.0, 4.2))
-    left, right = fig.add_axes((0.085, 0.14, 0.27, 0.66)), fig.add_axes((0.45, 0.14, 0.27, 0.66))
-    look = Look(df, default_series(df, series), earlier_runs=earlier_runs)
-    fig.suptitle(look.devices, fontsize="medium")
+    fig, (left, right), look = laid_out(df, series, earlier_runs, (10.0, 4.2),
+                                        (0.085, 0.14, 0.27, 0.66), (0.45, 0.14, 0.27, 0.66))
     return fig, left, right, look
 
 
@@ -64,7 +57,7 @@ def serving_figure(df: pd.DataFrame, *, series: str | None = None,
         rows = ok.iloc[idx].sort_values("batch_size")
         newest = bool(look.newest.loc[rows.index[0]])
         p99, rate = floats(rows, "p99_ms").to_numpy(), floats(rows, "throughput").to_numpy()
-        lines.add(key, newest, p99, rate, rows["noisy"].fillna(False).to_numpy(bool))
+        lines.add(key, newest, p99, rate, flags(rows, "noisy").to_numpy())
         if newest:
             for x, y, b in zip(p99, rate, rows["batch_size"], strict=True):
                 left.annotate(f"{b}", (x, y), textcoords="offset points", xytext=(4, 4),

@@ -1,27 +1,11 @@
-"""Any sweep's figures: throughput and the workload's own peak memory against a swept parameter,
-for the panels, the notebooks and saved reports.
+"""Any sweep's figures: throughput and the workload's own peak memory against a swept
+parameter, for the panels, the notebooks and saved reports.
 
-Every function takes the frame of ``a800lab.load_results`` (one row per measured point) and
-returns a ``matplotlib.figure.Figure`` built without pyplot: no global state, so it is safe off
-the kernel's main thread and headless (Agg). Pass ``ax=`` to draw into an Axes you own; the
-function then returns that Axes' figure.
+    fig = throughput_figure(df, "n", series="precision")   # df: a800lab.load_results(...)
+    fig = throughput_and_memory_figure(df, "batch_size")    # the Explorer's plot
 
-    from a800lab.figures.sweep import throughput_figure, throughput_and_memory_figure
-    fig = throughput_figure(df, "n", series="precision")       # one line per precision and run
-    fig = throughput_and_memory_figure(df, "batch_size")        # the Explorer's plot
-    fig.savefig("matmul.png")
-
-What every figure says (see a800lab.figures.look): the device(s) and mode ("GPU" / "CPU
-fallback") in its title; one line per series *and run*, the newest run of a series drawn
-strongest and earlier runs faded (``earlier_runs="hidden"`` leaves them out), never averaged
-together; noisy points as hollow markers; the IQR band and every marker named in a legend placed
-outside the axes, at most 8 series named and the rest grey and summarised. Only ``outcome ==
-"ok"`` rows are drawn as measurements; oom / wrong / error points are marked on the x axis, so a
-failed configuration is visible rather than silently missing. An empty or all-failed frame gives
-a figure that says "no successful points yet" instead of raising.
-
-Memory is the workload's own peak above what the process held before the point (GPU: live
-tensors; CPU: resident set), on an axis scaled to the data; capacity is named in the caption.
+`ax=` draws into an Axes you own. Only ok points are measurements; oom / wrong / error points
+are marked on the x axis; an empty frame says "no successful points yet" instead of raising.
 """
 
 from __future__ import annotations
@@ -30,6 +14,7 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
+from matplotlib import rc_context
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -37,15 +22,8 @@ from matplotlib.ticker import FuncFormatter
 
 from ..core.memory import RSS_RESOLUTION_BYTES
 from ..core.specs import match
-from ..core.units import MIB, byte_unit
-from .look import (
-    LabFigure,
-    Look,
-    band_handle,
-    noisy_handle,
-    note_handle,
-    place_legend,
-)
+from ..core.units import GIB, MIB, byte_unit
+from .look import LabFigure, Look, band_handle, noisy_handle, note_handle, place_legend
 from .parts import (
     NO_POINTS_TEXT,
     Lines,
@@ -65,7 +43,6 @@ from .parts import (
     wrapped_entries,
 )
 
-GIB = 2**30
 # GPU memory: draw the capacity line only when the data reach this share of it; lower, the line
 # would squash the data against the floor, so the capacity goes to the caption alone.
 CAPACITY_LINE_MIN_SHARE = 0.5
@@ -80,7 +57,8 @@ def compact_tick(value: float, _pos=None) -> str:
 
 
 def _row_peaks(ok: pd.DataFrame, peak_tflops) -> list[float]:
-    """Peak TFLOP/s for each ok row (NaN when unknown): float, dict by precision, or specs."""
+    """Peak TFLOP/s of each row (NaN if unknown): `peak_tflops` (a number or a dict by
+    precision), else the datasheet's for the row's device."""
     if isinstance(peak_tflops, (int, float, np.number)):
         return [float(peak_tflops)] * len(ok)
     precisions = ok["precision"] if "precision" in ok.columns else [None] * len(ok)
@@ -181,24 +159,26 @@ def _draw_throughput(ax: Axes, df: pd.DataFrame, x: str, look: Look,
     return entries + failures
 
 
-def throughput_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
-                      ax: Axes | None = None, peak_tflops=None,
-                      earlier_runs: str = "faded") -> Figure:
-    """Throughput vs ``x``, one line per ``series`` (default "label") and run, IQR band,
-    noisy points hollow, failures marked.
-
-    For TFLOP/s a right axis shows % of peak; ``peak_tflops`` is a float or a dict precision ->
-    TFLOP/s, else the datasheet peak of each row's device_name and precision is looked up.
-    """
+def _one_axes(draw, df: pd.DataFrame, x: str, series: str | None, ax: Axes | None,
+              earlier_runs: str, *args) -> Figure:
+    """`draw(ax, df, x, look, *args)` into `ax` (or a figure of its own), legend beside it."""
     fig, ax, own = new_axes(ax)
     series = default_series(df, series)
     if not df.empty:
         require_columns(df, series)
     look = Look(df, series, earlier_runs=earlier_runs)
-    place_legend(ax, wrapped_entries(_draw_throughput(ax, df, x, look, peak_tflops)))
+    place_legend(ax, wrapped_entries(draw(ax, df, x, look, *args)))
     name_devices(fig, ax, df, own)
     return fig
 
+
+def throughput_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
+                      ax: Axes | None = None, peak_tflops=None,
+                      earlier_runs: str = "faded") -> Figure:
+    """Throughput vs ``x``, one line per ``series`` (default "label") and run, IQR band,
+    noisy points hollow, failures marked. TFLOP/s get a "% of peak" axis: ``peak_tflops`` (a
+    number or a dict by precision), else each row's datasheet peak."""
+    return _one_axes(_draw_throughput, df, x, series, ax, earlier_runs, peak_tflops)
 
 
 def _memory_caption(df: pd.DataFrame, ok: pd.DataFrame, modes: pd.Series) -> str:
@@ -286,16 +266,9 @@ def _draw_memory(ax: Axes, df: pd.DataFrame, x: str, look: Look) -> list[tuple[o
 def memory_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
                   ax: Axes | None = None, earlier_runs: str = "faded") -> Figure:
     """The workload's own peak memory vs ``x`` (GPU: allocated solid, reserved dashed; CPU:
-    resident set above each point's start), on an axis scaled to the data; capacity in the
-    caption (and as a line on a GPU plot that comes near it); OOM marked."""
-    fig, ax, own = new_axes(ax)
-    series = default_series(df, series)
-    if not df.empty:
-        require_columns(df, series)
-    look = Look(df, series, earlier_runs=earlier_runs)
-    place_legend(ax, wrapped_entries(_draw_memory(ax, df, x, look)))
-    name_devices(fig, ax, df, own)
-    return fig
+    resident set above each point's start); capacity in the caption (and as a line on a GPU
+    plot that comes near it); OOM marked."""
+    return _one_axes(_draw_memory, df, x, series, ax, earlier_runs)
 
 
 def throughput_and_memory_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
@@ -303,8 +276,11 @@ def throughput_and_memory_figure(df: pd.DataFrame, x: str, *, series: str | None
     """Throughput (left) and peak memory (right) side by side with one legend on the right:
     the panels' live plot. Laid out by hand (no constrained layout) so a re-plot stays fast."""
     fig = LabFigure(figsize=(10.0, 4.2))
-    left = fig.add_axes((0.075, 0.25, 0.29, 0.59))   # room on its right for "% of peak"
-    right = fig.add_axes((0.51, 0.25, 0.21, 0.59))
+    # titles at the top of their axes, where nothing sits above them: placing them there by
+    # hand spares each draw a measure of every tick label
+    with rc_context({"axes.titley": 1.0}):
+        left = fig.add_axes((0.075, 0.25, 0.29, 0.59))   # room on its right for "% of peak"
+        right = fig.add_axes((0.51, 0.25, 0.21, 0.59))
     series = default_series(df, series)
     if not df.empty:
         require_columns(df, series)
@@ -319,10 +295,10 @@ def throughput_and_memory_figure(df: pd.DataFrame, x: str, *, series: str | None
     return fig
 
 
-def throughput_into(ax: Axes, df: pd.DataFrame, x: str, series: str | None,
-                     earlier_runs: str) -> None:
-    """throughput_figure drawn into `ax`, its legend removed (the figure has one)."""
-    throughput_figure(df, x, series=series, ax=ax, earlier_runs=earlier_runs)
+def throughput_into(ax: Axes, df: pd.DataFrame, x: str, look: Look) -> None:
+    """throughput_figure drawn into `ax` as `look` colours it, its legend removed (the figure
+    has one)."""
+    throughput_figure(df, x, series=look.series, ax=ax, earlier_runs=look.earlier_runs)
     ax.set_title(ax.get_title().split("\n")[0])  # the devices go in the figure's title
     if ax.get_legend() is not None:
         ax.get_legend().remove()

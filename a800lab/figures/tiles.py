@@ -1,24 +1,11 @@
 """Figures of the tile lab (chapters 02-03): the tile heatmap, a shape sweep beside the tile and
 wave quantisation model, error against float64, and the roofline.
 
-    from a800lab.figures.tiles import heatmap_figure, shape_sweep_figure, roofline_figure
     fig = heatmap_figure(df, "block_m", "block_n")      # TFLOP/s per tile shape, failures named
-    fig = shape_sweep_figure(df, "n", tile=(128, 128, 32), sm_count=108, card="A800",
-                             blocks_per_sm=2)     # resident blocks per SM, from the compiler
-    fig = model_figure("n", range(1024, 2049, 64), m=27648, k=4096, tile=(256, 128, 32),
-                       sm_count=108, card="A800")      # the model alone, no measurement
+    fig = shape_sweep_figure(df, "n", tile=(128, 128, 32), sm_count=108, card="A800")
+    fig = model_figure("n", range(1024, 2049, 64), tile=(256, 128, 32), sm_count=108,
+                       card="A800")                     # the model alone, no measurement
     fig = roofline_figure(df, peak_tflops=312, mem_bw_gbs=2039)
-
-Shape sweep: top, measured throughput against the swept dimension (one line per series and run,
-as in throughput_figure); bottom, sharing the x axis, what the quantisation model
-(a800lab.workloads.tiles.quantisation) says of the same shapes with that tile on that many SMs:
-the useful share of the tile work, the share of wave slots filled, and their product (the
-predicted relative throughput), with the number of waves written where it changes. A wave holds
-sm_count x blocks_per_sm tiles: blocks_per_sm is how many thread blocks of the kernel an SM
-keeps resident, which the compiler's facts give (a800lab.workloads.tiles.facts); 1 unless told.
-The model is relative and ignores memory bandwidth and caches: it explains steps and saw-teeth
-(N=1537 vs 1536), not the absolute TFLOP/s, so it gets its own axis rather than being scaled onto
-the measurements.
 """
 
 from __future__ import annotations
@@ -34,14 +21,7 @@ from matplotlib.patches import Rectangle
 from ..workloads.tiles.config import overhang
 from ..workloads.tiles.facts import refusal_kind
 from ..workloads.tiles.quantisation import quantise
-from .look import (
-    NOISY_MARKER,
-    LabFigure,
-    Look,
-    describe_devices,
-    noisy_handle,
-    place_legend,
-)
+from .look import NOISY_MARKER, LabFigure, Look, describe_devices, noisy_handle, place_legend
 from .parts import (
     NO_POINTS_TEXT,
     caption_under,
@@ -90,9 +70,11 @@ def model_frame(df: pd.DataFrame, x: str, tile: tuple[int, int, int], sm_count: 
 def shape_sweep_figure(df: pd.DataFrame, x: str, *, tile: tuple[int, int, int] | None,
                        sm_count: int | None, card: str, series: str | None = None,
                        earlier_runs: str = "faded", blocks_per_sm: int = 1) -> Figure:
-    """Measured throughput vs a shape axis over the model's efficiency for `tile` on
-    `sm_count` SMs (`card` names them in the model's legend); see the module docstring.
-    Without a tile (cuBLAS picks its own) or an SM count, the bottom axes says so."""
+    """Measured throughput vs a shape axis (m, n, k or size) above what the quantisation model
+    (a800lab.workloads.tiles.quantisation) says of the same shapes with `tile` on `sm_count`
+    SMs x `blocks_per_sm` resident blocks (the compiler's facts): the useful share of the tile
+    work, the share of wave slots filled and their product. The model is relative and ignores
+    memory: it explains steps and saw-teeth (N=1537 vs 1536), so it gets its own axis."""
     fig = LabFigure(figsize=(8.6, 6.6), layout="constrained")
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
     throughput_figure(df, x, series=series, ax=top, earlier_runs=earlier_runs)
@@ -147,8 +129,7 @@ def model_figure(x: str, values, *, m: int = 4096, n: int = 4096, k: int = 4096,
                  tile: tuple[int, int, int], sm_count: int, card: str,
                  blocks_per_sm: int = 1) -> Figure:
     """The quantisation model alone over `values` of the shape axis `x` (the other dimensions
-    fixed): what a card would lose to tile and wave quantisation. Titled as a model, not a
-    measurement."""
+    fixed), titled as a model, not a measurement."""
     shapes = pd.DataFrame({"m": m, "n": n, "k": k, x: list(values)})
     fig = LabFigure(figsize=(8.6, 3.8), layout="constrained")
     ax = fig.add_subplot()
@@ -164,8 +145,7 @@ def model_figure(x: str, values, *, m: int = 4096, n: int = 4096, k: int = 4096,
 
 
 def error_figure(df: pd.DataFrame, x: str, *, series: str = "precision") -> Figure:
-    """Relative error against float64 (log scale) vs ``x`` (e.g. the inner dimension k), one
-    line per ``series``: how each precision's rounding grows with the problem."""
+    """Relative error against float64 (log scale) vs ``x`` (e.g. k), one line per ``series``."""
     fig = LabFigure(figsize=(7.4, 4.2), layout="constrained")
     ax = fig.add_subplot()
     df = df[pd.to_numeric(df["rel_error"], errors="coerce").notna()]  # unsupported: no point
@@ -187,9 +167,8 @@ def _fmt_value(v: float) -> str:
 
 
 def _failure_note(cell: pd.DataFrame) -> str:
-    """What a cell without a good point shows: "refused" for a config turned down before it
-    ran (a ValueError naming why), with the compiler's kind of reason when it gave one
-    ("refused\nshared memory"), else its outcome (wrong / oom / error)."""
+    """A cell without a good point: "refused" (turned down before it ran, with the compiler's
+    kind of reason: "refused\nshared memory"), else its outcome (wrong / oom / error)."""
     last = cell.iloc[-1]
     if last["outcome"] == "ok":
         return "n/a"
@@ -202,11 +181,9 @@ def _failure_note(cell: pd.DataFrame) -> str:
 
 def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput",
                    ax: Axes | None = None, highlight_best: bool = True) -> Figure:
-    """``value`` over the grid ``x`` by ``y``: failed cells named in grey ("refused" for a
-    config turned down before it ran, with the compiler's reason: "shared memory",
-    "registers", ...), noisy cells marked "~", tiles larger than the output hatched (masked,
-    never crowned while another fits), the best cell outlined. A cell measured in several runs
-    shows its newest run (the title says how many cells that was)."""
+    """``value`` over the grid ``x`` by ``y``: failed cells named in grey, noisy cells marked
+    "~", tiles larger than the output hatched (never crowned while another fits), the best
+    outlined; a cell measured in several runs shows its newest run."""
     fig, ax, own = new_axes(ax, figsize=(6.4, 4.8))
     ax.set_title(f"{value} over {x} x {y}")
     if not df.empty:
@@ -268,8 +245,8 @@ def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput
         only_masked = np.isnan(fits).all()
         best_i, best_j = np.unravel_index(np.nanargmax(grid if only_masked else fits),
                                           grid.shape)
-        outline = Rectangle((best_j - 0.5, best_i - 0.5), 1, 1, fill=False,
-                                               edgecolor="red", linewidth=2.5)
+        outline = Rectangle((best_j - 0.5, best_i - 0.5), 1, 1, fill=False, edgecolor="red",
+                            linewidth=2.5)
         ax.add_patch(outline)
         outline.set_gid("best")
         notes_below.append(f"red outline: best ({x}={fmt(xs[best_j])}, {y}={fmt(ys[best_i])}"
@@ -307,8 +284,8 @@ def roofs_of(peak_tflops: float | None, mem_bw_gbs: float | None,
              measured_peak_tflops: float | None = None,
              measured_bw_gbs: float | None = None) -> list[tuple[str, float, float, str]]:
     """The roofs to draw, (name, TFLOP/s, GB/s, line style): the datasheet's solid, the
-    measured one dashed (a missing measured value reuses the datasheet one); without a datasheet
-    row (a CPU) the measured roof alone, when both its values are known."""
+    measured one dashed (a missing measured value reuses the datasheet's); without a datasheet
+    row (a CPU) the measured roof alone."""
     peak, bw = _positive("peak_tflops", peak_tflops), _positive("mem_bw_gbs", mem_bw_gbs)
     m_peak = _positive("measured_peak_tflops", measured_peak_tflops)
     m_bw = _positive("measured_bw_gbs", measured_bw_gbs)
@@ -324,10 +301,8 @@ def roofs_of(peak_tflops: float | None, mem_bw_gbs: float | None,
 
 def draw_roofs(ax: Axes, roofs: list[tuple[str, float, float, str]], intensities,
                labels: dict[str, str] | None = None) -> list[tuple[object, str]]:
-    """Each roof (roofs_of) with its ridge point (peak / bandwidth, FLOP/byte) marked, spanning
-    the points' arithmetic `intensities`; the title says when there is no roof. `labels`: a
-    roof's name in the legend ("measured at 512³"), else its own. Returns the legend
-    entries."""
+    """Each roof (roofs_of) with its ridge (peak / bandwidth, FLOP/byte) marked, spanning the
+    points' `intensities`; `labels` rename roofs in the legend. Returns the legend entries."""
     if not roofs:
         ax.set_title(f"{ax.get_title()} (peak unknown: no ceilings)")
         return []
@@ -351,8 +326,7 @@ def roofline_figure(df: pd.DataFrame, *, peak_tflops: float | None, mem_bw_gbs: 
                     measured_peak_tflops: float | None = None,
                     measured_bw_gbs: float | None = None, series: str | None = None,
                     ax: Axes | None = None, earlier_runs: str = "faded") -> Figure:
-    """Achieved TFLOP/s vs arithmetic intensity (flop_count / bytes_moved) under the roofs
-    (roofs_of, draw_roofs). Noisy points are hollow; points of earlier runs are faded."""
+    """Achieved TFLOP/s vs arithmetic intensity (flop_count / bytes_moved) under the roofs."""
     fig, ax, own = new_axes(ax)
     roofs = roofs_of(peak_tflops, mem_bw_gbs, measured_peak_tflops, measured_bw_gbs)
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)",
@@ -368,7 +342,7 @@ def roofline_figure(df: pd.DataFrame, *, peak_tflops: float | None, mem_bw_gbs: 
         flop = floats(ok, "flop_count")
         # TFLOP/s = flop / (ms * 1e-3 s) / 1e12 when the workload gave no tflops metric
         tflops = floats(ok, "tflops").fillna(flop / floats(ok, "median_ms") / 1e9)
-        noisy = ok["noisy"].fillna(False).astype(bool) if "noisy" in ok else False
+        noisy = flags(ok, "noisy")
         points = pd.DataFrame({"ai": flop / floats(ok, "bytes_moved"), "tflops": tflops,
                                "key": look.key[ok.index], "newest": look.newest[ok.index],
                                "noisy": noisy})

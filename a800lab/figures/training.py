@@ -1,20 +1,9 @@
 """Figures of the training lab: memory breakdowns, loss curves, GradScaler dynamics, gradients
-against fp16's range and the max-batch search. Pure matplotlib (no pyplot), like every lab
-figure.
+against fp16's range and the max-batch search; `df` is a frame of train points.
 
-    from a800lab.figures.training import training_figure, memory_breakdown_figure
     fig = training_figure(df, "batch_size", series="precision")   # the TrainingExplorer plot
-    fig = memory_breakdown_figure(df, "batch_size")   # stacked components, predicted, measured
-    breakdown_table(df, ["batch_size", "precision"])  # the same in MiB, one row per point
-    fig = loss_curves_figure(df, series="precision")
-    fig = scaler_figure(compare_scaling(...), device="cpu")
-    fig = gradient_histogram_figure(gradient_sample(...), scale=2**16, device="cpu")
+    breakdown_table(df, ["batch_size", "precision"])  # the memory breakdown in MiB, per point
     fig = max_batch_figure(find_max_batch_for(...))
-
-`df` is a results frame of train points (a800lab.workloads.training.point.train_point). Every figure
-names its device and mode in its title and keeps its legend outside the axes. Bars and curves
-show each series' newest run (earlier runs are faded lines in the throughput plot, not bars);
-noisy points are hollow in the throughput plot, as everywhere in the lab.
 """
 
 from __future__ import annotations
@@ -38,7 +27,7 @@ from ..workloads.training.loss_scaling import (
     log2_histogram,
 )
 from .look import FADED_ALPHA, PALETTE, LabFigure, Look, describe_devices, place_legend
-from .parts import ordered, say
+from .parts import floats, ordered, say
 from .sweep import NO_POINTS_TEXT, throughput_figure
 
 # component column, legend label, colour: bottom to top of each bar
@@ -66,13 +55,6 @@ def describe_device(device: str) -> str:
 
 
 
-def _newest_ok(df: pd.DataFrame, series: str | None) -> tuple[pd.DataFrame, Look]:
-    """The ok points of each series' newest run, and the frame's Look."""
-    look = Look(df, series)
-    ok = df[(df["outcome"] == "ok") & look.newest]
-    return ok, look
-
-
 def _point_label(row: pd.Series, x: str, series: str | None, several: bool) -> str:
     """A point's name: its x value, and its series when there are several."""
     text = str(row[x])
@@ -82,19 +64,17 @@ def _point_label(row: pd.Series, x: str, series: str | None, several: bool) -> s
 
 
 def _floats(df: pd.DataFrame, name: str) -> np.ndarray:
-    if name not in df:
-        return np.full(len(df), np.nan)
-    return pd.to_numeric(df[name], errors="coerce").to_numpy(float)
+    return floats(df, name).to_numpy(float)
 
 
 def _draw_breakdown(ax: Axes, df: pd.DataFrame, x: str, series: str | None) -> list:
-    """Stacked components per point, with the predicted and the measured peaks; returns
-    the legend entries."""
+    """Stacked components per point with the predicted and measured peaks; legend entries."""
     ax.set_title(f"memory breakdown vs {x}")
     if df.empty or "param_bytes" not in df:
         say(ax, NO_POINTS_TEXT)
         return []
-    ok, look = _newest_ok(df, series)
+    look = Look(df, series)
+    ok = df[(df["outcome"] == "ok") & look.newest]  # each series' newest run
     # the throughput plot's order: numbers ascending, anything else as first measured
     rank = {value: i for i, value in enumerate(ordered(ok[x]))}
     ok = ok.iloc[np.argsort([rank.get(v, len(rank)) for v in ok[x]], kind="stable")]
@@ -169,7 +149,7 @@ COINCIDE_SHARE = 0.01  # curves closer than this share of the loss range at ever
 
 def _coinciding(curves: list[np.ndarray]) -> list[int | None]:
     """For each curve, the index of an earlier curve it lies on (within COINCIDE_SHARE of the
-    loss range at every step), else None: the legend says so, since the eye cannot tell."""
+    loss range at every step), else None: the legend says so."""
     finite = [c[np.isfinite(c)] for c in curves]
     span = np.ptp(np.concatenate(finite)) if any(len(c) for c in finite) else 0.0
     tolerance = max(COINCIDE_SHARE * span, 1e-12)
@@ -186,8 +166,8 @@ def _coinciding(curves: list[np.ndarray]) -> list[int | None]:
 
 
 def _draw_loss_curves(ax: Axes, df: pd.DataFrame, x: str | None, series: str | None) -> list:
-    """One loss curve per point of each series' newest run: the colour names the x value, the
-    line style the series; earlier runs faded grey. Returns the legend entries."""
+    """A loss curve per point of each series' newest run (colour: the x value; line style: the
+    series), earlier runs faded grey; returns the legend entries."""
     ax.set_title("training loss per optimizer step")
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("loss")
@@ -240,9 +220,8 @@ def _draw_loss_curves(ax: Axes, df: pd.DataFrame, x: str | None, series: str | N
 
 def training_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
                     earlier_runs: str = "faded") -> Figure:
-    """The TrainingExplorer's plot, three rows: throughput (samples/s, IQR band, one line per
-    series and run; the device and mode in its title), the memory breakdown, the loss
-    curves."""
+    """Three rows: throughput (the device and mode in its title), the memory breakdown, the
+    loss curves."""
     fig = LabFigure(figsize=(10.0, 8.6))  # three rows, each legend on its right
     throughput_ax = fig.add_axes((0.08, 0.72, 0.46, 0.21))
     memory_ax = fig.add_axes((0.08, 0.43, 0.46, 0.19))   # room below for slanted labels
@@ -256,9 +235,8 @@ def training_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
 
 def breakdown_table(df: pd.DataFrame, columns=("model", "batch_size", "precision")) -> \
         pd.DataFrame:
-    """One row per ok point: the given parameter columns, each memory component in MiB, their
-    sum, the step's measured peak, the memory model's prediction and the point's own window
-    peak (CPU: resident set, approximate; GPU: allocated)."""
+    """One row per ok point: the `columns`, each memory component in MiB, their sum, the
+    step's peak, the memory model's prediction and the point's own window peak."""
     ok = df[df["outcome"] == "ok"] if "outcome" in df else df
     table = ok[[c for c in columns if c in ok]].copy()
     for column, label, _ in COMPONENTS:
@@ -271,28 +249,28 @@ def breakdown_table(df: pd.DataFrame, columns=("model", "batch_size", "precision
     return table.round(3).reset_index(drop=True)
 
 
+def _one_axes(draw, df: pd.DataFrame, *args) -> Figure:
+    fig = LabFigure(figsize=(8.6, 4.6), layout="constrained")
+    ax = fig.add_subplot()
+    place_legend(ax, draw(ax, df, *args))
+    fig.suptitle(describe_devices(df), fontsize="medium")
+    return fig
+
+
 def memory_breakdown_figure(df: pd.DataFrame, x: str, *, series: str | None = None) -> Figure:
     """Stacked memory components of each point (newest run per series), the memory model's
     predicted peak, the step's measured peak and the point's own window peak."""
-    fig = LabFigure(figsize=(8.6, 4.6), layout="constrained")
-    ax = fig.add_subplot()
-    place_legend(ax, _draw_breakdown(ax, df, x, series))
-    fig.suptitle(describe_devices(df), fontsize="medium")
-    return fig
+    return _one_axes(_draw_breakdown, df, x, series)
 
 
 def loss_curves_figure(df: pd.DataFrame, *, x: str | None = None,
                        series: str | None = None) -> Figure:
     """The loss of every point's training steps, one curve per point."""
-    fig = LabFigure(figsize=(8.6, 4.6), layout="constrained")
-    ax = fig.add_subplot()
-    place_legend(ax, _draw_loss_curves(ax, df, x, series))
-    fig.suptitle(describe_devices(df), fontsize="medium")
-    return fig
+    return _one_axes(_draw_loss_curves, df, x, series)
 
 
 def scaler_figure(runs: dict[str, list[dict]], *, device: str) -> Figure:
-    """Loss, loss scale (skipped steps marked) and the share of zero gradients per step, one
+    """Loss, loss scale (skipped steps marked) and the share of zero gradients per step, a
     line per run of compare_scaling()."""
     fig = LabFigure(figsize=(8.6, 7.2), layout="constrained")
     loss_ax, scale_ax, zero_ax = fig.subplots(3, 1, sharex=True)
@@ -325,9 +303,8 @@ def scaler_figure(runs: dict[str, list[dict]], *, device: str) -> Figure:
 
 
 def gradient_histogram_figure(sample, *, scale: float = 2.0**16, device: str) -> Figure:
-    """|gradient| values (parameters and activations, log2 bins) against fp16's range:
-    the zone that flushes to zero, the subnormal zone and overflow; dashed: the same values
-    multiplied by `scale`, as GradScaler would. The legend gives each share."""
+    """|gradient| values (parameters, activations; log2 bins) against fp16's zero, subnormal
+    and overflow zones; dashed: the same times `scale`, as GradScaler would."""
     fig = LabFigure(figsize=(8.6, 4.8), layout="constrained")
     ax = fig.add_subplot()
     lo, hi = -40, 24
@@ -365,8 +342,8 @@ _TRIAL_STYLES = {"ok": ("o", "tab:green"), "over": ("s", "tab:orange"), "oom": (
 
 
 def max_batch_figure(result) -> Figure:
-    """Each trial of a max-batch search (micro-batch vs peak, in order), the limit, the budget
-    and the memory model's line; the answer marked."""
+    """A max-batch search's trials (micro-batch vs peak), the limit, the budget and the
+    memory model's line; the answer marked."""
     fig = LabFigure(figsize=(8.6, 4.6), layout="constrained")
     ax = fig.add_subplot()
     scale, unit = byte_unit(result.limit_bytes)

@@ -1,16 +1,8 @@
-"""Figures of a profiled training step: where each profiled configuration's step goes (a stacked
-bar per category, one bar per profile) and one step's timeline, host and device lanes.
+"""Figures of a profiled training step: where each profile's step time goes (a stacked bar of
+shares per category, the step's milliseconds on top) above one profile's step timeline (host
+and device lanes, segments coloured by the same categories).
 
-    from a800lab.figures.training_profile import profile_figure
-    fig = profile_figure([small, large])     # ProfileReports (profile_step); the last one's
-                                             # timeline below the bars
-    fig = profile_figure(reports, timeline=0)   # the first one's timeline instead
-
-The bars are shares of each profiled step (so a 4 ms and a 25 ms step compare), with the step's
-milliseconds written on top; the timeline is the middle profiled step of one report, its
-segments coloured by the same categories (in CPU mode the lanes are the host's threads and each
-segment is the innermost op then; on a GPU the host lane shows its ops in grey above the CUDA
-streams). The title names the device and mode of the profiles.
+    fig = profile_figure([small, large])     # ProfileReports (profile_step); the last's timeline
 """
 
 from __future__ import annotations
@@ -42,7 +34,7 @@ def label_of(report) -> str:
 
 
 def profile_figure(reports: list, *, timeline: int = -1) -> Figure:
-    """Stacked shares per profile above one profile's step timeline; see the module doc."""
+    """Stacked shares per profile above the step timeline of `reports[timeline]`."""
     fig = Figure(figsize=(10, 6.4), layout="constrained")
     bars, line = fig.subplots(2, 1, gridspec_kw={"height_ratios": [1, 1.1]})
     if not reports:

@@ -1,13 +1,8 @@
-"""The figure of a training-config tuning run: every measured candidate's samples/s against its
-peak memory, the frontier (none both faster and smaller) joined, the winner starred and those
-within its noise ringed.
+"""The figure of a training-config tuning run: every candidate's samples/s against its peak
+memory (colour: precision; square: checkpointing; hollow: eliminated early), the frontier
+joined, the winner starred and those within its noise ringed.
 
-    from a800lab.figures.training_tune import frontier_figure
     fig = frontier_figure(tune_train(...).entry)     # a stored or fresh entry
-
-Candidates timed with less than the final round's budget are hollow (eliminated early: their
-rates rest on a sixteenth or a quarter of it). Colour is the precision, the marker says
-checkpointing.
 """
 
 from __future__ import annotations
@@ -21,7 +16,7 @@ from .parts import say
 
 
 def frontier_figure(entry: dict) -> Figure:
-    """samples/s vs peak memory of a tune_train entry; see the module docstring."""
+    """samples/s vs peak memory of a tune_train entry (see the module docstring)."""
     fig = Figure(figsize=(8.6, 4.8), layout="constrained")
     ax = fig.add_subplot()
     candidates = entry.get("candidates", [])

@@ -1,16 +1,8 @@
-"""ipywidgets panels: thin views over the core objects (a800lab.core, a800lab.workloads); they
-run work only from a Run button and plot with a800lab.figures.sweep.
+"""ipywidgets panels: thin views over the lab's workloads that run work only from a Run
+button (or `panel.run(wait=True, ...)`) and draw with a800lab.figures.
 
     from a800lab.widgets import Explorer, Range
     Explorer(my_step, params={"batch_size": Range(1, 256, default=32), "precision": ["fp32"]})
-    MatmulExplorer()        # tile heatmap, shape sweep with the quantisation model, precisions
-    TrainingExplorer()      # batch x accumulation x precision: samples/s, memory, loss, max batch
-    PipelineExplorer()      # loader workers, pinned memory, copies: samples/s, idle, timeline
-    ServingExplorer()       # inference p50/p99 vs samples/s, decode, streams, tune under a p99
-    CommExplorer()          # collectives (busbw), DDP comm hooks, no_sync, buckets on N ranks
-    CostExplorer("train")   # samples/s, energy per sample, cost per million samples
-    DiffPanel(a, b)         # two machines' results or doctor reports: what differs, B / A
-    ReportPanel()           # `a800lab report`: the guide's claims tested here, report inline
 """
 
 from .comm_explorer import CommExplorer

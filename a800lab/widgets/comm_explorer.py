@@ -1,7 +1,6 @@
 """CommExplorer: collectives over message sizes, DDP comm hooks, no_sync accumulation and
-bucket sizes, measured on worker processes that the panel starts, streams from and stops.
+bucket sizes, measured on worker ranks the panel starts, streams from and always stops.
 
-    from a800lab.widgets import CommExplorer
     panel = CommExplorer()                  # 2 gloo ranks on a CPU, one rank per GPU on NCCL
     panel.run(wait=True, view="collectives", op=["all_reduce", "broadcast"],
               size_bytes=[2**10, 2**16, 2**20])
@@ -9,21 +8,7 @@ bucket sizes, measured on worker processes that the panel starts, streams from a
     panel.run(wait=True, view="accumulation", accum_steps=[1, 2, 4])   # no_sync vs every
     panel.run(wait=True, view="buckets", bucket_cap_mb=[0.25, 1, 25])
 
-Four views, each with its own sweep and figure (a800lab.figures.pipeline):
-- collectives: busbw and time against size_bytes, one line per op (several ops per Run);
-  on GPUs the card's per-direction NVLink bandwidth is drawn for comparison;
-- hooks: samples/s, MiB all-reduced per step and the held-out loss per comm hook;
-- accumulation: samples/s, all-reduce calls per optimizer step and MiB against accum_steps,
-  with no_sync and every_micro_batch side by side;
-- buckets: samples/s, buckets per backward and the loss against bucket_cap_mb.
-
-Each Run starts `world_size` fresh ranks (a800lab.workloads.comm.runs), sends them the points
-one at a time and stops them when it ends, whatever happens: Stop ends the run after the point
-in flight; a rank that dies ends it at once, one that hangs after `timeout_s`, with the reason
-in the status line and no process left behind. Records are rank 0's, as the CLI writes them.
-With `keep_ranks=True` the ranks stay up from one Run to the next (no start-up: seconds saved
-per Run) until `close()`, a failure, or the kernel's end (a rank whose parent is gone exits);
-on GPUs idle ranks hold their GPUs' memory meanwhile, so close them before measuring else.
+The CLI twins: `python -m a800lab comm collectives` and `comm ddp` (the records are rank 0's).
 """
 
 from __future__ import annotations
@@ -42,17 +27,11 @@ from ..workloads.comm.collectives import DTYPES, OPS
 from ..workloads.comm.ddp import HOOKS, SYNC_MODES
 from ..workloads.comm.runs import check_local_ranks, run_comm, run_point, start_ranks
 from ..workloads.comm.worker import default_comm_backend
-from .explorer import AUTO_SERIES, DATA_DIR, Explorer
-from .explorer_text import auto_series, run_numbers, table_html
-from .params import Choice, Range, format_param
+from .explorer import DATA_DIR, Explorer, View
+from .explorer_text import table_html
+from .params import Choice, Range
 
-VIEWS = {"collectives": "collectives", "hooks": "comm hooks", "accumulation": "no_sync",
-         "buckets": "buckets"}
-VIEW_PARAMS = {"collectives": ("op", "size_bytes", "dtype", "ranks_per_node"),
-               "hooks": ("hook", "powersgd_rank", "start_iter"),
-               "accumulation": ("accum_steps", "sync"), "buckets": ("bucket_cap_mb",)}
-VIEW_AXIS = {"collectives": "size_bytes", "hooks": "hook", "accumulation": "accum_steps",
-             "buckets": "bucket_cap_mb"}
+# per DDP view: the figure's metrics beside samples/s, (column, axis label, divisor)
 VIEW_METRICS = {
     "hooks": (("bytes_per_step", "MiB all-reduced per step (one rank)", 2**20),
               ("eval_loss", "held-out loss after training", 1.0)),
@@ -61,23 +40,40 @@ VIEW_METRICS = {
     "buckets": (("buckets", "buckets per synchronised backward", 1.0),
                 ("eval_loss", "held-out loss after training", 1.0)),
 }
-TABLE_METRICS = {"collectives": ("algbw_gbs", "message_bytes", "pct_of_link"),
-                 "hooks": ("bytes_per_step", "eval_loss", "compressed"),
-                 "accumulation": ("allreduce_calls_per_step", "bytes_per_step", "eval_loss"),
-                 "buckets": ("buckets", "eval_loss")}
+
+
+def views(largest_exponent: int) -> dict[str, View]:
+    """The four views; collectives sweep sizes 16x apart up to 2**largest_exponent bytes."""
+    sizes = tuple(2**e for e in range(10, largest_exponent + 1, 4))
+    return {
+        "collectives": View("collectives", "busbw and time vs message size, one line per op",
+                            "size_bytes", ("op", "size_bytes", "dtype", "ranks_per_node"),
+                            sizes, "comm", columns=("algbw_gbs", "message_bytes", "pct_of_link")),
+        "hooks": View("comm hooks", "DDP comm hooks: samples/s, bytes all-reduced, held-out "
+                      "loss", "hook", ("hook", "powersgd_rank", "start_iter"), HOOKS, "ddp",
+                      columns=("bytes_per_step", "eval_loss", "compressed")),
+        "accumulation": View("no_sync", "gradient accumulation: no_sync vs every micro-batch",
+                             "accum_steps", ("accum_steps", "sync"), (1, 2, 4), "ddp",
+                             columns=("allreduce_calls_per_step", "bytes_per_step",
+                                      "eval_loss")),
+        "buckets": View("buckets", "bucket_cap_mb: samples/s, buckets, loss", "bucket_cap_mb",
+                        ("bucket_cap_mb",), (0.25, 1.0, 25.0), "ddp",
+                        columns=("buckets", "eval_loss")),
+    }
 
 
 class CommExplorer(Explorer):
-    """The communication panel (see the module docstring).
+    """Four views: busbw and time against size_bytes, one line per op (the card's NVLink
+    bandwidth drawn on GPUs); samples/s, MiB all-reduced and held-out loss per comm hook;
+    no_sync against every micro-batch over accum_steps; bucket_cap_mb.
 
-    `world_size`: ranks (default 2 with gloo, every visible GPU with NCCL); `backend`: "gloo"
-    (CPU ranks, also on a GPU machine) or "nccl"; `timeout_s`: how long a point may take
-    before its group counts as hung; `keep_ranks`: keep the ranks between Runs until close();
-    `budget_s` and `train_steps`: per point (defaults suit the mode). `title`, `recorded_dir`,
-    `out` as for Explorer.
+    Each Run starts `world_size` fresh ranks (default 2 with gloo, every visible GPU with
+    NCCL), sends them the points one at a time and stops them whatever happens: a rank that
+    dies ends the run at once, one that hangs after `timeout_s`, with the reason in the status
+    line. `keep_ranks=True` keeps them from one Run to the next until close() (on GPUs they
+    hold their memory meanwhile). `budget_s`, `train_steps`: per point; the rest as for
+    Explorer.
     """
-
-    VIEWS = VIEWS
 
     def __init__(self, *, world_size: int | None = None, backend: str | None = None,
                  timeout_s: float = 60.0, keep_ranks: bool = False,
@@ -121,61 +117,35 @@ class CommExplorer(Explorer):
         device = "cuda" if on_gpu and HAS_CUDA else "cpu"
         # Explorer's workload: one point on a fresh group. A Run does better (_work): one
         # group for all its points, and the records rank 0 made.
-        super().__init__(functools.partial(run_point, "comm"), params, sweep="size_bytes",
-                         name="comm", device=device, cpu_threads=1, title=title,
-                         recorded_dir=recorded_dir, out=out)
-
-    # ---- layout ---------------------------------------------------------------------------
-    def _extra_widgets(self) -> dict[str, list]:
         self.ops = widgets.Text(description="ops", value="all_reduce",
                                 placeholder="e.g. all_reduce, all_gather, broadcast")
-        return {"after_controls": [self.ops]}
+        super().__init__(functools.partial(run_point, "comm"), params, sweep="size_bytes",
+                         name="comm", device=device, cpu_threads=1, title=title,
+                         recorded_dir=recorded_dir, out=out, views=views(30 if on_gpu else 22),
+                         extras={"after_controls": [self.ops]})
 
     def _on_view(self) -> None:
-        view = self.view.value
-        self.ops.layout.display = None if view == "collectives" else "none"
-        self.sweep_axis.value = VIEW_AXIS[view]
-        self.sweep_values.value = ", ".join(format_param(v) for v in self._default_values(view))
-        for key, control in self.controls.items():
-            control.disabled = key == VIEW_AXIS[view] or key not in VIEW_PARAMS[view]
-        if view == "collectives":
+        super()._on_view()
+        collectives = self.view.value == "collectives"
+        self.ops.layout.display = None if collectives else "none"
+        if collectives:
             self.controls["op"].disabled = True  # the ops box lists them
-
-    def _default_values(self, view: str) -> list:
-        """What a Run sweeps unless told otherwise: a few sizes 16x apart (to 64 MiB on a CPU,
-        1 GiB on GPUs), every hook, 1-4 micro-batches, three bucket caps."""
-        if view == "collectives":
-            top = 30 if self.backend == "nccl" else 22
-            return [2**e for e in range(10, top + 1, 4)]
-        return {"hooks": list(HOOKS), "accumulation": [1, 2, 4],
-                "buckets": [0.25, 1.0, 25.0]}[view]
 
     def _conditions(self) -> str:
         where = "GPUs, NCCL" if self.backend == "nccl" else \
             "CPU fallback, gloo, 1 torch thread each"
         return f"{self.world_size} ranks ({where})"
 
-    # ---- running --------------------------------------------------------------------------
-    def run(self, wait: bool = False, view: str | None = None, **values) -> bool:
-        """As Explorer.run, with `view` chosen first; in the collectives view `op` may be a
-        list (one line each); in the accumulation view both sync modes always run."""
-        if view is not None:
-            if view not in VIEWS:
-                self.status.say(f"Cannot run: view={view!r}; use one of {list(VIEWS)}", "error")
-                return False
-            self.view.value = view
-        return super().run(wait=wait, **values)
-
     def _plan(self, overrides: dict) -> tuple[dict, dict]:
+        """In the collectives view `op` may be a list (one line each); in the accumulation view
+        both sync modes always run."""
         view = self.view.value
         overrides = dict(overrides)
-        ops = overrides.pop("op", None) if view == "collectives" else None
+        ops = self._values_of(overrides, "op", self.ops) if view == "collectives" else None
         axes, fixed = super()._plan(overrides)
-        fixed = {k: v for k, v in fixed.items() if k in VIEW_PARAMS[view]}
+        fixed = {k: v for k, v in fixed.items() if k in self.views[view].params}
         if view == "collectives":
             fixed.pop("op", None)
-            ops = self.params["op"].parse("op", self.ops.value) if ops is None else \
-                [self._check_one("op", op) for op in (ops if isinstance(ops, list) else [ops])]
             axes = {"op": ops, **axes}  # one op's sizes after another: a line at a time
         if view == "accumulation":
             fixed.pop("sync", None)
@@ -192,7 +162,7 @@ class CommExplorer(Explorer):
                         settings=self.settings if collectives else self.ddp_settings,
                         run_id=run_id, timeout_s=self.timeout_s,
                         on_progress=self._on_progress, on_result=self._on_result,
-                        cancel=self._cancel, group=self._ranks)
+                        cancel=self.job.cancel, group=self._ranks)
 
     def close(self) -> None:
         """Stop the ranks kept between Runs (keep_ranks=True); the next Run starts new ones.
@@ -204,56 +174,37 @@ class CommExplorer(Explorer):
             self._ranks.close()
             self._ranks = None
 
-    # ---- views ----------------------------------------------------------------------------
     def _of_view(self, df: pd.DataFrame) -> pd.DataFrame:
         """The points this view draws: its workload, its axis set, no other view's settings."""
-        view = self.view.value
-        if df.empty or "workload" not in df:
-            return df
-        rows = df[df["workload"] == ("comm" if view == "collectives" else "ddp")]
-        axis = VIEW_AXIS[view]
-        rows = rows[rows[axis].notna()] if axis in rows else rows.iloc[0:0]
-        for other, names in VIEW_PARAMS.items():
-            for name in names:
-                if other != view and name in rows and name not in VIEW_PARAMS[view]:
+        rows, view = super()._of_view(df), self.views[self.view.value]
+        if rows.empty or "workload" not in rows:
+            return rows
+        rows = rows[rows[view.axis].notna()] if view.axis in rows else rows.iloc[0:0]
+        for other in self.views.values():
+            for name in other.params:
+                if name in rows and name not in view.params:
                     rows = rows[rows[name].isna()]
         return rows
 
     def _figure(self, df: pd.DataFrame, x: str, series: str):
-        view, shown = self.view.value, self._of_view(df)
-        earlier, axis = self.earlier_runs.value, VIEW_AXIS[view]
-        if self.color_by.value == AUTO_SERIES and not shown.empty:  # what differs in this view
-            names = auto_series(shown, axis, [p for p in VIEW_PARAMS[view] if p in shown])
-            shown, series = shown.assign(series=names), "series"
+        view, earlier = self.view.value, self.earlier_runs.value
         if view == "collectives":
-            return collectives_figure(shown, series="op" if "op" in shown else series,
+            return collectives_figure(df, series="op" if "op" in df else series,
                                       earlier_runs=earlier)
         if view == "accumulation":
             series = "sync"
-        if series not in shown:
-            series = "label" if "label" in shown else None
-        return ddp_figure(shown, axis, series=series, metrics=VIEW_METRICS[view],
+        if series not in df:
+            series = "label" if "label" in df else None
+        return ddp_figure(df, self.views[view].axis, series=series, metrics=VIEW_METRICS[view],
                           log_x=view == "buckets", earlier_runs=earlier)
 
-    def _figure_title(self, x: str) -> str:
-        return {"collectives": "busbw and time vs message size, one line per op",
-                "hooks": "DDP comm hooks: samples/s, bytes all-reduced, held-out loss",
-                "accumulation": "gradient accumulation: no_sync vs every micro-batch",
-                "buckets": "bucket_cap_mb: samples/s, buckets, loss"}[self.view.value]
-
-    def _caption_note(self, measured: pd.DataFrame, x: str) -> str:
-        # the newest run of this view, not another view's (chapter 08 read "op=nan ...")
-        return super()._caption_note(self._of_view(measured), x)
-
     def _table_html(self, measured: pd.DataFrame) -> str:
-        view = self.view.value
-        shown = self._of_view(measured)
-        numbers = run_numbers(measured["run_id"]) if "run_id" in measured else {}
-        columns = [*VIEW_PARAMS[view], "world_size"]
-        note = "" if view != "collectives" or self.backend == "nccl" else (
+        shown, view = self._of_view(measured), self.views[self.view.value]
+        if shown.empty:
+            return html.escape("no points of this view yet")
+        note = "" if view.workload != "comm" or self.backend == "nccl" else (
             "<small>gloo on one machine: the ranks talk over loopback TCP, so these are CPU "
             "and kernel numbers, not a network's or NVLink's.</small>")
-        return note + table_html(shown, columns, numbers, measured=(
-            "throughput", *TABLE_METRICS[view]), more=("median_ms", "iqr_ms")) \
-            if not shown.empty else \
-            html.escape("no points of this view yet")
+        return note + table_html(shown, [*view.params, "world_size"], self._run_numbers(),
+                                 measured=("throughput", *view.columns),
+                                 more=("median_ms", "iqr_ms"))

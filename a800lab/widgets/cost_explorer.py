@@ -1,20 +1,11 @@
 """CostExplorer: run a workload steadily under the energy meter and see samples/s, energy per
 sample and cost per million samples, configs side by side.
 
-    from a800lab.widgets import CostExplorer
     panel = CostExplorer("train")                 # a training preset; "matmul": size^3 matmuls
     panel.run(wait=True, batch_size=[32, 256])    # each point: a steady metered run
     panel.price.value = 4.0                       # $ per GPU-hour: re-plots, nothing re-measured
     panel.comparison()                            # samples/s, J/sample, cost, each vs the first
     CostExplorer(make_step=my_make_step, params={"batch_size": [32, 256]})   # your own workload
-
-Each point (a800lab.workloads.usage) warms up, then runs the step back to back for a few seconds
-on a GPU (0.5 s on a CPU) under an EnergyMeter: samples/s, GPU utilisation, power, and energy
-from the GPU's energy counter where it has one, else power x time (on Hopper averaged over 1 s:
-lengthen short runs with duration_s=), on a CPU RAPL where readable, else the process's CPU time.
-Cost per million samples comes from the price per GPU-hour (times the GPUs the job holds), and
-optionally electricity from a price per kWh; changing a price re-plots at once. Your own workload:
-`make_step(**params)` (also given `device=` if it takes it) returns (step, samples_per_step).
 """
 
 from __future__ import annotations
@@ -41,7 +32,7 @@ from ..workloads.usage import (
     train_usage_point,
 )
 from .explorer import DATA_DIR, Explorer
-from .explorer_text import TABLE_ROWS, run_numbers
+from .explorer_text import TABLE_ROWS
 from .params import Choice, Range, check_signature
 
 WORKLOADS = ("matmul", "train")
@@ -78,13 +69,18 @@ def _check_prices(price_per_hour_usd, count, price_per_kwh_usd, duration_s) -> N
 
 
 class CostExplorer(Explorer):
-    """The utilisation, energy and cost panel (see the module docstring).
+    """Each point (a800lab.workloads.usage) warms up, then runs the step back to back under an
+    EnergyMeter: samples/s, GPU utilisation, power, and energy from the GPU's energy counter,
+    else power x time (on Hopper averaged over 1 s: lengthen short runs), on a CPU RAPL where
+    readable, else the process's CPU time. Cost per million samples comes from the price per
+    GPU-hour (times the GPUs the job holds) and optionally electricity per kWh; changing a
+    price re-plots at once.
 
     `workload`: "matmul" (a size^3 matmul per sample, swept over precision) or "train" (a
-    training preset, swept over batch size); or your own `make_step` with `params` (as for
-    Explorer). `price_per_gpu_hour_usd`, `gpus` and `price_per_kwh_usd` start the price
-    controls; `duration_s` is each point's metered time (default 5 s on a GPU, 0.5 s on a CPU).
-    The rest as for Explorer (`sweep`, `device`, `cpu_threads`, `title`, `recorded_dir`, `out`).
+    training preset, swept over batch size); or your own `make_step(**params)` (also given
+    `device=` if it takes it) returning (step, samples_per_step), with `params` as for
+    Explorer. `duration_s`: each point's metered time (default 5 s on a GPU, 0.5 s on a CPU).
+    The rest as for Explorer.
     """
 
     def __init__(self, workload: str = "matmul", *, make_step=None, params: dict | None = None,
@@ -96,7 +92,6 @@ class CostExplorer(Explorer):
         device = resolve_device(device)
         on_cpu = device == "cpu"
         _check_prices(price_per_gpu_hour_usd, gpus, price_per_kwh_usd, duration_s)
-        self._prices = (price_per_gpu_hour_usd, gpus, price_per_kwh_usd)
         # a CPU run prices this machine, not a GPU it does not have
         self._priced = "machine" if on_cpu else "GPU"
         if make_step is not None:
@@ -125,11 +120,12 @@ class CostExplorer(Explorer):
                              "make_step= and params=")
         super().__init__(point, params, sweep=sweep, name=f"{name}_usage", device=device,
                          cpu_threads=cpu_threads, title=title, recorded_dir=recorded_dir,
-                         out=out)
+                         out=out, extras={"after_status": [self._prices_box(
+                             price_per_gpu_hour_usd, gpus, price_per_kwh_usd)]})
+        for control in (self.price, self.gpus, self.kwh_price):
+            control.observe(lambda _: self._view_changed(), names="value")
 
-    # ---- layout ---------------------------------------------------------------------------
-    def _extra_widgets(self) -> dict[str, list]:
-        price, gpus, kwh = self._prices
+    def _prices_box(self, price: float, gpus: int, kwh: float) -> widgets.VBox:
         what = self._priced
         self.price = widgets.BoundedFloatText(value=price, min=0.0, max=1e4, step=0.1,
                                               description=f"$ / {what}-hour",
@@ -141,24 +137,20 @@ class CostExplorer(Explorer):
         self.kwh_price = widgets.BoundedFloatText(
             value=kwh, min=0.0, max=100.0, step=0.01, description="$ / kWh",
             tooltip="electricity price; 0 leaves electricity out of the plot")
-        for control in (self.price, self.gpus, self.kwh_price):
-            control.observe(lambda _: self._view_changed(), names="value")
-        prices = widgets.VBox([
+        return widgets.VBox([
             widgets.HTML("<b>Prices</b> <small>change them any time: the plot and the table "
                          "follow without measuring again</small>"),
             widgets.HBox([self.price, self.gpus, self.kwh_price])])
-        return {"after_status": [prices]}
 
-    # ---- views ----------------------------------------------------------------------------
     def comparison(self) -> pd.DataFrame:
         """The ok points side by side at the current prices: samples/s, J/sample (and its
         source), cost per million samples, each also as a ratio to the first point."""
         frame = self.results
-        if frame.empty:
-            return frame
+        return frame if frame.empty else self._compare(frame)
+
+    def _compare(self, frame: pd.DataFrame) -> pd.DataFrame:
         return compare_usage(frame, self.price.value, params=list(self.params),
-                             gpus=self.gpus.value,
-                             price_per_kwh_usd=self.kwh_price.value or None)
+                             gpus=self.gpus.value, price_per_kwh_usd=self.kwh_price.value or None)
 
     def _figure(self, df: pd.DataFrame, x: str, series: str):
         return cost_figure(df, x, series=series, price_per_gpu_hour_usd=self.price.value,
@@ -177,10 +169,8 @@ class CostExplorer(Explorer):
         ok = measured[measured["outcome"] == "ok"].tail(TABLE_ROWS)
         parts = []
         if not ok.empty:
-            table = compare_usage(ok, self.price.value, params=list(self.params),
-                                  gpus=self.gpus.value,
-                                  price_per_kwh_usd=self.kwh_price.value or None)
-            numbers = run_numbers(measured["run_id"])
+            table = self._compare(ok)
+            numbers = self._run_numbers()
             table.insert(0, "run", [f"#{numbers.get(r, '?')}" for r in ok["run_id"]])
             parts.append(table.rename(columns=_HEADS).to_html(
                 index=False, float_format=lambda v: f"{v:.4g}", na_rep="-",
@@ -189,6 +179,6 @@ class CostExplorer(Explorer):
             parts.insert(0, f"<p><small><b>Energy</b> (newest point): {html.escape(str(note))}"
                             "</small></p>")
         failed = measured[measured["outcome"] != "ok"].tail(3)
-        parts += [f"<p><small>{html.escape(str(r['outcome']))}: "
-                  f"{html.escape(str(r['message']))}</small></p>" for _, r in failed.iterrows()]
+        parts += [f"<p><small>{html.escape(str(outcome))}: {html.escape(str(message))}"
+                  "</small></p>" for outcome, message in failed[["outcome", "message"]].values]
         return "".join(parts)

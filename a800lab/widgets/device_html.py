@@ -1,12 +1,8 @@
-"""HTML for the device panel, from doctor's report dict: GPU table, topology grid, legend,
-affinity, advice, CPU facts. Pure functions (no widgets), so a report can also be saved as HTML.
+"""HTML for the device panel from doctor's report dict: GPU table, topology grid (NV# green,
+darker with more links; PIX/PXB yellow; PHB/NODE orange; SYS red), legend, affinity, advice,
+CPU facts. A value NVML could not give shows as "n/a" with the reason on hover.
 
-    from a800lab.core.doctor import build_report
-    from a800lab.widgets.device_html import gpu_table_html, topology_html
-    html = gpu_table_html(report) + topology_html(report)
-
-Link colours follow distance: NV# green (darker with more links), PIX/PXB yellow, PHB/NODE
-orange, SYS red. A value NVML could not give shows as "n/a" with the reason on hover.
+    html = gpu_table_html(build_report()) + topology_html(build_report())
 """
 
 from __future__ import annotations
@@ -68,6 +64,11 @@ def _td(text: str, *, title: str = "", style: str = "", raw: bool = False) -> st
     return f'<td style="{_CELL};{style}"{tip}>{body}</td>'
 
 
+def _reading(value: Any) -> str:
+    """A reading's cell, the reason on hover when NVML could not give it."""
+    return _td(cell_text(value), title=_why(value))
+
+
 def _th(text: str) -> str:
     return f'<th style="{_CELL};background:#f0f0f0">{html.escape(text)}</th>'
 
@@ -109,13 +110,11 @@ def gpu_table_html(report: dict) -> str:
         links = cell_text(g["nvlink_active_links"]) + (" to NVSwitch" if on_switch else "")
         cells = [
             _td(str(g["index"])), _td(cell_text(g["name"]), title=cell_text(g["uuid"])),
-            _td(cell_text(g["compute_capability"]), title=_why(g["compute_capability"])),
-            _td(cell_text(g["sm_count"]), title=_why(g["sm_count"])),
+            _reading(g["compute_capability"]), _reading(g["sm_count"]),
             _td(cuda_label(g["cuda_index"]), title=_why(g["cuda_index"])),
             _td(_pair(g["memory_free_bytes"], g["memory_total_bytes"], GIB, 1),
                 title=_why(g["memory_free_bytes"])),
-            _td(driver, title=_why(system["driver_version"])),
-            _td(cell_text(g["ecc_enabled"]), title=_why(g["ecc_enabled"])),
+            _td(driver, title=_why(system["driver_version"])), _reading(g["ecc_enabled"]),
             _td(ecc_text, style=ecc_style, title="uncorrected volatile/aggregate / corrected "
                 "volatile/aggregate (volatile = since boot, aggregate = lifetime)"),
             _td(cell_text(g["mig_enabled"]), title=_why(g["mig_enabled"]),
@@ -154,8 +153,7 @@ def topology_html(report: dict) -> str:
                          f'title="{html.escape(f"{a} - {b}: {link}: {meaning}")}" '
                          f'style="{_CELL};background:{background};color:{colour};'
                          f'font-weight:bold">{html.escape(link)}</td>')
-        rows.append(f"<tr>{_th(a)}{''.join(cells)}{_td(cell_text(cpus), title=_why(cpus))}"
-                    f"{_td(cell_text(node), title=_why(node))}</tr>")
+        rows.append(f"<tr>{_th(a)}{''.join(cells)}{_reading(cpus)}{_reading(node)}</tr>")
     return (f'<table class="a800lab-topology" {_TABLE}><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>')
 
@@ -191,8 +189,7 @@ def affinity_html(report: dict) -> str:
         else:
             command = "n/a (NVML gives no affinity)"
         command = f"{CUDA_BY_NVML_INDEX}CUDA_VISIBLE_DEVICES={g['index']} {command}"
-        rows.append(f"<tr>{_td(str(g['index']))}{_td(cell_text(node), title=_why(node))}"
-                    f"{_td(cell_text(cpus), title=_why(cpus))}"
+        rows.append(f"<tr>{_td(str(g['index']))}{_reading(node)}{_reading(cpus)}"
                     f"{_td(command, style='text-align:left')}</tr>")
     head = "".join(_th(c) for c in ("GPU", "NUMA node", "CPUs", "run a one-GPU job next to it"))
     return (f'<table class="a800lab-affinity" {_TABLE}><thead><tr>{head}</tr></thead>'

@@ -1,31 +1,19 @@
 """DevicePanel: the GPUs of this machine, their topology, what to fix, and live telemetry.
 
-    from a800lab.widgets import DevicePanel
     panel = DevicePanel()            # shows in JupyterLab; never raises without a GPU or NVML
     panel.report                     # the doctor dict (a800lab.core.doctor.build_report)
     panel.start_telemetry(0)         # sample GPU 0 on a background thread, re-plot every ~1 s
-    panel.nvml_index_of(0)           # the panel's (NVML) number of torch's cuda:0
     panel.stop_telemetry()           # also the Stop button; panel.telemetry_figure is the plot
     panel.to_html()                  # every table and advice line as one HTML string
 
-The HTML of each section comes from device_html.py.
-
-Sections: a per-GPU table (name, compute capability, SMs, memory, driver/CUDA, ECC mode and
-error counts, MIG, clocks, power, temperature, PCIe, NVLink links, throttle reasons); the
-`nvidia-smi topo -m` matrix as a coloured grid with a legend; each GPU's NUMA node and CPUs with
-the command that binds a process to them; doctor's advice; and a telemetry strip (utilisation,
-memory, power, SM clock) with Start/Stop. Without an NVIDIA GPU the panel says so at the top with
-the reason, shows the CPU facts instead and disables telemetry, saying why.
-
 `nvml=` and `cuda_properties=` inject a fake pynvml and torch device properties (tests use
-tests/fake_nvml.py). Errors land in the status line; the panel stays usable.
+tests/fake_nvml.py). The command-line twin: `python -m a800lab doctor`.
 """
 
 from __future__ import annotations
 
 import html
 import io
-import threading
 import time
 from typing import Any
 
@@ -48,7 +36,7 @@ from .device_html import (
     system_html,
     topology_html,
 )
-from .status import StatusLine
+from .panel import Job, Panel, StatusLine
 
 
 def _fallback_report(exc: Exception) -> dict:
@@ -62,9 +50,12 @@ def _fallback_report(exc: Exception) -> dict:
             "topology": None, "advice": [f"No NVIDIA GPU found: {why}."]}
 
 
-# ---- the panel ---------------------------------------------------------------------------------
-class DevicePanel:
-    """GPUs, topology, affinity, advice and live telemetry (see the module docstring)."""
+class DevicePanel(Panel):
+    """A per-GPU table (name, compute capability, SMs, memory, ECC, MIG, clocks, power, PCIe,
+    NVLink, throttle reasons), the `nvidia-smi topo -m` matrix as a coloured grid, each GPU's
+    NUMA node and CPUs with the command that binds a process there, doctor's advice, and a
+    telemetry strip with Start / Stop. Without an NVIDIA GPU it says why at the top, shows the
+    CPU facts instead and disables telemetry; errors land in the status line."""
 
     def __init__(self, nvml: Any = None, cuda_properties: list | None = None, *,
                  interval_s: float = 0.2, refresh_s: float = 1.0, window_s: float = 120.0,
@@ -75,33 +66,22 @@ class DevicePanel:
         self._nvml, self._cuda_properties = nvml, cuda_properties
         self.interval_s, self.refresh_s = interval_s, refresh_s
         self.window_s, self.max_duration_s = window_s, max_duration_s
-        self._lock = threading.Lock()
-        self._render_lock = threading.Lock()
         self._sampler: TelemetrySampler | None = None
-        self._refresher: threading.Thread | None = None
-        self._stop_refresh = threading.Event()
-        self._stop_note = ""
         self.telemetry_reason = ""  # why telemetry cannot run here; "" when it can
         self.telemetry_figure = None
         self.report: dict = {}
         self._build()
         self.refresh()
 
-    # ---- layout ---------------------------------------------------------------------------
     def _build(self) -> None:
         self.title = widgets.HTML("<h3>Devices and topology</h3>")
-        self.banner = widgets.HTML("")
-        self.system = widgets.HTML("")
+        self.banner, self.system, self.gpu_table, self.topology, self.legend, self.affinity, \
+            self.cpu, self.advice, self.telemetry_note, self.latest = \
+            (widgets.HTML("") for _ in range(10))
         self.status = StatusLine()
         self.refresh_button = widgets.Button(description="Refresh", icon="refresh",
                                              tooltip="read NVML again (clocks, power, errors)")
         self.refresh_button.on_click(lambda _: self.refresh())
-        self.gpu_table = widgets.HTML("")
-        self.topology = widgets.HTML("")
-        self.legend = widgets.HTML("")
-        self.affinity = widgets.HTML("")
-        self.cpu = widgets.HTML("")
-        self.advice = widgets.HTML("")
         self.gpu_choice = widgets.Dropdown(options=[], description="GPU",
                                            layout=widgets.Layout(width="160px"))
         self.start_button = widgets.Button(description="Start", button_style="success",
@@ -110,8 +90,9 @@ class DevicePanel:
                                           disabled=True)
         self.start_button.on_click(lambda _: self.start_telemetry())
         self.stop_button.on_click(lambda _: self.stop_telemetry())
-        self.telemetry_note = widgets.HTML("")
-        self.latest = widgets.HTML("")
+        self.job = Job(self.status, stop_button=self.stop_button,
+                       buttons=[self.start_button, self.gpu_choice],
+                       busy="Telemetry is already running: press Stop first.")
         # hidden until the first telemetry plot (an empty Image shows as a broken picture)
         self.plot = widgets.Image(format="png", layout=widgets.Layout(max_width="720px",
                                                                       display="none"))
@@ -131,12 +112,6 @@ class DevicePanel:
             self.telemetry_note, self.latest, self.plot,
         ])
 
-    def _ipython_display_(self):
-        from IPython.display import display
-
-        display(self.widget)
-
-    # ---- static sections ------------------------------------------------------------------
     def refresh(self) -> dict:
         """Read NVML and torch again and redraw the tables; returns the new report."""
         try:
@@ -149,13 +124,12 @@ class DevicePanel:
         self.report = report
         gpu_found = bool(report["gpu_found"])
         self.banner.value = "" if gpu_found else no_gpu_html(report)
-        self.system.value = system_html(report)
-        self.gpu_table.value = gpu_table_html(report) if gpu_found else ""
-        self.topology.value = topology_html(report) if gpu_found else ""
-        self.legend.value = legend_html() if gpu_found else ""
-        self.affinity.value = affinity_html(report) if gpu_found else ""
-        self.cpu.value = cpu_html(report)
+        self.system.value, self.cpu.value = system_html(report), cpu_html(report)
         self.advice.value = advice_html(report)
+        for section, draw in ((self.gpu_table, gpu_table_html), (self.topology, topology_html),
+                              (self.legend, lambda _: legend_html()),
+                              (self.affinity, affinity_html)):
+            section.value = draw(report) if gpu_found else ""
         self._gpu_sections.layout.display = None if gpu_found else "none"
         self._configure_telemetry()
         return report
@@ -190,87 +164,65 @@ class DevicePanel:
             f"refreshes every {self.refresh_s:g} s and shows the last {self.window_s:g} s; "
             "throttled periods are shaded red.</span>")
 
-    # ---- telemetry ------------------------------------------------------------------------
     @property
     def telemetry_running(self) -> bool:
-        return self._refresher is not None and self._refresher.is_alive()
+        return self.job.running
 
     def start_telemetry(self, device_index: int | None = None) -> bool:
         """Start sampling GPU `device_index` (NVML index; default: the dropdown's choice).
+        Returns False, with the reason in the status line, when it cannot start."""
+        reason = self._telemetry_unavailable()
+        if reason:
+            self.status.say(f"Telemetry unavailable: {reason}", "warn")
+            return False
 
-        Returns False, with the reason in the status line, when it cannot start.
-        """
-        with self._lock:
-            reason = self._telemetry_unavailable()
-            if reason:
-                self.status.say(f"Telemetry unavailable: {reason}", "warn")
-                return False
-            if self.telemetry_running:
-                self.status.say("Telemetry is already running: press Stop first.", "warn")
-                return False
+        def plan():
             index = self.gpu_choice.value if device_index is None else device_index
             known = [g["index"] for g in self.report["gpus"]]
             if index not in known:
-                self.status.say(f"Cannot sample GPU {index!r}: this machine has GPUs {known}.",
-                                "error")
-                return False
+                raise ValueError(f"Cannot sample GPU {index!r}: this machine has GPUs {known}.")
             try:
-                self._sampler = TelemetrySampler(index, interval_s=self.interval_s,
-                                                 nvml=self._nvml).start()
+                sampler = TelemetrySampler(index, interval_s=self.interval_s,
+                                           nvml=self._nvml).start()
             except Exception as exc:
-                self.status.say(f"Telemetry failed to start: {type(exc).__name__}: {exc}", "error")
-                return False
+                raise RuntimeError(f"Telemetry failed to start: {type(exc).__name__}: "
+                                   f"{exc}") from exc
+            self._sampler = sampler
             if self.gpu_choice.value != index:
                 self.gpu_choice.value = index
-            self._stop_refresh.clear()
-            self._refresher = threading.Thread(target=self._refresh_loop, daemon=True,
-                                               name="a800lab-telemetry-plot")
-            self._refresher.start()
-            self._configure_telemetry()
             self.status.say(f"Sampling GPU {index} every {self.interval_s:g} s ...")
-        self._render_telemetry()
-        return True
+            return lambda: self._sample(sampler)
+
+        return self.job.start(plan, cannot="", name="a800lab-telemetry-plot",
+                              failed=lambda exc: f"Telemetry stop failed: "
+                                                 f"{type(exc).__name__}: {exc}")
 
     def stop_telemetry(self) -> None:
         """Stop sampling, take a last sample and draw the final plot. Safe to call twice."""
-        with self._lock:
-            refresher, self._refresher = self._refresher, None
-            self._stop_refresh.set()
-            if refresher is not None and refresher is not threading.current_thread():
-                refresher.join()
-            sampler = self._sampler
-            if sampler is None:
-                return
-            try:
-                sampler.stop()
-            except Exception as exc:
-                self.status.say(f"Telemetry stop failed: {type(exc).__name__}: {exc}", "error")
-            self._configure_telemetry()
-        self._render_telemetry()
-        if refresher is not None:
-            summary = sampler.summary()
-            notes = [n for n in (self._stop_note, summary["reason"]) if n]
-            problem = f" ({'; '.join(notes)})" if notes else ""
-            self._stop_note = ""
-            self.status.say(f"Stopped: {summary['n_samples']} samples of GPU "
-                            f"{sampler.device_index} over {summary['duration_s']:.1f} s{problem}.",
-                            "warn" if problem else "ok")
+        self.job.stop()
+        self.job.wait()
 
-    def _refresh_loop(self) -> None:
-        started = time.perf_counter()
-        while not self._stop_refresh.wait(self.refresh_s):
+    def _sample(self, sampler: TelemetrySampler) -> None:
+        """Re-plot every refresh_s until Stop (or max_duration_s), then stop the sampler."""
+        started, note = time.perf_counter(), ""
+        self._render_telemetry()
+        while not self.job.sleep(self.refresh_s):
             self._render_telemetry()
             if time.perf_counter() - started > self.max_duration_s:
-                self._stop_note = f"max_duration_s={self.max_duration_s:g} s reached"
-                threading.Thread(target=self.stop_telemetry, daemon=True).start()
-                return
+                note = f"max_duration_s={self.max_duration_s:g} s reached"
+                break
+        sampler.stop()
+        self._render_telemetry()
+        summary = sampler.summary()
+        notes = [n for n in (note, summary["reason"]) if n]
+        problem = f" ({'; '.join(notes)})" if notes else ""
+        self.status.say(f"Stopped: {summary['n_samples']} samples of GPU "
+                        f"{sampler.device_index} over {summary['duration_s']:.1f} s{problem}.",
+                        "warn" if problem else "ok")
 
     def nvml_index_of(self, cuda_device: int | str = 0) -> int | None:
-        """The NVML index (the panel's GPU numbers) of torch's `cuda:<cuda_device>`; None when
-        there is none (no such device, a MIG slice, no NVML). core.gpu_map.nvml_index says why.
-
-        The numberings differ under CUDA_VISIBLE_DEVICES or without CUDA_DEVICE_ORDER=PCI_BUS_ID.
-        """
+        """The NVML index (the panel's GPU numbers) of torch's `cuda:<cuda_device>`, or None
+        (core.gpu_map.nvml_index says why); they differ under CUDA_VISIBLE_DEVICES."""
         index = nvml_index(cuda_device, nvml=self._nvml, cuda_properties=self._cuda_properties)
         return None if isinstance(index, NotAvailable) else index
 
@@ -301,23 +253,21 @@ class DevicePanel:
             samples = [s for s in samples if s["t_s"] >= last_t - self.window_s]
         sampler = self._sampler
         try:
-            with self._render_lock:
-                figure = telemetry_figure(samples, device=self._gpu_title(sampler))
-                buf = io.BytesIO()
-                figure.savefig(buf, format="png", dpi=72)
-                self.telemetry_figure = figure
-                self.plot.value = buf.getvalue()
-                self.plot.layout.display = None
-                self.latest.value = latest_telemetry_html(samples[-1]) if samples else ""
+            figure = telemetry_figure(samples, device=self._gpu_title(sampler))
+            buf = io.BytesIO()
+            figure.savefig(buf, format="png", dpi=72)
+            self.telemetry_figure = figure
+            self.plot.value = buf.getvalue()
+            self.plot.layout.display = None
+            self.latest.value = latest_telemetry_html(samples[-1]) if samples else ""
         except Exception as exc:  # a bad reading must not kill the refresher or the panel
             self.status.say(f"Telemetry plot failed: {type(exc).__name__}: {exc}", "error")
         reason = self._sampler._reason if self._sampler is not None else ""
         if reason:
             self.status.say(f"Telemetry: {reason}", "error")
 
-    # ---- text -----------------------------------------------------------------------------
     def to_html(self) -> str:
-        """Every visible HTML part of the panel, in display order (for tests and saved reports)."""
+        """Every visible HTML part of the panel, in display order."""
         parts: list[str] = []
 
         def walk(w: Any) -> None:
@@ -330,8 +280,3 @@ class DevicePanel:
 
         walk(self.widget)
         return "\n".join(parts)
-
-    @property
-    def status_text(self) -> str:
-        """The status line as plain text."""
-        return self.status.text

@@ -24,7 +24,7 @@ import ipywidgets as widgets
 from ..core.envdiff import FIELDS, EnvDiff, diff_files, format_params, show_value
 from ..figures.diff import lineup_figure
 from .explorer import DATA_DIR
-from .status import StatusLine
+from .panel import Panel, StatusLine
 
 RUNS_DIR = Path("runs")  # where panels Save, relative to the notebook
 
@@ -94,7 +94,7 @@ def diff_html(diff: EnvDiff) -> str:
     return "".join(out)
 
 
-class DiffPanel:
+class DiffPanel(Panel):
     """Two file boxes, Compare, and the comparison (see the module docstring)."""
 
     def __init__(self, a: str | Path | None = None, b: str | Path | None = None, *,
@@ -120,11 +120,6 @@ class DiffPanel:
             self.output, self.plot])
         if a and b:
             self.compare()
-
-    def _ipython_display_(self):
-        from IPython.display import display
-
-        display(self.widget)
 
     def compare(self, a: str | Path | None = None, b: str | Path | None = None
                 ) -> EnvDiff | None:

@@ -1,14 +1,9 @@
 """The generic panel: vary a workload's parameters, press Run, watch throughput and memory grow.
 
-    from a800lab.widgets import Explorer, Range
     panel = Explorer(step, params={"batch_size": Range(1, 256, default=32, scale="pow2"),
                                    "precision": ["fp32", "bf16"]}, sweep="batch_size")
-    panel                                                 # shows it in JupyterLab
-    panel.run(wait=True, batch_size=[8, 16, 32])          # no clicks: notebooks and tests
+    panel.run(wait=True, batch_size=[8, 16, 32])          # the Run button in code
     panel.results                                         # pandas DataFrame, one row per point
-
-See the Explorer class for what a workload returns, what the plot shows and what each button
-does.
 """
 
 from __future__ import annotations
@@ -16,18 +11,15 @@ from __future__ import annotations
 import html
 import io
 import math
-import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import ipywidgets as widgets
 import pandas as pd
 
 from ..core.backends import resolve_device
-from ..core.cancel import CancelToken
-from ..core.noise import default_cpu_threads
 from ..core.results import (
-    Record,
     check_param_names,
     new_run_id,
     param_column,
@@ -37,22 +29,12 @@ from ..core.results import (
 from ..core.sweep import SweepResult, run_sweep
 from ..figures.look import EARLIER_RUNS, describe_devices
 from ..figures.sweep import throughput_and_memory_figure
-from .explorer_text import (
-    auto_series,
-    conditions_text,
-    describe_record,
-    fixed_differences,
-    overlay_hint,
-    run_numbers,
-    summary,
-    table_html,
-    with_units,
-)
+from . import explorer_text as text
 from .layout import explorer_layout, show_section
+from .panel import Panel
 from .panel_records import PanelRecords
 from .params import Fixed, as_param, check_signature, check_value, format_param, plan_run, show_plan
 from .redraw import CPU_MIN_INTERVAL_S, CPU_REST_FACTOR, Redrawer
-from .status import StatusLine
 
 NO_SWEEP = "(single point)"
 AUTO_SERIES = "(what differs)"  # one line per device label and per value of any other control
@@ -61,87 +43,71 @@ PNG_DPI = 90  # the 10 in wide figure as 900 px: fits a notebook, small text sta
 CPU_COALESCING = {"min_interval_s": CPU_MIN_INTERVAL_S, "rest_factor": CPU_REST_FACTOR}
 
 
-class Explorer:
+@dataclass(frozen=True)
+class View:
+    """One view of a panel with several: the switch's label, the caption's title ({x}: the x
+    axis), the sweep axis and values it starts with, the controls it uses (() for all), the
+    workload of its points (None: every point), the parameters whose values tell its series
+    apart (() for its controls) and its table's measured columns."""
+
+    label: str
+    title: str
+    axis: str | None = None
+    params: tuple[str, ...] = ()
+    values: tuple = ()
+    workload: str | None = None
+    series: tuple[str, ...] = ()
+    columns: tuple[str, ...] = ()
+
+
+class Explorer(Panel):
     """A panel over your own workload: controls for its parameters, Run / Stop / Clear, a live
-    plot of throughput and peak memory, a results table, Save / Load and recorded overlays.
+    plot of throughput and each point's own peak memory (one line per series and run, the
+    newest strongest, noisy points hollow), a results table, Save / Load and overlays.
 
-        def step(batch_size, precision, device):          # device: the panel's, e.g. "cuda:1"
-            t = measure(lambda: train_one_step(...), device=device)   # warm-up, then timed
-            return {"throughput": batch_size / (t.median_ms / 1e3),
-                    "throughput_unit": "samples/s", "timing": t, "loss": 0.7}
-        panel = Explorer(step, params={"batch_size": Range(8, 512, default=64, scale="pow2"),
-                                       "precision": ["fp32", "bf16"]},
-                         sweep="batch_size", title="My model")
-        panel                                  # the last expression of a cell shows it
-        panel.run(wait=True, batch_size=[8, 64], precision="bf16")   # the Run button in code
-        panel.results                          # one row per point: params, outcome, metrics
+    `workload(**params)` returns a dict: `throughput` (or the key `throughput_key` names),
+    `throughput_unit`, `timing` (a800lab.core.timing.measure) or `time_ms` samples; other keys
+    are stored as metrics; a `device` argument gets the panel's device. `params` maps each name
+    to a list (a choice), a Range (a slider) or a plain value (fixed); `sweep` names the one a
+    Run sweeps. `device`: "auto", "cpu", "cuda" or "cuda:N"; `cpu_threads`: torch's CPU threads
+    during a run (default on a CPU: all usable cores but one); `out`: where Save appends (under
+    runs/, which git ignores); `recorded_dir`: where the overlay box finds recorded runs.
 
-    The workload is any function of the named parameters returning a dict: `throughput` (a
-    positive number; or name another key of the dict with `throughput_key="samples_per_s"`),
-    `throughput_unit`, `timing` (from a800lab.core.timing.measure) or `time_ms` (raw samples:
-    they give the IQR band and the noise verdict); any other key is stored as a metric. A
-    `device` argument, if the workload takes one, gets the panel's device; one without it runs
-    inside torch.cuda.device(device) on a GPU. Its arguments are checked against `params` when
-    the panel is built.
-
-    `params` maps each name to a list (a choice), a Range (a slider) or a plain value (fixed).
-    `sweep` names the parameter the Run sweeps (its values are typed in the "values" box).
-    `device`: "auto", "cpu", "cuda" or "cuda:N". `cpu_threads`: torch's CPU threads during a
-    run; by default on CPU all usable cores but one (a core left for the browser and server),
-    on a GPU torch's own setting. `out`: where Save appends (a JSON Lines file under runs/,
-    which git ignores). `recorded_dir`: where the overlay box finds recorded runs.
-
-    What the plot shows: throughput with the IQR of the time samples shaded, and "peak memory":
-    the point's own peak above what the process held when it started (GPU: live tensors the
-    workload allocated, and the allocator's reserved total dashed; CPU: resident set, accurate
-    to a few MiB), so another panel's tensors do not count. Every Run is its own run (an id in
-    each record, "#n" in the table): the newest run of each series is drawn strongest, earlier
-    runs faded or hidden ("earlier runs"), never averaged together. Noisy points (large timing
-    spread, an oversubscribed CPU) are hollow and marked in the table; the status line counts
-    them. The title names the device and mode (GPU / CPU fallback).
-
-    Runs happen on a background thread, so Stop works mid-sweep (after the point in flight); a
-    second Run during a run is refused; drawing happens on a thread of its own, a few times a
-    second at most. After a Run starts, the controls show the values it measures (also those
-    given to `run()`). Errors land in the status line; the panel stays usable. Clear empties the
-    panel (what was saved stays in the file).
+    A panel built on this one passes its parts: `figure(df, x, series=, earlier_runs=)`,
+    `figure_title` ("... vs {x}"), `table_columns` (measured, more), `views` {key: View} and
+    `extras` {slot: [widgets]} (see layout.SLOTS).
     """
-
-    VIEWS: dict[str, str] = {}  # a panel with several views: key -> label, the first shown
 
     def __init__(self, workload, params: dict, *, sweep: str | None = None,
                  throughput_key: str | None = None, name: str | None = None,
                  device: str = "auto", cpu_threads: int | None = None, title: str = "",
-                 recorded_dir: Path | str = DATA_DIR, out: str | None = None):
+                 recorded_dir: Path | str = DATA_DIR, out: str | None = None,
+                 figure=None, figure_title: str = "throughput and peak memory vs {x}",
+                 table_columns: tuple = (text.MEASURED, ()), views: dict | None = None,
+                 extras: dict | None = None):
         if not params:
             raise ValueError("Explorer needs at least one parameter, e.g. params={'n': [1, 2]}")
         check_param_names(params)
         check_signature(workload, list(params))
-        self.workload = workload
+        self.workload, self.throughput_key = workload, throughput_key
         self.name = name or getattr(workload, "__name__", "custom")
         self.params = {key: as_param(spec, key) for key, spec in params.items()}
-        self.throughput_key = throughput_key
         self.device = resolve_device(device)
-        if cpu_threads is not None and (isinstance(cpu_threads, bool) or
-                                        not isinstance(cpu_threads, int) or cpu_threads < 1):
-            raise ValueError(f"cpu_threads={cpu_threads!r} must be a positive int or None")
-        on_cpu = self.device == "cpu"
-        self.torch_threads = cpu_threads or (default_cpu_threads() if on_cpu else None)
-        self._held = PanelRecords()
-        self._overlay = pd.DataFrame()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._cancel, self._stopped_at = CancelToken(), None
+        self.torch_threads = text.panel_threads(self.device, cpu_threads)
+        self.views = views or {}
+        self._figure_of, self._title, self._columns = figure, figure_title, table_columns
+        self._held, self._overlay = PanelRecords(), pd.DataFrame()
+        self._stopped_at = None
         self.last_result: SweepResult | None = None
         self.figure = None
         self._drawer = Redrawer(self._draw, name=f"a800lab-draw-{self.name}",
-                                **(CPU_COALESCING if on_cpu else {}),
+                                **(CPU_COALESCING if self.device == "cpu" else {}),
                                 on_error=lambda exc: self.status.say(
                                     f"Plot failed: {type(exc).__name__}: {exc}", "error"))
-        self._build(sweep, title, Path(recorded_dir), out or f"runs/{self.name}.jsonl")
+        self._build(sweep, title, Path(recorded_dir), out or f"runs/{self.name}.jsonl",
+                    extras or {})
 
-    # ---- layout -------------------------------------------------------------------------
-    def _build(self, sweep, title, recorded_dir, out) -> None:
+    def _build(self, sweep, title, recorded_dir, out, extras) -> None:
         self.controls = {key: spec.control(key) for key, spec in self.params.items()}
         sweepable = [k for k, s in self.params.items() if not isinstance(s, Fixed)]
         if sweep is not None and sweep not in sweepable:
@@ -153,19 +119,12 @@ class Explorer:
         self.sweep_values = widgets.Text(description="values", placeholder="e.g. 8, 16, 32")
         self.sweep_axis.observe(self._on_axis, names="value")
         self._on_axis()
-        self.run_button = widgets.Button(description="Run", button_style="success", icon="play")
-        self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop",
-                                          disabled=True)
         self.clear_button = widgets.Button(description="Clear", icon="trash",
                                            tooltip="Remove every point from the panel (saved "
                                                    "files keep theirs)")
-        self.run_button.on_click(lambda _: self.run())
-        self.stop_button.on_click(lambda _: self.stop())
         self.clear_button.on_click(lambda _: self.clear())
-        self.progress = widgets.IntProgress(value=0, min=0, max=1, description="progress")
-        self.progress_text = widgets.Label("")
-        self.status = StatusLine(f"Ready: choose values and press Run ({self._conditions()}).")
-        self.status.add_class("a800lab-status")
+        self._run_controls(f"Ready: choose values and press Run ({self._conditions()}).",
+                           buttons=[self.clear_button])
         # (text, frame column): a parameter named like a record column is "param.<name>"
         self.color_by = widgets.Dropdown(
             options=[(AUTO_SERIES, AUTO_SERIES), ("device label", "label"),
@@ -192,31 +151,17 @@ class Explorer:
             else []
         self.recorded = widgets.SelectMultiple(options=files, description="overlay", rows=3)
         self.recorded.observe(lambda _: self._guard(self._load_overlay), names="value")
-        self.overlay_hint = widgets.HTML(overlay_hint(recorded_dir, len(files)))
+        self.overlay_hint = widgets.HTML(text.overlay_hint(recorded_dir, len(files)))
         self.view = None
-        if self.VIEWS:  # one switch for a panel's views; _on_view sets the controls for each
+        if self.views:  # one switch for a panel's views; _on_view sets the controls for each
             self.view = widgets.ToggleButtons(
-                options=[(label, key) for key, label in self.VIEWS.items()],
-                value=next(iter(self.VIEWS)), description="view",
+                options=[(view.label, key) for key, view in self.views.items()],
+                value=next(iter(self.views)), description="view",
                 style={"button_width": "auto"})
             self.view.observe(lambda _: (self._on_view(), self._view_changed()), names="value")
-        self.widget, self.tabs = explorer_layout(self, title, self._extra_widgets())
+        self.widget, self.tabs = explorer_layout(self, title, extras)
         if self.view is not None:
             self._on_view()
-
-    # Layout a panel built on this one may extend (at construction):
-    def _extra_widgets(self) -> dict[str, list]:
-        """The panel's own widgets by slot (see layout.SLOTS): where each goes in the layout;
-        "sections" [(title, widget), ...] puts the Run controls and them in tabs."""
-        return {}
-
-    def _on_view(self) -> None:
-        """Set the controls for the view now chosen (panels with VIEWS); no redraw here."""
-
-    def _ipython_display_(self):
-        from IPython.display import display
-
-        display(self.widget)
 
     def _on_axis(self, _change=None) -> None:
         axis = self.sweep_axis.value
@@ -228,58 +173,61 @@ class Explorer:
         if _change is not None:  # the plot's x axis and title follow at once
             self._view_changed()
 
+    def _on_view(self) -> None:
+        """Set the sweep axis, its values and the controls the chosen view uses."""
+        view = self.views[self.view.value]
+        if view.axis is not None:
+            self.sweep_axis.value = view.axis
+        if view.values:
+            self.sweep_values.value = ", ".join(map(format_param, view.values))
+        if view.params:
+            for key, control in self.controls.items():
+                control.disabled = key == view.axis or key not in view.params or \
+                    isinstance(self.params[key], Fixed)
+
     def _conditions(self) -> str:
-        return conditions_text(self.device, self.torch_threads)
+        return text.conditions_text(self.device, self.torch_threads)
 
-    # ---- running --------------------------------------------------------------------------
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def run(self, wait: bool = False, **values) -> bool:
+    def run(self, wait: bool = False, view: str | None = None, **values) -> bool:
         """Start a run with the panel's values; keyword values override controls (a list for
-        the sweep axis). Returns False, with the reason in the status line, if it cannot start."""
-        with self._lock:
-            if self.running:
-                self.status.say("A run is already in progress: press Stop or wait for it.", "warn")
+        the sweep axis), `view` (panels with views) is chosen first. Returns False, with the
+        reason in the status line, if it cannot start."""
+        if view is not None:
+            if view not in self.views:
+                self.status.say(f"Cannot run: view={view!r}; use one of {list(self.views)}",
+                                "error")
                 return False
-            try:
-                axes, fixed = self._plan(values)
-            except Exception as exc:  # any bad value: say so, start nothing
-                self.status.say(f"Cannot run: {exc}", "error")
-                return False
+            self.view.value = view
+        run_id = new_run_id()
+
+        def plan():
+            axes, fixed = self._plan(values)
             self._show_plan(axes, fixed)
             show_section(self.tabs, "Run")
-            self._cancel, self._stopped_at = CancelToken(), None
-            run_id = new_run_id()
-            self._thread = threading.Thread(target=self._work, args=(axes, fixed, run_id),
-                                            daemon=True, name=f"a800lab-{self.name}")
-            self.run_button.disabled, self.stop_button.disabled = True, False
-            self.clear_button.disabled = True
+            self._stopped_at = None
             total = math.prod(len(values) for values in axes.values())
             self.progress.max, self.progress.value = total, 0
             self.progress_text.value = f"0/{total} points"
             self.status.say(f"Running {total} point{'s' * (total != 1)} of {self.name} on "
                             f"{self._conditions()} ...")
-            self._thread.start()
-        if wait:
+            return lambda: self._work(axes, fixed, run_id)
+
+        def failed(exc: BaseException) -> str:
+            done = sum(r.run_id == run_id for r in self.records)
+            self.progress_text.value = f"{done}/{self.progress.max} points, failed"
+            return (f"Run failed: {type(exc).__name__}: {exc} (after {done} of "
+                    f"{self.progress.max} points; measured points kept)")
+
+        started = self.job.start(plan, failed=failed, name=f"a800lab-{self.name}",
+                                 stopping=self._stopping)
+        if started and wait:
             self.wait()
-        return True
+        return started
 
-    def wait(self, timeout_s: float | None = None) -> None:
-        """Block until the current run (if any) ends and its last points are drawn."""
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout_s)
-        self._drawer.flush(timeout_s)
-
-    def stop(self) -> None:
-        """End the run after the point in flight."""
-        if self.running:
-            self._stopped_at = self.progress.value
-            self._cancel.cancel()
-            self.status.say(f"Stopping after the point in flight ({self._stopped_at} of "
-                            f"{self.progress.max} done) ...", "warn")
+    def _stopping(self) -> str:
+        self._stopped_at = self.progress.value
+        return (f"Stopping after the point in flight ({self._stopped_at} of "
+                f"{self.progress.max} done) ...")
 
     def clear(self) -> int:
         """Remove every measured and loaded point from the panel (files keep theirs); returns
@@ -307,17 +255,23 @@ class Explorer:
         if self.sweep_axis.value in axes:
             self.sweep_values.value = ", ".join(map(format_param, axes[self.sweep_axis.value]))
 
-    def _check_one(self, key: str, value):
-        return check_value(self.params[key], key, value)
+    def _values_of(self, overrides: dict, key: str, box) -> list:
+        """The values of `key` swept beside the sweep axis: its override (a value or a list,
+        taken out of `overrides`), else those typed in its own `box`."""
+        values = overrides.pop(key, None)
+        if values is None:
+            return self.params[key].parse(key, box.value)
+        values = values if isinstance(values, (list, tuple)) else [values]
+        return [check_value(self.params[key], key, v) for v in values]
 
     def _sweep(self, axes: dict, fixed: dict, run_id: str) -> SweepResult:
-        """Measure the planned points (on the run's thread), reporting through _on_progress
-        and _on_result; a panel whose points run elsewhere (worker processes) replaces it."""
+        """Measure the planned points on the run's thread; a panel whose points run elsewhere
+        (worker processes, a tuner) replaces it."""
         return run_sweep(self.workload, axes, fixed=fixed, workload=self.name,
                          device=self.device, throughput_key=self.throughput_key,
                          torch_threads=self.torch_threads, run_id=run_id,
                          on_progress=self._on_progress, on_result=self._on_result,
-                         cancel=self._cancel)
+                         cancel=self.job.cancel)
 
     def _work(self, axes: dict, fixed: dict, run_id: str) -> None:
         started = time.perf_counter()
@@ -327,36 +281,23 @@ class Explorer:
             if result.cancelled:
                 self.progress_text.value = f"{self.progress.value}/{result.total} points, stopped"
             failed = any(r.outcome != "ok" for r in result.records)
-            number = run_numbers(r.run_id for r in self.records).get(run_id, 1)
-            self.status.say(summary(result, time.perf_counter() - started, run_number=number,
-                                    conditions=self._conditions(),
-                                    stopped_at=self._stopped_at),
+            number = self._run_numbers().get(run_id, 1)
+            self.status.say(text.summary(result, time.perf_counter() - started,
+                                         run_number=number, conditions=self._conditions(),
+                                         stopped_at=self._stopped_at),
                             "warn" if (result.cancelled or failed) else "ok")
-        except BaseException as exc:  # noqa: B036 -- whatever ends the run, say so and recover
-            done = sum(r.run_id == run_id for r in self.records)
-            self.progress_text.value = f"{done}/{self.progress.max} points, failed"
-            self.status.say(f"Run failed: {type(exc).__name__}: {exc} (after {done} of "
-                            f"{self.progress.max} points; measured points kept)", "error")
         finally:
-            self.run_button.disabled, self.stop_button.disabled = False, True
-            self.clear_button.disabled = False
             self._drawer.request(urgent=True)  # the final plot, whatever happened
 
-    def _on_progress(self, done: int, total: int, eta_s: float | None) -> None:
-        self.progress.max, self.progress.value = total, done
-        left = "" if eta_s is None or done == total else f", about {eta_s:.0f} s left"
-        self.progress_text.value = f"{done}/{total} points{left}"
-
-    def _on_result(self, record: Record) -> None:
+    def _on_result(self, record) -> None:
         """On the measuring thread: keep the point and ask for a re-plot; no drawing here."""
         self._held.add(record)
         if record.outcome != "ok":
-            self.status.say(describe_record(record), "error")
+            self.status.say(text.describe_record(record), "error")
         self._drawer.request()
 
-    # ---- views ----------------------------------------------------------------------------
     @property
-    def records(self) -> list[Record]:
+    def records(self) -> list:
         return self._held.records
 
     @property
@@ -365,17 +306,17 @@ class Explorer:
         return records_to_frame(self.records)
 
     def listing(self, columns: list[str], last: int | None = None) -> pd.DataFrame:
-        """panel.results[columns] (the `last` rows) as a notebook lists it: each measured
-        column named with its unit, as in the panel's table (explorer_text.with_units)."""
+        """panel.results[columns] (the `last` rows), each measured column named with its unit
+        as in the panel's table."""
         results, columns = self.results, list(columns)
         if "throughput" in columns and "throughput_unit" in results:  # names the unit
             columns += [] if "throughput_unit" in columns else ["throughput_unit"]
         shown = results[columns]
-        return with_units(shown if last is None else shown.tail(last), self._param_columns())
+        return text.with_units(shown if last is None else shown.tail(last),
+                               self._param_columns())
 
     def refresh(self) -> None:
-        """Re-plot and re-tabulate what is already measured (no new measurements); returns
-        when drawn."""
+        """Re-plot and re-tabulate what is already measured; returns when drawn."""
         self._drawer.request(urgent=True)
         self._drawer.flush()
 
@@ -403,9 +344,10 @@ class Explorer:
             self.plot.layout.display = self.caption.layout.display = "none"
             self.table.value = ""
             return
+        df, measured = self._of_view(df), self._of_view(measured)
         series = self.color_by.value
         if series == AUTO_SERIES:
-            df, series = df.assign(series=auto_series(df, x, self._param_columns())), "series"
+            df, series = df.assign(series=self._auto_series(df, x)), "series"
         elif series not in df:
             series = "label"
         figure = self._figure(df, x, series)
@@ -420,24 +362,43 @@ class Explorer:
         self.plot.layout.display = self.caption.layout.display = None
         self.table.value = self._table_html(measured)
 
-    # Views a panel built on this one may change (on the drawing thread):
+    def _of_view(self, df: pd.DataFrame) -> pd.DataFrame:
+        """The points the chosen view draws: those of its workload."""
+        workload = self.views[self.view.value].workload if self.views else None
+        if workload is None or df.empty or "workload" not in df:
+            return df
+        return df[df["workload"] == workload]
+
+    def _auto_series(self, df: pd.DataFrame, x: str) -> pd.Series:
+        """Series names telling apart what differs among the points (see auto_series)."""
+        view = self.views[self.view.value] if self.views else None
+        if view is not None and view.params:
+            return text.auto_series(df, view.axis, list(view.series or view.params))
+        return text.auto_series(df, x, self._param_columns())
+
     def _figure(self, df: pd.DataFrame, x: str, series: str):
         """The figure of `df` (measured points and overlays) against `x`, one line per series."""
-        return throughput_and_memory_figure(df, x, series=series,
-                                            earlier_runs=self.earlier_runs.value)
+        draw = self._figure_of or throughput_and_memory_figure
+        return draw(df, x, series=series, earlier_runs=self.earlier_runs.value)
 
     def _figure_title(self, x: str) -> str:
         """What the figure shows, for the caption under it."""
-        return f"throughput and peak memory vs {x}"
+        title = self.views[self.view.value].title if self.views else self._title
+        return title.format(x=x)
 
     def _caption_note(self, measured: pd.DataFrame, x: str) -> str:
         """What the caption adds: where the newest run's values differ from the controls."""
-        return fixed_differences(measured, self.params, self.controls, x)
+        return text.fixed_differences(measured, self.params, self.controls, x)
 
     def _table_html(self, measured: pd.DataFrame) -> str:
         """The results table under the plot (the newest points)."""
-        numbers = run_numbers(measured["run_id"]) if "run_id" in measured else {}
-        return table_html(measured, self._param_columns(), numbers)
+        measured_columns, more = self._columns
+        return text.table_html(measured, self._param_columns(), self._run_numbers(),
+                               measured=measured_columns, more=more)
+
+    def _run_numbers(self) -> dict[str, int]:
+        """Run id -> the number the status line gives it ("run #2"), over every point held."""
+        return text.run_numbers(r.run_id for r in self.records)
 
     def _param_columns(self) -> list[str]:
         """The frame columns of the panel's parameters (see param_column)."""
@@ -466,8 +427,8 @@ class Explorer:
         return added
 
     def _load_overlay(self) -> None:
-        records = [r for p in self.recorded.value for r in read_records(p)]
-        self._overlay = records_to_frame(records)
+        self._overlay = records_to_frame([r for path in self.recorded.value
+                                            for r in read_records(path)])
         self.refresh()
 
     def _guard(self, action) -> None:
@@ -475,8 +436,3 @@ class Explorer:
             action()
         except (OSError, ValueError) as exc:
             self.status.say(f"{type(exc).__name__}: {exc}", "error")
-
-    @property
-    def status_text(self) -> str:
-        """The status line as plain text."""
-        return self.status.text

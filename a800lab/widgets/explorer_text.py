@@ -1,10 +1,7 @@
-"""The words and tables of the Explorer panel: status summaries, the results table, captions.
+"""The words and tables of the Explorer panel (status summaries, the results table, captions):
+pure functions of records and frames, so the panel's text is tested without widgets.
 
-    summary(result, elapsed_s, run_number=2, threads_note="CPU fallback, 1 torch thread")
-    table_html(df, ["batch_size", "precision"], {"20261130T2145...": 1})   # fits 968 px
-    auto_series(df, "n", ["n", "mode"])
-
-Pure functions of records and frames, so the panel's text is tested without widgets.
+    table_html(df, ["batch_size", "precision"], run_numbers(df["run_id"]))   # fits 968 px
 """
 
 from __future__ import annotations
@@ -16,12 +13,22 @@ import numbers
 import numpy as np
 import pandas as pd
 
+from ..core.noise import default_cpu_threads
 from ..core.results import Record, param_column
 from ..core.sweep import SweepResult
 from ..core.units import MIB
 from .params import format_param
 
 TABLE_ROWS = 12  # the newest points; panel.results has them all
+
+
+def panel_threads(device: str, cpu_threads: int | None) -> int | None:
+    """torch's CPU threads for a panel's runs: `cpu_threads`, else on a CPU all usable cores
+    but one (one left for the browser and server), on a GPU torch's own setting (None)."""
+    if cpu_threads is not None and (isinstance(cpu_threads, bool) or
+                                    not isinstance(cpu_threads, int) or cpu_threads < 1):
+        raise ValueError(f"cpu_threads={cpu_threads!r} must be a positive int or None")
+    return cpu_threads or (default_cpu_threads() if device == "cpu" else None)
 
 
 def conditions_text(device: str, torch_threads: int | None) -> str:
@@ -38,14 +45,15 @@ def run_numbers(run_ids) -> dict[str, int]:
 
 
 def describe_record(record: Record) -> str:
+    """"n=1: error: SystemExit: 2": a point and what became of it."""
     point = ", ".join(f"{k}={format_param(v)}" for k, v in record.params.items())
     return f"{point}: {record.outcome}: {record.message}"
 
 
 def summary(result: SweepResult, elapsed_s: float, *, run_number: int, conditions: str,
             stopped_at: int | None = None) -> str:
-    """One status line for a finished or stopped run: counts, noise, failures, conditions;
-    `stopped_at`: how many points were done when Stop was pressed."""
+    """The status line of a finished or stopped run: counts, noise, failures, conditions;
+    `stopped_at`: the points done when Stop was pressed."""
     records = result.records
     counts = pd.Series([r.outcome for r in records]).value_counts()
     detail = ", ".join(f"{n} {outcome}" for outcome, n in counts.items()) or "nothing measured"
@@ -78,8 +86,7 @@ def noisy_reason(records: list[Record]) -> str:
 
 def auto_series(df: pd.DataFrame, x: str, params: list[str]) -> pd.Series:
     """Series names that separate every configuration: the device label, plus each non-swept
-    parameter that takes more than one value among the points (e.g. "mode=fast"). Runs are
-    kept apart by the plot itself, not by the name."""
+    parameter that takes several values among the points (e.g. "mode=fast")."""
     varying = [p for p in params if p != x and p in df and df[p].astype(str).nunique() > 1]
     parts = [] if df["label"].nunique() <= 1 and varying else [df["label"].astype(str)]
     parts += [p.removeprefix("param.") + "=" + df[p].map(format_param) for p in varying]
@@ -90,8 +97,8 @@ def auto_series(df: pd.DataFrame, x: str, params: list[str]) -> pd.Series:
 
 
 def fixed_differences(measured: pd.DataFrame, params: dict, controls: dict, x: str) -> str:
-    """"; these points ran at precision=bf16 (the control reads fp32)" for each parameter
-    other than `x` whose values in the newest run differ from its control now; "" if none."""
+    """"; these points ran at precision=bf16 (the control reads fp32)" for each parameter but
+    `x` whose values in the newest run differ from its control now; "" if none."""
     if measured.empty or "run_id" not in measured:
         return ""
     newest = measured[measured["run_id"] == measured["run_id"].max()]
@@ -129,8 +136,8 @@ MEASURED = ("throughput", "median_ms", "iqr_ms")  # a table's first columns, unl
 
 
 def header_of(column: str, units: list[str] | None = None) -> tuple[str, float]:
-    """A column's header with its unit, and the factor from the record's value to it;
-    `units`: the throughput units among the rows (one: named in the header)."""
+    """A column's header with its unit and the factor to it; `units`: the rows' throughput
+    units (one is named in the header)."""
     if column == "throughput":
         return (f"throughput ({units[0]})" if units and len(units) == 1 else "throughput"), 1
     if column in HEADERS:
@@ -154,9 +161,8 @@ def _cell(value, factor: float = 1) -> str:
 def table_html(df: pd.DataFrame, params: list[str], numbers: dict[str, int], *,
                measured: tuple[str, ...] = MEASURED, more: tuple[str, ...] = ()) -> str:
     """The newest points as an HTML table that fits a notebook: run, the parameters that differ
-    between its rows, the outcome (when one failed), the `measured` columns with their units
-    and noise (hover "noisy" for the reason); every column (all parameters, `more`, the
-    message) behind an "all columns" toggle under it."""
+    between its rows, the outcome (when one failed), the `measured` columns with their units,
+    noise (hover "noisy" for why); every column behind an "all columns" toggle under it."""
     if df.empty:
         return ""
     tail = df.tail(TABLE_ROWS)
@@ -191,8 +197,7 @@ def table_html(df: pd.DataFrame, params: list[str], numbers: dict[str, int], *,
 
 def with_units(df: pd.DataFrame, params=()) -> pd.DataFrame:
     """`df` with the results table's headers: each measured column named with its unit and
-    scaled to it (step_peak_bytes -> "step peak (MiB)", accuracy -> "accuracy (%)", throughput
-    -> "throughput (samples/s)" when the rows share one unit); parameters as they are."""
+    scaled to it (step_peak_bytes -> "step peak (MiB)"); parameters as they are."""
     units = list(df["throughput_unit"].dropna().unique()) if "throughput_unit" in df else []
     out = df.copy()
     if len(units) == 1 and "throughput" in out:
@@ -214,7 +219,7 @@ def _table(tail: pd.DataFrame, columns: list[str], numbers: dict[str, int], head
     head = "".join(f"<th>{html.escape(h)}</th>" for h in ["run", *(h for h, _ in heads),
                                                           "noisy"])
     body = []
-    for _, row in tail.iterrows():
+    for row in tail.to_dict("records"):
         cells = [f"<td>#{numbers.get(row.get('run_id', ''), '?')}</td>"]
         cells += [f"<td>{_cell(row[c], factor)}</td>"
                   for c, (_, factor) in zip(columns, heads, strict=True)]

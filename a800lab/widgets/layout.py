@@ -3,11 +3,6 @@ JupyterLab at its default width): labels whole, one column, or tabs for a panel 
 
     widget, tabs = explorer_layout(panel, title, extras)   # Explorer._build calls it
     fit_labels(panel.controls.values())                    # every label whole, aligned
-
-A panel names its own widgets by slot (SLOTS, top to bottom); one that also returns `sections`
-[(title, widget), ...] (TrainingExplorer: Max batch, Tune, Profile) gets tabs: "Run" (the
-controls, the sweep, Run and Clear) first, then its sections; Stop and the progress bar sit under
-the tabs, shared by whatever runs. Wiring stays in the panel: this module only arranges.
 """
 
 from __future__ import annotations
@@ -16,9 +11,10 @@ import html
 
 import ipywidgets as widgets
 
-# where a panel built on Explorer puts its own widgets (_extra_widgets), top to bottom:
-# under the parameter controls (and the view switch), above and below the status line, under
-# the plot's caption; and "sections": (title, widget) pairs shown as tabs after "Run"
+# where a panel built on Explorer puts its own widgets (its `extras`), top to bottom: under the
+# parameter controls (and the view switch), above and below the status line, under the plot's
+# caption; and "sections": (title, widget) pairs shown as tabs after "Run" (its controls, Run
+# and Clear), with Stop and the progress bar under the tabs, shared by whatever runs
 SLOTS = ("after_controls", "before_status", "after_status", "after_plot", "sections")
 RUN_TAB = "Run"
 _EM_PER_CHAR = 0.62  # a description's width per character of its text, in em
@@ -56,19 +52,17 @@ def explorer_layout(p, title: str, extras: dict) -> tuple[widgets.VBox, widgets.
     """The panel `p` (an Explorer) as one widget, and its tabs (None without sections)."""
     unknown = set(extras) - set(SLOTS)
     if unknown:
-        raise ValueError(f"_extra_widgets() returned slots {sorted(unknown)}; the layout "
-                         f"has {list(SLOTS)}")
+        raise ValueError(f"extras has slots {sorted(unknown)}; the layout has {list(SLOTS)}")
 
     def slot(name: str) -> list:
         return list(extras.get(name, ()))
 
     fit_labels(p.controls.values())
-    whole(p.sweep_axis, p.sweep_values, p.progress, p.color_by, p.earlier_runs, p.recorded,
-          p.path, *([p.view] if p.view is not None else []))
     header = [widgets.HTML(f"<h3>{html.escape(title)}</h3>")] if title else []
-    controls = [widgets.VBox(list(p.controls.values())),
-                *([p.view] if p.view is not None else []),
-                *slot("after_controls"),
+    views = [p.view] if p.view is not None else []
+    whole(p.sweep_axis, p.sweep_values, p.progress, p.color_by, p.earlier_runs, p.recorded,
+          p.path, *views)
+    controls = [widgets.VBox(list(p.controls.values())), *views, *slot("after_controls"),
                 widgets.HBox([p.sweep_axis, p.sweep_values])]
     progress = [p.progress, p.progress_text]
     sections = slot("sections")
@@ -82,20 +76,12 @@ def explorer_layout(p, title: str, extras: dict) -> tuple[widgets.VBox, widgets.
         top = [*controls,
                widgets.HBox([p.run_button, p.stop_button, p.clear_button, *progress])]
     widget = widgets.VBox([
-        *header,
-        *top,
-        *slot("before_status"),
-        p.status,
-        *slot("after_status"),
+        *header, *top, *slot("before_status"), p.status, *slot("after_status"),
         widgets.HBox([widgets.VBox([p.color_by, p.earlier_runs]),
                       widgets.VBox([p.recorded, p.overlay_hint],
                                    layout=widgets.Layout(width="55%"))]),
-        p.plot,
-        p.caption,
-        *slot("after_plot"),
-        widgets.HBox([p.path, p.save_button, p.load_button]),
-        p.table,
-    ])
+        p.plot, p.caption, *slot("after_plot"),
+        widgets.HBox([p.path, p.save_button, p.load_button]), p.table])
     return widget, tabs
 
 

@@ -1,26 +1,12 @@
 """MatmulExplorer: vary a matmul's tile, shape and precision, press Run, see why it is fast.
 
-    from a800lab.widgets import MatmulExplorer
     panel = MatmulExplorer()          # the Triton tile kernel on a GPU, its CPU stand-in elsewhere
     panel.run(wait=True, view="tiles", block_m=[32, 64, 128], block_n=[32, 64, 128])
     panel.best_config()               # ({"block_m": 128, ...}, "triton.Config({...}, ...)")
     panel.run(wait=True, view="shape", n=[1536, 1537, 1600])      # with the quantisation model
     panel.run(wait=True, view="precision")                        # every precision the card has
 
-Three views of the same records (workload "tiles", as `python -m a800lab sweep tiles` writes):
-- tile heatmap: TFLOP/s over block_m x block_n at the other controls' values, refused (with
-  the compiler's reason: shared memory, registers, ...) and wrong configs named in their cells,
-  noisy cells marked, the best outlined and exported below the
-  plot as a dict and as the `triton.Config(...)` line for your own @triton.autotune;
-- shape sweep: TFLOP/s against m, n or k (at the other controls' values) over the tile and
-  wave quantisation model of the same shapes: on a GPU with its own SM count and the compiler's
-  resident blocks per SM; on a CPU with one tile at a time, which is how the CPU stand-in walks
-  them (no waves), unless `card` names a GPU to model instead (its SM count, and the tile kernel
-  compiled for it);
-- precision table: every precision the device has, with TFLOP/s, % of the datasheet peak and
-  of the peak `python -m a800lab peak` recorded on this machine, relative error against float64
-  and the operands' bytes.
-Shape hints under the controls say which dimensions are not multiples TensorCores want.
+Its records are those of `python -m a800lab sweep tiles` (workload "tiles").
 """
 
 from __future__ import annotations
@@ -41,25 +27,32 @@ from ..workloads.tiles.config import alignment_hints, export_config, overhang
 from ..workloads.tiles.facts import tile_facts
 from ..workloads.tiles.point import default_tile_backend, tiled_matmul_point
 from ..workloads.tiles.quantisation import sm_count_of
-from .explorer import DATA_DIR, Explorer
+from .explorer import DATA_DIR, Explorer, View
 from .params import Choice, Range
 
-VIEWS = {"tiles": "tile heatmap", "shape": "shape sweep", "precision": "precision table"}
+VIEWS = {
+    "tiles": View("tile heatmap", "tile heatmap: TFLOP/s over block_m x block_n", "block_m"),
+    "shape": View("shape sweep",
+                  "shape sweep: TFLOP/s vs {x} over the tile and wave quantisation model"),
+    "precision": View("precision table", "precision table: TFLOP/s and peak memory per "
+                      "precision and back end", "precision"),
+}
 SHAPE_DIMS = ("m", "n", "k")
 BLOCKS = (16, 32, 64, 128, 256)
 PRECISION_ORDER = ("fp32", "tf32", "fp16", "bf16", "fp8")
 
 
 class MatmulExplorer(Explorer):
-    """Tiles, shapes and precisions of C = A @ B, measured live (see the module docstring).
+    """Three views of C = A @ B. Tile heatmap: TFLOP/s over block_m x block_n at the other
+    controls' values, refused and wrong configs named in their cells, the best exported as the
+    `triton.Config(...)` for your @triton.autotune. Shape sweep: TFLOP/s against m, n or k over
+    the tile and wave quantisation model (this GPU's SM count and resident blocks; on a CPU one
+    tile at a time, or the GPU `card` names, e.g. "A800"). Precision table: TFLOP/s, % of the
+    datasheet and measured peaks, error against float64 per precision.
 
-    `device`: "auto", "cpu" or "cuda[:N]". `size`: the starting m = n = k (default 256 on a
-    CPU, 4096 on a GPU). `card`: a GPU from the datasheet table (e.g. "A800") whose SM count
-    the shape view's model uses instead of this device's. The rest as for Explorer
-    (`cpu_threads`, `title`, `recorded_dir`, `out`).
+    `size`: the starting m = n = k (default 256 on a CPU, 4096 on a GPU); the rest as for
+    Explorer.
     """
-
-    VIEWS = VIEWS
 
     def __init__(self, *, device: str = "auto", size: int | None = None,
                  card: str | None = None,
@@ -90,27 +83,24 @@ class MatmulExplorer(Explorer):
         if "num_warps" in TILE_FIELDS[self.default_backend]:
             params["num_warps"] = Choice((2, 4, 8), default=tiles["num_warps"])
             params["num_stages"] = Choice((2, 3, 4, 5), default=tiles["num_stages"])
-        super().__init__(tiled_matmul_point, params, sweep="block_m", name="tiles",
-                         device=device, cpu_threads=cpu_threads, title=title,
-                         recorded_dir=recorded_dir, out=out)
-
-    # ---- layout ---------------------------------------------------------------------------
-    def _extra_widgets(self) -> dict[str, list]:
         self.block_n_values = widgets.Text(description="block_n", value=", ".join(
             str(v) for v in BLOCKS), placeholder="e.g. 32, 64, 128")
         self.hints = widgets.HTML("")
         self.best = widgets.HTML("")
+        super().__init__(tiled_matmul_point, params, sweep="block_m", name="tiles",
+                         device=device, cpu_threads=cpu_threads, title=title,
+                         recorded_dir=recorded_dir, out=out, views=VIEWS,
+                         extras={"after_controls": [self.hints, self.block_n_values],
+                                 "after_plot": [self.best]})
         for key in ("m", "n", "k", "precision"):
             self.controls[key].observe(lambda _: self._show_hints(), names="value")
-        return {"after_controls": [self.hints, self.block_n_values], "after_plot": [self.best]}
 
     def _on_view(self) -> None:
+        super()._on_view()
         view = self.view.value
-        axis = {"tiles": "block_m", "precision": "precision"}.get(view)
-        if axis is None:  # shape: keep a shape axis the user chose, else n
-            axis = self.sweep_axis.value if self.sweep_axis.value in SHAPE_DIMS else "n"
+        if view == "shape" and self.sweep_axis.value not in SHAPE_DIMS:
+            self.sweep_axis.value = "n"  # a shape axis the user chose stays
         self.block_n_values.layout.display = None if view == "tiles" else "none"
-        self.sweep_axis.value = axis
         if view == "tiles":
             self.controls["block_n"].disabled = True
         self._show_hints()
@@ -125,29 +115,15 @@ class MatmulExplorer(Explorer):
         self.hints.value = "".join(f"<div><small>{html.escape(h)}</small></div>"
                                    for h in hints if h)
 
-    # ---- planning -------------------------------------------------------------------------
-    def run(self, wait: bool = False, view: str | None = None, **values) -> bool:
-        """As Explorer.run, with `view` ("tiles", "shape" or "precision") chosen first; in the
-        tiles view block_m and block_n may both be lists (the heatmap's axes)."""
-        if view is not None:
-            if view not in VIEWS:
-                self.status.say(f"Cannot run: view={view!r}; use one of {list(VIEWS)}", "error")
-                return False
-            self.view.value = view
-        return super().run(wait=wait, **values)
-
     def _plan(self, overrides: dict) -> tuple[dict, dict]:
+        """In the tiles view block_m and block_n may both be lists (the heatmap's axes)."""
         overrides = dict(overrides)
-        block_n = overrides.pop("block_n", None) if self.view.value == "tiles" else None
+        tiles = self.view.value == "tiles"
+        block_n = self._values_of(overrides, "block_n", self.block_n_values) if tiles else None
         axes, fixed = super()._plan(overrides)
-        if self.view.value == "tiles":
+        if tiles:
             fixed.pop("block_n", None)
-            if block_n is None:
-                axes["block_n"] = self.params["block_n"].parse("block_n",
-                                                               self.block_n_values.value)
-            else:
-                block_n = block_n if isinstance(block_n, (list, tuple)) else [block_n]
-                axes["block_n"] = [self._check_one("block_n", v) for v in block_n]
+            axes["block_n"] = block_n
         if fixed.get("backend", axes.get("backend", [None])[0]) == "torch":
             if self.view.value == "tiles":
                 raise ValueError("the torch back end (cuBLAS on a GPU, the CPU's BLAS here) "
@@ -158,7 +134,6 @@ class MatmulExplorer(Explorer):
                 fixed.pop(field, None)  # not used: the records must not claim a tile
         return axes, fixed
 
-    # ---- views ----------------------------------------------------------------------------
     def _slice(self, df: pd.DataFrame, free: tuple[str, ...]) -> tuple[pd.DataFrame, dict]:
         """The points that share the device and the values of every parameter not in `free`
         with the newest point of the newest run that varied `free` (the run this view drew;
@@ -224,12 +199,6 @@ class MatmulExplorer(Explorer):
                     if all((run[k] == newest[k]).all() for k in keys)]
         per_backend = {run["backend"].iloc[0]: run for run in matching}  # newest run wins
         return pd.concat(per_backend.values())
-
-    def _figure_title(self, x: str) -> str:
-        return {"tiles": "tile heatmap: TFLOP/s over block_m x block_n",
-                "shape": f"shape sweep: TFLOP/s vs {x} over the tile and wave quantisation model",
-                "precision": "precision table: TFLOP/s and peak memory per precision and back "
-                             "end"}[self.view.value]
 
     def _caption_note(self, measured: pd.DataFrame, x: str) -> str:
         # the heatmap draws the newest run that varied the tile, not the newest run: its title

@@ -1,15 +1,7 @@
-"""The points a panel holds: measured and loaded records, their results frame (built once per
-new point, not per re-plot), and which of them are saved in which file.
-
-    held = PanelRecords()
-    held.add(record)                     # from the measuring thread
-    held.frame()                         # the frame of every record, converting only new ones
-    held.save("runs/tiles.jsonl")        # appends what that file lacks; returns how many
-    held.load("runs/tiles.jsonl")        # (added, skipped): what the panel did not hold yet
-    held.clear()                         # (removed, unsaved): the panel's points are dropped
-
-Thread-safe: the measuring thread adds while the drawing thread reads the frame. A record's
-identity is its measurement (run id, timestamp, point), so Save then Load adds nothing twice.
+"""The points a panel holds: its records, their results frame (converting only new records),
+and which of them are saved in which file. Thread-safe: the measuring thread adds while the
+drawing thread reads. A record's identity is its measurement (run id, timestamp, point), so
+Save then Load adds nothing twice.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """Parameter specs for panels: what a user may vary, and the control each one becomes.
 
-    params = {
-        "precision": ["fp32", "bf16"],         # a list -> Choice: toggle buttons or a dropdown
-        "batch_size": Range(1, 256, default=32, scale="pow2"),  # slider over 1, 2, 4 ... 256
-        "accum_steps": Range(1, 16),           # a slider stepping by 1
-        "lr": Range(1e-5, 1e-1, scale="log"),  # a logarithmic slider
-        "seq_len": 128,                        # a plain value -> Fixed, shown but not varied
-    }
-    check_signature(step, params)              # the workload takes exactly these arguments
+    params = {"precision": ["fp32", "bf16"],                      # a list -> Choice
+              "batch_size": Range(1, 256, default=32, scale="pow2"),  # slider over 1, 2, 4 ...
+              "lr": Range(1e-5, 1e-1, scale="log"),                # a logarithmic slider
+              "seq_len": 128}                                      # a plain value -> Fixed
 
-Each spec builds its ipywidgets control, proposes values for a sweep (integer ranges from 1 up:
-powers of two), and parses the values a user types for a sweep ("8, 16, 32"), rejecting
-anything outside the spec (NaN and infinities included) with a message that names the
-parameter, the value and what is allowed.
+Typed sweep values ("8, 16, 32") outside a spec (NaN and infinities included) are refused with
+a message naming the parameter, the value and what is allowed.
 """
 
 from __future__ import annotations
@@ -25,6 +19,8 @@ from dataclasses import dataclass
 import ipywidgets as widgets
 
 _TOGGLE_MAX_OPTIONS = 6  # more options than this read better as a dropdown
+SCALES = ("linear", "pow2", "log")
+SUPPLIED_ARGUMENTS = ("device", "cancel")  # what a sweep fills in when the workload takes them
 
 
 def format_param(value) -> str:
@@ -51,8 +47,7 @@ class Choice:
 
     def control(self, name: str) -> widgets.ValueWidget:
         options = [(format_param(v), v) for v in self.values]
-        short = all(len(label) <= 8 for label, _ in options)
-        if len(options) <= _TOGGLE_MAX_OPTIONS and short:
+        if len(options) <= _TOGGLE_MAX_OPTIONS and all(len(t) <= 8 for t, _ in options):
             return widgets.ToggleButtons(options=options, value=self.initial, description=name,
                                          style={"button_width": "auto"})
         return widgets.Dropdown(options=options, value=self.initial, description=name)
@@ -73,16 +68,7 @@ class Choice:
 
     def parse(self, name: str, text: str) -> list:
         by_text = {format_param(v): v for v in self.values}
-        out = []
-        for token in _tokens(name, text):
-            if token not in by_text:
-                raise ValueError(f"{name}: {token!r} is not a valid value; choose from "
-                                 f"{', '.join(by_text)}")
-            out.append(by_text[token])
-        return out
-
-
-SCALES = ("linear", "pow2", "log")
+        return [self.check(name, by_text.get(token, token)) for token in _tokens(name, text)]
 
 
 def _finite(value) -> bool:
@@ -93,11 +79,8 @@ def _finite(value) -> bool:
 @dataclass(frozen=True)
 class Range:
     """A number between `lo` and `hi` (inclusive); integer when all three bounds are ints.
-
-    `scale` sets the slider: "linear" (steps of `step`), "pow2" (integers: the powers of two
-    in the range, plus the default) or "log" (a logarithmic slider; needs lo > 0). Typed sweep
-    values may be any number in the range whatever the scale.
-    """
+    `scale`: "linear" (steps of `step`), "pow2" (the powers of two in the range, plus the
+    default) or "log" (lo > 0); typed sweep values may be any number in the range."""
 
     lo: float
     hi: float
@@ -163,18 +146,16 @@ class Range:
         return [2**e for e in range(first, int(math.log2(self.hi)) + 1)]
 
     def sweep_values(self) -> list:
-        """Powers of two inside the range for positive ints; five geometric steps on a log
-        scale; else five even steps."""
+        """Powers of two inside the range for positive ints; else five steps (geometric on a
+        log scale, even otherwise)."""
         if self.is_int and self.lo >= 1:
             powers = self._powers_of_two()
             if len(powers) >= 2:
                 return powers
-        count = 5
         if self.scale == "log":
             ratio = self.hi / self.lo
-            return sorted({self._snap(self.lo * ratio ** (i / (count - 1))) for i in range(count)})
-        return sorted({self._snap(self.lo + i * (self.hi - self.lo) / (count - 1))
-                       for i in range(count)})
+            return sorted({self._snap(self.lo * ratio ** (i / 4)) for i in range(5)})
+        return sorted({self._snap(self.lo + i * (self.hi - self.lo) / 4) for i in range(5)})
 
     def _snap(self, value: float):
         return int(round(value)) if self.is_int else round(value, 12)
@@ -226,12 +207,8 @@ class Fixed:
         """A fixed value is always what its control shows."""
 
 
-ParamSpec = Choice | Range | Fixed
-
-
-def as_param(spec, name: str = "") -> ParamSpec:
-    """A list/tuple -> Choice, a Choice/Range/Fixed as is, any other value -> Fixed; errors
-    name the parameter."""
+def as_param(spec, name: str = ""):
+    """A list/tuple -> Choice, a Choice/Range/Fixed as is, any other value -> Fixed."""
     if isinstance(spec, (Choice, Range, Fixed)):
         return spec
     if isinstance(spec, (list, tuple)):
@@ -242,18 +219,16 @@ def as_param(spec, name: str = "") -> ParamSpec:
     return Fixed(spec)
 
 
-# Arguments a sweep fills in itself when the workload takes them (a800lab.core.sweep).
-def check_value(spec: ParamSpec, name: str, value):
+def check_value(spec, name: str, value):
     """`value` checked against the parameter's spec (a Fixed one is taken as it is)."""
     return value if isinstance(spec, Fixed) else spec.check(name, value)
 
 
 def plan_run(params: dict, current: dict, axis: str, typed_values: str, overrides: dict, *,
              no_sweep: str) -> tuple[dict, dict]:
-    """What a Run measures, as (axes, fixed): every parameter at its control's value
-    (`current`) or its override, the sweep `axis` over the override (a value or a list) or
-    the values typed in its box; `axis` == `no_sweep` measures one point. ValueError names a
-    bad value or an unknown parameter."""
+    """What a Run measures, (axes, fixed): every parameter at its control's value (`current`)
+    or its override; the sweep `axis` over the override (a value or a list) or the values
+    typed in its box; `axis` == `no_sweep` measures one point."""
     unknown = set(overrides) - set(params)
     if unknown:
         raise ValueError(f"unknown parameter(s) {sorted(unknown)}; this panel has "
@@ -278,21 +253,16 @@ def plan_run(params: dict, current: dict, axis: str, typed_values: str, override
 
 
 def show_plan(params: dict, controls: dict, axes: dict, fixed: dict) -> None:
-    """Set each control to the value a Run measures (an axis of one value counts too), so the
-    panel shows what ran, also when `run()` was given values the controls did not hold."""
+    """Set each control to the value a Run measures (an axis of one value counts too)."""
     single = {name: values[0] for name, values in axes.items() if len(values) == 1}
     for name, value in {**fixed, **single}.items():
         if name in controls:
             params[name].show(controls[name], value)
 
 
-SUPPLIED_ARGUMENTS = ("device", "cancel")
-
-
 def check_signature(workload, names) -> None:
-    """Refuse, before anything runs, a workload whose arguments do not match the parameter
-    names: one it does not take, or one it needs that nobody gives. Functions without a
-    readable signature (some builtins) pass unchecked."""
+    """Refuse a workload whose arguments do not match the parameter names: one it does not
+    take, or one it needs that nobody gives (functions without a readable signature pass)."""
     try:
         signature = inspect.signature(workload)
     except (TypeError, ValueError):

@@ -2,17 +2,9 @@
 depth and the per-sample preprocessing cost; see samples/s, how idle the device is, and where
 each step's time goes.
 
-    from a800lab.widgets import PipelineExplorer
     panel = PipelineExplorer()              # the device stage on the GPU, or on the CPU
     panel.run(wait=True, num_workers=[0, 1, 2, 4], cost="wait")
     panel.results[["num_workers", "throughput", "idle_fraction", "data_wait_ms"]]
-
-Each point (a800lab.workloads.pipeline.pipeline_point) builds a DataLoader over generated
-images, warms it up, and times training steps of a small MLP fed by it. The plot: samples/s and
-the device's idle fraction against the swept control (one line per series and run, noisy points
-hollow), above the newest point's timeline: what each worker, the wait for data, the copy and
-the compute did during its first timed steps. Without a GPU the device stage runs on the CPU,
-and pinned memory and non_blocking copies are fixed off (they need one): the panel says so.
 """
 
 from __future__ import annotations
@@ -22,16 +14,13 @@ import html
 from pathlib import Path
 
 import ipywidgets as widgets
-import pandas as pd
 
 from ..core.backends import resolve_device
 from ..figures.pipeline import pipeline_figure
 from ..workloads.pipeline import COSTS, pipeline_point
 from .explorer import DATA_DIR, Explorer
-from .explorer_text import run_numbers, table_html
 from .params import Choice, Fixed, Range
 
-_TABLE_METRICS = ("idle_fraction", "data_wait_ms", "copy_ms", "compute_ms")
 CPU_NOTE = ("CPU fallback: the device stage (the training step) runs on the CPU, beside the "
             "loader workers, on the same cores; pinned memory and non_blocking copies need a "
             "GPU and are fixed off. Use cost 'wait' to model reading from storage (workers "
@@ -39,9 +28,11 @@ CPU_NOTE = ("CPU fallback: the device stage (the training step) runs on the CPU,
 
 
 class PipelineExplorer(Explorer):
-    """The input-pipeline panel (see the module docstring). `budget_s`: timing budget per
-    point (default 0.3 s on a CPU, 0.5 s on a GPU). The rest as for Explorer (`device`,
-    `cpu_threads`, `title`, `recorded_dir`, `out`)."""
+    """Each point (a800lab.workloads.pipeline.pipeline_point) times training steps of a small
+    MLP fed by a DataLoader over generated images. The plot: samples/s and the device's idle
+    fraction against the swept control, above the newest point's timeline (workers, the wait
+    for data, the copy, the compute). `budget_s`: timing budget per point (default 0.3 s on a
+    CPU, 0.5 s on a GPU); the rest as for Explorer."""
 
     def __init__(self, *, device: str = "auto", budget_s: float | None = None,
                  cpu_threads: int | None = None,
@@ -61,23 +52,12 @@ class PipelineExplorer(Explorer):
         }
         workload = functools.partial(pipeline_point,
                                      budget_s=budget_s or (0.3 if on_cpu else 0.5))
+        note = [widgets.HTML(f"<small>{html.escape(CPU_NOTE)}</small>")] if on_cpu else []
         super().__init__(workload, params, sweep="num_workers", name="pipeline",
                          device=device, cpu_threads=cpu_threads, title=title,
-                         recorded_dir=recorded_dir, out=out)
-
-    def _extra_widgets(self) -> dict[str, list]:
-        if self.device != "cpu":
-            return {}
-        return {"before_status": [widgets.HTML(f"<small>{html.escape(CPU_NOTE)}</small>")]}
-
-    def _figure(self, df: pd.DataFrame, x: str, series: str):
-        return pipeline_figure(df, x, series=series, earlier_runs=self.earlier_runs.value)
-
-    def _figure_title(self, x: str) -> str:
-        return (f"samples/s and device idle fraction vs {x}, above the newest point's "
-                "timeline")
-
-    def _table_html(self, measured: pd.DataFrame) -> str:
-        numbers = run_numbers(measured["run_id"]) if "run_id" in measured else {}
-        return table_html(measured, list(self.params), numbers,
-                          measured=("throughput", *_TABLE_METRICS), more=("median_ms", "iqr_ms"))
+                         recorded_dir=recorded_dir, out=out, figure=pipeline_figure,
+                         figure_title="samples/s and device idle fraction vs {x}, above the "
+                                      "newest point's timeline",
+                         table_columns=(("throughput", "idle_fraction", "data_wait_ms",
+                                         "copy_ms", "compute_ms"), ("median_ms", "iqr_ms")),
+                         extras={"before_status": note})

@@ -1,19 +1,14 @@
 """Drawing off the measuring thread: a panel asks for a re-plot, a thread of its own draws.
 
-    drawer = Redrawer(panel_draw)          # panel_draw() renders the current state
-    drawer.request()                       # from the sweep's thread: returns at once
-    drawer.request(urgent=True)            # a view change or the end of a run: no waiting
-    drawer.flush()                         # block until every request so far has been drawn
+    drawer = Redrawer(panel_draw)    # request() from any thread returns at once; urgent=True
+    drawer.request()                 # (a view change, a run's end) skips the wait; flush()
+    drawer.flush()                   # blocks until every request so far is drawn
 
-Requests coalesce, latest wins: however many points arrive while a draw runs, the next draw
-shows them all. Draws start at most every `min_interval_s` (a few times a second) and, when a
-draw is slow (many points), no sooner than `rest_factor` times its duration after it ended, so
-drawing never takes more than a fraction of a core from the measurement. An urgent request skips
-that wait. On CPU a draw also waits for the point being measured to finish (core.window's
-harness_work): drawing in a CPU point's window would count as the workload's memory and slow its
-timing. A CPU panel coalesces harder (CPU_MIN_INTERVAL_S, CPU_REST_FACTOR): every new picture
-also makes the browser decode and paint it on the cores that measure the next point. The thread
-exists only while there is something to draw.
+Requests coalesce, latest wins. Draws start at most every `min_interval_s` and no sooner than
+`rest_factor` times the last draw's duration after it ended, so drawing takes at most
+1 / (1 + rest_factor) of a core from the measurement. On CPU a draw also waits for the point in
+flight (core.window's harness_work), and a CPU panel coalesces harder: the browser paints each
+picture on the cores being measured.
 """
 
 from __future__ import annotations
@@ -31,7 +26,7 @@ CPU_REST_FACTOR = 4.0     # on the cores being measured); drawing takes <= 1/5 o
 
 
 class Redrawer:
-    """Runs `draw()` on a background thread, coalescing requests (see the module docstring)."""
+    """Runs `draw()` on a thread that exists only while there is something to draw."""
 
     def __init__(self, draw: Callable[[], None], *, min_interval_s: float = MIN_INTERVAL_S,
                  rest_factor: float = REST_FACTOR, name: str = "a800lab-draw",

@@ -1,23 +1,10 @@
 """ReportPanel: `python -m a800lab report` in a notebook: run the battery, watch the verdicts
 fill in, read the report inline.
 
-    from a800lab.widgets import ReportPanel
     panel = ReportPanel()                  # quick battery into runs/report/ (ignored by git)
-    panel                                  # the last expression of a cell shows it
     report = panel.run(wait=True)          # the Run button in code; returns the report dict
     panel.report, panel.html               # the last report and its HTML document
     panel.show("a800-box/report/")         # an existing report folder (or its report.json)
-
-Run measures the battery (a800lab.report.run) into `<folder>/points.jsonl` on a
-thread of its own, so Stop works mid-run (the point in flight is abandoned, every point before
-it kept); Run again resumes: only points not yet measured in this environment are measured, so
-a price change or a stopped run costs nothing already measured. While it runs, the progress bar
-counts points with the time left and the current step, and the verdict table is re-judged as
-points arrive (off the measuring thread, a few times a second at most), in the "Verdicts" tab.
-At the end it writes report.json and the self-contained report.html beside the points and shows
-that HTML in the "Report" tab, in a sandboxed iframe, so the report's styles stay out of
-JupyterLab. Errors land in the status line
-and the panel stays usable; a second Run during a run is refused.
 """
 
 from __future__ import annotations
@@ -29,9 +16,7 @@ from pathlib import Path
 
 import ipywidgets as widgets
 
-from ..core.cancel import CancelToken
 from ..core.environment import environment, fingerprint
-from ..core.noise import default_cpu_threads
 from ..core.results import Record, read_records
 from ..report.claims import INCONCLUSIVE, LOOKS, METHOD_ON_CPU, STATUSES
 from ..report.compare import load_report
@@ -45,8 +30,9 @@ from ..report.run import (
     run_report,
 )
 from ..report.verdicts import judge_claims
+from .explorer_text import conditions_text, panel_threads
+from .panel import Panel
 from .redraw import Redrawer
-from .status import StatusLine
 
 HTML_FILE = "report.html"
 IFRAME_HEIGHT_PX = 900
@@ -62,9 +48,9 @@ def _positive(what: str, value, example: str) -> float:
 
 
 def verdicts_html(claims: list[dict], *, live: bool = False) -> str:
-    """The claims as a table: verdict (drawn per status, as in the report's HTML), the claim in
-    the guide's words with its sentence ids and the reading that decides, what was measured,
-    the other readings' outcomes and why not more, and the chapter that explains it."""
+    """The claims as a table: verdict (drawn per status, as in the report's HTML), the claim
+    with its sentence ids and the reading that decides, what was measured and why, the
+    chapter."""
     counts = {s: sum(c.get("status") == s for c in claims) for s in STATUSES}
     head = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     title = "Verdicts so far" if live else "Verdicts"
@@ -104,23 +90,23 @@ def verdicts_html(claims: list[dict], *, live: bool = False) -> str:
 
 
 def iframe_html(document: str, height_px: int = IFRAME_HEIGHT_PX) -> str:
-    """An HTML document inside a sandboxed iframe (no scripts, no navigation): its CSS applies
-    to the frame only."""
+    """A document in a sandboxed iframe (no scripts, no navigation): its CSS stays inside."""
     return (f'<iframe srcdoc="{html.escape(document, quote=True)}" sandbox="" '
             f'title="a800lab report" style="width:100%;height:{height_px}px;'
             'border:1px solid #ccc"></iframe>')
 
 
-class ReportPanel:
-    """The report as a panel (see the module docstring).
+class ReportPanel(Panel):
+    """Run measures the battery (a800lab.report.run) into `<out>/points.jsonl` on a thread of
+    its own: Stop abandons the point in flight and keeps every point before it; Run again
+    resumes (only points not yet measured in this environment). The "Verdicts" tab is judged
+    again as points arrive; at the end report.json and the self-contained report.html are
+    written beside the points, the HTML shown in the "Report" tab in a sandboxed iframe.
 
-    `mode`: "quick" (about 5 minutes on one GPU, ~30 s on a CPU) or "full". `out`: the report's
-    folder (points.jsonl, report.json, report.html). `device`: "auto" (the first GPU, else the
-    CPU), "cpu" or "cuda:N". `price_per_gpu_hour_usd`: for the cost per million samples.
-    `cpu_threads`: torch's CPU threads during the run (default on a CPU: all usable cores but
-    one). `budget_s`: stop starting points after this long (default: the mode's). `plan`: a
-    battery of your own (a800lab.report.plan.Plan), e.g. a smaller one; it
-    replaces the mode's.
+    `mode`: "quick" (about 5 minutes on one GPU, ~30 s on a CPU) or "full". `device`: "auto"
+    (the first GPU, else the CPU), "cpu" or "cuda:N". `price_per_gpu_hour_usd`: for the cost
+    per million samples. `cpu_threads`: as for Explorer. `budget_s`: stop starting points after
+    this long (default: the mode's). `plan`: a battery of your own (a800lab.report.plan.Plan).
     """
 
     def __init__(self, mode: str = "quick", out: str | Path = "runs/report", *,
@@ -130,15 +116,11 @@ class ReportPanel:
                  plan: Plan | None = None):
         if mode not in MODES:
             raise ValueError(f"mode={mode!r}: use one of {MODES}")
-        if cpu_threads is not None and (isinstance(cpu_threads, bool) or
-                                        not isinstance(cpu_threads, int) or cpu_threads < 1):
-            raise ValueError(f"cpu_threads={cpu_threads!r} must be a positive int or None")
         if budget_s is not None:
             _positive("budget_s", budget_s, "600")
         _positive("price_per_gpu_hour_usd", price_per_gpu_hour_usd, "2.0")
         self.device = report_device(device)
-        self.torch_threads = cpu_threads or (default_cpu_threads() if self.device == "cpu"
-                                             else None)
+        self.torch_threads = panel_threads(self.device, cpu_threads)
         self.budget_s, self.plan = budget_s, plan
         self.report: dict | None = None
         self.html: str | None = None
@@ -147,16 +129,12 @@ class ReportPanel:
         self._records_lock = threading.Lock()
         self._live_plan: Plan | None = None
         self._device_name = str(environment(self.device).get("device_name") or self.device)
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._cancel = CancelToken()
         self._drawer = Redrawer(self._draw_verdicts, name="a800lab-draw-report",
                                 on_error=lambda exc: self.status.say(
                                     f"Verdict table failed: {type(exc).__name__}: {exc}",
                                     "error"))
         self._build(mode, str(out), price_per_gpu_hour_usd)
 
-    # ---- layout -------------------------------------------------------------------------
     def _build(self, mode: str, out: str, price: float) -> None:
         self.mode = widgets.ToggleButtons(options=list(MODES), value=mode, description="battery",
                                           style={"button_width": "auto"},
@@ -171,20 +149,13 @@ class ReportPanel:
                                    tooltip="where points.jsonl, report.json and report.html go; "
                                            "Run again resumes what is there",
                                    layout=widgets.Layout(width="40%"))
-        self.run_button = widgets.Button(description="Run", button_style="success", icon="play")
-        self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop",
-                                          disabled=True)
         self.show_button = widgets.Button(description="Show saved", icon="folder-open",
                                           tooltip="show the report already in the folder")
-        self.run_button.on_click(lambda _: self.run())
-        self.stop_button.on_click(lambda _: self.stop())
         self.show_button.on_click(lambda _: self.show())
-        self.progress = widgets.IntProgress(value=0, min=0, max=1, description="progress")
-        self.progress_text = widgets.Label("")
         self.step_text = widgets.Label("")
-        self.status = StatusLine(f"Ready: press Run to measure the {mode} battery on "
-                                 f"{self._conditions()}.")
-        self.status.add_class("a800lab-status")
+        self._run_controls(f"Ready: press Run to measure the {mode} battery on "
+                           f"{self._conditions()}.", buttons=[self.show_button],
+                           busy="A report is already running: press Stop or wait for it.")
         self.verdicts = widgets.HTML("", layout=widgets.Layout(overflow="auto"))
         self.paths = widgets.HTML("")
         self.view = widgets.HTML("")
@@ -202,17 +173,8 @@ class ReportPanel:
         self.mode.observe(lambda _: self._preview(), names="value")
         self._preview()
 
-    def _ipython_display_(self):
-        from IPython.display import display
-
-        display(self.widget)
-
     def _conditions(self) -> str:
-        if self.device != "cpu":
-            threads = "" if self.torch_threads is None else f", {self.torch_threads} CPU threads"
-            return f"GPU {self.device}{threads}"
-        plural = "s" if self.torch_threads != 1 else ""
-        return f"CPU fallback, {self.torch_threads} torch thread{plural}"
+        return conditions_text(self.device, self.torch_threads)
 
     def _preview(self) -> None:
         """The verdict table before any run: what this machine can and cannot test."""
@@ -226,83 +188,51 @@ class ReportPanel:
             return
         self.verdicts.value = verdicts_html(facts["claims"], live=True)
 
-    @property
-    def status_text(self) -> str:
-        """The status line as plain text."""
-        return self.status.text
-
-    # ---- running --------------------------------------------------------------------------
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
     def run(self, wait: bool = False, *, mode: str | None = None, out: str | Path | None = None,
             price_per_gpu_hour_usd: float | None = None):
         """Measure (resuming) and judge the battery; keyword values set the controls first.
         With wait=True returns the report dict (None if the run could not start or failed,
         the reason in the status line); with wait=False returns whether a run started."""
-        with self._lock:
-            if self.running:
-                self.status.say("A report is already running: press Stop or wait for it.",
-                                "warn")
-                return None if wait else False
-            try:
-                if mode is not None:
-                    if mode not in MODES:
-                        raise ValueError(f"mode={mode!r}: use one of {MODES}")
-                    self.mode.value = mode
-                if out is not None:
-                    self.folder.value = str(out)
-                if price_per_gpu_hour_usd is not None:
-                    self.price.value = price_per_gpu_hour_usd
-                price = _positive("the price per GPU-hour (US dollars)", self.price.value, "2.0")
-                folder = Path(self.folder.value.strip() or ".")
-                if folder.exists() and not folder.is_dir():
-                    raise ValueError(f"folder {str(folder)!r} is a file; give a directory")
-                plan = self.plan or plan_battery(self.mode.value, self.device)
-            except Exception as exc:  # any bad value: say so, start nothing
-                self.status.say(f"Cannot run: {exc}", "error")
-                return None if wait else False
-            self._cancel = CancelToken()
-            self._live_plan = plan
+        folder = Path(".")
+
+        def plan():
+            nonlocal folder
+            if mode is not None:
+                if mode not in MODES:
+                    raise ValueError(f"mode={mode!r}: use one of {MODES}")
+                self.mode.value = mode
+            if out is not None:
+                self.folder.value = str(out)
+            if price_per_gpu_hour_usd is not None:
+                self.price.value = price_per_gpu_hour_usd
+            price = _positive("the price per GPU-hour (US dollars)", self.price.value, "2.0")
+            folder = Path(self.folder.value.strip() or ".")
+            if folder.exists() and not folder.is_dir():
+                raise ValueError(f"folder {str(folder)!r} is a file; give a directory")
+            battery = self.plan or plan_battery(self.mode.value, self.device)
+            self._live_plan = battery
             self.report = self.html = None
             self.view.value = self.paths.value = ""
             self.tabs.selected_index = 0
-            self.run_button.disabled, self.stop_button.disabled = True, False
-            self.show_button.disabled = True
-            self.progress.max, self.progress.value = plan.points, 0
-            self.progress_text.value, self.step_text.value = f"0/{plan.points} points", ""
-            self.status.say(f"Running the {plan.mode} battery ({plan.points} points) on "
+            self.progress.max, self.progress.value = battery.points, 0
+            self.progress_text.value, self.step_text.value = f"0/{battery.points} points", ""
+            self.status.say(f"Running the {battery.mode} battery ({battery.points} points) on "
                             f"{self._conditions()} into {folder} ...")
-            self._thread = threading.Thread(target=self._work, args=(plan, folder, price),
-                                            daemon=True, name="a800lab-report")
-            self._thread.start()
+            return lambda: self._work(battery, folder, price)
+
+        started = self.job.start(
+            plan, name="a800lab-report",
+            stopping=lambda: f"Stopping ({self.progress.value} of {self.progress.max} points "
+                             "done) ...",
+            failed=lambda exc: f"Report failed: {type(exc).__name__}: {exc} (the points "
+                               f"measured are kept in {folder / POINTS_FILE}; press Run to "
+                               "resume)")
         if not wait:
-            return True
+            return started
+        if not started:
+            return None
         self.wait()
         return self.report
-
-    def wait(self, timeout_s: float | None = None) -> None:
-        """Block until the current run (if any) has ended and its verdicts are drawn. Ctrl-C
-        (a kernel interrupt) stops the run after saving what was measured, then re-raises."""
-        thread = self._thread
-        if thread is None:
-            return
-        try:
-            thread.join(timeout_s)
-        except KeyboardInterrupt:
-            self.stop()
-            thread.join()
-            raise
-        self._drawer.flush(timeout_s)
-
-    def stop(self) -> None:
-        """End the run: the point in flight is abandoned, every point before it is kept (Run
-        again resumes)."""
-        if self.running:
-            self._cancel.cancel()
-            self.status.say(f"Stopping ({self.progress.value} of {self.progress.max} points "
-                            "done) ...", "warn")
 
     def _work(self, plan: Plan, folder: Path, price: float) -> None:
         started = time.perf_counter()
@@ -320,27 +250,19 @@ class ReportPanel:
             report = run_report(plan.mode, folder, device=self.device, budget_s=self.budget_s,
                                 price_per_gpu_hour_usd=price, torch_threads=self.torch_threads,
                                 plan=plan, on_progress=self._on_progress,
-                                on_record=self._on_record, cancel=self._cancel)
+                                on_record=self._on_record, cancel=self.job.cancel)
             self.step_text.value = "writing report.html ..."
             document = render_report_html(report)
-            page = folder / HTML_FILE
-            page.write_text(document, encoding="utf-8")
+            (folder / HTML_FILE).write_text(document, encoding="utf-8")
             self._drawer.flush()  # the live table's last draw must not overwrite the final one
             self._display(report, document, folder)
             self.status.say(self._summary(report, time.perf_counter() - started),
                             "ok" if report["complete"] else "warn")
-        except BaseException as exc:  # noqa: B036 -- whatever ends the run, say so and recover
-            self.status.say(f"Report failed: {type(exc).__name__}: {exc} (the points measured "
-                            f"are kept in {folder / POINTS_FILE}; press Run to resume)", "error")
         finally:
             self.step_text.value = ""
-            self.run_button.disabled, self.stop_button.disabled = False, True
-            self.show_button.disabled = False
 
     def _on_progress(self, done: int, total: int, eta_s: float | None, what: str) -> None:
-        self.progress.max, self.progress.value = total, done
-        left = "" if eta_s is None or done == total else f", about {eta_s:.0f} s left"
-        self.progress_text.value = f"{done}/{total} points{left}"
+        super()._on_progress(done, total, eta_s)
         self.step_text.value = what
 
     def _on_record(self, record: Record) -> None:
@@ -375,25 +297,20 @@ class ReportPanel:
         return (f"Not complete ({why}): {head}; {p['not_measured']} not measured yet: press "
                 f"Run to resume. {verdicts}.")
 
-    # ---- showing --------------------------------------------------------------------------
-    def _display(self, report: dict, document: str, folder: Path | None) -> None:
+    def _display(self, report: dict, document: str, folder: Path) -> None:
         self.report, self.html = report, document
         self.verdicts.value = verdicts_html(report["claims"])
-        if folder is not None:
-            files = [folder / name for name in (HTML_FILE, REPORT_FILE, POINTS_FILE)
-                     if (folder / name).is_file()]
-            self.paths.value = ("<small>Saved: " + ", ".join(
-                f"<code>{html.escape(str(f))}</code>" for f in files)
-                + " (report.html opens in any browser, no network needed)</small>")
-        else:
-            self.paths.value = ""
+        files = [folder / name for name in (HTML_FILE, REPORT_FILE, POINTS_FILE)
+                 if (folder / name).is_file()]
+        self.paths.value = ("<small>Saved: " + ", ".join(
+            f"<code>{html.escape(str(f))}</code>" for f in files)
+            + " (report.html opens in any browser, no network needed)</small>")
         self.view.value = iframe_html(document)
         self.tabs.selected_index = 1
 
     def show(self, path: str | Path | None = None) -> dict | None:
-        """Show an existing report: a folder written by `python -m a800lab report` or this
-        panel, or its report.json (default: the folder box). Returns the report dict, or None
-        with the reason in the status line."""
+        """Show a report folder written by `python -m a800lab report` or this panel, or its
+        report.json (default: the folder box); returns the report dict, or None."""
         if self.running:
             self.status.say("A report is running: wait for it or press Stop before showing "
                             "another.", "warn")

@@ -1,7 +1,6 @@
 """ServingExplorer: the latency and throughput of a model's inference, decode's bound, streams
 sharing the device, and the best config under a p99 target.
 
-    from a800lab.widgets import ServingExplorer
     panel = ServingExplorer()                                  # the transformer preset
     panel.run(wait=True, batch_size=[1, 8, 64], precision="fp32")   # latency view
     panel.run(wait=True, view="decode", batch_size=[1, 4, 16])
@@ -9,14 +8,6 @@ sharing the device, and the best config under a p99 target.
     panel.run(wait=True, view="tune", p99_target_ms=5.0)       # panel.tune_outcome, the code
     ServingExplorer(make_model=my_model, make_batch=my_batch)  # your model (not in decode)
 
-Four views, each a Run of its own (Stop, progress, records, Save / Load as every panel):
-- latency: a800lab.workloads.serving.point.serve_point per config: samples/s against p99,
-  one line per config across batch sizes, and the newest point's latency histogram;
-- decode: decode_point (the transformer preset from a KV cache): ms per token and tokens/s
-  against batch, with the memory-bandwidth bound dashed;
-- concurrency: concurrency_point: samples/s and p99 against streams, MPS's state as read;
-- tune: tune_serve over the batch sizes typed (the device's precisions, the compile mode
-  chosen): every trial live, then the frontier, the winner re-measured and the code to paste.
 Command-line twins: `sweep serve`, `sweep decode`, `sweep concurrency`, `tune serve`.
 """
 
@@ -31,12 +22,7 @@ import pandas as pd
 
 from ..core.backends import resolve_device, torchvision_reason
 from ..core.sweep import SweepResult, grid, run_sweep, thread_count
-from ..figures.serving import (
-    concurrency_figure,
-    decode_figure,
-    serve_tune_figure,
-    serving_figure,
-)
+from ..figures.serving import concurrency_figure, decode_figure, serve_tune_figure, serving_figure
 from ..workloads.serving.concurrency import concurrency_point
 from ..workloads.serving.decode import decode_point
 from ..workloads.serving.point import serve_point
@@ -53,31 +39,33 @@ from ..workloads.training.levers import COMPILE_MODES
 from ..workloads.training.models import MODELS, SIZES, default_size
 from ..workloads.training.spec import positive_float
 from ..workloads.training.task import CUSTOM, custom_task
-from .explorer import AUTO_SERIES, DATA_DIR, Explorer
-from .explorer_text import auto_series, run_numbers, table_html
-from .params import Choice, Fixed, Range, format_param
+from .explorer import DATA_DIR, Explorer, View
+from .explorer_text import table_html
+from .params import Choice, Fixed, Range
 from .training_tools import rows_table
 
-VIEWS = {"latency": "latency vs samples/s", "decode": "decode", "concurrency": "streams",
-         "tune": "tune under a p99"}
 CONFIG = ("model", "size", "batch_size", "precision")
 SPEC_FIELDS = (*CONFIG, "compile", "graphs", "channels_last")
-VIEW_PARAMS = {"latency": (*CONFIG, "compile", "graphs", "channels_last"),
-               "decode": ("size", "batch_size", "precision"),
-               "concurrency": (*CONFIG, "streams"),
-               "tune": ("model", "size", "batch_size", "compile", "p99_target_ms")}
-VIEW_AXIS = {"latency": "batch_size", "decode": "batch_size", "concurrency": "streams",
-             "tune": "batch_size"}
 TUNED = ("precision", "graphs")  # what the tune view varies beside its controls
-WORKLOADS = {"latency": "serve", "decode": "decode", "concurrency": "concurrency",
-             "tune": "tune-serve"}
-TABLE_METRICS = {"latency": ("p50_ms", "p99_ms", "requests", "rel_error", "compile_s",
-                             "capture_s"),
-                 "decode": ("ms_per_token", "bound_ms_measured", "bound_ms_datasheet",
-                            "pct_of_bound", "rel_error"),
-                 "concurrency": ("p50_ms", "p99_ms", "requests", "mps"),
-                 "tune": ("precision", "graphs", "p50_ms", "p99_ms", "meets_target",
-                          "budget_s")}
+VIEWS = {
+    "latency": View("latency vs samples/s", "samples/s vs p99 per config across batch sizes; "
+                    "the newest point's latency histogram", "batch_size", SPEC_FIELDS,
+                    (1, 8, 64), "serve", columns=("p50_ms", "p99_ms", "requests", "rel_error",
+                                                  "compile_s", "capture_s")),
+    "decode": View("decode", "decode: ms per token and tokens/s vs batch, bandwidth bounds "
+                   "dashed", "batch_size", ("size", "batch_size", "precision"), (1, 4, 16),
+                   "decode", columns=("ms_per_token", "bound_ms_measured",
+                                      "bound_ms_datasheet", "pct_of_bound", "rel_error")),
+    "concurrency": View("streams", "N streams: samples/s of all together and p99 vs streams",
+                        "streams", (*CONFIG, "streams"), (1, 2, 4), "concurrency",
+                        columns=("p50_ms", "p99_ms", "requests", "mps")),
+    "tune": View("tune under a p99", "tuning under the p99 target: every trial, the frontier, "
+                 "the winner re-measured", "batch_size",
+                 ("model", "size", "batch_size", "compile", "p99_target_ms"), (1, 4, 16, 64),
+                 "tune-serve", series=("model", "size", "batch_size", "compile", *TUNED),
+                 columns=("precision", "graphs", "p50_ms", "p99_ms", "meets_target",
+                          "budget_s")),
+}
 NOTES = {
     "latency": "Each point: outputs checked against fp32, warm-up (compile, graph capture) "
                "timed apart, then >= {requests} requests timed. Twin: python -m a800lab sweep "
@@ -94,16 +82,16 @@ NOTES = {
 
 
 class ServingExplorer(Explorer):
-    """The serving panel (see the module docstring).
+    """Four views, each a Run of its own: latency (samples/s against p99 per config across
+    batch sizes, the newest point's latency histogram); decode (the transformer preset from a
+    KV cache: ms per token against its memory-bandwidth bound); concurrency (streams sharing
+    the device, MPS as read); tune (tune_serve over the batch sizes typed: every trial, the
+    frontier, the winner re-measured and the code to paste).
 
-    Presets: `model` and `size` start the controls (tiny on a CPU, medium on a GPU). Your own
-    model: `make_model()` -> nn.Module and `make_batch(batch_size)` -> (inputs, targets), as
-    for TrainingExplorer; its output must be (batch, ...), checked when the panel is built.
-    `requests`: requests timed per point at least (>= 100); `budget_s`: timing budget per
-    point. The rest as for Explorer (`device`, `cpu_threads`, `title`, `recorded_dir`, `out`).
+    `model`, `size`: the preset the controls start at; your own model as for TrainingExplorer
+    (`make_model`, `make_batch`; its output (batch, ...), checked now). `requests`: timed per
+    point at least (>= 100); `budget_s`: timing budget per point; the rest as for Explorer.
     """
-
-    VIEWS = VIEWS
 
     def __init__(self, *, make_model=None, make_batch=None, model: str = "transformer",
                  size: str | None = None, device: str = "auto",
@@ -141,38 +129,18 @@ class ServingExplorer(Explorer):
                                    scale="log"),
         }
         self.tune_outcome = None
+        self.note, self.tune_text = widgets.HTML(""), widgets.HTML("")
         # Explorer's workload: each view's Run calls its own point function (_sweep)
         super().__init__(lambda **params: {}, params, sweep="batch_size", name="serve",
                          device=device, cpu_threads=cpu_threads, title=title,
-                         recorded_dir=recorded_dir, out=out)
-
-    # ---- layout ---------------------------------------------------------------------------
-    def _extra_widgets(self) -> dict[str, list]:
-        self.note = widgets.HTML("")
-        self.tune_text = widgets.HTML("")
-        return {"after_controls": [self.note], "after_plot": [self.tune_text]}
+                         recorded_dir=recorded_dir, out=out, views=VIEWS,
+                         extras={"after_controls": [self.note], "after_plot": [self.tune_text]})
 
     def _on_view(self) -> None:
+        super()._on_view()
         view = self.view.value
         self.note.value = f"<small>{html.escape(NOTES[view].format(**self.settings))}</small>"
-        self.sweep_axis.value = VIEW_AXIS[view]
-        defaults = {"latency": [1, 8, 64], "decode": [1, 4, 16], "concurrency": [1, 2, 4],
-                    "tune": [1, 4, 16, 64]}[view]
-        self.sweep_values.value = ", ".join(map(format_param, defaults))
-        for key, control in self.controls.items():
-            control.disabled = key == VIEW_AXIS[view] or key not in VIEW_PARAMS[view] or \
-                isinstance(self.params[key], Fixed)
         self.tune_text.layout.display = None if view == "tune" else "none"
-
-    # ---- running --------------------------------------------------------------------------
-    def run(self, wait: bool = False, view: str | None = None, **values) -> bool:
-        """As Explorer.run, with `view` chosen first."""
-        if view is not None:
-            if view not in VIEWS:
-                self.status.say(f"Cannot run: view={view!r}; use one of {list(VIEWS)}", "error")
-                return False
-            self.view.value = view
-        return super().run(wait=wait, **values)
 
     def _plan(self, overrides: dict) -> tuple[dict, dict]:
         view = self.view.value
@@ -180,7 +148,7 @@ class ServingExplorer(Explorer):
             raise ValueError("decode runs the transformer preset from a KV cache, not your "
                              "model: use a panel without make_model= for it")
         axes, fixed = super()._plan(overrides)
-        fixed = {k: v for k, v in fixed.items() if k in VIEW_PARAMS[view]}
+        fixed = {k: v for k, v in fixed.items() if k in VIEWS[view].params}
         if view in ("latency", "concurrency"):  # a config this device refuses: said now
             for point in grid(axes):
                 config = {k: v for k, v in {**fixed, **point}.items() if k in SPEC_FIELDS}
@@ -200,10 +168,10 @@ class ServingExplorer(Explorer):
                                              **common),
                  "concurrency": functools.partial(concurrency_point, task=self.task, **common,
                                                   requests=self.settings["requests"])}[view]
-        return run_sweep(point, axes, fixed=fixed, workload=WORKLOADS[view], device=self.device,
-                         torch_threads=self.torch_threads, run_id=run_id,
+        return run_sweep(point, axes, fixed=fixed, workload=VIEWS[view].workload,
+                         device=self.device, torch_threads=self.torch_threads, run_id=run_id,
                          on_progress=self._on_progress, on_result=self._on_result,
-                         cancel=self._cancel)
+                         cancel=self.job.cancel)
 
     def _tune(self, axes: dict, fixed: dict, run_id: str) -> SweepResult:
         self.tune_outcome, self.tune_text.value = None, ""
@@ -221,7 +189,7 @@ class ServingExplorer(Explorer):
         with thread_count(self.torch_threads):
             outcome = tune_serve(fixed["p99_target_ms"], self.task, model=fixed["model"],
                                  size=None if self.task else fixed["size"], axes=grid,
-                                 device=self.device, on_trial=trial, cancel=self._cancel,
+                                 device=self.device, on_trial=trial, cancel=self.job.cancel,
                                  run_id=run_id, **self.settings)
         self.tune_outcome = outcome
         self._show_tune(outcome)
@@ -250,50 +218,25 @@ class ServingExplorer(Explorer):
             self.tune_outcome, self.tune_text.value = None, ""
         return super().clear()
 
-    # ---- views ----------------------------------------------------------------------------
-    def _of_view(self, df: pd.DataFrame) -> pd.DataFrame:
-        if df.empty or "workload" not in df:
-            return df
-        return df[df["workload"] == WORKLOADS[self.view.value]]
-
     def _measured_frame(self) -> pd.DataFrame:
         """This view's points, without the columns of other views' parameters (so the caption
         names only what differs among this view's controls)."""
         frame = self._of_view(super()._measured_frame())
-        keep = {*VIEW_PARAMS[self.view.value], *TUNED}
+        keep = {*VIEWS[self.view.value].params, *TUNED}
         return frame.drop(columns=[p for p in self.params if p not in keep and p in frame])
 
     def _figure(self, df: pd.DataFrame, x: str, series: str):
-        view, shown = self.view.value, self._of_view(df)
+        view = self.view.value
         if view == "tune" and self.tune_outcome is not None:  # None while a tuning runs
             return serve_tune_figure(self.tune_outcome)
-        if self.color_by.value == AUTO_SERIES and not shown.empty:
-            names = [p for p in VIEW_PARAMS[view] if p in shown and p != "p99_target_ms"]
-            if view == "tune":
-                names += list(TUNED)
-            shown, series = shown.assign(series=auto_series(shown, VIEW_AXIS[view],
-                                                            names)), "series"
-        elif series not in shown:
-            series = None
         draw = {"latency": serving_figure, "decode": decode_figure,
                 "concurrency": concurrency_figure, "tune": serving_figure}[view]
-        return draw(shown, series=series, earlier_runs=self.earlier_runs.value)
-
-    def _figure_title(self, x: str) -> str:
-        return {"latency": "samples/s vs p99 per config across batch sizes; the newest "
-                           "point's latency histogram",
-                "decode": "decode: ms per token and tokens/s vs batch, bandwidth bounds "
-                          "dashed",
-                "concurrency": "N streams: samples/s of all together and p99 vs streams",
-                "tune": "tuning under the p99 target: every trial, the frontier, the winner "
-                        "re-measured"}[self.view.value]
+        return draw(df, series=series, earlier_runs=self.earlier_runs.value)
 
     def _table_html(self, measured: pd.DataFrame) -> str:
-        view = self.view.value
-        shown = self._of_view(measured)
+        shown, view = self._of_view(measured), VIEWS[self.view.value]
         if shown.empty:
             return html.escape("no points of this view yet")
-        numbers = run_numbers(measured["run_id"]) if "run_id" in measured else {}
-        columns = [p for p in VIEW_PARAMS[view] if p != "p99_target_ms"] + \
-            [c for c in TABLE_METRICS[view] if c in shown]
-        return table_html(shown, list(dict.fromkeys(columns)), numbers)
+        columns = [p for p in view.params if p != "p99_target_ms"] + \
+            [c for c in view.columns if c in shown]
+        return table_html(shown, list(dict.fromkeys(columns)), self._run_numbers())

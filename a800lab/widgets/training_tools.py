@@ -1,12 +1,8 @@
-"""The Profile and Tune views of TrainingExplorer: their controls and how their results are
-shown (the panel runs the work; these only lay out and render).
+"""The Max batch, Profile and Tune tabs of TrainingExplorer: their controls and how their
+results are shown (the panel runs the work; these only lay out and render).
 
-    box = ProfileBox(on_profile=lambda: panel.profile())
-    box.show(reports)          # the headline table and the figure of every profile so far
-    tune = TuneBox(on_tune=lambda: panel.tune())
-    tune.show(outcome)         # verdict, frontier figure, the code to paste
-
-Their command-line twins: `python -m a800lab profile ...` and `python -m a800lab tune train ...`.
+    box = ProfileBox(on_profile=lambda: panel.profile()); box.show(reports)
+    tune = TuneBox(on_tune=lambda: panel.tune()); tune.show(outcome)
 """
 
 from __future__ import annotations
@@ -125,6 +121,26 @@ class TuneBox:
         self.plot.layout.display = None
         self.snippet.value = ("<details open><summary>the code to paste</summary><pre>"
                               f"{html.escape(e['snippet'])}</pre></details>")
+
+
+def max_batch_rows(result) -> list[tuple[str, object]]:
+    """A max-batch search's answer as (name, value) rows: the batch, limit, peaks, trials."""
+    rows = [("largest micro-batch", result.batch_size),
+            ("limit / budget", f"{format_bytes(result.limit_bytes)} / "
+                               f"{format_bytes(result.budget_bytes)}"),
+            ("predicted at the answer", "-" if result.predicted_bytes is None
+             else format_bytes(result.predicted_bytes)),
+            ("measured at the answer", "-" if result.measured_bytes is None
+             else format_bytes(result.measured_bytes)),
+            ("trials run / skipped", f"{result.runs} / {len(result.trials) - result.runs}")]
+    plan = result.plan
+    if plan is not None:
+        rows.append((f"target {plan.target_batch}",
+                     f"{plan.batch_size} x {plan.accum_steps} accumulation steps"
+                     + (f" ({plan.note})" if plan.note else "")))
+        if plan.warning:
+            rows.append(("! warning", plan.warning))
+    return rows
 
 
 def trial_text(record, count: int) -> str:
