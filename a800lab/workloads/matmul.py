@@ -1,12 +1,8 @@
-"""Matmul workload: the validated problem spec every matmul lab shares, and the torch.matmul
-(cuBLAS) sweep point.
+"""Matmul workload: the validated problem spec every matmul lab shares (torch's cuBLAS, the
+Triton tile kernel and its CPU stand-in), and the torch.matmul sweep point.
 
     spec = MatmulSpec(4096, 4096, 4096, "bf16", backend="triton", block_m=128)  # ValueError
     point = matmul_point(1024, 1024, 1024, "tf32", device="cuda")   # checked vs float64, timed
-
-One spec serves three back ends: "torch" (cuBLAS picks its own tiles), "triton" (the lab's tile
-kernel) and "cpu_blocked" (its CPU stand-in); tile fields left None take DEFAULT_TILES. Checks
-that need a card are in a800lab.workloads.tiles.config.
 """
 
 from __future__ import annotations

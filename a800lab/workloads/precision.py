@@ -4,11 +4,6 @@ fp8 with and without fast accumulation.
     formats()                                   # DataFrame: bits, max, smallest normal, eps
     error_vs_k([64, 256, 1024], ["fp32", "bf16"], device="cpu")   # rel. error vs float64
     fp8_point(4096, 4096, 4096, fast_accum=True, device="cuda")   # needs compute capability 8.9
-
-Every error here is the relative Frobenius error of the product against the float64 product of
-the same float32 data (a800lab.core.operands), so the input rounding to the format counts.
-Precisions the device cannot run (TF32 and fp8 on a CPU, fp8 before Ada/Hopper) are rows that
-say why, never numbers.
 """
 
 from __future__ import annotations
@@ -35,9 +30,7 @@ _TF32 = {"exponent_bits": 8, "mantissa_bits": 10, "max": torch.finfo(torch.float
 
 
 def formats() -> pd.DataFrame:
-    """fp32, tf32, fp16, bf16 and fp8 e4m3: exponent and mantissa bits, largest value, smallest
-    normal value and machine epsilon (the gap above 1.0), from torch.finfo (tf32 from its bits).
-    """
+    """Bits, largest value, smallest normal and epsilon of fp32, tf32, fp16, bf16 and fp8 e4m3."""
     rows = []
     for name, dtype, exponent, mantissa in (("fp32", torch.float32, 8, 23),
                                             ("fp16", torch.float16, 5, 10),
@@ -52,9 +45,8 @@ def formats() -> pd.DataFrame:
 
 def error_vs_k(ks, precisions, *, device: str = "auto", m: int = 64, n: int = 64,
                seed: int = 0) -> pd.DataFrame:
-    """Relative error vs float64 of an m x n x k product for each k and precision: one row
-    each (precision, k, rel_error, and "unsupported" with the reason where it cannot run),
-    with the device name and mode for the figure's title."""
+    """Relative error vs float64 of an m x n x k product per k and precision ("unsupported"
+    with the reason where it cannot run)."""
     device = resolve_device(device)
     env = environment(device)
     rows = []

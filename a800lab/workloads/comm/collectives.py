@@ -1,14 +1,8 @@
-"""Collectives through torch.distributed, timed, with nccl-tests' algbw and busbw.
+"""Collectives through torch.distributed, checked, then timed, with nccl-tests' algbw and busbw
+(doc/PERFORMANCE.md: size is the whole buffer, busbw = algbw x bus_factor).
 
     busbw_gbs("all_reduce", size_bytes=2**30, time_ms=10.0, world_size=8)   # 187.9 GB/s
     collective_point("all_reduce", 2**20, world_size=2, backend="gloo")   # on every rank
-
-Sizes and bandwidths follow nccl-tests (doc/PERFORMANCE.md), so a number here compares with an
-`all_reduce_perf` line: size is the whole buffer, algbw = size / time, busbw = algbw x
-bus_factor (all-reduce 2(n-1)/n, all-gather and reduce-scatter (n-1)/n, broadcast 1). A point
-runs on every rank of a live group in lockstep: the first call is checked (the ranks' sum
-arrives everywhere), then each timed repetition is the slowest rank's. `hierarchical_all_reduce`
-reduce-scatters in the node, all-reduces each shard across nodes and all-gathers in the node.
 """
 
 from __future__ import annotations
@@ -130,14 +124,9 @@ def _operation(op: str, count: int, dtype: torch.dtype, device: str, ranks_per_n
     full = functools.partial(torch.full, dtype=dtype, device=device)
     if op in ("all_reduce", "hierarchical_all_reduce"):
         buf = full((count,), rank + 1.0)
-        if op == "all_reduce":
-            def call():
-                dist.all_reduce(buf)
-        else:
-            intra, inter = node_groups(n, ranks_per_node)
-
-            def call():
-                hierarchical_all_reduce(buf, intra, inter, ranks_per_node)
+        call = functools.partial(dist.all_reduce, buf) if op == "all_reduce" else \
+            functools.partial(hierarchical_all_reduce, buf, *node_groups(n, ranks_per_node),
+                              ranks_per_node)
         return call, lambda: bool((buf == total).all()), buf.zero_
     if op == "all_gather":
         piece, out = full((count // n,), rank + 1.0), full((count,), 0.0)
@@ -207,7 +196,7 @@ def collective_point(op: str, size_bytes: int, dtype: str = "fp32", *, world_siz
     check_group(world_size, backend)
     factor = bus_factor(op, world_size)
     rpn = world_size if ranks_per_node is None else ranks_per_node
-    element_bytes = torch.empty((), dtype=DTYPES[dtype]).element_size()
+    element_bytes = DTYPES[dtype].itemsize
     moved = message_bytes(op, size_bytes, world_size, element_bytes, rpn)
     call, check, ready = _operation(op, moved // element_bytes, DTYPES[dtype], device, rpn)
     call()
@@ -225,8 +214,7 @@ def collective_point(op: str, size_bytes: int, dtype: str = "fp32", *, world_siz
               "hosts": world_size // int(os.environ.get("LOCAL_WORLD_SIZE", world_size))}
     if device.startswith("cuda"):
         link, source = link_gbs(torch.cuda.get_device_name(device))
-        result["link_gbs"] = link
-        result["link_source"] = source
+        result.update(link_gbs=link, link_source=source)
         if link:
             result["pct_of_link"] = 100 * result["throughput"] / link
     return result

@@ -1,15 +1,8 @@
-"""A DDP training step on a live process group: comm hooks, no_sync accumulation, bucket sizes.
+"""A DDP training step on a live process group: comm hooks, no_sync accumulation, bucket sizes;
+the traffic one optimizer step hands to all-reduce is counted, then steps are timed.
 
-    ddp_point(hook="fp16_compress", accum_steps=4, sync="no_sync", bucket_cap_mb=25.0,
-              world_size=2, backend="gloo", device="cpu")   # on every rank, in lockstep
+    ddp_point(hook="fp16_compress", accum_steps=4, world_size=2, backend="gloo")  # every rank
     hook_support(device="cpu")     # {"bf16_compress": "ok" or why not, ...} on this group
-
-Every rank trains the same MLP on its shard of a generated task, reports the held-out loss,
-counts one optimizer step's traffic (what the hooks hand to torch.distributed.all_reduce,
-wrapped with a counter for that step) and times optimizer steps, each sample the slowest
-rank's. The hooks are torch's ddp_comm_hooks (fp16/bf16 compression, PowerSGD with error
-feedback); `sync="no_sync"` communicates once per optimizer step, "every_micro_batch" after
-each micro-batch.
 """
 
 from __future__ import annotations

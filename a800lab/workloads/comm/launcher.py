@@ -1,14 +1,8 @@
-"""Start a group of worker processes (one per rank), talk to them, and always clean them up.
+"""Start a group of worker processes (one per rank), talk to them, and always clean them up: a
+rank that dies or hangs ends the group with a RankGroupError naming it, and no process is left.
 
     with RankGroup("a800lab.workloads.comm.worker", world_size=2, timeout_s=30) as group:
         reply = group.request({"job": "point", ...})   # rank 0's answer, once every rank is done
-    # every worker has exited here, whatever happened
-
-Each rank is `python -m <module>` in a session of its own, with torchrun's variables (so the
-same worker runs under torchrun) and A800LAB_LAUNCHED=1. Commands are JSON lines on stdin;
-answers prefixed JSON lines on stdout (`serve` moves stray prints to stderr). A rank that dies
-is noticed at once, one that hangs after `timeout_s`: a RankGroupError names it and its state,
-and every rank's session is killed and reaped. A worker whose parent dies exits at once.
 """
 
 from __future__ import annotations
@@ -46,7 +40,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 class RankGroup:
     """`world_size` worker processes running `python -m module`, `env` added to each;
-        `timeout_s`: how long a command may take before the group is declared hung."""
+    `timeout_s`: how long a command may take before the group is declared hung."""
 
     def __init__(self, module: str, *, world_size: int, env: dict | None = None,
                  timeout_s: float = 30.0, startup_timeout_s: float = 120.0,
@@ -69,8 +63,7 @@ class RankGroup:
         return [p.pid for p in self.procs]
 
     @property
-    def running(self) -> bool:
-        """Started and not closed (a failure closes the group)."""
+    def running(self) -> bool:  # started and not closed (a failure closes the group)
         return bool(self.procs) and not self._closed
 
     def __enter__(self) -> RankGroup:
@@ -109,7 +102,7 @@ class RankGroup:
 
     def request(self, command: dict, timeout_s: float | None = None):
         """Send `command` to every rank and return rank 0's answer once every rank is done;
-            RankGroupError (after cleaning up) when a rank fails or is late."""
+        RankGroupError (after cleaning up) when a rank fails or is late."""
         if self._closed or not self.procs:
             raise RankGroupError("the worker group is not running; start a new one")
         line = json.dumps(command) + "\n"
@@ -145,10 +138,8 @@ class RankGroup:
                 proc.stdin.close()
         deadline = time.monotonic() + grace_s
         for proc in self.procs:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
         for proc in self.procs:
             if proc.poll() is None:
                 _kill_session(proc)
@@ -158,7 +149,6 @@ class RankGroup:
         for thread in self._threads:
             thread.join(2)
 
-    # ---- internals ----------------------------------------------------------------------------
     def _watch(self, rank: int, proc: subprocess.Popen) -> None:
         def read_stdout() -> None:
             for line in proc.stdout:
@@ -196,7 +186,7 @@ class RankGroup:
 
     def _what_failed(self, first: dict, what: str) -> str:
         """The failure in words, root cause first: ranks that exited before the errors of the
-            peers they took down."""
+        peers they took down."""
         events, deadline = [first], time.monotonic() + 0.5
         while time.monotonic() < deadline:  # let the peers' reactions and exit codes arrive
             try:
@@ -226,8 +216,7 @@ class RankGroup:
         except subprocess.TimeoutExpired:
             return f"(pid {proc.pid}) closed its output but is still running"
         if code < 0:
-            name = signal.Signals(-code).name
-            return f"(pid {proc.pid}) was killed by signal {name}"
+            return f"(pid {proc.pid}) was killed by signal {signal.Signals(-code).name}"
         return f"(pid {proc.pid}) exited with code {code}"
 
     def _states(self, done: dict | None = None) -> str:
@@ -267,8 +256,8 @@ def launched() -> bool:
 
 def serve(handle: Callable[[dict], object], *, rank: int) -> None:
     """The worker's loop: "ready", then `handle(command)` and "done" (rank 0 with the value)
-        per command until "exit"; an exception is reported and ends the worker (its peers would
-        wait for it forever), and so does stdin closing (the parent is gone)."""
+    per command until "exit"; an exception is reported and ends the worker (its peers would
+    wait for it forever), and so does stdin closing (the parent is gone)."""
     channel = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # stray prints (libraries, user code) go to stderr, not the message channel
     sys.stdout = sys.stderr

@@ -1,15 +1,9 @@
-"""Comm sweeps from one process: start the ranks, feed them points, collect records, clean up.
+"""Comm sweeps from one process: check the points, start the ranks, feed them points, append
+rank 0's records to `out` (resumable), and always stop the ranks.
 
-    res = run_comm("comm", {"op": ["all_reduce"], "size_bytes": [2**10, 2**20]},
-                   world_size=2, out="comm.jsonl")          # gloo on CPU, NCCL on GPUs
-    run_comm("ddp", {"hook": ["allreduce", "fp16_compress"]}, world_size=2)
+    run_comm("comm", {"op": ["all_reduce"], "size_bytes": [2**10, 2**20]}, world_size=2)
+    run_comm("ddp", {"hook": ["allreduce", "fp16_compress"]}, world_size=2, out="ddp.jsonl")
     hook_support_on(world_size=2)          # {"bf16_compress": "ok" or why not, ...}
-
-The ranks (comm.worker, started by comm.launcher.RankGroup) are always stopped after the run,
-also when one dies or hangs (a RankGroupError says which and how). Points are checked before
-any process starts and sent one at a time; rank 0's records are appended to `out` as they
-arrive and a resumed run skips those already there. Under torchrun, `run_comm_here` runs the
-same points in-process.
 """
 
 from __future__ import annotations

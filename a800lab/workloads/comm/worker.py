@@ -1,12 +1,7 @@
-"""What every rank runs: join the process group, then measure the points it is asked for.
+"""What every rank runs: join the process group (gloo on CPUs, NCCL on GPUs), then measure the
+points it is asked for; rank 0's record is the answer.
 
     python -m a800lab.workloads.comm.worker     # one per rank, started by launcher.RankGroup
-    record = measure_on_group({"workload": "comm", "params": {...}}, device)  # rank 0: a Record
-
-Every rank runs the point through core.sweep.measure_point, so a failure is a record like any
-other; rank 0's record is the answer. The backend is gloo on CPUs (A800LAB_THREADS torch
-threads per rank, default 1) and NCCL on GPUs (one per rank); A800LAB_TIMEOUT_S ends a
-collective whose peer is gone.
 """
 
 from __future__ import annotations

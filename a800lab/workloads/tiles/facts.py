@@ -1,15 +1,8 @@
-"""The compiler's verdict on a tile config for any target card, on any machine, cached.
+"""The compiler's verdict on a tile config for any target card, on any machine, cached: the lab's
+kernel compiled as a launch would compile it; without Triton, a labelled estimate.
 
     facts = tile_facts(spec, "A800")    # or "H100", "sm_90", a Target; no GPU needed
-    facts.fits, facts.reason            # False, "shared memory: 196,608 B > ..." when refused
-    tile_facts_grid(specs, "sm_80", on_config=print)   # a grid, one cache read and write
-
-With Triton the lab's kernel is compiled for the target exactly as a launch would (the installed
-Triton's own JIT binder on placeholders of the spec's shapes; `triton.compile(..., target=
-GPUTarget(...))`), and the facts read from what it built: `metadata.shared`, the cubin's
-registers and spills (cuobjdump), the PTX's pipeline and MMA instruction. Compiles are cached in
-$A800LAB_COMPILE_CACHE (else ~/.cache/a800lab/compiled_tiles.json). Without Triton the facts
-are a labelled estimate by Triton's rule (`estimate`).
+    facts.fits, facts.reason, facts.smem_bytes, facts.registers, facts.blocks_per_sm
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
-"""The lab's Triton tile kernels: C = A @ B, tile by tile, with the Hopper levers as options.
+"""The lab's Triton tile kernels: C = A @ B tile by tile (pointer or TMA loads, one program per
+tile or a persistent one per SM, fp8's accumulation a stated choice). Set TRITON_INTERPRET=1
+before importing this module to run them under the Triton interpreter.
 
     c = launch_tile_matmul(a, b, spec)    # a (m x k), b (k x n) on the GPU; spec: a MatmulSpec
-    call = kernel_call(spec, a, b, c, scale=None, num_programs=132)   # what a launch passes
-
-`tile_matmul_kernel` loads tiles through pointers (edges masked: any M, N, K);
-`tma_tile_matmul_kernel` through tensor descriptors (TMA, Hopper). Both accumulate tl.dot in
-fp32, number tiles in Triton's grouped order (group_m) and take the schedule as a constexpr:
-one program per tile, or one per SM looping over the tiles ("persistent"). fp8 "precise"
-promotes partial sums into fp32 every 32-deep product (max_num_imprecise_acc=32, like cuBLAS
-without fast accumulation); "fast" is Triton's default. Set TRITON_INTERPRET=1 before this
-module is imported to run under the Triton interpreter (INTERPRETED; bf16 tiles are widened to
-fp32 there, since it multiplies them as raw integers). Without Triton the kernels do not exist.
 """
 
 from __future__ import annotations
@@ -170,6 +162,7 @@ def kernel_call(spec, a, b, c, *, scale: float | None, num_programs: int) -> Ker
         "BLOCK_SIZE_M": spec.block_m, "BLOCK_SIZE_N": spec.block_n,
         "BLOCK_SIZE_K": spec.block_k, "GROUP_SIZE_M": spec.group_m,
         "INPUT_PRECISION": "ieee" if spec.precision == "fp32" else "tf32",
+        # the interpreter multiplies bf16 tiles as raw integers: widen them to fp32 there
         "WIDEN": INTERPRETED and spec.precision == "bf16", "HAS_SCALE": scale is not None,
         "MAX_IMPRECISE_ACC": PRECISE_FP8_ACC if spec.fp8_acc == "precise" else None,
         "PERSISTENT": persistent}

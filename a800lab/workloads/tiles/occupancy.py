@@ -1,12 +1,7 @@
-"""Occupancy: how many thread blocks of one kernel an SM holds at once, and what limits it.
+"""Occupancy: how many thread blocks of one kernel an SM holds at once, and what limits it (the
+arithmetic of CUDA's occupancy calculator).
 
-    occ = occupancy(arch_limits((8, 0)), num_warps=8, registers_per_thread=255,
-                    smem_bytes=147456)
-    occ.blocks_per_sm, occ.limited_by        # 1, "shared memory"
-
-The arithmetic of CUDA's occupancy calculator (cuda_occupancy.h): the fewest blocks that fit by
-shared memory (+ the driver's reserve per block), registers (per warp, in each SM quarter),
-warps and the block limit; 0: the kernel cannot launch.
+    occupancy(arch_limits((8, 0)), num_warps=8, registers_per_thread=255, smem_bytes=147456)
 """
 
 from __future__ import annotations

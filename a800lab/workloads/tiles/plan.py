@@ -1,10 +1,7 @@
-"""Plan tiles for a card you do not have: the compiler's verdict on every config of a grid for
-one shape and precision (tiles.facts), with occupancy, waves and the quantisation model's
-prediction (it ranks configs by how well they fill the card, not by speed).
+"""Plan tiles for a card you do not have: the compiler's verdict on every config of a grid, with
+occupancy, waves and the quantisation model's ranking.
 
-    plan = plan_tiles("A800", "bf16", 4096, 4096, 4096)     # the tuner's default grid
-    print(format_plan(plan))                                # what `a800lab check tiles` prints
-    compare_targets(["A800", "H100 SXM5 80GB"], "bf16", 4096, 4096, 4096)
+    print(format_plan(plan_tiles("A800", "bf16", 4096, 4096, 4096)))  # `a800lab check tiles`
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""Tiled matmul: one point function over three back ends, and the CPU stand-in for the kernel.
+"""Tiled matmul: one point function over three back ends (the Triton kernel, cuBLAS, the CPU
+stand-in walking the same tiles), the config checked first, then C against float64.
 
     point = tiled_matmul_point(4096, 4096, 4096, "bf16", "triton", block_m=128, device="cuda")
-    point["tflops"], point["pct_of_datasheet_peak"], point["timing"].median_ms
-
-"triton" is the lab's kernel (on the CPU only under TRITON_INTERPRET=1: correctness, not a GPU
-time), "torch" cuBLAS, "cpu_blocked" a CPU stand-in walking the same tiles in the same order
-with torch ops. Like matmul_point: the config is checked first (tiles.config.check_config),
-then C against float64 ("wrong" is not timed), then the product is timed.
 """
 
 from __future__ import annotations

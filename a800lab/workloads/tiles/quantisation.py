@@ -1,13 +1,8 @@
-"""Tile and wave quantisation of a tiled matmul: why N=1537 runs slower than N=1536.
+"""Tile and wave quantisation of a tiled matmul: why N=1537 runs slower than N=1536 (padded
+edge tiles, and a last wave leaving SMs idle).
 
     q = quantise(m=1792, n=1792, k=4096, block_m=256, block_n=128, block_k=32, sm_count=108)
-    q.tiles, q.waves, q.last_wave_occupancy      # 98 tiles, 1 wave, 98/108 of the SMs busy
-    q.predicted_efficiency                       # tile_efficiency * wave_efficiency
-
-Edge tiles compute their full block (tile efficiency: m*n*k over the padded work), and tiles run
-in waves of sm_count * blocks_per_sm, a partial last wave leaving SMs idle (wave efficiency:
-tiles over the wave slots). Their product is the throughput relative to a shape with no padding
-and full waves: it explains steps in a shape sweep, not absolute speed.
+    q.tiles, q.waves, q.predicted_efficiency     # 98 tiles, 1 wave, tile x wave efficiency
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""Tune the tile of one matmul shape: successive halving over a config grid, the winner stored.
+"""Tune the tile of one matmul shape: successive halving over a config grid, every trial a
+record, the winner stored per device and reused.
 
     outcome = tune(4096, 4096, 4096, "bf16", device="cuda", out="tune.jsonl")
-    outcome.entry["best"], outcome.reused, outcome.search.verdict
-
-Every trial is a result record (workload "tiles") appended to `out` as it is measured. The
-winner is stored per device fingerprint, shape, precision and back end (core.store's tuned
-store) and reused by a later call with the same grid; a winner timed on a contended CPU is not
-stored. Each config is checked against float64 once, the first time it runs.
 """
 
 from __future__ import annotations
