@@ -227,40 +227,18 @@ def interpreted() -> bool:
     return INTERPRETED
 
 
-class _Placeholder:
-    """What a launch reads of a tensor (shape, strides, dtype, a 16-byte-aligned address)."""
-
-    def __init__(self, shape, strides, dtype):
-        self.shape = torch.Size(shape)
-        self._strides = tuple(strides)
-        self.dtype = dtype
-
-    def stride(self, dim: int | None = None):
-        return self._strides if dim is None else self._strides[dim]
-
-    def data_ptr(self) -> int:
-        return 0  # torch's allocations are 256-byte aligned
-
-    def t(self) -> _Placeholder:
-        return _Placeholder(self.shape[::-1], self._strides[::-1], self.dtype)
-
-
-def placeholders(spec: MatmulSpec):
-    """A, B and C as the point function makes them (fp8: B column-major, C bf16)."""
-    m, n, k = spec.m, spec.n, spec.k
-    dtype = parse_precision(spec.precision).dtype
-    a = _Placeholder((m, k), (k, 1), dtype)
-    b = _Placeholder((k, n), (1, k) if spec.precision == "fp8" else (n, 1), dtype)
-    c = _Placeholder((m, n), (n, 1), torch.bfloat16 if spec.precision == "fp8" else dtype)
-    return a, b, c
-
-
 def launch_of(spec: MatmulSpec, target: Target):
-    """The KernelCall a launch of `spec` on `target` makes, on placeholders of its shapes."""
+    """The KernelCall a launch of `spec` on `target` makes, on meta tensors laid out as the point
+    function makes A, B and C (fp8: B column-major, C bf16): shape, strides, dtype, no data."""
     from .kernel import kernel_call
 
-    a, b, c = placeholders(spec)
-    return kernel_call(spec, a, b, c, scale=1.0 if spec.precision == "fp8" else None,
+    m, n, k, fp8 = spec.m, spec.n, spec.k, spec.precision == "fp8"
+    dtype = parse_precision(spec.precision).dtype
+    a = torch.empty_strided((m, k), (k, 1), dtype=dtype, device="meta")
+    b = torch.empty_strided((k, n), (1, k) if fp8 else (n, 1), dtype=dtype, device="meta")
+    c = torch.empty_strided((m, n), (n, 1), dtype=torch.bfloat16 if fp8 else dtype,
+                            device="meta")
+    return kernel_call(spec, a, b, c, scale=1.0 if fp8 else None,
                        num_programs=target.sm_count or DEFAULT_PROGRAMS)
 
 

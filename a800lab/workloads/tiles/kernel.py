@@ -151,8 +151,8 @@ class KernelCall:
 
 
 def kernel_call(spec, a, b, c, *, scale: float | None, num_programs: int) -> KernelCall:
-    """The launch of `spec` on a (m x k), b (k x n; fp8: column-major) and c (m x n), tensors or
-    placeholders; `num_programs`: the persistent schedule's program count (one per SM)."""
+    """The launch of `spec` on a (m x k), b (k x n; fp8: column-major) and c (m x n), meta tensors
+    too; `num_programs`: the persistent schedule's program count (one per SM)."""
     m, k = a.shape
     n = b.shape[1]
     tiles = triton.cdiv(m, spec.block_m) * triton.cdiv(n, spec.block_n)

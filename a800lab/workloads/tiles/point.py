@@ -168,21 +168,16 @@ def _operands(spec: MatmulSpec, device: str, seed: int) -> MatmulOperands:
     if spec.precision == "fp8" and (spec.backend == "triton" or spec.fp8_acc == "fast"):
         return _fp8_operands(spec, device, seed)
     ops = make_operands(spec.m, spec.n, spec.k, spec.precision, device, seed=seed)
-    a, b = ops.a, ops.b
     if spec.backend == "torch":
         return ops
     if spec.backend == "cpu_blocked":
-        tile = (spec.block_m, spec.block_n, spec.block_k, spec.group_m)
-
-        def run() -> torch.Tensor:
-            return blocked_matmul(a, b, *tile)
+        run = functools.partial(blocked_matmul, ops.a, ops.b, spec.block_m, spec.block_n,
+                                spec.block_k, spec.group_m)
     else:
         from .kernel import launch_tile_matmul
 
-        def run() -> torch.Tensor:
-            return launch_tile_matmul(a, b, spec)
-
-    return MatmulOperands(ops.precision, a, b, run, seed)
+        run = functools.partial(launch_tile_matmul, ops.a, ops.b, spec)
+    return MatmulOperands(ops.precision, ops.a, ops.b, run, seed)
 
 
 def _fp8_operands(spec: MatmulSpec, device: str, seed: int) -> MatmulOperands:
@@ -191,17 +186,10 @@ def _fp8_operands(spec: MatmulSpec, device: str, seed: int) -> MatmulOperands:
     a, b, inv_a, inv_b = fp8_inputs(data.a, data.b)
     del data
     if spec.backend == "torch":
-        def run() -> torch.Tensor:
-            return torch._scaled_mm(a, b, scale_a=inv_a, scale_b=inv_b, out_dtype=torch.bfloat16,
-                                    use_fast_accum=spec.fp8_acc == "fast")
+        run = functools.partial(torch._scaled_mm, a, b, scale_a=inv_a, scale_b=inv_b,
+                                out_dtype=torch.bfloat16, use_fast_accum=spec.fp8_acc == "fast")
+    else:
+        from .kernel import launch_tile_matmul
 
-        return MatmulOperands(parse_precision("fp8"), a, b, run, seed)
-    from .kernel import launch_tile_matmul
-
-    inverse = (inv_a * inv_b).item()
-
-    def run() -> torch.Tensor:
-        return launch_tile_matmul(a, b, spec, scale=inverse)
-
+        run = functools.partial(launch_tile_matmul, a, b, spec, scale=(inv_a * inv_b).item())
     return MatmulOperands(parse_precision("fp8"), a, b, run, seed)
-
