@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.device import discover_gpus
-from ..core.doctor import format_reading
+from ..core.doctor import _table, format_reading
 from ..core.nvml import (
     NotAvailable,
     device_handle,
@@ -141,7 +141,5 @@ def format_health(report: dict) -> str:
                      f"{format_reading(e.get('aggregate_corrected'))}",
                      _rows_text(g["remapped_rows"]), _pages_text(g["retired_pages"]),
                      g["verdict"]])
-    widths = [max(len(c) for c in column) for column in zip(headers, *rows, strict=True)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-             for row in (headers, *rows)]
-    return "\n".join([*lines, "", "Memory health:", *(f"  - {a}" for a in report["advice"])])
+    advice = [f"  - {a}" for a in report["advice"]]
+    return "\n".join([*_table(headers, rows), "", "Memory health:", *advice])

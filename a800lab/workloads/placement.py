@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from ..core.timing import measure
+from .matmul import positive_int
 
 PLACEMENTS = ("all_on_device", "embedding_on_cpu")
 
@@ -27,9 +28,9 @@ class Crossings:
 
     def count_gradient(self, tensor: torch.Tensor, device: str) -> None:
         if torch.device(device) != tensor.device:
-            tensor.register_hook(lambda g: self._add(g))
+            tensor.register_hook(self._count)
 
-    def _add(self, grad: torch.Tensor) -> None:
+    def _count(self, grad: torch.Tensor) -> None:
         self.bytes += grad.numel() * grad.element_size()
 
 
@@ -41,8 +42,7 @@ def placement_point(placement: str = "all_on_device", num_rows: int = 200_000, d
         raise ValueError(f"placement={placement!r}: use one of {PLACEMENTS}")
     for name, value in (("num_rows", num_rows), ("dim", dim), ("batch_size", batch_size),
                         ("bag_size", bag_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name}={value!r} must be a positive int")
+        positive_int(name, value)
     table_device = "cpu" if placement == "embedding_on_cpu" else device
     torch.manual_seed(0)
     table = torch.nn.EmbeddingBag(num_rows, dim, mode="sum", sparse=True).to(table_device)

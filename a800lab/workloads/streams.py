@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from ..core.backends import HAS_CUDA, why_unavailable
@@ -35,11 +37,8 @@ def stream_overlap(copy_mb: int = 256, matmul_size: int = 4096, pinned: bool = T
     out = torch.empty_like(a)
     side = torch.cuda.Stream(device)
 
-    def copy() -> None:
-        target.copy_(host, non_blocking=True)
-
-    def compute() -> None:
-        torch.mm(a, b, out=out)
+    copy = functools.partial(target.copy_, host, non_blocking=True)
+    compute = functools.partial(torch.mm, a, b, out=out)
 
     def serial() -> None:
         copy()
@@ -57,8 +56,7 @@ def stream_overlap(copy_mb: int = 256, matmul_size: int = 4096, pinned: bool = T
              for name, fn in (("copy", copy), ("compute", compute), ("serial", serial),
                               ("overlapped", overlapped))}
     hidden = times["serial"] - times["overlapped"]
-    return {"copy_ms": times["copy"], "compute_ms": times["compute"],
-            "serial_ms": times["serial"], "overlapped_ms": times["overlapped"],
+    return {**{f"{name}_ms": ms for name, ms in times.items()},
             "overlap_share": max(0.0, hidden) / min(times["copy"], times["compute"]),
             "copy_gbs": copy_mb * 2**20 / (times["copy"] * 1e-3) / 1e9, "pinned": pinned,
             "device_name": torch.cuda.get_device_name(device)}

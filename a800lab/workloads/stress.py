@@ -15,6 +15,7 @@ import torch
 
 from ..core.backends import HAS_CUDA
 from ..core.cancel import CancelToken
+from ..core.doctor import _table
 from .peak import measure_peak
 
 THRESHOLD = 0.1             # a card more than 10% below its siblings' median is flagged
@@ -107,9 +108,7 @@ class StressReport:
                 for c in self.cards]
         headers = ("device", "name", "precision", "TFLOP/s", "datasheet", "copy GB/s",
                    "datasheet", "note")
-        widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=True)]
-        lines = ["  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=True)).rstrip()
-                 for row in (headers, *rows)]
+        lines = _table(list(headers), [list(row) for row in rows])
         lines.append(f"Flags (more than {100 * self.threshold:.0f}% below the siblings' median "
                      f"or {100 * self.datasheet_threshold:.0f}% below the datasheet):")
         lines += [f"  - {f.message}" for f in self.flags] or ["  - none."]
@@ -125,11 +124,6 @@ class StressReport:
 
 def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.4g}"
-
-
-def default_devices() -> list[str]:
-    """Every CUDA device torch sees, or ["cpu"] without one."""
-    return [f"cuda:{i}" for i in range(torch.cuda.device_count())] if HAS_CUDA else ["cpu"]
 
 
 def stress_card(device: str, *, precision: str | None = None, size: int | None = None,
@@ -153,8 +147,9 @@ def stress_cards(devices: Sequence[str] | None = None, *,
                  **options) -> list[CardResult]:
     """stress_card for each device (default: every GPU, else the CPU), one after another so that
     cards share no power or host bandwidth."""
+    every = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if HAS_CUDA else ["cpu"]
     results = []
-    for device in devices or default_devices():
+    for device in devices or every:
         results.append(stress_card(device, **options))
         if on_card is not None:
             on_card(results[-1])

@@ -8,6 +8,7 @@ rank 0's records to `out` (resumable), and always stop the ranks.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -259,11 +260,8 @@ def run_point(workload: str, *, world_size: int = 2, backend: str | None = None,
 def hook_support_on(world_size: int = 2, backend: str | None = None,
                     timeout_s: float = 60.0) -> dict[str, str]:
     """Which DDP comm hooks a fresh group runs: hook -> "ok" or the error it raised."""
-    group = start_ranks(world_size, backend, 1, timeout_s)
-    try:
+    with contextlib.closing(start_ranks(world_size, backend, 1, timeout_s)) as group:
         return group.request({"job": "hook_support"})
-    finally:
-        group.close()
 
 
 def _todo(workload: str, points: list[dict], out, resume: bool, device: str) -> list[dict]:
