@@ -218,12 +218,11 @@ def _measure_precision(name: str, size: int, device: str, device_name: str, budg
     prec = parse_precision(name)
     try:
         rel_error, timing, conditions = _check_and_time(prec, size, device, budget_s, cancel)
-        out_of_memory = False
     except Exception as exc:
         if not is_oom(exc):
             raise
-        out_of_memory = True
-    if out_of_memory:
+        rel_error = None
+    if rel_error is None:  # out of memory
         free_after_oom()  # after the except block, so the traceback no longer pins the inputs
         return PeakEntry(**base, outcome="oom",
                          message=f"out of memory at {size}^3 {name}; pass a smaller size=")
@@ -247,7 +246,6 @@ def _timed(fn, device: str, budget_s: float, cancel: CancelToken | None,
 
 def _check_and_time(prec: Precision, size: int, device: str, budget_s: float,
                     cancel: CancelToken | None) -> tuple[float, Timing | None, dict]:
-    """(relative error, timing or None when wrong, CPU conditions)."""
     ops = make_operands(size, size, size, prec, device)
     with matmul_precision(prec):
         rel_error = ops.rel_error(ops.run())
@@ -258,7 +256,7 @@ def _check_and_time(prec: Precision, size: int, device: str, budget_s: float,
 
 def _copy_bandwidth(device: str, n_bytes: int, budget_s: float,
                     cancel: CancelToken | None) -> tuple[float, dict]:
-    """(GB/s, noise verdict) of dst.copy_(src): each byte read once and written once."""
+    """(GB/s, noise verdict) of a copy: each byte read once and written once."""
     src = torch.ones(n_bytes // 4, dtype=torch.float32, device=device)
     dst = torch.empty_like(src)
     # the copy itself streams far more than L2, so flushing between calls would only cost time

@@ -113,10 +113,9 @@ def hierarchical_all_reduce(tensor: torch.Tensor, intra, inter, ranks_per_node: 
 
 
 def _operation(op: str, count: int, dtype: torch.dtype, device: str, ranks_per_node: int):
-    """(call, check, ready): `call()` runs the collective once; `check()` says whether the
-    first call left the right values (each rank gives rank + 1); `ready()` zeroes the reduced
-    buffers for timing, so no call refills them (a memset costs several % at 1 GiB) and fp16
-    cannot overflow over hundreds of repetitions."""
+    """(call, check, ready): `check()` after the first call (each rank gives rank + 1);
+    `ready()` zeroes the reduced buffers, so no timed call refills them (a memset costs
+    several % at 1 GiB) and fp16 cannot overflow."""
     import torch.distributed as dist
 
     rank, n = dist.get_rank(), dist.get_world_size()

@@ -173,7 +173,6 @@ class RankGroup:
 
     def _next(self, deadline: float, what: str, allowed_s: float,
               done: dict | None = None) -> dict:
-        """The next message; a rank's end or error, or the deadline, raises."""
         try:
             message = self._messages.get(timeout=max(0.0, deadline - time.monotonic()))
         except queue.Empty:
@@ -240,7 +239,6 @@ def process_state(pid: int) -> str:
 
 
 def _kill_session(proc: subprocess.Popen) -> None:
-    """SIGKILL the rank's whole session (the rank and anything it started)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)  # start_new_session: the session id is its pid
     except (ProcessLookupError, PermissionError):

@@ -265,7 +265,6 @@ def hook_support_on(world_size: int = 2, backend: str | None = None,
 
 
 def _todo(workload: str, points: list[dict], out, resume: bool, device: str) -> list[dict]:
-    """The points not yet in `out` for this environment (`out` checked writable)."""
     if out is not None:
         check_writable(out)
     done = done_keys(out, fingerprint(environment(device))) if (out and resume) else set()
@@ -275,7 +274,6 @@ def _todo(workload: str, points: list[dict], out, resume: bool, device: str) -> 
 
 def _deliver(record: Record, result: SweepResult, out, on_result, on_progress, *, done: int,
              todo: int, total: int, started: float) -> None:
-    """A measured point: appended to `out`, kept, reported, and the progress with its ETA."""
     if out is not None:
         append_record(out, record)
     result.records.append(record)

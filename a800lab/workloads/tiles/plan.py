@@ -45,13 +45,9 @@ def describe_tile(tile) -> str:
     get = tile.get if isinstance(tile, Mapping) else lambda name: getattr(tile, name, None)
     text = (f"{get('block_m')}x{get('block_n')}x{get('block_k')} {get('num_warps')}w "
             f"{get('num_stages')}s")
-    if get("schedule") == "persistent":
-        text += " persistent"
-    if get("loads") == "tma":
-        text += " tma"
-    if get("fp8_acc") == "fast":
-        text += " fp8-fast"
-    return text
+    return text + "".join(label for name, value, label in (
+        ("schedule", "persistent", " persistent"), ("loads", "tma", " tma"),
+        ("fp8_acc", "fast", " fp8-fast")) if get(name) == value)
 
 
 def plan_tiles(target: str | Target, precision: str, m: int, n: int, k: int, *,

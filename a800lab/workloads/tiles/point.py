@@ -181,7 +181,6 @@ def _operands(spec: MatmulSpec, device: str, seed: int) -> MatmulOperands:
 
 
 def _fp8_operands(spec: MatmulSpec, device: str, seed: int) -> MatmulOperands:
-    """fp8 e4m3 inputs scaled per tensor, C by the kernel or by cuBLAS's torch._scaled_mm."""
     data = make_operands(spec.m, spec.n, spec.k, "fp32", device, seed=seed)  # seeded fp32 data
     a, b, inv_a, inv_b = fp8_inputs(data.a, data.b)
     del data
