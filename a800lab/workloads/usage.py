@@ -212,21 +212,20 @@ def compare_usage(df: pd.DataFrame, price_per_gpu_hour_usd: float, *, params=Non
                   gpus: int = 1, price_per_kwh_usd: float | None = None) -> pd.DataFrame:
     """One row per ok metered point: its params, samples/s, J/sample, CPU ms per sample,
     GPU utilisation, power, cost per million samples, and ratios to the first row."""
-    ok = df[df["outcome"] == "ok"] if "outcome" in df else df
+    ok = (df[df["outcome"] == "ok"] if "outcome" in df else df).reset_index(drop=True)
     params = list(params) if params is not None else [
         c for c in ok.columns if c in ("model", "size", "batch_size", "precision")]
-    out = ok[params].reset_index(drop=True).copy()
-    rate = pd.to_numeric(ok["throughput"], errors="coerce").reset_index(drop=True)
+    out = ok[params].copy()
+    rate = pd.to_numeric(ok["throughput"], errors="coerce")
     out["throughput"] = rate
-    out["unit"] = ok["throughput_unit"].reset_index(drop=True)
-    energy = pd.to_numeric(ok.get("j_per_sample"), errors="coerce").reset_index(drop=True) \
-        if "j_per_sample" in ok else pd.Series(math.nan, index=out.index)
+    out["unit"] = ok["throughput_unit"]
+    energy = pd.to_numeric(ok["j_per_sample"], errors="coerce") if "j_per_sample" in ok \
+        else pd.Series(math.nan, index=out.index)
     out["j_per_sample"] = energy
-    out["energy_source"] = ok["energy_source"].reset_index(drop=True) \
-        if "energy_source" in ok else "unavailable"
+    out["energy_source"] = ok["energy_source"] if "energy_source" in ok else "unavailable"
     for column in ("cpu_ms_per_sample", "gpu_util_pct", "power_w"):
         if column in ok:
-            out[column] = pd.to_numeric(ok[column], errors="coerce").to_numpy()
+            out[column] = pd.to_numeric(ok[column], errors="coerce")
     out["cost_per_million_usd"] = [cost_per_million_samples_usd(r, price_per_gpu_hour_usd, gpus)
                                    for r in rate]
     if price_per_kwh_usd is not None:
