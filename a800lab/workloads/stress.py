@@ -15,7 +15,7 @@ import torch
 
 from ..core.backends import HAS_CUDA
 from ..core.cancel import CancelToken
-from ..core.doctor import _table
+from .health import text_table
 from .peak import measure_peak
 
 THRESHOLD = 0.1             # a card more than 10% below its siblings' median is flagged
@@ -108,7 +108,7 @@ class StressReport:
                 for c in self.cards]
         headers = ("device", "name", "precision", "TFLOP/s", "datasheet", "copy GB/s",
                    "datasheet", "note")
-        lines = _table(list(headers), [list(row) for row in rows])
+        lines = text_table(list(headers), rows)
         lines.append(f"Flags (more than {100 * self.threshold:.0f}% below the siblings' median "
                      f"or {100 * self.datasheet_threshold:.0f}% below the datasheet):")
         lines += [f"  - {f.message}" for f in self.flags] or ["  - none."]
