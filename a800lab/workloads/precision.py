@@ -8,6 +8,8 @@ fp8 with and without fast accumulation.
 
 from __future__ import annotations
 
+import functools
+
 import pandas as pd
 import torch
 
@@ -76,11 +78,8 @@ def fp8_point(m: int, n: int, k: int, fast_accum: bool = False, *, device: str =
     check_fits(needed_bytes(m, n, k, "fp8"), device, what=f"a {m}x{n}x{k} fp8 matmul")
     data = make_operands(m, n, k, "fp32", device, seed=seed)
     a, b, inv_a, inv_b = fp8_inputs(data.a, data.b)
-
-    def run() -> torch.Tensor:
-        return torch._scaled_mm(a, b, scale_a=inv_a, scale_b=inv_b, out_dtype=torch.bfloat16,
-                                use_fast_accum=fast_accum)
-
+    run = functools.partial(torch._scaled_mm, a, b, scale_a=inv_a, scale_b=inv_b,
+                            out_dtype=torch.bfloat16, use_fast_accum=fast_accum)
     rel_error = data.rel_error(run())
     del data
     rtol = parse_precision("fp8").rtol
