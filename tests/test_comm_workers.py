@@ -10,11 +10,12 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from statistics import median
 
 import pytest
 
 from a800lab.core.results import read_records
-from a800lab.workloads.comm.collectives import OPS, busbw_gbs, median
+from a800lab.workloads.comm.collectives import OPS, busbw_gbs
 from a800lab.workloads.comm.launcher import RankGroup, RankGroupError, process_state
 from a800lab.workloads.comm.runs import WORKER, run_comm
 

@@ -1,19 +1,8 @@
-"""DCGM's diagnostic, found and run: the GPU memory-integrity checks that neither nvidia-smi nor
-this lab's stress run make.
+"""DCGM's diagnostic, found and run: the memory-integrity checks neither nvidia-smi nor this
+lab's stress run make (the long ones take the GPU: the lab only names them).
 
-    from a800lab.workloads.dcgm import dcgm_status, run_quick_diag
-    status = dcgm_status()        # {"found": False, "path": None, "advice": "..."}
-    result = run_quick_diag()     # `dcgmi diag -r 1`: {"command", "returncode", "output"}
-
-`python -m a800lab health` says whether `dcgmi` (NVIDIA Data Center GPU Manager) is on the
-PATH and what to run with it; `health --dcgm` runs its quick level, `dcgmi diag -r 1`: the
-deployment checks (driver and library access, permissions, persistence mode, pending page
-retirements and row remaps), which take seconds and put no load on the GPUs. The memory tests
-are the long level, `dcgmi diag -r 3` (about 15 minutes, with stress and memory tests; memtest
-at -r 4): they take the GPU, so drain the node first; this lab never starts them. What the
-tuning guide calls a "memory stress test before raising memory clocks" has no nvidia-smi
-equivalent, and on an A800 / A100 there is no memory clock to raise: HBM2e runs at one fixed
-memory clock (`nvidia-smi -q -d SUPPORTED_CLOCKS` lists a single one).
+    dcgm_status()        # {"found": False, "path": None, "advice": "..."}
+    run_quick_diag()     # `dcgmi diag -r 1`: {"command", "returncode", "output"}
 """
 
 from __future__ import annotations
@@ -42,8 +31,8 @@ def dcgm_status(which: Callable[[str], str | None] = shutil.which) -> dict:
 
 
 def run_quick_diag(run: Callable | None = None, timeout_s: float = QUICK_TIMEOUT_S) -> dict:
-    """`dcgmi diag -r 1`, its exit status and output (ValueError when dcgmi is missing or does
-    not finish in `timeout_s`). `run`: subprocess.run's stand-in, for tests."""
+    """`dcgmi diag -r 1`, its exit status and output (ValueError when dcgmi is missing or late;
+    `run`: subprocess.run's stand-in)."""
     run = run or subprocess.run
     try:
         done = run(QUICK, capture_output=True, text=True, timeout=timeout_s, check=False)

@@ -1,29 +1,9 @@
-"""Energy of a run on a GPU or a CPU, saying what it was measured from.
+"""Energy of a run on a GPU or a CPU, saying what it was measured from: NVML's energy counter,
+else power x time, else a CPU's RAPL counters; else "unavailable" and why. Reading only.
 
-    from a800lab.workloads.energy import EnergyMeter
-    with EnergyMeter("cuda:0") as meter:          # "cpu" without a GPU; device_index=N: NVML's
+    with EnergyMeter("cuda:0") as meter:          # "cpu" without a GPU
         run_steps()
-    r = meter.reading()
-    r.energy_j, r.source, r.note    # 1234.5, "energy_counter", "NVML's total-energy ..."
-    r.power_w                       # mean power over the run: energy / duration
-    r.duration_s, r.cpu_time_s      # wall time; this process's CPU time, all threads
-    r.telemetry                     # the TelemetrySampler summary (util, memory, power, clocks)
-
-Sources, best first:
-- "energy_counter": nvmlDeviceGetTotalEnergyConsumption, the GPU's energy in millijoules
-  since the driver loaded (Volta and newer), read at start and stop.
-- "power_x_time": the sampler's power readings integrated over time (trapezoids), where the
-  card has no counter. Where NVML's reading is the average of the last second (Ampere and newer
-  except GA100, per nvmlDeviceGetPowerUsage's documentation: A10, L40S, Hopper; power_source
-  "average_1s") it lags the load by up to 1 s, so a run of a few seconds reads low: run for 10 s
-  or more, or repeat the run. GA100 (A100, A800) and older report instantaneous power.
-- "rapl": on a CPU, the RAPL package counters (/sys/class/powercap/intel-rapl:N/energy_uj)
-  where the kernel lets this user read them (usually root only): the whole package, every
-  process on it, DRAM not included.
-- "unavailable": energy_j is None and the note says why; cpu_time_s is always there.
-
-Reading only: nothing here changes a GPU's clocks, power limit or modes. `nvml=` takes a fake
-pynvml for tests, `powercap_root=` a fake sysfs folder, `clock=` / `cpu_clock=` fake clocks.
+    meter.reading().energy_j, meter.reading().source, meter.reading().note
 """
 
 from __future__ import annotations
@@ -77,14 +57,12 @@ class EnergyReading:
 
 # ---- arithmetic --------------------------------------------------------------------------------
 def counter_energy_j(start_mj: int, end_mj: int) -> float | None:
-    """Joules between two readings of NVML's millijoule counter; None if it went backwards
-    (the driver was reloaded in between)."""
+    """Joules between two readings of NVML's millijoule counter; None if it went backwards."""
     return None if end_mj < start_mj else (end_mj - start_mj) / 1000.0
 
 
 def integrate_power_j(samples: Sequence[dict]) -> float | None:
-    """Energy of power samples ({"t_s", "power_w"}) by trapezoids; None with fewer than two
-    readings."""
+    """Energy of power samples ({"t_s", "power_w"}) by trapezoids; None with fewer than two."""
     points = sorted((s["t_s"], s["power_w"]) for s in samples if s.get("power_w") is not None)
     if len(points) < 2:
         return None
@@ -103,8 +81,7 @@ def rapl_delta_j(start_uj: Sequence[int], end_uj: Sequence[int],
 
 # ---- RAPL --------------------------------------------------------------------------------------
 def rapl_zones(root: Path = POWERCAP) -> Any:
-    """The readable RAPL package zones under `root` (intel-rapl:N, not their sub-zones), or
-    NotAvailable saying why there are none."""
+    """The readable RAPL package zones under `root`, or NotAvailable saying why there are none."""
     if not root.is_dir():
         return NotAvailable(f"{root} does not exist (no RAPL driver, or not exposed in this "
                             "container)")
@@ -126,9 +103,8 @@ def _read_uj(zones: list[Path], name: str) -> list[int]:
 
 # ---- the meter ---------------------------------------------------------------------------------
 class EnergyMeter:
-    """Energy, CPU time and (on a GPU) telemetry between start() and stop(); see the module
-    docstring. `device`: "auto", "cpu" or "cuda[:N]" (torch's numbering, mapped to NVML by
-    UUID); `device_index`: an NVML index instead."""
+    """Energy, CPU time and (on a GPU) telemetry between start() and stop(); `device` in
+    torch's numbering (mapped to NVML by UUID), or `device_index` in NVML's."""
 
     def __init__(self, device: str = "auto", *, device_index: int | None = None,
                  interval_s: float = 0.1, nvml: Any = None, cuda_properties: list | None = None,
@@ -186,8 +162,7 @@ class EnergyMeter:
         return self
 
     def stop(self) -> EnergyReading:
-        """Read the counters again and stop sampling; returns the reading. Safe to call
-        twice (the second returns the first's reading)."""
+        """Read the counters again, stop sampling, return the reading (again if called twice)."""
         if self._start is None:
             if self._reading is None:
                 raise RuntimeError("EnergyMeter.stop() before start()")

@@ -1,24 +1,7 @@
 """GPU memory health, read only: ECC counters, retired pages and remapped rows, with a verdict
-per GPU and what to do about it.
+per GPU ("ok", "watch", "drain") and what to do about it.
 
-    from a800lab.workloads.health import health_report, format_health
-    report = health_report()         # {"gpu_found", "no_gpu_reason", "gpus": [...], "advice"}
-    report["gpus"][0]["verdict"]     # "ok", "watch" or "drain"
-    print(format_health(report))     # `python -m a800lab health` prints this
-
-What the counters mean (nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER shows the same):
-- ECC errors: corrected (single-bit, fixed on the fly) and uncorrected (the data was wrong),
-  each volatile (since the driver loaded) and aggregate (the GPU's lifetime).
-- Remapped rows (A100/A800, Hopper): after memory errors the GPU swaps a faulty HBM row for a
-  spare at the next reset. "pending": a remap waits for that reset; "failure": no spare was left,
-  the GPU needs replacing.
-- Retired pages (before Ampere): the driver stops using a page after errors; "pending" retirements
-  take effect at the next reboot. GPUs that remap rows answer "not supported" here.
-
-Verdicts: "drain" (a failed remap, or uncorrected errors since the driver loaded: jobs may crash
-or compute on bad data), "watch" (a remap or retirement pending, uncorrected errors in the past,
-ECC off), "ok". Nothing here resets or reconfigures a GPU; the advice says which command to run.
-`nvml=` takes a fake pynvml for tests.
+    print(format_health(health_report()))     # what `python -m a800lab health` prints
 """
 
 from __future__ import annotations
@@ -66,7 +49,7 @@ def _count(value: Any) -> int:
 
 
 def memory_verdict(gpu: dict) -> tuple[str, list[str]]:
-    """(verdict, reasons) of one GPU entry of health_report (a plain dict, also re-read JSON)."""
+    """(verdict, reasons) of one GPU entry of health_report (also re-read JSON)."""
     i, reasons, verdict = gpu["index"], [], "ok"
 
     def worse(level: str, text: str) -> None:
@@ -142,6 +125,13 @@ def _pages_text(pages: Any) -> str:
     return f"{pages['single_bit']}/{pages['double_bit']}{pending}"
 
 
+def text_table(headers: list[str], rows: list[list]) -> list[str]:
+    """The lines of a plain-text table: columns padded to their widest cell."""
+    widths = [max(len(str(c)) for c in column) for column in zip(headers, *rows, strict=True)]
+    return ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+            for row in (headers, *rows)]
+
+
 def format_health(report: dict) -> str:
     """The health report as a table and advice lines."""
     if not report["gpu_found"]:
@@ -158,7 +148,5 @@ def format_health(report: dict) -> str:
                      f"{format_reading(e.get('aggregate_corrected'))}",
                      _rows_text(g["remapped_rows"]), _pages_text(g["retired_pages"]),
                      g["verdict"]])
-    widths = [max(len(c) for c in column) for column in zip(headers, *rows, strict=True)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-             for row in (headers, *rows)]
-    return "\n".join([*lines, "", "Memory health:", *(f"  - {a}" for a in report["advice"])])
+    advice = [f"  - {a}" for a in report["advice"]]
+    return "\n".join([*text_table(headers, rows), "", "Memory health:", *advice])

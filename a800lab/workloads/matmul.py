@@ -1,25 +1,8 @@
-"""Matmul workload: a validated problem spec and a sweep point function (torch / cuBLAS).
+"""Matmul workload: the validated problem spec every matmul lab shares (torch's cuBLAS, the
+Triton tile kernel and its CPU stand-in), and the torch.matmul sweep point.
 
-    from a800lab.workloads.matmul import MatmulSpec, matmul_point
-    spec = MatmulSpec(4096, 4096, 4096, precision="bf16")      # ValueError if malformed
-    point = matmul_point(1024, 1024, 1024, "tf32", device="cuda")
-    point["tflops"], point["rel_error"], point["timing"].median_ms
-    run_sweep(matmul_point, {"m": [256, 512], "precision": ["fp32"]}, fixed={"n": 512, "k": 512},
-              workload="matmul")
-
-Correct before fast: every point first computes C once and compares it with a float64 reference
-(relative Frobenius error, see `a800lab.core.operands`); a result above the precision's
-tolerance is returned as outcome "wrong" with no throughput. Only then is torch.matmul timed with
-`measure()`; TFLOP/s = 2*m*n*k / median time. The check is done and freed before timing, so a
-sweep's peak memory is the product's own (A, B, C). A point that cannot fit in the memory the
-device has available is refused before anything is allocated (an "oom" result, not attempted).
-
-One spec serves three back ends: "torch" (torch.matmul: cuBLAS on a GPU, the reference to beat),
-"triton" (the lab's tile kernel, a800lab.workloads.tiles.point) and "cpu_blocked" (a CPU
-stand-in that walks the same tiles with torch ops). The tile fields (block_m, ..., num_stages)
-belong to the last two; torch lets cuBLAS choose its own tiles and rejects them. Fields left None
-take the back end's defaults (DEFAULT_TILES), so a spec always names the tile that runs. Checks
-that need a card (shared memory, precisions the card has) are in a800lab.workloads.tiles.config.
+    spec = MatmulSpec(4096, 4096, 4096, "bf16", backend="triton", block_m=128)  # ValueError
+    point = matmul_point(1024, 1024, 1024, "tf32", device="cuda")   # checked vs float64, timed
 """
 
 from __future__ import annotations
@@ -68,6 +51,14 @@ def default_sizes(device: str = "auto") -> tuple[int, ...]:
     return DEFAULT_CPU_SIZES if resolve_device(device) == "cpu" else DEFAULT_GPU_SIZES
 
 
+def positive_int(name: str, value, example: str = "") -> int:
+    """`value` as an int when it is a positive integer (numpy ints too, bools not)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name}={value!r} must be a positive int"
+                         + (f", e.g. {example}" if example else ""))
+    return int(value)
+
+
 @dataclass(frozen=True)
 class MatmulSpec:
     """C (m x n) = A (m x k) @ B (k x n) in one precision on one back end, with its tile."""
@@ -89,22 +80,26 @@ class MatmulSpec:
 
     def __post_init__(self) -> None:
         for name in ("m", "n", "k"):
-            _require_int(name, getattr(self, name), "a positive matrix dimension such as 1024")
-            object.__setattr__(self, name, int(getattr(self, name)))  # numpy ints -> int
-        # store the canonical name so "half" and "fp16" specs are equal and hash alike
-        object.__setattr__(self, "precision", parse_precision(self.precision).name)
+            self._set(name, positive_int(name, getattr(self, name),
+                                         "a positive matrix dimension such as 1024"))
+        # the canonical name, so "half" and "fp16" specs are equal and hash alike
+        self._set("precision", parse_precision(self.precision).name)
         if self.backend not in BACKENDS:
             raise ValueError(f"unknown backend {self.backend!r}: use one of {BACKENDS}")
         if self.precision == "fp8" and any(d % FP8_MULTIPLE for d in (self.m, self.n, self.k)):
             raise ValueError(f"fp8 needs m, n, k to be multiples of {FP8_MULTIPLE}, got "
                              f"{self.m}x{self.n}x{self.k}; round them up")
         self._check_backend_fields()
-        self._validate_tiles()
-        self._validate_fp8_acc()
+        self._check_tile_fields()
+        self._check_fp8_acc()
         for name, value in DEFAULT_TILES.get(self.backend, {}).items():
             if getattr(self, name) is None:
-                object.__setattr__(self, name, value)
-        self._check_backend_limits()
+                self._set(name, value)
+        if self.backend == "triton":
+            self._check_kernel_limits()
+
+    def _set(self, name: str, value) -> None:
+        object.__setattr__(self, name, value)
 
     def _check_backend_fields(self) -> None:
         given = [f for f in _TILE_FIELDS if getattr(self, f) is not None]
@@ -125,14 +120,13 @@ class MatmulSpec:
                              "CUDA tensor-core format; use 'fp32', 'fp16' or 'bf16' on CPU, or "
                              "backend='triton' on a GPU")
 
-    def _validate_tiles(self) -> None:
+    def _check_tile_fields(self) -> None:
         for name in ("block_m", "block_n", "block_k"):
-            value = getattr(self, name)
-            if value is None:
+            if getattr(self, name) is None:
                 continue
-            _require_int(name, value, "a power of two >= 16 such as 64 or 128")
-            value = int(value)
-            object.__setattr__(self, name, value)
+            value = positive_int(name, getattr(self, name),
+                                 "a power of two >= 16 such as 64 or 128")
+            self._set(name, value)
             if value < 16 or value & (value - 1):
                 raise ValueError(f"{name}={value} must be a power of two >= 16 (tensor-core "
                                  "tiles are 16 wide); try 32, 64 or 128")
@@ -140,29 +134,29 @@ class MatmulSpec:
             if isinstance(self.num_warps, bool) or self.num_warps not in NUM_WARPS:
                 raise ValueError(f"num_warps={self.num_warps!r} must be one of {NUM_WARPS}; "
                                  "4 or 8 suit most tiles")
-            object.__setattr__(self, "num_warps", int(self.num_warps))
+            self._set("num_warps", int(self.num_warps))
         if self.num_stages is not None:
-            _require_int("num_stages", self.num_stages, "a pipeline depth such as 3")
-            object.__setattr__(self, "num_stages", int(self.num_stages))
+            self._set("num_stages", positive_int("num_stages", self.num_stages,
+                                                 "a pipeline depth such as 3"))
             if self.num_stages > MAX_NUM_STAGES:
                 raise ValueError(f"num_stages={self.num_stages} exceeds {MAX_NUM_STAGES}; deeper "
                                  "pipelines overflow shared memory, try 2-5")
         if self.group_m is not None:
-            _require_int("group_m", self.group_m, "a row-group size such as 8 (1 = no grouping)")
-            object.__setattr__(self, "group_m", int(self.group_m))
+            self._set("group_m", positive_int("group_m", self.group_m,
+                                              "a row-group size such as 8 (1 = no grouping)"))
         for name, choices in (("schedule", SCHEDULES), ("loads", LOADS)):
             value = getattr(self, name)
             if value is not None and value not in choices:
                 raise ValueError(f"{name}={value!r} must be one of {choices}")
 
-    def _validate_fp8_acc(self) -> None:
+    def _check_fp8_acc(self) -> None:
         if self.precision != "fp8":
             if self.fp8_acc is not None:
                 raise ValueError(f"fp8_acc={self.fp8_acc!r} is fp8's accumulation choice; "
                                  f"drop it for {self.precision}")
             return
         if self.fp8_acc is None:
-            object.__setattr__(self, "fp8_acc", "precise")  # what cuBLAS does by default
+            self._set("fp8_acc", "precise")  # what cuBLAS does by default
         if self.fp8_acc not in FP8_ACCUMULATION:
             raise ValueError(f"fp8_acc={self.fp8_acc!r} must be 'precise' (every product into "
                              "fp32, cuBLAS's default) or 'fast' (Triton's default on sm_90, "
@@ -170,11 +164,8 @@ class MatmulSpec:
         if self.backend == "cpu_blocked":
             raise ValueError("fp8_acc needs a GPU back end ('triton' or 'torch')")
 
-    def _check_backend_limits(self) -> None:
-        """Limits of the Triton kernel that hold on every card (shared memory per card:
-        a800lab.workloads.tiles.config)."""
-        if self.backend != "triton":
-            return
+    def _check_kernel_limits(self) -> None:
+        """Limits of the Triton kernel on every card (per card: a800lab.workloads.tiles.config)."""
         if self.precision == "fp8" and self.block_k < FP8_MIN_BLOCK_K:
             raise ValueError(f"block_k={self.block_k} is too small for fp8: 8-bit tensor-core "
                              f"instructions take K in steps of {FP8_MIN_BLOCK_K}; use block_k="
@@ -219,16 +210,9 @@ class MatmulSpec:
         return asdict(self)
 
 
-def _require_int(name: str, value, example: str) -> None:
-    """A positive integer of any integer type (int, numpy int); bools refused."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name}={value!r} must be a positive int, e.g. {example}")
-
-
 def cpu_slowdown_note(precision: str) -> str:
-    """Why `precision` is slow on this CPU, or "" when it is not: fp32/fp64, or a CPU whose
-    flags list native bf16/fp16 matmul instructions (AVX512-BF16, AMX, AVX512-FP16) that torch
-    can use (its CPU capability is AVX512 or better, i.e. the OS enables them)."""
+    """Why `precision` is slow on this CPU (no native bf16/fp16 matmul instructions torch can
+    use: AVX512-BF16, AMX, AVX512-FP16), or ""."""
     name = parse_precision(precision).name
     native = {"bf16": ("avx512_bf16", "amx_bf16"), "fp16": ("avx512_fp16", "amx_fp16")}
     if name not in native:
@@ -248,14 +232,8 @@ def cpu_slowdown_note(precision: str) -> str:
 def matmul_point(m: int, n: int, k: int, precision: str = "fp32", *, device: str = "auto",
                  budget_s: float = 0.3, seed: int = 0,
                  cancel: CancelToken | None = None) -> dict:
-    """Check, then time, torch.matmul for one shape and precision; a sweep point function.
-
-    Returns {"throughput", "throughput_unit", "timing", "tflops", "rel_error", "flop_count",
-    "bytes_moved", "arithmetic_intensity", "operand_bytes"}, or {"outcome": "wrong", "message",
-    "rel_error", ...} without a throughput when the result is off. Raises ValueError for a
-    precision the device cannot run and WontFit (recorded as "oom") for a problem larger than
-    the memory available, before allocating it.
-    """
+    """torch.matmul for one shape and precision, checked against float64 ("wrong" results are
+    not timed), then timed; WontFit ("oom") before allocating what cannot fit."""
     spec = MatmulSpec(m, n, k, precision)
     m, n, k = spec.m, spec.n, spec.k
     prec = parse_precision(spec.precision)
@@ -286,10 +264,8 @@ LONG_RUN_S = 60.0       # a CPU run predicted to take longer is announced with i
 
 
 def cpu_call_s(m: int, n: int, k: int, precision: str, torch_calls: int = 1) -> float:
-    """Seconds one m x n x k matmul in `precision` takes on this CPU: a timed 128^3 probe
-    scaled by the flop count, plus the dispatch cost of `torch_calls` - 1 more torch calls (the
-    CPU stand-in of the tile kernel makes one per tile and K step). A rough figure: caches make
-    large problems a little faster per flop than the probe."""
+    """Seconds one m x n x k matmul in `precision` takes on this CPU (roughly): a timed 128^3
+    probe scaled by the flops, plus the dispatch cost of `torch_calls` - 1 more torch calls."""
     prec = parse_precision(precision)
     ops = make_operands(CPU_PROBE_SIZE, CPU_PROBE_SIZE, CPU_PROBE_SIZE, prec, "cpu")
     with matmul_precision(prec):
@@ -303,10 +279,8 @@ def cpu_call_s(m: int, n: int, k: int, precision: str, torch_calls: int = 1) -> 
 
 def cpu_duration_note(shapes, precisions, *, points: int, calls_per_point: int = 8,
                       budget_s: float = 0.3) -> str:
-    """"" or, when a CPU run would take over a minute, a sentence with the estimate and what
-    to do (GPU-sized examples otherwise sit silent for many minutes on a laptop). `shapes` are
-    (m, n, k) or (m, n, k, torch calls per matmul); a point runs at least `calls_per_point`
-    calls (warm-up, the float64 check, the timed repetitions) or its timing budget."""
+    """"" or, when a CPU run would take over a minute, the estimate and what to do. `shapes`:
+    (m, n, k) or (m, n, k, torch calls per matmul)."""
     shapes = [(*s, 1) if len(s) == 3 else tuple(s) for s in shapes]
     per_call = max(cpu_call_s(m, n, k, p, calls) for m, n, k, calls in shapes
                    for p in precisions)

@@ -1,30 +1,9 @@
-"""Measure an achievable peak on the spot: matmul TFLOP/s per precision and copy bandwidth.
+"""Measure an achievable peak on the spot (matmul TFLOP/s per precision, copy bandwidth), and
+keep clean ones per environment ($A800LAB_PEAKS, default ~/.cache/a800lab/peaks.json).
 
-    from a800lab.workloads.peak import measure_peak
-    report = measure_peak()                       # GPU: 8192^3 per precision; CPU: 512^3 fp32
-    report.tflops                                 # {"fp32": 18.1, "bf16": 280.4, ...}
-    report.entry("bf16").ratio                    # measured / datasheet, None when unknown
-    report.unsupported                            # {"fp8": "fp8 needs compute capability ..."}
-    report.failed                                 # {"fp16": "fp16 result off: ..."} (wrong/oom)
-    report.mem_bw_gbs, report.datasheet_mem_bw_gbs
-    report.to_dict()
-    record_peaks(report, env)          # kept per machine: `a800lab peak` does this
+    report = measure_peak()            # GPU: 8192^3 per precision; CPU: 512^3 fp32
+    record_peaks(report, env)          # `a800lab peak` does this
     measured_peak(env, "bf16")         # 281.3 (TFLOP/s), or None when none was recorded
-    roofline_peaks("cpu", "fp32")      # the roofs of roofline_figure: datasheet and measured
-    peak_point("cuda:0", "bf16", 8192) # the report's sweep point: one precision on one card
-
-This is the reference line for "% of peak" plots when the device is not in the datasheet table
-(a800lab.core.specs), and a sanity check when it is: a healthy A800 reaches roughly 70-90% of
-its datasheet dense matmul peak and 85-90% of its HBM bandwidth. Each precision is first checked
-against float64 (a wrong result is reported as "wrong", not as a rate), then timed with
-`measure()`. Bandwidth is a device-to-device tensor copy: (bytes read + bytes written) / time.
-On CPU only fp32 is measured by default: fp16/bf16 matmuls there are ~100x slower.
-
-Measured peaks are kept in $A800LAB_PEAKS (default ~/.cache/a800lab/peaks.json) keyed by the
-environment fingerprint (machine, device name, driver, torch, CUDA; a800lab.core.environment),
-so another GPU, a new driver or a new torch is measured again rather than compared with an old
-number. The file is replaced atomically; one that cannot be read is named in a warning and left
-untouched, and the figures that need it are simply absent.
 """
 
 from __future__ import annotations
@@ -80,7 +59,7 @@ class PeakEntry:
 
     @property
     def noisy(self) -> str:
-        """Why this rate is not a clean figure (its first noise reason), or ""."""
+        """Why this rate is not a clean figure, or ""."""
         return _first_reason(self.noise)
 
     @property
@@ -114,7 +93,7 @@ class PeakReport:
 
     @property
     def noisy(self) -> dict[str, str]:
-        """What was measured under noise ("fp32", "copy"), with why: never a reference."""
+        """What was measured under noise ("fp32", "copy"), with why."""
         out = {e.precision: e.noisy for e in self.entries if e.outcome == "ok" and e.noisy}
         if _first_reason(self.mem_bw_noise):
             out["copy"] = _first_reason(self.mem_bw_noise)
@@ -127,12 +106,12 @@ class PeakReport:
 
     @property
     def unsupported(self) -> dict[str, str]:
-        """Precisions this device cannot run, with the reason and what to use instead."""
+        """Precisions this device cannot run, with the reason."""
         return {e.precision: e.message for e in self.entries if e.outcome == "unsupported"}
 
     @property
     def failed(self) -> dict[str, str]:
-        """Precisions that ran but gave no rate: "wrong" results and out-of-memory."""
+        """Precisions that ran but gave no rate ("wrong", "oom")."""
         return {e.precision: e.message for e in self.entries if e.outcome in ("wrong", "oom")}
 
     @property
@@ -195,12 +174,8 @@ def measure_peak(device: str = "auto", precisions: Sequence[str] | None = None,
                  cancel: CancelToken | None = None,
                  on_progress: Callable[[int, int, str], None] | None = None,
                  copy_bytes: int | None = None) -> PeakReport:
-    """Time a size^3 matmul per precision and a large copy on `device`; see the module doc.
-
-    `budget_s` is the timing budget per precision (and for the copy); `copy_bytes` the size of
-    the copied tensor (default 1 GiB on CUDA, 64 MiB on CPU). `on_progress(done, total, what)`
-    is called after each step; `cancel` stops between and inside steps (raises Cancelled).
-    """
+    """Time a size^3 matmul per precision and a copy of `copy_bytes` on `device`;
+    `on_progress(done, total, what)` after each step."""
     device = resolve_device(device)
     on_cpu = device == "cpu"
     names = [parse_precision(p).name for p in
@@ -243,12 +218,11 @@ def _measure_precision(name: str, size: int, device: str, device_name: str, budg
     prec = parse_precision(name)
     try:
         rel_error, timing, conditions = _check_and_time(prec, size, device, budget_s, cancel)
-        out_of_memory = False
     except Exception as exc:
         if not is_oom(exc):
             raise
-        out_of_memory = True
-    if out_of_memory:
+        rel_error = None
+    if rel_error is None:  # out of memory
         free_after_oom()  # after the except block, so the traceback no longer pins the inputs
         return PeakEntry(**base, outcome="oom",
                          message=f"out of memory at {size}^3 {name}; pass a smaller size=")
@@ -272,8 +246,6 @@ def _timed(fn, device: str, budget_s: float, cancel: CancelToken | None,
 
 def _check_and_time(prec: Precision, size: int, device: str, budget_s: float,
                     cancel: CancelToken | None) -> tuple[float, Timing | None, dict]:
-    """(relative error, timing, CPU conditions); timing is None when the result is wrong
-    (then not timed)."""
     ops = make_operands(size, size, size, prec, device)
     with matmul_precision(prec):
         rel_error = ops.rel_error(ops.run())
@@ -284,8 +256,7 @@ def _check_and_time(prec: Precision, size: int, device: str, budget_s: float,
 
 def _copy_bandwidth(device: str, n_bytes: int, budget_s: float,
                     cancel: CancelToken | None) -> tuple[float, dict]:
-    """(GB/s, noise verdict) of dst.copy_(src) for an n_bytes tensor: each byte is read once
-    and written once."""
+    """(GB/s, noise verdict) of a copy: each byte read once and written once."""
     src = torch.ones(n_bytes // 4, dtype=torch.float32, device=device)
     dst = torch.empty_like(src)
     # the copy itself streams far more than L2, so flushing between calls would only cost time
@@ -300,8 +271,7 @@ def _copy_bandwidth(device: str, n_bytes: int, budget_s: float,
 # ---- point functions the battery adds ---------------------------------------------------------
 def peak_point(device: str, precision: str, size: int, *, budget_s: float = 0.3,
                cancel: CancelToken | None = None) -> dict:
-    """One card's size^3 matmul rate in one precision and its copy bandwidth (measure_peak),
-    beside the datasheet's figures."""
+    """One card's size^3 matmul rate and copy bandwidth beside the datasheet's."""
     report = measure_peak(device, precisions=[precision], size=size, budget_s=budget_s,
                           cancel=cancel)
     entry = report.entries[0]
@@ -320,23 +290,23 @@ PEAKS_ENV, PEAKS_FILE = "A800LAB_PEAKS", "peaks.json"
 
 
 def default_peaks_path() -> Path:
-    """$A800LAB_PEAKS, else $XDG_CACHE_HOME/a800lab/peaks.json (~/.cache/...)."""
     return cache_path(PEAKS_ENV, PEAKS_FILE)
 
 
-def _read_peaks(path: Path) -> dict | None:
-    """The stored entries, {} for no file, None (with a warning) for an unreadable one."""
+def _recorded(env: dict, path: str | os.PathLike | None) -> dict:
+    """This environment's recorded peaks; {} for none (an unreadable file warns)."""
     try:
-        return read_json(path, what="a peaks file")
+        entries = read_json(Path(path) if path is not None else default_peaks_path(),
+                            what="a peaks file")
     except ValueError as exc:
         warnings.warn(f"{exc}; measured peaks are ignored until then", LabNotice, stacklevel=3)
-        return None
+        return {}
+    return entries.get(fingerprint(env), {})
 
 
 def record_peaks(report, env: dict, path: str | os.PathLike | None = None) -> Path:
-    """Store a PeakReport's clean TFLOP/s (and copy bandwidth) for this environment. A noisy
-    figure (report.noisy) is never a reference: it is left out, and an earlier clean figure of
-    the same environment stays."""
+    """Store a PeakReport's clean TFLOP/s and copy bandwidth for this environment (a noisy
+    figure never: an earlier clean one stays)."""
     path = Path(path) if path is not None else default_peaks_path()
     entries = read_json(path, what="a peaks file")
     key, noisy = fingerprint(env), report.noisy
@@ -354,21 +324,15 @@ def record_peaks(report, env: dict, path: str | os.PathLike | None = None) -> Pa
 def measured_peak(env: dict, precision: str, path: str | os.PathLike | None = None
                   ) -> float | None:
     """The recorded peak TFLOP/s of `precision` in this environment, or None."""
-    entries = _read_peaks(Path(path) if path is not None else default_peaks_path())
-    entry = (entries or {}).get(fingerprint(env))
-    return None if entry is None else entry.get("tflops", {}).get(precision)
+    return _recorded(env, path).get("tflops", {}).get(precision)
 
 
 def roofline_peaks(device: str, precision: str, *, measure_missing: bool = True,
                    budget_s: float = 0.2, torch_threads: int | None = None,
                    path: str | os.PathLike | None = None) -> dict:
-    """The roofs of a800lab.figures.tiles.roofline_figure for `device` and `precision`:
-    peak_tflops and mem_bw_gbs from the datasheet (None on a CPU or a card the table lacks),
-    measured_peak_tflops and measured_bw_gbs as `a800lab peak` recorded them for this
-    environment; with `measure_missing`, measured now (measure_peak, not recorded) when none
-    was recorded, so a CPU gets the only roofs it has (`torch_threads`: measure with the
-    thread count the points had, e.g. a panel's torch_threads). A figure measured noisy (a
-    contended CPU) is left out (None), as record_peaks leaves it out."""
+    """The roofs for `device` and `precision`: the datasheet's peak and bandwidth, and the
+    recorded measured ones (with `measure_missing`, measured now at `torch_threads` when none
+    was recorded); a noisy figure is None."""
     device = resolve_device(device)
     name = parse_precision(precision).name
     peak, bw = None, None
@@ -376,9 +340,7 @@ def roofline_peaks(device: str, precision: str, *, measure_missing: bool = True,
         row = match(torch.cuda.get_device_name(device))
         if row is not None:
             peak, bw = row.peak_tflops[name], row.mem_bw_gbs
-    env = environment(device)
-    entries = _read_peaks(Path(path) if path is not None else default_peaks_path()) or {}
-    recorded = entries.get(fingerprint(env), {})
+    recorded = _recorded(environment(device), path)
     measured, measured_bw = recorded.get("tflops", {}).get(name), recorded.get("mem_bw_gbs")
     if measure_missing and (measured is None or measured_bw is None):
         with thread_count(torch_threads):

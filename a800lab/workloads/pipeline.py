@@ -1,29 +1,8 @@
-"""An input pipeline feeding a training step: where each step's time goes, and how idle the
-device is while it waits for data.
+"""An input pipeline feeding a training step (loader -> copy -> step): where each step's time
+goes, on one timeline, and how idle the device is while it waits for data.
 
-    pipeline_point(num_workers=2, pin_memory=True, non_blocking=True, prefetch_factor=2,
-                   preprocess_ms=0.2, cost="cpu", batch_size=64, device="cuda")
-    run = run_pipeline(next_batch, copy, compute, device="cpu", clock=fake_clock)
-    run.idle_fraction, run.spans          # the measurement itself, testable with a fake clock
-
-A step is three stages: wait for the next batch from the DataLoader (CPU: the workers, or the
-main process when num_workers is 0, make each sample, spending `preprocess_ms` on it: real CPU
-work for cost="cpu", a sleep for cost="wait", like reading from storage), copy it to the device
-(host-to-device; pinned memory and non_blocking are the two switches), and one optimizer step of
-a small MLP on it. Steps are timed by core.timing.measure (CUDA events on a GPU) after warm-up
-steps that start the workers and fill the prefetch queue.
-
-The timeline records each stage of each timed step on one clock: the main thread's waits on the
-CPU clock; the copy and compute on the GPU from CUDA events (all recorded with `device` made
-current, so on cuda:1 the reference and the marks are cuda:1's) (aligned to the CPU clock at a
-synchronised start, to within a launch latency); each worker's preprocessing from timestamps the
-samples carry (time.perf_counter is CLOCK_MONOTONIC on Linux, shared by all processes). The
-device's idle fraction is 1 - (time covered by compute) / (timed window).
-
-On a CPU the "device" is the CPU itself: the copy is a no-op, the compute competes with the
-loader workers for the same cores, and pinned memory does not exist (a pinned or non_blocking
-point without a GPU is refused with that reason). The numbers then say how the loader and the
-training step share the cores, not how a GPU would be fed.
+    pipeline_point(num_workers=2, pin_memory=True, non_blocking=True, device="cuda")
+    run_pipeline(next_batch, copy, compute, device="cpu", clock=fake_clock).idle_fraction
 """
 
 from __future__ import annotations
@@ -47,7 +26,7 @@ CLASSES = 10
 
 
 def covered_length(intervals: list[tuple[float, float]]) -> float:
-    """Total length covered by possibly overlapping (start, end) intervals, in their unit."""
+    """Total length covered by possibly overlapping (start, end) intervals."""
     total, reach = 0.0, None
     for start, end in sorted(intervals):
         if reach is None or start > reach:
@@ -72,8 +51,7 @@ def idle_fraction(spans: list[tuple[str, int, float, float]], lane: str,
 
 @dataclass
 class PipelineRun:
-    """Timing of the timed steps, the spans (lane, step, start_s, end_s) of those steps, and
-    the compute lane's idle fraction over them."""
+    """The timed steps' timing and spans (lane, step, start_s, end_s)."""
 
     timing: Timing
     spans: list[tuple[str, int, float, float]] = field(default_factory=list)
@@ -81,8 +59,7 @@ class PipelineRun:
 
     @property
     def window(self) -> tuple[float, float]:
-        """From the first timed step's start to the last one's end (the training loop's lanes;
-        workers may have prepared the first batches earlier)."""
+        """From the first timed step's start to the last one's end (the training loop's lanes)."""
         main = [(s, e) for lane, _, s, e in self.spans if lane in MAIN_LANES]
         return min(s for s, _ in main), max(e for _, e in main)
 
@@ -105,8 +82,8 @@ def run_pipeline(next_batch: Callable[[], object], copy: Callable[[object], obje
                  clock: Callable[[], float] = time.perf_counter, budget_s: float = 0.3,
                  min_warmup: int = 3, extra_spans: Callable[[int, object], list] | None = None
                  ) -> PipelineRun:
-    """Time steps of next_batch -> copy -> compute with measure(); record each stage's span.
-    `extra_spans(step, batch)` adds spans the batch carries (the workers' preprocessing)."""
+    """Time steps of next_batch -> copy -> compute with measure(), recording each stage's span
+    (`extra_spans(step, batch)`: spans the batch carries, the workers')."""
     on_cuda = device.startswith("cuda")
     spans: list[tuple[str, int, float, float]] = []
     events: list[tuple[int, object, object, object]] = []
@@ -161,8 +138,8 @@ def run_pipeline(next_batch: Callable[[], object], copy: Callable[[object], obje
 
 
 class GeneratedImages(torch.utils.data.Dataset):
-    """Images made on demand, each costing `preprocess_ms` of CPU work (or of waiting); a
-    sample carries (image, label, start_s, end_s, worker id) for the timeline."""
+    """Images made on demand, each costing `preprocess_ms` of CPU work (or waiting), carrying
+    (image, label, start_s, end_s, worker id)."""
 
     def __init__(self, side: int, channels: int, preprocess_ms: float, cost: str,
                  length: int = 10**9):
@@ -200,9 +177,8 @@ def worker_spans(step: int, batch) -> list[tuple[str, int, float, float]]:
 
 def timeline_of(spans: list[tuple[str, int, float, float]], steps: int = TIMELINE_STEPS
                 ) -> list[list]:
-    """[lane, start_ms, end_ms] of the first `steps` timed steps, from the first one's start:
-    the training loop's spans of those steps, and every worker span inside that time (clipped
-    to it: a worker may have made a batch before the window, or one used later)."""
+    """[lane, start_ms, end_ms] of the first `steps` timed steps, and the worker spans inside
+    that time (clipped)."""
     first = sorted({step for lane, step, _, _ in spans if lane in MAIN_LANES})[:steps]
     main = [s for s in spans if s[0] in MAIN_LANES and s[1] in first]
     if not main:
@@ -217,7 +193,6 @@ def timeline_of(spans: list[tuple[str, int, float, float]], steps: int = TIMELIN
 def check_pipeline(num_workers: int, pin_memory: bool, non_blocking: bool,
                    prefetch_factor: int, preprocess_ms: float, cost: str, batch_size: int,
                    device: str) -> None:
-    """Refuse a configuration that cannot mean what it says, with the reason."""
     for name, value, low in (("num_workers", num_workers, 0), ("prefetch_factor",
                                                                  prefetch_factor, 1),
                              ("batch_size", batch_size, 1)):
@@ -235,9 +210,7 @@ def check_pipeline(num_workers: int, pin_memory: bool, non_blocking: bool,
 
 @contextlib.contextmanager
 def _quiet_worker_count():
-    """torch warns when loader workers outnumber the cores; the point's noise verdict says it
-    (a job's own workers count as other processes) with what to do, beside the figure, so the
-    warning would only repeat it as a red box."""
+    """torch's warning that workers outnumber the cores: the point's noise verdict says it."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="This DataLoader will create",
                                 category=UserWarning)

@@ -1,22 +1,7 @@
 """Placement: a large embedding table on the CPU and the dense layers on the GPU, against
-everything on the GPU, measured.
+everything on the GPU, measured (the bytes crossing counted from the tensors that crossed).
 
     placement_point("embedding_on_cpu", num_rows=10_000_000, dim=128, device="cuda")
-    placement_point("all_on_device", num_rows=200_000, dim=32, device="cpu")   # CPU fallback
-
-The model is a recommendation-style step: each sample looks up `bag_size` rows of an
-EmbeddingBag (summed), and an MLP on the pooled vector predicts a click (binary cross-entropy).
-The table is trained by sparse SGD where it lives; the MLP by SGD on the device.
-
-- "all_on_device": table and MLP on the device; the indices and labels cross to it.
-- "embedding_on_cpu": the lookup runs on the CPU; the pooled vectors (batch x dim) cross to the
-  device, and their gradient comes back for the table's update.
-
-Bytes crossing between host and device are counted from the tensors that crossed: each moved
-tensor as it is sent, and the pooled vectors' gradient as it arrives on the CPU. The device
-memory is the point's own peak (core.window): the table's bytes count on the device only when it
-lives there. On a CPU both placements run on the CPU: nothing crosses (0 bytes) and the step
-times differ by bookkeeping only; the comparison needs a GPU to mean anything.
 """
 
 from __future__ import annotations
@@ -24,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from ..core.timing import measure
+from .matmul import positive_int
 
 PLACEMENTS = ("all_on_device", "embedding_on_cpu")
 
@@ -41,25 +27,22 @@ class Crossings:
         return moved
 
     def count_gradient(self, tensor: torch.Tensor, device: str) -> None:
-        """Count `tensor`'s gradient when it arrives from another device."""
         if torch.device(device) != tensor.device:
-            tensor.register_hook(lambda g: self._add(g))
+            tensor.register_hook(self._count)
 
-    def _add(self, grad: torch.Tensor) -> None:
+    def _count(self, grad: torch.Tensor) -> None:
         self.bytes += grad.numel() * grad.element_size()
 
 
 def placement_point(placement: str = "all_on_device", num_rows: int = 200_000, dim: int = 32,
                     batch_size: int = 512, bag_size: int = 8, *, device: str = "cpu",
                     budget_s: float = 0.3) -> dict:
-    """One placement, measured: samples/s, bytes crossing per step, table bytes (a sweep
-    point; its own peak device memory comes from the sweep's window)."""
+    """One placement, measured: samples/s, bytes crossing per step, table bytes."""
     if placement not in PLACEMENTS:
         raise ValueError(f"placement={placement!r}: use one of {PLACEMENTS}")
     for name, value in (("num_rows", num_rows), ("dim", dim), ("batch_size", batch_size),
                         ("bag_size", bag_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name}={value!r} must be a positive int")
+        positive_int(name, value)
     table_device = "cpu" if placement == "embedding_on_cpu" else device
     torch.manual_seed(0)
     table = torch.nn.EmbeddingBag(num_rows, dim, mode="sum", sparse=True).to(table_device)

@@ -4,14 +4,11 @@ fp8 with and without fast accumulation.
     formats()                                   # DataFrame: bits, max, smallest normal, eps
     error_vs_k([64, 256, 1024], ["fp32", "bf16"], device="cpu")   # rel. error vs float64
     fp8_point(4096, 4096, 4096, fast_accum=True, device="cuda")   # needs compute capability 8.9
-
-Every error here is the relative Frobenius error of the product against the float64 product of
-the same float32 data (a800lab.core.operands), so the input rounding to the format counts.
-Precisions the device cannot run (TF32 and fp8 on a CPU, fp8 before Ada/Hopper) are rows that
-say why, never numbers.
 """
 
 from __future__ import annotations
+
+import functools
 
 import pandas as pd
 import torch
@@ -35,9 +32,7 @@ _TF32 = {"exponent_bits": 8, "mantissa_bits": 10, "max": torch.finfo(torch.float
 
 
 def formats() -> pd.DataFrame:
-    """fp32, tf32, fp16, bf16 and fp8 e4m3: exponent and mantissa bits, largest value, smallest
-    normal value and machine epsilon (the gap above 1.0), from torch.finfo (tf32 from its bits).
-    """
+    """Bits, largest value, smallest normal and epsilon of fp32, tf32, fp16, bf16 and fp8 e4m3."""
     rows = []
     for name, dtype, exponent, mantissa in (("fp32", torch.float32, 8, 23),
                                             ("fp16", torch.float16, 5, 10),
@@ -52,9 +47,8 @@ def formats() -> pd.DataFrame:
 
 def error_vs_k(ks, precisions, *, device: str = "auto", m: int = 64, n: int = 64,
                seed: int = 0) -> pd.DataFrame:
-    """Relative error vs float64 of an m x n x k product for each k and precision: one row
-    each (precision, k, rel_error, and "unsupported" with the reason where it cannot run),
-    with the device name and mode for the figure's title."""
+    """Relative error vs float64 of an m x n x k product per k and precision ("unsupported"
+    with the reason where it cannot run)."""
     device = resolve_device(device)
     env = environment(device)
     rows = []
@@ -84,11 +78,8 @@ def fp8_point(m: int, n: int, k: int, fast_accum: bool = False, *, device: str =
     check_fits(needed_bytes(m, n, k, "fp8"), device, what=f"a {m}x{n}x{k} fp8 matmul")
     data = make_operands(m, n, k, "fp32", device, seed=seed)
     a, b, inv_a, inv_b = fp8_inputs(data.a, data.b)
-
-    def run() -> torch.Tensor:
-        return torch._scaled_mm(a, b, scale_a=inv_a, scale_b=inv_b, out_dtype=torch.bfloat16,
-                                use_fast_accum=fast_accum)
-
+    run = functools.partial(torch._scaled_mm, a, b, scale_a=inv_a, scale_b=inv_b,
+                            out_dtype=torch.bfloat16, use_fast_accum=fast_accum)
     rel_error = data.rel_error(run())
     del data
     rtol = parse_precision("fp8").rtol

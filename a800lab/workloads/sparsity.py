@@ -1,21 +1,8 @@
-"""2:4 structured sparsity: dense vs semi-structured sparse matmul, checked, then timed.
+"""2:4 structured sparsity: dense vs semi-structured sparse matmul on the same pruned A, checked
+against float64, then timed; where it cannot run, ValueError says what it needs.
 
-    why = sparsity_unsupported_reason(4096, 4096, "fp16", "cuda")   # "" when it can run
-    out = sparse_point(4096, 4096, 4096, "fp16", device="cuda")
-    out["speedup"], out["dense_tflops"], out["sparse_tflops"], out["rel_error"]
-    a24 = prune_2to4(a)          # keep the 2 largest |values| of every 4 along a row
-
-The guide's "structured zero compression" is NVIDIA's 2:4 sparsity: in every group of 4
-consecutive weights along K at most 2 are non-zero, and sparse tensor cores (Ampere and newer,
-compute capability >= 8.0) skip the zeros, for up to 2x the dense math rate. torch exposes it as
-`torch.sparse.to_sparse_semi_structured(A) @ B` with two back ends, cuSPARSELt (torch's default)
-and CUTLASS (when SparseSemiStructuredTensor._FORCE_CUTLASS is set; sm_8x only, so on a Hopper
-card that path cannot be tested, and says why); each takes only some dtypes and needs A's rows
-and columns to be multiples of a minimum block (read from torch itself, see `shape_minimums`).
-Both products here use the same pruned A, so the speed-up compares like with like; each is
-checked against the float64 product of the pruned data before it is timed. TFLOP/s count the
-dense 2*m*n*k for both (the sparse figure is an effective rate). On a CPU, or a GPU without
-sparse tensor cores, the point raises ValueError saying what it needs: there is no fake number.
+    sparsity_unsupported_reason(4096, 4096, "fp16", "cuda")   # "" when it can run
+    sparse_point(4096, 4096, 4096, "fp16", device="cuda")     # speedup, both TFLOP/s
 """
 
 from __future__ import annotations
@@ -47,17 +34,15 @@ def prune_2to4(a: torch.Tensor) -> torch.Tensor:
 
 
 def backend_name() -> str:
-    """The back end torch.sparse.to_sparse_semi_structured will use, by torch's own rule:
-    CUTLASS when SparseSemiStructuredTensor._FORCE_CUTLASS is set, else cuSPARSELt (whether or
-    not this build has it: then the product fails, and sparsity_unsupported_reason says so)."""
+    """The back end to_sparse_semi_structured will use: "cutlass" when _FORCE_CUTLASS is set,
+    else "cusparselt"."""
     from torch.sparse import SparseSemiStructuredTensor
 
     return "cutlass" if SparseSemiStructuredTensor._FORCE_CUTLASS else "cusparselt"
 
 
 def shape_minimums(backend: str | None = None) -> dict[str, tuple[int, int]]:
-    """(min rows, min columns) of the sparse operand per precision for a back end, as torch
-    itself enforces them (both dimensions must be multiples of these)."""
+    """(min rows, min columns) of the sparse operand per precision, as torch enforces them."""
     from torch.sparse import (
         SparseSemiStructuredTensorCUSPARSELT,
         SparseSemiStructuredTensorCUTLASS,
@@ -107,9 +92,8 @@ def sparsity_unsupported_reason(m: int, k: int, precision: str, device: str = "a
 
 
 def sparse_operands(m: int, n: int, k: int, precision: str, device: str, seed: int = 0):
-    """(pruned A, its 2:4-compressed copy, B, {"dense", "sparse"} relative errors vs float64)
-    for C = A @ B; ValueError (with what it needs) where 2:4 sparsity cannot run, an "oom"
-    refusal (WontFit) where the product cannot fit."""
+    """(pruned A, its 2:4-compressed copy, B, {"dense", "sparse"} relative errors vs float64);
+    ValueError where 2:4 sparsity cannot run, WontFit where it cannot fit."""
     prec = parse_precision(precision)
     check_supported(prec, device)
     reason = sparsity_unsupported_reason(m, k, prec.name, device)
@@ -130,13 +114,8 @@ def sparse_operands(m: int, n: int, k: int, precision: str, device: str, seed: i
 
 def sparse_point(m: int, n: int, k: int, precision: str = "fp16", *, device: str = "auto",
                  budget_s: float = 0.3, seed: int = 0, cancel: CancelToken | None = None) -> dict:
-    """Dense and 2:4-sparse C = A @ B on the same pruned A: both checked vs float64, then timed.
-
-    Returns {"throughput" (sparse effective TFLOP/s), "throughput_unit", "timing" (sparse),
-    "dense_tflops", "sparse_tflops", "speedup", "rel_error" (sparse), "dense_rel_error",
-    "backend"}, or {"outcome": "wrong", ...} when either product is off. ValueError (with what
-    it needs) where 2:4 sparsity cannot run.
-    """
+    """Dense and 2:4-sparse C = A @ B on the same pruned A, checked vs float64, then timed
+    (throughput: the sparse effective TFLOP/s)."""
     prec = parse_precision(precision)
     device = resolve_device(device)
     a, a_sparse, b, errors = sparse_operands(m, n, k, prec.name, device, seed)

@@ -1,23 +1,8 @@
-"""A short stress run per GPU (matmul throughput and copy bandwidth) and the flags it raises:
-a card slower than its siblings, or than its datasheet, by more than a threshold. It is a
-throughput check, not a memory test: a card with failing memory can pass it (memory integrity
-is DCGM's `dcgmi diag -r 3`; a800lab.workloads.dcgm).
+"""A short stress run per GPU (matmul throughput and copy bandwidth) and the cards it flags:
+slower than their siblings or their datasheet. Not a memory test (DCGM's: workloads.dcgm).
 
-    from a800lab.workloads.stress import stress_cards, flag_cards
-    cards = stress_cards()               # every visible GPU (a CPU without one), one after another
-    flags = flag_cards(cards, threshold=0.1)     # pure logic: also for recorded or made-up cards
-    for f in flags: print(f.message)
-    StressReport(cards, flags).format()
-
-Each card runs a800lab.workloads.peak.measure_peak for one precision (GPU: bf16 at 8192^3; CPU:
-fp32 at 512^3), checked against float64 before it is timed, and a device-to-device copy. A card
-is flagged when a metric is below (1 - threshold) x the median of the other cards of the same
-model ("siblings"), or below (1 - datasheet_threshold) x its datasheet figure: a healthy
-A100/A800 reaches 70-90% of its dense matmul peak and 85-90% of its memory bandwidth, so the
-default 0.4 flags a card under 60%. Of two cards the slower is flagged; whether it is slow or
-the other fast takes a third card or the datasheet to tell. A flagged card is worth a look at
-doctor's throttle reasons, its clocks and power limit (python -m a800lab doctor), and its ECC
-health (python -m a800lab health).
+    report = stress_report()             # every visible GPU (a CPU without one), one at a time
+    flag_cards(cards, threshold=0.1)     # pure logic: also for recorded cards
 """
 
 from __future__ import annotations
@@ -30,6 +15,7 @@ import torch
 
 from ..core.backends import HAS_CUDA
 from ..core.cancel import CancelToken
+from .health import text_table
 from .peak import measure_peak
 
 THRESHOLD = 0.1             # a card more than 10% below its siblings' median is flagged
@@ -80,8 +66,8 @@ def check_thresholds(threshold: float, datasheet_threshold: float) -> None:
 
 def flag_cards(cards: Sequence[CardResult], *, threshold: float = THRESHOLD,
                datasheet_threshold: float = DATASHEET_THRESHOLD) -> list[Flag]:
-    """Flags for every card and metric below its siblings' median (same model, the card
-    itself left out) or its datasheet by more than the thresholds (fractions, e.g. 0.1)."""
+    """Flags for every card and metric below its siblings' median (the card left out) or its
+    datasheet by more than the thresholds (fractions)."""
     check_thresholds(threshold, datasheet_threshold)
     flags = []
     for card in cards:
@@ -122,9 +108,7 @@ class StressReport:
                 for c in self.cards]
         headers = ("device", "name", "precision", "TFLOP/s", "datasheet", "copy GB/s",
                    "datasheet", "note")
-        widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=True)]
-        lines = ["  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=True)).rstrip()
-                 for row in (headers, *rows)]
+        lines = text_table(list(headers), rows)
         lines.append(f"Flags (more than {100 * self.threshold:.0f}% below the siblings' median "
                      f"or {100 * self.datasheet_threshold:.0f}% below the datasheet):")
         lines += [f"  - {f.message}" for f in self.flags] or ["  - none."]
@@ -140,11 +124,6 @@ class StressReport:
 
 def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.4g}"
-
-
-def default_devices() -> list[str]:
-    """Every CUDA device torch sees, or ["cpu"] without one."""
-    return [f"cuda:{i}" for i in range(torch.cuda.device_count())] if HAS_CUDA else ["cpu"]
 
 
 def stress_card(device: str, *, precision: str | None = None, size: int | None = None,
@@ -166,10 +145,11 @@ def stress_card(device: str, *, precision: str | None = None, size: int | None =
 def stress_cards(devices: Sequence[str] | None = None, *,
                  on_card: Callable[[CardResult], None] | None = None,
                  **options) -> list[CardResult]:
-    """stress_card for each device (default: every visible GPU, else the CPU), one after
-    another so that cards do not share power or host bandwidth while measured."""
+    """stress_card for each device (default: every GPU, else the CPU), one after another so that
+    cards share no power or host bandwidth."""
+    every = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if HAS_CUDA else ["cpu"]
     results = []
-    for device in devices or default_devices():
+    for device in devices or every:
         results.append(stress_card(device, **options))
         if on_card is not None:
             on_card(results[-1])

@@ -1,25 +1,8 @@
-"""Utilisation, energy and cost of a workload: run it steadily under an EnergyMeter and report
-samples/s, GPU utilisation, memory, power, joules per sample and cost per million samples.
+"""Utilisation, energy and cost of a workload run steadily under an EnergyMeter: samples/s, GPU
+utilisation, power, joules per sample and cost per million samples.
 
-    from a800lab.workloads.usage import metered_run, cost_per_million_samples_usd
     point = metered_run(step, samples_per_step=256, device="cuda")   # a sweep point's result
-    point["throughput"], point["j_per_sample"], point["energy_source"], point["energy_note"]
     cost_per_million_samples_usd(point["throughput"], price_per_gpu_hour_usd=2.5)
-    matmul_usage_point(4096, "bf16", device="cuda")        # sweep point functions (one sample
-    train_usage_point("mlp", "small", 256, "bf16")         # = one matmul / one training sample)
-    sparse_usage_point(8192, "fp16", device="cuda")        # 2:4-sparse; j_per_tflop per matmul
-    custom_usage_point(make_step, params, device="cuda")   # your own (step, samples_per_step)
-    compare_usage(df, price_per_gpu_hour_usd=2.5)          # configs side by side, vs the first
-
-A metered run warms up, then calls `step()` back to back for `duration_s` (GPU: 5 s, long
-enough for the energy counter and for Hopper's 1 s power averaging; CPU: 0.5 s), synchronising
-only between chunks of steps so the GPU never idles on the host. Energy per sample is the mean
-power over the run divided by samples/s (so starting and stopping the meter costs nothing);
-where energy is unavailable (a CPU without readable RAPL) the CPU time per sample is reported
-instead. Cost per million samples = price per GPU-hour x GPUs / (samples/s x 3600) x 1e6; with
-an electricity price, energy cost per million samples = J/sample x 1e6 / 3.6e6 x price per kWh.
-The steps run inside the point's measured window (core.window), so a sweep's memory and CPU
-load are those of the metered run.
 """
 
 from __future__ import annotations
@@ -38,7 +21,7 @@ from ..core.operands import make_operands, needed_bytes
 from ..core.precision import check_supported, matmul_precision, parse_precision
 from ..core.window import timed_section
 from .energy import EnergyMeter
-from .matmul import MatmulSpec
+from .matmul import MatmulSpec, positive_int
 from .training.spec import precision_context
 
 GPU_DURATION_S, GPU_WARMUP_S = 5.0, 1.0
@@ -48,7 +31,6 @@ MIN_CHUNKS = 3
 J_PER_KWH = 3.6e6
 
 
-# ---- arithmetic --------------------------------------------------------------------------------
 def _positive(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or \
             not (math.isfinite(value) and value > 0):
@@ -75,28 +57,19 @@ def energy_cost_per_million_samples_usd(j_per_sample: float, price_per_kwh_usd: 
     return energy * 1e6 / J_PER_KWH * price_per_kwh_usd
 
 
-# ---- the metered run ---------------------------------------------------------------------------
-def _sync(device: str) -> Callable[[], None]:
-    if device.startswith("cuda"):
-        return lambda: torch.cuda.synchronize(device)
-    return lambda: None
-
-
 def metered_run(step: Callable[[], object], samples_per_step: int, *, device: str = "auto",
                 duration_s: float | None = None, warmup_s: float | None = None,
                 sample_unit: str = "samples", cancel: CancelToken | None = None,
                 meter: EnergyMeter | None = None) -> dict:
-    """Run `step()` steadily for `duration_s` under an EnergyMeter; a sweep point's result
-    (see the module docstring). `meter`: a ready EnergyMeter (tests pass one with a fake NVML)."""
-    if isinstance(samples_per_step, bool) or not isinstance(samples_per_step, int) or \
-            samples_per_step < 1:
-        raise ValueError(f"samples_per_step={samples_per_step!r} must be a positive int")
+    """Run `step()` steadily for `duration_s` under an EnergyMeter (`meter`: a ready one, e.g.
+    with a fake NVML); a sweep point's result."""
+    positive_int("samples_per_step", samples_per_step)
     device = resolve_device(device)
     on_gpu = device.startswith("cuda")
     duration_s = _positive("duration_s", duration_s or (GPU_DURATION_S if on_gpu
                                                         else CPU_DURATION_S))
     warmup_s = warmup_s if warmup_s is not None else (GPU_WARMUP_S if on_gpu else CPU_WARMUP_S)
-    sync = _sync(device)
+    sync = (lambda: torch.cuda.synchronize(device)) if on_gpu else (lambda: None)
     meter = meter or EnergyMeter(device)
     with timed_section():  # the point's measured window: warm-up and the metered steps
         t0, warm = time.perf_counter(), 0
@@ -148,7 +121,6 @@ def metered_run(step: Callable[[], object], samples_per_step: int, *, device: st
     }
 
 
-# ---- point functions ---------------------------------------------------------------------------
 def matmul_usage_point(size: int, precision: str = "fp32", *, device: str = "auto",
                        duration_s: float | None = None,
                        cancel: CancelToken | None = None) -> dict:
@@ -171,7 +143,6 @@ def matmul_usage_point(size: int, precision: str = "fp32", *, device: str = "aut
 
 
 def _per_flop(result: dict, flop_count: int, rel_error: float) -> dict:
-    """A metered matmul's rate and energy per FLOP (one sample = one matmul of flop_count)."""
     j, tera = result["j_per_sample"], flop_count / 1e12
     result.update(rel_error=rel_error, flop_count=flop_count,
                   tflops=tera * result["throughput"],
@@ -183,9 +154,8 @@ def _per_flop(result: dict, flop_count: int, rel_error: float) -> dict:
 def sparse_usage_point(size: int, precision: str = "fp16", *, device: str = "auto",
                        duration_s: float | None = None,
                        cancel: CancelToken | None = None) -> dict:
-    """A size^3 2:4-sparse matmul (a800lab.workloads.sparsity), checked against float64, then
-    metered; one sample = one matmul, FLOPs counted dense (2 size^3: the same work as the dense
-    product, so J per TFLOP compares with matmul_usage_point's)."""
+    """A size^3 2:4-sparse matmul, checked against float64, then metered; FLOPs counted dense,
+    so J per TFLOP compares with matmul_usage_point's."""
     from .sparsity import backend_name, sparse_operands
 
     device = resolve_device(device)
@@ -205,8 +175,7 @@ def train_usage_point(model: str = "mlp", size: str = "tiny", batch_size: int = 
                       precision: str = "fp32", *, device: str = "auto",
                       duration_s: float | None = None,
                       cancel: CancelToken | None = None) -> dict:
-    """Optimizer steps of a training preset (a800lab.workloads.training.trainer), metered; one
-    sample = one training sample."""
+    """Optimizer steps of a training preset, metered; one sample = one training sample."""
     from .training.models import preset
     from .training.spec import TrainSpec, check_precision
     from .training.trainer import Trainer
@@ -225,8 +194,8 @@ def train_usage_point(model: str = "mlp", size: str = "tiny", batch_size: int = 
 
 def custom_usage_point(make_step: Callable, params: dict, *, device: str = "auto",
                 duration_s: float | None = None, cancel: CancelToken | None = None) -> dict:
-    """Your own workload: `make_step(**params)` (also given `device=` if it takes it) returns
-    (step, samples_per_step); the step is then metered."""
+    """Your own workload: `make_step(**params)` (given `device=` if it takes it) returns
+    (step, samples_per_step), then metered."""
     import inspect
 
     device = resolve_device(device)
@@ -239,28 +208,24 @@ def custom_usage_point(make_step: Callable, params: dict, *, device: str = "auto
                        cancel=cancel)
 
 
-# ---- comparing configs -------------------------------------------------------------------------
 def compare_usage(df: pd.DataFrame, price_per_gpu_hour_usd: float, *, params=None,
                   gpus: int = 1, price_per_kwh_usd: float | None = None) -> pd.DataFrame:
-    """One row per ok point of a results frame of metered points: its params, samples/s,
-    J/sample (and the energy source), CPU ms per sample, GPU utilisation and power where
-    recorded, cost per million samples, and samples/s, J/sample and cost as ratios to the
-    first row."""
-    ok = df[df["outcome"] == "ok"] if "outcome" in df else df
+    """One row per ok metered point: its params, samples/s, J/sample, CPU ms per sample,
+    GPU utilisation, power, cost per million samples, and ratios to the first row."""
+    ok = (df[df["outcome"] == "ok"] if "outcome" in df else df).reset_index(drop=True)
     params = list(params) if params is not None else [
         c for c in ok.columns if c in ("model", "size", "batch_size", "precision")]
-    out = ok[params].reset_index(drop=True).copy()
-    rate = pd.to_numeric(ok["throughput"], errors="coerce").reset_index(drop=True)
+    out = ok[params].copy()
+    rate = pd.to_numeric(ok["throughput"], errors="coerce")
     out["throughput"] = rate
-    out["unit"] = ok["throughput_unit"].reset_index(drop=True)
-    energy = pd.to_numeric(ok.get("j_per_sample"), errors="coerce").reset_index(drop=True) \
-        if "j_per_sample" in ok else pd.Series(math.nan, index=out.index)
+    out["unit"] = ok["throughput_unit"]
+    energy = pd.to_numeric(ok["j_per_sample"], errors="coerce") if "j_per_sample" in ok \
+        else pd.Series(math.nan, index=out.index)
     out["j_per_sample"] = energy
-    out["energy_source"] = ok["energy_source"].reset_index(drop=True) \
-        if "energy_source" in ok else "unavailable"
+    out["energy_source"] = ok["energy_source"] if "energy_source" in ok else "unavailable"
     for column in ("cpu_ms_per_sample", "gpu_util_pct", "power_w"):
         if column in ok:
-            out[column] = pd.to_numeric(ok[column], errors="coerce").to_numpy()
+            out[column] = pd.to_numeric(ok[column], errors="coerce")
     out["cost_per_million_usd"] = [cost_per_million_samples_usd(r, price_per_gpu_hour_usd, gpus)
                                    for r in rate]
     if price_per_kwh_usd is not None:

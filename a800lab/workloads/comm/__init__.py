@@ -2,18 +2,10 @@
 
     from a800lab.workloads.comm import busbw_gbs, collective_point, run_comm
 
-Every name below is importable from here (each module is imported when a name of it is first
-used, so a rank's `python -m a800lab.workloads.comm.worker` imports only what it runs):
-
-    collectives.py   collective_point: all-reduce, all-gather, ... on a live process group;
-                     algbw_gbs / busbw_gbs with nccl-tests' formulas (bus_factor), link_gbs
-                     (the card's per-direction NVLink), OPS (the collectives measured)
-    ddp.py           ddp_point: a DDP step with a comm hook, no_sync accumulation, buckets
-    runs.py          run_comm: ranks started, fed points, always stopped; run_comm_here under
-                     torchrun; check_local_ranks, hook_support_on
-    worker.py        one rank's loop (`python -m a800lab.workloads.comm.worker`);
-                     default_comm_backend (NCCL with two GPUs or more, else gloo)
-    launcher.py      RankGroup: worker processes on 127.0.0.1, their deaths and hangs told
+Names: OPS, algbw_gbs, bus_factor, busbw_gbs, collective_point, link_gbs (collectives);
+ddp_point (ddp); run_comm, run_comm_here, check_local_ranks, hook_support_on (runs);
+default_comm_backend (worker); RankGroup (launcher). Each module is imported on first use, so a
+rank's `python -m a800lab.workloads.comm.worker` imports only what it runs.
 """
 
 from ...core.face import face

@@ -1,34 +1,15 @@
-"""Collectives through torch.distributed, timed, with nccl-tests' algbw and busbw.
+"""Collectives through torch.distributed, checked, then timed, with nccl-tests' algbw and busbw
+(doc/PERFORMANCE.md: size is the whole buffer, busbw = algbw x bus_factor).
 
-    from a800lab.workloads.comm.collectives import busbw_gbs, collective_point
     busbw_gbs("all_reduce", size_bytes=2**30, time_ms=10.0, world_size=8)   # 187.9 GB/s
-    collective_point("all_reduce", 2**20, device="cpu")   # on every rank of a live group
-
-Sizes and bandwidths follow nccl-tests (doc/PERFORMANCE.md), so a number here compares with an
-`all_reduce_perf` line: `size_bytes` is the whole buffer (all-gather: the gathered output,
-reduce-scatter: the input that is scattered; each rank's piece is size / n), algbw = size /
-time in GB/s (1e9 bytes), and busbw = algbw x a factor that makes it the bandwidth each link
-carried, comparable across rank counts with the hardware's per-direction link bandwidth:
-
-    all-reduce 2(n-1)/n, all-gather and reduce-scatter (n-1)/n, broadcast 1.
-
-`hierarchical_all_reduce` is an all-reduce in three steps over two process groups: reduce-scatter
-inside each node, all-reduce of each shard across nodes (one rank per node and local index), and
-all-gather inside the node; it is timed like the others, with the all-reduce factor.
-
-Point functions run on every rank of an initialised process group, in lockstep (every rank calls
-them with the same arguments): a first call is checked (the sum of the ranks' values arrives
-everywhere; a wrong result is recorded as "wrong", never timed), the ranks agree on one
-repetition count, and each repetition's time is the slowest rank's. The timed calls run the
-collective alone: nothing refills a buffer between them (the reductions are timed on zeros).
-Gloo runs on CPUs, NCCL on NVIDIA GPUs; `link_gbs` names the per-direction NVLink bandwidth of
-the card from the datasheet table (an A800's 400 GB/s total is 200 GB/s per direction).
+    collective_point("all_reduce", 2**20, world_size=2, backend="gloo")   # on every rank
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import statistics
 import time
 
 import torch
@@ -69,8 +50,7 @@ def busbw_gbs(op: str, size_bytes: float, time_ms: float, world_size: int) -> fl
 
 
 def link_gbs(device_name: str) -> tuple[float | None, str]:
-    """(per-direction NVLink GB/s, source) of a card from the datasheet table; (None, why)
-    for a CPU, a card without NVLink or one the table does not know."""
+    """(per-direction NVLink GB/s, source) of a card from the datasheet table, or (None, why)."""
     spec = match(device_name)
     if spec is None:
         return None, f"no datasheet row for {device_name!r}: no link bandwidth to compare with"
@@ -82,8 +62,8 @@ def link_gbs(device_name: str) -> tuple[float | None, str]:
 
 def message_bytes(op: str, size_bytes: int, world_size: int, element_bytes: int,
                   ranks_per_node: int = 1) -> int:
-    """The buffer actually moved: `size_bytes` rounded down to whole elements that split evenly
-    into the ranks' pieces (nccl-tests rounds the same way)."""
+    """`size_bytes` rounded down to whole elements that split evenly into the ranks' pieces
+    (as nccl-tests rounds)."""
     pieces = {"all_gather": world_size, "reduce_scatter": world_size,
               "hierarchical_all_reduce": ranks_per_node}.get(op, 1)
     count = size_bytes // element_bytes // pieces * pieces
@@ -94,26 +74,20 @@ def message_bytes(op: str, size_bytes: int, world_size: int, element_bytes: int,
     return count * element_bytes
 
 
-def _gather_into(dist):
-    """dist.all_gather_single (torch >= 2.13), else its older name all_gather_into_tensor."""
+def _gather_into(dist):  # all_gather_single from torch 2.13 on
     return getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
 
-def _scatter_into(dist):
-    """dist.reduce_scatter_single (torch >= 2.13), else its older name reduce_scatter_tensor."""
+def _scatter_into(dist):  # reduce_scatter_single from torch 2.13 on
     return getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
 
 
 @functools.lru_cache(maxsize=8)
 def node_groups(world_size: int, ranks_per_node: int):
     """(this rank's intra-node group, its inter-node group) for `ranks_per_node` consecutive
-    ranks per node. Every rank must call this with the same arguments (new_group is
-    collective); the groups are made once per shape and kept."""
+    ranks per node; collective (every rank calls it alike), made once per shape."""
     import torch.distributed as dist
 
-    if ranks_per_node < 1 or world_size % ranks_per_node:
-        raise ValueError(f"ranks_per_node={ranks_per_node} must divide world_size={world_size} "
-                         "(nodes of equal size)")
     rank, nodes = dist.get_rank(), world_size // ranks_per_node
     intra = inter = None
     for node in range(nodes):  # every rank creates every group, in the same order
@@ -128,8 +102,7 @@ def node_groups(world_size: int, ranks_per_node: int):
 
 
 def hierarchical_all_reduce(tensor: torch.Tensor, intra, inter, ranks_per_node: int) -> None:
-    """Sum `tensor` over all ranks in place: reduce-scatter in the node, all-reduce each shard
-    across nodes, all-gather in the node. numel must be a multiple of ranks_per_node."""
+    """Sum `tensor` (numel a multiple of ranks_per_node) over all ranks in place."""
     import torch.distributed as dist
 
     shard = torch.empty(tensor.numel() // ranks_per_node, dtype=tensor.dtype,
@@ -140,14 +113,9 @@ def hierarchical_all_reduce(tensor: torch.Tensor, intra, inter, ranks_per_node: 
 
 
 def _operation(op: str, count: int, dtype: torch.dtype, device: str, ranks_per_node: int):
-    """(call, check, ready): `call()` runs the collective once on buffers made here; `check()`
-    says whether the first call left the right values (each rank contributes rank + 1);
-    `ready()` prepares the buffers for timing once, outside the timed calls.
-
-    The reducing collectives are timed on buffers of zeros: a sum of zeros stays zero, so no
-    call needs a refill inside the timed region (a refill is a memset of the whole buffer: at
-    1 GiB it costs several % of the measured bandwidth) and fp16 cannot overflow over hundreds
-    of repetitions; the interconnect moves the same bytes whatever their values."""
+    """(call, check, ready): `check()` after the first call (each rank gives rank + 1);
+    `ready()` zeroes the reduced buffers, so no timed call refills them (a memset costs
+    several % at 1 GiB) and fp16 cannot overflow."""
     import torch.distributed as dist
 
     rank, n = dist.get_rank(), dist.get_world_size()
@@ -155,14 +123,9 @@ def _operation(op: str, count: int, dtype: torch.dtype, device: str, ranks_per_n
     full = functools.partial(torch.full, dtype=dtype, device=device)
     if op in ("all_reduce", "hierarchical_all_reduce"):
         buf = full((count,), rank + 1.0)
-        if op == "all_reduce":
-            def call():
-                dist.all_reduce(buf)
-        else:
-            intra, inter = node_groups(n, ranks_per_node)
-
-            def call():
-                hierarchical_all_reduce(buf, intra, inter, ranks_per_node)
+        call = functools.partial(dist.all_reduce, buf) if op == "all_reduce" else \
+            functools.partial(hierarchical_all_reduce, buf, *node_groups(n, ranks_per_node),
+                              ranks_per_node)
         return call, lambda: bool((buf == total).all()), buf.zero_
     if op == "all_gather":
         piece, out = full((count // n,), rank + 1.0), full((count,), 0.0)
@@ -189,8 +152,8 @@ def agree(value: float, device: str, how: str = "max") -> float:
 
 
 def agreed_reps(call, device: str, budget_s: float) -> int:
-    """Run `call` WARMUP_CALLS times, then agree on one repetition count that fills about
-    `budget_s` on the slowest rank (every rank must time the same number of calls)."""
+    """Warm `call` up, then agree on one repetition count filling `budget_s` on the slowest
+    rank."""
     sync = (lambda: torch.cuda.synchronize(device)) if device.startswith("cuda") else \
         (lambda: None)
     start = time.perf_counter()
@@ -214,7 +177,6 @@ def timed_calls(call, device: str, reps: int) -> list[float]:
 
 
 def check_group(world_size: int, backend: str) -> None:
-    """Refuse a point meant for another group than the one this process is in."""
     import torch.distributed as dist
 
     if not dist.is_initialized():
@@ -228,18 +190,12 @@ def check_group(world_size: int, backend: str) -> None:
 def collective_point(op: str, size_bytes: int, dtype: str = "fp32", *, world_size: int,
                      backend: str, ranks_per_node: int | None = None, device: str = "cpu",
                      budget_s: float = 0.3) -> dict:
-    """One collective at one size on every rank of the live group: checked, then timed; a
-    sweep point (throughput = median busbw in GB/s). `ranks_per_node` is for the hierarchical
-    all-reduce only (default: all ranks on one node)."""
+    """One collective at one size on every rank of the live group (checked by
+    runs.check_point): checked, then timed; throughput = median busbw in GB/s."""
     check_group(world_size, backend)
-    if op not in OPS:
-        raise ValueError(f"unknown collective {op!r}: use one of {OPS}")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype {dtype!r}: use one of {sorted(DTYPES)}")
+    factor = bus_factor(op, world_size)
     rpn = world_size if ranks_per_node is None else ranks_per_node
-    if op != "hierarchical_all_reduce" and ranks_per_node is not None:
-        raise ValueError("ranks_per_node applies to hierarchical_all_reduce only")
-    element_bytes = torch.empty((), dtype=DTYPES[dtype]).element_size()
+    element_bytes = DTYPES[dtype].itemsize
     moved = message_bytes(op, size_bytes, world_size, element_bytes, rpn)
     call, check, ready = _operation(op, moved // element_bytes, DTYPES[dtype], device, rpn)
     call()
@@ -249,27 +205,17 @@ def collective_point(op: str, size_bytes: int, dtype: str = "fp32", *, world_siz
                 "message_bytes": moved}
     ready()
     samples = timed_calls(call, device, agreed_reps(call, device, budget_s))
-    median_ms = median(samples)
-    result = {"throughput": busbw_gbs(op, moved, median_ms, world_size),
-              "throughput_unit": "GB/s busbw", "time_ms": samples, "message_bytes": moved,
-              "algbw_gbs": algbw_gbs(moved, median_ms),
-              "bus_factor": bus_factor(op, world_size),
+    algbw = algbw_gbs(moved, statistics.median(samples))
+    result = {"throughput": algbw * factor, "throughput_unit": "GB/s busbw", "time_ms": samples,
+              "message_bytes": moved, "algbw_gbs": algbw, "bus_factor": factor,
               # nodes the ranks span: torchrun's LOCAL_WORLD_SIZE ranks per node (the lab's own
               # launcher starts every rank on this machine)
               "hosts": world_size // int(os.environ.get("LOCAL_WORLD_SIZE", world_size))}
     if device.startswith("cuda"):
         link, source = link_gbs(torch.cuda.get_device_name(device))
-        result["link_gbs"] = link
-        result["link_source"] = source
+        result.update(link_gbs=link, link_source=source)
         if link:
             result["pct_of_link"] = 100 * result["throughput"] / link
     return result
-
-
-def median(values: list[float]) -> float:
-    """The median of a non-empty list."""
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 

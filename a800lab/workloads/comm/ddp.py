@@ -1,51 +1,20 @@
-"""A DDP training step on a live process group: comm hooks, no_sync accumulation, bucket sizes.
+"""A DDP training step on a live process group: comm hooks, no_sync accumulation, bucket sizes;
+the traffic one optimizer step hands to all-reduce is counted, then steps are timed.
 
-    ddp_point(hook="fp16_compress", accum_steps=4, sync="no_sync", bucket_cap_mb=25.0,
-              world_size=2, backend="gloo", device="cpu")   # on every rank, in lockstep
+    ddp_point(hook="fp16_compress", accum_steps=4, world_size=2, backend="gloo")  # every rank
     hook_support(device="cpu")     # {"bf16_compress": "ok" or why not, ...} on this group
-
-Each point builds the same MLP on every rank (DistributedDataParallel broadcasts rank 0's
-weights), trains it for `train_steps` optimizer steps on a generated task (16 Gaussian clusters,
-each rank its own shard), reports the loss on a held-out batch, counts one optimizer step's
-traffic, then times optimizer steps (the ranks agree on the repetition count; each sample is
-the slowest rank's). Throughput is samples/s over all ranks:
-micro_batch x accum_steps x world_size / step time.
-
-Traffic is counted where it leaves DDP: the hooks hand their tensors to torch.distributed.
-all_reduce, which is wrapped with a counter during the counted step (in this process only).
-`bytes_per_step` is the payload one rank hands to all-reduce per optimizer step (and
-`bytes_per_sample` the same per training sample the rank processed); what a ring all-reduce puts
-on each link is 2(n-1)/n of it. "allreduce" registers torch's allreduce_hook,
-which does what DDP does without a hook; `buckets` is how many buckets one synchronised backward
-communicated (DDP sizes buckets by bucket_cap_mb after its first step, in the order the
-gradients became ready).
-
-Hooks (torch.distributed.algorithms.ddp_comm_hooks): fp16_compress and bf16_compress cast each
-bucket to 16 bits (half the bytes; fp16 keeps 10 mantissa bits but overflows above 65504, bf16
-keeps fp32's range with 7); powersgd sends rank-r factors P and Q of each large gradient matrix
-(after `start_iter` synchronised steps of plain all-reduce, with error feedback), tensors it
-cannot compress at least 2x go uncompressed. NCCL runs all four on GPUs (bf16 needs NCCL 2.10+
-and an Ampere or newer GPU); gloo runs them on CPUs when its all-reduce takes the 16-bit type
-(bf16 depends on the torch release). `hook_support` asks this group rather than a table.
-`sync="no_sync"` wraps all but the last micro-batch of an optimizer step in model.no_sync(), so
-gradients are communicated once per step; "every_micro_batch" communicates after each.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import statistics
 
 import torch
 import torch.nn.functional as F
 
-from .collectives import (
-    agree,
-    agreed_reps,
-    check_group,
-    median,
-    timed_calls,
-)
+from .collectives import agree, agreed_reps, check_group, timed_calls
 
 HOOKS = ("allreduce", "fp16_compress", "bf16_compress", "powersgd")
 SYNC_MODES = ("no_sync", "every_micro_batch")
@@ -88,17 +57,12 @@ def counting_all_reduce(traffic: Traffic):
 
 def register_hook(model, hook: str, traffic: Traffic, *, powersgd_rank: int = 1,
                   start_iter: int = 2):
-    """Register comm hook `hook` on a DDP model (counting its bucket calls); returns the
-    hook's state (PowerSGDState for powersgd, else None)."""
+    """Register comm hook `hook` on a DDP model, counting its bucket calls; returns its state
+    (PowerSGDState for powersgd, else None)."""
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
-    if hook not in HOOKS:
-        raise ValueError(f"unknown comm hook {hook!r}: use one of {HOOKS}")
     state = None
     if hook == "powersgd":
-        if start_iter < 2:
-            raise ValueError(f"start_iter={start_iter}: PowerSGD with error feedback needs at "
-                             "least 2 steps of plain all-reduce first; use 2 or more")
         state = powerSGD_hook.PowerSGDState(process_group=None,
                                             matrix_approximation_rank=powersgd_rank,
                                             start_powerSGD_iter=start_iter, random_seed=0)
@@ -124,8 +88,8 @@ def build_model(device: str, width: int, depth: int) -> torch.nn.Module:
 
 
 def make_batches(width: int, micro_batch: int, device: str, rank: int, count: int):
-    """`count` (inputs, labels) micro-batches of this rank's shard of a task every rank shares:
-    16 Gaussian clusters in `width` dimensions (fixed centres, unit noise), label = cluster."""
+    """`count` micro-batches of this rank's shard of a shared task: 16 Gaussian clusters in
+    `width` dimensions, label = cluster."""
     centres = torch.randn(CLASSES, width, generator=torch.Generator().manual_seed(7))
     out = []
     for i in range(count):
@@ -140,19 +104,12 @@ def ddp_point(hook: str = "allreduce", accum_steps: int = 1, sync: str = "no_syn
               bucket_cap_mb: float = 25.0, powersgd_rank: int = 1, start_iter: int = 2,
               micro_batch: int = 32, *, world_size: int, backend: str, device: str = "cpu",
               train_steps: int = 20, budget_s: float = 0.3, lr: float = 0.1) -> dict:
-    """One DDP configuration: train, count one step's traffic, time steps (module docstring)."""
+    """One DDP configuration (checked by runs.check_point): train, count one step's traffic,
+    time steps; throughput = micro_batch x accum_steps x world_size / step time."""
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     check_group(world_size, backend)
-    if sync not in SYNC_MODES:
-        raise ValueError(f"sync={sync!r}: use one of {SYNC_MODES}")
-    for name, value in (("accum_steps", accum_steps), ("micro_batch", micro_batch),
-                        ("train_steps", train_steps), ("powersgd_rank", powersgd_rank)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name}={value!r} must be a positive int")
-    if not bucket_cap_mb > 0:
-        raise ValueError(f"bucket_cap_mb={bucket_cap_mb!r} must be > 0, e.g. 25")
     width, depth = MODEL_SHAPE["cuda" if device.startswith("cuda") else "cpu"]
     module = build_model(device, width, depth)
     ids = [torch.device(device).index or 0] if device.startswith("cuda") else None
@@ -187,7 +144,7 @@ def ddp_point(hook: str = "allreduce", accum_steps: int = 1, sync: str = "no_syn
     counted = vars(traffic).copy()  # before agree() below all-reduces anything itself
     syncs = 1 if sync == "no_sync" else accum_steps
     samples = timed_calls(optimizer_step, device, agreed_reps(optimizer_step, device, budget_s))
-    step_ms = median(samples)
+    step_ms = statistics.median(samples)
     grad_bytes = sum(p.numel() * p.element_size() for p in module.parameters())
     result = {
         "throughput": micro_batch * accum_steps * world_size / (step_ms / 1e3),
@@ -207,8 +164,7 @@ def ddp_point(hook: str = "allreduce", accum_steps: int = 1, sync: str = "no_syn
 
 
 def hook_support(device: str = "cpu") -> dict[str, str]:
-    """Each hook on this group: "ok", or the error one DDP step with it raised (run on every
-    rank, in lockstep)."""
+    """Each hook on this group: "ok", or the error one DDP step with it raised (every rank)."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     out = {}

@@ -1,26 +1,8 @@
-"""Start a group of worker processes (one per rank), talk to them, and always clean them up.
+"""Start a group of worker processes (one per rank), talk to them, and always clean them up: a
+rank that dies or hangs ends the group with a RankGroupError naming it, and no process is left.
 
     with RankGroup("a800lab.workloads.comm.worker", world_size=2, timeout_s=30) as group:
-        reply = group.request({"job": "collective", "params": {...}})   # rank 0's answer
-    # every worker has exited here, whatever happened
-
-The parent starts `python -m <module>` once per rank, each in a session of its own, with the
-variables torchrun would set (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
-MASTER_PORT) plus A800LAB_LAUNCHED=1, so the same worker code runs under `torchrun` too. A
-command is one JSON line written to every rank's stdin; a worker answers with JSON lines on its
-stdout, prefixed so stray prints cannot be mistaken for messages (the worker side, `serve`,
-moves stray prints to stderr). Every rank says when it has done a command (rank 0 with its
-answer), and the next command goes out only when all have: a rank that finished early (a
-failure on its side) cannot run ahead into the next command while a peer is still in this one.
-
-Failures end the group with a `RankGroupError` that says what happened, never a hang:
-- a rank that exits or is killed is noticed at once (its stdout closes): the error names it, its
-  exit code or signal, and the last lines it wrote to stderr;
-- a rank that hangs (deadlocked, stopped, waiting for a dead peer) is noticed when no answer
-  came within `timeout_s`: the error names each rank's state (running, sleeping, stopped);
-- then every rank's session is killed (SIGKILL reaches a stopped process too) and reaped.
-A worker whose parent dies sees its stdin close and exits at once, so a crashed notebook kernel
-leaves no orphans behind either.
+        reply = group.request({"job": "point", ...})   # rank 0's answer, once every rank is done
 """
 
 from __future__ import annotations
@@ -57,11 +39,8 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 class RankGroup:
-    """`world_size` worker processes running `python -m module`; see the module docstring.
-
-    `env`: extra environment for every rank. `timeout_s`: how long a command (and start-up,
-    which also waits for every rank's "ready") may take before the group is declared hung.
-    """
+    """`world_size` worker processes running `python -m module`, `env` added to each;
+    `timeout_s`: how long a command may take before the group is declared hung."""
 
     def __init__(self, module: str, *, world_size: int, env: dict | None = None,
                  timeout_s: float = 30.0, startup_timeout_s: float = 120.0,
@@ -84,8 +63,7 @@ class RankGroup:
         return [p.pid for p in self.procs]
 
     @property
-    def running(self) -> bool:
-        """Started and not closed (a failure closes the group)."""
+    def running(self) -> bool:  # started and not closed (a failure closes the group)
         return bool(self.procs) and not self._closed
 
     def __enter__(self) -> RankGroup:
@@ -123,9 +101,8 @@ class RankGroup:
             raise
 
     def request(self, command: dict, timeout_s: float | None = None):
-        """Send `command` to every rank; wait until every rank is done; return rank 0's answer
-        (its "data"). Raises RankGroupError, after cleaning up, when a rank fails or not every
-        rank is done in time."""
+        """Send `command` to every rank and return rank 0's answer once every rank is done;
+        RankGroupError (after cleaning up) when a rank fails or is late."""
         if self._closed or not self.procs:
             raise RankGroupError("the worker group is not running; start a new one")
         line = json.dumps(command) + "\n"
@@ -151,8 +128,7 @@ class RankGroup:
             raise
 
     def close(self, grace_s: float = _EXIT_GRACE_S) -> None:
-        """Ask every rank to exit, kill any rank still there after `grace_s`, reap all.
-        Safe to call twice."""
+        """Ask every rank to exit, kill any still there after `grace_s`, reap all (idempotent)."""
         if self._closed:
             return
         self._closed = True
@@ -162,10 +138,8 @@ class RankGroup:
                 proc.stdin.close()
         deadline = time.monotonic() + grace_s
         for proc in self.procs:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
         for proc in self.procs:
             if proc.poll() is None:
                 _kill_session(proc)
@@ -175,7 +149,6 @@ class RankGroup:
         for thread in self._threads:
             thread.join(2)
 
-    # ---- internals ----------------------------------------------------------------------------
     def _watch(self, rank: int, proc: subprocess.Popen) -> None:
         def read_stdout() -> None:
             for line in proc.stdout:
@@ -200,8 +173,6 @@ class RankGroup:
 
     def _next(self, deadline: float, what: str, allowed_s: float,
               done: dict | None = None) -> dict:
-        """The next message; a rank's end or error, or the deadline, raises (naming each
-        rank's state, and those already `done` with the command)."""
         try:
             message = self._messages.get(timeout=max(0.0, deadline - time.monotonic()))
         except queue.Empty:
@@ -213,8 +184,8 @@ class RankGroup:
         return message
 
     def _what_failed(self, first: dict, what: str) -> str:
-        """The failure in words, root cause first: a rank that died takes its peers down with
-        it (they report a closed connection), so ranks that exited are named before errors."""
+        """The failure in words, root cause first: ranks that exited before the errors of the
+        peers they took down."""
         events, deadline = [first], time.monotonic() + 0.5
         while time.monotonic() < deadline:  # let the peers' reactions and exit codes arrive
             try:
@@ -244,8 +215,7 @@ class RankGroup:
         except subprocess.TimeoutExpired:
             return f"(pid {proc.pid}) closed its output but is still running"
         if code < 0:
-            name = signal.Signals(-code).name
-            return f"(pid {proc.pid}) was killed by signal {name}"
+            return f"(pid {proc.pid}) was killed by signal {signal.Signals(-code).name}"
         return f"(pid {proc.pid}) exited with code {code}"
 
     def _states(self, done: dict | None = None) -> str:
@@ -269,7 +239,6 @@ def process_state(pid: int) -> str:
 
 
 def _kill_session(proc: subprocess.Popen) -> None:
-    """SIGKILL the rank's whole session (the rank and anything it started)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)  # start_new_session: the session id is its pid
     except (ProcessLookupError, PermissionError):
@@ -284,10 +253,9 @@ def launched() -> bool:
 
 
 def serve(handle: Callable[[dict], object], *, rank: int) -> None:
-    """The worker's loop: say "ready", then do each command from stdin with `handle(command)`
-    and say "done" (rank 0 with its return value) until "exit". An exception is
-    reported to the parent and ends the worker (its peers would wait forever on it otherwise).
-    If stdin closes without "exit", the parent is gone: the worker exits at once."""
+    """The worker's loop: "ready", then `handle(command)` and "done" (rank 0 with the value)
+    per command until "exit"; an exception is reported and ends the worker (its peers would
+    wait for it forever), and so does stdin closing (the parent is gone)."""
     channel = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # stray prints (libraries, user code) go to stderr, not the message channel
     sys.stdout = sys.stderr

@@ -1,29 +1,14 @@
-"""Comm sweeps from one process: start the ranks, feed them points, collect records, clean up.
+"""Comm sweeps from one process: check the points, start the ranks, feed them points, append
+rank 0's records to `out` (resumable), and always stop the ranks.
 
-    from a800lab.workloads.comm.runs import run_comm, hook_support_on
-    res = run_comm("comm", {"op": ["all_reduce"], "size_bytes": [2**10, 2**20]},
-                   world_size=2, out="comm.jsonl")          # gloo on CPU, NCCL on GPUs
-    res.records[0].metrics["algbw_gbs"]
-    run_comm("ddp", {"hook": ["allreduce", "fp16_compress"]}, world_size=2)
+    run_comm("comm", {"op": ["all_reduce"], "size_bytes": [2**10, 2**20]}, world_size=2)
+    run_comm("ddp", {"hook": ["allreduce", "fp16_compress"]}, world_size=2, out="ddp.jsonl")
     hook_support_on(world_size=2)          # {"bf16_compress": "ok" or why not, ...}
-    run_point("comm", op="broadcast", size_bytes=2**20)    # one point, one fresh group
-    ranks = start_ranks(world_size=2); run_comm(..., group=ranks); ranks.close()  # reuse ranks
-
-The ranks are worker processes (a800lab.workloads.comm.worker) started by
-a800lab.workloads.comm.launcher.RankGroup for the run and always stopped after it, also when a
-rank dies or hangs: the run then ends with a RankGroupError that says which rank and how, within
-`timeout_s` (a point taking longer counts as hung). Points are sent one at a time, so `cancel`
-stops the run after the point in flight. Each record is rank 0's, appended to `out` as it
-arrives (JSON Lines, resumable like any sweep: points already in the file for this environment
-are skipped). Every record's params include `world_size` and `backend`, and only the settings
-that act on it (see `relevant`).
-
-Under torchrun each process is a rank itself: `run_comm_here` runs the same points in-process
-(what `python -m a800lab comm` does there), rank 0 writing the same JSON Lines.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -54,11 +39,6 @@ WORKLOAD_PARAMS = {
 }
 
 
-def device_of(backend: str) -> str:
-    """Rank 0's device for a backend: "cpu" for gloo, "cuda:0" for NCCL."""
-    return "cuda:0" if backend == "nccl" else "cpu"
-
-
 def check_point(workload: str, params: Mapping) -> None:
     """Refuse a point the workers would refuse, before any process starts."""
     if workload not in WORKLOAD_PARAMS:
@@ -75,26 +55,33 @@ def check_point(workload: str, params: Mapping) -> None:
         if dtype not in DTYPES:
             raise ValueError(f"dtype {dtype!r}: use one of {sorted(DTYPES)}")
         rpn = params.get("ranks_per_node")
-        if rpn is not None and (op != "hierarchical_all_reduce" or n % rpn):
+        if rpn is not None and (op != "hierarchical_all_reduce" or not isinstance(rpn, int)
+                                or rpn < 1 or n % rpn):
             raise ValueError(f"ranks_per_node={rpn} needs op hierarchical_all_reduce and must "
                              f"divide world_size={n}")
         size = params.get("size_bytes")
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"size_bytes={size!r} must be a positive int, e.g. 1048576")
         message_bytes(op, size, n, DTYPES[dtype].itemsize, rpn or n)
-    else:
-        if params.get("hook", "allreduce") not in HOOKS:
-            raise ValueError(f"unknown comm hook {params.get('hook')!r}: use one of {HOOKS}")
-        if params.get("sync", "no_sync") not in SYNC_MODES:
-            raise ValueError(f"sync={params.get('sync')!r}: use one of {SYNC_MODES}")
-        if params.get("start_iter", 2) < 2:
-            raise ValueError("start_iter must be >= 2: PowerSGD with error feedback needs 2 "
-                             "steps of plain all-reduce first")
+        return
+    if params.get("hook", "allreduce") not in HOOKS:
+        raise ValueError(f"unknown comm hook {params.get('hook')!r}: use one of {HOOKS}")
+    if params.get("sync", "no_sync") not in SYNC_MODES:
+        raise ValueError(f"sync={params.get('sync')!r}: use one of {SYNC_MODES}")
+    if params.get("start_iter", 2) < 2:
+        raise ValueError("start_iter must be >= 2: PowerSGD with error feedback needs 2 "
+                         "steps of plain all-reduce first")
+    for name in ("accum_steps", "micro_batch", "powersgd_rank"):
+        value = params.get(name, 1)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}={value!r} must be a positive int")
+    if not params.get("bucket_cap_mb", 25.0) > 0:
+        raise ValueError(f"bucket_cap_mb={params['bucket_cap_mb']!r} must be > 0, e.g. 25")
 
 
 def relevant(workload: str, params: Mapping) -> dict:
-    """`params` without settings that do nothing for this point: PowerSGD's rank and start
-    iteration unless the hook is powersgd, ranks_per_node unless the op is hierarchical."""
+    """`params` without settings that do nothing for this point (PowerSGD's unless the hook is
+    powersgd, ranks_per_node unless the op is hierarchical)."""
     drop = set()
     if workload == "ddp" and params.get("hook", "allreduce") != "powersgd":
         drop |= {"powersgd_rank", "start_iter"}
@@ -103,13 +90,17 @@ def relevant(workload: str, params: Mapping) -> dict:
     return {k: v for k, v in params.items() if k not in drop}
 
 
-def plan_points(workload: str, axes: Mapping[str, Sequence], fixed: Mapping | None,
-                world_size: int, backend: str) -> list[dict]:
-    """Every grid point's params (world_size and backend added, settings that do nothing for
-    it dropped, duplicates once), each checked."""
+def _check_world_size(world_size) -> None:
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 2:
         raise ValueError(f"world_size={world_size!r}: communication needs at least 2 ranks "
                          "(with one GPU, use gloo: CPU ranks, e.g. --device cpu)")
+
+
+def plan_points(workload: str, axes: Mapping[str, Sequence], fixed: Mapping | None,
+                world_size: int, backend: str) -> list[dict]:
+    """Every grid point's params (world_size and backend added, idle settings dropped, each
+    once), checked."""
+    _check_world_size(world_size)
     fixed = {**(fixed or {}), "world_size": world_size, "backend": backend}
     points = []
     for point in grid(axes):
@@ -128,9 +119,8 @@ BACKENDS = ("gloo", "nccl")
 
 
 def check_local_ranks(world_size, backend: str) -> None:
-    """ValueError, before any process starts, for ranks this machine cannot run side by side:
-    fewer than 2, NCCL without a GPU per rank, more rank processes than memory holds, or far
-    more gloo ranks than cores (they would only take turns)."""
+    """ValueError, before any process starts, for ranks this machine cannot run side by side
+    (too few, NCCL without a GPU per rank, more than memory holds or the cores serve)."""
     if backend not in BACKENDS:
         raise ValueError(f"backend={backend!r}: use 'gloo' (CPU ranks) or 'nccl' (one GPU per "
                          "rank)")
@@ -142,9 +132,7 @@ def check_local_ranks(world_size, backend: str) -> None:
             raise ValueError(f"NCCL needs one GPU per rank and at least 2 ranks: "
                              f"world_size={world_size}, {gpus} GPU(s) visible; lower world_size "
                              "or use backend='gloo' (CPU ranks)")
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 2:
-        raise ValueError(f"world_size={world_size!r}: communication needs at least 2 ranks "
-                         "(with one GPU, use gloo: CPU ranks, e.g. --device cpu)")
+    _check_world_size(world_size)
     if backend == "nccl":
         return
     cores = usable_cores()
@@ -180,24 +168,18 @@ def run_comm(workload: str, axes: Mapping[str, Sequence], *, fixed: Mapping | No
              on_progress: Callable[[int, int, float | None], None] | None = None,
              on_result: Callable[[Record], None] | None = None,
              cancel: CancelToken | None = None, group: RankGroup | None = None) -> SweepResult:
-    """Run every grid point of `workload` ("comm" or "ddp") on `world_size` fresh ranks; see
-    the module docstring. `settings`: the point function's non-param options (budget_s,
-    train_steps); `threads`: torch threads per rank on CPU. `group`: ranks from start_ranks()
-    to use instead (left running; its world size and backend are the points')."""
+    """Every grid point of `workload` ("comm" or "ddp") on `world_size` fresh ranks (or on
+    `group`, from start_ranks(), left running). `settings`: the point function's non-param
+    options (budget_s, train_steps); `threads`: torch threads per rank on CPU."""
     backend = backend or default_comm_backend()
     if group is None:
         check_local_ranks(world_size, backend)
     points = plan_points(workload, axes, fixed, world_size, backend)
     if group is not None and group.world_size != world_size:
         raise ValueError(f"the group has {group.world_size} ranks, the points {world_size}")
-    if out is not None:
-        check_writable(out)
-    env = environment(device_of(backend))
-    done = done_keys(out, fingerprint(env)) if (out and resume) else set()
-    result = SweepResult(total=len(points), run_id=run_id or new_run_id())
-    todo = [p for p in points
-            if Record(workload=workload, params=p, outcome="error").point_key() not in done]
-    result.skipped = len(points) - len(todo)
+    todo = _todo(workload, points, out, resume, "cuda:0" if backend == "nccl" else "cpu")
+    result = SweepResult(total=len(points), run_id=run_id or new_run_id(),
+                         skipped=len(points) - len(todo))
     if not todo:
         return result
     started = time.perf_counter()
@@ -233,10 +215,8 @@ def run_comm_here(workload: str, axes: Mapping[str, Sequence], *, fixed: Mapping
                   settings: Mapping | None = None, out=None, resume: bool = True,
                   label: str = "", backend: str | None = None, on_progress=None,
                   on_result=None) -> SweepResult:
-    """run_comm for a process that is itself a rank (under torchrun, one or many nodes): every
-    rank calls it with the same arguments and joins the group from the environment; rank 0
-    decides what is left to measure, writes `out` and gets the records (the others get an
-    empty result)."""
+    """run_comm for a process that is itself a rank (under torchrun): every rank calls it alike;
+    rank 0 decides what is left, writes `out` and gets the records (the others none)."""
     import torch.distributed as dist
 
     from .worker import join_group, measure_on_group
@@ -248,12 +228,7 @@ def run_comm_here(workload: str, axes: Mapping[str, Sequence], *, fixed: Mapping
         rank = dist.get_rank()
         plan = [None, None]
         if rank == 0:
-            if out is not None:
-                check_writable(out)
-            env = environment(device)
-            done = done_keys(out, fingerprint(env)) if (out and resume) else set()
-            plan = [[p for p in points if Record(workload=workload, params=p, outcome="error")
-                     .point_key() not in done], new_run_id()]
+            plan = [_todo(workload, points, out, resume, device), new_run_id()]
         dist.broadcast_object_list(plan, src=0)  # every rank runs the same points
         todo, run_id = plan
         result = SweepResult(total=len(points), run_id=run_id, skipped=len(points) - len(todo))
@@ -275,8 +250,7 @@ def run_comm_here(workload: str, axes: Mapping[str, Sequence], *, fixed: Mapping
 
 def run_point(workload: str, *, world_size: int = 2, backend: str | None = None,
               settings: Mapping | None = None, timeout_s: float = 60.0, **params) -> Record:
-    """One point on a fresh group (seconds of start-up: sweeps use run_comm), e.g.
-    run_point("comm", op="all_reduce", size_bytes=2**20)."""
+    """One point on a fresh group (seconds of start-up: sweeps use run_comm)."""
     result = run_comm(workload, {name: [value] for name, value in params.items()},
                       world_size=world_size, backend=backend, settings=settings,
                       timeout_s=timeout_s)
@@ -285,18 +259,21 @@ def run_point(workload: str, *, world_size: int = 2, backend: str | None = None,
 
 def hook_support_on(world_size: int = 2, backend: str | None = None,
                     timeout_s: float = 60.0) -> dict[str, str]:
-    """Which DDP comm hooks a fresh group of `world_size` ranks on `backend` runs: hook ->
-    "ok" or the error it raised."""
-    group = start_ranks(world_size, backend, 1, timeout_s)
-    try:
+    """Which DDP comm hooks a fresh group runs: hook -> "ok" or the error it raised."""
+    with contextlib.closing(start_ranks(world_size, backend, 1, timeout_s)) as group:
         return group.request({"job": "hook_support"})
-    finally:
-        group.close()
+
+
+def _todo(workload: str, points: list[dict], out, resume: bool, device: str) -> list[dict]:
+    if out is not None:
+        check_writable(out)
+    done = done_keys(out, fingerprint(environment(device))) if (out and resume) else set()
+    return [p for p in points
+            if Record(workload=workload, params=p, outcome="error").point_key() not in done]
 
 
 def _deliver(record: Record, result: SweepResult, out, on_result, on_progress, *, done: int,
              todo: int, total: int, started: float) -> None:
-    """A measured point: appended to `out`, kept, reported, and the progress with its ETA."""
     if out is not None:
         append_record(out, record)
     result.records.append(record)

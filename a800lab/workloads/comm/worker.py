@@ -1,19 +1,7 @@
-"""What every rank runs: join the process group, then measure the points it is asked for.
+"""What every rank runs: join the process group (gloo on CPUs, NCCL on GPUs), then measure the
+points it is asked for; rank 0's record is the answer.
 
-    python -m a800lab.workloads.comm.worker     # one per rank, started by core.launcher.RankGroup
-    device = join_group()                       # under torchrun: from RANK, WORLD_SIZE, ...
-    record = measure_on_group({"workload": "comm", "params": {...}}, device)  # rank 0: a Record
-
-A command names a workload ("comm": a800lab.workloads.comm.collectives.collective_point, "ddp":
-a800lab.workloads.comm.ddp.ddp_point), its params (which include world_size and backend, so a
-record says which group measured it), settings that are not params (budget_s, train_steps) and
-the run id. Every rank runs the point through core.sweep.measure_point, so a failure is a record
-like anywhere else in the lab; rank 0's record is the answer. {"job": "hook_support"} answers
-which DDP comm hooks this group runs.
-
-The backend is gloo on CPUs (torch at A800LAB_THREADS threads per rank, default 1: the ranks
-share the machine's cores) and NCCL on GPUs, one GPU per rank (LOCAL_RANK). The group's timeout
-(A800LAB_TIMEOUT_S) ends a collective whose peer is gone instead of waiting forever.
+    python -m a800lab.workloads.comm.worker     # one per rank, started by launcher.RankGroup
 """
 
 from __future__ import annotations
@@ -42,12 +30,10 @@ def default_comm_backend() -> str:
 
 
 def join_group(backend: str | None = None) -> str:
-    """init_process_group from the torchrun-style environment; returns this rank's device."""
+    """init_process_group from torchrun's environment; returns this rank's device."""
     import torch.distributed as dist
 
     backend = backend or os.environ.get("A800LAB_BACKEND") or default_comm_backend()
-    if backend not in ("gloo", "nccl"):
-        raise ValueError(f"backend {backend!r}: use 'gloo' (CPUs) or 'nccl' (NVIDIA GPUs)")
     if backend == "nccl":
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         torch.cuda.set_device(local_rank)
@@ -64,9 +50,7 @@ def measure_on_group(command: dict, device: str) -> Record | None:
     """Run one point on this rank (every rank must); rank 0 gets the Record, others None."""
     import torch.distributed as dist
 
-    workload = command.get("workload")
-    if workload not in WORKLOADS:
-        raise ValueError(f"unknown workload {workload!r}: use one of {sorted(WORKLOADS)}")
+    workload = command["workload"]  # checked by runs.check_point before any rank started
     point = functools.partial(WORKLOADS[workload], **command.get("settings", {}))
     env = environment(device)
     env["fingerprint"] = fingerprint(env)
@@ -77,7 +61,6 @@ def measure_on_group(command: dict, device: str) -> Record | None:
 
 
 def handle(command: dict, device: str):
-    """One command from the parent (see the module docstring)."""
     if command.get("job") == "hook_support":
         return hook_support(device)
     if command.get("job") == "point":

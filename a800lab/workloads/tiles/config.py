@@ -1,34 +1,21 @@
 """What a tile config means on a card: the checks made before a launch (the compiler's verdict
-for that card), and the `triton.Config(...)` text a user pastes into their own kernel.
+for that card, a800lab.workloads.tiles.facts), and the `triton.Config(...)` text to paste.
 
-    from a800lab.workloads.tiles.config import check_config, smem_limit, export_config
-    spec = MatmulSpec(4096, 4096, 4096, "bf16", backend="triton", block_m=128, num_stages=4)
-    check_config(spec, "cuda")                 # ValueError naming the value, why, what to try
-    check_config(spec, target="A800")          # plan for an A800/A100 from any machine
-    check_config(spec, capability=(9, 0))      # ... or for an architecture
-    refused_configs(specs, target="H100")      # {index: reason} of a grid, compiled at once
-    smem_limit(capability=(9, 0))              # (232448, "CUDA C++ Programming Guide ...")
-    config, source = export_config(spec)       # {"BLOCK_SIZE_M": 128, ...}, "triton.Config(...)"
-    overhang(128, 128, 256, 64)                # "block_m=256 > m=128": a masked tile
-
-MatmulSpec itself refuses what is wrong on every card (block sizes, warps, fp8's block_k); the
-checks here need the card: a precision it has, TMA loads only from Hopper on, and the kernel's
-shared memory and registers against what one thread block may use, read from the compiled
-kernel (a800lab.workloads.tiles.facts: the real Triton compiler for the card's architecture,
-cached; a labelled estimate where Triton is not installed). On a CUDA device the shared-memory
-limit is what torch reports (`shared_memory_per_block_optin`, the driver's opt-in maximum);
-otherwise, or to plan for another card, it comes from the architecture table in
-a800lab.core.specs.
+    check_config(spec, "cuda")              # ValueError naming the value, why, what to try
+    check_config(spec, target="A800")       # or capability=(9, 0): plan for a card from anywhere
+    config, source = export_config(spec)    # {"BLOCK_SIZE_M": 128, ...}, "triton.Config(...)"
 """
 
 from __future__ import annotations
 
 import torch
 
-from ...core.backends import HAS_TRITON, resolve_device, why_unavailable
+from ...core import backends
+from ...core.backends import resolve_device, why_unavailable
 from ...core.precision import check_supported, parse_precision
-from ...core.specs import ARCH_SOURCE, Target, arch_limits, match, resolve_target
+from ...core.specs import ARCH_SOURCE, Target, arch_limits, match
 from ..matmul import MatmulSpec
+from .facts import as_target, interpreted, tile_facts, tile_facts_grid
 
 # the kernel's constexpr names, as in Triton's matmul tutorial, so the export pastes unchanged
 TRITON_CONFIG_NAMES = {"block_m": "BLOCK_SIZE_M", "block_n": "BLOCK_SIZE_N",
@@ -37,11 +24,8 @@ TRITON_CONFIG_NAMES = {"block_m": "BLOCK_SIZE_M", "block_n": "BLOCK_SIZE_N",
 
 def smem_limit(device: str = "auto", capability: tuple[int, int] | None = None
                ) -> tuple[int, str]:
-    """(bytes of shared memory one thread block may use, where that number comes from).
-
-    `capability` plans for another card from the table; otherwise `device` must be a CUDA
-    device. ValueError for a capability the table lacks (pass smem_limit_bytes instead).
-    """
+    """(bytes of shared memory one thread block may use, its source): torch's opt-in maximum
+    for a CUDA `device`, or the architecture table's for `capability`."""
     if capability is None:
         device = resolve_device(device)
         if device == "cpu":
@@ -63,7 +47,6 @@ def smem_limit(device: str = "auto", capability: tuple[int, int] | None = None
 
 
 def device_target(device: str) -> Target:
-    """The Target of a CUDA device: its name, compute capability and SM count."""
     props = torch.cuda.get_device_properties(device)
     return Target(props.name, (props.major, props.minor), props.multi_processor_count,
                   match(props.name))
@@ -72,19 +55,11 @@ def device_target(device: str) -> Target:
 def check_config(spec: MatmulSpec, device: str = "auto", *,
                  capability: tuple[int, int] | None = None, target: str | Target | None = None,
                  smem_limit_bytes: int | None = None) -> dict:
-    """Refuse, with a ValueError naming the value, why and what to try, a spec that cannot run
-    on `device` (or, given `target` or `capability`, on that card); else return the facts a
-    point records.
-
-    `smem_limit_bytes` overrides the shared-memory limit (a card the table lacks). Returns
-    {"smem_bytes", "smem_limit_bytes", "smem_limit_source", "registers", "spill_bytes",
-    "pipeline", "mma", "blocks_per_sm", "facts_source"} for backend="triton", {} otherwise.
-    """
-    if capability is not None and target is None:
-        target = resolve_target(f"sm_{capability[0]}{capability[1]}")
-    planning = target is not None
-    if isinstance(target, str):
-        target = resolve_target(target)
+    """ValueError (the value, why, what to try) for a spec that cannot run on `device` (or on
+    `target` / `capability`); else the compiler's facts a point records ({} off Triton)."""
+    planning = target is not None or capability is not None
+    if planning:
+        target = as_target(target if target is not None else capability)
     if spec.backend == "torch":
         check_supported(spec.precision, device, target.capability if planning else None)
         return {}
@@ -95,13 +70,12 @@ def check_config(spec: MatmulSpec, device: str = "auto", *,
         return {}
     if not planning:
         device = resolve_device(device)
-        interpreted = _interpreter_on()
-        if device == "cpu" and not interpreted:
+        if device == "cpu" and not interpreted():
             raise ValueError(_no_gpu_reason())
-        if not HAS_TRITON:
+        if not backends.HAS_TRITON:
             raise ValueError(f"backend='triton' needs Triton: {why_unavailable('triton')}; "
                              "use backend='torch' (cuBLAS) meanwhile")
-        if interpreted:
+        if interpreted():
             return _interpreter_facts(spec, device)
         target = device_target(device)
     if smem_limit_bytes is not None:
@@ -110,8 +84,6 @@ def check_config(spec: MatmulSpec, device: str = "auto", *,
         source = f"{target.sm}: {ARCH_SOURCE}"
     else:
         smem_limit_bytes, source = smem_limit(device)
-    from .facts import tile_facts
-
     facts = tile_facts(spec, target, smem_limit_bytes=smem_limit_bytes)
     if not facts.fits:
         raise ValueError(f"refused for {target.label} ({facts.source}): {facts.reason}")
@@ -123,22 +95,17 @@ def check_config(spec: MatmulSpec, device: str = "auto", *,
 
 def refused_configs(specs, device: str = "auto", *, target: str | Target | None = None
                     ) -> dict[int, str]:
-    """{index: reason} of the specs the compiler refuses on `device` (or `target`), asking
-    about the whole grid at once (one cache pass); the others fit."""
-    from .facts import tile_facts_grid
-
-    specs = list(specs)
+    """{index: reason} of the specs the compiler refuses on `device` (or `target`)."""
     limit = None
     if target is None:
         device = resolve_device(device)
         target, limit = device_target(device), smem_limit(device)[0]
-    facts = tile_facts_grid(specs, target, smem_limit_bytes=limit)
+    facts = tile_facts_grid(list(specs), target, smem_limit_bytes=limit)
     return {i: fact.reason for i, fact in enumerate(facts) if not fact.fits}
 
 
 def fitting_points(points, device: str) -> tuple[list[dict], int]:
-    """The tile points (dicts of MatmulSpec fields) the compiler lets run on `device`, and how
-    many it refused: a battery's grid pruned before anything is measured."""
+    """(the tile points, dicts of MatmulSpec fields, that may run on `device`, how many not)."""
     points = list(points)
     valid, specs = [], []
     for point in points:
@@ -152,16 +119,8 @@ def fitting_points(points, device: str) -> tuple[list[dict], int]:
     return kept, len(points) - len(kept)
 
 
-def _interpreter_on() -> bool:
-    if not HAS_TRITON:
-        return False
-    from .kernel import INTERPRETED  # imports the kernel: TRITON_INTERPRET is read now
-
-    return INTERPRETED
-
-
 def _no_gpu_reason() -> str:
-    triton = "" if HAS_TRITON else f"; also {why_unavailable('triton')}"
+    triton = "" if backends.HAS_TRITON else f"; also {why_unavailable('triton')}"
     return (f"backend='triton' runs the tile kernel on a CUDA GPU, but "
             f"{why_unavailable('cuda')}{triton}. On CPU use backend='cpu_blocked' (a CPU "
             "stand-in), or set TRITON_INTERPRET=1 before a800lab.workloads.tiles.kernel is "
@@ -171,7 +130,6 @@ def _no_gpu_reason() -> str:
 
 
 def _interpreter_facts(spec: MatmulSpec, device: str) -> dict:
-    """The interpreter runs the kernel with numpy on the host: fp32, fp16 and bf16 only."""
     if device != "cpu":
         raise ValueError("the Triton interpreter is on (TRITON_INTERPRET=1), so kernels run on "
                          "the CPU; use device='cpu', or unset TRITON_INTERPRET to run on the GPU")
@@ -184,8 +142,7 @@ def _interpreter_facts(spec: MatmulSpec, device: str) -> dict:
 
 
 def export_config(spec: MatmulSpec) -> tuple[dict, str]:
-    """A backend="triton" spec as a dict and as `triton.Config(...)` source text to paste into
-    an @triton.autotune config list (constexpr names as in Triton's matmul tutorial)."""
+    """A backend="triton" spec as a dict and as `triton.Config(...)` source text."""
     if spec.backend != "triton":
         raise ValueError(f"a backend='{spec.backend}' spec is not a Triton config; export a "
                          "backend='triton' spec (measured on a GPU)")
@@ -205,26 +162,20 @@ def export_config(spec: MatmulSpec) -> tuple[dict, str]:
     return config, source
 
 
-# Shape multiples that tensor-core paths run fastest at, per input precision: since cuBLAS 11.0
-# TensorCores are used for any shape, but the fastest kernels need M, N, K (and the leading
-# dimensions) to be multiples of 16 bytes of elements (8 for 16-bit, 4 for tf32, 16 for fp8;
-# cuBLAS documentation, "Tensor Core Usage"); A100-class tiles (64/128 wide) fill whole when
-# dimensions are multiples of 64.
+# cuBLAS's fastest tensor-core kernels want M, N, K in multiples of 16 bytes of elements (cuBLAS
+# documentation, "Tensor Core Usage"); A100-class tiles fill whole at multiples of 64
 ALIGNMENT_ELEMENTS = {"fp16": 8, "bf16": 8, "tf32": 4, "fp8": 16}
 WHOLE_TILE_MULTIPLE = 64
 
 
 def overhang(m: int, n: int, block_m: int, block_n: int) -> str:
-    """"block_m=256 > m=128" when a tile is larger than the output in a dimension (the kernel
-    masks the rows or columns past the edge: mostly padding, no real choice), else ""."""
+    """"block_m=256 > m=128" when a tile is larger than the output in a dimension, else ""."""
     return ", ".join(f"{b}={bv} > {d}={dv}" for b, bv, d, dv in (
         ("block_m", block_m, "m", m), ("block_n", block_n, "n", n)) if bv > dv)
 
 
 def alignment_hints(m: int, n: int, k: int, precision: str) -> list[str]:
-    """Plain sentences about m, n, k that are not multiples a TensorCore path runs fastest at,
-    each with the padded size to use; [] when every dimension is aligned (or fp32/fp64, no
-    TensorCores)."""
+    """A sentence, with the padded size, for each of m, n, k off a fast TensorCore multiple."""
     name = parse_precision(precision).name
     need = ALIGNMENT_ELEMENTS.get(name)
     if need is None:

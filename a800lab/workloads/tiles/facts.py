@@ -1,33 +1,8 @@
-"""The compiler's verdict on a tile config for any target card, on any machine, cached.
+"""The compiler's verdict on a tile config for any target card, on any machine, cached: the lab's
+kernel compiled as a launch would compile it; without Triton, a labelled estimate.
 
-    from a800lab.workloads.tiles.facts import tile_facts, tile_facts_grid
-    facts = tile_facts(spec, "A800")     # or "H100", "sm_90", a Target; no GPU needed
-    facts.fits, facts.reason             # False, "shared memory: 196,608 B > ..." when refused
-    facts.smem_bytes, facts.registers, facts.spill_bytes, facts.pipeline, facts.mma
-    facts.blocks_per_sm, facts.occupancy # resident blocks per SM and what limits them
-    tile_facts_grid(specs, "sm_80", on_config=print)   # a grid, one cache read and write
-
-With Triton installed, the lab's kernel is compiled for the target exactly as a launch would
-compile it (a800lab.workloads.tiles.kernel.kernel_call on placeholders of the spec's shapes,
-bound by the installed Triton's own JIT binder, whose specialisation rule changes between
-releases), with `triton.compile(ASTSource(...), target=GPUTarget("cuda", 80, 32))`: no GPU and
-no driver needed. The facts are read from what it built: shared memory from `metadata.shared`
-(what Triton's launcher checks against the card), registers per thread, static shared memory
-and local memory per thread (the stack frame ptxas spills into: what a launch's n_spills x 4
-reads) from the cubin (`cuobjdump --dump-resource-usage`, shipped in Triton's wheel),
-whether the main loop is pipelined (cp.async, or TMA's cp.async.bulk.tensor) and which MMA
-instruction it uses (mma.sync, wgmma) from the PTX. Occupancy follows
-(a800lab.workloads.tiles.occupancy) against the target's limits in a800lab.core.specs.
-
-Each compile is cached on disk (cache_path: $A800LAB_COMPILE_CACHE, else
-~/.cache/a800lab/compiled_tiles.json) per Triton version, kernel source hash, specialisation
-(which carries the config and what of the shape matters) and target, so a grid compiles once.
-
-Without Triton the facts are an estimate labelled as one (`exact` False), following Triton's
-rule (`estimate`): num_stages - 1 shared-memory buffers of an A and a B tile on mma.sync paths
-(the last stage lives in registers), num_stages with wgmma (sm_90) or TMA, and for rows Triton
-cannot prove 16-aligned no pipelining and the epilogue's layout-conversion scratch when that is
-larger; registers unknown, so occupancy counts shared memory and warps only.
+    facts = tile_facts(spec, "A800")    # or "H100", "sm_90", a Target; no GPU needed
+    facts.fits, facts.reason, facts.smem_bytes, facts.registers, facts.blocks_per_sm
 """
 
 from __future__ import annotations
@@ -40,7 +15,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -63,8 +38,8 @@ _RESOURCE = re.compile(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)")
 
 @dataclass(frozen=True)
 class TileFacts:
-    """What one config costs on one target, and whether it can run there; see the module
-    docstring. `smem_bytes` is the dynamic shared memory a launch asks for."""
+    """What one config costs on one target, and whether it can run there (`smem_bytes`: the
+    dynamic shared memory a launch asks for)."""
 
     target: str
     source: str
@@ -83,15 +58,9 @@ class TileFacts:
     compile_s: float
     kernel_hash: str = ""   # the key Triton's own cache (and a launch's JIT) files it under
 
-    def to_dict(self) -> dict:
-        return asdict(self)
 
-
-def default_cache_path() -> Path:
-    return cache_path(CACHE_ENV, CACHE_FILE)
-
-
-def _target(target) -> Target:
+def as_target(target) -> Target:
+    """A Target from a Target, a card or "sm_XY" name, or (major, minor)."""
     if isinstance(target, Target):
         return target
     if isinstance(target, tuple):
@@ -101,8 +70,8 @@ def _target(target) -> Target:
 
 def tile_facts(spec: MatmulSpec, target, *, smem_limit_bytes: int | None = None,
                cache: str | Path | None = None) -> TileFacts:
-    """The facts of a backend="triton" spec on `target` (a card, "sm_XY" or (major, minor));
-    `smem_limit_bytes` overrides the table's per-block limit (a real device's own figure)."""
+    """The facts of a backend="triton" spec on `target`; `smem_limit_bytes` overrides the
+    table's per-block limit (a real device's own figure)."""
     return tile_facts_grid([spec], target, smem_limit_bytes=smem_limit_bytes, cache=cache)[0]
 
 
@@ -111,8 +80,8 @@ def tile_facts_grid(specs: Iterable[MatmulSpec], target, *, smem_limit_bytes: in
                     on_config: Callable[[MatmulSpec, TileFacts], None] | None = None
                     ) -> list[TileFacts]:
     """tile_facts for every spec, reading and writing the cache once."""
-    target = _target(target)
-    store = _Cache(Path(cache) if cache is not None else default_cache_path())
+    target = as_target(target)
+    store = _Cache(Path(cache) if cache is not None else cache_path(CACHE_ENV, CACHE_FILE))
     out = []
     for spec in specs:
         facts = _facts(spec, target, smem_limit_bytes, store)
@@ -125,16 +94,13 @@ def tile_facts_grid(specs: Iterable[MatmulSpec], target, *, smem_limit_bytes: in
 
 def _facts(spec: MatmulSpec, target: Target, smem_limit_bytes: int | None,
            store: _Cache) -> TileFacts:
-    if spec.backend != "triton":
-        raise ValueError(f"compiler facts are about the Triton kernel; spec has backend "
-                         f"{spec.backend!r}")
     limits = arch_limits(target.capability)
     limit = limits.smem_per_block_optin_bytes if smem_limit_bytes is None else smem_limit_bytes
     refusal = card_refusal(spec, target.capability)
     if refusal and spec.loads == "tma":  # no descriptor can be built: nothing to compile
         raw = {"triton": None}
         source = f"the lab's check for {target.sm}"
-    elif backends.HAS_TRITON and not _interpreted():
+    elif backends.HAS_TRITON and not interpreted():
         raw = store.compiled(spec, target)  # also for a refused precision: the compiler's say
         source = f"Triton {raw['triton']} compiler for {target.sm}"
     else:
@@ -167,8 +133,8 @@ def _facts(spec: MatmulSpec, target: Target, smem_limit_bytes: int | None,
 
 
 def card_refusal(spec: MatmulSpec, capability: tuple[int, int]) -> str:
-    """The lab's own reason a config cannot run on a card of `capability`, before compiling:
-    a precision the card lacks, TMA before Hopper, rows TMA cannot address; "" otherwise."""
+    """The lab's own reason a config cannot run on a card of `capability` (a precision it
+    lacks, TMA's limits), before compiling; "" otherwise."""
     reason = unsupported_reason(spec.precision, "cuda", capability)
     if reason and spec.precision == "fp8":
         reason += ("; fp8 tensor-core instructions arrived with Ada and Hopper (8.9, 9.0): "
@@ -197,8 +163,7 @@ def card_refusal(spec: MatmulSpec, capability: tuple[int, int]) -> str:
 
 
 def refusal_kind(message: str) -> str:
-    """The short kind of a config refusal ("shared memory", "registers", "precision", "TMA",
-    "compiler error"), for a heatmap cell; "" for other messages."""
+    """The short kind of a config refusal ("shared memory", "TMA", ...) for a heatmap cell."""
     found = re.search(r"refused for .*?\): ([a-zA-Z0-9 ]+):", message)
     return found[1] if found else ""
 
@@ -219,9 +184,8 @@ def _smem_refusal(spec, raw: dict, limit: int, target: Target, table_limit: bool
 
 # ---- the estimate (no Triton) ------------------------------------------------------------------
 def mma_kind(spec: MatmulSpec, capability: tuple[int, int]) -> str:
-    """The MMA instruction Triton picks: wgmma on sm_90 for 16-bit, tf32 and fp8 tiles of a
-    warp group (num_warps a multiple of 4, block_m a multiple of 64), mma.sync from sm_80 (fp16
-    from sm_75), FMA for fp32 ("ieee")."""
+    """The MMA instruction Triton picks: wgmma on sm_90 for a warp group's tiles (num_warps a
+    multiple of 4, block_m of 64), else mma.sync; FMA for fp32."""
     if spec.precision == "fp32":
         return "FMA (no tensor cores)"
     if tuple(capability) >= (9, 0) and spec.num_warps % 4 == 0 and spec.block_m % 64 == 0:
@@ -230,14 +194,10 @@ def mma_kind(spec: MatmulSpec, capability: tuple[int, int]) -> str:
 
 
 def estimate(spec: MatmulSpec, capability: tuple[int, int]) -> dict:
-    """Triton's rule for the shared memory of the lab's kernel, as a raw facts dict.
-
-    Rows whose length is a multiple of 16 elements (what Triton's JIT can prove) are loaded
-    with cp.async into num_stages - 1 buffers on mma.sync and FMA paths, num_stages with wgmma
-    or TMA (TMA adds an 8-byte barrier per stage; a persistent wgmma loop one more buffer).
-    Other shapes are not pipelined: one buffer, or the epilogue's full-tile layout conversion
-    when larger. Checked against Triton 3.7 on the tuner's grid (5 precisions, sm_80, sm_89,
-    sm_90, aligned and ragged shapes): equal on 534 of 560 configs, within 2x on the rest."""
+    """Triton's rule for the shared memory of the lab's kernel, as a raw facts dict: rows of
+    16-element multiples are pipelined into num_stages - 1 buffers (num_stages with wgmma or
+    TMA, + 1 for a persistent wgmma loop), others get one buffer or the epilogue's scratch.
+    Equal to Triton 3.7's figure on 534 of the tuner grid's 560 configs, within 2x on the rest."""
     element = parse_precision(spec.precision).bytes_per_element
     out = 2 if spec.precision == "fp8" else element
     mma = mma_kind(spec, capability)
@@ -257,47 +217,28 @@ def estimate(spec: MatmulSpec, capability: tuple[int, int]) -> dict:
 
 
 # ---- compiling ---------------------------------------------------------------------------------
-def _interpreted() -> bool:
+def interpreted() -> bool:
+    """Whether the kernel runs under the Triton interpreter (imports it: TRITON_INTERPRET is
+    read then)."""
+    if not backends.HAS_TRITON:
+        return False
     from .kernel import INTERPRETED
 
     return INTERPRETED
 
 
-class _Placeholder:
-    """What a launch reads of a tensor (shape, strides, dtype, a 16-byte-aligned address)."""
-
-    def __init__(self, shape, strides, dtype):
-        self.shape = torch.Size(shape)
-        self._strides = tuple(strides)
-        self.dtype = dtype
-
-    def stride(self, dim: int | None = None):
-        return self._strides if dim is None else self._strides[dim]
-
-    def data_ptr(self) -> int:
-        return 0  # torch's allocations are 256-byte aligned
-
-    def t(self) -> _Placeholder:
-        return _Placeholder(self.shape[::-1], self._strides[::-1], self.dtype)
-
-
-def placeholders(spec: MatmulSpec):
-    """A, B and C as the lab's point function makes them: row-major, fp8's B column-major
-    (torch._scaled_mm's layout) and its C bf16."""
-    m, n, k = spec.m, spec.n, spec.k
-    dtype = parse_precision(spec.precision).dtype
-    a = _Placeholder((m, k), (k, 1), dtype)
-    b = _Placeholder((k, n), (1, k) if spec.precision == "fp8" else (n, 1), dtype)
-    c = _Placeholder((m, n), (n, 1), torch.bfloat16 if spec.precision == "fp8" else dtype)
-    return a, b, c
-
-
 def launch_of(spec: MatmulSpec, target: Target):
-    """The KernelCall a launch of `spec` on `target` makes, on placeholders of its shapes."""
+    """The KernelCall a launch of `spec` on `target` makes, on meta tensors laid out as the point
+    function makes A, B and C (fp8: B column-major, C bf16): shape, strides, dtype, no data."""
     from .kernel import kernel_call
 
-    a, b, c = placeholders(spec)
-    return kernel_call(spec, a, b, c, scale=1.0 if spec.precision == "fp8" else None,
+    m, n, k, fp8 = spec.m, spec.n, spec.k, spec.precision == "fp8"
+    dtype = parse_precision(spec.precision).dtype
+    a = torch.empty_strided((m, k), (k, 1), dtype=dtype, device="meta")
+    b = torch.empty_strided((k, n), (1, k) if fp8 else (n, 1), dtype=dtype, device="meta")
+    c = torch.empty_strided((m, n), (n, 1), dtype=torch.bfloat16 if fp8 else dtype,
+                            device="meta")
+    return kernel_call(spec, a, b, c, scale=1.0 if fp8 else None,
                        num_programs=target.sm_count or DEFAULT_PROGRAMS)
 
 
@@ -308,9 +249,8 @@ def gpu_target(target: Target):
 
 
 def specialisation(call, target: Target):
-    """(options, signature, constexprs, attrs) of `call` launched on `target`, bound by the
-    installed Triton's own JIT binder (create_function_from_signature + _pack_args), so the
-    compile-only kernel is the one a launch builds, whatever rule that Triton release uses."""
+    """(options, signature, constexprs, attrs) of `call` on `target`, bound by the installed
+    Triton's own JIT binder, so the compile-only kernel is the one a launch builds."""
     from triton.compiler import make_backend
     from triton.runtime.jit import create_function_from_signature
 
@@ -355,8 +295,7 @@ def compile_raw(spec: MatmulSpec, target: Target) -> dict:
 
 
 def resource_usage(cubin: bytes) -> dict:
-    """Registers per thread, static shared bytes and local (stack + spill) bytes per thread of
-    a cubin's kernel."""
+    """Registers, static shared bytes and local (stack + spill) bytes per thread of a cubin."""
     from triton import knobs
 
     with tempfile.TemporaryDirectory() as folder:
@@ -378,23 +317,20 @@ class _Cache:
     """The compile cache: one JSON file, read once, written once per grid."""
 
     def __init__(self, path: Path):
-        self.path = path
-        self._entries: dict | None = None
-        self._dirty = False
+        self.path, self._entries, self._dirty = path, None, False
 
-    def _load(self) -> dict:
-        if self._entries is None:
-            data = read_json(self.path, what="a800lab's compile cache")
-            self._entries = dict(data.get("entries", {})) if data.get("schema") == SCHEMA else {}
-        return self._entries
+    def _on_disk(self) -> dict:
+        data = read_json(self.path, what="a800lab's compile cache")
+        return dict(data.get("entries", {})) if data.get("schema") == SCHEMA else {}
 
     def compiled(self, spec: MatmulSpec, target: Target) -> dict:
+        if self._entries is None:
+            self._entries = self._on_disk()
         key = self.key(spec, target)
-        entries = self._load()
-        if key not in entries:
-            entries[key] = compile_raw(spec, target)
+        if key not in self._entries:
+            self._entries[key] = compile_raw(spec, target)
             self._dirty = True
-        return entries[key]
+        return self._entries[key]
 
     @staticmethod
     def key(spec: MatmulSpec, target: Target) -> str:
@@ -409,10 +345,7 @@ class _Cache:
                            "target": target.sm}, sort_keys=True)
 
     def save(self) -> None:
-        if not self._dirty:
-            return
-        on_disk = read_json(self.path, what="a800lab's compile cache")
-        entries = dict(on_disk.get("entries", {})) if on_disk.get("schema") == SCHEMA else {}
-        entries.update(self._entries or {})
-        write_json_atomic(self.path, {"schema": SCHEMA, "entries": entries})
-        self._dirty = False
+        if self._dirty:
+            entries = {**self._on_disk(), **self._entries}
+            write_json_atomic(self.path, {"schema": SCHEMA, "entries": entries})
+            self._dirty = False

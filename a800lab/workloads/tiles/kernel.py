@@ -1,39 +1,8 @@
-"""The lab's Triton tile kernels: C = A @ B, tile by tile, with the Hopper levers as options.
+"""The lab's Triton tile kernels: C = A @ B tile by tile (pointer or TMA loads, one program per
+tile or a persistent one per SM, fp8's accumulation a stated choice). Set TRITON_INTERPRET=1
+before importing this module to run them under the Triton interpreter.
 
-    from a800lab.workloads.tiles.kernel import launch_tile_matmul, kernel_call
     c = launch_tile_matmul(a, b, spec)    # a (m x k), b (k x n) on the GPU; spec: a MatmulSpec
-    c = launch_tile_matmul(a8, b8, spec, scale=1 / (scale_a * scale_b))   # fp8 e4m3 -> bf16 C
-    call = kernel_call(spec, a, b, c, scale=None, num_programs=132)   # what a launch passes
-
-Two kernels, one tile body each (Triton's matmul and persistent-matmul tutorials):
-- `tile_matmul_kernel`: pointer loads. Each tile walks K in block_k steps, loading an A tile
-  (block_m x block_k) and a B tile (block_k x block_n) and accumulating their tl.dot in fp32
-  (input_precision "ieee" for fp32, "tf32" for tf32; 16- and 8-bit inputs use the tensor cores
-  directly). Edges are masked, so any M, N, K works: rows and columns past the edge re-read
-  valid data (index modulo M, N) and are never stored; K past the edge loads zeros.
-- `tma_tile_matmul_kernel`: tensor-descriptor loads (TMA, the Tensor Memory Accelerator of
-  Hopper, sm_90): host-side `TensorDescriptor`s of A, B and C, the copy engine fetching whole
-  tiles into shared memory, edges zero-filled on load and clipped on store. Needs 16-byte
-  aligned rows (a800lab.workloads.tiles.config says so before a launch).
-Both number tiles in Triton's grouped order (group_m rows of tiles column by column; group_m=1
-is row-major) so that tiles running together share A rows and B columns in L2, and both take
-the schedule as a constexpr: "tile" launches one program per tile; "persistent" launches
-`num_programs` programs (one per SM) that loop over the tiles (`tl.range(..., flatten=True)`,
-so the compiler may pipeline across tile boundaries). fp8 accumulation is a stated choice:
-"precise" promotes the tensor core's partial sums into a separate fp32 accumulator after every
-32-deep product (max_num_imprecise_acc=32, one wgmma k-step; like cuBLAS without fast
-accumulation; below 32 Triton gives up wgmma for mma.sync), "fast" is Triton's default (on
-sm_90 2^30: the whole K loop in the tensor core's reduced-precision accumulator, like cuBLAS's
-use_fast_accum=True; elsewhere the same as precise).
-
-Triton launches on torch's *current* CUDA device, so a launch first makes the tensors' device
-current (cuda:1 tensors run on cuda:1, never on GPU 0). Set TRITON_INTERPRET=1 before this
-module is imported to run the kernels under the Triton interpreter (numpy on the CPU, for
-correctness at small sizes; INTERPRETED is then True; Triton >= 3.7 there, whose interpreter
-loops over a helper's scalar arguments). The interpreter multiplies bf16 tiles as raw 16-bit
-integers, so in interpreter mode bf16 tiles are widened to fp32 before tl.dot. The
-module imports without Triton; the kernels then do not exist and callers check
-a800lab.core.backends.HAS_TRITON first.
 """
 
 from __future__ import annotations
@@ -172,8 +141,7 @@ if HAS_TRITON:
 
 @dataclass(frozen=True)
 class KernelCall:
-    """One launch, as data: the kernel, its grid, positional arguments, constexprs and launch
-    options. a800lab.workloads.tiles.facts compiles exactly this for any target."""
+    """One launch as data (a800lab.workloads.tiles.facts compiles exactly this for a target)."""
 
     kernel: object
     grid: tuple[int]
@@ -183,9 +151,8 @@ class KernelCall:
 
 
 def kernel_call(spec, a, b, c, *, scale: float | None, num_programs: int) -> KernelCall:
-    """The launch of `spec` (a backend="triton" MatmulSpec) on a (m x k), b (k x n; fp8:
-    column-major) and c (m x n); a, b, c may be placeholders with shape, stride(), dtype and
-    data_ptr(). `num_programs` is the persistent schedule's program count (one per SM)."""
+    """The launch of `spec` on a (m x k), b (k x n; fp8: column-major) and c (m x n), meta tensors
+    too; `num_programs`: the persistent schedule's program count (one per SM)."""
     m, k = a.shape
     n = b.shape[1]
     tiles = triton.cdiv(m, spec.block_m) * triton.cdiv(n, spec.block_n)
@@ -195,10 +162,14 @@ def kernel_call(spec, a, b, c, *, scale: float | None, num_programs: int) -> Ker
         "BLOCK_SIZE_M": spec.block_m, "BLOCK_SIZE_N": spec.block_n,
         "BLOCK_SIZE_K": spec.block_k, "GROUP_SIZE_M": spec.group_m,
         "INPUT_PRECISION": "ieee" if spec.precision == "fp32" else "tf32",
+        # the interpreter multiplies bf16 tiles as raw integers: widen them to fp32 there
         "WIDEN": INTERPRETED and spec.precision == "bf16", "HAS_SCALE": scale is not None,
         "MAX_IMPRECISE_ACC": PRECISE_FP8_ACC if spec.fp8_acc == "precise" else None,
         "PERSISTENT": persistent}
     scale = 1.0 if scale is None else float(scale)
+    # FP fusion explicit: Triton 3.9 warns when it is left to its default (3.10 changes it)
+    options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages,
+               "enable_fp_fusion": True}
     if spec.loads == "tma":
         column_major = b.stride(0) == 1 and n > 1
         a_desc = TensorDescriptor.from_tensor(a, [spec.block_m, spec.block_k])
@@ -208,48 +179,25 @@ def kernel_call(spec, a, b, c, *, scale: float | None, num_programs: int) -> Ker
         c_desc = TensorDescriptor.from_tensor(c, [spec.block_m, spec.block_n])
         return KernelCall(tma_tile_matmul_kernel, grid,
                           (a_desc, b_desc, c_desc, m, n, k, scale, num_programs),
-                          {**constexprs, "B_COLUMN_MAJOR": column_major},
-                          launch_options(spec))
+                          {**constexprs, "B_COLUMN_MAJOR": column_major}, options)
     return KernelCall(tile_matmul_kernel, grid,
                       (a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                       c.stride(0), c.stride(1), scale, num_programs), constexprs,
-                      launch_options(spec))
-
-
-def launch_options(spec) -> dict:
-    """Triton's launch options for `spec`. FP fusion is asked for explicitly (what every Triton
-    so far does by default): Triton 3.9 warns on stderr when it is left to its default, which
-    changes in 3.10."""
-    return {"num_warps": spec.num_warps, "num_stages": spec.num_stages,
-            "enable_fp_fusion": True}
-
-
-def on_device(tensor: torch.Tensor):
-    """The tensor's CUDA device made current for a launch (Triton launches on torch's current
-    device and stream); a no-op for CPU tensors (the interpreter)."""
-    if tensor.device.type != "cuda":
-        return contextlib.nullcontext()
-    return torch.cuda.device(tensor.device)
+                       c.stride(0), c.stride(1), scale, num_programs), constexprs, options)
 
 
 def launch_tile_matmul(a: torch.Tensor, b: torch.Tensor, spec, *,
                        scale: float | None = None) -> torch.Tensor:
-    """C = A @ B with the tile, schedule and loads of `spec` (a backend="triton" MatmulSpec,
-    checked by a800lab.workloads.tiles.config.check_config) on A's device. C is fp32 for
-    fp32/tf32, bf16 for fp8, else the input dtype.
-
-    ValueError when Triton refuses the config at compile time (e.g. more shared memory than the
-    card has): the kernel is then not launched.
-    """
+    """C = A @ B with `spec`'s tile (checked by tiles.config.check_config) on A's device; C is
+    bf16 for fp8, else A's dtype. ValueError when Triton refuses the config at compile time."""
     m = a.shape[0]
     n = b.shape[1]
     out_dtype = torch.bfloat16 if spec.precision == "fp8" else a.dtype
     c = torch.empty(m, n, dtype=out_dtype, device=a.device)
-    with on_device(a):
-        if a.device.type == "cuda":
-            programs = torch.cuda.get_device_properties(a.device).multi_processor_count
-        else:
-            programs = INTERPRETER_PROGRAMS
+    on_cuda = a.device.type == "cuda"
+    # Triton launches on torch's current device: make A's current (no-op for the interpreter)
+    with torch.cuda.device(a.device) if on_cuda else contextlib.nullcontext():
+        programs = (torch.cuda.get_device_properties(a.device).multi_processor_count if on_cuda
+                    else INTERPRETER_PROGRAMS)
         call = kernel_call(spec, a, b, c, scale=scale, num_programs=programs)
         try:
             call.kernel[call.grid](*call.args, **call.constexprs, **call.options)

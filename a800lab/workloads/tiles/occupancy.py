@@ -1,22 +1,7 @@
-"""Occupancy: how many thread blocks of one kernel an SM holds at once, and what limits it.
+"""Occupancy: how many thread blocks of one kernel an SM holds at once, and what limits it (the
+arithmetic of CUDA's occupancy calculator).
 
-    from a800lab.core.specs import arch_limits
-    occ = occupancy(arch_limits((8, 0)), num_warps=8, registers_per_thread=255,
-                    smem_bytes=147456)
-    occ.blocks_per_sm, occ.limited_by        # 1, "shared memory"
-    occ.to_dict()                            # every limit, for a record or a table
-
-The arithmetic of CUDA's occupancy calculator (cuda_occupancy.h) for one kernel on one
-architecture (a800lab.core.specs.ArchLimits):
-- shared memory: a block takes its dynamic + static shared memory plus the 1 KiB the driver
-  reserves per block (sm_80 on), rounded up to 128 B; an SM with the largest carve-out holds
-  floor(shared per SM / that) blocks;
-- registers: a warp takes registers per thread x 32, rounded up to 256; each of the SM's four
-  quarters holds floor(65536 / 4 / that) warps; a block needs all its warps resident, and a block
-  over 65536 registers cannot launch at all;
-- warps and blocks: at most max_warps_per_sm / num_warps blocks, and max_blocks_per_sm.
-The smallest of these is the number of blocks resident per SM (0: the kernel cannot launch).
-Pure arithmetic: no torch, no Triton.
+    occupancy(arch_limits((8, 0)), num_warps=8, registers_per_thread=255, smem_bytes=147456)
 """
 
 from __future__ import annotations
@@ -34,7 +19,7 @@ def _round_up(value: int, unit: int) -> int:
 
 @dataclass(frozen=True)
 class Occupancy:
-    """Blocks per SM under each limit and overall; see the module docstring."""
+    """Blocks per SM under each limit and overall."""
 
     blocks_per_sm: int
     by_smem: int

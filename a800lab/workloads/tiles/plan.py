@@ -1,20 +1,7 @@
-"""Plan tiles for a card you do not have: the compiler's verdict on every config of a grid for
-one shape and precision, with occupancy, waves and the quantisation model's prediction.
+"""Plan tiles for a card you do not have: the compiler's verdict on every config of a grid, with
+occupancy, waves and the quantisation model's ranking.
 
-    from a800lab.workloads.tiles.plan import plan_tiles, format_plan
-    plan = plan_tiles("A800", "bf16", 4096, 4096, 4096)     # the tuner's default grid
-    plan = plan_tiles("H100", "bf16", 4096, 4096, 4096, axes={"loads": ["pointer", "tma"]})
-    plan.rows[0]        # {"config": "128x256x64 8w 3s", "fits": True, "smem_bytes": ..., ...}
-    plan.frame()        # the rows as a DataFrame (a notebook table)
-    print(format_plan(plan))                                # what `a800lab check tiles` prints
-    compare_targets(["A800", "H100 SXM5 80GB"], "bf16", 4096, 4096, 4096, configs=[...])
-
-Every row comes from a800lab.workloads.tiles.facts (the real Triton compiler for the card's
-architecture, cached; a labelled estimate without Triton). Fitting configs also get the tile
-and wave quantisation of the shape (a800lab.workloads.tiles.quantisation) with the compiler's
-blocks per SM: how many waves of tiles the card runs, and the predicted throughput relative to
-a shape with no padding and full waves. The prediction ignores memory bandwidth and caches; it
-ranks configs by how well they fill the card, not by speed.
+    print(format_plan(plan_tiles("A800", "bf16", 4096, 4096, 4096)))  # `a800lab check tiles`
 """
 
 from __future__ import annotations
@@ -24,16 +11,16 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ...core.specs import Target, resolve_target
+from ...core.specs import Target
 from ..matmul import DEFAULT_TILES, MatmulSpec
-from .facts import TileFacts, tile_facts_grid
+from .facts import TileFacts, as_target, tile_facts_grid
 from .quantisation import quantise
 from .tune import DEFAULT_AXES, config_grid
 
 
 @dataclass
 class TilePlan:
-    """The verdicts for one target, precision and shape; see the module docstring."""
+    """The verdicts for one target, precision and shape, one row per config."""
 
     target: Target
     precision: str
@@ -58,13 +45,9 @@ def describe_tile(tile) -> str:
     get = tile.get if isinstance(tile, Mapping) else lambda name: getattr(tile, name, None)
     text = (f"{get('block_m')}x{get('block_n')}x{get('block_k')} {get('num_warps')}w "
             f"{get('num_stages')}s")
-    if get("schedule") == "persistent":
-        text += " persistent"
-    if get("loads") == "tma":
-        text += " tma"
-    if get("fp8_acc") == "fast":
-        text += " fp8-fast"
-    return text
+    return text + "".join(label for name, value, label in (
+        ("schedule", "persistent", " persistent"), ("loads", "tma", " tma"),
+        ("fp8_acc", "fast", " fp8-fast")) if get(name) == value)
 
 
 def plan_tiles(target: str | Target, precision: str, m: int, n: int, k: int, *,
@@ -72,9 +55,8 @@ def plan_tiles(target: str | Target, precision: str, m: int, n: int, k: int, *,
                configs: Sequence[Mapping] | None = None, fp8_acc: str | None = None,
                cache=None, on_config: Callable[[int, int], None] | None = None) -> TilePlan:
     """Compile (or recall) every config for `target` and model it at m x n x k. `axes`
-    overrides axes of the tuner's default grid; `configs` replaces the grid;
-    `on_config(done, total)` reports progress."""
-    target = resolve_target(target) if isinstance(target, str) else target
+    overrides axes of the tuner's default grid, `configs` replaces it."""
+    target = as_target(target)
     grid = list(configs) if configs is not None else config_grid(
         {**DEFAULT_AXES["triton"], **(axes or {})}, "triton")
     defaults = {f: DEFAULT_TILES["triton"][f] for f in ("schedule", "loads")}
@@ -106,8 +88,7 @@ def compare_targets(targets: Sequence[str | Target], precision: str, m: int, n: 
                     *, configs: Sequence[Mapping] | None = None,
                     fields: Sequence[str] = ("fits", "smem_bytes", "registers", "mma",
                                              "blocks_per_sm", "waves")) -> pd.DataFrame:
-    """One row per config, `fields` side by side per target: how the same tiles fare on
-    different cards (the compiler for each one's architecture)."""
+    """One row per config, `fields` side by side per target."""
     frames = {}
     for target in targets:
         plan = plan_tiles(target, precision, m, n, k, configs=configs)

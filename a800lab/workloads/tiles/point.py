@@ -1,27 +1,7 @@
-"""Tiled matmul: one point function over three back ends, and the CPU stand-in for the kernel.
+"""Tiled matmul: one point function over three back ends (the Triton kernel, cuBLAS, the CPU
+stand-in walking the same tiles), the config checked first, then C against float64.
 
-    from a800lab.workloads.tiles.point import tiled_matmul_point
-    point = tiled_matmul_point(4096, 4096, 4096, "bf16", "triton", block_m=128, block_n=256,
-                               block_k=64, group_m=8, num_warps=8, num_stages=3, device="cuda")
-    point["tflops"], point["pct_of_datasheet_peak"], point["timing"].median_ms
-    run_sweep(tiled_matmul_point, {"block_m": [32, 64, 128], "block_n": [32, 64, 128]},
-              fixed={"m": 256, "n": 256, "k": 256, "backend": "cpu_blocked"}, workload="tiles")
-
-Back ends ("auto": "triton" on a GPU with Triton, "cpu_blocked" on CPU):
-- "triton": the lab's tile kernel (a800lab.workloads.tiles.kernel) on a CUDA GPU, or under the
-  Triton interpreter on the CPU when TRITON_INTERPRET=1 (correctness only: an interpreter time is
-  not a GPU time, and the label says so).
-- "torch": torch.matmul (cuBLAS picks its own tiles): the reference the kernel has to beat.
-- "cpu_blocked": a CPU stand-in, so that tile sweeps on a laptop are real measurements. It walks
-  the same tiles in the same (grouped) order with torch ops: per output tile, a block_m x block_n
-  fp32 accumulator gains one block_m x block_k by block_k x block_n product per K step. Its
-  time reflects this CPU's caches and per-call overhead, not TensorCore behaviour.
-
-A point follows matmul_point's contract: the config is checked first
-(a800lab.workloads.tiles.config.check_config; a refused config raises ValueError and never
-launches), a point that cannot fit is an "oom" result without allocating, C is compared with
-float64 before timing ("wrong" results carry no throughput and are not timed), and only then is
-the product timed with measure().
+    point = tiled_matmul_point(4096, 4096, 4096, "bf16", "triton", block_m=128, device="cuda")
 """
 
 from __future__ import annotations
@@ -62,7 +42,6 @@ def default_tile_backend(device: str = "auto") -> str:
 
 
 def backend_label(backend: str, device: str) -> str:
-    """What ran, in words, for legends and records."""
     if backend == "cpu_blocked":
         return CPU_STAND_IN
     if backend == "torch":
@@ -73,9 +52,7 @@ def backend_label(backend: str, device: str) -> str:
 @functools.lru_cache(maxsize=16)  # measure() repeats a call; 16 shapes cover a sweep
 def tile_order(m: int, n: int, block_m: int, block_n: int,
                group_m: int) -> tuple[tuple[int, int], ...]:
-    """(tile row, tile column) of each program id in launch order, as the kernel numbers them:
-    group_m rows of tiles are walked column by column, so the tiles that run together reuse
-    the same B columns (and A rows) from cache; group_m=1 is plain row-major order."""
+    """(tile row, tile column) of each program id in the kernel's grouped launch order."""
     tiles_m, tiles_n = math.ceil(m / block_m), math.ceil(n / block_n)
     per_group = group_m * tiles_n
     order = []
@@ -88,8 +65,7 @@ def tile_order(m: int, n: int, block_m: int, block_n: int,
 
 def blocked_matmul(a: torch.Tensor, b: torch.Tensor, block_m: int, block_n: int, block_k: int,
                    group_m: int) -> torch.Tensor:
-    """The CPU stand-in: C = A @ B tile by tile in the kernel's order, accumulating in fp32
-    (fp64 for fp64 inputs); C has the inputs' dtype."""
+    """The CPU stand-in: C = A @ B tile by tile in the kernel's order, accumulating in fp32."""
     m, k = a.shape
     n = b.shape[1]
     acc_dtype = torch.float64 if a.dtype == torch.float64 else torch.float32
@@ -116,24 +92,11 @@ def tiled_matmul_point(m: int, n: int, k: int, precision: str = "fp32", backend:
                        device: str = "auto", budget_s: float = 0.3, warmup_s: float = 0.1,
                        seed: int = 0, check: bool = True,
                        cancel: CancelToken | None = None) -> dict:
-    """Check the config, then the result against float64, then time one tiled matmul.
-
-    Tile fields left None take the back end's defaults (schedule "tile", loads "pointer"; fp8
-    accumulation "precise" on both GPU back ends: cuBLAS's use_fast_accum=False and the kernel's
-    max_num_imprecise_acc=32, so the two compare like with like; "fast" for both the other way);
-    the kernel runs on `device` (a cuda:N device made current for the launch); budget_s and
-    warmup_s go to measure(). `check=False` skips the float64 comparison (rel_error None): for
-    a config already checked at this shape on this device, e.g. a tuner's later rounds.
-    Returns {"throughput", "throughput_unit", "timing", "tflops", "rel_error", "flop_count",
-    "bytes_moved", "arithmetic_intensity", "operand_bytes", "tiles_launched",
-    "datasheet_peak_tflops", "pct_of_datasheet_peak", "roofline_tflops", "roofline_bound",
-    "backend_label", "tile_config", "measured_peak_tflops", "pct_of_measured_peak"} (the
-    measured peak is `a800lab peak`'s record for this environment, None when there is none;
-    + the compiler's facts for "triton": "smem_bytes", "smem_limit_bytes", "smem_limit_source",
-    "registers", "spill_bytes", "pipeline", "mma", "blocks_per_sm", "facts_source"), or
-    {"outcome": "wrong", "message", "rel_error", ...} without throughput or timing. Raises
-    ValueError for a refused config and WontFit ("oom") for a problem that cannot fit.
-    """
+    """Check the config, then the result against float64, then time one tiled matmul; with
+    its work, % of datasheet and measured peak, roofline and (triton) the compiler's facts.
+    Tile fields left None take the back end's defaults (fp8: "precise" accumulation on both GPU
+    back ends, so they compare like with like). `check=False` skips the float64 comparison
+    (a config already checked at this shape, e.g. a tuner's later rounds)."""
     device = resolve_device(device)
     spec = MatmulSpec(m, n, k, precision, default_tile_backend(device) if backend == "auto"
                       else backend, block_m=block_m, block_n=block_n, block_k=block_k,
@@ -163,7 +126,8 @@ def tiled_matmul_point(m: int, n: int, k: int, precision: str = "fp32", backend:
     measured = measured_peak(environment(device), spec.precision)
     return {"throughput": tflops, "throughput_unit": "TFLOP/s", "timing": timing,
             "tflops": tflops, "rel_error": rel_error, **metrics,
-            **peak_figures(tflops, spec, _device_name(device)),
+            **peak_figures(tflops, spec, None if device == "cpu" else
+                           torch.cuda.get_device_name(device)),
             "measured_peak_tflops": measured,
             "pct_of_measured_peak": None if not measured else 100 * tflops / measured}
 
@@ -186,14 +150,9 @@ def _work_figures(spec: MatmulSpec) -> dict:
             "tiles_launched": tiles, "tile_config": tile_text}
 
 
-def _device_name(device: str) -> str | None:
-    return None if device == "cpu" else torch.cuda.get_device_name(device)
-
-
 def peak_figures(tflops: float, spec: MatmulSpec, device_name: str | None) -> dict:
-    """% of the card's dense datasheet peak for the spec's precision, and the roofline at its
-    arithmetic intensity: min(peak, intensity x memory bandwidth), "memory" or "compute" bound.
-    None where unknown (a CPU: device_name None; a card the specs table lacks)."""
+    """% of the card's datasheet peak, and the roofline at the spec's arithmetic intensity:
+    min(peak, intensity x bandwidth), "memory" or "compute" bound; None where unknown."""
     row = match(device_name) if device_name else None
     peak = row.peak_tflops[spec.precision] if row is not None else None
     if peak is None:
@@ -206,45 +165,30 @@ def peak_figures(tflops: float, spec: MatmulSpec, device_name: str | None) -> di
 
 
 def _operands(spec: MatmulSpec, device: str, seed: int) -> MatmulOperands:
-    """The seeded operands with `run` computing C on the spec's back end."""
     if spec.precision == "fp8" and (spec.backend == "triton" or spec.fp8_acc == "fast"):
         return _fp8_operands(spec, device, seed)
     ops = make_operands(spec.m, spec.n, spec.k, spec.precision, device, seed=seed)
-    a, b = ops.a, ops.b
     if spec.backend == "torch":
         return ops
     if spec.backend == "cpu_blocked":
-        tile = (spec.block_m, spec.block_n, spec.block_k, spec.group_m)
-
-        def run() -> torch.Tensor:
-            return blocked_matmul(a, b, *tile)
+        run = functools.partial(blocked_matmul, ops.a, ops.b, spec.block_m, spec.block_n,
+                                spec.block_k, spec.group_m)
     else:
         from .kernel import launch_tile_matmul
 
-        def run() -> torch.Tensor:
-            return launch_tile_matmul(a, b, spec)
-
-    return MatmulOperands(ops.precision, a, b, run, seed)
+        run = functools.partial(launch_tile_matmul, ops.a, ops.b, spec)
+    return MatmulOperands(ops.precision, ops.a, ops.b, run, seed)
 
 
 def _fp8_operands(spec: MatmulSpec, device: str, seed: int) -> MatmulOperands:
-    """fp8 e4m3 inputs scaled per tensor as core.operands makes them for torch._scaled_mm, and
-    C by the kernel (undoing the scales) or by cuBLAS with the spec's accumulation."""
     data = make_operands(spec.m, spec.n, spec.k, "fp32", device, seed=seed)  # seeded fp32 data
     a, b, inv_a, inv_b = fp8_inputs(data.a, data.b)
     del data
     if spec.backend == "torch":
-        def run() -> torch.Tensor:
-            return torch._scaled_mm(a, b, scale_a=inv_a, scale_b=inv_b, out_dtype=torch.bfloat16,
-                                    use_fast_accum=spec.fp8_acc == "fast")
+        run = functools.partial(torch._scaled_mm, a, b, scale_a=inv_a, scale_b=inv_b,
+                                out_dtype=torch.bfloat16, use_fast_accum=spec.fp8_acc == "fast")
+    else:
+        from .kernel import launch_tile_matmul
 
-        return MatmulOperands(parse_precision("fp8"), a, b, run, seed)
-    from .kernel import launch_tile_matmul
-
-    inverse = (inv_a * inv_b).item()
-
-    def run() -> torch.Tensor:
-        return launch_tile_matmul(a, b, spec, scale=inverse)
-
+        run = functools.partial(launch_tile_matmul, a, b, spec, scale=(inv_a * inv_b).item())
     return MatmulOperands(parse_precision("fp8"), a, b, run, seed)
-

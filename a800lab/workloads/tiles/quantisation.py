@@ -1,48 +1,22 @@
-"""Tile and wave quantisation of a tiled matmul: why N=1537 runs slower than N=1536.
+"""Tile and wave quantisation of a tiled matmul: why N=1537 runs slower than N=1536 (padded
+edge tiles, and a last wave leaving SMs idle).
 
     q = quantise(m=1792, n=1792, k=4096, block_m=256, block_n=128, block_k=32, sm_count=108)
-    q.tiles, q.waves, q.last_wave_occupancy      # 98 tiles, 1 wave, 98/108 of the SMs busy
-    q.tile_efficiency, q.wave_efficiency         # useful share of the tile work; of the waves
-    q.predicted_efficiency                       # their product: relative throughput
-    sm_count_of("NVIDIA A800-SXM4-80GB")         # 108, from the datasheet table
-
-A tiled kernel splits C (m x n) into ceil(m/block_m) x ceil(n/block_n) output tiles, one thread
-block each, and walks K in ceil(k/block_k) steps. Edge tiles compute their full block even when
-part of it lies outside C (tile quantisation: the useful share is m*n*k over the padded work).
-The GPU runs the tiles in waves of sm_count * blocks_per_sm; a last wave that is only partly full
-leaves SMs idle while it runs (wave quantisation). Every wave costs the time of one tile, so
-
-    time      ~ waves * ceil(k/block_k)
-    efficiency = tile_efficiency * wave_efficiency
-               = m*n*k / (tiles * block_m*block_n*k_padded)  *  tiles / (waves * wave_size)
-
-is the throughput relative to the same kernel on a shape with no padding and full waves. It
-ignores everything else (memory bandwidth, L2 reuse, pipeline start-up), so it explains steps and
-saw-teeth in a shape sweep, not absolute speed. blocks_per_sm is how many thread blocks of the
-kernel an SM holds at once: the compiler's figure for a card comes from
-a800lab.workloads.tiles.facts (`tile_facts(spec, "A800").blocks_per_sm`). Pure arithmetic: no
-torch.
+    q.tiles, q.waves, q.predicted_efficiency     # 98 tiles, 1 wave, tile x wave efficiency
 """
 
 from __future__ import annotations
 
 import math
-import numbers
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from ...core.specs import family_rows
-
-
-def _positive_int(name: str, value) -> int:
-    """`value` as an int (numpy ints too) when it is a positive integer, else a ValueError."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name}={value!r} must be a positive int")
-    return int(value)
+from ..matmul import positive_int
 
 
 @dataclass(frozen=True)
 class Quantisation:
-    """How one shape and tile fill the GPU; see the module docstring."""
+    """How one shape and tile fill the GPU."""
 
     m: int
     n: int
@@ -56,7 +30,7 @@ class Quantisation:
     def __post_init__(self) -> None:
         for name in ("m", "n", "k", "block_m", "block_n", "block_k", "sm_count",
                      "blocks_per_sm"):
-            object.__setattr__(self, name, _positive_int(name, getattr(self, name)))
+            object.__setattr__(self, name, positive_int(name, getattr(self, name)))
 
     @property
     def tiles_m(self) -> int:
@@ -109,13 +83,9 @@ class Quantisation:
 
     def to_dict(self) -> dict:
         """Inputs and every derived figure, for a results record or a table."""
-        return {"m": self.m, "n": self.n, "k": self.k, "block_m": self.block_m,
-                "block_n": self.block_n, "block_k": self.block_k, "sm_count": self.sm_count,
-                "blocks_per_sm": self.blocks_per_sm, "tiles": self.tiles, "k_steps": self.k_steps,
-                "tile_efficiency": self.tile_efficiency, "waves": self.waves,
-                "wave_size": self.wave_size, "last_wave_occupancy": self.last_wave_occupancy,
-                "wave_efficiency": self.wave_efficiency,
-                "predicted_efficiency": self.predicted_efficiency}
+        derived = ("tiles", "k_steps", "tile_efficiency", "waves", "wave_size",
+                   "last_wave_occupancy", "wave_efficiency", "predicted_efficiency")
+        return {**asdict(self), **{name: getattr(self, name) for name in derived}}
 
 
 def quantise(m: int, n: int, k: int, block_m: int, block_n: int, block_k: int, sm_count: int,
@@ -125,9 +95,7 @@ def quantise(m: int, n: int, k: int, block_m: int, block_n: int, block_k: int, s
 
 
 def sm_count_of(card: str) -> int:
-    """SM count of a card from the datasheet table: a device name ("NVIDIA A800-SXM4-80GB") or
-    a family every row of which has the same count ("A800", "A100": 108). ValueError naming the
-    card when the table does not know it or its rows differ (pass sm_count= yourself then)."""
+    """SM count of a card ("NVIDIA A800-SXM4-80GB", or a family whose rows agree: "A800")."""
     rows = family_rows(card)
     counts = {row.name: row.sm_count for row in rows}
     if len(set(counts.values())) == 1:

@@ -1,20 +1,7 @@
-"""Tune the tile of one matmul shape: a config grid, successive halving over it, the store.
+"""Tune the tile of one matmul shape: successive halving over a config grid, every trial a
+record, the winner stored per device and reused.
 
     outcome = tune(4096, 4096, 4096, "bf16", device="cuda", out="tune.jsonl")
-    outcome.entry["best"]          # {"block_m": 128, "block_n": 256, ...}
-    outcome.reused                 # True: taken from the store, nothing measured
-    outcome.search.verdict         # the winner, its lead and whether that lead is noise
-    default_grid("triton")         # the grid tune() searches unless given one
-    config_grid({"block_m": [64, 128], "block_n": [64, 128]}, "cpu_blocked")
-
-Every trial of the search is a result record (workload "tiles", the shape and config as params,
-the round and its budget as metrics) appended to `out` as it is measured, so a notebook can plot
-a tuning run like any sweep. The winner is stored per (device fingerprint, shape, precision,
-back end) in a JSON file (default ~/.cache/a800lab/tuned.json, or $A800LAB_TUNED): a later
-call with the same grid on the same machine reuses it without measuring; another grid, device,
-driver or torch tunes again. A winner whose last round was timed on a contended CPU (other work
-took the cores: a800lab.core.noise) is not stored: the verdict says so and asks for a quiet
-re-run. Each config is checked against float64 once, the first time it runs.
 """
 
 from __future__ import annotations
@@ -49,8 +36,7 @@ WARMUP_SHARE = 0.5  # warm-up per trial, as a share of its budget (the check alr
 
 
 def config_grid(axes: Mapping[str, Sequence], backend: str) -> list[dict]:
-    """The cartesian product of tile axes for `backend`; an axis the back end has no use for
-    is refused with its name."""
+    """The cartesian product of tile axes for `backend` (a foreign axis is refused)."""
     foreign = [name for name in axes if name not in TILE_FIELDS[backend]]
     if foreign:
         raise ValueError(f"{foreign} are not tile fields of backend={backend!r}; it takes "
@@ -84,12 +70,10 @@ def tune(m: int, n: int, k: int, precision: str = "fp32", backend: str = "auto",
          force: bool = False, on_trial: Callable[[Record], None] | None = None,
          on_start: Callable[[dict, float], None] | None = None,
          cancel: CancelToken | None = None, fp8_acc: str | None = None) -> TuneOutcome:
-    """Find the fastest tile of `grid` (default: default_grid) for one shape; see the module
-    docstring. `store=None` uses tuned_store_path(); `force` tunes even when stored;
-    `on_trial(record)` sees every trial's record as it is measured, `on_start(config,
-    budget_s)` every trial as it begins; `fp8_acc` ("precise" or "fast") is fp8's
-    accumulation, the same for every trial. On a GPU the compiler's verdict for the card
-    (check_config) leaves out the configs it cannot run before anything is timed."""
+    """The fastest tile of `grid` (default: default_grid) for one shape, stored or reused
+    (`force`: tune even when stored). `on_trial(record)` sees each trial's record,
+    `on_start(config, budget_s)` each trial as it begins; configs the card refuses
+    (check_config) are left out before anything is timed."""
     device = resolve_device(device)
     backend = default_tile_backend(device) if backend == "auto" else backend
     grid = [dict(c) for c in (grid if grid is not None else default_grid(backend))]
@@ -102,8 +86,7 @@ def tune(m: int, n: int, k: int, precision: str = "fp32", backend: str = "auto",
     env = environment(device)
     env["fingerprint"] = fingerprint(env)
     tuned = TunedStore(store if store is not None else tuned_store_path())
-    key = TunedStore.key(fingerprint=env["fingerprint"],
-                         **{name: value for name, value in shape.items()})
+    key = TunedStore.key(fingerprint=env["fingerprint"], **shape)
     if not force:
         entry = tuned.get(key, grid)
         if entry is not None:
@@ -134,7 +117,8 @@ def tune(m: int, n: int, k: int, precision: str = "fp32", backend: str = "auto",
             on_trial(record)
         if record.outcome != "ok":
             return {"outcome": record.outcome, "message": record.message}
-        return {"outcome": "ok", "timing": _timing(record), "noise": record.noise}
+        timing = Timing(samples_ms=record.time_ms, warmup=0, device=record.env.get("device", ""))
+        return {"outcome": "ok", "timing": timing, "noise": record.noise}
 
     try:
         outcome.search = search(grid, validate, evaluate, budget_s=budget_s,
@@ -149,6 +133,3 @@ def tune(m: int, n: int, k: int, precision: str = "fp32", backend: str = "auto",
                                   tflops=best.throughput, device_name=env["device_name"])
     return outcome
 
-
-def _timing(record: Record) -> Timing:
-    return Timing(samples_ms=record.time_ms, warmup=0, device=record.env.get("device", ""))
