@@ -2,8 +2,6 @@
 git ignores), so running one never touches the checkout's notebooks/; a copy already there is
 kept unless --refresh. The chapters ship with the source checkout, not inside the package."""
 
-from __future__ import annotations
-
 import shutil
 import sys
 from pathlib import Path

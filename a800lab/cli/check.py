@@ -1,8 +1,6 @@
 """`check tiles`: the compiler's verdict on a tile grid for any card, on any machine (no GPU),
 one line per config (a800lab.workloads.tiles.plan); compiles are cached."""
 
-from __future__ import annotations
-
 import json
 import sys
 

@@ -2,8 +2,6 @@
 here (2 gloo processes on a CPU, one per GPU on NCCL) or, under torchrun, every process a rank
 and rank 0 writing --out. A rank that dies or hangs ends the run with the reason (exit 1)."""
 
-from __future__ import annotations
-
 import os
 import sys
 

@@ -2,8 +2,6 @@
 exits 1 when a GPU should be drained, (--stress) a card is flagged or (--dcgm) DCGM's quick
 diagnostic fails; --stress is a throughput check, not a memory test (that is DCGM's)."""
 
-from __future__ import annotations
-
 import json
 import sys
 

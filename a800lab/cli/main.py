@@ -2,8 +2,6 @@
 checks the chosen one's options, runs it and returns the exit code; `commands_markdown()` is
 docs/commands.md's reference."""
 
-from __future__ import annotations
-
 import argparse
 import os
 import sys

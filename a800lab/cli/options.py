@@ -4,8 +4,6 @@ argparse cannot make, run by `main` before the command), a sweep's run loop and 
     add_options(parser, "SHAPE+ precision+ SWEEP", precision={"default": ["fp32"]})
 """
 
-from __future__ import annotations
-
 import math
 import sys
 from pathlib import Path

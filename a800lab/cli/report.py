@@ -2,8 +2,6 @@
 exits 0 when the battery is complete, 3 when its time budget left points unmeasured (run it
 again to resume), 130 on Ctrl-C (the partial report is still written) and 2 on bad input."""
 
-from __future__ import annotations
-
 import json
 import sys
 import textwrap

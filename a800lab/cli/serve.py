@@ -1,8 +1,6 @@
 """The serving lab on the command line: `sweep serve`, `sweep decode`, `sweep concurrency` and
 `tune serve`; `--user-model` is the training commands' file, its output (batch, ...)."""
 
-from __future__ import annotations
-
 import functools
 import json
 import sys

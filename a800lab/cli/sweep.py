@@ -2,8 +2,6 @@
 GPU the compiler is asked about every tile config first (cached); the ones it refuses are
 recorded with the reason and never launched (`tune` leaves them out)."""
 
-from __future__ import annotations
-
 import functools
 import itertools
 import json

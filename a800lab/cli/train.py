@@ -2,8 +2,6 @@
 `--user-model FILE.py` (or a module): make_model() and make_batch(batch_size), optionally
 loss_fn, the contract of TrainingExplorer."""
 
-from __future__ import annotations
-
 import functools
 import importlib
 import importlib.util

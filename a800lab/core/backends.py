@@ -5,8 +5,6 @@ import, torchvision on first use (its import costs about a second).
     torchvision_reason()     # "" when torchvision imports beside this torch, else why not
 """
 
-from __future__ import annotations
-
 import functools
 import importlib.util
 

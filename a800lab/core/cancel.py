@@ -4,8 +4,6 @@ loops call `token.raise_if_cancelled()` between units of work, so no unit is lef
     token = CancelToken(); run_sweep(..., cancel=token); token.cancel()
 """
 
-from __future__ import annotations
-
 import threading
 
 

@@ -5,8 +5,6 @@ forward compatibility needs the cuda-compat package on data-center GPUs).
     cuda_runtime_problem("12.4", "12.2", "535.129.03")   # "": minor version compatibility
 """
 
-from __future__ import annotations
-
 from typing import Any
 
 # major CUDA release -> the oldest driver (major, minor) of its minor-version compatibility

@@ -5,8 +5,6 @@ torch's cuda:N (core.gpu_map).
     gpus = discover_gpus(); topology(gpus).to_dict(); system_info(); cpu_info()
 """
 
-from __future__ import annotations
-
 import dataclasses
 import os
 from pathlib import Path

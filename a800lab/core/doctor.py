@@ -4,8 +4,6 @@ JSON-ready dict, so a report saved on another machine can be read again.
     report = build_report(); print(format_report(report)); advice(report)
 """
 
-from __future__ import annotations
-
 from typing import Any
 
 from .cuda_compat import cuda_runtime_problem, version_tuple

@@ -5,8 +5,6 @@ the same configs' throughputs side by side as B / A (`python -m a800lab diff A B
     d.differences, d.only_a, d.only_b, d.lineup, d.notes; print(format_diff(d))
 """
 
-from __future__ import annotations
-
 import json
 import math
 import statistics

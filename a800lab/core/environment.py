@@ -4,8 +4,6 @@ of it: every record carries both, so a resumed sweep skips only points measured 
     env = environment("cuda:1"); fingerprint(env)   # "3f2a9c01b7de"
 """
 
-from __future__ import annotations
-
 import functools
 import hashlib
 import json

@@ -5,8 +5,6 @@ on the module is what the face gives). A name that is also a module's cannot be 
     __getattr__, __dir__, __all__ = face(__name__, {"spec": "TrainSpec precisions_for"})
 """
 
-from __future__ import annotations
-
 import importlib
 import sys
 

@@ -5,8 +5,6 @@ and ignores CUDA_VISIBLE_DEVICES, so a CUDA ordinal is never an NVML index.
     cuda_ordinal(3)        # 0 there
 """
 
-from __future__ import annotations
-
 import os
 from typing import Any
 

@@ -6,8 +6,6 @@ resident set on a CPU: approximate to a few MiB), capacity, and out-of-memory as
     free_after_oom()    # after leaving the except block (the traceback pins tensors)
 """
 
-from __future__ import annotations
-
 import ctypes
 import gc
 from dataclasses import dataclass

@@ -4,8 +4,6 @@ by its NCCL_DEBUG=INFO log ("via P2P/CUMEM", "NET/IB", "NET/Socket"...).
     nccl_settings(); counts = transports_from_log(text); transport_advice(counts)
 """
 
-from __future__ import annotations
-
 import os
 import re
 from collections import Counter

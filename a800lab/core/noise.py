@@ -5,8 +5,6 @@ machine whose others took a share) and descheduled samples.
     load = CpuLoadMeter().start() ... .stop(); assess(samples_ms, cpu_conditions(load))
 """
 
-from __future__ import annotations
-
 import os
 import statistics
 import time
@@ -57,7 +55,7 @@ class CpuLoadMeter:
     def __init__(self) -> None:
         self._start: tuple[float, tuple[int, int] | None] | None = None
 
-    def start(self) -> CpuLoadMeter:
+    def start(self) -> "CpuLoadMeter":
         self._start = (time.monotonic(), _ticks())
         return self
 

@@ -5,8 +5,6 @@
     power_mw = nvml_call("nvmlDeviceGetPowerUsage", handle)   # int or NotAvailable (falsy)
 """
 
-from __future__ import annotations
-
 import dataclasses
 import threading
 from typing import Any

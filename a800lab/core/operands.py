@@ -7,8 +7,6 @@ check stays alive while the product is timed).
     check_fits(needed_bytes(m, n, k, "fp32"), "cpu", what=...)   # before allocating
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from dataclasses import dataclass
 

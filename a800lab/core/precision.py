@@ -6,8 +6,6 @@ CUDA mode: refused on a CPU, never relabelled).
     with matmul_precision("tf32"): c = a @ b
 """
 
-from __future__ import annotations
-
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass

@@ -6,8 +6,6 @@ else malformed. JSON only, never pickle.
     df = load_results("runs.jsonl")
 """
 
-from __future__ import annotations
-
 import json
 import math
 import numbers
@@ -152,7 +150,7 @@ class Record:
                           default=_jsonable)
 
     @classmethod
-    def from_dict(cls, d: dict) -> Record:
+    def from_dict(cls, d: dict) -> "Record":
         if not isinstance(d, dict):
             raise ValueError(f"expected a JSON object (a record), got {type(d).__name__}")
         version = d.get("schema_version")

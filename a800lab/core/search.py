@@ -6,8 +6,6 @@ it is said) and contention (a contended round ranks nothing and must not be stor
     result.best, result.verdict, result.rivals, result.contended
 """
 
-from __future__ import annotations
-
 import json
 import math
 import time
@@ -55,7 +53,7 @@ class Trial:
         reasons = [r for r in self.noise.get("reasons", ()) if not r.startswith("timing spread")]
         return reasons[0] if reasons else "the CPU was contended"
 
-    def overlaps(self, other: Trial) -> bool:
+    def overlaps(self, other: "Trial") -> bool:
         """Whether the two timings' middle halves (25th-75th percentile) overlap."""
         a, b = self.timing, other.timing
         return a.q25_ms <= b.q75_ms and b.q25_ms <= a.q75_ms

@@ -4,8 +4,6 @@ daemon: its control process under /proc, or its pipe directory), read only.
     print(describe_sharing(sharing_status()))
 """
 
-from __future__ import annotations
-
 import os
 from pathlib import Path
 

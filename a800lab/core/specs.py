@@ -6,8 +6,6 @@ datasheet gives none: nothing derived), memory and NVLink bandwidth, SM counts, 
     peak_for(name, "tf32"); resolve_target("A800"); arch_limits((9, 0))
 """
 
-from __future__ import annotations
-
 import re
 import warnings
 from collections.abc import Mapping

@@ -5,8 +5,6 @@ store of tuned configs.
     store = TunedStore(tuned_store_path()); store.put(key, grid, result); store.get(key, grid)
 """
 
-from __future__ import annotations
-
 import hashlib
 import json
 import os

@@ -6,8 +6,6 @@ measured (resumable). An out-of-memory error becomes an "oom" record, any other 
                     out="runs.jsonl", on_progress=lambda done, total, eta_s: ...)
 """
 
-from __future__ import annotations
-
 import contextlib
 import functools
 import inspect

@@ -5,8 +5,6 @@ schedule beside a workload (a first and a last sample always; no thread without 
     sampler.summary()    # {"available", "n_samples", "power_w": {mean, min, max}, ...}
 """
 
-from __future__ import annotations
-
 import threading
 import time
 from typing import Any
@@ -100,7 +98,7 @@ class TelemetrySampler:
         self._reason = ""
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def start(self) -> TelemetrySampler:
+    def start(self) -> "TelemetrySampler":
         """Take the first sample and start the background thread (no thread without NVML)."""
         if self._thread is not None:
             raise RuntimeError("this TelemetrySampler is already running; stop() it first")
@@ -131,7 +129,7 @@ class TelemetrySampler:
             self._duration_s = time.perf_counter() - self._start_s
             self._start_s = None
 
-    def __enter__(self) -> TelemetrySampler:
+    def __enter__(self) -> "TelemetrySampler":
         return self.start()
 
     def __exit__(self, *exc_info: Any) -> None:

@@ -4,8 +4,6 @@ events and an L2 flush per call on a GPU, the clock on a CPU; the clock is injec
     t = measure(lambda: torch.matmul(a, b), budget_s=0.5); t.median_ms, t.iqr_ms, t.noisy
 """
 
-from __future__ import annotations
-
 import functools
 import math
 import statistics

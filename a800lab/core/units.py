@@ -4,8 +4,6 @@
     byte_unit(5e9)           # (2**30, "GiB")  parse_size("64M")        # 67108864
 """
 
-from __future__ import annotations
-
 import math
 
 KIB, MIB, GIB = 2**10, 2**20, 2**30

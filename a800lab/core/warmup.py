@@ -5,8 +5,6 @@ it (a fresh kernel's first point showed ~150 MiB of own memory, the same point a
     warm_runtime("cpu")
 """
 
-from __future__ import annotations
-
 import threading
 
 import torch

@@ -6,8 +6,6 @@ timing stays outside; harness work on a CPU (a panel drawing) waits between poin
     window.memory(), window.telemetry(), window.conditions()
 """
 
-from __future__ import annotations
-
 import contextlib
 import contextvars
 import threading
@@ -18,7 +16,7 @@ from typing import Any
 from .memory import MemoryProbe, probe_for, read_memory
 from .noise import CpuLoadMeter, cpu_conditions
 
-_current: contextvars.ContextVar[PointWindow | None] = contextvars.ContextVar(
+_current: contextvars.ContextVar["PointWindow | None"] = contextvars.ContextVar(
     "a800lab_point_window", default=None)
 
 
@@ -111,7 +109,7 @@ class PointWindow:
         self._loads: list[dict] = []
         self._token: contextvars.Token | None = None
 
-    def __enter__(self) -> PointWindow:
+    def __enter__(self) -> "PointWindow":
         self._quiet = not self.probe.on_cuda
         if self._quiet:
             _GATE.acquire_for_point()

@@ -5,8 +5,6 @@ per-direction NVLink bandwidth dashed on GPU runs), DDP comm hooks, no_sync and 
     fig = ddp_figure(df, "hook")                   # samples/s, bytes all-reduced, loss
 """
 
-from __future__ import annotations
-
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure

@@ -4,8 +4,6 @@ of metered points (a800lab.workloads.usage), configs side by side.
     fig = cost_figure(df, "precision", price_per_gpu_hour_usd=2.5)   # the CostExplorer plot
 """
 
-from __future__ import annotations
-
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes

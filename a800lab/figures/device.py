@@ -3,8 +3,6 @@
     fig = telemetry_figure(sampler.samples, device="cuda:0")   # utilisation, memory, power, clock
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping, Sequence
 
 from matplotlib.figure import Figure

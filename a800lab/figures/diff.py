@@ -3,8 +3,6 @@
     fig = lineup_figure(diff_files("a.jsonl", "b.jsonl"))
 """
 
-from __future__ import annotations
-
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D

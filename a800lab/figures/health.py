@@ -4,8 +4,6 @@ their datasheet, flagged cards marked.
     fig = stress_figure(stress_report())
 """
 
-from __future__ import annotations
-
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D

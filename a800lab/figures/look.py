@@ -7,8 +7,6 @@ different runs are never averaged together.
     place_legend(ax, entries)                               # outside the axes, on the right
 """
 
-from __future__ import annotations
-
 import io
 
 import numpy as np

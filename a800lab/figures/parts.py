@@ -3,8 +3,6 @@ columns as numbers, where x values sit, failure markers, IQR bands, one Line2D p
 run, and a figure's frame (axes, device title, captions, legends).
 """
 
-from __future__ import annotations
-
 import textwrap
 
 import numpy as np

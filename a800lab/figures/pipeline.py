@@ -4,8 +4,6 @@ point's timeline of workers, waits, copies and compute.
     fig = pipeline_figure(df, "num_workers", series="cost")     # + the newest point's timeline
 """
 
-from __future__ import annotations
-
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure

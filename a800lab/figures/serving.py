@@ -6,8 +6,6 @@ the tuner's frontier under a p99 target.
     serve_tune_figure(tune_serve(...))              # every trial, the frontier, the winner
 """
 
-from __future__ import annotations
-
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure

@@ -8,8 +8,6 @@ parameter, for the panels, the notebooks and saved reports.
 are marked on the x axis; an empty frame says "no successful points yet" instead of raising.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 
 import numpy as np

@@ -8,8 +8,6 @@ wave quantisation model, error against float64, and the roofline.
     fig = roofline_figure(df, peak_tflops=312, mem_bw_gbs=2039)
 """
 
-from __future__ import annotations
-
 import matplotlib
 import numpy as np
 import pandas as pd

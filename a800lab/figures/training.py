@@ -6,8 +6,6 @@ against fp16's range and the max-batch search; `df` is a frame of train points.
     fig = max_batch_figure(find_max_batch_for(...))
 """
 
-from __future__ import annotations
-
 import numpy as np
 import pandas as pd
 import torch

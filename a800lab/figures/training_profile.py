@@ -5,8 +5,6 @@ and device lanes, segments coloured by the same categories).
     fig = profile_figure([small, large])     # ProfileReports (profile_step); the last's timeline
 """
 
-from __future__ import annotations
-
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 

@@ -5,8 +5,6 @@ joined, the winner starred and those within its noise ringed.
     fig = frontier_figure(tune_train(...).entry)     # a stored or fresh entry
 """
 
-from __future__ import annotations
-
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 

@@ -3,8 +3,6 @@ statuses and how each is drawn (LOOKS: HTML, panel, terminal), the verdict recor
 every judge shares (three_way: holds when value - spread reaches the figure, does not hold when
 value + spread falls short, inconclusive when the figure lies within the noise)."""
 
-from __future__ import annotations
-
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field

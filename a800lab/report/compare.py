@@ -5,8 +5,6 @@ B / A (None unless both are positive numbers in the same unit) and each claim on
     print(format_compare(c))                                      # report --compare A/ B/
 """
 
-from __future__ import annotations
-
 import json
 import math
 import textwrap

@@ -2,8 +2,6 @@
 precisions' rates and the compute units' utilisation, 2:4 sparsity, power. A winner among
 candidates (the best tile, the better guide tile) is judged from its confirmation run."""
 
-from __future__ import annotations
-
 import statistics
 
 from ..core.results import Record

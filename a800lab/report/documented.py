@@ -1,8 +1,6 @@
 """The claims documentation decides (the document and section named: the same on every
 machine), the claims nothing measures (and why), and the guide's sentences that hold no claim."""
 
-from __future__ import annotations
-
 from .claims import AGREES, CONTRADICTED, PARTLY, Claim, Doc, Reading
 
 K8S_GPUS = ("Kubernetes documentation", "Schedule GPUs",

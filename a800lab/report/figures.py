@@ -2,8 +2,6 @@
 the tile configs ranked and under the roofline, training per precision, all-reduce bus
 bandwidth. Pure matplotlib; every title names the device and mode; noisy bars hatched."""
 
-from __future__ import annotations
-
 import io
 import math
 import textwrap

@@ -5,8 +5,6 @@ each (inline CSS, figures as inline PNG), so it opens anywhere, also on an air-g
     write_compare_html(compare_reports(a, b, "a/", "b/"), "compare.html")
 """
 
-from __future__ import annotations
-
 import base64
 import html
 import math

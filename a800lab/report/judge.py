@@ -3,8 +3,6 @@ judge returns, and the three-way rule at a claim's figure. A judge (report.compu
 systems) takes (ctx, claim) and returns a Finding, or None when its records are not there;
 report.verdicts applies the CPU rule after, in one place."""
 
-from __future__ import annotations
-
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable

@@ -6,8 +6,6 @@ with `confirms` re-times the winner of another step (resolve_points). Nothing he
     plan = plan_battery("quick", device="cpu")      # or "full"; "cuda:0" on a GPU box
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from dataclasses import dataclass, field
 

@@ -2,8 +2,6 @@
 and the sentences that hold no claim, with why. The one source of the report's rows, chapter
 11's table, docs/claims.md and `python -m a800lab report --register [--json]`."""
 
-from __future__ import annotations
-
 import re
 
 from . import compute, systems, training

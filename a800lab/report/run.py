@@ -6,8 +6,6 @@ first), the same call resumes: only the points missing for this environment are 
     report = run_report("quick", out="report/", on_progress=lambda done, total, eta_s, what: ...)
 """
 
-from __future__ import annotations
-
 import dataclasses
 import datetime
 import functools

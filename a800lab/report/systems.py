@@ -2,8 +2,6 @@
 placement, compression, hierarchical all-reduce, DDP's traffic and calls with accumulation, the
 inference case. Speed-ups are ratios of whole training steps at the same global batch."""
 
-from __future__ import annotations
-
 from ..core.units import MIB
 from .claims import (
     FAILS,

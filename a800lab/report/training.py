@@ -4,8 +4,6 @@ memory model's largest batch. AMP is the "fp16" precision, the baseline "fp32_de
 whose reading names ResNet-50 is never decided without it (the Transformer is shown beside);
 a baseline that diverged or did not fall well below its start has failed."""
 
-from __future__ import annotations
-
 import statistics
 
 from ..core.units import MIB

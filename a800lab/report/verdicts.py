@@ -8,8 +8,6 @@ points failed. Last the CPU rule: on a CPU a claim a CPU does not answer is "met
     facts["claims"], facts["health"], facts["figures"], facts["series"]
 """
 
-from __future__ import annotations
-
 import dataclasses
 from collections.abc import Iterable
 

@@ -11,8 +11,6 @@ bucket sizes, measured on worker ranks the panel starts, streams from and always
 The CLI twins: `python -m a800lab comm collectives` and `comm ddp` (the records are rank 0's).
 """
 
-from __future__ import annotations
-
 import functools
 import html
 import math

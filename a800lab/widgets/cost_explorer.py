@@ -8,8 +8,6 @@ sample and cost per million samples, configs side by side.
     CostExplorer(make_step=my_make_step, params={"batch_size": [32, 256]})   # your own workload
 """
 
-from __future__ import annotations
-
 import functools
 import html
 import math

@@ -5,8 +5,6 @@ CPU facts. A value NVML could not give shows as "n/a" with the reason on hover.
     html = gpu_table_html(build_report()) + topology_html(build_report())
 """
 
-from __future__ import annotations
-
 import html
 from typing import Any
 

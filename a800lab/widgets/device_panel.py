@@ -10,8 +10,6 @@
 tests/fake_nvml.py). The command-line twin: `python -m a800lab doctor`.
 """
 
-from __future__ import annotations
-
 import html
 import io
 import time

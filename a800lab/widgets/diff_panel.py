@@ -13,8 +13,6 @@ for two results files, the same configs' throughputs side by side with B / A as 
 bar chart (a800lab.core.envdiff does the comparing). Errors land in the status line.
 """
 
-from __future__ import annotations
-
 import html
 import io
 from pathlib import Path

@@ -6,8 +6,6 @@
     panel.results                                         # pandas DataFrame, one row per point
 """
 
-from __future__ import annotations
-
 import html
 import io
 import math

@@ -4,8 +4,6 @@ pure functions of records and frames, so the panel's text is tested without widg
     table_html(df, ["batch_size", "precision"], run_numbers(df["run_id"]))   # fits 968 px
 """
 
-from __future__ import annotations
-
 import html
 import math
 import numbers

@@ -5,8 +5,6 @@ JupyterLab at its default width): labels whole, one column, or tabs for a panel 
     fit_labels(panel.controls.values())                    # every label whole, aligned
 """
 
-from __future__ import annotations
-
 import html
 
 import ipywidgets as widgets

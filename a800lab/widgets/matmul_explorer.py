@@ -9,8 +9,6 @@
 Its records are those of `python -m a800lab sweep tiles` (workload "tiles").
 """
 
-from __future__ import annotations
-
 import html
 from pathlib import Path
 

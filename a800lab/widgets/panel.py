@@ -7,8 +7,6 @@ status line), and Run / Stop with a progress bar.
     job.stop(); job.wait(); job.running; job.cancel   # cancel: the running job's CancelToken
 """
 
-from __future__ import annotations
-
 import html
 import threading
 

@@ -4,8 +4,6 @@ drawing thread reads. A record's identity is its measurement (run id, timestamp,
 Save then Load adds nothing twice.
 """
 
-from __future__ import annotations
-
 import threading
 from pathlib import Path
 

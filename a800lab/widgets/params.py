@@ -9,8 +9,6 @@ Typed sweep values ("8, 16, 32") outside a spec (NaN and infinities included) ar
 a message naming the parameter, the value and what is allowed.
 """
 
-from __future__ import annotations
-
 import inspect
 import math
 import numbers

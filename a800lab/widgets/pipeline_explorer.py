@@ -7,8 +7,6 @@ each step's time goes.
     panel.results[["num_workers", "throughput", "idle_fraction", "data_wait_ms"]]
 """
 
-from __future__ import annotations
-
 import functools
 import html
 from pathlib import Path

@@ -11,8 +11,6 @@ flight (core.window's harness_work), and a CPU panel coalesces harder: the brows
 picture on the cores being measured.
 """
 
-from __future__ import annotations
-
 import threading
 import time
 from collections.abc import Callable

@@ -7,8 +7,6 @@ fill in, read the report inline.
     panel.show("a800-box/report/")         # an existing report folder (or its report.json)
 """
 
-from __future__ import annotations
-
 import html
 import threading
 import time

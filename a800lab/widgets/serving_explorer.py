@@ -11,8 +11,6 @@ sharing the device, and the best config under a p99 target.
 Command-line twins: `sweep serve`, `sweep decode`, `sweep concurrency`, `tune serve`.
 """
 
-from __future__ import annotations
-
 import functools
 import html
 from pathlib import Path

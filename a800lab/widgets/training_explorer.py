@@ -11,8 +11,6 @@ Run, see samples/s, where the memory goes, and whether it still learns.
 Command-line twins: `sweep train`, `max-batch`, `profile` and `tune train`.
 """
 
-from __future__ import annotations
-
 import functools
 import html
 from dataclasses import replace

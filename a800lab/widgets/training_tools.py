@@ -5,8 +5,6 @@ results are shown (the panel runs the work; these only lay out and render).
     tune = TuneBox(on_tune=lambda: panel.tune()); tune.show(outcome)
 """
 
-from __future__ import annotations
-
 import html
 import io
 

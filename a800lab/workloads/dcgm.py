@@ -5,8 +5,6 @@ lab's stress run make (the long ones take the GPU: the lab only names them).
     run_quick_diag()     # `dcgmi diag -r 1`: {"command", "returncode", "output"}
 """
 
-from __future__ import annotations
-
 import shutil
 import subprocess
 from collections.abc import Callable

@@ -6,8 +6,6 @@ else power x time, else a CPU's RAPL counters; else "unavailable" and why. Readi
     meter.reading().energy_j, meter.reading().source, meter.reading().note
 """
 
-from __future__ import annotations
-
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -128,7 +126,7 @@ class EnergyMeter:
         self._start: tuple | None = None
         self._reading: EnergyReading | None = None
 
-    def __enter__(self) -> EnergyMeter:
+    def __enter__(self) -> "EnergyMeter":
         return self.start()
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -149,7 +147,7 @@ class EnergyMeter:
         except (OSError, ValueError) as exc:
             return NotAvailable(f"RAPL became unreadable: {exc}"), None
 
-    def start(self) -> EnergyMeter:
+    def start(self) -> "EnergyMeter":
         """Read the counters and start sampling."""
         self._reading = None
         if self._sampler is not None:

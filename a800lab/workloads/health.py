@@ -4,8 +4,6 @@ per GPU ("ok", "watch", "drain") and what to do about it.
     print(format_health(health_report()))     # what `python -m a800lab health` prints
 """
 
-from __future__ import annotations
-
 from typing import Any
 
 from ..core.device import discover_gpus

@@ -5,8 +5,6 @@ Triton tile kernel and its CPU stand-in), and the torch.matmul sweep point.
     point = matmul_point(1024, 1024, 1024, "tf32", device="cuda")   # checked vs float64, timed
 """
 
-from __future__ import annotations
-
 import numbers
 from dataclasses import asdict, dataclass
 from pathlib import Path

@@ -6,8 +6,6 @@ keep clean ones per environment ($A800LAB_PEAKS, default ~/.cache/a800lab/peaks.
     measured_peak(env, "bf16")         # 281.3 (TFLOP/s), or None when none was recorded
 """
 
-from __future__ import annotations
-
 import os
 import warnings
 from collections.abc import Callable, Sequence

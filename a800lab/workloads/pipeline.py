@@ -5,8 +5,6 @@ goes, on one timeline, and how idle the device is while it waits for data.
     run_pipeline(next_batch, copy, compute, device="cpu", clock=fake_clock).idle_fraction
 """
 
-from __future__ import annotations
-
 import contextlib
 import time
 import warnings

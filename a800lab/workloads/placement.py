@@ -4,8 +4,6 @@ everything on the GPU, measured (the bytes crossing counted from the tensors tha
     placement_point("embedding_on_cpu", num_rows=10_000_000, dim=128, device="cuda")
 """
 
-from __future__ import annotations
-
 import torch
 
 from ..core.timing import measure

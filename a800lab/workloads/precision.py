@@ -6,8 +6,6 @@ fp8 with and without fast accumulation.
     fp8_point(4096, 4096, 4096, fast_accum=True, device="cuda")   # needs compute capability 8.9
 """
 
-from __future__ import annotations
-
 import functools
 
 import pandas as pd

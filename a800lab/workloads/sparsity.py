@@ -5,8 +5,6 @@ against float64, then timed; where it cannot run, ValueError says what it needs.
     sparse_point(4096, 4096, 4096, "fp16", device="cuda")     # speedup, both TFLOP/s
 """
 
-from __future__ import annotations
-
 import torch
 
 from ..core.backends import resolve_device

@@ -4,8 +4,6 @@
     # copy_ms, compute_ms, serial_ms, overlapped_ms, overlap_share
 """
 
-from __future__ import annotations
-
 import functools
 
 import torch

@@ -5,8 +5,6 @@ slower than their siblings or their datasheet. Not a memory test (DCGM's: worklo
     flag_cards(cards, threshold=0.1)     # pure logic: also for recorded cards
 """
 
-from __future__ import annotations
-
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass

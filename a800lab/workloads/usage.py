@@ -5,8 +5,6 @@ utilisation, power, joules per sample and cost per million samples.
     cost_per_million_samples_usd(point["throughput"], price_per_gpu_hour_usd=2.5)
 """
 
-from __future__ import annotations
-
 import math
 import time
 from collections.abc import Callable

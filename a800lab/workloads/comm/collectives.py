@@ -5,8 +5,6 @@
     collective_point("all_reduce", 2**20, world_size=2, backend="gloo")   # on every rank
 """
 
-from __future__ import annotations
-
 import functools
 import os
 import statistics

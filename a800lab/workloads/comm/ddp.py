@@ -5,8 +5,6 @@ the traffic one optimizer step hands to all-reduce is counted, then steps are ti
     hook_support(device="cpu")     # {"bf16_compress": "ok" or why not, ...} on this group
 """
 
-from __future__ import annotations
-
 import contextlib
 import functools
 import statistics

@@ -5,8 +5,6 @@ rank that dies or hangs ends the group with a RankGroupError naming it, and no p
         reply = group.request({"job": "point", ...})   # rank 0's answer, once every rank is done
 """
 
-from __future__ import annotations
-
 import contextlib
 import json
 import os
@@ -66,7 +64,7 @@ class RankGroup:
     def running(self) -> bool:  # started and not closed (a failure closes the group)
         return bool(self.procs) and not self._closed
 
-    def __enter__(self) -> RankGroup:
+    def __enter__(self) -> "RankGroup":
         self.start()
         return self
 

@@ -6,8 +6,6 @@ rank 0's records to `out` (resumable), and always stop the ranks.
     hook_support_on(world_size=2)          # {"bf16_compress": "ok" or why not, ...}
 """
 
-from __future__ import annotations
-
 import contextlib
 import json
 import time

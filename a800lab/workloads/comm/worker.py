@@ -4,8 +4,6 @@ points it is asked for; rank 0's record is the answer.
     python -m a800lab.workloads.comm.worker     # one per rank, started by launcher.RankGroup
 """
 
-from __future__ import annotations
-
 import datetime
 import functools
 import os

@@ -6,8 +6,6 @@ throughput together, the p99 of every request, and whether MPS is active (read, 
     out["throughput"], out["p99_ms"], out["mps_active"]   # samples/s of all streams together
 """
 
-from __future__ import annotations
-
 import contextlib
 import math
 import multiprocessing

@@ -6,8 +6,6 @@ cached keys and values read per step / bandwidth, measured and from the datashee
     out["ms_per_token"], out["throughput"]              # per decode step; tokens/s
 """
 
-from __future__ import annotations
-
 import torch
 import torch.nn.functional as F
 

@@ -6,8 +6,6 @@ request (copy in, forward, synchronise; no L2 flush between requests).
     out["p50_ms"], out["p99_ms"], out["requests"], out["throughput"]   # samples/s
 """
 
-from __future__ import annotations
-
 import time
 
 import torch

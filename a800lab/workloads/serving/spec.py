@@ -6,8 +6,6 @@ is refused, your model checked for serving, its output compared with fp32, laten
     output_gap(out, reference, "bf16")    # {"rel_error": 6e-3, "top1_agreement": 0.996}
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 
 import torch

@@ -6,8 +6,6 @@ with a fresh server (the next of the ranking if it misses there).
     print(outcome.summary()); print(outcome.snippet)       # what `tune serve` prints
 """
 
-from __future__ import annotations
-
 import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field

@@ -6,8 +6,6 @@ for that card, a800lab.workloads.tiles.facts), and the `triton.Config(...)` text
     config, source = export_config(spec)    # {"BLOCK_SIZE_M": 128, ...}, "triton.Config(...)"
 """
 
-from __future__ import annotations
-
 import torch
 
 from ...core import backends

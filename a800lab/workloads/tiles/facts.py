@@ -5,8 +5,6 @@ kernel compiled as a launch would compile it; without Triton, a labelled estimat
     facts.fits, facts.reason, facts.smem_bytes, facts.registers, facts.blocks_per_sm
 """
 
-from __future__ import annotations
-
 import contextlib
 import io
 import json
@@ -93,7 +91,7 @@ def tile_facts_grid(specs: Iterable[MatmulSpec], target, *, smem_limit_bytes: in
 
 
 def _facts(spec: MatmulSpec, target: Target, smem_limit_bytes: int | None,
-           store: _Cache) -> TileFacts:
+           store: "_Cache") -> TileFacts:
     limits = arch_limits(target.capability)
     limit = limits.smem_per_block_optin_bytes if smem_limit_bytes is None else smem_limit_bytes
     refusal = card_refusal(spec, target.capability)

@@ -5,8 +5,6 @@ before importing this module to run them under the Triton interpreter.
     c = launch_tile_matmul(a, b, spec)    # a (m x k), b (k x n) on the GPU; spec: a MatmulSpec
 """
 
-from __future__ import annotations
-
 import contextlib
 from dataclasses import dataclass
 

@@ -4,8 +4,6 @@ arithmetic of CUDA's occupancy calculator).
     occupancy(arch_limits((8, 0)), num_warps=8, registers_per_thread=255, smem_bytes=147456)
 """
 
-from __future__ import annotations
-
 from dataclasses import asdict, dataclass
 
 from ...core.specs import ArchLimits

@@ -4,8 +4,6 @@ occupancy, waves and the quantisation model's ranking.
     print(format_plan(plan_tiles("A800", "bf16", 4096, 4096, 4096)))  # `a800lab check tiles`
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 

@@ -4,8 +4,6 @@ stand-in walking the same tiles), the config checked first, then C against float
     point = tiled_matmul_point(4096, 4096, 4096, "bf16", "triton", block_m=128, device="cuda")
 """
 
-from __future__ import annotations
-
 import functools
 import math
 

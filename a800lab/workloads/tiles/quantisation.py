@@ -5,8 +5,6 @@ edge tiles, and a last wave leaving SMs idle).
     q.tiles, q.waves, q.predicted_efficiency     # 98 tiles, 1 wave, tile x wave efficiency
 """
 
-from __future__ import annotations
-
 import math
 from dataclasses import asdict, dataclass
 

@@ -4,8 +4,6 @@ record, the winner stored per device and reused.
     outcome = tune(4096, 4096, 4096, "bf16", device="cuda", out="tune.jsonl")
 """
 
-from __future__ import annotations
-
 import dataclasses
 import itertools
 import os

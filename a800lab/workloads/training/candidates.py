@@ -8,8 +8,6 @@ the budget, its gradient equal to the fp32 reference within tolerance, a finite 
     session.evaluate(grid[0], 0.5)         # {"outcome", "timing", "noise"}
 """
 
-from __future__ import annotations
-
 import itertools
 import math
 from collections.abc import Callable, Mapping

@@ -6,8 +6,6 @@ model cannot use it.
     torch.optim.AdamW(params, lr=1e-3, **optimizer_flags("fused"))   # {"fused": True}
 """
 
-from __future__ import annotations
-
 import contextlib
 import re
 import shutil

@@ -8,8 +8,6 @@ GradScaler's dynamics, the layers autocast keeps in fp32.
     norm_overflow(magnitude=300.0)                       # a hand-written RMSNorm in fp16
 """
 
-from __future__ import annotations
-
 import math
 from dataclasses import dataclass, field
 

@@ -7,8 +7,6 @@ full steps of a fresh model; a target effective batch split into micro-batch x a
     find_max_batch_for(spec, target_batch=1024)           # searched, planned and verified
 """
 
-from __future__ import annotations
-
 import math
 import time
 from collections.abc import Callable

@@ -7,8 +7,6 @@ the peak from a few probes.
     model.predict(64), model.largest_batch(limit_bytes)
 """
 
-from __future__ import annotations
-
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -76,7 +74,7 @@ class SavedTensorCounter:
             self._saved[ptr] = (storage.nbytes(), _copies_a_parameter(t))
         return t  # kept as is: counting changes nothing about the step
 
-    def __enter__(self) -> SavedTensorCounter:
+    def __enter__(self) -> "SavedTensorCounter":
         self._hooks.__enter__()
         return self
 

@@ -7,8 +7,6 @@ downloaded). Their repeated blocks are `model.blocks`, what activation checkpoin
     x, y = task.make_batch(32, generator)    # 32 samples, made on the generator's device
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 

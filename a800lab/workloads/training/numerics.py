@@ -7,8 +7,6 @@
     e["eval_loss"], e["lost_update_share"]    # share of the last step's embedding updates lost
 """
 
-from __future__ import annotations
-
 import math
 import time
 from dataclasses import replace

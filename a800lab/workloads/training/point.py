@@ -6,8 +6,6 @@ the peaks of the step's matmul precision (the datasheet's, and the one `a800lab 
     point["throughput"], point["loss"], point["mfu_pct_of_datasheet_peak"]   # samples/s, ...
 """
 
-from __future__ import annotations
-
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace

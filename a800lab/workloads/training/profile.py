@@ -7,8 +7,6 @@ step time), then `steps` steps run under torch.profiler, read by trace.py.
     print(report.summary())                         # what `python -m a800lab profile` prints
 """
 
-from __future__ import annotations
-
 import contextlib
 import json
 import os

@@ -5,8 +5,6 @@
     check_precision("tf32", "cpu")   # ValueError: why, and what to use instead
 """
 
-from __future__ import annotations
-
 import contextlib
 import math
 import numbers

@@ -5,8 +5,6 @@ checkpointing of a model's blocks.
     check_task(task, device="cpu")   # a dry run: ValueError naming the step that failed
 """
 
-from __future__ import annotations
-
 import inspect
 from collections.abc import Callable
 

@@ -6,8 +6,6 @@ dispatch, the gaps in which the device waits for launches; on a CPU the ops' sel
     breakdown.categories_ms      # per step: {"matmul/conv": 4.1, ..., "idle": 0.8}
 """
 
-from __future__ import annotations
-
 import bisect
 import re
 from collections import defaultdict

@@ -7,8 +7,6 @@ measured with it: accumulation's gradient gaps, one step's memory.
     loss = trainer.cycle(trainer.batches())        # one optimizer step, no sync
 """
 
-from __future__ import annotations
-
 import contextlib
 import functools
 import time

@@ -7,8 +7,6 @@ winner stored (not from a contended CPU) and reused unless `force`.
     print(outcome.summary()); print(outcome.snippet) # what `tune train` prints
 """
 
-from __future__ import annotations
-
 import hashlib
 import itertools
 import json
