@@ -1,6 +1,5 @@
-"""The training lab's sweep points: train, count, then time one configuration; and its model
-FLOPs utilisation (MFU): FlopCounterMode's FLOPs of a forward and backward x samples/s, over
-the peaks of the step's matmul precision (the datasheet's, and the one `a800lab peak` recorded).
+"""The training lab's sweep points: train, count, then time one configuration, with its model
+FLOPs utilisation (FlopCounterMode's FLOPs x samples/s over the datasheet and measured peaks).
 
     point = train_point(model="mlp", batch_size=32, accum_steps=2, precision="fp32")
     point["throughput"], point["loss"], point["mfu_pct_of_datasheet_peak"]   # samples/s, ...
@@ -78,14 +77,6 @@ def mfu_figures(flops_per_sample: float, samples_per_s: float, peaks: dict) -> d
             "mfu_pct_of_datasheet_peak": pct(peaks["datasheet_peak_tflops"]),
             "mfu_pct_of_measured_peak": pct(peaks["measured_peak_tflops"])}
 
-
-
-def probe_batches(batch_size: int) -> tuple[int, int]:
-    """Two micro-batches to fit a memory model from: b/4 and b/2 (at least 1 and 2)."""
-    half = max(2, batch_size // 2)
-    return max(1, half // 2), half
-
-
 PROBE_CYCLES = 2  # the optimizer's first step creates its state; the second runs with it
 
 
@@ -133,7 +124,8 @@ def train_point(model: str = "mlp", size: str = "tiny", batch_size: int = 32,
     with precision_context(spec.precision):
         predicted = None
         if predict_memory:  # before the model below exists: the probes never add to its peak
-            memory_model = fit_from_probes(spec, task, device, probe_batches(spec.batch_size))
+            half = max(2, spec.batch_size // 2)  # probes at b/4 and b/2 (at least 1 and 2)
+            memory_model = fit_from_probes(spec, task, device, (max(1, half // 2), half))
             predicted = memory_model.predict(spec.batch_size)
             free_after_oom()  # the probes' models are gone: hand their blocks back
         flops = count_model_flops(spec, task, device)  # a fresh eager model, freed after

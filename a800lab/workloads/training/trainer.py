@@ -1,10 +1,8 @@
 """The trainer: a model, its optimizer and GradScaler on one device, with correct gradient
-accumulation (loss / accum_steps per micro-batch, one scaler step per cycle); and what is
-measured with it: accumulation's gradient gaps, one step's memory.
+accumulation; and what is measured with it: accumulation's gradient gaps, one step's memory.
 
     trainer = Trainer(spec, preset("mlp"), "cpu")
     history = trainer.train(20)                    # fresh data each step, synced per step
-    loss = trainer.cycle(trainer.batches())        # one optimizer step, no sync
 """
 
 import contextlib
@@ -90,9 +88,8 @@ class Trainer:
         seen = {}
 
         def capture():
-            scale = self.scaler.get_scale() if self.scaler.is_enabled() else 1.0
             seen["grad"] = torch.cat([p.grad.float().flatten() for p in self.model.parameters()
-                                      if p.grad is not None]) / scale
+                                      if p.grad is not None]) / (self.scale or 1.0)
 
         self.cycle(micro_batches, before_step=capture)
         return seen["grad"]
@@ -261,35 +258,21 @@ def accumulation_gaps(task: Task, batch_size: int, accum_steps: int, *, device: 
     """gradient_gap to one batch (fp32) of the same samples: "accumulation_gap", the lab's loop
     (rounding: ~1e-7; batch norm: a real gap), and "snippet_gap", the guide's TensorFlow snippet
     as written, which keeps only the last micro-batch's gradient / k (a gap near 1)."""
-    grads = _accumulation_gradients(task, batch_size, accum_steps, device, seed)
-    whole = grads["whole"]
-    return {f"{name}_gap": gradient_gap(grads[key], whole)
-            for name, key in (("accumulation", "accumulated"), ("snippet", "last_only"))}
-
-
-def accumulation_gap(task: Task, batch_size: int, accum_steps: int, *, device: str = "cpu",
-                     seed: int = 3) -> float:
-    """accumulation_gaps' "accumulation_gap": the lab's loop against one large batch."""
-    return accumulation_gaps(task, batch_size, accum_steps, device=device,
-                             seed=seed)["accumulation_gap"]
-
-
-def _accumulation_gradients(task: Task, batch_size: int, accum_steps: int, device: str,
-                            seed: int) -> dict[str, torch.Tensor]:
-    """One SGD step's fp32 gradient three ways: accumulated, the last micro-batch, one batch."""
     generator = torch.Generator(device).manual_seed(seed)
     micro = [check_batch(task.make_batch(batch_size, generator), batch_size)
              for _ in range(accum_steps)]
     whole = [tuple(torch.cat(parts) for parts in zip(*micro, strict=True))]
-    out = {}
-    # name, micro-batch, steps, batches, the factor on the gradient (the snippet's loss / k)
+    grads = {}
+    # one SGD step's fp32 gradient three ways: name, micro-batch, steps, batches, the factor on
+    # the gradient (the snippet's loss / k)
     for name, b, k, batches, scale in (
             ("accumulated", batch_size, accum_steps, micro, 1.0),
             ("last_only", batch_size, 1, micro[-1:], 1.0 / accum_steps),
             ("whole", batch_size * accum_steps, 1, whole, 1.0)):
         trainer = Trainer(TrainSpec(batch_size=b, accum_steps=k, optimizer="sgd"), task, device)
-        out[name] = trainer.cycle_gradient(batches) * scale
-    return out
+        grads[name] = trainer.cycle_gradient(batches) * scale
+    return {f"{name}_gap": gradient_gap(grads[key], grads["whole"])
+            for name, key in (("accumulation", "accumulated"), ("snippet", "last_only"))}
 
 
 def gradient_gap(grad: torch.Tensor, reference: torch.Tensor) -> float:
