@@ -1,9 +1,8 @@
 """Concurrency: N request streams sharing one device (threads with a CUDA stream each, or
-spawned processes with a CUDA context each: how separate services share a GPU), their
-throughput together, the p99 of every request, and whether MPS is active (read, never changed).
+processes with a CUDA context each), their throughput together, the p99 of every request, and
+whether MPS is active (read, never changed).
 
-    out = concurrency_point(streams=4, model="transformer", batch_size=8)
-    out["throughput"], out["p99_ms"], out["mps_active"]   # samples/s of all streams together
+    concurrency_point(streams=4, batch_size=8)["p99_ms"]
 """
 
 import contextlib

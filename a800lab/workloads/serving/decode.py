@@ -1,6 +1,5 @@
-"""Decode: the transformer preset generating tokens from a static KV cache, time per output
-token and tokens/s across batch, beside the bound memory bandwidth sets (the weights and the
-cached keys and values read per step / bandwidth, measured and from the datasheet).
+"""Decode: the transformer preset generating tokens from a static KV cache, time per token and
+tokens/s beside the bound memory bandwidth sets (weights and cached keys and values per step).
 
     out = decode_point(batch_size=1, precision="bf16")  # GPU: GPT-2 small's shape; CPU: tiny
     out["ms_per_token"], out["throughput"]              # per decode step; tokens/s

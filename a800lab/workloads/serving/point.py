@@ -1,6 +1,5 @@
-"""The serving lab's inference point: a model answering request batches, checked against fp32
-first, warmed up (any compile and CUDA graph capture reported apart), then timed request by
-request (copy in, forward, synchronise; no L2 flush between requests).
+"""The serving lab's inference point: a model answering request batches, checked against fp32,
+warmed up (compile and CUDA graph capture reported apart), then timed request by request.
 
     out = serve_point(model="transformer", batch_size=8, precision="bf16")
     out["p50_ms"], out["p99_ms"], out["requests"], out["throughput"]   # samples/s

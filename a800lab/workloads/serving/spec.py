@@ -1,8 +1,7 @@
-"""A serving configuration, validated, and the rules every serving point shares: where a config
-is refused, your model checked for serving, its output compared with fp32, latency percentiles.
+"""A serving configuration, validated, and the rules every serving point shares: refusals, your
+model checked for serving, its output compared with fp32, latency percentiles.
 
-    spec = ServeSpec(model="transformer", size="tiny", batch_size=8, precision="bf16")
-    serving_unavailable(spec, "cpu")      # "" or why, and what to use instead
+    serving_unavailable(ServeSpec(batch_size=8, precision="bf16"), "cpu")   # "" or why
     output_gap(out, reference, "bf16")    # {"rel_error": 6e-3, "top1_agreement": 0.996}
 """
 

@@ -1,6 +1,5 @@
-"""Tune serving under a latency target: the config with the most samples/s whose p99 stays
-under `p99_ms`, found by the search every tuner shares (core/search.py), then measured again
-with a fresh server (the next of the ranking if it misses there).
+"""Tune serving under a latency target: the most samples/s whose p99 stays under `p99_ms`, by
+the search every tuner shares (core/search.py), then measured again with a fresh server.
 
     outcome = tune_serve(p99_ms=5.0, model="transformer")   # or task=custom_task(...)
     print(outcome.summary()); print(outcome.snippet)       # what `tune serve` prints

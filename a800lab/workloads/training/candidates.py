@@ -1,11 +1,10 @@
-"""The candidates of a training-config tuning run: the micro-batch bounds (the max-batch
-finder), the grid, and each candidate verified at its first trial (its first two steps within
-the budget, its gradient equal to the fp32 reference within tolerance, a finite loss) and timed.
+"""The candidates of a training-config tuning run: micro-batch bounds (the max-batch finder),
+the grid, and each candidate verified at its first trial (memory, gradient vs fp32, a finite
+loss) and timed.
 
     session = TuneSession(task, TrainSpec(model="mlp"), 256, "cpu", axes=default_axes("cpu"),
                           limit_bytes=None, margin=0.1)
-    grid = session.plan()                  # bounds found, refusals in session.refused
-    session.evaluate(grid[0], 0.5)         # {"outcome", "timing", "noise"}
+    session.evaluate(session.plan()[0], 0.5)         # {"outcome", "timing", "noise"}
 """
 
 import itertools

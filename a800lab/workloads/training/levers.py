@@ -1,6 +1,5 @@
-"""The kernel levers of a training step: compile mode, optimizer implementation, the SDPA
-attention back end and channels_last, each refused with the reason where the device or the
-model cannot use it.
+"""The kernel levers of a training step (compile mode, optimizer implementation, SDPA back end,
+channels_last), each refused with the reason where the device or the model cannot use it.
 
     lever_unavailable(spec, "cpu")          # "" or why (and what to use instead)
     torch.optim.AdamW(params, lr=1e-3, **optimizer_flags("fused"))   # {"fused": True}

@@ -4,8 +4,6 @@ GradScaler's dynamics, the layers autocast keeps in fp32.
     sample = gradient_sample(regression_task(), steps=20)   # |grad| values, fp32 backward
     fp16_fractions(sample.values("activations"), scale=2**16)   # underflow / subnormal / overflow
     runs = compare_scaling(regression_task(), steps=60)  # fp32 / fp16 no scaler / fp16 + scaler
-    autocast_dtypes(preset("transformer").make_model(), batch, "fp16")   # what stays fp32
-    norm_overflow(magnitude=300.0)                       # a hand-written RMSNorm in fp16
 """
 
 import math

@@ -1,10 +1,9 @@
-"""The largest micro-batch that fits, found without crashing: probes fit a memory model that
-guides growing and bisecting (skipping hopeless candidates), and the answer is verified with
-full steps of a fresh model; a target effective batch split into micro-batch x accumulation.
+"""The largest micro-batch that fits, found without crashing: a memory model fitted to probes
+guides growing and bisecting, full steps of a fresh model verify the answer; and a target
+effective batch split into micro-batch x accumulation.
 
-    found = find_max_batch_for(TrainSpec(model="transformer", precision="bf16"), device="cuda")
-    found.batch_size, found.summary()     # verified with full steps, optimizer's first included
-    find_max_batch_for(spec, target_batch=1024)           # searched, planned and verified
+    found = find_max_batch_for(TrainSpec(model="transformer"), device="cuda", target_batch=1024)
+    found.batch_size, found.plan, found.summary()
 """
 
 import math

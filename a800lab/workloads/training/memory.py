@@ -1,10 +1,9 @@
-"""Where a training step's memory goes (counted from the tensors; on a GPU the peak is the
-allocator's, on a CPU the components summed at each phase boundary), and a model that predicts
-the peak from a few probes.
+"""Where a training step's memory goes (counted from its tensors; the peak: CUDA's allocator on
+a GPU, the components summed at each phase boundary on a CPU), and a model of the peak fitted to
+a few probes.
 
     breakdown = trainer.counted_cycle(batches, StepMemory("cpu", limit_bytes=64 * 2**20))
-    model = fit_memory_model([(4, breakdown4), (8, breakdown8)], grads_in_forward=False)
-    model.predict(64), model.largest_batch(limit_bytes)
+    fit_memory_model([(4, breakdown4), (8, breakdown8)], grads_in_forward=False).predict(64)
 """
 
 import math
@@ -59,13 +58,13 @@ def _copies_a_parameter(t: torch.Tensor) -> bool:
     return False
 
 
-class SavedTensorCounter:
+class SavedTensorCounter(torch.autograd.graph.saved_tensors_hooks):
     """Counts the tensors autograd saves for backward in a `with` block (not `exclude`)."""
 
     def __init__(self, parameters: Iterable[torch.Tensor], exclude: Iterable = ()):
         self._skip = _storages(parameters) | _storages(exclude)
         self._saved: dict[int, tuple[int, bool]] = {}  # storage -> (bytes, is a weight copy)
-        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
+        super().__init__(self._pack, lambda t: t)
 
     def _pack(self, t: torch.Tensor) -> torch.Tensor:
         storage = t.untyped_storage()
@@ -75,11 +74,8 @@ class SavedTensorCounter:
         return t  # kept as is: counting changes nothing about the step
 
     def __enter__(self) -> "SavedTensorCounter":
-        self._hooks.__enter__()
+        super().__enter__()
         return self
-
-    def __exit__(self, *exc) -> None:
-        self._hooks.__exit__(*exc)
 
     @property
     def activation_bytes(self) -> int:

@@ -1,7 +1,6 @@
-"""Model presets on generated data whose loss and accuracy show learning within tens of steps:
-an MLP, a small decoder-only Transformer (also at GPT-2 small's shape) and a ResNet-style CNN;
-and torchvision's ResNet-50 (optional extra `a800lab[resnet]`, random weights: nothing is
-downloaded). Their repeated blocks are `model.blocks`, what activation checkpointing wraps.
+"""Model presets on generated data that show learning within tens of steps: an MLP, a small
+decoder-only Transformer (also at GPT-2 small's shape), a ResNet-style CNN and torchvision's
+ResNet-50 (extra `a800lab[resnet]`, random weights); `model.blocks` is what checkpointing wraps.
 
     task = preset("transformer", "tiny")     # a Task: make_model, make_batch, loss_fn, accuracy_fn
     x, y = task.make_batch(32, generator)    # 32 samples, made on the generator's device

@@ -1,10 +1,8 @@
-"""Profile a training step: where its time goes, whether it is launch-bound, its top ops, and a
-Perfetto / Chrome trace file. A fresh model warms up, the step is timed unprofiled (the honest
-step time), then `steps` steps run under torch.profiler, read by trace.py.
+"""Profile a training step: where its time goes, whether it is launch-bound, its top ops and a
+Perfetto / Chrome trace; the step is timed unprofiled first (the honest step time).
 
     report = profile_step(TrainSpec(model="transformer", batch_size=32), out="prof/")
-    report.busy_pct, report.bound, report.verdict   # "launch-bound: the device waited ..."
-    print(report.summary())                         # what `python -m a800lab profile` prints
+    print(report.summary())                  # what `python -m a800lab profile` prints
 """
 
 import contextlib

@@ -1,9 +1,8 @@
 """Where a profiled step's time goes, read from torch.profiler's Chrome trace: device time by
-category (each instant to one category, so they and idle add up to the window), the host's op
-dispatch, the gaps in which the device waits for launches; on a CPU the ops' self times.
+category (they and idle add up to the window), the host's op dispatch, the device's waits for
+launches; on a CPU the ops' self times.
 
-    breakdown = analyse_trace(json.load(open("trace.json")), on_cuda=True, steps=3)
-    breakdown.categories_ms      # per step: {"matmul/conv": 4.1, ..., "idle": 0.8}
+    analyse_trace(json.load(open("trace.json")), on_cuda=True, steps=3).categories_ms
 """
 
 import bisect

@@ -1,7 +1,6 @@
-"""Tune a training configuration for a target effective batch: successive halving (core/
-search.py) over precision x micro-batch x accumulation x checkpointing x compile x optimizer
-(candidates.py), the frontier of samples/s against peak memory, the code to paste, and the
-winner stored (not from a contended CPU) and reused unless `force`.
+"""Tune a training configuration for a target effective batch: successive halving over the
+candidates (candidates.py), the frontier of samples/s against peak memory, the code to paste;
+the winner stored (never from a contended CPU) and reused unless `force`.
 
     outcome = tune_train(model="transformer", target_batch=256)     # or task=custom_task(...)
     print(outcome.summary()); print(outcome.snippet) # what `tune train` prints
