@@ -92,12 +92,17 @@ def check_batch(made, batch_size: int) -> tuple:
     return inputs, targets
 
 
+def _raising(prefix: str, fn, *args):
+    """fn(*args); whatever it raises, as a ValueError "{prefix} {type}: {message}"."""
+    try:
+        return fn(*args)
+    except Exception as exc:
+        raise ValueError(f"{prefix} {type(exc).__name__}: {exc}") from exc
+
+
 def built_model(make_model: Callable[[], nn.Module]) -> nn.Module:
     """make_model()'s model; ValueError when it raises or returns no torch.nn.Module."""
-    try:
-        model = make_model()
-    except Exception as exc:
-        raise ValueError(f"make_model() raised {type(exc).__name__}: {exc}") from exc
+    model = _raising("make_model() raised", make_model)
     if not isinstance(model, nn.Module):
         raise ValueError(f"make_model() must return a torch.nn.Module, got "
                          f"{type(model).__name__}")
@@ -111,21 +116,11 @@ def check_task(task: Task, device: str = "cpu", batch_size: int = 2) -> None:
         raise ValueError("the model has no parameters that require gradients: nothing to train")
     model.to(device)
     generator = torch.Generator(device).manual_seed(0)
-    try:
-        made = task.make_batch(batch_size, generator)
-    except Exception as exc:
-        raise ValueError(f"make_batch({batch_size}) raised {type(exc).__name__}: {exc}") from exc
+    made = _raising(f"make_batch({batch_size}) raised", task.make_batch, batch_size, generator)
     inputs, targets = check_batch(made, batch_size)
-    try:
-        outputs = call_model(model, inputs)
-    except Exception as exc:
-        raise ValueError(f"the model raised on a batch of {batch_size} from make_batch: "
-                         f"{type(exc).__name__}: {exc}") from exc
-    try:
-        loss = task.loss_fn(outputs, targets)
-    except Exception as exc:
-        raise ValueError(f"loss_fn(outputs, targets) raised {type(exc).__name__}: {exc}") \
-            from exc
+    outputs = _raising(f"the model raised on a batch of {batch_size} from make_batch:",
+                       call_model, model, inputs)
+    loss = _raising("loss_fn(outputs, targets) raised", task.loss_fn, outputs, targets)
     if not (isinstance(loss, torch.Tensor) and loss.dim() == 0 and loss.requires_grad):
         raise ValueError("loss_fn must return a scalar tensor that depends on the model's "
                          f"parameters, got {loss!r:.80}")
