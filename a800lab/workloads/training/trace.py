@@ -101,12 +101,9 @@ class TraceBreakdown:
     timeline: list[Segment] = field(default_factory=list)  # one step, times from its start
 
     @property
-    def busy_ms(self) -> float:
-        return self.window_ms - self.categories_ms[IDLE]
-
-    @property
     def busy_pct(self) -> float:
-        return 100 * self.busy_ms / self.window_ms if self.window_ms > 0 else 0.0
+        busy_ms = self.window_ms - self.categories_ms[IDLE]
+        return 100 * busy_ms / self.window_ms if self.window_ms > 0 else 0.0
 
 
 def _spans(events: list[dict], cats: tuple[str, ...]) -> list[dict]:
@@ -226,33 +223,28 @@ def analyse_trace(trace: dict, *, on_cuda: bool, steps: int | None = None,
            is_op(e.get("name", ""))]
     host = self_segments(ops)
     runtime = _spans(events, ("cuda_runtime", "cuda_driver", "runtime"))
+    per = 1e3 * steps  # microseconds in all steps -> milliseconds per step
+    device, end, owner = host, host_end, None
+    gpu = dict.fromkeys(("launch_api_ms", "launches", "sync_wait_ms", "launch_wait_ms"))
     if on_cuda:
         raw_device = [e for e in _spans(events, DEVICE_CATS) if e["ts"] >= start]
         device = device_segments(raw_device)
         end = max([host_end, *(s.end_us for s in device)])
         # every host call that queued device work (kernel launches, async copies, memsets)
         launches = {e.get("args", {}).get("correlation"): float(e["ts"]) for e in runtime}
-        waits = _launch_waits(device, launches, raw_device, start, end)
         in_window = [e for e in runtime if start <= e["ts"] <= end]
-        launch_api = sum(float(e["dur"]) for e in in_window if _LAUNCH.search(e["name"]))
-        sync = sum(float(e["dur"]) for e in in_window if _SYNC.search(e["name"]))
-        count = sum(1 for e in in_window if _LAUNCH.search(e["name"]))
+        launched = [float(e["dur"]) for e in in_window if _LAUNCH.search(e["name"])]
+        gpu = {"launch_api_ms": sum(launched) / per, "launches": len(launched) / steps,
+               "sync_wait_ms": sum(float(e["dur"]) for e in in_window
+                                   if _SYNC.search(e["name"])) / per,
+               "launch_wait_ms": _launch_waits(device, launches, raw_device, start, end) / per}
         owner = _launching_ops(raw_device, device, runtime, host)
-    else:
-        device, end, waits, launch_api, sync, count, owner = host, host_end, None, None, None, \
-            None, None
     totals, overlap = split(device, start, end)
     host_ops = covered_length([(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in ops])
-    per = 1e3 * steps  # microseconds in all steps -> milliseconds per step
     return TraceBreakdown(
         on_cuda=on_cuda, steps=steps, window_ms=(end - start) / per,
         categories_ms={k: v / per for k, v in totals.items()}, overlap_ms=overlap / per,
-        host_ops_ms=host_ops / per,
-        launch_api_ms=None if launch_api is None else launch_api / per,
-        launches=None if count is None else count / steps,
-        sync_wait_ms=None if sync is None else sync / per,
-        launch_wait_ms=None if waits is None else waits / per,
-        top_ops=_top_ops(device, steps, top, owner),
+        host_ops_ms=host_ops / per, **gpu, top_ops=_top_ops(device, steps, top, owner),
         timeline=_one_step(marks, host, device if on_cuda else [], end))
 
 
