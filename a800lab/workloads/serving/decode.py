@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from ...core.backends import resolve_device
-from ...core.precision import matmul_precision, unsupported_reason
+from ...core.precision import check_supported, matmul_precision
 from ...core.timing import measure
 from ...core.window import outside_window
 from ..peak import measure_peak, roofline_peaks
@@ -77,9 +77,7 @@ def decode_point(size: str | None = None, batch_size: int = 1, precision: str = 
     prompt = positive_int("prompt_tokens", prompt_tokens or defaults["prompt_tokens"], "8")
     steps = positive_int("new_tokens", new_tokens or defaults["new_tokens"], "16")
     precision = serve_precision(precision)
-    reason = unsupported_reason(precision, device)
-    if reason:
-        raise ValueError(reason)
+    check_supported(precision, device)
     with outside_window():  # before the point's own timing, never counted in it
         bandwidth = memory_bandwidth(device)
     task = preset("transformer", size)

@@ -15,7 +15,7 @@ from torch import nn
 
 from ...core.backends import resolve_device
 from ...core.precision import unsupported_reason
-from .models import Task
+from .models import Task, seeded
 from .spec import HALF_DTYPES, TrainSpec, check_precision
 from .task import custom_task
 from .trainer import Trainer
@@ -113,11 +113,9 @@ def regression_task(*, in_dim: int = 64, hidden: int = 256, out_dim: int = 512,
     teacher /= in_dim**0.5
 
     def make_model() -> nn.Module:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            model = nn.Sequential(nn.Linear(in_dim, hidden), nn.GELU(),
-                                  nn.Linear(hidden, hidden), nn.GELU(),
-                                  nn.Linear(hidden, out_dim))
+        model = seeded(lambda: nn.Sequential(nn.Linear(in_dim, hidden), nn.GELU(),
+                                             nn.Linear(hidden, hidden), nn.GELU(),
+                                             nn.Linear(hidden, out_dim)))
         with torch.no_grad():  # start near zero, as a model late in training is near its target
             model[-1].weight.mul_(1e-3)
             model[-1].bias.zero_()

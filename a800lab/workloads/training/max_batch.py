@@ -205,8 +205,7 @@ class _Search:
 
     @property
     def tolerance(self) -> float:
-        """How far over the budget a prediction may be and still be tried: twice the model's
-        worst error seen, between MIN_TOLERANCE and MODEL_TOLERANCE."""
+        """How far over the budget a prediction may be and still be tried (MIN_TOLERANCE..)."""
         errors = [abs(t.predicted_bytes - t.peak_bytes) / t.peak_bytes for t in self.result.trials
                   if t.predicted_bytes is not None and t.peak_bytes]
         if not errors:
@@ -269,11 +268,8 @@ def find_max_batch(trial: Trial, *, limit_bytes: int, margin: float = DEFAULT_MA
         checks = [(search.lo, accum_steps)]
         if plan is not None and (plan.batch_size, plan.accum_steps) != checks[0]:
             checks.append((plan.batch_size, plan.accum_steps))
-        failed = None
-        for micro, accum in checks:
-            if not search.attempt("verify", micro, accum, verify_steps):
-                failed = micro
-                break
+        failed = next((micro for micro, accum in checks
+                       if not search.attempt("verify", micro, accum, verify_steps)), None)
         if failed is None:
             result.batch_size, result.plan = search.lo, plan
             result.verified = next(t for t in result.trials if t.stage == "verify" and

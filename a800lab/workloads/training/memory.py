@@ -248,7 +248,6 @@ class MemoryModel:
         return self.saved[1] + self.data[1] + self.residual[1]
 
     def counted(self, batch_size: float) -> float:
-        """The counted peak at micro-batch `batch_size`."""
         at = lambda line: line[0] + line[1] * batch_size  # noqa: E731
         forward = at(self.saved) + (self.grad_bytes if self.grads_in_forward else 0)
         backward = self.grad_bytes + at(self.recompute)
@@ -256,7 +255,6 @@ class MemoryModel:
             max(forward, backward)
 
     def predict(self, batch_size: float) -> float:
-        """Predicted peak bytes at micro-batch `batch_size`."""
         return self.counted(batch_size) + self.residual[0] + self.residual[1] * batch_size
 
     def largest_batch(self, limit_bytes: float, cap: int = 2**31 - 1) -> int:

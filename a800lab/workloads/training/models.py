@@ -227,15 +227,11 @@ def _cnn_task(image: int, width: int, blocks: int) -> Task:
                 "patterns under noise")
 
 
-def _resnet50() -> nn.Module:
+def _resnet50_task(image: int = 224) -> Task:
     from torchvision.models import resnet50  # the optional extra; checked by preset()
 
-    return resnet50(weights=None)
-
-
-def _resnet50_task(image: int = 224) -> Task:
-    return Task("resnet50", lambda: seeded(_resnet50), _patterns(image), cross_entropy,
-                argmax_accuracy,
+    return Task("resnet50", lambda: seeded(lambda: resnet50(weights=None)), _patterns(image),
+                cross_entropy, argmax_accuracy,
                 f"torchvision ResNet-50 (weights=None, 1000-class head), {image}x{image} "
                 f"patterns of {CLASSES} classes under noise")
 
@@ -251,7 +247,6 @@ _BUILDERS = {"mlp": _mlp_task, "transformer": _transformer_task, "cnn": _cnn_tas
 
 
 def sizes_of(model: str) -> tuple[str, ...]:
-    """The sizes a preset model comes in."""
     if model in ZOO_MODELS:
         return ZOO_MODELS[model]
     if model not in MODELS:

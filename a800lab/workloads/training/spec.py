@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from ...core.precision import framework_fp32, matmul_precision, unsupported_reason
+from ...core.precision import check_supported, framework_fp32, matmul_precision, unsupported_reason
 from .levers import ATTENTION_BACKENDS, COMPILE_MODES, OPTIMIZER_IMPLS, check_choice
 
 # fp32: IEEE, no TF32 anywhere; fp32_default: torch's defaults (IEEE matmuls, TF32 cuDNN convs:
@@ -54,11 +54,8 @@ def positive_float(name: str, value, example: str) -> float:
 @dataclass(frozen=True)
 class TrainSpec:
     """One training configuration (a bad field: ValueError saying what to give instead).
-
-    batch_size is the micro-batch: an optimizer step sees batch_size * accum_steps samples.
-    lr None: the task's; grad_scaler None: on for fp16 only (the scaler fields are GradScaler's
-    arguments); compile .. channels_last: the kernel levers (levers.py).
-    """
+    batch_size is the micro-batch (a step sees batch_size * accum_steps samples); lr None: the
+    task's; grad_scaler None: on for fp16 only; compile .. channels_last: levers.py's levers."""
 
     model: str = "mlp"
     size: str = "tiny"
@@ -138,12 +135,9 @@ def precision_context(precision: str) -> contextlib.AbstractContextManager:
 
 def check_precision(precision: str, device: str) -> None:
     """ValueError (why, and what to use instead) when `device` cannot train in `precision`."""
-    reason = unsupported_reason(matmul_precision_of(precision), device)
-    if reason:
-        raise ValueError(reason)
+    check_supported(matmul_precision_of(precision), device)
 
 
 def precisions_for(device: str) -> list[str]:
-    """The training precisions `device` can run."""
     return [p for p in TRAIN_PRECISIONS
             if not unsupported_reason(matmul_precision_of(p), device)]
