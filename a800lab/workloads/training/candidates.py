@@ -115,9 +115,7 @@ class TuneSession:
         grid = []
         for levers in self.lever_grid():
             spec = self.spec_of({**levers, "batch_size": 1, "accum_steps": 1})
-            reason = lever_unavailable(spec, self.device)
-            if not reason:
-                reason = self._bound(spec)
+            reason = lever_unavailable(spec, self.device) or self._bound(spec)
             if reason:
                 self.refused[config_key(levers)] = reason
                 continue

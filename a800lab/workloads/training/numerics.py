@@ -83,10 +83,6 @@ def with_embeddings_in(task: Task, dtype: torch.dtype) -> Task:
     return replace(task, make_model=make_model)
 
 
-def _embedding_tables(model: nn.Module) -> list[nn.Parameter]:
-    return [m.weight for m in model.modules() if isinstance(m, nn.Embedding)]
-
-
 class Fp32State:
     """AdamW in fp32 for low-precision tables: each step steps an fp32 twin of a table's value
     and gradient and stores the result back, so only the storage rounds (an update below half
@@ -135,7 +131,7 @@ def embedding_point(embedding: str = "fp16", model: str = "transformer", size: s
     check_precision(spec.precision, device)
     task = with_embeddings_in(preset(model, size), EMBEDDING_DTYPES[embedding])
     trainer = Trainer(spec, task, device, seed=seed)
-    tables = _embedding_tables(trainer.model)
+    tables = [m.weight for m in trainer.model.modules() if isinstance(m, nn.Embedding)]
     if not tables:
         raise ValueError(f"the {model} preset has no nn.Embedding: use the transformer")
     if optimizer_state == "fp32":

@@ -130,10 +130,9 @@ def refusal_lines(refusals: list[dict]) -> list[str]:
             for reason, configs in by_reason.items()]
 
 
-def _refusals(session: TuneSession, result: SearchResult) -> list[dict]:
-    """Every refused config with its reason: the grid's and the search's."""
-    return [{"config": json.loads(key), "reason": why}
-            for key, why in [*session.refused.items(), *result.refused.items()]]
+def _refusals(*refused: Mapping[str, str]) -> list[dict]:
+    """Every refused config with its reason (the grid's, the search's)."""
+    return [{"config": json.loads(key), "reason": why} for r in refused for key, why in r.items()]
 
 
 def _frontier_note(result: SearchResult, candidates: list[dict], frontier: list[dict],
@@ -200,8 +199,7 @@ def tune_train(task: Task | None = None, *, model: str = "mlp", size: str | None
         grid = session.plan()
         session.say(f"searching {len(grid)} configs ({len(session.refused)} refused"
                     + (", why:)" if session.refused else ")"))
-        for line in refusal_lines([{"config": json.loads(key), "reason": why}
-                                   for key, why in session.refused.items()]):
+        for line in refusal_lines(_refusals(session.refused)):
             session.say(f"  {line}")
         outcome.search = search(grid, session.validate, session.evaluate, budget_s=budget_s,
                                 should_stop=lambda: cancel is not None and cancel.cancelled)
@@ -223,7 +221,7 @@ def tune_train(task: Task | None = None, *, model: str = "mlp", size: str | None
         frontier=frontier, candidates=candidates,
         frontier_note=_frontier_note(result, candidates, frontier, target_batch),
         measured=len(candidates), refused=len(session.refused) + len(result.refused),
-        refusals=_refusals(session, result),
+        refusals=_refusals(session.refused, result.refused),
         noisy_trials=sum(bool(r.noise.get("noisy")) for r in session.records),
         trials=len(session.records),
         failed=len(result.failed), bounds=session.bounds, target_batch=target_batch,
@@ -298,10 +296,8 @@ def training_snippet(config: dict, *, optimizer: str, lr: float, device: str,
     scaler = precision == "fp16"
     if scaler:
         lines.append("scaler = torch.amp.GradScaler(device)   # fp16 gradients need scaling")
-    if precision in HALF_DTYPES:
-        context = f"torch.autocast(device, dtype={HALF_DTYPES[precision]})"
-    else:
-        context = "contextlib.nullcontext()"
+    context = (f"torch.autocast(device, dtype={HALF_DTYPES[precision]})"
+               if precision in HALF_DTYPES else "contextlib.nullcontext()")
     if attention != "default":
         context += f", sdpa_kernel(SDPBackend.{ATTENTION_ENUM[attention]})"
     lines += [f"accum_steps = {accum}   # micro-batches of {config['batch_size']}: an "
