@@ -173,7 +173,9 @@ class TuneSession:
         if self._init is None:
             self._reference_gradient()
         trainer = Trainer(spec, self.task, self.device)
-        trainer.load_parameters(self._init)
+        with torch.no_grad():
+            for p, q in zip(trainer.model.parameters(), self._init, strict=True):
+                p.copy_(q)
         batches = self._micro(trainer, spec.batch_size)
         for _ in range(SCALER_RETRIES):
             grad = trainer.cycle_gradient(batches)  # a non-finite one was skipped: same weights

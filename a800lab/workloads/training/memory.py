@@ -137,7 +137,6 @@ class StepMemory:
                                      "activation_bytes", "weight_copy_bytes",
                                      "recompute_bytes"), 0)
         self._counter: SavedTensorCounter | None = None
-        self._block_input: torch.Tensor | None = None
         self._counted_peak = 0
         self._base = 0
         if self.on_cuda:

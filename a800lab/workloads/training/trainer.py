@@ -77,12 +77,6 @@ class Trainer:
             inputs = to_channels_last(inputs)
         return inputs, targets
 
-    def load_parameters(self, tensors: Sequence[torch.Tensor]) -> None:
-        """Copy `tensors` (in model.parameters() order, e.g. another trainer's) into the model."""
-        with torch.no_grad():
-            for p, q in zip(self.model.parameters(), tensors, strict=True):
-                p.copy_(q)
-
     def cycle_gradient(self, micro_batches: Sequence[tuple]) -> torch.Tensor:
         """One cycle; the gradient it stepped with, unscaled, as one float32 vector."""
         seen = {}
