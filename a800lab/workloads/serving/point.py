@@ -161,11 +161,9 @@ def serve_point(model: str = "transformer", size: str | None = None, batch_size:
 
 def fp16_vs_fp32_latency(make_model, make_batch, *, batch_size: int = 1, device: str = "auto",
                          requests: int = DEFAULT_REQUESTS, budget_s: float = 0.5) -> dict:
-    """The guide's inference case (G.9.3, "23 ms to 9 ms" with FP16/FP32) on your model: each
-    precision's serve_point record (outcome, p50_ms, p99_ms, quartiles, noisy), "ratio" (fp32
-    p50 / fp16 p50; the guide: 2.56), "ratio_spread" (half its range between the quartiles),
-    fp16's rel_error and top1_agreement, the "records"; "outcome" and "message": the first
-    failure's (an OOM or error is a record's outcome, never an exception)."""
+    """The guide's inference case (G.9.3, "23 ms to 9 ms") on your model: per precision its
+    p50/p99/quartiles, "ratio" fp32/fp16 p50 (the guide: 2.56) +- "ratio_spread", fp16's errors,
+    the "records"; "outcome" and "message": the first failure's (a record's, never raised)."""
     device = resolve_device(device)
     task = custom_task(make_model, make_batch)
     check_serving_task(task, device)

@@ -118,9 +118,8 @@ def to_channels_last(x):
 
 
 class CompileWatch:
-    """What torch.compile did in one point: the graphs the first step compiled, recompilations
-    after it and the compile's time (the first step's wall time less the later steps' median).
-    Made before the first step; first_step_done() after it; metrics() at the end."""
+    """What torch.compile did in one point (made before the first step, first_step_done() after
+    it): graphs compiled, recompiles, compile_s (the first step less the later steps' median)."""
 
     def __init__(self, mode: str):
         self._counts = [compiled_graph_count()] if mode != "off" else []
