@@ -172,20 +172,20 @@ def split(segments: list[Segment], start_us: float, end_us: float
                 overlap += t - last
         last = max(last, t)
         active[cat] += delta
-    busy = sum(totals.values())
-    totals[IDLE] = max(0.0, (end_us - start_us) - busy)
+    totals[IDLE] = max(0.0, (end_us - start_us) - sum(totals.values()))
     return totals, overlap
 
 
 def _launch_waits(device: list[Segment], launches: dict, raw_device: list[dict],
                   start: float, end: float) -> float:
-    """Microseconds the device sat idle until a kernel launched after it went idle."""
+    """Microseconds the device sat idle until a kernel launched after it went idle (`launches`:
+    correlation id -> (host time, host lane))."""
     by_start = sorted(zip(device, raw_device, strict=True), key=lambda p: p[0].start_us)
     reach, waited = start, 0.0
     for seg, raw in by_start:
         if seg.start_us > reach and seg.start_us <= end:
             launch = launches.get(raw.get("args", {}).get("correlation"))
-            if launch is not None and launch > reach:
+            if launch is not None and launch[0] > reach:
                 waited += seg.start_us - reach
         reach = max(reach, seg.end_us)
     return waited
@@ -231,14 +231,15 @@ def analyse_trace(trace: dict, *, on_cuda: bool, steps: int | None = None,
         device = device_segments(raw_device)
         end = max([host_end, *(s.end_us for s in device)])
         # every host call that queued device work (kernel launches, async copies, memsets)
-        launches = {e.get("args", {}).get("correlation"): float(e["ts"]) for e in runtime}
+        launches = {e.get("args", {}).get("correlation"): (float(e["ts"]), f"thread {e.get('tid')}")
+                    for e in runtime}
         in_window = [e for e in runtime if start <= e["ts"] <= end]
         launched = [float(e["dur"]) for e in in_window if _LAUNCH.search(e["name"])]
         gpu = {"launch_api_ms": sum(launched) / per, "launches": len(launched) / steps,
                "sync_wait_ms": sum(float(e["dur"]) for e in in_window
                                    if _SYNC.search(e["name"])) / per,
                "launch_wait_ms": _launch_waits(device, launches, raw_device, start, end) / per}
-        owner = _launching_ops(raw_device, device, runtime, host)
+        owner = _launching_ops(raw_device, device, launches, host)
     totals, overlap = split(device, start, end)
     host_ops = covered_length([(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in ops])
     return TraceBreakdown(
@@ -248,10 +249,8 @@ def analyse_trace(trace: dict, *, on_cuda: bool, steps: int | None = None,
         timeline=_one_step(marks, host, device if on_cuda else [], end))
 
 
-def _launching_ops(raw_device, device, runtime, host: list[Segment]):
+def _launching_ops(raw_device, device, launch_at: dict, host: list[Segment]):
     """owner(segment): the innermost host op that launched it, else the kernel's name."""
-    launch_at = {e.get("args", {}).get("correlation"): (float(e["ts"]), f"thread {e.get('tid')}")
-                 for e in runtime}
     lanes: dict[str, list[Segment]] = defaultdict(list)
     for seg in host:
         lanes[seg.lane].append(seg)
