@@ -56,9 +56,7 @@ class Server:
         self.spec, self.device = spec, device
         self.on_cuda = device.startswith("cuda")
         dtype = HALF_DTYPES.get(spec.precision)
-        model = build_model(task).eval().to(device)
-        if dtype is not None:
-            model = model.to(dtype)
+        model = build_model(task).eval().to(device, dtype)  # dtype None: as built
         host = tuple(x.to(dtype) if dtype is not None and x.is_floating_point() else x
                      for x in inputs)
         if spec.channels_last:
