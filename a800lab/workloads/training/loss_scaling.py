@@ -71,8 +71,7 @@ def gradient_sample(task: Task, *, steps: int = 0, batch_size: int = 32,
         if name and not list(module.children()):  # leaf modules: Linear, GELU, LayerNorm ...
             handles.append(module.register_forward_hook(on_output(name)))
     try:
-        inputs, targets = trainer.batch()
-        _, loss = trainer._loss(inputs, targets)
+        _, loss = trainer._loss(*trainer.batch())
         loss.backward()
     finally:
         for handle in handles:

@@ -73,17 +73,15 @@ def plan_effective_batch(target_batch: int, max_batch_size: int) -> BatchPlan:
     if max_batch_size < 1:
         raise ValueError("not even a micro-batch of 1 fits: use a smaller model, activation "
                          "checkpointing, bf16, or a device with more memory")
-    accum = math.ceil(target_batch / max_batch_size)
+    steps = accum = math.ceil(target_batch / max_batch_size)  # steps: the fewest at all
     while target_batch % accum:
         accum += 1
     micro = target_batch // accum
     note = ""
     if accum > 1 and 2 * micro <= max_batch_size:
-        steps = math.ceil(target_batch / max_batch_size)
-        nearby = steps * max_batch_size
         note = (f"{target_batch} splits evenly only as {accum} x {micro} (micro-batches up to "
-                f"{max_batch_size} fit): small micro-batches run slower; a target of {nearby} "
-                f"would be {steps} x {max_batch_size}")
+                f"{max_batch_size} fit): small micro-batches run slower; a target of "
+                f"{steps * max_batch_size} would be {steps} x {max_batch_size}")
     return BatchPlan(target_batch, micro, accum, note)
 
 
