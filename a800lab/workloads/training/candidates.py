@@ -241,40 +241,37 @@ class TuneSession:
         """Verify (the first time) and time one config under its precision's TF32 settings: a
         point function (on a CPU its first trial's warm trainer times the later rounds)."""
         with precision_context(config["precision"]):
-            return self._trial(budget_s, cancel, config)
-
-    def _trial(self, budget_s: float, cancel: CancelToken | None, config: dict) -> dict:
-        config = {k: v for k, v in config.items() if k in (*LEVERS, "batch_size",
-                                                             "accum_steps")}
-        spec, key = self.spec_of(config), config_key(config)
-        if key not in self._checks:
-            self._checks[key] = self._verify(spec)
-        checked = self._checks[key]
-        if checked.get("outcome"):
-            return dict(checked)
-        if key in self._warm:  # a later round on a CPU: the same warm trainer times again
-            trainer, pool = self._warm[key]
-        else:
-            trainer = Trainer(spec, self.task, self.device)
-            compiling = CompileWatch(spec.compile)
-            history = trainer.train(1, cancel=cancel)
-            compiling.first_step_done()
-            history += trainer.train(WARMUP_STEPS - 1, cancel=cancel)
-            checked.update(compiling.metrics([h["wall_s"] for h in history]))
-            pool = trainer.batches(min(spec.accum_steps, POOL_BATCHES))
-            held = sum(self._checks[k]["step_peak_bytes"] for k in self._warm)
-            if self.device == "cpu" and held + checked["step_peak_bytes"] <= WARM_LIMIT_BYTES:
-                self._warm[key] = (trainer, pool)  # on a GPU its tensors would count in others
-        last = {}
-        timing = measure(lambda: last.update(loss=trainer.cycle(pool)), device=self.device,
-                         budget_s=budget_s, warmup_s=0.0, min_warmup=1, cancel=cancel)
-        loss = float(last["loss"])
-        if not math.isfinite(loss):
-            return {"outcome": "wrong", "message": f"the loss is {loss} after the timed steps "
-                                                   "(this precision diverged)"}
-        return {"throughput": self.target / (timing.median_ms / 1e3),
-                "throughput_unit": "samples/s", "timing": timing, "loss": loss,
-                "budget_s": budget_s, **checked}
+            config = {k: v for k, v in config.items()
+                      if k in (*LEVERS, "batch_size", "accum_steps")}
+            spec, key = self.spec_of(config), config_key(config)
+            if key not in self._checks:
+                self._checks[key] = self._verify(spec)
+            checked = self._checks[key]
+            if checked.get("outcome"):
+                return dict(checked)
+            if key in self._warm:  # a later round on a CPU: the same warm trainer times again
+                trainer, pool = self._warm[key]
+            else:
+                trainer = Trainer(spec, self.task, self.device)
+                compiling = CompileWatch(spec.compile)
+                history = trainer.train(1, cancel=cancel)
+                compiling.first_step_done()
+                history += trainer.train(WARMUP_STEPS - 1, cancel=cancel)
+                checked.update(compiling.metrics([h["wall_s"] for h in history]))
+                pool = trainer.batches(min(spec.accum_steps, POOL_BATCHES))
+                held = sum(self._checks[k]["step_peak_bytes"] for k in self._warm)
+                if self.device == "cpu" and held + checked["step_peak_bytes"] <= WARM_LIMIT_BYTES:
+                    self._warm[key] = (trainer, pool)  # on a GPU its tensors would count in others
+            last = {}
+            timing = measure(lambda: last.update(loss=trainer.cycle(pool)), device=self.device,
+                             budget_s=budget_s, warmup_s=0.0, min_warmup=1, cancel=cancel)
+            loss = float(last["loss"])
+            if not math.isfinite(loss):
+                return {"outcome": "wrong", "message": f"the loss is {loss} after the timed steps "
+                                                       "(this precision diverged)"}
+            return {"throughput": self.target / (timing.median_ms / 1e3),
+                    "throughput_unit": "samples/s", "timing": timing, "loss": loss,
+                    "budget_s": budget_s, **checked}
 
     def evaluate(self, config: dict, budget_s: float, first: bool = True) -> dict:
         """One trial as a record (appended to `out`): the search's evaluate()."""
