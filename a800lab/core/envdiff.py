@@ -290,7 +290,10 @@ def side_from_report(report: dict, path: str = "doctor report") -> Side:
                          for g in gpus]
     if report.get("topology"):
         facts["topology"] = [" ".join(row) for row in report["topology"]["matrix"]]
-    return Side(path, "doctor report", facts, (), tuple(_consistency(facts)))
+    # a problem within one side: torch's CUDA beyond what the driver runs
+    problem = cuda_runtime_problem(facts.get("torch_cuda"), facts.get("cuda_driver"),
+                                   facts.get("driver"))
+    return Side(path, "doctor report", facts, (), (problem,) if problem else ())
 
 
 def _plain(value: Any) -> Any:
@@ -302,13 +305,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, tuple):
         return [_plain(v) for v in value]
     return value
-
-
-def _consistency(facts: dict) -> list[str]:
-    """Problems within one side: torch's CUDA beyond what the driver runs (core.cuda_compat)."""
-    problem = cuda_runtime_problem(facts.get("torch_cuda"), facts.get("cuda_driver"),
-                                   facts.get("driver"))
-    return [problem] if problem else []
 
 
 # ---- comparing ---------------------------------------------------------------------------------
