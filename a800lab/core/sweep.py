@@ -204,8 +204,6 @@ def measure_point(point_fn, params: dict, *, workload: str, device: str, env: di
 
 
 def _cuda_device(device: str):
-    """torch.cuda.device(device) on a GPU: a point function that takes no `device` argument
-    allocates on the sweep's device."""
     return torch.cuda.device(device) if device.startswith("cuda") else contextlib.nullcontext()
 
 
