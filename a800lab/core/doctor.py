@@ -256,7 +256,7 @@ def format_report(report: dict) -> str:
                  _fmt(g["nvlink_active_links"]), _fmt(g["throttle_reasons"])]
                 for g in report["gpus"]]
         out += table_lines(["GPU", "torch", "name", "CC", "SMs", "free/total GiB", "ECC", "MIG",
-                       "SM MHz", "power W", "temp C", "PCIe", "NVLinks", "throttle"], rows)
+                            "SM MHz", "power W", "temp C", "PCIe", "NVLinks", "throttle"], rows)
         out.append("")
     topo = report["topology"]
     if topo:
