@@ -8,49 +8,39 @@ import, torchvision on first use (its import costs about a second).
 import functools
 import importlib.util
 
-_REASONS: dict[str, str] = {}
+from .nvml import NotAvailable, ensure_init
 
 
-def _detect_cuda() -> bool:
+def _cuda_reason() -> str:
     try:
         import torch
     except ImportError as exc:  # torch is a hard dependency, but say so plainly if it is broken
-        _REASONS["cuda"] = f"torch is not importable: {exc}"
-        return False
+        return f"torch is not importable: {exc}"
     if torch.version.cuda is None:
-        _REASONS["cuda"] = (
-            f"torch {torch.__version__} is a CPU-only build; install a CUDA build of torch"
-        )
-        return False
+        return f"torch {torch.__version__} is a CPU-only build; install a CUDA build of torch"
     if not torch.cuda.is_available():
-        _REASONS["cuda"] = (
-            f"torch {torch.__version__} was built for CUDA {torch.version.cuda} but sees no "
-            "usable GPU (no NVIDIA driver, no device, or CUDA_VISIBLE_DEVICES hides them)"
-        )
-        return False
-    return True
+        return (f"torch {torch.__version__} was built for CUDA {torch.version.cuda} but sees no "
+                "usable GPU (no NVIDIA driver, no device, or CUDA_VISIBLE_DEVICES hides them)")
+    return ""
 
 
-def _detect_triton() -> bool:
+def _triton_reason() -> str:
     if importlib.util.find_spec("triton") is None:
-        _REASONS["triton"] = "the triton package is not installed (pip install triton, Linux only)"
-        return False
-    return True
+        return "the triton package is not installed (pip install triton, Linux only)"
+    return ""
 
 
-def _detect_nvml() -> bool:
-    from .nvml import NotAvailable, ensure_init
-
+def _nvml_reason() -> str:
     started = ensure_init()
-    if isinstance(started, NotAvailable):
-        _REASONS["nvml"] = started.reason
-        return False
-    return True
+    return started.reason if isinstance(started, NotAvailable) else ""
 
 
-HAS_CUDA: bool = _detect_cuda()
-HAS_TRITON: bool = _detect_triton()
-HAS_NVML: bool = _detect_nvml()
+# back end -> why it is off; an available one has no entry
+_REASONS: dict[str, str] = {name: reason for name, reason in (
+    ("cuda", _cuda_reason()), ("triton", _triton_reason()), ("nvml", _nvml_reason())) if reason}
+HAS_CUDA: bool = "cuda" not in _REASONS
+HAS_TRITON: bool = "triton" not in _REASONS
+HAS_NVML: bool = "nvml" not in _REASONS
 
 
 @functools.lru_cache(maxsize=1)

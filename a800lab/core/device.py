@@ -144,14 +144,18 @@ class Topology(_Record):
 
 def cpu_list(mask_words: Any) -> str:
     """A CPU bitmask (64-bit words, lowest CPUs first) as a compact list: "0-31,64-95"."""
-    cpus = [64 * w + bit for w, word in enumerate(mask_words) for bit in range(64)
-            if int(word) >> bit & 1]
+    return compact_ranges([64 * w + bit for w, word in enumerate(mask_words) for bit in range(64)
+                           if int(word) >> bit & 1])
+
+
+def compact_ranges(numbers: list[int]) -> str:
+    """Ascending ints as a compact list: [0, 1, 2, 5] -> "0-2,5"."""
     ranges: list[list[int]] = []
-    for cpu in cpus:
-        if ranges and cpu == ranges[-1][1] + 1:
-            ranges[-1][1] = cpu
+    for n in numbers:
+        if ranges and n == ranges[-1][1] + 1:
+            ranges[-1][1] = n
         else:
-            ranges.append([cpu, cpu])
+            ranges.append([n, n])
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
 
 

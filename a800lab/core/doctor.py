@@ -220,7 +220,8 @@ def cuda_label(cuda_index: Any) -> str:
     return "n/a" if value is None else f"cuda:{value}"
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+def table_lines(headers, rows) -> list[str]:
+    """Columns padded to their widest cell, two spaces apart."""
     widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows,
                                                                       strict=True)]
     return ["  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
@@ -254,14 +255,14 @@ def format_report(report: dict) -> str:
                  f"gen{_fmt(g['pcie_gen'])} x{_fmt(g['pcie_width'])}",
                  _fmt(g["nvlink_active_links"]), _fmt(g["throttle_reasons"])]
                 for g in report["gpus"]]
-        out += _table(["GPU", "torch", "name", "CC", "SMs", "free/total GiB", "ECC", "MIG",
-                       "SM MHz", "power W", "temp C", "PCIe", "NVLinks", "throttle"], rows)
+        out += table_lines(["GPU", "torch", "name", "CC", "SMs", "free/total GiB", "ECC", "MIG",
+                            "SM MHz", "power W", "temp C", "PCIe", "NVLinks", "throttle"], rows)
         out.append("")
     topo = report["topology"]
     if topo:
         rows = [[label, *row, _fmt(aff), _fmt(node)] for label, row, aff, node in zip(
             topo["labels"], topo["matrix"], topo["cpu_affinity"], topo["numa_node"], strict=True)]
-        out += _table(["", *topo["labels"], "CPU Affinity", "NUMA Affinity"], rows)
+        out += table_lines(["", *topo["labels"], "CPU Affinity", "NUMA Affinity"], rows)
         out += ["", "Legend:"] + [f"  {key:<4} = {text}" for key, text in LINK_LEGEND.items()]
         out.append("")
     out.append("Advice:")

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from .cuda_compat import cuda_runtime_problem
-from .doctor import with_defaults
+from .device import compact_ranges
+from .doctor import table_lines, with_defaults
 from .nvml import is_not_available
 from .results import Record, read_records
 
@@ -103,6 +104,14 @@ _ENV_FIELDS = {"mode": "mode", "device_name": "device_name", "device_count": "gp
                "hostname": "hostname", "cpu_model": "cpu_model",
                "matmul_fp32_precision": "matmul_fp32_precision",
                "conv_fp32_precision": "conv_fp32_precision"}
+# a doctor report's system and cpu keys -> field
+_REPORT_SYSTEM_FIELDS = {
+    "driver": "driver_version", "cuda_driver": "cuda_driver_version", "torch": "torch_version",
+    "torch_cuda": "torch_cuda_version", "cudnn": "cudnn_version", "nccl": "nccl_version",
+    "matmul_fp32_precision": "matmul_fp32_precision",
+    "conv_fp32_precision": "conv_fp32_precision"}
+_REPORT_CPU_FIELDS = {"cpu_model": "model", "logical_cores": "logical_cores",
+                      "numa_nodes": "numa_nodes"}
 _PER_GPU = ("compute_capability", "sm_clock_max_mhz", "mem_clock_max_mhz", "power_limit_w",
             "ecc_enabled", "mig_enabled", "throttle_reasons", "nvlink_active_links",
             "numa_node", "cpu_affinity")
@@ -264,19 +273,9 @@ def side_from_report(report: dict, path: str = "doctor report") -> Side:
     report = with_defaults(report)
     system, cpu, gpus = report["system"], report.get("cpu") or {}, report["gpus"]
     facts: dict[str, Any] = {
-        "mode": "GPU" if report["gpu_found"] else "CPU fallback",
-        "gpu_count": len(gpus),
-        "driver": _plain(system.get("driver_version")),
-        "cuda_driver": _plain(system.get("cuda_driver_version")),
-        "torch": _plain(system.get("torch_version")),
-        "torch_cuda": _plain(system.get("torch_cuda_version")),
-        "cudnn": _plain(system.get("cudnn_version")),
-        "nccl": _plain(system.get("nccl_version")),
-        "matmul_fp32_precision": _plain(system.get("matmul_fp32_precision")),
-        "conv_fp32_precision": _plain(system.get("conv_fp32_precision")),
-        "cpu_model": _plain(cpu.get("model")),
-        "logical_cores": _plain(cpu.get("logical_cores")),
-        "numa_nodes": _plain(cpu.get("numa_nodes")),
+        "mode": "GPU" if report["gpu_found"] else "CPU fallback", "gpu_count": len(gpus),
+        **{key: _plain(system.get(name)) for key, name in _REPORT_SYSTEM_FIELDS.items()},
+        **{key: _plain(cpu.get(name)) for key, name in _REPORT_CPU_FIELDS.items()},
     }
     memory = _plain(cpu.get("memory_total_bytes"))
     if isinstance(memory, int | float):
@@ -291,7 +290,10 @@ def side_from_report(report: dict, path: str = "doctor report") -> Side:
                          for g in gpus]
     if report.get("topology"):
         facts["topology"] = [" ".join(row) for row in report["topology"]["matrix"]]
-    return Side(path, "doctor report", facts, (), tuple(_consistency(facts)))
+    # a problem within one side: torch's CUDA beyond what the driver runs
+    problem = cuda_runtime_problem(facts.get("torch_cuda"), facts.get("cuda_driver"),
+                                   facts.get("driver"))
+    return Side(path, "doctor report", facts, (), (problem,) if problem else ())
 
 
 def _plain(value: Any) -> Any:
@@ -303,13 +305,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, tuple):
         return [_plain(v) for v in value]
     return value
-
-
-def _consistency(facts: dict) -> list[str]:
-    """Problems within one side: torch's CUDA beyond what the driver runs (core.cuda_compat)."""
-    problem = cuda_runtime_problem(facts.get("torch_cuda"), facts.get("cuda_driver"),
-                                   facts.get("driver"))
-    return [problem] if problem else []
 
 
 # ---- comparing ---------------------------------------------------------------------------------
@@ -384,16 +379,7 @@ def _compact(values: list) -> str:
     if len(groups) == 1:
         (text, idx), = groups.items()
         return f"{text} x{len(idx)}" if len(idx) > 1 else text
-    return "; ".join(f"{text} on GPU {_ranges(idx)}" for text, idx in groups.items())
-
-
-def _ranges(indices: list[int]) -> str:
-    parts, start = [], indices[0]
-    for prev, cur in zip(indices, [*indices[1:], None], strict=True):
-        if cur != prev + 1:
-            parts.append(str(start) if start == prev else f"{start}-{prev}")
-            start = cur
-    return ",".join(parts)
+    return "; ".join(f"{text} on GPU {compact_ranges(idx)}" for text, idx in groups.items())
 
 
 def _show(value: Any) -> str:
@@ -462,14 +448,12 @@ def _lineup_lines(d: EnvDiff) -> list[str]:
              f"{r.a_throughput:.4g}{'!' * r.a_noisy}", f"{r.b_throughput:.4g}{'!' * r.b_noisy}",
              r.unit, f"{r.ratio:.2f}x{'~' * (d.same_environment or r.within_spread)}")
             for r in d.lineup]
-    headers = ("workload", "params", "A", "B", "unit", "B/A")
-    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=True)]
     lines = ["Throughput, same configs (newest ok record of each side; ! = noisy; ~ = no "
              "difference the timings can tell" + ("; A and B are the same environment: every "
                                                   "B/A is run-to-run variation" if
                                                   d.same_environment else "") + "):"]
-    lines += ["  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-              for row in (headers, *rows)]
+    lines += ["  " + line for line in table_lines(
+        ["workload", "params", "A", "B", "unit", "B/A"], rows)]
     lines.append(f"  geometric mean B/A over {len(d.lineup)} configs: {d.geomean_ratio:.2f}x; "
                  f"{d.unmatched[0]} configs only in A, {d.unmatched[1]} only in B")
     return lines

@@ -13,6 +13,7 @@ import socket
 import torch
 
 from .backends import HAS_CUDA
+from .nvml import nvml_call
 from .precision import tf32_settings
 
 # Keys that identify "the same environment" for resume; free-form extras do not change it.
@@ -36,7 +37,6 @@ def environment(device: str | None = None) -> dict:
 
 @functools.lru_cache(maxsize=1)
 def _machine() -> dict:
-    """The facts that do not change while the process runs (computed once)."""
     env = {
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -82,7 +82,5 @@ def _nccl_version() -> str | None:
 
 
 def _driver_version() -> str | None:
-    from .nvml import nvml_call
-
     version = nvml_call("nvmlSystemGetDriverVersion")
     return str(version) if version else None  # NotAvailable is falsy

@@ -53,7 +53,7 @@ class MemoryProbe:
         if self.on_cuda:
             return torch.cuda.memory_allocated(self.device)
         _trim_heap()
-        return _proc_status().get("VmRSS")
+        return _read_kib_file("/proc/self/status").get("VmRSS")
 
     def reset_peak(self) -> bool:
         """Start a new peak window; False when this host cannot (the peak is then unknown)."""
@@ -71,7 +71,7 @@ class MemoryProbe:
     def peak_bytes(self) -> int | None:
         if self.on_cuda:
             return torch.cuda.max_memory_allocated(self.device)
-        return _proc_status().get("VmHWM")
+        return _read_kib_file("/proc/self/status").get("VmHWM")
 
     def peak_reserved_bytes(self) -> int | None:
         """CUDA only: the most the caching allocator held from the driver (cached blocks too)."""
@@ -85,12 +85,9 @@ def probe_for(device: str) -> MemoryProbe:
 
 def read_memory(device: str) -> dict:
     """Capacity and free bytes of `device` (CPU: MemTotal and MemAvailable)."""
-    free_bytes, capacity_bytes = available_bytes(device), None
-    if device.startswith("cuda"):
-        capacity_bytes = torch.cuda.mem_get_info(device)[1]
-    else:
-        capacity_bytes = _proc_meminfo().get("MemTotal")
-    return {"capacity_bytes": capacity_bytes, "free_bytes": free_bytes}
+    capacity_bytes = (torch.cuda.mem_get_info(device)[1] if device.startswith("cuda")
+                      else _read_kib_file("/proc/meminfo").get("MemTotal"))
+    return {"capacity_bytes": capacity_bytes, "free_bytes": available_bytes(device)}
 
 
 def available_bytes(device: str) -> int | None:
@@ -100,7 +97,7 @@ def available_bytes(device: str) -> int | None:
         free, _ = torch.cuda.mem_get_info(device)
         cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
         return free + cached
-    return _proc_meminfo().get("MemAvailable")
+    return _read_kib_file("/proc/meminfo").get("MemAvailable")
 
 
 def check_fits(needed_bytes: int, device: str, *, what: str) -> None:
@@ -157,11 +154,3 @@ def _read_kib_file(path: str) -> dict[str, int]:
     except OSError:
         pass
     return out
-
-
-def _proc_meminfo() -> dict[str, int]:
-    return _read_kib_file("/proc/meminfo")
-
-
-def _proc_status() -> dict[str, int]:
-    return _read_kib_file("/proc/self/status")

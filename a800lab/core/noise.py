@@ -90,13 +90,6 @@ def _saturated(conditions: dict) -> bool:
     return None not in (own, others, cores) and own + others >= cores - SATURATED_IDLE_CORES
 
 
-def _descheduled(samples_ms: list[float]) -> int:
-    """How many samples ran far above the fastest one (lost their core for a time slice)."""
-    fastest = min(samples_ms)
-    return sum(s - fastest >= _DESCHEDULED_EXCESS_MS and s >= _DESCHEDULED_RATIO * fastest
-               for s in samples_ms)
-
-
 def assess(samples_ms, conditions: dict | None = None, *, on_cpu: bool = False) -> dict:
     """The noise verdict of one point: {"noisy", "contended", "iqr_ms", "iqr_over_median",
     "reasons"} ({} without samples); "contended" when a CPU reason (other work took the point's
@@ -138,9 +131,11 @@ def _cpu_reasons(samples: list[float], conditions: dict) -> list[str]:
         reasons.append(f"oversubscribed: {threads} torch thread(s) + {others:.1f} cores busy in "
                        f"other processes (this job's own workers and ranks count) > {cores} "
                        f"cores; {fix}")
-    slow = _descheduled(samples)
+    fastest = min(samples)  # samples far above it lost their core for a time slice
+    slow = sum(s - fastest >= _DESCHEDULED_EXCESS_MS and s >= _DESCHEDULED_RATIO * fastest
+               for s in samples)
     if len(samples) >= 5 and slow >= _DESCHEDULED_SHARE * len(samples):
         reasons.append(f"{slow} of {len(samples)} samples ran >= {_DESCHEDULED_EXCESS_MS:g} ms "
-                       f"and {_DESCHEDULED_RATIO:g}x over the fastest ({min(samples):.3g} ms): "
+                       f"and {_DESCHEDULED_RATIO:g}x over the fastest ({fastest:.3g} ms): "
                        "the thread lost its core to other work for scheduler time slices")
     return reasons

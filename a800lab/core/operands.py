@@ -61,14 +61,11 @@ def _fp32_inputs(m: int, n: int, k: int, device, seed: int) -> tuple[torch.Tenso
             torch.randn(k, n, generator=gen, device=device))
 
 
-def _output_bytes(prec: Precision) -> int:
-    return 2 if prec.name == "fp8" else prec.bytes_per_element  # fp8 writes a bf16 C
-
-
 def operand_bytes(m: int, n: int, k: int, precision: str | Precision) -> int:
     """Bytes of A and B in the precision plus the product C: what the workload itself holds."""
     prec = parse_precision(precision)
-    return (m * k + k * n) * prec.bytes_per_element + m * n * _output_bytes(prec)
+    c_bytes = 2 if prec.name == "fp8" else prec.bytes_per_element  # fp8 writes a bf16 C
+    return (m * k + k * n) * prec.bytes_per_element + m * n * c_bytes
 
 
 def needed_bytes(m: int, n: int, k: int, precision: str | Precision) -> int:
@@ -90,7 +87,10 @@ def make_operands(m: int, n: int, k: int, precision: str | Precision, device, *,
                          f"(torch._scaled_mm), got {m}x{n}x{k}; round them up")
     a32, b32 = _fp32_inputs(m, n, k, device, seed)
     if prec.name == "fp8":
-        a, b, run = _fp8_operands(a32, b32)
+        a, b, inv_a, inv_b = fp8_inputs(a32, b32)
+
+        def run() -> torch.Tensor:
+            return torch._scaled_mm(a, b, scale_a=inv_a, scale_b=inv_b, out_dtype=torch.bfloat16)
     else:
         a, b = a32.to(prec.dtype), b32.to(prec.dtype)
 
@@ -109,12 +109,3 @@ def fp8_inputs(a32: torch.Tensor, b32: torch.Tensor):
     a = (a32 * scale_a).to(torch.float8_e4m3fn)
     b = (b32 * scale_b).to(torch.float8_e4m3fn).t().contiguous().t()  # column-major
     return a, b, (1.0 / scale_a).float(), (1.0 / scale_b).float()
-
-
-def _fp8_operands(a32: torch.Tensor, b32: torch.Tensor):
-    a, b, inv_a, inv_b = fp8_inputs(a32, b32)
-
-    def run() -> torch.Tensor:
-        return torch._scaled_mm(a, b, scale_a=inv_a, scale_b=inv_b, out_dtype=torch.bfloat16)
-
-    return a, b, run

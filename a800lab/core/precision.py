@@ -191,12 +191,10 @@ def matmul_precision(precision: str | Precision) -> Iterator[Precision]:
         yield prec
 
 
-@contextlib.contextmanager
-def framework_fp32() -> Iterator[None]:
+def framework_fp32() -> contextlib.AbstractContextManager[None]:
     """PyTorch's own float32 defaults, whatever was set before: matmuls IEEE fp32, cuDNN
     convolutions TF32 (the "fp32" a user gets without touching a flag); restored after."""
-    with _fp32_modes(False, True):
-        yield
+    return _fp32_modes(False, True)
 
 
 @contextlib.contextmanager

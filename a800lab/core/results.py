@@ -163,8 +163,7 @@ class Record:
         if not isinstance(time_ms, list | tuple):
             raise ValueError(f"time_ms must be a list of milliseconds, got {time_ms!r}")
         d["time_ms"] = tuple(time_ms)
-        known = cls.__dataclass_fields__
-        unknown = set(d) - set(known)
+        unknown = set(d) - set(cls.__dataclass_fields__)
         if unknown:
             raise ValueError(f"unknown fields {sorted(unknown)}")
         return cls(**d)
@@ -342,34 +341,28 @@ def done_keys(path: str | os.PathLike, env_fingerprint: str,
 
 def records_to_frame(records: list[Record]) -> pd.DataFrame:
     """One row per record: params and metrics as columns beside the record's own columns."""
-    rows = []
-    for r in records:
-        times = list(r.time_ms)
-        stats = _time_stats(times)
-        row = {
-            **{param_column(k): v for k, v in r.params.items()},
-            "workload": r.workload,
-            "outcome": r.outcome,
-            "message": r.message,
-            "throughput": math.nan if r.throughput is None else float(r.throughput),
-            "throughput_unit": r.throughput_unit,
-            "time_ms": times,
-            **stats,
-            **{k: _nan_if_none(r.memory.get(k)) for k in MEMORY_KEYS},
-            **r.metrics,
-            "device_name": r.env.get("device_name", "unknown device"),
-            "mode": r.env.get("mode") or _mode_of(r.env.get("device_name", "")),
-            "fingerprint": r.env.get("fingerprint", ""),
-            "label": r.label or r.env.get("device_name", "unknown device"),
-            "timestamp": r.timestamp,
-            "telemetry": r.telemetry,
-            "run_id": r.run_id,
-            "noisy": bool(r.noise.get("noisy", False)),
-            "noise_reason": "; ".join(r.noise.get("reasons", ())),
-            "torch_threads": _nan_if_none(r.conditions.get("torch_threads")),
-        }
-        rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame([{
+        **{param_column(k): v for k, v in r.params.items()},
+        "workload": r.workload,
+        "outcome": r.outcome,
+        "message": r.message,
+        "throughput": math.nan if r.throughput is None else float(r.throughput),
+        "throughput_unit": r.throughput_unit,
+        "time_ms": list(r.time_ms),
+        **_time_stats(r.time_ms),
+        **{k: _nan_if_none(r.memory.get(k)) for k in MEMORY_KEYS},
+        **r.metrics,
+        "device_name": r.env.get("device_name", "unknown device"),
+        "mode": r.env.get("mode") or _mode_of(r.env.get("device_name", "")),
+        "fingerprint": r.env.get("fingerprint", ""),
+        "label": r.label or r.env.get("device_name", "unknown device"),
+        "timestamp": r.timestamp,
+        "telemetry": r.telemetry,
+        "run_id": r.run_id,
+        "noisy": bool(r.noise.get("noisy", False)),
+        "noise_reason": "; ".join(r.noise.get("reasons", ())),
+        "torch_threads": _nan_if_none(r.conditions.get("torch_threads")),
+    } for r in records])
 
 
 def load_results(path: str | os.PathLike) -> pd.DataFrame:
@@ -387,8 +380,8 @@ def _nan_if_none(x) -> float:
     return math.nan if value is None else value
 
 
-def _time_stats(times: list[float]) -> dict:
+def _time_stats(times: tuple[float, ...]) -> dict:
     if not times:
         return {"median_ms": math.nan, "iqr_ms": math.nan, "min_ms": math.nan}
-    t = Timing(samples_ms=tuple(times), warmup=0, device="")
+    t = Timing(samples_ms=times, warmup=0, device="")
     return {"median_ms": t.median_ms, "iqr_ms": t.iqr_ms, "min_ms": t.min_ms}

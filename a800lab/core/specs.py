@@ -335,10 +335,9 @@ def resolve_target(name: str) -> Target:
     ("sm_80", "sm_90", "8.9") as a Target; ValueError saying what is accepted."""
     text = str(name).strip()
     found = re.fullmatch(r"(?:sm_?|compute_?)?(\d{1,2})\.?(\d)", text.lower())
-    if found and (int(found[1]), int(found[2])) in ARCH_LIMITS:
-        capability = (int(found[1]), int(found[2]))
-        sm = f"sm_{capability[0]}{capability[1]}"
-        return Target(sm, capability, None)
+    capability = (int(found[1]), int(found[2])) if found else None
+    if capability in ARCH_LIMITS:
+        return Target(ARCH_LIMITS[capability].sm, capability, None)
     rows = family_rows(text) if text else ()
     capabilities = {row.compute_capability for row in rows}
     if len(capabilities) == 1:

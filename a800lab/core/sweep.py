@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import torch
+
 from .backends import HAS_NVML, resolve_device
 from .cancel import Cancelled, CancelToken
 from .environment import environment, fingerprint
@@ -136,9 +138,8 @@ def run_sweep(
                 if on_result:
                     on_result(record)
             if on_progress:
-                remaining = len(points) - index
-                per_point_s = (time.perf_counter() - started) / measured if measured else None
-                eta_s = None if per_point_s is None else per_point_s * remaining
+                eta_s = ((time.perf_counter() - started) / measured * (len(points) - index)
+                         if measured else None)
                 on_progress(index, len(points), eta_s)
     return result
 
@@ -152,8 +153,6 @@ def thread_count(torch_threads: int | None) -> Iterator[None]:
         return
     if isinstance(torch_threads, bool) or not isinstance(torch_threads, int) or torch_threads < 1:
         raise ValueError(f"torch_threads={torch_threads!r} must be a positive int, e.g. 1")
-    import torch
-
     saved = torch.get_num_threads()
     torch.set_num_threads(torch_threads)
     try:
@@ -205,13 +204,7 @@ def measure_point(point_fn, params: dict, *, workload: str, device: str, env: di
 
 
 def _cuda_device(device: str):
-    """torch.cuda.device(device) on a GPU: a point function that takes no `device` argument
-    allocates on the sweep's device."""
-    if not device.startswith("cuda"):
-        return contextlib.nullcontext()
-    import torch
-
-    return torch.cuda.device(device)
+    return torch.cuda.device(device) if device.startswith("cuda") else contextlib.nullcontext()
 
 
 def _sampler(device: str, sample_telemetry: bool):

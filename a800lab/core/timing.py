@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import torch
+
 from .backends import resolve_device
 from .cancel import CancelToken
 from .noise import NOISE_IQR_OVER_MEDIAN
@@ -37,10 +39,6 @@ class Timing:
     @property
     def median_ms(self) -> float:
         return statistics.median(self.samples_ms)
-
-    @property
-    def mean_ms(self) -> float:
-        return statistics.fmean(self.samples_ms)
 
     @property
     def min_ms(self) -> float:
@@ -123,7 +121,7 @@ def measure(
         raise ValueError(f"min_warmup={min_warmup!r} must be >= 0")
     device = resolve_device(device)
     on_cuda = device.startswith("cuda")
-    sync = functools.partial(_cuda_sync, device) if on_cuda else _no_sync
+    sync = functools.partial(torch.cuda.synchronize, device) if on_cuda else lambda: None
     flush = l2_flush_buffer(device) if on_cuda and flush_l2 else None  # before the window
 
     with timed_section():
@@ -150,8 +148,6 @@ def measure(
 def l2_flush_buffer(device: str):
     """The L2-flush buffer of a CUDA device (L2_FLUSH_BYTES), allocated once and kept; never
     part of a measured point's memory (made before the window opens, counted as baseline)."""
-    import torch
-
     index = torch.device(device).index
     key = f"cuda:{torch.cuda.current_device() if index is None else index}"
     with _flush_lock:
@@ -173,8 +169,6 @@ def guard_cycles_for(launch_ms: float, flush_ms: float, cycles_per_ms: float) ->
 
 def launch_guard_cycles(device: str, launch_s: float) -> int:
     """guard_cycles_for this device: its flush time and spin rate, measured once (events)."""
-    import torch
-
     if not hasattr(torch.cuda, "_sleep"):
         return 0
     if device not in _device_rates:
@@ -199,16 +193,6 @@ def _check(cancel: CancelToken | None) -> None:
         cancel.raise_if_cancelled()
 
 
-def _no_sync() -> None:
-    pass
-
-
-def _cuda_sync(device: str) -> None:
-    import torch
-
-    torch.cuda.synchronize(device)
-
-
 def _time_cpu(fn, reps: int, clock, cancel) -> list[float]:
     samples = []
     for _ in range(reps):
@@ -223,10 +207,7 @@ def _time_cuda(fn, device: str, reps: int, flush, cancel, cuda: Any = None,
                guard_cycles: int = 0) -> list[float]:
     """Per-call milliseconds from CUDA events, a spin of `guard_cycles` after each flush (see
     the module docstring); `cuda` is torch.cuda (tests pass a recorder)."""
-    if cuda is None:
-        import torch
-
-        cuda = torch.cuda
+    cuda = torch.cuda if cuda is None else cuda
     with cuda.device(device):  # events, flush and sync on the device being timed
         events = []
         for _ in range(reps):
