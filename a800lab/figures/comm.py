@@ -16,7 +16,6 @@ from .parts import NO_POINTS_TEXT, figure_legend, floats, laid_out, metric_lines
 from .sweep import throughput_into
 
 
-# ---- communication --------------------------------------------------------------------------
 def _sizes_axis(ax: Axes) -> None:
     ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: format_size(value)))
 

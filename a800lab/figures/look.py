@@ -146,7 +146,6 @@ def band_handle(categorical: bool) -> tuple[object, str]:
 
 
 def note_handle(text: str) -> tuple[object, str]:
-    """A legend line of text only."""
     return Line2D([], [], linestyle="none"), text
 
 
@@ -160,9 +159,7 @@ def place_legend(ax: Axes, entries: list[tuple[object, str]]) -> None:
 
 def unique_entries(entries: list[tuple[object, str]]) -> list[tuple[object, str]]:
     """Entries with repeated labels dropped (first kept)."""
-    seen, out = set(), []
+    first: dict[str, object] = {}
     for handle, label in entries:
-        if label not in seen:
-            seen.add(label)
-            out.append((handle, label))
-    return out
+        first.setdefault(label, handle)
+    return [(handle, label) for label, handle in first.items()]

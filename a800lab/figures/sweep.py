@@ -77,7 +77,6 @@ def _row_peaks(ok: pd.DataFrame, peak_tflops) -> list[float]:
 
 def _draw_throughput(ax: Axes, df: pd.DataFrame, x: str, look: Look,
                      peak_tflops) -> list[tuple[object, str]]:
-    """Throughput lines, one per series and run, into `ax`; returns the legend entries."""
     ax.set_title(f"throughput vs {x}")
     if df.empty:
         say(ax, NO_POINTS_TEXT, "large")
@@ -198,7 +197,6 @@ def _memory_caption(df: pd.DataFrame, ok: pd.DataFrame, modes: pd.Series) -> str
 
 
 def _draw_memory(ax: Axes, df: pd.DataFrame, x: str, look: Look) -> list[tuple[object, str]]:
-    """Each point's own peak memory into `ax`; returns the legend entries."""
     ax.set_title(f"peak memory vs {x}")
     if df.empty:
         ax.set_ylabel("peak memory")
@@ -294,8 +292,7 @@ def throughput_and_memory_figure(df: pd.DataFrame, x: str, *, series: str | None
 
 
 def throughput_into(ax: Axes, df: pd.DataFrame, x: str, look: Look) -> None:
-    """throughput_figure drawn into `ax` as `look` colours it, its legend removed (the figure
-    has one)."""
+    """throughput_figure drawn into `ax` as `look` colours it, without its own legend."""
     throughput_figure(df, x, series=look.series, ax=ax, earlier_runs=look.earlier_runs)
     ax.set_title(ax.get_title().split("\n")[0])  # the devices go in the figure's title
     if ax.get_legend() is not None:

@@ -85,8 +85,7 @@ def shape_sweep_figure(df: pd.DataFrame, x: str, *, tile: tuple[int, int, int] |
         why = ("no tile to model: cuBLAS picks its own" if tile is None and not df.empty
                else "no SM count to model" if sm_count is None and not df.empty
                else "no points yet")
-        bottom.text(0.5, 0.5, why, transform=bottom.transAxes, ha="center", va="center",
-                    color="dimgray")
+        say(bottom, why)
         return fig
     _draw_model(bottom, model_frame(df, x, tile, sm_count, blocks_per_sm), x, tile, sm_count,
                 card, blocks_per_sm)
@@ -160,10 +159,6 @@ def error_figure(df: pd.DataFrame, x: str, *, series: str = "precision") -> Figu
     return fig
 
 
-def _fmt_value(v: float) -> str:
-    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
-
-
 def _failure_note(cell: pd.DataFrame) -> str:
     """A cell without a good point: "refused" (turned down before it ran, with the compiler's
     kind of reason: "refused\nshared memory"), else its outcome (wrong / oom / error)."""
@@ -221,8 +216,9 @@ def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput
     for i, j in zip(*np.nonzero(np.isfinite(grid)), strict=True):
         dark = image.norm(grid[i, j]) < 0.5  # low end of viridis is dark: write in white
         mark = "~" if (i, j) in noisy_cells else ""
-        ax.text(j, i, mark + _fmt_value(grid[i, j]), ha="center", va="center",
-                fontsize="small", color="white" if dark else "black")
+        v = grid[i, j]
+        ax.text(j, i, mark + (f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"), ha="center",
+                va="center", fontsize="small", color="white" if dark else "black")
     for (i, j), text in notes.items():
         ax.text(j, i, text, ha="center", va="center", fontsize="small", color="gray",
                 style="italic")

@@ -52,7 +52,6 @@ def describe_device(device: str) -> str:
     return f"{env['device_name']} (CPU fallback, {threads} torch thread{'s' * (threads != 1)})"
 
 
-
 def _point_label(row: pd.Series, x: str, series: str | None, several: bool) -> str:
     """A point's name: its x value, and its series when there are several."""
     text = str(row[x])
