@@ -11,7 +11,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from .look import NOISY_MARKER, LabFigure, Look, noisy_handle
-from .parts import XAxis, flags, floats, say, wrapped_legend
+from .parts import XAxis, flags, say, wrapped_legend
+from .parts import float_values as _floats
 from .sweep import NO_POINTS_TEXT, throughput_figure
 
 # energy source -> (marker, legend text)
@@ -20,10 +21,6 @@ SOURCE_MARKERS = {
     "power_x_time": ("^", "triangle: power x time (an estimate)"),
     "rapl": ("s", "square: RAPL, the whole CPU package"),
 }
-
-
-def _floats(df: pd.DataFrame, name: str) -> np.ndarray:
-    return floats(df, name).to_numpy(float)
 
 
 def _draw_lines(ax: Axes, ok: pd.DataFrame, pos: pd.Series, y: np.ndarray, look: Look,

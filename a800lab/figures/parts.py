@@ -36,6 +36,10 @@ def floats(df: pd.DataFrame, name: str) -> pd.Series:
     return pd.to_numeric(df[name], errors="coerce").astype(float)
 
 
+def float_values(df: pd.DataFrame, name: str) -> np.ndarray:
+    return floats(df, name).to_numpy(float)
+
+
 def flags(df: pd.DataFrame, name: str) -> pd.Series:
     """A boolean column (e.g. "noisy"); all False when the frame lacks it."""
     if name not in df.columns:

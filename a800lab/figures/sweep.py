@@ -85,9 +85,7 @@ def _draw_throughput(ax: Axes, df: pd.DataFrame, x: str, look: Look,
     xa = XAxis(df[x])
     shown = look.visible(df)
     ok = shown[(shown["outcome"] == "ok") & floats(shown, "throughput").notna()].copy()
-    ok["throughput"] = ok["throughput"].astype(float)
-    ok["_pos"] = xa.positions(ok[x])
-    ok["_noisy"] = flags(ok, "noisy")
+    positions = xa.positions(ok[x])
     units = list(dict.fromkeys(ok["throughput_unit"])) if "throughput_unit" in ok.columns else []
     unit = ", ".join(map(str, units)) or "throughput"
     ok["_peak"] = _row_peaks(ok, peak_tflops) if unit == "TFLOP/s" else np.nan
@@ -99,14 +97,14 @@ def _draw_throughput(ax: Axes, df: pd.DataFrame, x: str, look: Look,
     merged = banded = False
     lines = Lines()
     columns = {"thr": ok["throughput"].to_numpy(float), "peak": ok["_peak"].to_numpy(float),
-               "noisy": ok["_noisy"].to_numpy(float)}
+               "noisy": flags(ok, "noisy").to_numpy(float)}
     for (key, _run), idx in groups(ok, look).items():
         newest = bool(look.newest.loc[ok.index[idx[0]]])
         color = look.color(key)
         values = {name: column[idx] for name, column in columns.items()}
         if newest:
             values["low"], values["high"] = throughput_band(ok.iloc[idx])
-        upos, counts, agg = per_position(ok["_pos"].to_numpy(float)[idx], values)
+        upos, counts, agg = per_position(positions[idx], values)
         merged |= bool((counts > 1).any())
         pos = upos + dodge * (keys.index(key) - (len(keys) - 1) / 2)
         thr, noisy = agg["thr"], agg["noisy"] > 0

@@ -24,8 +24,9 @@ from ..workloads.training.loss_scaling import (
     fp16_fractions,
     log2_histogram,
 )
-from .look import FADED_ALPHA, PALETTE, LabFigure, Look, describe_devices, place_legend
-from .parts import floats, ordered, say
+from .look import FADED_ALPHA, PALETTE, LabFigure, Look, place_legend
+from .parts import float_values as _floats
+from .parts import name_devices, new_axes, ordered, say
 from .sweep import NO_POINTS_TEXT, throughput_figure
 
 # component column, legend label, colour: bottom to top of each bar
@@ -58,10 +59,6 @@ def _point_label(row: pd.Series, x: str, series: str | None, several: bool) -> s
     if several and series and series in row and series != x:
         text += f"\n{row[series]}"
     return text
-
-
-def _floats(df: pd.DataFrame, name: str) -> np.ndarray:
-    return floats(df, name).to_numpy(float)
 
 
 def _draw_breakdown(ax: Axes, df: pd.DataFrame, x: str, series: str | None) -> list:
@@ -247,10 +244,9 @@ def breakdown_table(df: pd.DataFrame, columns=("model", "batch_size", "precision
 
 
 def _one_axes(draw, df: pd.DataFrame, *args) -> Figure:
-    fig = LabFigure(figsize=(8.6, 4.6), layout="constrained")
-    ax = fig.add_subplot()
+    fig, ax, _ = new_axes(None)
     place_legend(ax, draw(ax, df, *args))
-    fig.suptitle(describe_devices(df), fontsize="medium")
+    name_devices(fig, ax, df, own=True)
     return fig
 
 
