@@ -25,8 +25,7 @@ def _link_line(ax: Axes, ok: pd.DataFrame) -> list[tuple[object, str]]:
     links = floats(ok, "link_gbs").dropna().unique()
     if len(links) != 1:
         return []
-    line = ax.axhline(float(links[0]), color="black", linestyle="--")
-    line.set_gid("link")
+    ax.axhline(float(links[0]), color="black", linestyle="--", gid="link")
     return [(Line2D([], [], color="black", linestyle="--"),
              f"NVLink per direction: {links[0]:g} GB/s (datasheet)")]
 
@@ -43,8 +42,7 @@ def collectives_figure(df: pd.DataFrame, *, series: str | None = "op",
         say(left, NO_POINTS_TEXT)
         return fig
     throughput_into(left, df, "size_bytes", look)
-    left.set_title("bus bandwidth vs message size")
-    left.set_ylabel("busbw (GB/s)")
+    left.set(title="bus bandwidth vs message size", ylabel="busbw (GB/s)")
     ok = df[df["outcome"] == "ok"]
     link = _link_line(left, ok)
     if not link and not ok.empty and (ok["mode"] != "GPU").all():

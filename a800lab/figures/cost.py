@@ -55,8 +55,7 @@ def _draw_energy(ax: Axes, ok: pd.DataFrame, pos: pd.Series, look: Look) -> list
             pd.Series("", index=ok.index)
         markers = [SOURCE_MARKERS.get(s, ("x", ""))[0] for s in sources]
         _draw_lines(ax, ok, pos, energy, look, markers)
-        ax.set_title(f"energy per {singular}")
-        ax.set_ylabel(f"J per {singular}")
+        ax.set(title=f"energy per {singular}", ylabel=f"J per {singular}")
         entries = [(Line2D([], [], color="black", marker=SOURCE_MARKERS[s][0], linestyle="none"),
                     SOURCE_MARKERS[s][1]) for s in dict.fromkeys(sources)
                    if s in SOURCE_MARKERS]
@@ -67,8 +66,8 @@ def _draw_energy(ax: Axes, ok: pd.DataFrame, pos: pd.Series, look: Look) -> list
         return entries
     cpu = _floats(ok, "cpu_ms_per_sample")
     _draw_lines(ax, ok, pos, cpu, look, ["o"] * len(ok))
-    ax.set_title(f"energy unavailable: CPU time per {singular}")
-    ax.set_ylabel(f"CPU ms per {singular}")
+    ax.set(title=f"energy unavailable: CPU time per {singular}",
+           ylabel=f"CPU ms per {singular}")
     return [(Line2D([], [], linestyle="none"),
              "no energy readings here (no GPU counter or power, no readable RAPL): this "
              "process's CPU time, all threads")]

@@ -240,8 +240,7 @@ def _draw_memory(ax: Axes, df: pd.DataFrame, x: str, look: Look) -> list[tuple[o
     if np.isfinite(capacity) and np.nanmax([absolute, ok["_reserved"].max(), 0.0]) >= \
             CAPACITY_LINE_MIN_SHARE * capacity:
         line_y = capacity / scale
-        line = ax.axhline(line_y, color="black", linestyle=":")
-        line.set_gid("capacity")
+        ax.axhline(line_y, color="black", linestyle=":", gid="capacity")
         entries.append((Line2D([], [], color="black", linestyle=":"),
                         f"capacity {capacity / GIB:.1f} GiB"))
     oom = shown[shown["outcome"] == "oom"]

@@ -79,8 +79,7 @@ def shape_sweep_figure(df: pd.DataFrame, x: str, *, tile: tuple[int, int, int] |
     top.set_title(top.get_title().split("\n")[0])  # the devices go in the figure's title
     fig.suptitle(describe_devices(df), fontsize="medium")
     top.set_xlabel("")
-    bottom.set_xlabel(x)
-    bottom.set_ylabel("model efficiency (%)")
+    bottom.set(xlabel=x, ylabel="model efficiency (%)")
     if df.empty or tile is None or sm_count is None:
         why = ("no tile to model: cuBLAS picks its own" if tile is None and not df.empty
                else "no SM count to model" if sm_count is None and not df.empty
@@ -133,8 +132,7 @@ def model_figure(x: str, values, *, m: int = 4096, n: int = 4096, k: int = 4096,
     _draw_model(ax, model_frame(shapes, x, tile, sm_count, blocks_per_sm), x, tile, sm_count,
                 card, blocks_per_sm)
     fixed = ", ".join(f"{d}={v}" for d, v in (("m", m), ("n", n), ("k", k)) if d != x)
-    ax.set_title(f"tile and wave quantisation vs {x} at {fixed}")
-    ax.set_xlabel(x)
+    ax.set(title=f"tile and wave quantisation vs {x} at {fixed}", xlabel=x)
     blocks = f" x {blocks_per_sm} resident blocks" if blocks_per_sm > 1 else ""
     fig.suptitle(f"model for {card} ({sm_count} SMs{blocks}): arithmetic, not a measurement",
                  fontsize="medium")
@@ -150,10 +148,8 @@ def error_figure(df: pd.DataFrame, x: str, *, series: str = "precision") -> Figu
         rows = rows.sort_values(x)
         ax.plot(rows[x], rows["rel_error"], "-o", label=str(key))
     ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel(x)
-    ax.set_ylabel("relative error vs float64")
-    ax.set_title(f"rounding error vs {x}")
+    ax.set(yscale="log", xlabel=x, ylabel="relative error vs float64",
+           title=f"rounding error vs {x}")
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize="small", frameon=False)
     fig.suptitle(describe_devices(df), fontsize="medium")
     return fig
@@ -189,7 +185,7 @@ def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput
     col = {v: j for j, v in enumerate(xs)}
     row = {v: i for i, v in enumerate(ys)}
     grid = np.full((len(ys), len(xs)), np.nan)
-    notes, noisy_cells, rerun_cells, masked = {}, set(), 0, {}
+    notes, noisy_cells, rerun_cells, masked = {}, set(), 0, set()
     runs = Look(df, None).run
     tiled = {x, y} == {"block_m", "block_n"} and {"m", "n"} <= set(df)
     for (xv, yv), cell in df.groupby([x, y], sort=False):
@@ -198,10 +194,9 @@ def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput
         i, j = row[yv], col[xv]
         if tiled:  # a tile past the matrix's edge: the same work, masked; never crowned
             first = cell.iloc[-1]
-            over = overhang(int(first["m"]), int(first["n"]), int(first["block_m"]),
-                            int(first["block_n"]))
-            if over:
-                masked[i, j] = over
+            if overhang(int(first["m"]), int(first["n"]), int(first["block_m"]),
+                        int(first["block_n"])):
+                masked.add((i, j))
         if vals.empty:
             notes[i, j] = _failure_note(cell)
             continue
@@ -224,10 +219,8 @@ def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput
                 style="italic")
     notes_below = []
     for i, j in masked:
-        patch = Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///",
-                          edgecolor="white", linewidth=0)
-        patch.set_gid("masked")
-        ax.add_patch(patch)
+        ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///",
+                               edgecolor="white", linewidth=0, gid="masked"))
     if masked:
         first = df.iloc[-1]
         notes_below.append(f"hatched: tile larger than the {int(first['m'])}x{int(first['n'])} "
@@ -239,10 +232,8 @@ def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput
         only_masked = np.isnan(fits).all()
         best_i, best_j = np.unravel_index(np.nanargmax(grid if only_masked else fits),
                                           grid.shape)
-        outline = Rectangle((best_j - 0.5, best_i - 0.5), 1, 1, fill=False, edgecolor="red",
-                            linewidth=2.5)
-        ax.add_patch(outline)
-        outline.set_gid("best")
+        ax.add_patch(Rectangle((best_j - 0.5, best_i - 0.5), 1, 1, fill=False, edgecolor="red",
+                               linewidth=2.5, gid="best"))
         notes_below.append(f"red outline: best ({x}={fmt(xs[best_j])}, {y}={fmt(ys[best_i])}"
                            + (", masked: every tile measured is larger than the output)"
                               if only_masked else ")"))
@@ -250,8 +241,7 @@ def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput
         notes_below.append(f"~: noisy timing ({len(noisy_cells)} cells), see the table")
     ax.set_xticks(range(len(xs)), [fmt(v) for v in xs])
     ax.set_yticks(range(len(ys)), [fmt(v) for v in ys])
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
+    ax.set(xlabel=x, ylabel=y)
     caption_under(ax, "; ".join(notes_below), False)
     if rerun_cells:
         ax.set_title(f"{value} over {x} x {y} ({rerun_cells} cells measured in several runs: "
@@ -305,12 +295,10 @@ def draw_roofs(ax: Axes, roofs: list[tuple[str, float, float, str]], intensities
     lo, hi = min(span) / 8, max(span) * 8
     entries = []
     for (name, p, b, style), ridge in zip(roofs, ridges, strict=True):
-        (line,) = ax.plot([lo, ridge, hi], [b * lo / 1e3, p, p], style, color="black")
-        line.set_gid(f"roof:{name}")
+        ax.plot([lo, ridge, hi], [b * lo / 1e3, p, p], style, color="black", gid=f"roof:{name}")
         entries.append((Line2D([], [], color="black", linestyle=style),
                         f"{(labels or {}).get(name, name)}: {p:.4g} TFLOP/s, {b:.4g} GB/s"))
-        (mark,) = ax.plot([ridge], [p], "o", mfc="none", color="black", markersize=9)
-        mark.set_gid(f"ridge:{name}")
+        ax.plot([ridge], [p], "o", mfc="none", color="black", markersize=9, gid=f"ridge:{name}")
         ax.annotate(f"ridge {ridge:.0f} FLOP/B", (ridge, p), textcoords="offset points",
                     xytext=(6, 6 if name == "datasheet" else -14), fontsize="small")
     return entries

@@ -129,9 +129,7 @@ def _draw_breakdown(ax: Axes, df: pd.DataFrame, x: str, series: str | None) -> l
     crowded = sum(len(s.split(chr(10))[-1]) + 2 for s in labels) > 50
     ax.set_xticks(pos, labels, rotation=30 if crowded else 0, ha="right" if crowded else "center",
                   fontsize="small")
-    ax.set_xlabel(x)
-    ax.set_ylabel(f"bytes ({unit})")
-    ax.set_ylim(0, top / scale)
+    ax.set(xlabel=x, ylabel=f"bytes ({unit})", ylim=(0, top / scale))
     return entries
 
 
@@ -162,9 +160,7 @@ def _coinciding(curves: list[np.ndarray]) -> list[int | None]:
 def _draw_loss_curves(ax: Axes, df: pd.DataFrame, x: str | None, series: str | None) -> list:
     """A loss curve per point of each series' newest run (colour: the x value; line style: the
     series), earlier runs faded grey; returns the legend entries."""
-    ax.set_title("training loss per optimizer step")
-    ax.set_xlabel("optimizer step")
-    ax.set_ylabel("loss")
+    ax.set(title="training loss per optimizer step", xlabel="optimizer step", ylabel="loss")
     if df.empty or "loss_curve" not in df:
         say(ax, NO_POINTS_TEXT)
         return []
