@@ -16,10 +16,6 @@ from .parts import NO_POINTS_TEXT, figure_legend, floats, laid_out, metric_lines
 from .sweep import throughput_into
 
 
-def _sizes_axis(ax: Axes) -> None:
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: format_size(value)))
-
-
 def _link_line(ax: Axes, ok: pd.DataFrame) -> list[tuple[object, str]]:
     """The per-direction NVLink bandwidth of the points' card, when they carry one."""
     links = floats(ok, "link_gbs").dropna().unique()
@@ -55,7 +51,7 @@ def collectives_figure(df: pd.DataFrame, *, series: str | None = "op",
         if ax.get_xscale() != "log" and not ok.empty and \
                 ok["size_bytes"].max() > 8 * ok["size_bytes"].min():
             ax.set_xscale("log", base=2)  # sizes that are not all powers of two
-        _sizes_axis(ax)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: format_size(value)))
         ax.set_xlabel("message size (size_bytes)")
     if not ok.empty and ok["median_ms"].gt(0).all():
         right.set_yscale("log")

@@ -92,11 +92,8 @@ class Look:
         self.newest = self.run == self.key.map(latest)
         self.runs_per_series = {key: len(ids) for key, ids in runs.items()}
         order = list(latest)
-        named = order
-        if len(order) > max_series:  # keep the series measured most recently
-            recent = set(sorted(order, key=lambda k: latest[k], reverse=True)[:max_series])
-            named = [k for k in order if k in recent]
-        self.colors = dict(zip(named, PALETTE, strict=False))
+        recent = set(sorted(order, key=latest.get, reverse=True)[:max_series])  # the latest
+        self.colors = dict(zip([k for k in order if k in recent], PALETTE, strict=False))
         self.others = [k for k in order if k not in self.colors]
         self.faded_drawn = False    # set by the figure when it draws an earlier run
 

@@ -350,12 +350,11 @@ def max_batch_figure(result) -> Figure:
         ys = [(t.peak_bytes if t.peak_bytes is not None else
                (t.predicted_bytes if t.predicted_bytes is not None else result.limit_bytes))
               / scale for t in trials]
-        ax.plot([t.batch_size for t in trials], ys, marker, color=color, linestyle="none",
-                mfc="white" if outcome == "skipped" else color, gid=f"trial:{outcome}")
-        entries.append((Line2D([], [], marker=marker, color=color, linestyle="none",
-                               mfc="white" if outcome == "skipped" else color),
-                        f"{outcome} ({len(trials)})" + (": predicted, not run"
-                                                         if outcome == "skipped" else "")))
+        style = dict(marker=marker, color=color, linestyle="none",
+                     mfc="white" if outcome == "skipped" else color)
+        ax.plot([t.batch_size for t in trials], ys, gid=f"trial:{outcome}", **style)
+        entries.append((Line2D([], [], **style), f"{outcome} ({len(trials)})"
+                        + (": predicted, not run" if outcome == "skipped" else "")))
     ax.axhline(result.limit_bytes / scale, color="black", linestyle=":", gid="limit")
     ax.axhline(result.budget_bytes / scale, color="black", linestyle="--", gid="budget")
     entries += [(Line2D([], [], color="black", linestyle=":"), "limit"),
