@@ -103,7 +103,6 @@ class PeakReport:
 
     @property
     def unsupported(self) -> dict[str, str]:
-        """Precisions this device cannot run, with the reason."""
         return {e.precision: e.message for e in self.entries if e.outcome == "unsupported"}
 
     @property
@@ -159,7 +158,6 @@ def _first_reason(noise: dict) -> str:
 
 
 def short_number(x: float | None) -> str:
-    """"-" for None, else 4 significant digits: a table cell."""
     return "-" if x is None else f"{x:.4g}"
 
 
