@@ -324,10 +324,9 @@ def roofline_figure(df: pd.DataFrame, *, peak_tflops: float | None, mem_bw_gbs: 
         flop = floats(ok, "flop_count")
         # TFLOP/s = flop / (ms * 1e-3 s) / 1e12 when the workload gave no tflops metric
         tflops = floats(ok, "tflops").fillna(flop / floats(ok, "median_ms") / 1e9)
-        noisy = flags(ok, "noisy")
         points = pd.DataFrame({"ai": flop / floats(ok, "bytes_moved"), "tflops": tflops,
                                "key": look.key[ok.index], "newest": look.newest[ok.index],
-                               "noisy": noisy})
+                               "noisy": flags(ok, "noisy")})
         points = points[np.isfinite(points["ai"]) & (points["ai"] > 0) & (points["tflops"] > 0)]
         for (key, newest, hollow), rows in points.groupby(["key", "newest", "noisy"],
                                                            sort=False):
