@@ -68,11 +68,9 @@ def model_frame(df: pd.DataFrame, x: str, tile: tuple[int, int, int], sm_count: 
 def shape_sweep_figure(df: pd.DataFrame, x: str, *, tile: tuple[int, int, int] | None,
                        sm_count: int | None, card: str, series: str | None = None,
                        earlier_runs: str = "faded", blocks_per_sm: int = 1) -> Figure:
-    """Measured throughput vs a shape axis (m, n, k or size) above what the quantisation model
-    (a800lab.workloads.tiles.quantisation) says of the same shapes with `tile` on `sm_count`
-    SMs x `blocks_per_sm` resident blocks (the compiler's facts): the useful share of the tile
-    work, the share of wave slots filled and their product. The model is relative and ignores
-    memory: it explains steps and saw-teeth (N=1537 vs 1536), so it gets its own axis."""
+    """Measured throughput vs a shape axis (m, n, k or size) above the quantisation model of the
+    same shapes (`tile` on `sm_count` SMs x `blocks_per_sm` resident blocks): tile and wave
+    efficiency and their product, on an axis of its own (relative, memory ignored)."""
     fig = LabFigure(figsize=(8.6, 6.6), layout="constrained")
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
     throughput_figure(df, x, series=series, ax=top, earlier_runs=earlier_runs)
