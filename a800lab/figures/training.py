@@ -24,7 +24,7 @@ from ..workloads.training.loss_scaling import (
     fp16_fractions,
     log2_histogram,
 )
-from .look import FADED_ALPHA, PALETTE, LabFigure, Look, place_legend
+from .look import FADED_ALPHA, PALETTE, LabFigure, Look, describe_devices, place_legend
 from .parts import float_values as _floats
 from .parts import name_devices, new_axes, ordered, say
 from .sweep import NO_POINTS_TEXT, throughput_figure
@@ -47,10 +47,8 @@ _MAX_BARS = 24
 def describe_device(device: str) -> str:
     """"CPU: <model> (CPU fallback, 1 torch thread)" or "<GPU name> (GPU)" for a title."""
     env = environment(device)
-    if env["mode"] == "GPU":
-        return f"{env['device_name']} (GPU)"
-    threads = torch.get_num_threads()
-    return f"{env['device_name']} (CPU fallback, {threads} torch thread{'s' * (threads != 1)})"
+    return describe_devices(pd.DataFrame([{"device_name": env["device_name"], "mode": env["mode"],
+                                           "torch_threads": torch.get_num_threads()}]))
 
 
 def _point_label(row: pd.Series, x: str, series: str | None, several: bool) -> str:
