@@ -16,18 +16,12 @@ from .parts import NO_POINTS_TEXT, figure_legend, floats, laid_out, metric_lines
 from .sweep import throughput_into
 
 
-# ---- communication --------------------------------------------------------------------------
-def _sizes_axis(ax: Axes) -> None:
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: format_size(value)))
-
-
 def _link_line(ax: Axes, ok: pd.DataFrame) -> list[tuple[object, str]]:
     """The per-direction NVLink bandwidth of the points' card, when they carry one."""
     links = floats(ok, "link_gbs").dropna().unique()
     if len(links) != 1:
         return []
-    line = ax.axhline(float(links[0]), color="black", linestyle="--")
-    line.set_gid("link")
+    ax.axhline(float(links[0]), color="black", linestyle="--", gid="link")
     return [(Line2D([], [], color="black", linestyle="--"),
              f"NVLink per direction: {links[0]:g} GB/s (datasheet)")]
 
@@ -44,8 +38,7 @@ def collectives_figure(df: pd.DataFrame, *, series: str | None = "op",
         say(left, NO_POINTS_TEXT)
         return fig
     throughput_into(left, df, "size_bytes", look)
-    left.set_title("bus bandwidth vs message size")
-    left.set_ylabel("busbw (GB/s)")
+    left.set(title="bus bandwidth vs message size", ylabel="busbw (GB/s)")
     ok = df[df["outcome"] == "ok"]
     link = _link_line(left, ok)
     if not link and not ok.empty and (ok["mode"] != "GPU").all():
@@ -58,7 +51,7 @@ def collectives_figure(df: pd.DataFrame, *, series: str | None = "op",
         if ax.get_xscale() != "log" and not ok.empty and \
                 ok["size_bytes"].max() > 8 * ok["size_bytes"].min():
             ax.set_xscale("log", base=2)  # sizes that are not all powers of two
-        _sizes_axis(ax)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: format_size(value)))
         ax.set_xlabel("message size (size_bytes)")
     if not ok.empty and ok["median_ms"].gt(0).all():
         right.set_yscale("log")

@@ -11,7 +11,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from .look import NOISY_MARKER, LabFigure, Look, noisy_handle
-from .parts import XAxis, flags, floats, say, wrapped_legend
+from .parts import XAxis, flags, say, wrapped_legend
+from .parts import float_values as _floats
 from .sweep import NO_POINTS_TEXT, throughput_figure
 
 # energy source -> (marker, legend text)
@@ -20,10 +21,6 @@ SOURCE_MARKERS = {
     "power_x_time": ("^", "triangle: power x time (an estimate)"),
     "rapl": ("s", "square: RAPL, the whole CPU package"),
 }
-
-
-def _floats(df: pd.DataFrame, name: str) -> np.ndarray:
-    return floats(df, name).to_numpy(float)
 
 
 def _draw_lines(ax: Axes, ok: pd.DataFrame, pos: pd.Series, y: np.ndarray, look: Look,
@@ -58,8 +55,7 @@ def _draw_energy(ax: Axes, ok: pd.DataFrame, pos: pd.Series, look: Look) -> list
             pd.Series("", index=ok.index)
         markers = [SOURCE_MARKERS.get(s, ("x", ""))[0] for s in sources]
         _draw_lines(ax, ok, pos, energy, look, markers)
-        ax.set_title(f"energy per {singular}")
-        ax.set_ylabel(f"J per {singular}")
+        ax.set(title=f"energy per {singular}", ylabel=f"J per {singular}")
         entries = [(Line2D([], [], color="black", marker=SOURCE_MARKERS[s][0], linestyle="none"),
                     SOURCE_MARKERS[s][1]) for s in dict.fromkeys(sources)
                    if s in SOURCE_MARKERS]
@@ -70,8 +66,8 @@ def _draw_energy(ax: Axes, ok: pd.DataFrame, pos: pd.Series, look: Look) -> list
         return entries
     cpu = _floats(ok, "cpu_ms_per_sample")
     _draw_lines(ax, ok, pos, cpu, look, ["o"] * len(ok))
-    ax.set_title(f"energy unavailable: CPU time per {singular}")
-    ax.set_ylabel(f"CPU ms per {singular}")
+    ax.set(title=f"energy unavailable: CPU time per {singular}",
+           ylabel=f"CPU ms per {singular}")
     return [(Line2D([], [], linestyle="none"),
              "no energy readings here (no GPU counter or power, no readable RAPL): this "
              "process's CPU time, all threads")]

@@ -92,11 +92,8 @@ class Look:
         self.newest = self.run == self.key.map(latest)
         self.runs_per_series = {key: len(ids) for key, ids in runs.items()}
         order = list(latest)
-        named = order
-        if len(order) > max_series:  # keep the series measured most recently
-            recent = set(sorted(order, key=lambda k: latest[k], reverse=True)[:max_series])
-            named = [k for k in order if k in recent]
-        self.colors = dict(zip(named, PALETTE, strict=False))
+        recent = set(sorted(order, key=latest.get, reverse=True)[:max_series])  # the latest
+        self.colors = dict(zip([k for k in order if k in recent], PALETTE, strict=False))
         self.others = [k for k in order if k not in self.colors]
         self.faded_drawn = False    # set by the figure when it draws an earlier run
 
@@ -146,7 +143,6 @@ def band_handle(categorical: bool) -> tuple[object, str]:
 
 
 def note_handle(text: str) -> tuple[object, str]:
-    """A legend line of text only."""
     return Line2D([], [], linestyle="none"), text
 
 
@@ -160,9 +156,7 @@ def place_legend(ax: Axes, entries: list[tuple[object, str]]) -> None:
 
 def unique_entries(entries: list[tuple[object, str]]) -> list[tuple[object, str]]:
     """Entries with repeated labels dropped (first kept)."""
-    seen, out = set(), []
+    first: dict[str, object] = {}
     for handle, label in entries:
-        if label not in seen:
-            seen.add(label)
-            out.append((handle, label))
-    return out
+        first.setdefault(label, handle)
+    return [(handle, label) for label, handle in first.items()]

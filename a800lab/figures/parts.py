@@ -36,6 +36,10 @@ def floats(df: pd.DataFrame, name: str) -> pd.Series:
     return pd.to_numeric(df[name], errors="coerce").astype(float)
 
 
+def float_values(df: pd.DataFrame, name: str) -> np.ndarray:
+    return floats(df, name).to_numpy(float)
+
+
 def flags(df: pd.DataFrame, name: str) -> pd.Series:
     """A boolean column (e.g. "noisy"); all False when the frame lacks it."""
     if name not in df.columns:
@@ -91,8 +95,7 @@ class XAxis:
 
 
 def set_xticks(ax: Axes, positions, labels: list[str]) -> bool:
-    """Tick labels, slanted when written flat they would run into each other; returns whether
-    they are slanted."""
+    """Tick labels, slanted when flat ones would collide; returns whether they are slanted."""
     width_pt = ax.get_position().width * ax.figure.get_figwidth() * 72
     crowded = sum(len(label) + 2 for label in labels) * TICK_CHAR_PT > width_pt
     ax.set_xticks(positions, labels, rotation=30 if crowded else 0,
@@ -178,7 +181,6 @@ class Lines:
 
     def add(self, key: str, newest: bool, x: np.ndarray, y: np.ndarray,
             hollow: np.ndarray | None = None) -> None:
-        """One run's points; `hollow` marks the points drawn with a hollow marker."""
         hollow = np.zeros(len(x), bool) if hollow is None else hollow
         self._parts.setdefault((key, newest), []).append((x, y, hollow))
 
@@ -227,7 +229,6 @@ def name_devices(fig: Figure, ax: Axes, df: pd.DataFrame, own: bool) -> None:
 
 
 def require_columns(df: pd.DataFrame, *columns: str | None) -> None:
-    """ValueError naming a column the frame lacks, and the ones it has."""
     for name in columns:
         if name is not None and name not in df.columns:
             raise ValueError(f"column {name!r} is not in the results frame; available columns: "
@@ -241,7 +242,7 @@ def say(ax: Axes, text: str, fontsize: str = "medium") -> None:
 
 
 def caption_under(ax: Axes, text: str, slanted: bool) -> None:
-    """A note under the axes (below the x label): what the lines measure, the capacity."""
+    """A note under the axes, below the x label."""
     if text:
         wrapped = "\n".join(textwrap.fill(line, CAPTION_WIDTH) for line in text.split("\n"))
         ax.annotate(wrapped, xy=(0, 0), xycoords="axes fraction",
@@ -250,18 +251,16 @@ def caption_under(ax: Axes, text: str, slanted: bool) -> None:
 
 
 def wrapped_entries(entries: list[tuple[object, str]]) -> list[tuple[object, str]]:
-    """Legend entries once each, labels wrapped to LABEL_WIDTH."""
     return [(h, textwrap.fill(label, LABEL_WIDTH, subsequent_indent="  "))
             for h, label in unique_entries(entries)]
 
 
 def wrapped_legend(ax: Axes, entries: list) -> None:
-    """place_legend with each label wrapped to fit beside the axes."""
     place_legend(ax, wrapped_entries(entries))
 
 
 def figure_legend(fig: Figure, entries: list[tuple[object, str]], anchor_x: float) -> None:
-    """One legend for a figure of several axes, at `anchor_x` (figure fraction), top."""
+    """One legend for a figure of several axes, at `anchor_x` (figure fraction)."""
     if entries:
         handles, labels = zip(*unique_entries(entries), strict=True)
         fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(anchor_x, 0.93),
@@ -269,7 +268,6 @@ def figure_legend(fig: Figure, entries: list[tuple[object, str]], anchor_x: floa
 
 
 def default_series(df: pd.DataFrame, series: str | None) -> str | None:
-    """The series to colour by: the caller's, else the points' label."""
     return "label" if series is None and "label" in df.columns else series
 
 

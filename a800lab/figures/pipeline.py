@@ -9,26 +9,26 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from ..workloads.pipeline import MAIN_LANES
 from .look import LabFigure
 from .parts import figure_legend, laid_out, metric_lines, say
 from .sweep import throughput_into
 
-# lane order of a timeline, top to bottom (workers first: they feed the rest)
-_LANES = ("data wait", "copy", "compute", "copy (GPU)", "compute (GPU)")
 _LANE_COLOURS = {"data wait": "tab:red", "copy": "tab:orange", "compute": "tab:green",
                  "copy (GPU)": "tab:orange", "compute (GPU)": "tab:green"}
 _WORKER_COLOUR = "tab:blue"
 
 
-# ---- the input pipeline ---------------------------------------------------------------------
+
 def draw_timeline(ax: Axes, timeline: list, *, title: str = "timeline") -> None:
     """One point's timeline (lane, start_ms, end_ms) as bars, one row per lane."""
     ax.set_title(title, fontsize="medium")
     if not timeline:
         say(ax, "no timeline recorded")
         return
+    # workers first (they feed the rest), then the training loop's lanes in their order
     lanes = sorted({lane for lane, _, _ in timeline},
-                   key=lambda lane: (_LANES.index(lane) if lane in _LANES else -1, lane))
+                   key=lambda lane: (MAIN_LANES.index(lane) if lane in MAIN_LANES else -1, lane))
     for row, lane in enumerate(lanes):
         bars = [(start, end - start) for name, start, end in timeline if name == lane]
         colour = _LANE_COLOURS.get(lane, _WORKER_COLOUR)

@@ -68,10 +68,9 @@ def serving_figure(df: pd.DataFrame, *, series: str | None = None,
         left.set_ylim(bottom=0)
     _histogram(right, ok)
     entries = look.series_handles() + ([noisy_handle()] if hollow else [])
-    failed = look.visible(df)
-    if not failed.empty and (failed["outcome"] != "ok").any():
-        entries.append(note_handle(f"{int((failed['outcome'] != 'ok').sum())} failed points: "
-                                   "see the table"))
+    failed = 0 if df.empty else int((look.visible(df)["outcome"] != "ok").sum())
+    if failed:
+        entries.append(note_handle(f"{failed} failed points: see the table"))
     figure_legend(fig, wrapped_entries(entries), 0.74)
     return fig
 

@@ -77,7 +77,6 @@ def _row_peaks(ok: pd.DataFrame, peak_tflops) -> list[float]:
 
 def _draw_throughput(ax: Axes, df: pd.DataFrame, x: str, look: Look,
                      peak_tflops) -> list[tuple[object, str]]:
-    """Throughput lines, one per series and run, into `ax`; returns the legend entries."""
     ax.set_title(f"throughput vs {x}")
     if df.empty:
         say(ax, NO_POINTS_TEXT, "large")
@@ -86,9 +85,7 @@ def _draw_throughput(ax: Axes, df: pd.DataFrame, x: str, look: Look,
     xa = XAxis(df[x])
     shown = look.visible(df)
     ok = shown[(shown["outcome"] == "ok") & floats(shown, "throughput").notna()].copy()
-    ok["throughput"] = ok["throughput"].astype(float)
-    ok["_pos"] = xa.positions(ok[x])
-    ok["_noisy"] = flags(ok, "noisy")
+    positions = xa.positions(ok[x])
     units = list(dict.fromkeys(ok["throughput_unit"])) if "throughput_unit" in ok.columns else []
     unit = ", ".join(map(str, units)) or "throughput"
     ok["_peak"] = _row_peaks(ok, peak_tflops) if unit == "TFLOP/s" else np.nan
@@ -100,14 +97,14 @@ def _draw_throughput(ax: Axes, df: pd.DataFrame, x: str, look: Look,
     merged = banded = False
     lines = Lines()
     columns = {"thr": ok["throughput"].to_numpy(float), "peak": ok["_peak"].to_numpy(float),
-               "noisy": ok["_noisy"].to_numpy(float)}
+               "noisy": flags(ok, "noisy").to_numpy(float)}
     for (key, _run), idx in groups(ok, look).items():
         newest = bool(look.newest.loc[ok.index[idx[0]]])
         color = look.color(key)
         values = {name: column[idx] for name, column in columns.items()}
         if newest:
             values["low"], values["high"] = throughput_band(ok.iloc[idx])
-        upos, counts, agg = per_position(ok["_pos"].to_numpy(float)[idx], values)
+        upos, counts, agg = per_position(positions[idx], values)
         merged |= bool((counts > 1).any())
         pos = upos + dodge * (keys.index(key) - (len(keys) - 1) / 2)
         thr, noisy = agg["thr"], agg["noisy"] > 0
@@ -198,7 +195,6 @@ def _memory_caption(df: pd.DataFrame, ok: pd.DataFrame, modes: pd.Series) -> str
 
 
 def _draw_memory(ax: Axes, df: pd.DataFrame, x: str, look: Look) -> list[tuple[object, str]]:
-    """Each point's own peak memory into `ax`; returns the legend entries."""
     ax.set_title(f"peak memory vs {x}")
     if df.empty:
         ax.set_ylabel("peak memory")
@@ -244,8 +240,7 @@ def _draw_memory(ax: Axes, df: pd.DataFrame, x: str, look: Look) -> list[tuple[o
     if np.isfinite(capacity) and np.nanmax([absolute, ok["_reserved"].max(), 0.0]) >= \
             CAPACITY_LINE_MIN_SHARE * capacity:
         line_y = capacity / scale
-        line = ax.axhline(line_y, color="black", linestyle=":")
-        line.set_gid("capacity")
+        ax.axhline(line_y, color="black", linestyle=":", gid="capacity")
         entries.append((Line2D([], [], color="black", linestyle=":"),
                         f"capacity {capacity / GIB:.1f} GiB"))
     oom = shown[shown["outcome"] == "oom"]
@@ -294,8 +289,7 @@ def throughput_and_memory_figure(df: pd.DataFrame, x: str, *, series: str | None
 
 
 def throughput_into(ax: Axes, df: pd.DataFrame, x: str, look: Look) -> None:
-    """throughput_figure drawn into `ax` as `look` colours it, its legend removed (the figure
-    has one)."""
+    """throughput_figure drawn into `ax` as `look` colours it, without its own legend."""
     throughput_figure(df, x, series=look.series, ax=ax, earlier_runs=look.earlier_runs)
     ax.set_title(ax.get_title().split("\n")[0])  # the devices go in the figure's title
     if ax.get_legend() is not None:

@@ -68,25 +68,21 @@ def model_frame(df: pd.DataFrame, x: str, tile: tuple[int, int, int], sm_count: 
 def shape_sweep_figure(df: pd.DataFrame, x: str, *, tile: tuple[int, int, int] | None,
                        sm_count: int | None, card: str, series: str | None = None,
                        earlier_runs: str = "faded", blocks_per_sm: int = 1) -> Figure:
-    """Measured throughput vs a shape axis (m, n, k or size) above what the quantisation model
-    (a800lab.workloads.tiles.quantisation) says of the same shapes with `tile` on `sm_count`
-    SMs x `blocks_per_sm` resident blocks (the compiler's facts): the useful share of the tile
-    work, the share of wave slots filled and their product. The model is relative and ignores
-    memory: it explains steps and saw-teeth (N=1537 vs 1536), so it gets its own axis."""
+    """Measured throughput vs a shape axis (m, n, k or size) above the quantisation model of the
+    same shapes (`tile` on `sm_count` SMs x `blocks_per_sm` resident blocks): tile and wave
+    efficiency and their product, on an axis of its own (relative, memory ignored)."""
     fig = LabFigure(figsize=(8.6, 6.6), layout="constrained")
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
     throughput_figure(df, x, series=series, ax=top, earlier_runs=earlier_runs)
     top.set_title(top.get_title().split("\n")[0])  # the devices go in the figure's title
     fig.suptitle(describe_devices(df), fontsize="medium")
     top.set_xlabel("")
-    bottom.set_xlabel(x)
-    bottom.set_ylabel("model efficiency (%)")
+    bottom.set(xlabel=x, ylabel="model efficiency (%)")
     if df.empty or tile is None or sm_count is None:
         why = ("no tile to model: cuBLAS picks its own" if tile is None and not df.empty
                else "no SM count to model" if sm_count is None and not df.empty
                else "no points yet")
-        bottom.text(0.5, 0.5, why, transform=bottom.transAxes, ha="center", va="center",
-                    color="dimgray")
+        say(bottom, why)
         return fig
     _draw_model(bottom, model_frame(df, x, tile, sm_count, blocks_per_sm), x, tile, sm_count,
                 card, blocks_per_sm)
@@ -134,8 +130,7 @@ def model_figure(x: str, values, *, m: int = 4096, n: int = 4096, k: int = 4096,
     _draw_model(ax, model_frame(shapes, x, tile, sm_count, blocks_per_sm), x, tile, sm_count,
                 card, blocks_per_sm)
     fixed = ", ".join(f"{d}={v}" for d, v in (("m", m), ("n", n), ("k", k)) if d != x)
-    ax.set_title(f"tile and wave quantisation vs {x} at {fixed}")
-    ax.set_xlabel(x)
+    ax.set(title=f"tile and wave quantisation vs {x} at {fixed}", xlabel=x)
     blocks = f" x {blocks_per_sm} resident blocks" if blocks_per_sm > 1 else ""
     fig.suptitle(f"model for {card} ({sm_count} SMs{blocks}): arithmetic, not a measurement",
                  fontsize="medium")
@@ -151,17 +146,11 @@ def error_figure(df: pd.DataFrame, x: str, *, series: str = "precision") -> Figu
         rows = rows.sort_values(x)
         ax.plot(rows[x], rows["rel_error"], "-o", label=str(key))
     ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel(x)
-    ax.set_ylabel("relative error vs float64")
-    ax.set_title(f"rounding error vs {x}")
+    ax.set(yscale="log", xlabel=x, ylabel="relative error vs float64",
+           title=f"rounding error vs {x}")
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize="small", frameon=False)
     fig.suptitle(describe_devices(df), fontsize="medium")
     return fig
-
-
-def _fmt_value(v: float) -> str:
-    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
 
 def _failure_note(cell: pd.DataFrame) -> str:
@@ -194,7 +183,7 @@ def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput
     col = {v: j for j, v in enumerate(xs)}
     row = {v: i for i, v in enumerate(ys)}
     grid = np.full((len(ys), len(xs)), np.nan)
-    notes, noisy_cells, rerun_cells, masked = {}, set(), 0, {}
+    notes, noisy_cells, rerun_cells, masked = {}, set(), 0, set()
     runs = Look(df, None).run
     tiled = {x, y} == {"block_m", "block_n"} and {"m", "n"} <= set(df)
     for (xv, yv), cell in df.groupby([x, y], sort=False):
@@ -203,10 +192,9 @@ def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput
         i, j = row[yv], col[xv]
         if tiled:  # a tile past the matrix's edge: the same work, masked; never crowned
             first = cell.iloc[-1]
-            over = overhang(int(first["m"]), int(first["n"]), int(first["block_m"]),
-                            int(first["block_n"]))
-            if over:
-                masked[i, j] = over
+            if overhang(int(first["m"]), int(first["n"]), int(first["block_m"]),
+                        int(first["block_n"])):
+                masked.add((i, j))
         if vals.empty:
             notes[i, j] = _failure_note(cell)
             continue
@@ -221,17 +209,16 @@ def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput
     for i, j in zip(*np.nonzero(np.isfinite(grid)), strict=True):
         dark = image.norm(grid[i, j]) < 0.5  # low end of viridis is dark: write in white
         mark = "~" if (i, j) in noisy_cells else ""
-        ax.text(j, i, mark + _fmt_value(grid[i, j]), ha="center", va="center",
-                fontsize="small", color="white" if dark else "black")
+        v = grid[i, j]
+        ax.text(j, i, mark + (f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"), ha="center",
+                va="center", fontsize="small", color="white" if dark else "black")
     for (i, j), text in notes.items():
         ax.text(j, i, text, ha="center", va="center", fontsize="small", color="gray",
                 style="italic")
     notes_below = []
     for i, j in masked:
-        patch = Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///",
-                          edgecolor="white", linewidth=0)
-        patch.set_gid("masked")
-        ax.add_patch(patch)
+        ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///",
+                               edgecolor="white", linewidth=0, gid="masked"))
     if masked:
         first = df.iloc[-1]
         notes_below.append(f"hatched: tile larger than the {int(first['m'])}x{int(first['n'])} "
@@ -243,10 +230,8 @@ def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput
         only_masked = np.isnan(fits).all()
         best_i, best_j = np.unravel_index(np.nanargmax(grid if only_masked else fits),
                                           grid.shape)
-        outline = Rectangle((best_j - 0.5, best_i - 0.5), 1, 1, fill=False, edgecolor="red",
-                            linewidth=2.5)
-        ax.add_patch(outline)
-        outline.set_gid("best")
+        ax.add_patch(Rectangle((best_j - 0.5, best_i - 0.5), 1, 1, fill=False, edgecolor="red",
+                               linewidth=2.5, gid="best"))
         notes_below.append(f"red outline: best ({x}={fmt(xs[best_j])}, {y}={fmt(ys[best_i])}"
                            + (", masked: every tile measured is larger than the output)"
                               if only_masked else ")"))
@@ -254,8 +239,7 @@ def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput
         notes_below.append(f"~: noisy timing ({len(noisy_cells)} cells), see the table")
     ax.set_xticks(range(len(xs)), [fmt(v) for v in xs])
     ax.set_yticks(range(len(ys)), [fmt(v) for v in ys])
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
+    ax.set(xlabel=x, ylabel=y)
     caption_under(ax, "; ".join(notes_below), False)
     if rerun_cells:
         ax.set_title(f"{value} over {x} x {y} ({rerun_cells} cells measured in several runs: "
@@ -309,12 +293,10 @@ def draw_roofs(ax: Axes, roofs: list[tuple[str, float, float, str]], intensities
     lo, hi = min(span) / 8, max(span) * 8
     entries = []
     for (name, p, b, style), ridge in zip(roofs, ridges, strict=True):
-        (line,) = ax.plot([lo, ridge, hi], [b * lo / 1e3, p, p], style, color="black")
-        line.set_gid(f"roof:{name}")
+        ax.plot([lo, ridge, hi], [b * lo / 1e3, p, p], style, color="black", gid=f"roof:{name}")
         entries.append((Line2D([], [], color="black", linestyle=style),
                         f"{(labels or {}).get(name, name)}: {p:.4g} TFLOP/s, {b:.4g} GB/s"))
-        (mark,) = ax.plot([ridge], [p], "o", mfc="none", color="black", markersize=9)
-        mark.set_gid(f"ridge:{name}")
+        ax.plot([ridge], [p], "o", mfc="none", color="black", markersize=9, gid=f"ridge:{name}")
         ax.annotate(f"ridge {ridge:.0f} FLOP/B", (ridge, p), textcoords="offset points",
                     xytext=(6, 6 if name == "datasheet" else -14), fontsize="small")
     return entries
@@ -340,10 +322,9 @@ def roofline_figure(df: pd.DataFrame, *, peak_tflops: float | None, mem_bw_gbs: 
         flop = floats(ok, "flop_count")
         # TFLOP/s = flop / (ms * 1e-3 s) / 1e12 when the workload gave no tflops metric
         tflops = floats(ok, "tflops").fillna(flop / floats(ok, "median_ms") / 1e9)
-        noisy = flags(ok, "noisy")
         points = pd.DataFrame({"ai": flop / floats(ok, "bytes_moved"), "tflops": tflops,
                                "key": look.key[ok.index], "newest": look.newest[ok.index],
-                               "noisy": noisy})
+                               "noisy": flags(ok, "noisy")})
         points = points[np.isfinite(points["ai"]) & (points["ai"] > 0) & (points["tflops"] > 0)]
         for (key, newest, hollow), rows in points.groupby(["key", "newest", "noisy"],
                                                            sort=False):

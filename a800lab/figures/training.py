@@ -25,7 +25,8 @@ from ..workloads.training.loss_scaling import (
     log2_histogram,
 )
 from .look import FADED_ALPHA, PALETTE, LabFigure, Look, describe_devices, place_legend
-from .parts import floats, ordered, say
+from .parts import float_values as _floats
+from .parts import name_devices, new_axes, ordered, say
 from .sweep import NO_POINTS_TEXT, throughput_figure
 
 # component column, legend label, colour: bottom to top of each bar
@@ -46,11 +47,8 @@ _MAX_BARS = 24
 def describe_device(device: str) -> str:
     """"CPU: <model> (CPU fallback, 1 torch thread)" or "<GPU name> (GPU)" for a title."""
     env = environment(device)
-    if env["mode"] == "GPU":
-        return f"{env['device_name']} (GPU)"
-    threads = torch.get_num_threads()
-    return f"{env['device_name']} (CPU fallback, {threads} torch thread{'s' * (threads != 1)})"
-
+    return describe_devices(pd.DataFrame([{"device_name": env["device_name"], "mode": env["mode"],
+                                           "torch_threads": torch.get_num_threads()}]))
 
 
 def _point_label(row: pd.Series, x: str, series: str | None, several: bool) -> str:
@@ -59,10 +57,6 @@ def _point_label(row: pd.Series, x: str, series: str | None, several: bool) -> s
     if several and series and series in row and series != x:
         text += f"\n{row[series]}"
     return text
-
-
-def _floats(df: pd.DataFrame, name: str) -> np.ndarray:
-    return floats(df, name).to_numpy(float)
 
 
 def _draw_breakdown(ax: Axes, df: pd.DataFrame, x: str, series: str | None) -> list:
@@ -133,9 +127,7 @@ def _draw_breakdown(ax: Axes, df: pd.DataFrame, x: str, series: str | None) -> l
     crowded = sum(len(s.split(chr(10))[-1]) + 2 for s in labels) > 50
     ax.set_xticks(pos, labels, rotation=30 if crowded else 0, ha="right" if crowded else "center",
                   fontsize="small")
-    ax.set_xlabel(x)
-    ax.set_ylabel(f"bytes ({unit})")
-    ax.set_ylim(0, top / scale)
+    ax.set(xlabel=x, ylabel=f"bytes ({unit})", ylim=(0, top / scale))
     return entries
 
 
@@ -166,9 +158,7 @@ def _coinciding(curves: list[np.ndarray]) -> list[int | None]:
 def _draw_loss_curves(ax: Axes, df: pd.DataFrame, x: str | None, series: str | None) -> list:
     """A loss curve per point of each series' newest run (colour: the x value; line style: the
     series), earlier runs faded grey; returns the legend entries."""
-    ax.set_title("training loss per optimizer step")
-    ax.set_xlabel("optimizer step")
-    ax.set_ylabel("loss")
+    ax.set(title="training loss per optimizer step", xlabel="optimizer step", ylabel="loss")
     if df.empty or "loss_curve" not in df:
         say(ax, NO_POINTS_TEXT)
         return []
@@ -248,10 +238,9 @@ def breakdown_table(df: pd.DataFrame, columns=("model", "batch_size", "precision
 
 
 def _one_axes(draw, df: pd.DataFrame, *args) -> Figure:
-    fig = LabFigure(figsize=(8.6, 4.6), layout="constrained")
-    ax = fig.add_subplot()
+    fig, ax, _ = new_axes(None)
     place_legend(ax, draw(ax, df, *args))
-    fig.suptitle(describe_devices(df), fontsize="medium")
+    name_devices(fig, ax, df, own=True)
     return fig
 
 
@@ -359,12 +348,11 @@ def max_batch_figure(result) -> Figure:
         ys = [(t.peak_bytes if t.peak_bytes is not None else
                (t.predicted_bytes if t.predicted_bytes is not None else result.limit_bytes))
               / scale for t in trials]
-        ax.plot([t.batch_size for t in trials], ys, marker, color=color, linestyle="none",
-                mfc="white" if outcome == "skipped" else color, gid=f"trial:{outcome}")
-        entries.append((Line2D([], [], marker=marker, color=color, linestyle="none",
-                               mfc="white" if outcome == "skipped" else color),
-                        f"{outcome} ({len(trials)})" + (": predicted, not run"
-                                                         if outcome == "skipped" else "")))
+        style = dict(marker=marker, color=color, linestyle="none",
+                     mfc="white" if outcome == "skipped" else color)
+        ax.plot([t.batch_size for t in trials], ys, gid=f"trial:{outcome}", **style)
+        entries.append((Line2D([], [], **style), f"{outcome} ({len(trials)})"
+                        + (": predicted, not run" if outcome == "skipped" else "")))
     ax.axhline(result.limit_bytes / scale, color="black", linestyle=":", gid="limit")
     ax.axhline(result.budget_bytes / scale, color="black", linestyle="--", gid="budget")
     entries += [(Line2D([], [], color="black", linestyle=":"), "limit"),

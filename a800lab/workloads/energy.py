@@ -184,7 +184,6 @@ class EnergyMeter:
         return self._reading
 
     def reading(self) -> EnergyReading:
-        """The reading of the last start/stop."""
         if self._reading is None:
             raise RuntimeError("no reading yet: use the meter as a context manager, or call "
                                "start() and stop()")

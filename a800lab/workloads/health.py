@@ -131,7 +131,6 @@ def text_table(headers: list[str], rows: list[list]) -> list[str]:
 
 
 def format_health(report: dict) -> str:
-    """The health report as a table and advice lines."""
     if not report["gpu_found"]:
         return "\n".join(report["advice"])
     headers = ["GPU", "name", "ECC", "uncorrected vol/agg", "corrected vol/agg",

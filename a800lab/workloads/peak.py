@@ -99,12 +99,10 @@ class PeakReport:
 
     @property
     def tflops(self) -> dict[str, float]:
-        """Measured TFLOP/s of every precision that ran correctly."""
         return {e.precision: e.tflops for e in self.entries if e.outcome == "ok"}
 
     @property
     def unsupported(self) -> dict[str, str]:
-        """Precisions this device cannot run, with the reason."""
         return {e.precision: e.message for e in self.entries if e.outcome == "unsupported"}
 
     @property
@@ -134,11 +132,11 @@ class PeakReport:
                  f"{'ratio':>7}  note"]
         for e in self.entries:
             note = f"! noisy: {e.noisy}" if e.outcome == "ok" and e.noisy else e.message
-            lines.append(f"{e.precision:<10} {e.outcome:<12} {_num(e.tflops):>10} "
-                         f"{_num(e.datasheet_tflops):>10} {_pct(e.ratio):>7}  {note}")
+            lines.append(f"{e.precision:<10} {e.outcome:<12} {short_number(e.tflops):>10} "
+                         f"{short_number(e.datasheet_tflops):>10} {_pct(e.ratio):>7}  {note}")
         copy_noise = _first_reason(self.mem_bw_noise)
-        lines.append(f"copy bandwidth {_num(self.mem_bw_gbs)} GB/s, datasheet "
-                     f"{_num(self.datasheet_mem_bw_gbs)} GB/s ({_pct(self.mem_bw_ratio)})"
+        lines.append(f"copy bandwidth {short_number(self.mem_bw_gbs)} GB/s, datasheet "
+                     f"{short_number(self.datasheet_mem_bw_gbs)} GB/s ({_pct(self.mem_bw_ratio)})"
                      + (f"  ! noisy: {copy_noise}" if copy_noise else ""))
         if self.noisy:
             lines.append("noisy figures are approximate, not a reference (never recorded): "
@@ -159,7 +157,7 @@ def _first_reason(noise: dict) -> str:
     return (noise.get("reasons") or ["noisy timing"])[0]
 
 
-def _num(x: float | None) -> str:
+def short_number(x: float | None) -> str:
     return "-" if x is None else f"{x:.4g}"
 
 

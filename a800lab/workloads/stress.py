@@ -15,6 +15,7 @@ from ..core.backends import HAS_CUDA
 from ..core.cancel import CancelToken
 from .health import text_table
 from .peak import measure_peak
+from .peak import short_number as _num
 
 THRESHOLD = 0.1             # a card more than 10% below its siblings' median is flagged
 DATASHEET_THRESHOLD = 0.4   # ... or more than 40% below its datasheet
@@ -56,7 +57,6 @@ class Flag:
 
 
 def check_thresholds(threshold: float, datasheet_threshold: float) -> None:
-    """Refuse thresholds that are not fractions between 0 and 1."""
     for name, value in (("threshold", threshold), ("datasheet_threshold", datasheet_threshold)):
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
             raise ValueError(f"{name}={value!r} must be a fraction between 0 and 1, e.g. 0.1")
@@ -118,10 +118,6 @@ class StressReport:
         return {"cards": [asdict(c) for c in self.cards],
                 "flags": [{**asdict(f), "ratio": f.ratio} for f in self.flags],
                 "threshold": self.threshold, "datasheet_threshold": self.datasheet_threshold}
-
-
-def _num(x: float | None) -> str:
-    return "-" if x is None else f"{x:.4g}"
 
 
 def stress_card(device: str, *, precision: str | None = None, size: int | None = None,

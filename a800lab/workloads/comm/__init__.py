@@ -2,10 +2,8 @@
 
     from a800lab.workloads.comm import busbw_gbs, collective_point, run_comm
 
-Names: OPS, algbw_gbs, bus_factor, busbw_gbs, collective_point, link_gbs (collectives);
-ddp_point (ddp); run_comm, run_comm_here, check_local_ranks, hook_support_on (runs);
-default_comm_backend (worker); RankGroup (launcher). Each module is imported on first use, so a
-rank's `python -m a800lab.workloads.comm.worker` imports only what it runs.
+Each name below is imported from its module on first use, so a rank's
+`python -m a800lab.workloads.comm.worker` imports only what it runs.
 """
 
 from ...core.face import face

@@ -2,12 +2,8 @@
 
     from a800lab.workloads.tiles import tiled_matmul_point, check_config, quantise
 
-Names: tiled_matmul_point, default_tile_backend, backend_label (point); check_config,
-smem_limit, export_config, alignment_hints (config); tile_facts, tile_facts_grid (facts);
-plan_tiles, format_plan, compare_targets (plan); Occupancy; config_grid, default_grid (tune:
-`from a800lab.workloads.tiles.tune import tune`); quantise, sm_count_of (quantisation). The
-Triton kernel (kernel.py) is imported on first use: set TRITON_INTERPRET=1 before that to run it
-under the Triton interpreter.
+Each name below is imported from its module on first use (tune() lives in .tune), and so is the
+Triton kernel (kernel.py): set TRITON_INTERPRET=1 before that to run it under the interpreter.
 """
 
 from ...core.face import face

@@ -80,7 +80,6 @@ class Quantisation:
         return self.tile_efficiency * self.wave_efficiency
 
     def to_dict(self) -> dict:
-        """Inputs and every derived figure, for a results record or a table."""
         derived = ("tiles", "k_steps", "tile_efficiency", "waves", "wave_size",
                    "last_wave_occupancy", "wave_efficiency", "predicted_efficiency")
         return {**asdict(self), **{name: getattr(self, name) for name in derived}}
@@ -88,7 +87,6 @@ class Quantisation:
 
 def quantise(m: int, n: int, k: int, block_m: int, block_n: int, block_k: int, sm_count: int,
              blocks_per_sm: int = 1) -> Quantisation:
-    """The tile and wave quantisation of an m x n x k matmul with this tile on sm_count SMs."""
     return Quantisation(m, n, k, block_m, block_n, block_k, sm_count, blocks_per_sm)
 
 
