@@ -43,7 +43,6 @@ def add_parsers(commands) -> None:
 
 
 def report_command(args) -> int:
-    """Run `report`, each point printed as measured; the exit codes are the module's."""
     if args.compare and (args.budget_s is not None or args.threads is not None):
         args.command_parser.error("--budget-s and --threads apply to running a report, not "
                                   "to --compare")
@@ -90,10 +89,8 @@ def _compare(args) -> int:
 
 
 def format_verdicts(report: dict, colour: bool = False) -> str:
-    """The verdicts as terminal lines, under a header naming the device and completeness: per
-    claim its status in full (coloured per status when `colour`), the guide's sentence ids and
-    words, the reading that decides, what was measured, the other readings' outcomes, and why
-    it is not more (or what the documents say)."""
+    """The verdicts as terminal lines under a header (device, completeness): per claim its status
+    (coloured when `colour`), words, deciding reading, measurement, other readings and why."""
     p = report["points"]
     lines = [f"{report['device_name']} ({report['scope']}), {report['mode']} battery: "
              f"{p['measured']} of {p['planned']} points measured ({p['failed']} failed) in "

@@ -1,7 +1,5 @@
 """The report's vocabulary: a claim's definition (Claim, its Readings, a Doc verdict), the
-statuses and how each is drawn (LOOKS: HTML, panel, terminal), the verdict record, and the rules
-every judge shares (three_way: holds when value - spread reaches the figure, does not hold when
-value + spread falls short, inconclusive when the figure lies within the noise)."""
+statuses and how each is drawn (LOOKS), the verdict record, and the rules every judge shares."""
 
 import statistics
 from collections.abc import Callable
@@ -72,9 +70,8 @@ class Doc:
 
 @dataclass(frozen=True)
 class Claim:
-    """One claim, defined once: the guide's sentence ids, its words (excerpts joined by " … "),
-    readings, what decides it, the battery steps it is judged from, and one of a judge
-    (measured), a Doc (documentation) or a reason nothing measures it."""
+    """One claim, defined once: its words (excerpts joined by " … ") and readings, decided by
+    one of a judge (measured), a Doc (documentation) or a reason nothing measures it."""
 
     id: str
     cites: tuple[str, ...]
@@ -199,8 +196,8 @@ def rel_spread(time_ms) -> float:
 
 
 def three_way(value: float, spread: float, claimed: float, at_most: bool = False) -> str:
-    """HOLDS when value - spread reaches `claimed`, FAILS when value + spread falls short,
-    INCONCLUSIVE when `claimed` lies within the noise (mirrored for an `at_most` figure)."""
+    """HOLDS when value - spread reaches `claimed`, FAILS when value + spread falls short, else
+    INCONCLUSIVE (mirrored for an `at_most` figure)."""
     low, high = value - spread, value + spread
     if at_most:
         return HOLDS if high <= claimed else FAILS if low > claimed else INCONCLUSIVE

@@ -7,14 +7,13 @@ each (inline CSS, figures as inline PNG), so it opens anywhere, also on an air-g
 
 import base64
 import html
-import math
 from pathlib import Path
 from typing import Any
 
 from ..core.doctor import format_report, with_defaults
 from ..core.envdiff import show_value
 from .claims import LOOKS, NOT_MEASURABLE, STATUSES
-from .compare import describe_side, format_ratio
+from .compare import describe_side, format_number, format_ratio
 from .figures import figure_png, report_figures, who
 
 __all__ = ["render_report_html", "render_compare_html", "write_report_html",
@@ -68,10 +67,8 @@ pre{white-space:pre-wrap;overflow-x:auto;max-width:100%}
 
 
 def esc(value: Any) -> str:
-    """A value as escaped HTML text; "—" for None or a non-finite number."""
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "—"
-    return f"{value:.4g}" if isinstance(value, float) else html.escape(str(value))
+    """A value as escaped HTML text, as compare.format_number writes it ("—" where missing)."""
+    return html.escape(format_number(value))
 
 
 def _pct(value: Any) -> str:
