@@ -1,6 +1,5 @@
-"""The matmul and tile labs on the command line: `sweep matmul`, `sweep tiles`, `tune tiles`. On a
-GPU the compiler is asked about every tile config first (cached); the ones it refuses are
-recorded with the reason and never launched (`tune` leaves them out)."""
+"""The matmul and tile labs on the command line: `sweep matmul`, `sweep tiles`, `tune tiles`; on a
+GPU tile configs the compiler refuses are recorded with the reason, never launched."""
 
 import functools
 import itertools

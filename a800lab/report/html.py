@@ -136,8 +136,7 @@ def _header(report: dict) -> list[str]:
 
 
 def _claims(report: dict) -> list[str]:
-    """One row per claim, measured claims first, then the documentation's, then the ones
-    nothing measures."""
+    """One row per claim: measured first, then the documentation's, then the unmeasurable."""
     claims = report.get("claims") or []
     counts = {s: sum(c.get("status") == s for c in claims) for s in STATUSES}
     summary = " · ".join(f"{_status(s)} {n}" for s, n in counts.items() if n)
@@ -164,8 +163,7 @@ def _claims(report: dict) -> list[str]:
 
 
 def _readings(c: dict) -> str:
-    """The reading that decides, then the others, each with its outcome where one was
-    measured."""
+    """The deciding reading, then the others, each with its outcome where one was measured."""
     outcomes = {r["name"]: r for r in c.get("other_readings") or []}
     parts = []
     for r in c.get("readings") or []:

@@ -144,8 +144,7 @@ class _Run:
         self._comm([s for s in self.plan.steps if s.ranks])
 
     def _measure(self, step: Step, group=None) -> bool:
-        """`step`'s points still to measure, on `group`'s ranks for a step on ranks; False once
-        stopped."""
+        """Measure `step`'s missing points (on `group`'s ranks for one on ranks); False: stopped."""
         for params in self.todo(step):
             if not self._go_on():
                 return False
@@ -246,8 +245,7 @@ def build(plan: Plan, folder: str | Path, env: dict, *, wall_s: float = 0.0, sto
 
 
 def _earlier_sessions(folder: Path, env_fingerprint: str, run_ids: set[str]) -> list[dict]:
-    """Sittings an earlier report.json of the same environment recorded whose points are still
-    in the points file (`run_ids`)."""
+    """The sittings of an earlier report.json of this environment whose points (`run_ids`) stay."""
     try:
         earlier = json.loads((folder / REPORT_FILE).read_text())
     except (OSError, ValueError):
