@@ -53,7 +53,19 @@ def report_command(args) -> int:
               else register_markdown())
         return 0
     if args.compare:
-        return _compare(args)
+        from ..report.compare import compare_reports, format_compare, load_report
+        from ..report.html import write_compare_html
+
+        a_path, b_path = args.compare
+        comparison = compare_reports(load_report(a_path), load_report(b_path), a_path, b_path)
+        out = Path(args.out or "report-compare")
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "compare.json").write_text(json.dumps(comparison, indent=1, default=str) + "\n")
+        html = write_compare_html(comparison, out / "compare.html")
+        print(json.dumps(comparison, indent=1, default=str) if args.json
+              else format_compare(comparison))
+        print(f"comparison: {html}, {out / 'compare.json'}", file=sys.stderr)
+        return 0
     from ..report.html import write_report_html
     from ..report.run import run_report
 
@@ -70,22 +82,6 @@ def report_command(args) -> int:
     if report["stopped"] == "interrupted":
         return 130
     return 0 if report["complete"] else 3
-
-
-def _compare(args) -> int:
-    from ..report.compare import compare_reports, format_compare, load_report
-    from ..report.html import write_compare_html
-
-    a_path, b_path = args.compare
-    comparison = compare_reports(load_report(a_path), load_report(b_path), a_path, b_path)
-    out = Path(args.out or "report-compare")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "compare.json").write_text(json.dumps(comparison, indent=1, default=str) + "\n")
-    html = write_compare_html(comparison, out / "compare.html")
-    print(json.dumps(comparison, indent=1, default=str) if args.json
-          else format_compare(comparison))
-    print(f"comparison: {html}, {out / 'compare.json'}", file=sys.stderr)
-    return 0
 
 
 def format_verdicts(report: dict, colour: bool = False) -> str:

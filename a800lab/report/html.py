@@ -19,7 +19,6 @@ from .figures import figure_png, report_figures, who
 __all__ = ["render_report_html", "render_compare_html", "write_report_html",
            "write_compare_html", "report_figures"]
 
-STATUS_CLASS = {status: look.css for status, look in LOOKS.items()}
 STOPPED = {"budget": "the time budget ran out", "cancelled": "the run was cancelled",
            "interrupted": "the run was interrupted (Ctrl-C)"}
 ROOFLINE_READING = ("Right of a ridge a matmul is compute-bound; the configs of one shape "
@@ -88,7 +87,7 @@ def _table(headers: list[str], rows: list[list[str]], row_classes: list[str] | N
 
 
 def _status(status: Any, noisy: Any = False) -> str:
-    cls = STATUS_CLASS.get(status, "untestable")
+    cls = LOOKS[status].css if status in LOOKS else "untestable"
     return (f'<span class="status {cls}">{esc(status)}</span>' if status else esc(None)) + (
         ' <span class="noisy">noisy</span>' if noisy else "")
 
