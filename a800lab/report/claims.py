@@ -19,7 +19,6 @@ STATUSES = (HOLDS, FAILS, INCONCLUSIVE, AGREES, PARTLY, CONTRADICTED, METHOD_ON_
             UNTESTABLE, NOT_MEASURABLE, NOT_MEASURED)
 JUDGED = (HOLDS, FAILS, INCONCLUSIVE)        # what a CPU never says of a GPU claim
 DOCUMENTED = (AGREES, PARTLY, CONTRADICTED)
-NEEDS_REASON = tuple(s for s in STATUSES if s not in (HOLDS, FAILS))
 MEASURED, DOCUMENTATION, UNMEASURABLE = "measured", "documentation", "not measurable"
 
 ACCUMULATION_GAP = 1e-5   # largest gradient difference / largest gradient: rounding ~1e-7
@@ -170,7 +169,7 @@ class Verdict:
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"status {self.status!r} is not one of {STATUSES}")
-        if self.status in NEEDS_REASON and not self.reason:
+        if self.status not in (HOLDS, FAILS) and not self.reason:
             raise ValueError(f"a {self.status!r} verdict needs the reason")
 
     def to_dict(self, claim: dict) -> dict:   # beside its register row (Claim.to_dict())
