@@ -82,8 +82,7 @@ def diff_command(args) -> int:
 
 
 def health_command(args) -> int:
-    """Memory health, NCCL settings and (--stress) the stress flags; exit 1 when a GPU should
-    be drained or a card is flagged."""
+    """Memory health, NCCL settings, DCGM, (--stress) the stress flags; exit codes: the module's."""
     from ..core.nccl_env import nccl_settings
     from ..workloads.dcgm import dcgm_status, run_quick_diag
     from ..workloads.health import format_health, health_report

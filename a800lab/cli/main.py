@@ -1,6 +1,5 @@
 """The parser table: each family's `add_parsers(commands)` registers its commands; `main(argv)`
-checks the chosen one's options, runs it and returns the exit code; `commands_markdown()` is
-docs/commands.md's reference."""
+runs the chosen one and returns its exit code; `commands_markdown()` writes docs/commands.md."""
 
 import argparse
 import os
@@ -43,8 +42,7 @@ class Commands:
 
     def add(self, name: str, *, run, help: str, group: str | None = None, options: str = "",
             **own):
-        """A command's parser with `options` (see options.add_options); `run(args)` returns
-        the exit code."""
+        """A command's parser with `options` (options.add_options); `run(args)` -> exit code."""
         if group is not None and group not in self._groups:
             parent = self._top.add_parser(group, help=GROUPS[group], description=GROUPS[group])
             self._groups[group] = parent.add_subparsers(dest=group, required=True,

@@ -43,7 +43,6 @@ def add_parsers(commands) -> None:
 
 
 def report_command(args) -> int:
-    """Run `report`, each point printed as measured; the exit codes are the module's."""
     if args.compare and (args.budget_s is not None or args.threads is not None):
         args.command_parser.error("--budget-s and --threads apply to running a report, not "
                                   "to --compare")
@@ -54,7 +53,19 @@ def report_command(args) -> int:
               else register_markdown())
         return 0
     if args.compare:
-        return _compare(args)
+        from ..report.compare import compare_reports, format_compare, load_report
+        from ..report.html import write_compare_html
+
+        a_path, b_path = args.compare
+        comparison = compare_reports(load_report(a_path), load_report(b_path), a_path, b_path)
+        out = Path(args.out or "report-compare")
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "compare.json").write_text(json.dumps(comparison, indent=1, default=str) + "\n")
+        html = write_compare_html(comparison, out / "compare.html")
+        print(json.dumps(comparison, indent=1, default=str) if args.json
+              else format_compare(comparison))
+        print(f"comparison: {html}, {out / 'compare.json'}", file=sys.stderr)
+        return 0
     from ..report.html import write_report_html
     from ..report.run import run_report
 
@@ -73,27 +84,9 @@ def report_command(args) -> int:
     return 0 if report["complete"] else 3
 
 
-def _compare(args) -> int:
-    from ..report.compare import compare_reports, format_compare, load_report
-    from ..report.html import write_compare_html
-
-    a_path, b_path = args.compare
-    comparison = compare_reports(load_report(a_path), load_report(b_path), a_path, b_path)
-    out = Path(args.out or "report-compare")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "compare.json").write_text(json.dumps(comparison, indent=1, default=str) + "\n")
-    html = write_compare_html(comparison, out / "compare.html")
-    print(json.dumps(comparison, indent=1, default=str) if args.json
-          else format_compare(comparison))
-    print(f"comparison: {html}, {out / 'compare.json'}", file=sys.stderr)
-    return 0
-
-
 def format_verdicts(report: dict, colour: bool = False) -> str:
-    """The verdicts as terminal lines, under a header naming the device and completeness: per
-    claim its status in full (coloured per status when `colour`), the guide's sentence ids and
-    words, the reading that decides, what was measured, the other readings' outcomes, and why
-    it is not more (or what the documents say)."""
+    """The verdicts as terminal lines under a header (device, completeness): per claim its status
+    (coloured when `colour`), words, deciding reading, measurement, other readings and why."""
     p = report["points"]
     lines = [f"{report['device_name']} ({report['scope']}), {report['mode']} battery: "
              f"{p['measured']} of {p['planned']} points measured ({p['failed']} failed) in "

@@ -67,15 +67,13 @@ def _listed(values, default) -> list:
 def config_axes(args, task, batch_size, precision) -> dict:
     """The grid of serving configs given (lists; None: the default); every combination is
     checked (ValueError) before anything runs."""
-    on = {name: [v == "on" for v in getattr(args, name, None) or []]
-          for name in ("graphs", "channels_last")}
     axes = {"model": [task.name if task else args.model],
             "size": [serving.serving_size(args.model, args.model_size, args.device, task)],
             "batch_size": _listed(batch_size, 8),
             "precision": _listed([serving.serve_precision(p) for p in precision or []], "fp32"),
             "compile": _listed(getattr(args, "compile", None), "off"),
-            "graphs": _listed(on["graphs"], False),
-            "channels_last": _listed(on["channels_last"], False)}
+            **{name: _listed([v == "on" for v in getattr(args, name, None) or []], False)
+               for name in ("graphs", "channels_last")}}
     if task is None:
         preset(axes["model"][0], axes["size"][0])
     for point in grid(axes):

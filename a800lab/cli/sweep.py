@@ -1,6 +1,5 @@
-"""The matmul and tile labs on the command line: `sweep matmul`, `sweep tiles`, `tune tiles`. On a
-GPU the compiler is asked about every tile config first (cached); the ones it refuses are
-recorded with the reason and never launched (`tune` leaves them out)."""
+"""The matmul and tile labs on the command line: `sweep matmul`, `sweep tiles`, `tune tiles`; on a
+GPU tile configs the compiler refuses are recorded with the reason, never launched."""
 
 import functools
 import itertools
@@ -35,13 +34,6 @@ def add_parsers(commands) -> None:
                  precision={"default": "fp32", "help": ONE_PRECISION_HELP})
 
 
-def _square(run):
-    """A point function of (m, n, k, ...) that also takes size=s for m=n=k=s."""
-    def point(size=None, m=None, n=None, k=None, **rest):
-        return run(m or size, n or size, k or size, **rest)
-    return point
-
-
 def _backend(args) -> str:
     from ..workloads.tiles.point import default_tile_backend
 
@@ -55,8 +47,15 @@ def _tile_axes(args, backend: str, precision: str) -> dict:
             (*TILE_OPTIONS, *TILE_CHOICES) if getattr(args, name)}
     if "fp8_acc" in axes and precision != "fp8":
         raise ValueError(f"--fp8-acc is fp8's accumulation choice; drop it for {precision}")
-    if backend == "triton":
-        _check_triton_here(args.device)
+    if backend == "triton":  # a CUDA GPU, or the Triton interpreter for correctness checks
+        from ..core.backends import HAS_TRITON, why_unavailable
+
+        if not HAS_TRITON:
+            raise ValueError(f"--backend triton: {why_unavailable('triton')}")
+        if not args.device.startswith("cuda") and os.environ.get("TRITON_INTERPRET") != "1":
+            raise ValueError("--backend triton needs a CUDA GPU (or TRITON_INTERPRET=1, the "
+                             "Triton interpreter: correctness only, no GPU timing); on this "
+                             "machine use --backend cpu_blocked, the kernel's CPU stand-in")
     first_error = None
     for combo in itertools.product(*axes.values()):
         try:
@@ -65,18 +64,6 @@ def _tile_axes(args, backend: str, precision: str) -> dict:
         except ValueError as exc:
             first_error = first_error or exc
     raise first_error
-
-
-def _check_triton_here(device: str) -> None:
-    """The Triton kernel needs a CUDA GPU, or the Triton interpreter for correctness checks."""
-    from ..core.backends import HAS_TRITON, why_unavailable
-
-    if not HAS_TRITON:
-        raise ValueError(f"--backend triton: {why_unavailable('triton')}")
-    if not device.startswith("cuda") and os.environ.get("TRITON_INTERPRET") != "1":
-        raise ValueError("--backend triton needs a CUDA GPU (or TRITON_INTERPRET=1, the Triton "
-                         "interpreter: correctness only, no GPU timing); on this machine use "
-                         "--backend cpu_blocked, the kernel's CPU stand-in")
 
 
 def _precisions(names, device: str) -> list[str]:
@@ -130,23 +117,23 @@ def _sweep(workload: str, args) -> int:
     options.cpu_notes(precisions, args.device)
     _announce_cpu_duration(args, shapes, precisions, len(shapes))
     if fixed == {"backend": "triton"} and args.device != "cpu":
-        _say_refused(axes, "triton", args.device)
-    point = functools.partial(tiled_matmul_point if fixed else matmul_point, device=args.device,
-                              budget_s=args.budget_s)
-    return options.run_sweep_command(_square(point), axes, args, workload=workload, fixed=fixed)
+        # the compiler is asked about every config first (cached); the points record the
+        # same reasons without launching
+        from ..workloads.tiles.config import refused_configs
 
+        tiles = [_spec(p, "triton") for p in grid(axes)]
+        refused = refused_configs(tiles, args.device)
+        if refused:
+            print(f"the compiler refuses {len(refused)} of {len(tiles)} configs on "
+                  f"{args.device} (recorded with the reason, never launched); e.g. "
+                  f"{next(iter(refused.values()))}", file=sys.stderr)
+    run = functools.partial(tiled_matmul_point if fixed else matmul_point, device=args.device,
+                            budget_s=args.budget_s)
 
-def _say_refused(axes: dict, backend: str, device: str) -> None:
-    """Ask the compiler about every config of the grid for this card first (cached), and say
-    how many it refuses and why; the points record the same reasons without launching."""
-    from ..workloads.tiles.config import refused_configs
+    def point(size=None, m=None, n=None, k=None, **rest):  # size=s: m=n=k=s
+        return run(m or size, n or size, k or size, **rest)
 
-    specs = [_spec(p, backend) for p in grid(axes)]
-    refused = refused_configs(specs, device)
-    if refused:
-        print(f"the compiler refuses {len(refused)} of {len(specs)} configs on {device} (recorded "
-              f"with the reason, never launched); e.g. {next(iter(refused.values()))}",
-              file=sys.stderr)
+    return options.run_sweep_command(point, axes, args, workload=workload, fixed=fixed)
 
 
 def tune_tiles_command(args) -> int:

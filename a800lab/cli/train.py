@@ -1,6 +1,5 @@
-"""The training lab on the command line: `sweep train`, `max-batch`, `profile`, `tune train`, and
-`--user-model FILE.py` (or a module): make_model() and make_batch(batch_size), optionally
-loss_fn, the contract of TrainingExplorer."""
+"""The training lab on the command line: `sweep train`, `max-batch`, `profile`, `tune train`;
+`--user-model FILE.py` (or a module) defines make_model() and make_batch(batch_size)."""
 
 import functools
 import importlib

@@ -1,7 +1,5 @@
 """The report's vocabulary: a claim's definition (Claim, its Readings, a Doc verdict), the
-statuses and how each is drawn (LOOKS: HTML, panel, terminal), the verdict record, and the rules
-every judge shares (three_way: holds when value - spread reaches the figure, does not hold when
-value + spread falls short, inconclusive when the figure lies within the noise)."""
+statuses and how each is drawn (LOOKS), the verdict record, and the rules every judge shares."""
 
 import statistics
 from collections.abc import Callable
@@ -21,7 +19,6 @@ STATUSES = (HOLDS, FAILS, INCONCLUSIVE, AGREES, PARTLY, CONTRADICTED, METHOD_ON_
             UNTESTABLE, NOT_MEASURABLE, NOT_MEASURED)
 JUDGED = (HOLDS, FAILS, INCONCLUSIVE)        # what a CPU never says of a GPU claim
 DOCUMENTED = (AGREES, PARTLY, CONTRADICTED)
-NEEDS_REASON = tuple(s for s in STATUSES if s not in (HOLDS, FAILS))
 MEASURED, DOCUMENTATION, UNMEASURABLE = "measured", "documentation", "not measurable"
 
 ACCUMULATION_GAP = 1e-5   # largest gradient difference / largest gradient: rounding ~1e-7
@@ -72,9 +69,8 @@ class Doc:
 
 @dataclass(frozen=True)
 class Claim:
-    """One claim, defined once: the guide's sentence ids, its words (excerpts joined by " … "),
-    readings, what decides it, the battery steps it is judged from, and one of a judge
-    (measured), a Doc (documentation) or a reason nothing measures it."""
+    """One claim, defined once: its words (excerpts joined by " … ") and readings, decided by
+    one of a judge (measured), a Doc (documentation) or a reason nothing measures it."""
 
     id: str
     cites: tuple[str, ...]
@@ -173,7 +169,7 @@ class Verdict:
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"status {self.status!r} is not one of {STATUSES}")
-        if self.status in NEEDS_REASON and not self.reason:
+        if self.status not in (HOLDS, FAILS) and not self.reason:
             raise ValueError(f"a {self.status!r} verdict needs the reason")
 
     def to_dict(self, claim: dict) -> dict:   # beside its register row (Claim.to_dict())
@@ -199,8 +195,8 @@ def rel_spread(time_ms) -> float:
 
 
 def three_way(value: float, spread: float, claimed: float, at_most: bool = False) -> str:
-    """HOLDS when value - spread reaches `claimed`, FAILS when value + spread falls short,
-    INCONCLUSIVE when `claimed` lies within the noise (mirrored for an `at_most` figure)."""
+    """HOLDS when value - spread reaches `claimed`, FAILS when value + spread falls short, else
+    INCONCLUSIVE (mirrored for an `at_most` figure)."""
     low, high = value - spread, value + spread
     if at_most:
         return HOLDS if high <= claimed else FAILS if low > claimed else INCONCLUSIVE

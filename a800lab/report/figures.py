@@ -110,8 +110,7 @@ def peaks_figure(report: dict) -> Figure:
 
 
 def tiles_figure(report: dict) -> Figure:
-    """The tile configs of one matmul by TFLOP/s, best at the top; failed configs named under
-    the chart."""
+    """The tile configs of one matmul by TFLOP/s, best at the top, failed ones named below."""
     rows = report["series"]["tiles"]
     ok = sorted((r for r in rows if r.get("outcome", "ok") == "ok"
                  and math.isfinite(_num(r.get("tflops")))), key=lambda r: -_num(r["tflops"]))

@@ -7,20 +7,18 @@ each (inline CSS, figures as inline PNG), so it opens anywhere, also on an air-g
 
 import base64
 import html
-import math
 from pathlib import Path
 from typing import Any
 
 from ..core.doctor import format_report, with_defaults
 from ..core.envdiff import show_value
 from .claims import LOOKS, NOT_MEASURABLE, STATUSES
-from .compare import describe_side, format_ratio
+from .compare import describe_side, format_number, format_ratio
 from .figures import figure_png, report_figures, who
 
 __all__ = ["render_report_html", "render_compare_html", "write_report_html",
            "write_compare_html", "report_figures"]
 
-STATUS_CLASS = {status: look.css for status, look in LOOKS.items()}
 STOPPED = {"budget": "the time budget ran out", "cancelled": "the run was cancelled",
            "interrupted": "the run was interrupted (Ctrl-C)"}
 ROOFLINE_READING = ("Right of a ridge a matmul is compute-bound; the configs of one shape "
@@ -68,10 +66,8 @@ pre{white-space:pre-wrap;overflow-x:auto;max-width:100%}
 
 
 def esc(value: Any) -> str:
-    """A value as escaped HTML text; "—" for None or a non-finite number."""
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "—"
-    return f"{value:.4g}" if isinstance(value, float) else html.escape(str(value))
+    """A value as escaped HTML text, as compare.format_number writes it ("—" where missing)."""
+    return html.escape(format_number(value))
 
 
 def _pct(value: Any) -> str:
@@ -91,7 +87,7 @@ def _table(headers: list[str], rows: list[list[str]], row_classes: list[str] | N
 
 
 def _status(status: Any, noisy: Any = False) -> str:
-    cls = STATUS_CLASS.get(status, "untestable")
+    cls = LOOKS[status].css if status in LOOKS else "untestable"
     return (f'<span class="status {cls}">{esc(status)}</span>' if status else esc(None)) + (
         ' <span class="noisy">noisy</span>' if noisy else "")
 
@@ -139,8 +135,7 @@ def _header(report: dict) -> list[str]:
 
 
 def _claims(report: dict) -> list[str]:
-    """One row per claim, measured claims first, then the documentation's, then the ones
-    nothing measures."""
+    """One row per claim: measured first, then the documentation's, then the unmeasurable."""
     claims = report.get("claims") or []
     counts = {s: sum(c.get("status") == s for c in claims) for s in STATUSES}
     summary = " · ".join(f"{_status(s)} {n}" for s, n in counts.items() if n)
@@ -167,8 +162,7 @@ def _claims(report: dict) -> list[str]:
 
 
 def _readings(c: dict) -> str:
-    """The reading that decides, then the others, each with its outcome where one was
-    measured."""
+    """The deciding reading, then the others, each with its outcome where one was measured."""
     outcomes = {r["name"]: r for r in c.get("other_readings") or []}
     parts = []
     for r in c.get("readings") or []:

@@ -1,7 +1,6 @@
-"""What every judge shares: one report's records by battery step (Context), the Finding a
-judge returns, and the three-way rule at a claim's figure. A judge (report.compute / training /
-systems) takes (ctx, claim) and returns a Finding, or None when its records are not there;
-report.verdicts applies the CPU rule after, in one place."""
+"""What every judge shares: one report's records by battery step (Context), the Finding a judge
+returns, and the three-way rule at a claim's figure. A judge takes (ctx, claim) and returns a
+Finding, or None when its records are not there; report.verdicts applies the CPU rule after."""
 
 import statistics
 from collections import defaultdict
@@ -86,8 +85,7 @@ class Context:
         return next(iter(self.ok(step, **params)), None)
 
     def winner(self, step: str, candidates: list[Record]) -> tuple[Record | None, Record | None]:
-        """The fastest of `candidates` of `step`, and its record from the step's confirmation
-        run ("<step>_confirm": None before it ran)."""
+        """The fastest of `candidates`, and its record in "<step>_confirm" (None before it ran)."""
         best = max(candidates, key=lambda r: r.throughput, default=None)
         return best, best and next((r for r in self.ok(f"{step}_confirm")
                                     if r.params == best.params), None)
@@ -101,8 +99,7 @@ class Context:
     def finding(self, claim: Claim, value: float, spread: float, measured: str,
                 figures: dict | None = None, noisy_: bool = False, readings: dict | None = None,
                 at_most: bool = False) -> Finding:
-        """`value` ± `spread` against the claim's figure, with what would decide it when the
-        figure lies within the noise."""
+        """`value` ± `spread` against the claim's figure; if inconclusive, what would decide it."""
         status = three_way(value, spread, claim.low, at_most)
         reason = within_noise(value, spread, claim.low, "" if claim.unit == "x" else claim.unit) \
             if status == INCONCLUSIVE else ""

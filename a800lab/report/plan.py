@@ -1,7 +1,5 @@
-"""The battery `a800lab report` runs: one plan at two sizes (CPU, GPU). The claims name the steps
-they are judged from and what the machine must have (`needs`); the plan is every such step that
-can run here, at this machine's sizes, and why each claim it cannot test is untestable. A step
-with `confirms` re-times the winner of another step (resolve_points). Nothing here measures.
+"""The battery `a800lab report` runs: one plan at two sizes (CPU, GPU), every step the claims
+name that can run here, and why each claim it cannot test is untestable. Nothing here measures.
 
     plan = plan_battery("quick", device="cpu")      # or "full"; "cuda:0" on a GPU box
 """
@@ -97,9 +95,8 @@ def winner(step: Step, records) -> dict | None:
 
 
 def resolve_points(plan: Plan, records) -> list[tuple[Step, dict]]:
-    """Every (step, params) of the plan, a confirmation step's placeholder replaced by the
-    winner among `records`: kept while its candidates are not all measured, dropped when they
-    are and none could win (all failed)."""
+    """Every (step, params), a confirmation step's placeholder replaced by the winner among
+    `records`: kept until its candidates are all measured, dropped if none could win."""
     out, measured = [], {(r.label, repr(sorted(r.params.items()))) for r in records}
     for step in plan.steps:
         if not step.confirms:
@@ -277,9 +274,8 @@ def _steps(m: Machine) -> list[Step]:
 
 
 def comm_steps(ranks: dict, sizes, full: bool, est_s: float) -> list[Step]:
-    """The steps on ranks ({"world_size", "backend"}): flat and hierarchical all-reduce at
-    `sizes` (the box's two halves as two "nodes": the method only), DDP steps per comm hook
-    and sync mode at the same global batch, and the fastest compressing hook timed again."""
+    """The steps on `ranks`: flat and hierarchical all-reduce at `sizes`, DDP steps per comm
+    hook and sync mode at the same global batch, the fastest compressing hook timed again."""
     n, backend = ranks["world_size"], ranks["backend"]
     flat = [{"op": "all_reduce", "size_bytes": s, "dtype": "fp32", **ranks} for s in sizes]
     hier = [{"op": "hierarchical_all_reduce", "size_bytes": s, "dtype": "fp32",

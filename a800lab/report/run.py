@@ -1,7 +1,6 @@
-"""`a800lab report`'s runner: the battery measured point by point into `<out>/points.jsonl`
-(flushed, labelled with its step), then judged into one report dict, written as report.json.
-Stopped by Ctrl-C, Stop, a crash or its time budget (checked before each point after the
-first), the same call resumes: only the points missing for this environment are measured.
+"""`a800lab report`'s runner: the battery measured point by point into `<out>/points.jsonl`,
+then judged into report.json. Stopped (Ctrl-C, Stop, a crash, its time budget), the same call
+resumes: only the points missing for this environment are measured.
 
     report = run_report("quick", out="report/", on_progress=lambda done, total, eta_s, what: ...)
 """
@@ -71,10 +70,8 @@ def run_report(mode: str = "quick", out: str | Path = "report", *, device: str =
                on_progress: Callable[[int, int, float | None, str], None] | None = None,
                on_record: Callable[[Record], None] | None = None,
                cancel: CancelToken | None = None) -> dict:
-    """Measure the battery of `mode` on `device` into `out`/points.jsonl (resuming), judge it,
-    write `out`/report.json and return the report dict. `plan`: a battery of your own.
-    `on_progress(done, total, eta_s, what)` after every point; `on_record(record)` for every
-    point measured now."""
+    """Measure the battery of `mode` (or your own `plan`) on `device` into `out`, resuming;
+    return the report dict. `on_record(record)` for every point measured now."""
     _check_options(mode, budget_s, price_per_gpu_hour_usd)
     device = report_device(device)
     plan = plan or plan_battery(mode, device)
@@ -147,8 +144,7 @@ class _Run:
         self._comm([s for s in self.plan.steps if s.ranks])
 
     def _measure(self, step: Step, group=None) -> bool:
-        """`step`'s points not measured yet, one at a time (a step on ranks on `group`'s);
-        False once stopped."""
+        """Measure `step`'s missing points (on `group`'s ranks for one on ranks); False: stopped."""
         for params in self.todo(step):
             if not self._go_on():
                 return False
@@ -249,8 +245,7 @@ def build(plan: Plan, folder: str | Path, env: dict, *, wall_s: float = 0.0, sto
 
 
 def _earlier_sessions(folder: Path, env_fingerprint: str, run_ids: set[str]) -> list[dict]:
-    """Sittings an earlier report.json of the same environment recorded whose points are still
-    in the points file (`run_ids`)."""
+    """The sittings of an earlier report.json of this environment whose points (`run_ids`) stay."""
     try:
         earlier = json.loads((folder / REPORT_FILE).read_text())
     except (OSError, ValueError):

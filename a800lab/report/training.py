@@ -1,8 +1,6 @@
 """The training claims, each defined once with its judge: mixed precision's memory, buffers and
 speed, the NLP and overall figures, the AMP and accumulation snippets, held-out losses and the
-memory model's largest batch. AMP is the "fp16" precision, the baseline "fp32_default"; a row
-whose reading names ResNet-50 is never decided without it (the Transformer is shown beside);
-a baseline that diverged or did not fall well below its start has failed."""
+memory model's largest batch. AMP is the "fp16" precision, its baseline "fp32_default"."""
 
 import statistics
 
@@ -51,8 +49,7 @@ def _saving(a, b, key="step_peak_bytes") -> float:
 
 
 def _without_resnet(ctx: Context, claim, beside: str, readings: dict) -> Finding | None:
-    """A ResNet-50 row without ResNet-50's records: untestable here (the Transformer beside),
-    or not measured yet (None)."""
+    """A ResNet-50 row without its records: untestable here (the Transformer beside), or None."""
     why = ctx.plan.untestable.get(claim.id, "")
     return Finding(UNTESTABLE, f"no ResNet-50 here; beside it, {beside}", reason=why,
                    readings=readings) if why else None
@@ -209,9 +206,8 @@ def overall(ctx: Context, claim) -> Finding | None:
 
 
 def _loss_match(base: list, test: list, what: str):
-    """(status, text, gap, spread) of `test` runs' mean held-out loss against `base` runs' (both
-    over seeds); status FAILED for a baseline that diverged or did not train, FAILS when `test`
-    diverged, else None: the gap is to judge, against the seeds' range."""
+    """(status, text, gap, spread): `test` runs' mean held-out loss against `base` runs'; status
+    FAILED (baseline diverged or did not train), FAILS (`test` diverged), else None: judge it."""
     lb, lt = ([r.metrics.get("eval_loss") for r in runs] for runs in (base, test))
     start = statistics.mean(r.metrics["loss_curve"][0] for r in base)
     if None in lb:

@@ -1,8 +1,7 @@
 """From a report's records to its verdicts, health, figures and series (report.run measures,
-this reads; no torch). Per claim: nothing measures it, documentation decides it, the plan
-cannot test it here, or its judge reads the records once every point of its steps has one ("not
-measured yet" before: never a verdict from part of a grid); a judge that finds nothing means the
-points failed. Last the CPU rule: on a CPU a claim a CPU does not answer is "method shown on CPU".
+this reads; no torch). A judge reads a claim's records only once every point of its steps has
+one (never a verdict from part of a grid); on a CPU a claim a CPU does not answer is "method
+shown on CPU".
 
     facts = judge_claims(records, plan, device_name="NVIDIA H200", price_per_gpu_hour_usd=2.0)
     facts["claims"], facts["health"], facts["figures"], facts["series"]
