@@ -11,7 +11,6 @@ tests/fake_nvml.py). The command-line twin: `python -m a800lab doctor`.
 """
 
 import html
-import io
 import time
 from typing import Any
 
@@ -34,7 +33,7 @@ from .device_html import (
     system_html,
     topology_html,
 )
-from .panel import Job, Panel, StatusLine
+from .panel import Job, Panel, StatusLine, png
 
 
 def _fallback_report(exc: Exception) -> dict:
@@ -252,10 +251,9 @@ class DevicePanel(Panel):
         sampler = self._sampler
         try:
             figure = telemetry_figure(samples, device=self._gpu_title(sampler))
-            buf = io.BytesIO()
-            figure.savefig(buf, format="png", dpi=72)
+            image = png(figure, dpi=72)
             self.telemetry_figure = figure
-            self.plot.value = buf.getvalue()
+            self.plot.value = image
             self.plot.layout.display = None
             self.latest.value = latest_telemetry_html(samples[-1]) if samples else ""
         except Exception as exc:  # a bad reading must not kill the refresher or the panel

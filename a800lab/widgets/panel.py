@@ -1,13 +1,13 @@
-"""What every panel shares: its status line, the one runner of its background work (one job
-at a time on a thread of its own, Stop, the buttons it disables, whatever ends it said in the
-status line), and Run / Stop with a progress bar.
+"""What every panel shares: a status line, a Job that runs one piece of work at a time on a
+thread of its own (Stop, disabled buttons, its end said in the status line), Run / Stop and
+a progress bar.
 
     job = Job(status, stop_button=stop, buttons=[run, clear])
     job.start(plan, failed=lambda exc: f"Run failed: {exc}", name="a800lab-run")
-    job.stop(); job.wait(); job.running; job.cancel   # cancel: the running job's CancelToken
 """
 
 import html
+import io
 import threading
 
 import ipywidgets as widgets
@@ -30,7 +30,6 @@ class StatusLine(widgets.HTML):
 
     @property
     def text(self) -> str:
-        """The message as plain text."""
         return html.unescape(self.value.split(">", 1)[1].rsplit("<", 1)[0])
 
 
@@ -38,7 +37,7 @@ BUSY = "A run is already in progress: press Stop or wait for it."
 
 
 class Job:
-    """Runs one job at a time for a panel (see the module docstring)."""
+    """A panel's runner of background work; `cancel` is the running job's CancelToken."""
 
     def __init__(self, status: StatusLine, *, stop_button, buttons=(), busy: str = BUSY):
         self.status, self.stop_button, self.busy = status, stop_button, busy
@@ -55,11 +54,11 @@ class Job:
 
     def start(self, plan, *, failed, name: str, cannot: str = "Cannot run", stopped=None,
               stopping="", busy: str | None = None, wait: bool = False) -> bool:
-        """Unless a job runs (then `busy` is said): `plan()` checks the request and readies the
-        panel (an exception: "<cannot>: <message>", or the message alone without `cannot`;
-        nothing starts), and returns the work to run on thread `name`. An exception that ends
-        the work is said as `failed(exc)`, a Cancelled one as `stopped` when given; Stop says
-        `stopping`. Texts may be functions, called when said. Returns whether it started."""
+        """Unless a job runs (then `busy` is said), `plan()` readies the panel and returns the
+        work to run on thread `name`; a plan that raises is said as "<cannot>: <message>" and
+        nothing starts. The work's exception is said as `failed(exc)` (a Cancelled one as
+        `stopped` when given); Stop says `stopping`. Texts may be callables. Returns whether
+        it started."""
         with self._lock:
             if self.running:
                 self.status.say(busy or self.busy, "warn")
@@ -98,7 +97,7 @@ class Job:
         self.stop_button.disabled = not busy
 
     def stop(self) -> None:
-        """Cancel the job (it ends at its next check) and say so."""
+        """Cancel the job (it ends at its next check)."""
         if self.running:
             self.cancel.cancel()
             self._stopped.set()
@@ -126,8 +125,15 @@ def _text(text) -> str:
     return text() if callable(text) else text
 
 
+def png(figure, dpi: int = 90) -> bytes:
+    """A figure as PNG bytes (90 dpi: the 10 in wide figure as 900 px fits a notebook)."""
+    buf = io.BytesIO()
+    figure.savefig(buf, format="png", dpi=dpi, pil_kwargs={"compress_level": 1})
+    return buf.getvalue()
+
+
 class Panel:
-    """A panel: shown by its `widget`, saying things in its `status` line, running one `job`."""
+    """Shown by its `widget`, saying things in its `status` line, running one `job`."""
 
     def _ipython_display_(self):
         from IPython.display import display
@@ -136,7 +142,6 @@ class Panel:
 
     @property
     def status_text(self) -> str:
-        """The status line as plain text."""
         return self.status.text
 
     @property
@@ -148,14 +153,12 @@ class Panel:
         self.job.stop()
 
     def wait(self, timeout_s: float | None = None) -> None:
-        """Block until the current run ends and its last points are drawn; Ctrl-C (a kernel
-        interrupt) stops it, keeping what was measured, then re-raises."""
+        """Block until the run ends and its last points are drawn (Ctrl-C stops it)."""
         self.job.wait(timeout_s)
         self._drawer.flush(timeout_s)
 
     def _run_controls(self, ready: str, *, busy: str = BUSY, buttons=()) -> None:
-        """Run and Stop (calling run() and stop()), the progress bar and its label, the status
-        line saying `ready`, and the job runner (disabling Run and `buttons` while it runs)."""
+        """Run, Stop, the progress bar, the status line saying `ready` and the job runner."""
         self.run_button = widgets.Button(description="Run", button_style="success", icon="play")
         self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop",
                                           disabled=True)

@@ -6,7 +6,6 @@ results are shown (the panel runs the work; these only lay out and render).
 """
 
 import html
-import io
 
 import ipywidgets as widgets
 
@@ -16,18 +15,16 @@ from ..figures.training_profile import label_of, profile_figure
 from ..figures.training_tune import frontier_figure
 from ..workloads.training.trace import category_label
 from ..workloads.training.tune import describe_candidate, noise_clause, refusal_lines
+from . import panel
 from .layout import whole
 
-PNG_DPI = 90
 MAX_PROFILES = 6  # bars side by side; older profiles drop off
 
 
 def png(figure) -> bytes:
     """A figure as PNG bytes (drawing counted as harness work, not the workload's)."""
     with harness_work():
-        buf = io.BytesIO()
-        figure.savefig(buf, format="png", dpi=PNG_DPI)
-    return buf.getvalue()
+        return panel.png(figure)
 
 
 class ProfileBox:
