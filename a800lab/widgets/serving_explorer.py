@@ -40,7 +40,7 @@ from ..workloads.training.task import CUSTOM, custom_task
 from .explorer import DATA_DIR, Explorer, View
 from .explorer_text import table_html
 from .params import Choice, Fixed, Range
-from .training_tools import rows_table
+from .training_tools import code_html, rows_table
 
 CONFIG = ("model", "size", "batch_size", "precision")
 SPEC_FIELDS = (*CONFIG, "compile", "graphs", "channels_last")
@@ -205,10 +205,8 @@ class ServingExplorer(Explorer):
                 ("noise", f"within noise of {len(outcome.search.rivals)} other config(s)"
                  if outcome.search.rivals else "clear of the noise"),
                 ("contended", outcome.search.contended or "no")]
-        code = "" if not outcome.snippet else (
-            "<details open><summary>the code to paste</summary><pre>"
-            f"{html.escape(outcome.snippet)}</pre></details>")
-        self.tune_text.value = rows_table(rows) + code
+        self.tune_text.value = rows_table(rows) + (code_html(outcome.snippet)
+                                                   if outcome.snippet else "")
 
     def clear(self) -> int:
         """As Explorer.clear; the tuner's outcome goes too."""
