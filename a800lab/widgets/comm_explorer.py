@@ -1,5 +1,5 @@
 """CommExplorer: collectives over message sizes, DDP comm hooks, no_sync accumulation and
-bucket sizes, measured on worker ranks the panel starts, streams from and always stops.
+bucket sizes, measured on worker ranks the panel starts and always stops.
 
     panel = CommExplorer()                  # 2 gloo ranks on a CPU, one rank per GPU on NCCL
     panel.run(wait=True, view="collectives", op=["all_reduce", "broadcast"],
@@ -25,6 +25,7 @@ from ..workloads.comm.collectives import DTYPES, OPS
 from ..workloads.comm.ddp import HOOKS, SYNC_MODES
 from ..workloads.comm.runs import check_local_ranks, run_comm, run_point, start_ranks
 from ..workloads.comm.worker import default_comm_backend
+from ..workloads.training.spec import positive_int
 from .explorer import DATA_DIR, Explorer, View
 from .explorer_text import table_html
 from .params import Choice, Range
@@ -61,16 +62,13 @@ def views(largest_exponent: int) -> dict[str, View]:
 
 
 class CommExplorer(Explorer):
-    """Four views: busbw and time against size_bytes, one line per op (the card's NVLink
-    bandwidth drawn on GPUs); samples/s, MiB all-reduced and held-out loss per comm hook;
-    no_sync against every micro-batch over accum_steps; bucket_cap_mb.
+    """Four views: collectives (busbw and time against size_bytes), comm hooks, no_sync and
+    bucket_cap_mb.
 
     Each Run starts `world_size` fresh ranks (default 2 with gloo, every visible GPU with
-    NCCL), sends them the points one at a time and stops them whatever happens: a rank that
-    dies ends the run at once, one that hangs after `timeout_s`, with the reason in the status
-    line. `keep_ranks=True` keeps them from one Run to the next until close() (on GPUs they
-    hold their memory meanwhile). `budget_s`, `train_steps`: per point; the rest as for
-    Explorer.
+    NCCL) and stops them whatever happens: a rank that dies ends the run at once, one that
+    hangs after `timeout_s`. `keep_ranks=True` keeps them between Runs until close().
+    `budget_s`, `train_steps`: per point.
     """
 
     def __init__(self, *, world_size: int | None = None, backend: str | None = None,
@@ -90,9 +88,8 @@ class CommExplorer(Explorer):
                                           not isinstance(value, bool) and
                                           math.isfinite(value) and value > 0):
                 raise ValueError(f"{name}={value!r} must be a number of seconds > 0, e.g. 60")
-        if train_steps is not None and (isinstance(train_steps, bool) or
-                                        not isinstance(train_steps, int) or train_steps < 1):
-            raise ValueError(f"train_steps={train_steps!r} must be a positive int, e.g. 10")
+        if train_steps is not None:
+            positive_int("train_steps", train_steps, "10")
         self.world_size, self.timeout_s = world_size, timeout_s
         self.keep_ranks, self._ranks = keep_ranks, None
         self.settings = {"budget_s": budget_s or (0.3 if on_gpu else 0.1)}
@@ -135,8 +132,7 @@ class CommExplorer(Explorer):
         return f"{self.world_size} ranks ({where})"
 
     def _plan(self, overrides: dict) -> tuple[dict, dict]:
-        """In the collectives view `op` may be a list (one line each); in the accumulation view
-        both sync modes always run."""
+        """In the collectives view `op` may be a list; the accumulation view runs both syncs."""
         view = self.view.value
         overrides = dict(overrides)
         ops = self._values_of(overrides, "op", self.ops) if view == "collectives" else None
@@ -151,7 +147,6 @@ class CommExplorer(Explorer):
         return axes, fixed
 
     def _sweep(self, axes: dict, fixed: dict, run_id: str):
-        """The points, sent to this run's worker ranks (rank 0 builds the records)."""
         collectives = self.view.value == "collectives"
         if self.keep_ranks and (self._ranks is None or not self._ranks.running):
             self._ranks = start_ranks(self.world_size, self.backend, 1, self.timeout_s)
@@ -163,8 +158,7 @@ class CommExplorer(Explorer):
                         cancel=self.job.cancel, group=self._ranks)
 
     def close(self) -> None:
-        """Stop the ranks kept between Runs (keep_ranks=True); the next Run starts new ones.
-        Refused during a run (press Stop first)."""
+        """Stop the ranks kept between Runs (keep_ranks=True); refused during a run."""
         if self.running:
             self.status.say("A run is in progress: press Stop or wait before close().", "warn")
             return
@@ -173,7 +167,7 @@ class CommExplorer(Explorer):
             self._ranks = None
 
     def _of_view(self, df: pd.DataFrame) -> pd.DataFrame:
-        """The points this view draws: its workload, its axis set, no other view's settings."""
+        """This view's points: its workload, its axis set, no other view's settings."""
         rows, view = super()._of_view(df), self.views[self.view.value]
         if rows.empty or "workload" not in rows:
             return rows

@@ -1,13 +1,10 @@
-"""DevicePanel: the GPUs of this machine, their topology, what to fix, and live telemetry.
+"""DevicePanel: the GPUs of this machine, their topology, what to fix, and live telemetry
+(`nvml=` and `cuda_properties=` inject fakes). The command-line twin: `python -m a800lab doctor`.
 
-    panel = DevicePanel()            # shows in JupyterLab; never raises without a GPU or NVML
+    panel = DevicePanel()            # never raises without a GPU or NVML
     panel.report                     # the doctor dict (a800lab.core.doctor.build_report)
-    panel.start_telemetry(0)         # sample GPU 0 on a background thread, re-plot every ~1 s
-    panel.stop_telemetry()           # also the Stop button; panel.telemetry_figure is the plot
+    panel.start_telemetry(0)         # sample GPU 0 on a background thread; stop_telemetry()
     panel.to_html()                  # every table and advice line as one HTML string
-
-`nvml=` and `cuda_properties=` inject a fake pynvml and torch device properties (tests use
-tests/fake_nvml.py). The command-line twin: `python -m a800lab doctor`.
 """
 
 import html
@@ -37,7 +34,7 @@ from .panel import Job, Panel, StatusLine, png
 
 
 def _fallback_report(exc: Exception) -> dict:
-    """A report-shaped dict for when discovery itself failed (a bug, not a missing GPU)."""
+    """A report for when discovery itself failed (a bug, not a missing GPU)."""
     try:
         cpu = cpu_info().to_dict()
     except Exception:  # keep the panel up whatever the host looks like
@@ -48,11 +45,9 @@ def _fallback_report(exc: Exception) -> dict:
 
 
 class DevicePanel(Panel):
-    """A per-GPU table (name, compute capability, SMs, memory, ECC, MIG, clocks, power, PCIe,
-    NVLink, throttle reasons), the `nvidia-smi topo -m` matrix as a coloured grid, each GPU's
-    NUMA node and CPUs with the command that binds a process there, doctor's advice, and a
-    telemetry strip with Start / Stop. Without an NVIDIA GPU it says why at the top, shows the
-    CPU facts instead and disables telemetry; errors land in the status line."""
+    """A per-GPU table, the `nvidia-smi topo -m` matrix as a coloured grid, NUMA affinity,
+    doctor's advice and a telemetry strip with Start / Stop; without an NVIDIA GPU it says why
+    and shows the CPU facts instead."""
 
     def __init__(self, nvml: Any = None, cuda_properties: list | None = None, *,
                  interval_s: float = 0.2, refresh_s: float = 1.0, window_s: float = 120.0,
@@ -131,8 +126,7 @@ class DevicePanel(Panel):
         self._configure_telemetry()
         return report
 
-    def _telemetry_unavailable(self) -> str:
-        """Why telemetry cannot run here ("" when it can)."""
+    def _telemetry_unavailable(self) -> str:  # "" when it can run
         if not self.report.get("gpu_found"):
             return "No NVIDIA GPU found (the reason is in the box above); telemetry reads NVML " \
                    "on an NVIDIA GPU"
@@ -166,8 +160,8 @@ class DevicePanel(Panel):
         return self.job.running
 
     def start_telemetry(self, device_index: int | None = None) -> bool:
-        """Start sampling GPU `device_index` (NVML index; default: the dropdown's choice).
-        Returns False, with the reason in the status line, when it cannot start."""
+        """Sample GPU `device_index` (an NVML index; default: the dropdown's); False, the reason
+        said, if it cannot start."""
         reason = self._telemetry_unavailable()
         if reason:
             self.status.say(f"Telemetry unavailable: {reason}", "warn")
@@ -195,12 +189,11 @@ class DevicePanel(Panel):
                                                  f"{type(exc).__name__}: {exc}")
 
     def stop_telemetry(self) -> None:
-        """Stop sampling, take a last sample and draw the final plot. Safe to call twice."""
+        """Stop sampling and draw the final plot; safe to call twice."""
         self.job.stop()
         self.job.wait()
 
     def _sample(self, sampler: TelemetrySampler) -> None:
-        """Re-plot every refresh_s until Stop (or max_duration_s), then stop the sampler."""
         started, note = time.perf_counter(), ""
         self._render_telemetry()
         while not self.job.sleep(self.refresh_s):
@@ -218,18 +211,18 @@ class DevicePanel(Panel):
                         "warn" if problem else "ok")
 
     def nvml_index_of(self, cuda_device: int | str = 0) -> int | None:
-        """The NVML index (the panel's GPU numbers) of torch's `cuda:<cuda_device>`, or None
-        (core.gpu_map.nvml_index says why); they differ under CUDA_VISIBLE_DEVICES."""
+        """The NVML index (the panel's GPU numbers) of torch's `cuda:<cuda_device>`, or None;
+        they differ under CUDA_VISIBLE_DEVICES."""
         index = nvml_index(cuda_device, nvml=self._nvml, cuda_properties=self._cuda_properties)
         return None if isinstance(index, NotAvailable) else index
 
     @property
     def telemetry_samples(self) -> list[dict]:
-        """Every sample of the current or last telemetry run (t_s = seconds since Start)."""
+        """Every sample of the current or last run (t_s: seconds since Start)."""
         return [] if self._sampler is None else self._sampler.samples
 
     def telemetry_summary(self) -> dict:
-        """TelemetrySampler.summary() of the current or last run ({} before the first)."""
+        """The sampler's summary() of the current or last run ({} before the first)."""
         return {} if self._sampler is None else self._sampler.summary()
 
     def _gpu_title(self, sampler: TelemetrySampler | None) -> str | None:
@@ -243,7 +236,6 @@ class DevicePanel(Panel):
         return f"{gpu['name']}, NVML {index}{torch_name}"
 
     def _render_telemetry(self) -> None:
-        """Redraw the telemetry plot and the latest-reading line from the sampler's samples."""
         samples = self.telemetry_samples
         if samples:
             last_t = samples[-1]["t_s"]
@@ -263,7 +255,7 @@ class DevicePanel(Panel):
             self.status.say(f"Telemetry: {reason}", "error")
 
     def to_html(self) -> str:
-        """Every visible HTML part of the panel, in display order."""
+        """Every visible HTML part of the panel."""
         parts: list[str] = []
 
         def walk(w: Any) -> None:

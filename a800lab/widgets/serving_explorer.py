@@ -80,15 +80,12 @@ NOTES = {
 
 
 class ServingExplorer(Explorer):
-    """Four views, each a Run of its own: latency (samples/s against p99 per config across
-    batch sizes, the newest point's latency histogram); decode (the transformer preset from a
-    KV cache: ms per token against its memory-bandwidth bound); concurrency (streams sharing
-    the device, MPS as read); tune (tune_serve over the batch sizes typed: every trial, the
-    frontier, the winner re-measured and the code to paste).
+    """Four views, each a Run of its own: latency (samples/s against p99), decode (ms per
+    token against its bandwidth bound), concurrency (streams sharing the device) and tune
+    (tune_serve over the batch sizes typed, and the code to paste).
 
-    `model`, `size`: the preset the controls start at; your own model as for TrainingExplorer
-    (`make_model`, `make_batch`; its output (batch, ...), checked now). `requests`: timed per
-    point at least (>= 100); `budget_s`: timing budget per point; the rest as for Explorer.
+    Your own model as for TrainingExplorer (its output (batch, ...)). `requests`: timed per
+    point at least (>= 100); `budget_s`: timing budget per point.
     """
 
     def __init__(self, *, make_model=None, make_batch=None, model: str = "transformer",
@@ -215,8 +212,8 @@ class ServingExplorer(Explorer):
         return super().clear()
 
     def _measured_frame(self) -> pd.DataFrame:
-        """This view's points, without the columns of other views' parameters (so the caption
-        names only what differs among this view's controls)."""
+        """This view's points, without other views' parameters (the caption names only what
+        differs among this view's controls)."""
         frame = self._of_view(super()._measured_frame())
         keep = {*VIEWS[self.view.value].params, *TUNED}
         return frame.drop(columns=[p for p in self.params if p not in keep and p in frame])
