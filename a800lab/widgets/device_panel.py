@@ -59,7 +59,6 @@ class DevicePanel(Panel):
         self.interval_s, self.refresh_s = interval_s, refresh_s
         self.window_s, self.max_duration_s = window_s, max_duration_s
         self._sampler: TelemetrySampler | None = None
-        self.telemetry_reason = ""  # why telemetry cannot run here; "" when it can
         self.telemetry_figure = None
         self.report: dict = {}
         self._build()
@@ -139,7 +138,6 @@ class DevicePanel(Panel):
 
     def _configure_telemetry(self) -> None:
         reason = self._telemetry_unavailable()
-        self.telemetry_reason = reason
         options = [(f"GPU{g['index']}", g["index"]) for g in self.report["gpus"]]
         if [o[1] for o in self.gpu_choice.options] != [o[1] for o in options]:
             self.gpu_choice.options = options

@@ -20,15 +20,6 @@ from .panel import Panel, StatusLine, png
 RUNS_DIR = Path("runs")  # where panels Save, relative to the notebook
 
 
-def _files(folders) -> list[str]:
-    found = []
-    for folder in folders:
-        folder = Path(folder)
-        if folder.is_dir():
-            found += sorted(str(p) for p in folder.rglob("*") if p.suffix in (".json", ".jsonl"))
-    return found
-
-
 def _cell(text) -> str:
     return f"<td>{html.escape(str(text))}</td>"
 
@@ -90,7 +81,8 @@ class DiffPanel(Panel):
 
     def __init__(self, a: str | Path | None = None, b: str | Path | None = None, *,
                  folders=(DATA_DIR, RUNS_DIR)):
-        options = _files(folders)
+        options = [f for folder in map(Path, folders) if folder.is_dir() for f in
+                   sorted(str(p) for p in folder.rglob("*") if p.suffix in (".json", ".jsonl"))]
         self.a = widgets.Combobox(value=str(a or ""), options=options, description="A",
                                   placeholder="results .jsonl or doctor .json",
                                   layout=widgets.Layout(width="48%"))

@@ -89,7 +89,6 @@ class Explorer(Panel):
         self._figure_of, self._title, self._columns = figure, figure_title, table_columns
         self._held, self._overlay = PanelRecords(), pd.DataFrame()
         self._stopped_at = None
-        self.last_result: SweepResult | None = None
         self.figure = None
         self._drawer = Redrawer(self._draw, name=f"a800lab-draw-{self.name}",
                                 **(CPU_COALESCING if self.device == "cpu" else {}),
@@ -175,9 +174,6 @@ class Explorer(Panel):
                 control.disabled = key == view.axis or key not in view.params or \
                     isinstance(self.params[key], Fixed)
 
-    def _conditions(self) -> str:
-        return text.conditions_text(self.device, self.torch_threads)
-
     def run(self, wait: bool = False, view: str | None = None, **values) -> bool:
         """Start a run; keyword values override the controls (a list for the sweep axis), `view`
         is chosen first. False, with the reason in the status line, if it cannot start."""
@@ -249,10 +245,11 @@ class Explorer(Panel):
         values = values if isinstance(values, (list, tuple)) else [values]
         return [check_value(self.params[key], key, v) for v in values]
 
-    def _sweep(self, axes: dict, fixed: dict, run_id: str) -> SweepResult:
-        """Measure the points on the run's thread (a panel whose points run elsewhere
-        replaces it)."""
-        return run_sweep(self.workload, axes, fixed=fixed, workload=self.name,
+    def _sweep(self, axes: dict, fixed: dict, run_id: str, point=None,
+               workload: str | None = None) -> SweepResult:
+        """Measure the points on the run's thread: `point` (default: the panel's workload)
+        recorded as `workload` (default: the panel's name)."""
+        return run_sweep(point or self.workload, axes, fixed=fixed, workload=workload or self.name,
                          device=self.device, throughput_key=self.throughput_key,
                          torch_threads=self.torch_threads, run_id=run_id,
                          on_progress=self._on_progress, on_result=self._on_result,
@@ -262,7 +259,6 @@ class Explorer(Panel):
         started = time.perf_counter()
         try:
             result = self._sweep(axes, fixed, run_id)
-            self.last_result = result
             if result.cancelled:
                 self.progress_text.value = f"{self.progress.value}/{result.total} points, stopped"
             failed = any(r.outcome != "ok" for r in result.records)

@@ -13,6 +13,7 @@ import threading
 import ipywidgets as widgets
 
 from ..core.cancel import Cancelled, CancelToken
+from .explorer_text import conditions_text
 
 _COLOURS = {"ok": "green", "warn": "darkorange", "error": "crimson"}
 
@@ -147,6 +148,9 @@ class Panel:
     @property
     def running(self) -> bool:
         return self.job.running
+
+    def _conditions(self) -> str:
+        return conditions_text(self.device, self.torch_threads)
 
     def stop(self) -> None:
         """End the run (a sweep after the point in flight)."""

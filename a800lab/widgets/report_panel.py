@@ -27,7 +27,7 @@ from ..report.run import (
     run_report,
 )
 from ..report.verdicts import judge_claims
-from .explorer_text import conditions_text, panel_threads
+from .explorer_text import panel_threads
 from .panel import Panel
 from .redraw import Redrawer
 
@@ -154,9 +154,7 @@ class ReportPanel(Panel):
         self.view = widgets.HTML("")
         # two tabs, so the report's own claims table does not sit under a copy of itself: the
         # verdicts (live during a run), then the report page (shown when it is ready)
-        self.tabs = widgets.Tab(children=[self.verdicts, self.view])
-        self.tabs.set_title(0, "Verdicts")
-        self.tabs.set_title(1, "Report")
+        self.tabs = widgets.Tab(children=[self.verdicts, self.view], titles=["Verdicts", "Report"])
         self.widget = widgets.VBox([
             widgets.HTML("<h3>The report: this machine against the guide's claims</h3>"),
             widgets.HBox([self.mode, self.price]),
@@ -165,9 +163,6 @@ class ReportPanel(Panel):
             self.status, self.paths, self.tabs])
         self.mode.observe(lambda _: self._preview(), names="value")
         self._preview()
-
-    def _conditions(self) -> str:
-        return conditions_text(self.device, self.torch_threads)
 
     def _preview(self) -> None:
         """The verdict table before any run: what this machine can test."""

@@ -19,7 +19,7 @@ import ipywidgets as widgets
 import pandas as pd
 
 from ..core.backends import resolve_device, torchvision_reason
-from ..core.sweep import SweepResult, grid, run_sweep, thread_count
+from ..core.sweep import SweepResult, grid, thread_count
 from ..figures.serving import concurrency_figure, decode_figure, serve_tune_figure, serving_figure
 from ..workloads.serving.concurrency import concurrency_point
 from ..workloads.serving.decode import decode_point
@@ -163,10 +163,7 @@ class ServingExplorer(Explorer):
                                              **common),
                  "concurrency": functools.partial(concurrency_point, task=self.task, **common,
                                                   requests=self.settings["requests"])}[view]
-        return run_sweep(point, axes, fixed=fixed, workload=VIEWS[view].workload,
-                         device=self.device, torch_threads=self.torch_threads, run_id=run_id,
-                         on_progress=self._on_progress, on_result=self._on_result,
-                         cancel=self.job.cancel)
+        return super()._sweep(axes, fixed, run_id, point, VIEWS[view].workload)
 
     def _tune(self, axes: dict, fixed: dict, run_id: str) -> SweepResult:
         self.tune_outcome, self.tune_text.value = None, ""
