@@ -110,7 +110,7 @@ class CommExplorer(Explorer):
             "bucket_cap_mb": Choice((0.25, 1.0, 4.0, 25.0, 100.0), default=25.0),
         }
         device = "cuda" if on_gpu and HAS_CUDA else "cpu"
-        # Explorer's workload: one point on a fresh group. A Run does better (_work): one
+        # Explorer's workload: one point on a fresh group. A Run does better (_sweep): one
         # group for all its points, and the records rank 0 made.
         self.ops = widgets.Text(description="ops", value="all_reduce",
                                 placeholder="e.g. all_reduce, all_gather, broadcast")

@@ -71,7 +71,6 @@ def _pair(a: Any, b: Any, scale: float = 1.0, digits: int = 0) -> str:
     return f"{cell_text(a, scale, digits)}/{cell_text(b, scale, digits)}"
 
 
-# ---- HTML sections (pure functions of the doctor report) ------------------------------------
 GPU_COLUMNS = ("GPU", "name", "CC", "SMs", "torch", "memory free/total GiB", "driver / CUDA", "ECC",
                "ECC errors (unc. / corr.)", "MIG", "SM MHz cur/max", "power W cur/limit",
                "temp C", "PCIe", "NVLinks", "throttle reasons")
@@ -220,15 +219,11 @@ def system_html(report: dict) -> str:  # driver and library versions
     s = report.get("system")
     if not s:
         return ""
-    return ("<p style='font-size:12px;line-height:1.4'>"
-            f"Driver {html.escape(cell_text(s['driver_version']))} (CUDA "
-            f"{html.escape(cell_text(s['cuda_driver_version']))}) | torch "
-            f"{html.escape(str(s['torch_version']))} (CUDA "
-            f"{html.escape(cell_text(s['torch_cuda_version']))}, cuDNN "
-            f"{html.escape(cell_text(s['cudnn_version']))}, NCCL "
-            f"{html.escape(cell_text(s['nccl_version']))}) | float32 on GPU: matmul "
-            f"{html.escape(str(s['matmul_fp32_precision']))}, conv "
-            f"{html.escape(str(s['conv_fp32_precision']))}</p>")
+    line = (f"Driver {cell_text(s['driver_version'])} (CUDA {cell_text(s['cuda_driver_version'])})"
+            f" | torch {s['torch_version']} (CUDA {cell_text(s['torch_cuda_version'])}, cuDNN "
+            f"{cell_text(s['cudnn_version'])}, NCCL {cell_text(s['nccl_version'])}) | float32 on "
+            f"GPU: matmul {s['matmul_fp32_precision']}, conv {s['conv_fp32_precision']}")
+    return f"<p style='font-size:12px;line-height:1.4'>{html.escape(line)}</p>"
 
 
 def no_gpu_html(report: dict) -> str:

@@ -1,6 +1,5 @@
-"""PipelineExplorer: vary a DataLoader's workers, pinned memory, non_blocking copies, prefetch
-depth and the per-sample preprocessing cost; see samples/s, how idle the device is, and where
-each step's time goes.
+"""PipelineExplorer: vary a DataLoader's workers, pinned memory, copies, prefetch depth and
+preprocessing cost; see samples/s, how idle the device is, and where each step's time goes.
 
     panel = PipelineExplorer()              # the device stage on the GPU, or on the CPU
     panel.run(wait=True, num_workers=[0, 1, 2, 4], cost="wait")

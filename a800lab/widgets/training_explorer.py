@@ -3,9 +3,7 @@ Run, see samples/s, where the memory goes, and whether it still learns.
 
     panel = TrainingExplorer()                          # preset models on generated data
     panel.run(wait=True, batch_size=[8, 32, 128], precision="bf16")
-    panel.find_max_batch(wait=True, target_batch=1024)  # the "Find max batch" button
-    panel.profile(wait=True, batch_size=4)              # the "Profile step" button
-    panel.tune(wait=True, target_batch=256)             # the "Tune" button
+    panel.find_max_batch(wait=True, target_batch=1024)  # also profile() and tune(): the buttons
     TrainingExplorer(make_model=my_model, make_batch=my_batch, loss_fn=my_loss)   # your model
 
 Command-line twins: `sweep train`, `max-batch`, `profile` and `tune train`.
