@@ -19,17 +19,7 @@ from ..core.gpu_map import nvml_index
 from ..core.nvml import NotAvailable, device_count
 from ..core.telemetry import TelemetrySampler
 from ..figures.device import telemetry_figure
-from .device_html import (
-    advice_html,
-    affinity_html,
-    cpu_html,
-    gpu_table_html,
-    latest_telemetry_html,
-    legend_html,
-    no_gpu_html,
-    system_html,
-    topology_html,
-)
+from . import device_html as dh
 from .panel import Job, Panel, StatusLine, png
 
 
@@ -114,12 +104,13 @@ class DevicePanel(Panel):
             self.status.say(f"Device discovery failed: {type(exc).__name__}: {exc}", "error")
         self.report = report
         gpu_found = bool(report["gpu_found"])
-        self.banner.value = "" if gpu_found else no_gpu_html(report)
-        self.system.value, self.cpu.value = system_html(report), cpu_html(report)
-        self.advice.value = advice_html(report)
-        for section, draw in ((self.gpu_table, gpu_table_html), (self.topology, topology_html),
-                              (self.legend, lambda _: legend_html()),
-                              (self.affinity, affinity_html)):
+        self.banner.value = "" if gpu_found else dh.no_gpu_html(report)
+        self.system.value, self.cpu.value = dh.system_html(report), dh.cpu_html(report)
+        self.advice.value = dh.advice_html(report)
+        for section, draw in ((self.gpu_table, dh.gpu_table_html),
+                              (self.topology, dh.topology_html),
+                              (self.legend, lambda _: dh.legend_html()),
+                              (self.affinity, dh.affinity_html)):
             section.value = draw(report) if gpu_found else ""
         self._gpu_sections.layout.display = None if gpu_found else "none"
         self._configure_telemetry()
@@ -245,7 +236,7 @@ class DevicePanel(Panel):
             self.telemetry_figure = figure
             self.plot.value = image
             self.plot.layout.display = None
-            self.latest.value = latest_telemetry_html(samples[-1]) if samples else ""
+            self.latest.value = dh.latest_telemetry_html(samples[-1]) if samples else ""
         except Exception as exc:  # a bad reading must not kill the refresher or the panel
             self.status.say(f"Telemetry plot failed: {type(exc).__name__}: {exc}", "error")
         reason = self._sampler._reason if self._sampler is not None else ""
