@@ -206,7 +206,12 @@ class MatmulExplorer(Explorer):
             card = f"{self.card} (model of that GPU)"
             if tile is None:
                 return tile, sm_count_of(self.card), card, 1
-            facts = self._card_facts(newest)
+            # the Triton kernel with this tile on `card`; a CPU stand-in point has no warps or
+            # stages: the kernel's defaults
+            fields = {f: newest[f] for f in TILE_FIELDS["triton"]
+                      if f in newest and not pd.isna(newest[f])}
+            facts = tile_facts(MatmulSpec(int(newest["m"]), int(newest["n"]), int(newest["k"]),
+                                          newest["precision"], "triton", **fields), self.card)
             if not facts.fits:
                 card += f"; the compiler refuses this tile there: {facts.reason.split(':')[0]}"
             return tile, sm_count_of(self.card), card, max(1, facts.blocks_per_sm)
@@ -216,14 +221,6 @@ class MatmulExplorer(Explorer):
         blocks = newest.get("blocks_per_sm")
         return tile, props.multi_processor_count, props.name, \
             int(blocks) if blocks is not None and not pd.isna(blocks) and blocks > 0 else 1
-
-    def _card_facts(self, newest: pd.Series):
-        """The compiler's facts for the Triton kernel with the newest point's tile on `card`."""
-        fields = {f: newest[f] for f in TILE_FIELDS["triton"]
-                  if f in newest and not pd.isna(newest[f])}
-        spec = MatmulSpec(int(newest["m"]), int(newest["n"]), int(newest["k"]),
-                          newest["precision"], "triton", **fields)
-        return tile_facts(spec, self.card)
 
     def _show_best(self, shown: pd.DataFrame) -> None:
         config, source = self.best_config(shown)
