@@ -4,6 +4,7 @@ functions of records and frames, tested without widgets.
     table_html(df, ["batch_size", "precision"], run_numbers(df["run_id"]))   # fits 968 px
 """
 
+import functools
 import html
 import math
 import numbers
@@ -64,20 +65,13 @@ def summary(result: SweepResult, elapsed_s: float, *, run_number: int, condition
                  if len(records) > stopped_at else f" Stop came with {stopped_at} done.")
     noisy = sum(bool(r.noise.get("noisy")) for r in records)
     if noisy:
-        text += (f" {noisy} noisy (hollow markers; hover 'noisy' in the table for why: "
-                 f"{noisy_reason(records)}).")
+        reason = next((str(r.noise["reasons"][0]) for r in records
+                       if r.noise.get("noisy") and r.noise.get("reasons")), "no reason recorded")
+        text += f" {noisy} noisy (hollow markers; hover 'noisy' in the table for why: {reason})."
     failed = [r for r in records if r.outcome != "ok"]
     if failed:
         text += f" First failure: {describe_record(failed[0])}"
     return text
-
-
-def noisy_reason(records: list[Record]) -> str:
-    for record in records:
-        reasons = record.noise.get("reasons") or ()
-        if record.noise.get("noisy") and reasons:
-            return str(reasons[0])
-    return "no reason recorded"
 
 
 def auto_series(df: pd.DataFrame, x: str, params: list[str]) -> pd.Series:
@@ -85,10 +79,7 @@ def auto_series(df: pd.DataFrame, x: str, params: list[str]) -> pd.Series:
     varying = [p for p in params if p != x and p in df and df[p].astype(str).nunique() > 1]
     parts = [] if df["label"].nunique() <= 1 and varying else [df["label"].astype(str)]
     parts += [p.removeprefix("param.") + "=" + df[p].map(format_param) for p in varying]
-    names = parts[0]
-    for part in parts[1:]:
-        names = names + ", " + part
-    return names
+    return functools.reduce(lambda names, part: names + ", " + part, parts)
 
 
 def fixed_differences(measured: pd.DataFrame, params: dict, controls: dict, x: str) -> str:

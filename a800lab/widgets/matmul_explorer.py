@@ -224,11 +224,9 @@ class MatmulExplorer(Explorer):
 
     def _show_best(self, shown: pd.DataFrame) -> None:
         config, source = self.best_config(shown)
-        if config is None:
-            self.best.value = ""
-            return
-        self.best.value = (f"<div><b>best tile</b>: <code>{html.escape(str(config))}</code>"
-                           f"<br><small>{html.escape(source)}</small></div>")
+        self.best.value = "" if config is None else (
+            f"<div><b>best tile</b>: <code>{html.escape(str(config))}</code>"
+            f"<br><small>{html.escape(source)}</small></div>")
 
     def best_config(self, df: pd.DataFrame | None = None) -> tuple[dict | None, str]:
         """The fastest tile of the heatmap's newest run: (config dict, its `triton.Config(...)`

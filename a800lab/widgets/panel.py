@@ -82,13 +82,11 @@ class Job:
     def _run(self, work, failed, stopped) -> None:
         try:
             work()
-        except Cancelled as exc:
-            if stopped is None:
-                self.status.say(failed(exc), "error")
-            else:
-                self.status.say(_text(stopped), "warn")
         except BaseException as exc:  # noqa: B036 -- whatever ends it, say so and recover
-            self.status.say(failed(exc), "error")
+            if isinstance(exc, Cancelled) and stopped is not None:
+                self.status.say(_text(stopped), "warn")
+            else:
+                self.status.say(failed(exc), "error")
         finally:
             self._busy(False)
 
