@@ -5,8 +5,7 @@ bucket sizes, measured on worker ranks the panel starts and always stops.
     panel.run(wait=True, view="collectives", op=["all_reduce", "broadcast"],
               size_bytes=[2**10, 2**16, 2**20])
     panel.run(wait=True, view="hooks")       # allreduce, fp16, bf16, PowerSGD
-    panel.run(wait=True, view="accumulation", accum_steps=[1, 2, 4])   # no_sync vs every
-    panel.run(wait=True, view="buckets", bucket_cap_mb=[0.25, 1, 25])
+    panel.run(wait=True, view="accumulation", accum_steps=[1, 2, 4])   # or view="buckets"
 
 The CLI twins: `python -m a800lab comm collectives` and `comm ddp` (the records are rank 0's).
 """

@@ -3,8 +3,7 @@ sharing the device, and the best config under a p99 target.
 
     panel = ServingExplorer()                                  # the transformer preset
     panel.run(wait=True, batch_size=[1, 8, 64], precision="fp32")   # latency view
-    panel.run(wait=True, view="decode", batch_size=[1, 4, 16])
-    panel.run(wait=True, view="concurrency", streams=[1, 2, 4])
+    panel.run(wait=True, view="concurrency", streams=[1, 2, 4])     # or view="decode"
     panel.run(wait=True, view="tune", p99_target_ms=5.0)       # panel.tune_outcome, the code
     ServingExplorer(make_model=my_model, make_batch=my_batch)  # your model (not in decode)
 
