@@ -29,7 +29,7 @@ from . import explorer_text as text
 from .layout import explorer_layout, show_section
 from .panel import Panel, png
 from .panel_records import PanelRecords
-from .params import Fixed, as_param, check_signature, check_value, format_param, plan_run, show_plan
+from .params import Fixed, as_param, axis_values, check_signature, format_param, plan_run, show_plan
 from .redraw import CPU_MIN_INTERVAL_S, CPU_REST_FACTOR, Redrawer
 
 NO_SWEEP = "(single point)"
@@ -239,11 +239,7 @@ class Explorer(Panel):
 
     def _values_of(self, overrides: dict, key: str, box) -> list:
         """A second axis's values: its override (popped from `overrides`), else `box`'s."""
-        values = overrides.pop(key, None)
-        if values is None:
-            return self.params[key].parse(key, box.value)
-        values = values if isinstance(values, (list, tuple)) else [values]
-        return [check_value(self.params[key], key, v) for v in values]
+        return axis_values(self.params[key], key, overrides.pop(key, None), box.value)
 
     def _sweep(self, axes: dict, fixed: dict, run_id: str, point=None,
                workload: str | None = None) -> SweepResult:

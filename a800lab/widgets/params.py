@@ -230,15 +230,18 @@ def plan_run(params: dict, current: dict, axis: str, typed_values: str, override
     if axis == no_sweep:
         first = next(iter(fixed))
         return {first: [fixed.pop(first)]}, fixed
-    values = overrides.get(axis)
-    if values is None:
-        values = params[axis].parse(axis, typed_values)
-    else:
-        values = list(values) if isinstance(values, (list, tuple)) else [values]
-        if not values:
-            raise ValueError(f"the sweep over {axis} has no values; give at least one")
-        values = [check_value(params[axis], axis, v) for v in values]
+    values = axis_values(params[axis], axis, overrides.get(axis), typed_values)
+    if not values:  # an empty list given (parse refuses a box without values)
+        raise ValueError(f"the sweep over {axis} has no values; give at least one")
     return {axis: values}, fixed
+
+
+def axis_values(spec, name: str, given, typed: str) -> list:
+    """A swept parameter's values: `given` (a value or a list) when not None, else `typed`."""
+    if given is None:
+        return spec.parse(name, typed)
+    return [check_value(spec, name, v) for v in
+            (given if isinstance(given, (list, tuple)) else [given])]
 
 
 def show_plan(params: dict, controls: dict, axes: dict, fixed: dict) -> None:
