@@ -27,7 +27,7 @@ from ..figures.look import EARLIER_RUNS, describe_devices
 from ..figures.sweep import throughput_and_memory_figure
 from . import explorer_text as text
 from .layout import explorer_layout, show_section
-from .panel import Panel, png
+from .panel import PNG_DPI, Panel, png
 from .panel_records import PanelRecords
 from .params import Fixed, as_param, axis_values, check_signature, format_param, plan_run, show_plan
 from .redraw import CPU_MIN_INTERVAL_S, CPU_REST_FACTOR, Redrawer
@@ -325,7 +325,7 @@ class Explorer(Panel):
         elif series not in df:
             series = "label"
         figure = self._figure(df, x, series)
-        image = png(figure)
+        image = png(figure, PNG_DPI)
         self.figure = figure
         differs = self._caption_note(measured, x)
         self.caption.value = (f"<small><b>{html.escape(self._figure_title(x))}</b>, "

@@ -124,8 +124,10 @@ def _text(text) -> str:
     return text() if callable(text) else text
 
 
-def png(figure, dpi: int = 90) -> bytes:
-    """A figure as PNG bytes (90 dpi: the 10 in wide figure as 900 px fits a notebook)."""
+PNG_DPI = 90  # the 10 in wide figure as 900 px: fits a notebook, small text stays legible
+
+
+def png(figure, dpi: int = PNG_DPI) -> bytes:
     buf = io.BytesIO()
     figure.savefig(buf, format="png", dpi=dpi, pil_kwargs={"compress_level": 1})
     return buf.getvalue()
