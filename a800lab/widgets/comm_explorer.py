@@ -1,12 +1,11 @@
 """CommExplorer: collectives over message sizes, DDP comm hooks, no_sync accumulation and
-bucket sizes, measured on worker ranks the panel starts, streams from and always stops.
+bucket sizes, measured on worker ranks the panel starts and always stops.
 
     panel = CommExplorer()                  # 2 gloo ranks on a CPU, one rank per GPU on NCCL
     panel.run(wait=True, view="collectives", op=["all_reduce", "broadcast"],
               size_bytes=[2**10, 2**16, 2**20])
     panel.run(wait=True, view="hooks")       # allreduce, fp16, bf16, PowerSGD
-    panel.run(wait=True, view="accumulation", accum_steps=[1, 2, 4])   # no_sync vs every
-    panel.run(wait=True, view="buckets", bucket_cap_mb=[0.25, 1, 25])
+    panel.run(wait=True, view="accumulation", accum_steps=[1, 2, 4])   # or view="buckets"
 
 The CLI twins: `python -m a800lab comm collectives` and `comm ddp` (the records are rank 0's).
 """
@@ -25,6 +24,7 @@ from ..workloads.comm.collectives import DTYPES, OPS
 from ..workloads.comm.ddp import HOOKS, SYNC_MODES
 from ..workloads.comm.runs import check_local_ranks, run_comm, run_point, start_ranks
 from ..workloads.comm.worker import default_comm_backend
+from ..workloads.training.spec import positive_int
 from .explorer import DATA_DIR, Explorer, View
 from .explorer_text import table_html
 from .params import Choice, Range
@@ -61,16 +61,13 @@ def views(largest_exponent: int) -> dict[str, View]:
 
 
 class CommExplorer(Explorer):
-    """Four views: busbw and time against size_bytes, one line per op (the card's NVLink
-    bandwidth drawn on GPUs); samples/s, MiB all-reduced and held-out loss per comm hook;
-    no_sync against every micro-batch over accum_steps; bucket_cap_mb.
+    """Four views: collectives (busbw and time against size_bytes), comm hooks, no_sync and
+    bucket_cap_mb.
 
     Each Run starts `world_size` fresh ranks (default 2 with gloo, every visible GPU with
-    NCCL), sends them the points one at a time and stops them whatever happens: a rank that
-    dies ends the run at once, one that hangs after `timeout_s`, with the reason in the status
-    line. `keep_ranks=True` keeps them from one Run to the next until close() (on GPUs they
-    hold their memory meanwhile). `budget_s`, `train_steps`: per point; the rest as for
-    Explorer.
+    NCCL) and stops them whatever happens: a rank that dies ends the run at once, one that
+    hangs after `timeout_s`. `keep_ranks=True` keeps them between Runs until close().
+    `budget_s`, `train_steps`: per point.
     """
 
     def __init__(self, *, world_size: int | None = None, backend: str | None = None,
@@ -90,9 +87,8 @@ class CommExplorer(Explorer):
                                           not isinstance(value, bool) and
                                           math.isfinite(value) and value > 0):
                 raise ValueError(f"{name}={value!r} must be a number of seconds > 0, e.g. 60")
-        if train_steps is not None and (isinstance(train_steps, bool) or
-                                        not isinstance(train_steps, int) or train_steps < 1):
-            raise ValueError(f"train_steps={train_steps!r} must be a positive int, e.g. 10")
+        if train_steps is not None:
+            positive_int("train_steps", train_steps, "10")
         self.world_size, self.timeout_s = world_size, timeout_s
         self.keep_ranks, self._ranks = keep_ranks, None
         self.settings = {"budget_s": budget_s or (0.3 if on_gpu else 0.1)}
@@ -113,7 +109,7 @@ class CommExplorer(Explorer):
             "bucket_cap_mb": Choice((0.25, 1.0, 4.0, 25.0, 100.0), default=25.0),
         }
         device = "cuda" if on_gpu and HAS_CUDA else "cpu"
-        # Explorer's workload: one point on a fresh group. A Run does better (_work): one
+        # Explorer's workload: one point on a fresh group. A Run does better (_sweep): one
         # group for all its points, and the records rank 0 made.
         self.ops = widgets.Text(description="ops", value="all_reduce",
                                 placeholder="e.g. all_reduce, all_gather, broadcast")
@@ -135,8 +131,7 @@ class CommExplorer(Explorer):
         return f"{self.world_size} ranks ({where})"
 
     def _plan(self, overrides: dict) -> tuple[dict, dict]:
-        """In the collectives view `op` may be a list (one line each); in the accumulation view
-        both sync modes always run."""
+        """In the collectives view `op` may be a list; the accumulation view runs both syncs."""
         view = self.view.value
         overrides = dict(overrides)
         ops = self._values_of(overrides, "op", self.ops) if view == "collectives" else None
@@ -151,7 +146,6 @@ class CommExplorer(Explorer):
         return axes, fixed
 
     def _sweep(self, axes: dict, fixed: dict, run_id: str):
-        """The points, sent to this run's worker ranks (rank 0 builds the records)."""
         collectives = self.view.value == "collectives"
         if self.keep_ranks and (self._ranks is None or not self._ranks.running):
             self._ranks = start_ranks(self.world_size, self.backend, 1, self.timeout_s)
@@ -163,8 +157,7 @@ class CommExplorer(Explorer):
                         cancel=self.job.cancel, group=self._ranks)
 
     def close(self) -> None:
-        """Stop the ranks kept between Runs (keep_ranks=True); the next Run starts new ones.
-        Refused during a run (press Stop first)."""
+        """Stop the ranks kept between Runs (keep_ranks=True); refused during a run."""
         if self.running:
             self.status.say("A run is in progress: press Stop or wait before close().", "warn")
             return
@@ -173,7 +166,7 @@ class CommExplorer(Explorer):
             self._ranks = None
 
     def _of_view(self, df: pd.DataFrame) -> pd.DataFrame:
-        """The points this view draws: its workload, its axis set, no other view's settings."""
+        """This view's points: its workload, its axis set, no other view's settings."""
         rows, view = super()._of_view(df), self.views[self.view.value]
         if rows.empty or "workload" not in rows:
             return rows

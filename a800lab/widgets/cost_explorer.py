@@ -50,8 +50,7 @@ def _custom_point(make_step, duration_s, *, device: str = "auto", cancel=None, *
 
 
 def _check_prices(price_per_hour_usd, count, price_per_kwh_usd, duration_s) -> None:
-    """ValueError naming a price, count or duration that means nothing (the CLI refuses the
-    same)."""
+    """ValueError naming a price, count or duration that means nothing (as the CLI does)."""
     for name, value in (("price_per_gpu_hour_usd", price_per_hour_usd),
                         ("price_per_kwh_usd", price_per_kwh_usd)):
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or \
@@ -67,18 +66,13 @@ def _check_prices(price_per_hour_usd, count, price_per_kwh_usd, duration_s) -> N
 
 
 class CostExplorer(Explorer):
-    """Each point (a800lab.workloads.usage) warms up, then runs the step back to back under an
-    EnergyMeter: samples/s, GPU utilisation, power, and energy from the GPU's energy counter,
-    else power x time (on Hopper averaged over 1 s: lengthen short runs), on a CPU RAPL where
-    readable, else the process's CPU time. Cost per million samples comes from the price per
-    GPU-hour (times the GPUs the job holds) and optionally electricity per kWh; changing a
-    price re-plots at once.
+    """Each point (workloads.usage) runs the step back to back under an EnergyMeter:
+    samples/s, utilisation, power and energy; cost per million samples from the price per
+    GPU-hour (times the GPUs the job holds) and per kWh. Changing a price re-plots at once.
 
-    `workload`: "matmul" (a size^3 matmul per sample, swept over precision) or "train" (a
-    training preset, swept over batch size); or your own `make_step(**params)` (also given
-    `device=` if it takes it) returning (step, samples_per_step), with `params` as for
+    `workload`: "matmul" (a size^3 matmul per sample) or "train" (a training preset); or your
+    own `make_step(**params)` returning (step, samples_per_step), with `params` as for
     Explorer. `duration_s`: each point's metered time (default 5 s on a GPU, 0.5 s on a CPU).
-    The rest as for Explorer.
     """
 
     def __init__(self, workload: str = "matmul", *, make_step=None, params: dict | None = None,
@@ -141,8 +135,7 @@ class CostExplorer(Explorer):
             widgets.HBox([self.price, self.gpus, self.kwh_price])])
 
     def comparison(self) -> pd.DataFrame:
-        """The ok points side by side at the current prices: samples/s, J/sample (and its
-        source), cost per million samples, each also as a ratio to the first point."""
+        """The ok points side by side at the current prices, each also as a ratio to the first."""
         frame = self.results
         return frame if frame.empty else self._compare(frame)
 
@@ -160,8 +153,7 @@ class CostExplorer(Explorer):
                 f"${self.price.value:g} per {self._priced}-hour")
 
     def _table_html(self, measured: pd.DataFrame) -> str:
-        """The newest ok points at the current prices, what the energy figure came from, and
-        the failed points' messages."""
+        """The newest ok points at the current prices, and the failed points' messages."""
         if measured.empty:
             return ""
         ok = measured[measured["outcome"] == "ok"].tail(TABLE_ROWS)

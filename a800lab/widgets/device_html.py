@@ -1,6 +1,5 @@
-"""HTML for the device panel from doctor's report dict: GPU table, topology grid (NV# green,
-darker with more links; PIX/PXB yellow; PHB/NODE orange; SYS red), legend, affinity, advice,
-CPU facts. A value NVML could not give shows as "n/a" with the reason on hover.
+"""The device panel's HTML, pure functions of doctor's report dict; a value NVML could not
+give shows as "n/a" with the reason on hover.
 
     html = gpu_table_html(build_report()) + topology_html(build_report())
 """
@@ -45,12 +44,10 @@ def _na(value: Any) -> bool:
 
 
 def cell_text(value: Any, scale: float = 1.0, digits: int = 0) -> str:
-    """A report value as cell text: "n/a" where not available, numbers scaled and rounded."""
     return format_reading(value, scale, digits, sep=", ")
 
 
 def _why(*values: Any) -> str:
-    """The reasons of the not-available values among `values`, for a cell's tooltip."""
     reasons = [v["reason"] if isinstance(v, dict) else v.reason
                for v in values if is_not_available(v)]
     return "; ".join(dict.fromkeys(reasons))
@@ -63,7 +60,6 @@ def _td(text: str, *, title: str = "", style: str = "", raw: bool = False) -> st
 
 
 def _reading(value: Any) -> str:
-    """A reading's cell, the reason on hover when NVML could not give it."""
     return _td(cell_text(value), title=_why(value))
 
 
@@ -75,14 +71,13 @@ def _pair(a: Any, b: Any, scale: float = 1.0, digits: int = 0) -> str:
     return f"{cell_text(a, scale, digits)}/{cell_text(b, scale, digits)}"
 
 
-# ---- HTML sections (pure functions of the doctor report) ------------------------------------
 GPU_COLUMNS = ("GPU", "name", "CC", "SMs", "torch", "memory free/total GiB", "driver / CUDA", "ECC",
                "ECC errors (unc. / corr.)", "MIG", "SM MHz cur/max", "power W cur/limit",
                "temp C", "PCIe", "NVLinks", "throttle reasons")
 
 
 def gpu_table_html(report: dict) -> str:
-    """One row per GPU of the report; problems coloured, unknowns "n/a" with the reason on hover."""
+    """One row per GPU; problems coloured."""
     system, topo = report["system"], report.get("topology") or {}
     driver = f"{cell_text(system['driver_version'])} / {cell_text(system['cuda_driver_version'])}"
     switch_links = topo.get("nvswitch_links") or [0] * len(report["gpus"])
@@ -133,7 +128,7 @@ def gpu_table_html(report: dict) -> str:
 
 
 def topology_html(report: dict) -> str:
-    """The link matrix as a coloured grid (cells carry data-link="NV4" etc.) plus affinity."""
+    """The link matrix as a coloured grid (cells carry data-link="NV4" etc.)."""
     topo = report.get("topology")
     if not topo:
         return "<p><i>No topology: no GPUs.</i></p>"
@@ -157,7 +152,7 @@ def topology_html(report: dict) -> str:
 
 
 def legend_html() -> str:
-    """Swatches for every link class with the `nvidia-smi topo -m` meaning, best first."""
+    """A swatch and the `nvidia-smi topo -m` meaning of every link class, best first."""
     rows = []
     for key, meaning in LINK_LEGEND.items():
         examples = _LEGEND_NV_EXAMPLES if key == "NV#" else (key,)
@@ -176,7 +171,7 @@ def legend_html() -> str:
 
 
 def affinity_html(report: dict) -> str:
-    """Each GPU's NUMA node and CPUs, with the command that keeps a process next to it."""
+    """Each GPU's NUMA node and CPUs, with the command that runs a process next to it."""
     rows = []
     for g in report["gpus"]:
         node, cpus = g["numa_node"], g["cpu_affinity"]
@@ -195,7 +190,7 @@ def affinity_html(report: dict) -> str:
 
 
 def advice_html(report: dict) -> str:
-    """Doctor's advice lines as a list; ECC and throttling lines stand out."""
+    """Doctor's advice; ECC and throttling lines stand out."""
     items = []
     for line in report.get("advice") or []:
         colour = ("#b00000" if "ECC errors" in line or line.startswith("No NVIDIA GPU") else
@@ -208,7 +203,6 @@ def advice_html(report: dict) -> str:
 
 
 def cpu_html(report: dict) -> str:
-    """The CPU facts as a two-column table."""
     c = report.get("cpu") or {}
     facts = [("model", cell_text(c.get("model"))),
              ("cores", f"{cell_text(c.get('logical_cores'))} logical / "
@@ -221,24 +215,18 @@ def cpu_html(report: dict) -> str:
     return f'<table class="a800lab-cpu" {_TABLE}>{rows}</table>'
 
 
-def system_html(report: dict) -> str:
-    """One line of driver and library versions."""
+def system_html(report: dict) -> str:  # driver and library versions
     s = report.get("system")
     if not s:
         return ""
-    return ("<p style='font-size:12px;line-height:1.4'>"
-            f"Driver {html.escape(cell_text(s['driver_version']))} (CUDA "
-            f"{html.escape(cell_text(s['cuda_driver_version']))}) | torch "
-            f"{html.escape(str(s['torch_version']))} (CUDA "
-            f"{html.escape(cell_text(s['torch_cuda_version']))}, cuDNN "
-            f"{html.escape(cell_text(s['cudnn_version']))}, NCCL "
-            f"{html.escape(cell_text(s['nccl_version']))}) | float32 on GPU: matmul "
-            f"{html.escape(str(s['matmul_fp32_precision']))}, conv "
-            f"{html.escape(str(s['conv_fp32_precision']))}</p>")
+    line = (f"Driver {cell_text(s['driver_version'])} (CUDA {cell_text(s['cuda_driver_version'])})"
+            f" | torch {s['torch_version']} (CUDA {cell_text(s['torch_cuda_version'])}, cuDNN "
+            f"{cell_text(s['cudnn_version'])}, NCCL {cell_text(s['nccl_version'])}) | float32 on "
+            f"GPU: matmul {s['matmul_fp32_precision']}, conv {s['conv_fp32_precision']}")
+    return f"<p style='font-size:12px;line-height:1.4'>{html.escape(line)}</p>"
 
 
 def no_gpu_html(report: dict) -> str:
-    """The prominent CPU-only banner."""
     return ('<div class="a800lab-no-gpu" style="border:2px solid #d73027;background:#fff1ee;'
             'padding:8px 12px;margin:4px 0;font-size:14px;line-height:1.5">'
             f"<b>No NVIDIA GPU found:</b> {html.escape(report.get('no_gpu_reason') or '')}"
@@ -247,7 +235,7 @@ def no_gpu_html(report: dict) -> str:
 
 
 def latest_telemetry_html(s: dict) -> str:
-    """One line with the newest telemetry sample; throttling (other than idle) in red."""
+    """The newest telemetry sample; throttling (other than idle) in red."""
     reasons = [r for r in s.get("throttle_reasons") or () if r != "gpu_idle"]
     throttle = (f'; <b style="color:#b00000">throttled: {html.escape(", ".join(reasons))}</b>'
                 if reasons else "")

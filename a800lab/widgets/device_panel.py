@@ -1,17 +1,13 @@
-"""DevicePanel: the GPUs of this machine, their topology, what to fix, and live telemetry.
+"""DevicePanel: the GPUs of this machine, their topology, what to fix, and live telemetry
+(`nvml=` and `cuda_properties=` inject fakes). The command-line twin: `python -m a800lab doctor`.
 
-    panel = DevicePanel()            # shows in JupyterLab; never raises without a GPU or NVML
+    panel = DevicePanel()            # never raises without a GPU or NVML
     panel.report                     # the doctor dict (a800lab.core.doctor.build_report)
-    panel.start_telemetry(0)         # sample GPU 0 on a background thread, re-plot every ~1 s
-    panel.stop_telemetry()           # also the Stop button; panel.telemetry_figure is the plot
+    panel.start_telemetry(0)         # sample GPU 0 on a background thread; stop_telemetry()
     panel.to_html()                  # every table and advice line as one HTML string
-
-`nvml=` and `cuda_properties=` inject a fake pynvml and torch device properties (tests use
-tests/fake_nvml.py). The command-line twin: `python -m a800lab doctor`.
 """
 
 import html
-import io
 import time
 from typing import Any
 
@@ -23,22 +19,12 @@ from ..core.gpu_map import nvml_index
 from ..core.nvml import NotAvailable, device_count
 from ..core.telemetry import TelemetrySampler
 from ..figures.device import telemetry_figure
-from .device_html import (
-    advice_html,
-    affinity_html,
-    cpu_html,
-    gpu_table_html,
-    latest_telemetry_html,
-    legend_html,
-    no_gpu_html,
-    system_html,
-    topology_html,
-)
-from .panel import Job, Panel, StatusLine
+from . import device_html as dh
+from .panel import Job, Panel, StatusLine, png
 
 
 def _fallback_report(exc: Exception) -> dict:
-    """A report-shaped dict for when discovery itself failed (a bug, not a missing GPU)."""
+    """A report for when discovery itself failed (a bug, not a missing GPU)."""
     try:
         cpu = cpu_info().to_dict()
     except Exception:  # keep the panel up whatever the host looks like
@@ -49,11 +35,9 @@ def _fallback_report(exc: Exception) -> dict:
 
 
 class DevicePanel(Panel):
-    """A per-GPU table (name, compute capability, SMs, memory, ECC, MIG, clocks, power, PCIe,
-    NVLink, throttle reasons), the `nvidia-smi topo -m` matrix as a coloured grid, each GPU's
-    NUMA node and CPUs with the command that binds a process there, doctor's advice, and a
-    telemetry strip with Start / Stop. Without an NVIDIA GPU it says why at the top, shows the
-    CPU facts instead and disables telemetry; errors land in the status line."""
+    """A per-GPU table, the `nvidia-smi topo -m` matrix as a coloured grid, NUMA affinity,
+    doctor's advice and a telemetry strip with Start / Stop; without an NVIDIA GPU it says why
+    and shows the CPU facts instead."""
 
     def __init__(self, nvml: Any = None, cuda_properties: list | None = None, *,
                  interval_s: float = 0.2, refresh_s: float = 1.0, window_s: float = 120.0,
@@ -65,7 +49,6 @@ class DevicePanel(Panel):
         self.interval_s, self.refresh_s = interval_s, refresh_s
         self.window_s, self.max_duration_s = window_s, max_duration_s
         self._sampler: TelemetrySampler | None = None
-        self.telemetry_reason = ""  # why telemetry cannot run here; "" when it can
         self.telemetry_figure = None
         self.report: dict = {}
         self._build()
@@ -121,19 +104,19 @@ class DevicePanel(Panel):
             self.status.say(f"Device discovery failed: {type(exc).__name__}: {exc}", "error")
         self.report = report
         gpu_found = bool(report["gpu_found"])
-        self.banner.value = "" if gpu_found else no_gpu_html(report)
-        self.system.value, self.cpu.value = system_html(report), cpu_html(report)
-        self.advice.value = advice_html(report)
-        for section, draw in ((self.gpu_table, gpu_table_html), (self.topology, topology_html),
-                              (self.legend, lambda _: legend_html()),
-                              (self.affinity, affinity_html)):
+        self.banner.value = "" if gpu_found else dh.no_gpu_html(report)
+        self.system.value, self.cpu.value = dh.system_html(report), dh.cpu_html(report)
+        self.advice.value = dh.advice_html(report)
+        for section, draw in ((self.gpu_table, dh.gpu_table_html),
+                              (self.topology, dh.topology_html),
+                              (self.legend, lambda _: dh.legend_html()),
+                              (self.affinity, dh.affinity_html)):
             section.value = draw(report) if gpu_found else ""
         self._gpu_sections.layout.display = None if gpu_found else "none"
         self._configure_telemetry()
         return report
 
-    def _telemetry_unavailable(self) -> str:
-        """Why telemetry cannot run here ("" when it can)."""
+    def _telemetry_unavailable(self) -> str:  # "" when it can run
         if not self.report.get("gpu_found"):
             return "No NVIDIA GPU found (the reason is in the box above); telemetry reads NVML " \
                    "on an NVIDIA GPU"
@@ -146,7 +129,6 @@ class DevicePanel(Panel):
 
     def _configure_telemetry(self) -> None:
         reason = self._telemetry_unavailable()
-        self.telemetry_reason = reason
         options = [(f"GPU{g['index']}", g["index"]) for g in self.report["gpus"]]
         if [o[1] for o in self.gpu_choice.options] != [o[1] for o in options]:
             self.gpu_choice.options = options
@@ -167,8 +149,8 @@ class DevicePanel(Panel):
         return self.job.running
 
     def start_telemetry(self, device_index: int | None = None) -> bool:
-        """Start sampling GPU `device_index` (NVML index; default: the dropdown's choice).
-        Returns False, with the reason in the status line, when it cannot start."""
+        """Sample GPU `device_index` (an NVML index; default: the dropdown's); False, the reason
+        said, if it cannot start."""
         reason = self._telemetry_unavailable()
         if reason:
             self.status.say(f"Telemetry unavailable: {reason}", "warn")
@@ -196,12 +178,11 @@ class DevicePanel(Panel):
                                                  f"{type(exc).__name__}: {exc}")
 
     def stop_telemetry(self) -> None:
-        """Stop sampling, take a last sample and draw the final plot. Safe to call twice."""
+        """Stop sampling and draw the final plot; safe to call twice."""
         self.job.stop()
         self.job.wait()
 
     def _sample(self, sampler: TelemetrySampler) -> None:
-        """Re-plot every refresh_s until Stop (or max_duration_s), then stop the sampler."""
         started, note = time.perf_counter(), ""
         self._render_telemetry()
         while not self.job.sleep(self.refresh_s):
@@ -219,18 +200,18 @@ class DevicePanel(Panel):
                         "warn" if problem else "ok")
 
     def nvml_index_of(self, cuda_device: int | str = 0) -> int | None:
-        """The NVML index (the panel's GPU numbers) of torch's `cuda:<cuda_device>`, or None
-        (core.gpu_map.nvml_index says why); they differ under CUDA_VISIBLE_DEVICES."""
+        """The NVML index (the panel's GPU numbers) of torch's `cuda:<cuda_device>`, or None;
+        they differ under CUDA_VISIBLE_DEVICES."""
         index = nvml_index(cuda_device, nvml=self._nvml, cuda_properties=self._cuda_properties)
         return None if isinstance(index, NotAvailable) else index
 
     @property
     def telemetry_samples(self) -> list[dict]:
-        """Every sample of the current or last telemetry run (t_s = seconds since Start)."""
+        """Every sample of the current or last run (t_s: seconds since Start)."""
         return [] if self._sampler is None else self._sampler.samples
 
     def telemetry_summary(self) -> dict:
-        """TelemetrySampler.summary() of the current or last run ({} before the first)."""
+        """The sampler's summary() of the current or last run ({} before the first)."""
         return {} if self._sampler is None else self._sampler.summary()
 
     def _gpu_title(self, sampler: TelemetrySampler | None) -> str | None:
@@ -244,7 +225,6 @@ class DevicePanel(Panel):
         return f"{gpu['name']}, NVML {index}{torch_name}"
 
     def _render_telemetry(self) -> None:
-        """Redraw the telemetry plot and the latest-reading line from the sampler's samples."""
         samples = self.telemetry_samples
         if samples:
             last_t = samples[-1]["t_s"]
@@ -252,12 +232,11 @@ class DevicePanel(Panel):
         sampler = self._sampler
         try:
             figure = telemetry_figure(samples, device=self._gpu_title(sampler))
-            buf = io.BytesIO()
-            figure.savefig(buf, format="png", dpi=72)
+            image = png(figure, dpi=72)
             self.telemetry_figure = figure
-            self.plot.value = buf.getvalue()
+            self.plot.value = image
             self.plot.layout.display = None
-            self.latest.value = latest_telemetry_html(samples[-1]) if samples else ""
+            self.latest.value = dh.latest_telemetry_html(samples[-1]) if samples else ""
         except Exception as exc:  # a bad reading must not kill the refresher or the panel
             self.status.say(f"Telemetry plot failed: {type(exc).__name__}: {exc}", "error")
         reason = self._sampler._reason if self._sampler is not None else ""
@@ -265,7 +244,7 @@ class DevicePanel(Panel):
             self.status.say(f"Telemetry: {reason}", "error")
 
     def to_html(self) -> str:
-        """Every visible HTML part of the panel, in display order."""
+        """Every visible HTML part of the panel."""
         parts: list[str] = []
 
         def walk(w: Any) -> None:

@@ -1,20 +1,13 @@
-"""DiffPanel: compare two machines from their results files or doctor reports, in a notebook.
+"""DiffPanel: compare two machines from their results files or doctor reports (core.envdiff
+compares): the fields that differ and what each means, and for two results files the same
+configs' throughputs side by side with B / A.
 
-    from a800lab.widgets import DiffPanel
     panel = DiffPanel("a800/runs.jsonl", "h200/runs.jsonl")   # compares at once when given both
     panel.compare("a/doctor.json", "b/doctor.json")           # the Compare button; an EnvDiff
     panel.diff, panel.figure                                  # the last comparison and its plot
-    diff_html(diff)                                           # the same tables as HTML
-
-The boxes offer the JSON and JSON Lines files under data/ and runs/ (any path may be typed).
-The panel shows every field that differs with what it means, the fields only one file records,
-the fields that agree, notes on each side (torch built for a newer CUDA than its driver), and,
-for two results files, the same configs' throughputs side by side with B / A as a table and a
-bar chart (a800lab.core.envdiff does the comparing). Errors land in the status line.
 """
 
 import html
-import io
 from pathlib import Path
 
 import ipywidgets as widgets
@@ -22,18 +15,9 @@ import ipywidgets as widgets
 from ..core.envdiff import FIELDS, EnvDiff, diff_files, format_params, show_value
 from ..figures.diff import lineup_figure
 from .explorer import DATA_DIR
-from .panel import Panel, StatusLine
+from .panel import Panel, StatusLine, png
 
 RUNS_DIR = Path("runs")  # where panels Save, relative to the notebook
-
-
-def _files(folders) -> list[str]:
-    found = []
-    for folder in folders:
-        folder = Path(folder)
-        if folder.is_dir():
-            found += sorted(str(p) for p in folder.rglob("*") if p.suffix in (".json", ".jsonl"))
-    return found
 
 
 def _cell(text) -> str:
@@ -41,8 +25,7 @@ def _cell(text) -> str:
 
 
 def diff_html(diff: EnvDiff) -> str:
-    """The comparison as HTML: sides, differences with their meaning, one-sided fields, the
-    fields that agree, notes, and the throughput lineup."""
+    """The comparison as HTML tables."""
     out = [f"<p><b>A</b>: {html.escape(diff.a.describe())}<br><b>B</b>: "
            f"{html.escape(diff.b.describe())}</p>"]
     if diff.differences:
@@ -93,11 +76,13 @@ def diff_html(diff: EnvDiff) -> str:
 
 
 class DiffPanel(Panel):
-    """Two file boxes, Compare, and the comparison (see the module docstring)."""
+    """Two file boxes (offering the .json and .jsonl files under `folders`), Compare, and the
+    comparison."""
 
     def __init__(self, a: str | Path | None = None, b: str | Path | None = None, *,
                  folders=(DATA_DIR, RUNS_DIR)):
-        options = _files(folders)
+        options = [f for folder in map(Path, folders) if folder.is_dir() for f in
+                   sorted(str(p) for p in folder.rglob("*") if p.suffix in (".json", ".jsonl"))]
         self.a = widgets.Combobox(value=str(a or ""), options=options, description="A",
                                   placeholder="results .jsonl or doctor .json",
                                   layout=widgets.Layout(width="48%"))
@@ -121,8 +106,7 @@ class DiffPanel(Panel):
 
     def compare(self, a: str | Path | None = None, b: str | Path | None = None
                 ) -> EnvDiff | None:
-        """Compare files a and b (default: the boxes); returns the EnvDiff, or None with the
-        reason in the status line."""
+        """Compare files a and b (default: the boxes); None, the reason said, if it cannot."""
         if a is not None:
             self.a.value = str(a)
         if b is not None:
@@ -136,9 +120,7 @@ class DiffPanel(Panel):
         self.output.value = diff_html(diff)
         if diff.lineup:
             self.figure = lineup_figure(diff)
-            buf = io.BytesIO()
-            self.figure.savefig(buf, format="png", dpi=90)
-            self.plot.value, self.plot.layout.display = buf.getvalue(), None
+            self.plot.value, self.plot.layout.display = png(self.figure), None
         else:
             self.figure, self.plot.layout.display = None, "none"
         lineup = f", {len(diff.lineup)} configs side by side" if diff.lineup else ""

@@ -1,13 +1,11 @@
 """The generic panel: vary a workload's parameters, press Run, watch throughput and memory grow.
 
-    panel = Explorer(step, params={"batch_size": Range(1, 256, default=32, scale="pow2"),
-                                   "precision": ["fp32", "bf16"]}, sweep="batch_size")
+    panel = Explorer(step, params={"batch_size": Range(1, 256, scale="pow2")}, sweep="batch_size")
     panel.run(wait=True, batch_size=[8, 16, 32])          # the Run button in code
     panel.results                                         # pandas DataFrame, one row per point
 """
 
 import html
-import io
 import math
 import time
 from dataclasses import dataclass
@@ -29,24 +27,22 @@ from ..figures.look import EARLIER_RUNS, describe_devices
 from ..figures.sweep import throughput_and_memory_figure
 from . import explorer_text as text
 from .layout import explorer_layout, show_section
-from .panel import Panel
+from .panel import PNG_DPI, Panel, png
 from .panel_records import PanelRecords
-from .params import Fixed, as_param, check_signature, check_value, format_param, plan_run, show_plan
+from .params import Fixed, as_param, axis_values, check_signature, format_param, plan_run, show_plan
 from .redraw import CPU_MIN_INTERVAL_S, CPU_REST_FACTOR, Redrawer
 
 NO_SWEEP = "(single point)"
 AUTO_SERIES = "(what differs)"  # one line per device label and per value of any other control
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"  # recorded runs in a source checkout
-PNG_DPI = 90  # the 10 in wide figure as 900 px: fits a notebook, small text stays legible
 CPU_COALESCING = {"min_interval_s": CPU_MIN_INTERVAL_S, "rest_factor": CPU_REST_FACTOR}
 
 
 @dataclass(frozen=True)
 class View:
-    """One view of a panel with several: the switch's label, the caption's title ({x}: the x
-    axis), the sweep axis and values it starts with, the controls it uses (() for all), the
-    workload of its points (None: every point), the parameters whose values tell its series
-    apart (() for its controls) and its table's measured columns."""
+    """One view of a panel with several. `title` may name {x}; `params`: the controls it uses
+    (() for all); `workload`: its points' (None: all); `series`: the parameters that tell its
+    series apart (() for `params`); `columns`: its table's measured columns."""
 
     label: str
     title: str
@@ -59,17 +55,14 @@ class View:
 
 
 class Explorer(Panel):
-    """A panel over your own workload: controls for its parameters, Run / Stop / Clear, a live
-    plot of throughput and each point's own peak memory (one line per series and run, the
-    newest strongest, noisy points hollow), a results table, Save / Load and overlays.
+    """A panel over your own workload: controls, Run / Stop / Clear, a live plot of throughput
+    and peak memory, a results table, Save / Load and overlays of recorded runs.
 
-    `workload(**params)` returns a dict: `throughput` (or the key `throughput_key` names),
-    `throughput_unit`, `timing` (a800lab.core.timing.measure) or `time_ms` samples; other keys
-    are stored as metrics; a `device` argument gets the panel's device. `params` maps each name
-    to a list (a choice), a Range (a slider) or a plain value (fixed); `sweep` names the one a
-    Run sweeps. `device`: "auto", "cpu", "cuda" or "cuda:N"; `cpu_threads`: torch's CPU threads
-    during a run (default on a CPU: all usable cores but one); `out`: where Save appends (under
-    runs/, which git ignores); `recorded_dir`: where the overlay box finds recorded runs.
+    `workload(**params)` returns a dict with `throughput` (or `throughput_key`),
+    `throughput_unit` and `timing` (core.timing.measure) or `time_ms`; other keys are stored as
+    metrics. `params` maps each name to a list (a choice), a Range or a plain value (fixed);
+    `sweep` names the one a Run sweeps. `device`: "auto", "cpu", "cuda" or "cuda:N";
+    `cpu_threads`: torch's threads during a run (on a CPU: all usable cores but one).
 
     A panel built on this one passes its parts: `figure(df, x, series=, earlier_runs=)`,
     `figure_title` ("... vs {x}"), `table_columns` (measured, more), `views` {key: View} and
@@ -96,7 +89,6 @@ class Explorer(Panel):
         self._figure_of, self._title, self._columns = figure, figure_title, table_columns
         self._held, self._overlay = PanelRecords(), pd.DataFrame()
         self._stopped_at = None
-        self.last_result: SweepResult | None = None
         self.figure = None
         self._drawer = Redrawer(self._draw, name=f"a800lab-draw-{self.name}",
                                 **(CPU_COALESCING if self.device == "cpu" else {}),
@@ -172,7 +164,6 @@ class Explorer(Panel):
             self._view_changed()
 
     def _on_view(self) -> None:
-        """Set the sweep axis, its values and the controls the chosen view uses."""
         view = self.views[self.view.value]
         if view.axis is not None:
             self.sweep_axis.value = view.axis
@@ -183,13 +174,9 @@ class Explorer(Panel):
                 control.disabled = key == view.axis or key not in view.params or \
                     isinstance(self.params[key], Fixed)
 
-    def _conditions(self) -> str:
-        return text.conditions_text(self.device, self.torch_threads)
-
     def run(self, wait: bool = False, view: str | None = None, **values) -> bool:
-        """Start a run with the panel's values; keyword values override controls (a list for
-        the sweep axis), `view` (panels with views) is chosen first. Returns False, with the
-        reason in the status line, if it cannot start."""
+        """Start a run; keyword values override the controls (a list for the sweep axis), `view`
+        is chosen first. False, with the reason in the status line, if it cannot start."""
         if view is not None:
             if view not in self.views:
                 self.status.say(f"Cannot run: view={view!r}; use one of {list(self.views)}",
@@ -228,8 +215,7 @@ class Explorer(Panel):
                 f"{self.progress.max} done) ...")
 
     def clear(self) -> int:
-        """Remove every measured and loaded point from the panel (files keep theirs); returns
-        how many were removed. Refused during a run."""
+        """Remove every point from the panel (files keep theirs); returns how many."""
         if self.running:
             self.status.say("A run is in progress: press Stop or wait for it before Clear.",
                             "warn")
@@ -242,30 +228,24 @@ class Explorer(Panel):
         return removed
 
     def _plan(self, overrides: dict) -> tuple[dict, dict]:
-        """(axes, fixed) of a Run: the controls' values, `overrides` taking precedence."""
         current = {key: control.value for key, control in self.controls.items()}
         return plan_run(self.params, current, self.sweep_axis.value, self.sweep_values.value,
                         overrides, no_sweep=NO_SWEEP)
 
     def _show_plan(self, axes: dict, fixed: dict) -> None:
-        """The controls and the values box show what this run measures (see show_plan)."""
         show_plan(self.params, self.controls, axes, fixed)
         if self.sweep_axis.value in axes:
             self.sweep_values.value = ", ".join(map(format_param, axes[self.sweep_axis.value]))
 
     def _values_of(self, overrides: dict, key: str, box) -> list:
-        """The values of `key` swept beside the sweep axis: its override (a value or a list,
-        taken out of `overrides`), else those typed in its own `box`."""
-        values = overrides.pop(key, None)
-        if values is None:
-            return self.params[key].parse(key, box.value)
-        values = values if isinstance(values, (list, tuple)) else [values]
-        return [check_value(self.params[key], key, v) for v in values]
+        """A second axis's values: its override (popped from `overrides`), else `box`'s."""
+        return axis_values(self.params[key], key, overrides.pop(key, None), box.value)
 
-    def _sweep(self, axes: dict, fixed: dict, run_id: str) -> SweepResult:
-        """Measure the planned points on the run's thread; a panel whose points run elsewhere
-        (worker processes, a tuner) replaces it."""
-        return run_sweep(self.workload, axes, fixed=fixed, workload=self.name,
+    def _sweep(self, axes: dict, fixed: dict, run_id: str, point=None,
+               workload: str | None = None) -> SweepResult:
+        """Measure the points on the run's thread: `point` (default: the panel's workload)
+        recorded as `workload` (default: the panel's name)."""
+        return run_sweep(point or self.workload, axes, fixed=fixed, workload=workload or self.name,
                          device=self.device, throughput_key=self.throughput_key,
                          torch_threads=self.torch_threads, run_id=run_id,
                          on_progress=self._on_progress, on_result=self._on_result,
@@ -275,7 +255,6 @@ class Explorer(Panel):
         started = time.perf_counter()
         try:
             result = self._sweep(axes, fixed, run_id)
-            self.last_result = result
             if result.cancelled:
                 self.progress_text.value = f"{self.progress.value}/{result.total} points, stopped"
             failed = any(r.outcome != "ok" for r in result.records)
@@ -300,12 +279,10 @@ class Explorer(Panel):
 
     @property
     def results(self) -> pd.DataFrame:
-        """Every point measured or loaded in this panel, one row each."""
         return records_to_frame(self.records)
 
     def listing(self, columns: list[str], last: int | None = None) -> pd.DataFrame:
-        """panel.results[columns] (the `last` rows), each measured column named with its unit
-        as in the panel's table."""
+        """panel.results[columns] (the `last` rows), measured columns headed with their units."""
         results, columns = self.results, list(columns)
         if "throughput" in columns and "throughput_unit" in results:  # names the unit
             columns += [] if "throughput_unit" in columns else ["throughput_unit"]
@@ -314,7 +291,7 @@ class Explorer(Panel):
                                self._param_columns())
 
     def refresh(self) -> None:
-        """Re-plot and re-tabulate what is already measured; returns when drawn."""
+        """Re-plot what is already measured; returns when drawn."""
         self._drawer.request(urgent=True)
         self._drawer.flush()
 
@@ -323,13 +300,12 @@ class Explorer(Panel):
             self.refresh()
 
     def _measured_frame(self) -> pd.DataFrame:
-        """The panel's points as a frame (built once per new point, not per re-plot)."""
         return self._held.frame()
 
-    def _draw(self) -> None:
-        """Build the figure, PNG, caption and table (on the drawing thread)."""
+    def _draw(self) -> None:  # on the drawing thread
         measured = self._measured_frame()
-        x = param_column(self._plot_axis())
+        axis = self.sweep_axis.value
+        x = param_column(next(iter(self.params)) if axis == NO_SWEEP else axis)
         overlay = self._overlay
         if not overlay.empty and x in overlay:
             overlay = overlay[overlay[x].notna()]
@@ -349,62 +325,51 @@ class Explorer(Panel):
         elif series not in df:
             series = "label"
         figure = self._figure(df, x, series)
-        buf = io.BytesIO()
-        figure.savefig(buf, format="png", dpi=PNG_DPI, pil_kwargs={"compress_level": 1})
+        image = png(figure, PNG_DPI)
         self.figure = figure
         differs = self._caption_note(measured, x)
         self.caption.value = (f"<small><b>{html.escape(self._figure_title(x))}</b>, "
                               f"measured on {html.escape(describe_devices(df))}"
                               f"{html.escape(differs)}</small>")
-        self.plot.value = buf.getvalue()
+        self.plot.value = image
         self.plot.layout.display = self.caption.layout.display = None
         self.table.value = self._table_html(measured)
 
     def _of_view(self, df: pd.DataFrame) -> pd.DataFrame:
-        """The points the chosen view draws: those of its workload."""
         workload = self.views[self.view.value].workload if self.views else None
         if workload is None or df.empty or "workload" not in df:
             return df
         return df[df["workload"] == workload]
 
     def _auto_series(self, df: pd.DataFrame, x: str) -> pd.Series:
-        """Series names telling apart what differs among the points (see auto_series)."""
         view = self.views[self.view.value] if self.views else None
         if view is not None and view.params:
             return text.auto_series(df, view.axis, list(view.series or view.params))
         return text.auto_series(df, x, self._param_columns())
 
     def _figure(self, df: pd.DataFrame, x: str, series: str):
-        """The figure of `df` (measured points and overlays) against `x`, one line per series."""
         draw = self._figure_of or throughput_and_memory_figure
         return draw(df, x, series=series, earlier_runs=self.earlier_runs.value)
 
     def _figure_title(self, x: str) -> str:
-        """What the figure shows, for the caption under it."""
         title = self.views[self.view.value].title if self.views else self._title
         return title.format(x=x)
 
     def _caption_note(self, measured: pd.DataFrame, x: str) -> str:
-        """What the caption adds: where the newest run's values differ from the controls."""
+        """Where the newest run's values differ from the controls."""
         return text.fixed_differences(measured, self.params, self.controls, x)
 
     def _table_html(self, measured: pd.DataFrame) -> str:
-        """The results table under the plot (the newest points)."""
         measured_columns, more = self._columns
         return text.table_html(measured, self._param_columns(), self._run_numbers(),
                                measured=measured_columns, more=more)
 
     def _run_numbers(self) -> dict[str, int]:
-        """Run id -> the number the status line gives it ("run #2"), over every point held."""
+        """Run id -> the number the status line gives it ("run #2")."""
         return text.run_numbers(r.run_id for r in self.records)
 
     def _param_columns(self) -> list[str]:
-        """The frame columns of the panel's parameters (see param_column)."""
         return [param_column(p) for p in self.params]
-
-    def _plot_axis(self) -> str:
-        axis = self.sweep_axis.value
-        return next(iter(self.params)) if axis == NO_SWEEP else axis
 
     def save(self, path: str | None = None) -> int:
         """Append the points not yet in that JSON Lines file; returns how many were written."""
@@ -415,8 +380,7 @@ class Explorer(Panel):
         return written
 
     def load(self, path: str | None = None) -> int:
-        """Add the points of a JSON Lines file that the panel does not hold yet; returns how
-        many were added."""
+        """Add the file's points the panel does not hold yet; returns how many."""
         path = path or self.path.value
         added, skipped = self._held.load(path)
         self.refresh()

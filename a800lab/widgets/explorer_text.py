@@ -1,9 +1,10 @@
-"""The words and tables of the Explorer panel (status summaries, the results table, captions):
-pure functions of records and frames, so the panel's text is tested without widgets.
+"""The Explorer panel's words and tables (status lines, results table, captions) as pure
+functions of records and frames, tested without widgets.
 
     table_html(df, ["batch_size", "precision"], run_numbers(df["run_id"]))   # fits 968 px
 """
 
+import functools
 import html
 import math
 import numbers
@@ -21,8 +22,8 @@ TABLE_ROWS = 12  # the newest points; panel.results has them all
 
 
 def panel_threads(device: str, cpu_threads: int | None) -> int | None:
-    """torch's CPU threads for a panel's runs: `cpu_threads`, else on a CPU all usable cores
-    but one (one left for the browser and server), on a GPU torch's own setting (None)."""
+    """`cpu_threads`, else on a CPU all usable cores but one (for the browser and server), on
+    a GPU None (torch's own setting)."""
     if cpu_threads is not None and (isinstance(cpu_threads, bool) or
                                     not isinstance(cpu_threads, int) or cpu_threads < 1):
         raise ValueError(f"cpu_threads={cpu_threads!r} must be a positive int or None")
@@ -30,7 +31,7 @@ def panel_threads(device: str, cpu_threads: int | None) -> int | None:
 
 
 def conditions_text(device: str, torch_threads: int | None) -> str:
-    """"GPU cuda:0" or "CPU fallback, 1 torch thread": where a panel runs, for its status."""
+    """"GPU cuda:0" or "CPU fallback, 1 torch thread"."""
     if device != "cpu":
         threads = "" if torch_threads is None else f", {torch_threads} CPU threads"
         return f"GPU {device}{threads}"
@@ -50,8 +51,7 @@ def describe_record(record: Record) -> str:
 
 def summary(result: SweepResult, elapsed_s: float, *, run_number: int, conditions: str,
             stopped_at: int | None = None) -> str:
-    """The status line of a finished or stopped run: counts, noise, failures, conditions;
-    `stopped_at`: the points done when Stop was pressed."""
+    """The status line of a finished or stopped run; `stopped_at`: points done at Stop."""
     records = result.records
     counts = pd.Series([r.outcome for r in records]).value_counts()
     detail = ", ".join(f"{n} {outcome}" for outcome, n in counts.items()) or "nothing measured"
@@ -65,38 +65,25 @@ def summary(result: SweepResult, elapsed_s: float, *, run_number: int, condition
                  if len(records) > stopped_at else f" Stop came with {stopped_at} done.")
     noisy = sum(bool(r.noise.get("noisy")) for r in records)
     if noisy:
-        text += (f" {noisy} noisy (hollow markers; hover 'noisy' in the table for why: "
-                 f"{noisy_reason(records)}).")
+        reason = next((str(r.noise["reasons"][0]) for r in records
+                       if r.noise.get("noisy") and r.noise.get("reasons")), "no reason recorded")
+        text += f" {noisy} noisy (hollow markers; hover 'noisy' in the table for why: {reason})."
     failed = [r for r in records if r.outcome != "ok"]
     if failed:
         text += f" First failure: {describe_record(failed[0])}"
     return text
 
 
-def noisy_reason(records: list[Record]) -> str:
-    """The first noise reason among `records` (what was seen and what to do)."""
-    for record in records:
-        reasons = record.noise.get("reasons") or ()
-        if record.noise.get("noisy") and reasons:
-            return str(reasons[0])
-    return "no reason recorded"
-
-
 def auto_series(df: pd.DataFrame, x: str, params: list[str]) -> pd.Series:
-    """Series names that separate every configuration: the device label, plus each non-swept
-    parameter that takes several values among the points (e.g. "mode=fast")."""
+    """Series names: the device label plus each other parameter that varies ("mode=fast")."""
     varying = [p for p in params if p != x and p in df and df[p].astype(str).nunique() > 1]
     parts = [] if df["label"].nunique() <= 1 and varying else [df["label"].astype(str)]
     parts += [p.removeprefix("param.") + "=" + df[p].map(format_param) for p in varying]
-    names = parts[0]
-    for part in parts[1:]:
-        names = names + ", " + part
-    return names
+    return functools.reduce(lambda names, part: names + ", " + part, parts)
 
 
 def fixed_differences(measured: pd.DataFrame, params: dict, controls: dict, x: str) -> str:
-    """"; these points ran at precision=bf16 (the control reads fp32)" for each parameter but
-    `x` whose values in the newest run differ from its control now; "" if none."""
+    """"; these points ran at precision=bf16 (the control reads fp32)", or ""."""
     if measured.empty or "run_id" not in measured:
         return ""
     newest = measured[measured["run_id"] == measured["run_id"].max()]
@@ -134,8 +121,7 @@ MEASURED = ("throughput", "median_ms", "iqr_ms")  # a table's first columns, unl
 
 
 def header_of(column: str, units: list[str] | None = None) -> tuple[str, float]:
-    """A column's header with its unit and the factor to it; `units`: the rows' throughput
-    units (one is named in the header)."""
+    """(header with its unit, factor to the unit); `units`: the rows' throughput units."""
     if column == "throughput":
         return (f"throughput ({units[0]})" if units and len(units) == 1 else "throughput"), 1
     if column in HEADERS:
@@ -158,9 +144,8 @@ def _cell(value, factor: float = 1) -> str:
 
 def table_html(df: pd.DataFrame, params: list[str], numbers: dict[str, int], *,
                measured: tuple[str, ...] = MEASURED, more: tuple[str, ...] = ()) -> str:
-    """The newest points as an HTML table that fits a notebook: run, the parameters that differ
-    between its rows, the outcome (when one failed), the `measured` columns with their units,
-    noise (hover "noisy" for why); every column behind an "all columns" toggle under it."""
+    """The newest points as an HTML table that fits a notebook: the parameters that differ, the
+    outcome when one failed, the `measured` columns; every column behind a toggle."""
     if df.empty:
         return ""
     tail = df.tail(TABLE_ROWS)
@@ -194,8 +179,7 @@ def table_html(df: pd.DataFrame, params: list[str], numbers: dict[str, int], *,
 
 
 def with_units(df: pd.DataFrame, params=()) -> pd.DataFrame:
-    """`df` with the results table's headers: each measured column named with its unit and
-    scaled to it (step_peak_bytes -> "step peak (MiB)"); parameters as they are."""
+    """`df` with each measured column headed and scaled as in the table ("step peak (MiB)")."""
     units = list(df["throughput_unit"].dropna().unique()) if "throughput_unit" in df else []
     out = df.copy()
     if len(units) == 1 and "throughput" in out:
@@ -232,7 +216,6 @@ def _table(tail: pd.DataFrame, columns: list[str], numbers: dict[str, int], head
 
 
 def overlay_hint(recorded_dir, found: int) -> str:
-    """What the overlay box is for, and how to put a recorded run there."""
     where = html.escape(str(recorded_dir))
     lead = (f"{found} recorded run file(s) in {where}." if found else
             f"No recorded runs in {where} yet.")

@@ -2,7 +2,6 @@
 JupyterLab at its default width): labels whole, one column, or tabs for a panel with sections.
 
     widget, tabs = explorer_layout(panel, title, extras)   # Explorer._build calls it
-    fit_labels(panel.controls.values())                    # every label whole, aligned
 """
 
 import html
@@ -19,8 +18,7 @@ _EM_PER_CHAR = 0.62  # a description's width per character of its text, in em
 
 
 def fit_labels(controls, *, extra_em: float = 1.0) -> None:
-    """Give every control the same description width, wide enough for the longest label
-    (ipywidgets cuts a label at ~90 px: "accum_st...")."""
+    """One description width for all, the longest label's (ipywidgets cuts at ~90 px)."""
     controls = [c for c in controls if hasattr(c, "style") and getattr(c, "description", "")]
     if controls:
         longest = max(len(c.description) for c in controls)
@@ -30,7 +28,7 @@ def fit_labels(controls, *, extra_em: float = 1.0) -> None:
 
 
 def whole(*controls) -> None:
-    """Labels and buttons at their own width (a label or button text never cut)."""
+    """Labels and buttons at their own width, never cut."""
     for control in controls:
         if isinstance(control, widgets.Button):
             control.layout.width = "auto"
@@ -47,7 +45,7 @@ def _inline(control) -> None:
 
 
 def explorer_layout(p, title: str, extras: dict) -> tuple[widgets.VBox, widgets.Tab | None]:
-    """The panel `p` (an Explorer) as one widget, and its tabs (None without sections)."""
+    """The Explorer `p` as one widget, and its tabs (None without sections)."""
     unknown = set(extras) - set(SLOTS)
     if unknown:
         raise ValueError(f"extras has slots {sorted(unknown)}; the layout has {list(SLOTS)}")
@@ -84,6 +82,6 @@ def explorer_layout(p, title: str, extras: dict) -> tuple[widgets.VBox, widgets.
 
 
 def show_section(tabs: widgets.Tab | None, title: str) -> None:
-    """Bring the tab `title` forward (where the work just started will show its result)."""
+    """Bring the tab `title` forward."""
     if tabs is not None and title in tabs.titles:
         tabs.selected_index = list(tabs.titles).index(title)

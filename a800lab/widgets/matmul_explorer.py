@@ -41,15 +41,10 @@ PRECISION_ORDER = ("fp32", "tf32", "fp16", "bf16", "fp8")
 
 
 class MatmulExplorer(Explorer):
-    """Three views of C = A @ B. Tile heatmap: TFLOP/s over block_m x block_n at the other
-    controls' values, refused and wrong configs named in their cells, the best exported as the
-    `triton.Config(...)` for your @triton.autotune. Shape sweep: TFLOP/s against m, n or k over
-    the tile and wave quantisation model (this GPU's SM count and resident blocks; on a CPU one
-    tile at a time, or the GPU `card` names, e.g. "A800"). Precision table: TFLOP/s, % of the
-    datasheet and measured peaks, error against float64 per precision.
-
-    `size`: the starting m = n = k (default 256 on a CPU, 4096 on a GPU); the rest as for
-    Explorer.
+    """Three views of C = A @ B: a tile heatmap (the best tile exported as a
+    `triton.Config(...)`), a shape sweep over the tile and wave quantisation model (of this GPU,
+    or of the GPU `card` names, e.g. "A800"), and a precision table (TFLOP/s, % of peak, error
+    against float64). `size`: the starting m = n = k (256 on a CPU, 4096 on a GPU).
     """
 
     def __init__(self, *, device: str = "auto", size: int | None = None,
@@ -123,7 +118,7 @@ class MatmulExplorer(Explorer):
             fixed.pop("block_n", None)
             axes["block_n"] = block_n
         if fixed.get("backend", axes.get("backend", [None])[0]) == "torch":
-            if self.view.value == "tiles":
+            if tiles:
                 raise ValueError("the torch back end (cuBLAS on a GPU, the CPU's BLAS here) "
                                  "picks its own tiles: choose backend "
                                  f"{self.default_backend!r} for the tile heatmap, or the shape "
@@ -133,11 +128,9 @@ class MatmulExplorer(Explorer):
         return axes, fixed
 
     def _slice(self, df: pd.DataFrame, free: tuple[str, ...]) -> tuple[pd.DataFrame, dict]:
-        """The points that share the device and the values of every parameter not in `free`
-        with the newest point of the newest run that varied `free` (the run this view drew;
-        the newest point overall when no run did), and those values: one picture never mixes
-        unrelated settings. Tile fields do not apply to cuBLAS points (backend "torch"): they
-        match any tile."""
+        """The points that share every setting but `free` with the newest point of the newest
+        run that varied `free` (else the newest point), and those settings: one picture never
+        mixes unrelated settings. cuBLAS points (backend "torch") match any tile."""
         ok = df[df["outcome"] == "ok"]
         pool = ok if not ok.empty else df
         anchor = pool.sort_values("timestamp")
@@ -162,8 +155,6 @@ class MatmulExplorer(Explorer):
         return df[keep], fixed
 
     def _figure(self, df: pd.DataFrame, x: str, series: str):
-        """The current view of the points that share the newest point's device and settings
-        (all but what the view varies), so one picture never mixes unrelated runs."""
         view = self.view.value
         if view == "tiles" and {"block_m", "block_n"} <= set(df):
             shown, fixed = self._slice(df[df["block_n"].notna()], ("block_m", "block_n"))
@@ -184,8 +175,8 @@ class MatmulExplorer(Explorer):
                                             earlier_runs=self.earlier_runs.value)
 
     def _precision_rows(self, df: pd.DataFrame) -> pd.DataFrame:
-        """Precisions side by side: per back end, the newest run that compared precisions at
-        the shape and device of the newest such run (the newest points when none did)."""
+        """Per back end, the newest run that compared precisions at the shape and device of the
+        newest such run (the newest points when none did)."""
         compared = [run for _, run in df.groupby("run_id") if run["precision"].nunique() > 1]
         if not compared:
             same, _ = self._slice(df, ("precision", "backend", *TILE_FIELDS["triton"]))
@@ -204,9 +195,8 @@ class MatmulExplorer(Explorer):
         return "" if self.view.value == "tiles" else super()._caption_note(measured, x)
 
     def _model_inputs(self, df: pd.DataFrame) -> tuple[tuple | None, int | None, str, int]:
-        """(tile, SM count, card, blocks per SM) for the quantisation model of the newest
-        point; blocks per SM are the compiler's (the point's own facts on this GPU, the Triton
-        kernel compiled for `card` when modelling another)."""
+        """(tile, SM count, card, blocks per SM) of the newest point for the quantisation model;
+        blocks per SM as the compiler gives them (on this GPU, or for `card`)."""
         newest = df.sort_values("timestamp").iloc[-1]
         tile = None
         if all(key in df and not pd.isna(newest[key]) for key in ("block_m", "block_n",
@@ -216,7 +206,12 @@ class MatmulExplorer(Explorer):
             card = f"{self.card} (model of that GPU)"
             if tile is None:
                 return tile, sm_count_of(self.card), card, 1
-            facts = self._card_facts(newest)
+            # the Triton kernel with this tile on `card`; a CPU stand-in point has no warps or
+            # stages: the kernel's defaults
+            fields = {f: newest[f] for f in TILE_FIELDS["triton"]
+                      if f in newest and not pd.isna(newest[f])}
+            facts = tile_facts(MatmulSpec(int(newest["m"]), int(newest["n"]), int(newest["k"]),
+                                          newest["precision"], "triton", **fields), self.card)
             if not facts.fits:
                 card += f"; the compiler refuses this tile there: {facts.reason.split(':')[0]}"
             return tile, sm_count_of(self.card), card, max(1, facts.blocks_per_sm)
@@ -227,26 +222,15 @@ class MatmulExplorer(Explorer):
         return tile, props.multi_processor_count, props.name, \
             int(blocks) if blocks is not None and not pd.isna(blocks) and blocks > 0 else 1
 
-    def _card_facts(self, newest: pd.Series):
-        """The compiler's facts for the Triton kernel with the newest point's tile on `card`
-        (the tile kernel's warps and stages where the point has none: the CPU stand-in)."""
-        fields = {f: newest[f] for f in TILE_FIELDS["triton"]
-                  if f in newest and not pd.isna(newest[f])}
-        spec = MatmulSpec(int(newest["m"]), int(newest["n"]), int(newest["k"]),
-                          newest["precision"], "triton", **fields)
-        return tile_facts(spec, self.card)
-
     def _show_best(self, shown: pd.DataFrame) -> None:
         config, source = self.best_config(shown)
-        if config is None:
-            self.best.value = ""
-            return
-        self.best.value = (f"<div><b>best tile</b>: <code>{html.escape(str(config))}</code>"
-                           f"<br><small>{html.escape(source)}</small></div>")
+        self.best.value = "" if config is None else (
+            f"<div><b>best tile</b>: <code>{html.escape(str(config))}</code>"
+            f"<br><small>{html.escape(source)}</small></div>")
 
     def best_config(self, df: pd.DataFrame | None = None) -> tuple[dict | None, str]:
-        """The fastest tile config of the heatmap's slice (newest run), as a dict and as text:
-        the `triton.Config(...)` line for the Triton kernel, else why there is none."""
+        """The fastest tile of the heatmap's newest run: (config dict, its `triton.Config(...)`
+        line or why there is none)."""
         if df is None:
             measured = self.results
             if measured.empty or "block_n" not in measured:

@@ -1,18 +1,19 @@
-"""What every panel shares: its status line, the one runner of its background work (one job
-at a time on a thread of its own, Stop, the buttons it disables, whatever ends it said in the
-status line), and Run / Stop with a progress bar.
+"""What every panel shares: a status line, a Job that runs one piece of work at a time on a
+thread of its own (Stop, disabled buttons, its end said in the status line), Run / Stop and
+a progress bar.
 
     job = Job(status, stop_button=stop, buttons=[run, clear])
     job.start(plan, failed=lambda exc: f"Run failed: {exc}", name="a800lab-run")
-    job.stop(); job.wait(); job.running; job.cancel   # cancel: the running job's CancelToken
 """
 
 import html
+import io
 import threading
 
 import ipywidgets as widgets
 
 from ..core.cancel import Cancelled, CancelToken
+from .explorer_text import conditions_text
 
 _COLOURS = {"ok": "green", "warn": "darkorange", "error": "crimson"}
 
@@ -30,7 +31,6 @@ class StatusLine(widgets.HTML):
 
     @property
     def text(self) -> str:
-        """The message as plain text."""
         return html.unescape(self.value.split(">", 1)[1].rsplit("<", 1)[0])
 
 
@@ -38,7 +38,7 @@ BUSY = "A run is already in progress: press Stop or wait for it."
 
 
 class Job:
-    """Runs one job at a time for a panel (see the module docstring)."""
+    """A panel's runner of background work; `cancel` is the running job's CancelToken."""
 
     def __init__(self, status: StatusLine, *, stop_button, buttons=(), busy: str = BUSY):
         self.status, self.stop_button, self.busy = status, stop_button, busy
@@ -55,11 +55,11 @@ class Job:
 
     def start(self, plan, *, failed, name: str, cannot: str = "Cannot run", stopped=None,
               stopping="", busy: str | None = None, wait: bool = False) -> bool:
-        """Unless a job runs (then `busy` is said): `plan()` checks the request and readies the
-        panel (an exception: "<cannot>: <message>", or the message alone without `cannot`;
-        nothing starts), and returns the work to run on thread `name`. An exception that ends
-        the work is said as `failed(exc)`, a Cancelled one as `stopped` when given; Stop says
-        `stopping`. Texts may be functions, called when said. Returns whether it started."""
+        """Unless a job runs (then `busy` is said), `plan()` readies the panel and returns the
+        work to run on thread `name`; a plan that raises is said as "<cannot>: <message>" and
+        nothing starts. The work's exception is said as `failed(exc)` (a Cancelled one as
+        `stopped` when given); Stop says `stopping`. Texts may be callables. Returns whether
+        it started."""
         with self._lock:
             if self.running:
                 self.status.say(busy or self.busy, "warn")
@@ -82,13 +82,11 @@ class Job:
     def _run(self, work, failed, stopped) -> None:
         try:
             work()
-        except Cancelled as exc:
-            if stopped is None:
-                self.status.say(failed(exc), "error")
-            else:
-                self.status.say(_text(stopped), "warn")
         except BaseException as exc:  # noqa: B036 -- whatever ends it, say so and recover
-            self.status.say(failed(exc), "error")
+            if isinstance(exc, Cancelled) and stopped is not None:
+                self.status.say(_text(stopped), "warn")
+            else:
+                self.status.say(failed(exc), "error")
         finally:
             self._busy(False)
 
@@ -98,7 +96,7 @@ class Job:
         self.stop_button.disabled = not busy
 
     def stop(self) -> None:
-        """Cancel the job (it ends at its next check) and say so."""
+        """Cancel the job (it ends at its next check)."""
         if self.running:
             self.cancel.cancel()
             self._stopped.set()
@@ -126,8 +124,17 @@ def _text(text) -> str:
     return text() if callable(text) else text
 
 
+PNG_DPI = 90  # the 10 in wide figure as 900 px: fits a notebook, small text stays legible
+
+
+def png(figure, dpi: int = PNG_DPI) -> bytes:
+    buf = io.BytesIO()
+    figure.savefig(buf, format="png", dpi=dpi, pil_kwargs={"compress_level": 1})
+    return buf.getvalue()
+
+
 class Panel:
-    """A panel: shown by its `widget`, saying things in its `status` line, running one `job`."""
+    """Shown by its `widget`, saying things in its `status` line, running one `job`."""
 
     def _ipython_display_(self):
         from IPython.display import display
@@ -136,26 +143,26 @@ class Panel:
 
     @property
     def status_text(self) -> str:
-        """The status line as plain text."""
         return self.status.text
 
     @property
     def running(self) -> bool:
         return self.job.running
 
+    def _conditions(self) -> str:
+        return conditions_text(self.device, self.torch_threads)
+
     def stop(self) -> None:
         """End the run (a sweep after the point in flight)."""
         self.job.stop()
 
     def wait(self, timeout_s: float | None = None) -> None:
-        """Block until the current run ends and its last points are drawn; Ctrl-C (a kernel
-        interrupt) stops it, keeping what was measured, then re-raises."""
+        """Block until the run ends and its last points are drawn (Ctrl-C stops it)."""
         self.job.wait(timeout_s)
         self._drawer.flush(timeout_s)
 
     def _run_controls(self, ready: str, *, busy: str = BUSY, buttons=()) -> None:
-        """Run and Stop (calling run() and stop()), the progress bar and its label, the status
-        line saying `ready`, and the job runner (disabling Run and `buttons` while it runs)."""
+        """Run, Stop, the progress bar, the status line saying `ready` and the job runner."""
         self.run_button = widgets.Button(description="Run", button_style="success", icon="play")
         self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop",
                                           disabled=True)

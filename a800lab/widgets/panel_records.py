@@ -1,7 +1,6 @@
-"""The points a panel holds: its records, their results frame (converting only new records),
-and which of them are saved in which file. Thread-safe: the measuring thread adds while the
-drawing thread reads. A record's identity is its measurement (run id, timestamp, point), so
-Save then Load adds nothing twice.
+"""The points a panel holds, their results frame and which file holds which. Thread-safe: the
+measuring thread adds while the drawing thread reads. A record's identity is its measurement
+key, so Save then Load adds nothing twice.
 """
 
 import threading
@@ -13,8 +12,6 @@ from ..core.results import Record, append_record, read_records, records_to_frame
 
 
 class PanelRecords:
-    """A panel's records, with the frame cache and the saved-file bookkeeping."""
-
     def __init__(self) -> None:
         self._records: list[Record] = []
         self._lock = threading.Lock()
@@ -44,8 +41,7 @@ class PanelRecords:
         return len(removed), sum(r.measurement_key() not in saved for r in removed)
 
     def frame(self) -> pd.DataFrame:
-        """Every record as a results frame, converting only the records added since last
-        time (an empty frame when there are none)."""
+        """Every record as a results frame, converting only those added since last time."""
         with self._lock:
             records, generation = list(self._records), self._generation
         count, cached_generation, frame = self._cache

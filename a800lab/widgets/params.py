@@ -1,12 +1,10 @@
-"""Parameter specs for panels: what a user may vary, and the control each one becomes.
+"""Parameter specs for panels: what a user may vary, the control each one becomes, and the
+checks of typed or given values (each refusal names the parameter and what is allowed).
 
     params = {"precision": ["fp32", "bf16"],                      # a list -> Choice
               "batch_size": Range(1, 256, default=32, scale="pow2"),  # slider over 1, 2, 4 ...
               "lr": Range(1e-5, 1e-1, scale="log"),                # a logarithmic slider
               "seq_len": 128}                                      # a plain value -> Fixed
-
-Typed sweep values ("8, 16, 32") outside a spec (NaN and infinities included) are refused with
-a message naming the parameter, the value and what is allowed.
 """
 
 import inspect
@@ -54,11 +52,9 @@ class Choice:
         return list(self.values)
 
     def show(self, control: widgets.ValueWidget, value) -> None:
-        """Set the control to `value` (one this spec accepted)."""
         control.value = value
 
     def check(self, name: str, value):
-        """`value` itself if it is one of the choices, else a ValueError naming them."""
         if value not in self.values:
             raise ValueError(f"{name}: {value!r} is not a valid value; choose from "
                              f"{', '.join(format_param(v) for v in self.values)}")
@@ -76,9 +72,9 @@ def _finite(value) -> bool:
 
 @dataclass(frozen=True)
 class Range:
-    """A number between `lo` and `hi` (inclusive); integer when all three bounds are ints.
-    `scale`: "linear" (steps of `step`), "pow2" (the powers of two in the range, plus the
-    default) or "log" (lo > 0); typed sweep values may be any number in the range."""
+    """A number in lo..hi, an integer when lo, hi and step are ints. `scale`: "linear" (steps
+    of `step`), "pow2" (a slider over the powers of two) or "log"; typed sweep values may be
+    any number in the range."""
 
     lo: float
     hi: float
@@ -131,8 +127,7 @@ class Range:
                    description=name, continuous_update=False)
 
     def show(self, control: widgets.ValueWidget, value) -> None:
-        """Set the control to `value` (one this spec accepted); a pow2 slider gains a stop for
-        a value between its powers of two."""
+        """Set the control to `value`; a pow2 slider gains a stop for a value between powers."""
         if self.scale == "pow2":
             stops = [v for _, v in control.options]
             if value not in stops:
@@ -144,8 +139,7 @@ class Range:
         return [2**e for e in range(first, int(math.log2(self.hi)) + 1)]
 
     def sweep_values(self) -> list:
-        """Powers of two inside the range for positive ints; else five steps (geometric on a
-        log scale, even otherwise)."""
+        """The powers of two in the range for positive ints, else five (log-)even steps."""
         if self.is_int and self.lo >= 1:
             powers = self._powers_of_two()
             if len(powers) >= 2:
@@ -159,7 +153,6 @@ class Range:
         return int(round(value)) if self.is_int else round(value, 12)
 
     def check(self, name: str, value):
-        """`value` as a number inside the range, else a ValueError saying what is allowed."""
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise ValueError(f"{name}: {value!r} is not {self._kind}")
         if not math.isfinite(value):
@@ -190,7 +183,7 @@ class Range:
 
 @dataclass(frozen=True)
 class Fixed:
-    """A value the panel passes through unchanged (shown, not varied)."""
+    """A value passed through unchanged (shown, not varied)."""
 
     value: object
 
@@ -202,7 +195,7 @@ class Fixed:
         return widgets.Text(value=format_param(self.value), description=name, disabled=True)
 
     def show(self, control: widgets.ValueWidget, value) -> None:
-        """A fixed value is always what its control shows."""
+        pass  # a fixed value is always what its control shows
 
 
 def as_param(spec, name: str = ""):
@@ -218,15 +211,13 @@ def as_param(spec, name: str = ""):
 
 
 def check_value(spec, name: str, value):
-    """`value` checked against the parameter's spec (a Fixed one is taken as it is)."""
     return value if isinstance(spec, Fixed) else spec.check(name, value)
 
 
 def plan_run(params: dict, current: dict, axis: str, typed_values: str, overrides: dict, *,
              no_sweep: str) -> tuple[dict, dict]:
-    """What a Run measures, (axes, fixed): every parameter at its control's value (`current`)
-    or its override; the sweep `axis` over the override (a value or a list) or the values
-    typed in its box; `axis` == `no_sweep` measures one point."""
+    """What a Run measures, (axes, fixed): each parameter at its override, else its control's
+    value in `current`; `axis` over its override or `typed_values` (one point if `no_sweep`)."""
     unknown = set(overrides) - set(params)
     if unknown:
         raise ValueError(f"unknown parameter(s) {sorted(unknown)}; this panel has "
@@ -239,19 +230,22 @@ def plan_run(params: dict, current: dict, axis: str, typed_values: str, override
     if axis == no_sweep:
         first = next(iter(fixed))
         return {first: [fixed.pop(first)]}, fixed
-    values = overrides.get(axis)
-    if values is None:
-        values = params[axis].parse(axis, typed_values)
-    else:
-        values = list(values) if isinstance(values, (list, tuple)) else [values]
-        if not values:
-            raise ValueError(f"the sweep over {axis} has no values; give at least one")
-        values = [check_value(params[axis], axis, v) for v in values]
+    values = axis_values(params[axis], axis, overrides.get(axis), typed_values)
+    if not values:  # an empty list given (parse refuses a box without values)
+        raise ValueError(f"the sweep over {axis} has no values; give at least one")
     return {axis: values}, fixed
 
 
+def axis_values(spec, name: str, given, typed: str) -> list:
+    """A swept parameter's values: `given` (a value or a list) when not None, else `typed`."""
+    if given is None:
+        return spec.parse(name, typed)
+    return [check_value(spec, name, v) for v in
+            (given if isinstance(given, (list, tuple)) else [given])]
+
+
 def show_plan(params: dict, controls: dict, axes: dict, fixed: dict) -> None:
-    """Set each control to the value a Run measures (an axis of one value counts too)."""
+    """Set each control to the value a Run measures."""
     single = {name: values[0] for name, values in axes.items() if len(values) == 1}
     for name, value in {**fixed, **single}.items():
         if name in controls:
@@ -259,8 +253,8 @@ def show_plan(params: dict, controls: dict, axes: dict, fixed: dict) -> None:
 
 
 def check_signature(workload, names) -> None:
-    """Refuse a workload whose arguments do not match the parameter names: one it does not
-    take, or one it needs that nobody gives (functions without a readable signature pass)."""
+    """Refuse a workload whose arguments do not match the parameter names (a function without
+    a readable signature passes)."""
     try:
         signature = inspect.signature(workload)
     except (TypeError, ValueError):

@@ -1,6 +1,5 @@
-"""PipelineExplorer: vary a DataLoader's workers, pinned memory, non_blocking copies, prefetch
-depth and the per-sample preprocessing cost; see samples/s, how idle the device is, and where
-each step's time goes.
+"""PipelineExplorer: vary a DataLoader's workers, pinned memory, copies, prefetch depth and
+preprocessing cost; see samples/s, how idle the device is, and where each step's time goes.
 
     panel = PipelineExplorer()              # the device stage on the GPU, or on the CPU
     panel.run(wait=True, num_workers=[0, 1, 2, 4], cost="wait")
@@ -26,11 +25,8 @@ CPU_NOTE = ("CPU fallback: the device stage (the training step) runs on the CPU,
 
 
 class PipelineExplorer(Explorer):
-    """Each point (a800lab.workloads.pipeline.pipeline_point) times training steps of a small
-    MLP fed by a DataLoader over generated images. The plot: samples/s and the device's idle
-    fraction against the swept control, above the newest point's timeline (workers, the wait
-    for data, the copy, the compute). `budget_s`: timing budget per point (default 0.3 s on a
-    CPU, 0.5 s on a GPU); the rest as for Explorer."""
+    """Each point (workloads.pipeline.pipeline_point) times training steps of a small MLP fed
+    by a DataLoader. `budget_s`: timing budget per point (0.3 s on a CPU, 0.5 s on a GPU)."""
 
     def __init__(self, *, device: str = "auto", budget_s: float | None = None,
                  cpu_threads: int | None = None,

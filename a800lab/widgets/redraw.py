@@ -1,14 +1,12 @@
 """Drawing off the measuring thread: a panel asks for a re-plot, a thread of its own draws.
 
-    drawer = Redrawer(panel_draw)    # request() from any thread returns at once; urgent=True
-    drawer.request()                 # (a view change, a run's end) skips the wait; flush()
+    drawer = Redrawer(panel_draw)
+    drawer.request()                 # any thread, returns at once; urgent=True skips the wait
     drawer.flush()                   # blocks until every request so far is drawn
 
-Requests coalesce, latest wins. Draws start at most every `min_interval_s` and no sooner than
-`rest_factor` times the last draw's duration after it ended, so drawing takes at most
-1 / (1 + rest_factor) of a core from the measurement. On CPU a draw also waits for the point in
-flight (core.window's harness_work), and a CPU panel coalesces harder: the browser paints each
-picture on the cores being measured.
+Requests coalesce. Draws start at most every `min_interval_s` and no sooner than `rest_factor`
+times the last draw's duration after it ended, so drawing takes at most 1 / (1 + rest_factor)
+of a core from the measurement; on CPU a draw also waits for the point in flight.
 """
 
 import threading
@@ -41,7 +39,7 @@ class Redrawer:
         self.draws = 0          # how many times draw() ran
 
     def request(self, urgent: bool = False) -> None:
-        """Ask for a draw of the state as it is now (cheap; any thread)."""
+        """Ask for a draw of the state as it is now."""
         with self._cond:
             self._wanted += 1
             self._urgent = self._urgent or urgent

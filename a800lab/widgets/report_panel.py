@@ -1,9 +1,8 @@
 """ReportPanel: `python -m a800lab report` in a notebook: run the battery, watch the verdicts
 fill in, read the report inline.
 
-    panel = ReportPanel()                  # quick battery into runs/report/ (ignored by git)
+    panel = ReportPanel()                  # quick battery into runs/report/
     report = panel.run(wait=True)          # the Run button in code; returns the report dict
-    panel.report, panel.html               # the last report and its HTML document
     panel.show("a800-box/report/")         # an existing report folder (or its report.json)
 """
 
@@ -28,7 +27,7 @@ from ..report.run import (
     run_report,
 )
 from ..report.verdicts import judge_claims
-from .explorer_text import conditions_text, panel_threads
+from .explorer_text import panel_threads
 from .panel import Panel
 from .redraw import Redrawer
 
@@ -46,9 +45,8 @@ def _positive(what: str, value, example: str) -> float:
 
 
 def verdicts_html(claims: list[dict], *, live: bool = False) -> str:
-    """The claims as a table: verdict (drawn per status, as in the report's HTML), the claim
-    with its sentence ids and the reading that decides, what was measured and why, the
-    chapter."""
+    """The claims as a table: verdict, claim and the reading that decides, what was measured
+    and why, chapter."""
     counts = {s: sum(c.get("status") == s for c in claims) for s in STATUSES}
     head = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     title = "Verdicts so far" if live else "Verdicts"
@@ -88,23 +86,20 @@ def verdicts_html(claims: list[dict], *, live: bool = False) -> str:
 
 
 def iframe_html(document: str, height_px: int = IFRAME_HEIGHT_PX) -> str:
-    """A document in a sandboxed iframe (no scripts, no navigation): its CSS stays inside."""
+    """A document in a sandboxed iframe (no scripts, no navigation; its CSS stays inside)."""
     return (f'<iframe srcdoc="{html.escape(document, quote=True)}" sandbox="" '
             f'title="a800lab report" style="width:100%;height:{height_px}px;'
             'border:1px solid #ccc"></iframe>')
 
 
 class ReportPanel(Panel):
-    """Run measures the battery (a800lab.report.run) into `<out>/points.jsonl` on a thread of
-    its own: Stop abandons the point in flight and keeps every point before it; Run again
-    resumes (only points not yet measured in this environment). The "Verdicts" tab is judged
-    again as points arrive; at the end report.json and the self-contained report.html are
-    written beside the points, the HTML shown in the "Report" tab in a sandboxed iframe.
+    """Run measures the battery (report.run) into `<out>/points.jsonl`: Stop keeps every point
+    before the one in flight; Run again resumes. The "Verdicts" tab is judged again as points
+    arrive; at the end report.json and report.html are written beside the points, the HTML
+    shown in the "Report" tab.
 
-    `mode`: "quick" (about 5 minutes on one GPU, ~30 s on a CPU) or "full". `device`: "auto"
-    (the first GPU, else the CPU), "cpu" or "cuda:N". `price_per_gpu_hour_usd`: for the cost
-    per million samples. `cpu_threads`: as for Explorer. `budget_s`: stop starting points after
-    this long (default: the mode's). `plan`: a battery of your own (a800lab.report.plan.Plan).
+    `mode`: "quick" (about 5 minutes on one GPU) or "full". `budget_s`: stop starting points
+    after this long (default: the mode's). `plan`: a battery of your own (report.plan.Plan).
     """
 
     def __init__(self, mode: str = "quick", out: str | Path = "runs/report", *,
@@ -159,9 +154,7 @@ class ReportPanel(Panel):
         self.view = widgets.HTML("")
         # two tabs, so the report's own claims table does not sit under a copy of itself: the
         # verdicts (live during a run), then the report page (shown when it is ready)
-        self.tabs = widgets.Tab(children=[self.verdicts, self.view])
-        self.tabs.set_title(0, "Verdicts")
-        self.tabs.set_title(1, "Report")
+        self.tabs = widgets.Tab(children=[self.verdicts, self.view], titles=["Verdicts", "Report"])
         self.widget = widgets.VBox([
             widgets.HTML("<h3>The report: this machine against the guide's claims</h3>"),
             widgets.HBox([self.mode, self.price]),
@@ -171,11 +164,8 @@ class ReportPanel(Panel):
         self.mode.observe(lambda _: self._preview(), names="value")
         self._preview()
 
-    def _conditions(self) -> str:
-        return conditions_text(self.device, self.torch_threads)
-
     def _preview(self) -> None:
-        """The verdict table before any run: what this machine can and cannot test."""
+        """The verdict table before any run: what this machine can test."""
         if self.running or self.report is not None:
             return
         try:
@@ -189,8 +179,7 @@ class ReportPanel(Panel):
     def run(self, wait: bool = False, *, mode: str | None = None, out: str | Path | None = None,
             price_per_gpu_hour_usd: float | None = None):
         """Measure (resuming) and judge the battery; keyword values set the controls first.
-        With wait=True returns the report dict (None if the run could not start or failed,
-        the reason in the status line); with wait=False returns whether a run started."""
+        Returns the report dict with wait=True (None if it failed), else whether it started."""
         folder = Path(".")
 
         def plan():
@@ -264,7 +253,7 @@ class ReportPanel(Panel):
         self.step_text.value = what
 
     def _on_record(self, record: Record) -> None:
-        """On the measuring thread: keep the point and ask for a re-judge; no drawing here."""
+        """On the measuring thread: keep the point and ask for a re-judge."""
         with self._records_lock:
             self._records.append(record)
         self.measured_now += 1
@@ -307,8 +296,8 @@ class ReportPanel(Panel):
         self.tabs.selected_index = 1
 
     def show(self, path: str | Path | None = None) -> dict | None:
-        """Show a report folder written by `python -m a800lab report` or this panel, or its
-        report.json (default: the folder box); returns the report dict, or None."""
+        """Show a report folder or its report.json (default: the folder box); the report dict,
+        or None."""
         if self.running:
             self.status.say("A report is running: wait for it or press Stop before showing "
                             "another.", "warn")

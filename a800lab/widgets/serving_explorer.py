@@ -3,8 +3,7 @@ sharing the device, and the best config under a p99 target.
 
     panel = ServingExplorer()                                  # the transformer preset
     panel.run(wait=True, batch_size=[1, 8, 64], precision="fp32")   # latency view
-    panel.run(wait=True, view="decode", batch_size=[1, 4, 16])
-    panel.run(wait=True, view="concurrency", streams=[1, 2, 4])
+    panel.run(wait=True, view="concurrency", streams=[1, 2, 4])     # or view="decode"
     panel.run(wait=True, view="tune", p99_target_ms=5.0)       # panel.tune_outcome, the code
     ServingExplorer(make_model=my_model, make_batch=my_batch)  # your model (not in decode)
 
@@ -19,7 +18,7 @@ import ipywidgets as widgets
 import pandas as pd
 
 from ..core.backends import resolve_device, torchvision_reason
-from ..core.sweep import SweepResult, grid, run_sweep, thread_count
+from ..core.sweep import SweepResult, grid, thread_count
 from ..figures.serving import concurrency_figure, decode_figure, serve_tune_figure, serving_figure
 from ..workloads.serving.concurrency import concurrency_point
 from ..workloads.serving.decode import decode_point
@@ -40,7 +39,7 @@ from ..workloads.training.task import CUSTOM, custom_task
 from .explorer import DATA_DIR, Explorer, View
 from .explorer_text import table_html
 from .params import Choice, Fixed, Range
-from .training_tools import rows_table
+from .training_tools import code_html, rows_table
 
 CONFIG = ("model", "size", "batch_size", "precision")
 SPEC_FIELDS = (*CONFIG, "compile", "graphs", "channels_last")
@@ -80,15 +79,12 @@ NOTES = {
 
 
 class ServingExplorer(Explorer):
-    """Four views, each a Run of its own: latency (samples/s against p99 per config across
-    batch sizes, the newest point's latency histogram); decode (the transformer preset from a
-    KV cache: ms per token against its memory-bandwidth bound); concurrency (streams sharing
-    the device, MPS as read); tune (tune_serve over the batch sizes typed: every trial, the
-    frontier, the winner re-measured and the code to paste).
+    """Four views, each a Run of its own: latency (samples/s against p99), decode (ms per
+    token against its bandwidth bound), concurrency (streams sharing the device) and tune
+    (tune_serve over the batch sizes typed, and the code to paste).
 
-    `model`, `size`: the preset the controls start at; your own model as for TrainingExplorer
-    (`make_model`, `make_batch`; its output (batch, ...), checked now). `requests`: timed per
-    point at least (>= 100); `budget_s`: timing budget per point; the rest as for Explorer.
+    Your own model as for TrainingExplorer (its output (batch, ...)). `requests`: timed per
+    point at least (>= 100); `budget_s`: timing budget per point.
     """
 
     def __init__(self, *, make_model=None, make_batch=None, model: str = "transformer",
@@ -166,10 +162,7 @@ class ServingExplorer(Explorer):
                                              **common),
                  "concurrency": functools.partial(concurrency_point, task=self.task, **common,
                                                   requests=self.settings["requests"])}[view]
-        return run_sweep(point, axes, fixed=fixed, workload=VIEWS[view].workload,
-                         device=self.device, torch_threads=self.torch_threads, run_id=run_id,
-                         on_progress=self._on_progress, on_result=self._on_result,
-                         cancel=self.job.cancel)
+        return super()._sweep(axes, fixed, run_id, point, VIEWS[view].workload)
 
     def _tune(self, axes: dict, fixed: dict, run_id: str) -> SweepResult:
         self.tune_outcome, self.tune_text.value = None, ""
@@ -205,10 +198,8 @@ class ServingExplorer(Explorer):
                 ("noise", f"within noise of {len(outcome.search.rivals)} other config(s)"
                  if outcome.search.rivals else "clear of the noise"),
                 ("contended", outcome.search.contended or "no")]
-        code = "" if not outcome.snippet else (
-            "<details open><summary>the code to paste</summary><pre>"
-            f"{html.escape(outcome.snippet)}</pre></details>")
-        self.tune_text.value = rows_table(rows) + code
+        self.tune_text.value = rows_table(rows) + (code_html(outcome.snippet)
+                                                   if outcome.snippet else "")
 
     def clear(self) -> int:
         """As Explorer.clear; the tuner's outcome goes too."""
@@ -217,8 +208,8 @@ class ServingExplorer(Explorer):
         return super().clear()
 
     def _measured_frame(self) -> pd.DataFrame:
-        """This view's points, without the columns of other views' parameters (so the caption
-        names only what differs among this view's controls)."""
+        """This view's points, without other views' parameters (the caption names only what
+        differs among this view's controls)."""
         frame = self._of_view(super()._measured_frame())
         keep = {*VIEWS[self.view.value].params, *TUNED}
         return frame.drop(columns=[p for p in self.params if p not in keep and p in frame])

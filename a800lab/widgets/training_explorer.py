@@ -3,9 +3,7 @@ Run, see samples/s, where the memory goes, and whether it still learns.
 
     panel = TrainingExplorer()                          # preset models on generated data
     panel.run(wait=True, batch_size=[8, 32, 128], precision="bf16")
-    panel.find_max_batch(wait=True, target_batch=1024)  # the "Find max batch" button
-    panel.profile(wait=True, batch_size=4)              # the "Profile step" button
-    panel.tune(wait=True, target_batch=256)             # the "Tune" button
+    panel.find_max_batch(wait=True, target_batch=1024)  # also profile() and tune(): the buttons
     TrainingExplorer(make_model=my_model, make_batch=my_batch, loss_fn=my_loss)   # your model
 
 Command-line twins: `sweep train`, `max-batch`, `profile` and `tune train`.
@@ -54,17 +52,13 @@ BUSY = "A run is in progress: press Stop or wait for it."
 
 
 class TrainingExplorer(Explorer):
-    """Each point (a800lab.workloads.training.point.train_point) trains a fresh model for a few
-    optimizer steps, counts its memory breakdown, predicts its peak from two smaller probes,
-    then times whole optimizer steps: samples/s above the stacked memory breakdown and the
-    loss curves. The max-batch search, the profile and the tuner run like a Run (Stop ends them
-    between steps) and draw in their own tabs.
+    """Each point (workloads.training.point.train_point) trains a fresh model a few steps and
+    times whole optimizer steps: samples/s above the memory breakdown and the loss curves. The
+    max-batch search, the profile and the tuner run like a Run and draw in their own tabs.
 
-    `model` ("mlp", "transformer", "cnn") and `size` start the controls. Your own model:
-    `make_model()` -> nn.Module, `make_batch(batch_size)` -> (inputs, targets) (also given
-    `device=` / `generator=` if it takes them), `loss_fn(outputs, targets)`, `accuracy_fn`;
-    dry-run on a batch of 2 when the panel is built. `train_steps`, `budget_s`: per point;
-    `lr`: every point's (default: the preset's, 1e-3 for your own model).
+    Your own model: `make_model()` -> nn.Module, `make_batch(batch_size)` -> (inputs, targets),
+    `loss_fn(outputs, targets)`, `accuracy_fn`; dry-run on a batch of 2 when the panel is
+    built. `train_steps`, `budget_s`: per point; `lr`: default the preset's (1e-3 for yours).
     """
 
     def __init__(self, *, make_model=None, make_batch=None, loss_fn=None, accuracy_fn=None,
@@ -124,8 +118,7 @@ class TrainingExplorer(Explorer):
                          table_columns=(_MEASURED, _MORE), extras={"sections": sections})
         self.job.buttons += [self.find_button, self.profile_box.button, self.tune_box.button]
 
-    def _finder(self, device: str) -> widgets.VBox:
-        """The Max batch tab: target batch, limit, margin, the button and the answer."""
+    def _finder(self, device: str) -> widgets.VBox:  # the Max batch tab
         on_cpu = device == "cpu"
         self.target_batch = widgets.BoundedIntText(
             value=0, min=0, max=2**24, description="target batch",
@@ -158,9 +151,8 @@ class TrainingExplorer(Explorer):
     def find_max_batch(self, wait: bool = False, *, target_batch: int | None = None,
                        limit_mib: float | None = None, margin: float | None = None,
                        **values) -> bool:
-        """The largest micro-batch at the controls' values (keyword values override them, as
-        in run()); `target_batch` also plans it as micro-batch x accumulation. The result
-        lands in `max_batch_result` and the Max batch tab. False if it cannot start."""
+        """Find the largest micro-batch at the controls' values (overridden as in run());
+        `target_batch` also plans micro-batch x accumulation. Into `max_batch_result`."""
         trials: list = []
 
         def plan():
@@ -212,8 +204,7 @@ class TrainingExplorer(Explorer):
         self.status.say(result.summary(), "ok" if result.batch_size else "warn")
 
     def profile(self, wait: bool = False, *, steps: int | None = None, **values) -> bool:
-        """Profile the step at the controls' values (keyword values override them): the
-        report lands in `profiles`, drawn beside the earlier ones. False if it cannot start."""
+        """Profile the step at the controls' values (overridden as in run()) into `profiles`."""
         def plan():
             spec = self._chosen_spec(values)
             self._show_plan({}, self._chosen(values))  # the controls show what is profiled
@@ -236,9 +227,8 @@ class TrainingExplorer(Explorer):
              axes: dict | None = None, limit_mib: float | None = None,
              margin: float | None = None, budget_s: float | None = None,
              force: bool = False, store=None, **values) -> bool:
-        """Tune the training config for `target_batch` (default: the target batch box) with
-        tune_train over `axes` (default: its own); the model, optimizer and lr are the
-        controls'. The outcome lands in `tune_outcome` and the Tune tab."""
+        """tune_train for `target_batch` (default: the target batch box) over `axes` (default:
+        its own) into `tune_outcome`; the model, optimizer and lr are the controls'."""
         def plan():
             spec, limit, target, chosen_margin = self._finder_plan(values, target_batch,
                                                                    limit_mib, margin)
@@ -281,7 +271,6 @@ class TrainingExplorer(Explorer):
                         "ok" if noise_clause(e) == "clear of the noise" else "warn")
 
     def _start_job(self, name: str, plan, wait: bool) -> bool:
-        """Start the Profile or Tune job (one run of anything at a time)."""
         word = name.lower()
 
         def ready():
@@ -296,13 +285,11 @@ class TrainingExplorer(Explorer):
             failed=lambda exc: f"Cannot {word}: {type(exc).__name__}: {exc}")
 
     def _chosen(self, values: dict) -> dict:
-        """Each parameter at its control's value, `values` overriding them (checked)."""
         current = {key: control.value for key, control in self.controls.items()}
         first, fixed = plan_run(self.params, current, NO_SWEEP, "", values, no_sweep=NO_SWEEP)
         return {**fixed, **{key: point[0] for key, point in first.items()}}
 
     def _chosen_spec(self, values: dict) -> TrainSpec:
-        """The TrainSpec at the controls' values, `values` overriding them."""
         chosen = self._chosen(values)
         if self.task:
             chosen["model"] = self.task.name

@@ -1,12 +1,10 @@
-"""The Max batch, Profile and Tune tabs of TrainingExplorer: their controls and how their
-results are shown (the panel runs the work; these only lay out and render).
+"""The Profile and Tune tabs of TrainingExplorer and its Max batch answer: controls and
+rendering only (the panel runs the work).
 
     box = ProfileBox(on_profile=lambda: panel.profile()); box.show(reports)
-    tune = TuneBox(on_tune=lambda: panel.tune()); tune.show(outcome)
 """
 
 import html
-import io
 
 import ipywidgets as widgets
 
@@ -16,41 +14,50 @@ from ..figures.training_profile import label_of, profile_figure
 from ..figures.training_tune import frontier_figure
 from ..workloads.training.trace import category_label
 from ..workloads.training.tune import describe_candidate, noise_clause, refusal_lines
+from . import panel
 from .layout import whole
 
-PNG_DPI = 90
 MAX_PROFILES = 6  # bars side by side; older profiles drop off
 
 
 def png(figure) -> bytes:
-    """A figure as PNG bytes (drawing counted as harness work, not the workload's)."""
+    """panel.png, counted as harness work (never inside a measured window)."""
     with harness_work():
-        buf = io.BytesIO()
-        figure.savefig(buf, format="png", dpi=PNG_DPI)
-    return buf.getvalue()
+        return panel.png(figure)
 
 
-class ProfileBox:
-    """"Profile step" button, the steps to profile, the headlines and the figure."""
+class _Tab:
+    """A tab: a note, a number box beside its button, a rows table and a figure."""
 
-    def __init__(self, on_profile):
-        self.button = widgets.Button(description="Profile step", icon="tachometer",
-                                     tooltip="torch.profiler over a few steps at the controls' "
-                                             "values: where the time goes, top ops, a trace")
-        self.button.on_click(lambda _: on_profile())
-        self.steps = widgets.BoundedIntText(value=3, min=1, max=50, description="steps")
+    def __init__(self, button, on_click, box, note: str, *more):
+        self.button = button
+        self.button.on_click(lambda _: on_click())
         self.text = widgets.HTML("")
         self.plot = widgets.Image(format="png", layout=widgets.Layout(display="none"))
         self.figure = None
-        note = ("Each profile adds a bar: compare a small and a large batch, or compile off and "
-                "on. Twin: python -m a800lab profile ... --out prof/")
-        whole(self.steps, self.button)
-        self.widget = widgets.VBox([
-            widgets.HTML(f"<small>{html.escape(note)}</small>"),
-            widgets.HBox([self.steps, self.button]), self.text, self.plot])
+        whole(box, button)
+        self.widget = widgets.VBox([widgets.HTML(f"<small>{html.escape(note)}</small>"),
+                                    widgets.HBox([box, button]), self.text, self.plot, *more])
+
+    def _show(self, rows, figure) -> None:
+        self.text.value = rows_table(rows)
+        self.figure = figure
+        self.plot.value = png(figure)
+        self.plot.layout.display = None
+
+
+class ProfileBox(_Tab):
+    def __init__(self, on_profile):
+        self.steps = widgets.BoundedIntText(value=3, min=1, max=50, description="steps")
+        super().__init__(
+            widgets.Button(description="Profile step", icon="tachometer",
+                           tooltip="torch.profiler over a few steps at the controls' values: "
+                                   "where the time goes, top ops, a trace"),
+            on_profile, self.steps,
+            "Each profile adds a bar: compare a small and a large batch, or compile off and on. "
+            "Twin: python -m a800lab profile ... --out prof/")
 
     def show(self, reports: list) -> None:
-        """The newest profile's headlines and top ops, and the figure of all of them."""
         report = reports[-1]
         b = report.breakdown
         rows = [("config", label_of(report).replace("\n", ", ")),
@@ -65,36 +72,24 @@ class ProfileBox:
         rows += [(f"top op {i}", f"{op['name']}: {op['self_ms']:.3g} ms ({op['share_pct']:.0f}%)")
                  for i, op in enumerate(b.top_ops[:5], start=1)]
         rows.append(("trace", report.trace_path))
-        self.text.value = rows_table(rows)
-        self.figure = profile_figure(reports[-MAX_PROFILES:])
-        self.plot.value = png(self.figure)
-        self.plot.layout.display = None
+        self._show(rows, profile_figure(reports[-MAX_PROFILES:]))
 
 
-class TuneBox:
-    """"Tune" button, its budget, the verdict, the frontier figure and the code to paste."""
-
+class TuneBox(_Tab):
     def __init__(self, on_tune):
-        self.button = widgets.Button(description="Tune", icon="magic",
-                                     tooltip="the fastest training config for the target batch "
-                                             "(uses the max-batch box's target, limit, margin)")
-        self.button.on_click(lambda _: on_tune())
         self.budget_s = widgets.BoundedFloatText(value=0.5, min=0.01, max=60, step=0.1,
                                                  description="budget (s)")
-        self.text = widgets.HTML("")
-        self.plot = widgets.Image(format="png", layout=widgets.Layout(display="none"))
         self.snippet = widgets.HTML("")
-        self.figure = None
-        note = ("precision x micro-batch x accumulation x checkpointing x compile x optimizer "
-                "for the Max batch tab's target batch (and its limit and margin); every "
-                "candidate verified. Twin: python -m a800lab tune train --target-batch N")
-        whole(self.budget_s, self.button)
-        self.widget = widgets.VBox([
-            widgets.HTML(f"<small>{html.escape(note)}</small>"),
-            widgets.HBox([self.budget_s, self.button]), self.text, self.plot, self.snippet])
+        super().__init__(
+            widgets.Button(description="Tune", icon="magic",
+                           tooltip="the fastest training config for the target batch (uses the "
+                                   "max-batch box's target, limit, margin)"),
+            on_tune, self.budget_s,
+            "precision x micro-batch x accumulation x checkpointing x compile x optimizer for the "
+            "Max batch tab's target batch (and its limit and margin); every candidate verified. "
+            "Twin: python -m a800lab tune train --target-batch N", self.snippet)
 
     def show(self, outcome) -> None:
-        """The verdict (its noise, every refusal with its reason), the frontier, the code."""
         e = outcome.entry
         if outcome.reused:
             result = "reused from the store (force=True tunes again)"
@@ -113,16 +108,11 @@ class TuneBox:
                   refusal_lines(e.get("refusals", []))),
                 *((("frontier", e["frontier_note"]),) if e.get("frontier_note") else ()),
                 ("result", result)]
-        self.text.value = rows_table(rows)
-        self.figure = frontier_figure(e)
-        self.plot.value = png(self.figure)
-        self.plot.layout.display = None
-        self.snippet.value = ("<details open><summary>the code to paste</summary><pre>"
-                              f"{html.escape(e['snippet'])}</pre></details>")
+        self._show(rows, frontier_figure(e))
+        self.snippet.value = code_html(e["snippet"])
 
 
 def max_batch_rows(result) -> list[tuple[str, object]]:
-    """A max-batch search's answer as (name, value) rows: the batch, limit, peaks, trials."""
     rows = [("largest micro-batch", result.batch_size),
             ("limit / budget", f"{format_bytes(result.limit_bytes)} / "
                                f"{format_bytes(result.budget_bytes)}"),
@@ -142,14 +132,18 @@ def max_batch_rows(result) -> list[tuple[str, object]]:
 
 
 def trial_text(record, count: int) -> str:
-    """"trial 3: fp32, 64 x 1, ...: ok, 1.01e+05 samples/s" for the progress label."""
+    """"trial 3: fp32, 64 x 1, ...: ok, 1.01e+05 samples/s"."""
     rate = (f", {record.throughput:.3g} {record.throughput_unit or 'samples/s'}"
             if record.outcome == "ok" and record.throughput else "")
     noisy = " (noisy)" if record.noise.get("noisy") else ""
     return f"trial {count}: {describe_candidate(record.params)}: {record.outcome}{rate}{noisy}"
 
 
+def code_html(snippet: str) -> str:
+    return ("<details open><summary>the code to paste</summary><pre>"
+            f"{html.escape(snippet)}</pre></details>")
+
+
 def rows_table(rows) -> str:
-    """(name, value) rows as a two-column HTML table."""
     return "<table>" + "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(str(v))}"
                                "</td></tr>" for k, v in rows) + "</table>"
