@@ -149,6 +149,7 @@ def cpu_device_name() -> str:
     return environment("cpu")["device_name"]
 
 
+@pytest.mark.slow  # ~22 s; nbval runs the chapter, tests/test_device_panel.py the panel
 @pytest.mark.skipif(not CHAPTER_01.exists(), reason=f"{CHAPTER_01.name} is not written yet")
 def test_chapter_01_device_panel_renders(page: Page, lab):
     open_notebook(page, lab, f"notebooks/{CHAPTER_01.name}")
@@ -292,6 +293,7 @@ def test_chapter_02_tile_heatmap_and_shape_sweep(page: Page, lab):
 CHAPTER_11 = REPO / "notebooks" / "11-report.ipynb"
 
 
+@pytest.mark.slow  # ~14 s; tests/test_report_panel.py and test_report_html.py check the rest
 @pytest.mark.skipif(not CHAPTER_11.exists(), reason=f"{CHAPTER_11.name} is not written yet")
 def test_chapter_11_report_shown_inline(page: Page, lab, quick_cpu_report):
     # The session's quick CPU battery (tests/conftest.py) was measured in this environment:
@@ -329,13 +331,15 @@ def test_chapter_11_report_shown_inline(page: Page, lab, quick_cpu_report):
 # stderr box, bars in the throughput plot's order, loss curves told apart, the controls at the
 # values a programmatic run used): every panel and every drawn figure is screenshot, for a
 # person to look at (artifacts/browser/chapterNN-panel-K.png, chapterNN-figure-K.png).
-# The README command runs chapters 00 and 04 (the first panel, the training panel); 05 and 06
-# (chapter 04's TrainingExplorer again), 09, 10 and 13 (their figures are also checked as
-# figures by nbval's chapter check) are marked slow and run by hand (`--run-slow`, ~2 min),
-# which keeps the README command within its 10 minutes.
-SHOWS_WHAT_RAN = ("00-start-here.ipynb", "04-mixed-precision-training.ipynb",
+# The README command runs chapter 04 (the training panel); 00 (its panel is an Explorer, as
+# in test_explorer_runs_rerun_clear_and_stop), 05 and 06 (chapter 04's TrainingExplorer
+# again), 09, 10 and 13 (their figures are also checked as figures by nbval's chapter check)
+# are marked slow and run by hand (`--run-slow`, ~2.5 min), which keeps the README command
+# within its 10 minutes.
+SHOWS_WHAT_RAN = ("04-mixed-precision-training.ipynb",
                   *(pytest.param(chapter, marks=pytest.mark.slow) for chapter in (
-                      "05-loss-scaling.ipynb", "06-batch-size-and-accumulation.ipynb",
+                      "00-start-here.ipynb", "05-loss-scaling.ipynb",
+                      "06-batch-size-and-accumulation.ipynb",
                       "09-deployment.ipynb", "10-utilisation-and-cost.ipynb",
                       "13-serving.ipynb")))
 
