@@ -299,7 +299,7 @@ def _run_stage(number: int, names: list[str], budget_s: float, report: dict,
             _write(paths, report)
             continue
         print(f"[gpu_check] {name} (~{seconds} s, {left:.0f} s left) ...", flush=True)
-        call = (lambda left=left: check(timeout_s=max(30.0, left - 5))) \
+        call = (lambda left=left: check_gpu_tests(timeout_s=max(30.0, left - 5))) \
             if check is check_gpu_tests else check
         result = run_check(call)
         result.update(stage=number, expect=" ".join(check.__doc__.split()))

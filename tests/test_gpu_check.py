@@ -293,3 +293,21 @@ def test_a_gpu_test_that_opens_a_panel_skips_where_ipywidgets_is_missing(tmp_pat
     assert proc.returncode in (0, 5), proc.stdout[-2000:]  # 5: nothing left to run
     assert "test_energy_gpu.py: opens a panel: ipywidgets is not installed" in proc.stdout
     assert "error" not in proc.stdout.lower() and "comm_panel" not in proc.stdout
+
+
+def test_the_gpu_tests_are_given_the_time_left_in_their_stage(tmp_path, monkeypatch):
+    """The gpu tests run as long as the stage allows (their pytest's timeout is the time left,
+    less a margin); any other check is called as it is."""
+    given = []
+
+    def gpu_tests(timeout_s=150.0):
+        """The gpu tests pass."""
+        given.append(timeout_s)
+        return "fine", {}
+
+    monkeypatch.setattr(gpu_check, "check_gpu_tests", gpu_tests)
+    fake_machine(monkeypatch, tmp_path, {"gpu_tests": (gpu_tests, 90)},
+                 {3: ("tests", ["gpu_tests"])})
+    assert gpu_check.main(["--stage", "3"]) == 0
+    budget_s = gpu_check.STAGE_BUDGET_S
+    assert len(given) == 1 and budget_s - 6 < given[0] <= budget_s - 5
