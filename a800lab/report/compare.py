@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from ..core.doctor import table_lines
 from ..core.envdiff import diff_sides, show_value, side_from_report
 
 REPORT_KIND, REPORT_FILE, POINTS_FILE = "a800lab-report", "report.json", "points.jsonl"
@@ -185,9 +186,7 @@ def describe_side(s: dict) -> str:
 
 
 def _table(headers: tuple, rows: list[tuple]) -> list[str]:
-    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=True)]
-    return ["  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-            for row in (headers, *rows)]
+    return ["  " + line for line in table_lines(headers, rows)]
 
 
 def _side_status(cl: dict, side: str) -> str:

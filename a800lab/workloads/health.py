@@ -7,7 +7,7 @@ per GPU ("ok", "watch", "drain") and what to do about it.
 from typing import Any
 
 from ..core.device import discover_gpus
-from ..core.doctor import format_reading
+from ..core.doctor import format_reading, table_lines
 from ..core.nvml import (
     NotAvailable,
     device_handle,
@@ -123,13 +123,6 @@ def _pages_text(pages: Any) -> str:
     return f"{pages['single_bit']}/{pages['double_bit']}{pending}"
 
 
-def text_table(headers: list[str], rows: list[list]) -> list[str]:
-    """The lines of a plain-text table: columns padded to their widest cell."""
-    widths = [max(len(str(c)) for c in column) for column in zip(headers, *rows, strict=True)]
-    return ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-            for row in (headers, *rows)]
-
-
 def format_health(report: dict) -> str:
     if not report["gpu_found"]:
         return "\n".join(report["advice"])
@@ -146,4 +139,4 @@ def format_health(report: dict) -> str:
                      _rows_text(g["remapped_rows"]), _pages_text(g["retired_pages"]),
                      g["verdict"]])
     advice = [f"  - {a}" for a in report["advice"]]
-    return "\n".join([*text_table(headers, rows), "", "Memory health:", *advice])
+    return "\n".join([*table_lines(headers, rows), "", "Memory health:", *advice])

@@ -13,7 +13,7 @@ import torch
 
 from ..core.backends import HAS_CUDA
 from ..core.cancel import CancelToken
-from .health import text_table
+from ..core.doctor import table_lines
 from .peak import measure_peak
 from .peak import short_number as _num
 
@@ -106,7 +106,7 @@ class StressReport:
                 for c in self.cards]
         headers = ("device", "name", "precision", "TFLOP/s", "datasheet", "copy GB/s",
                    "datasheet", "note")
-        lines = text_table(list(headers), rows)
+        lines = table_lines(headers, rows)
         lines.append(f"Flags (more than {100 * self.threshold:.0f}% below the siblings' median "
                      f"or {100 * self.datasheet_threshold:.0f}% below the datasheet):")
         lines += [f"  - {f.message}" for f in self.flags] or ["  - none."]
