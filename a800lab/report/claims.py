@@ -24,6 +24,8 @@ MEASURED, DOCUMENTATION, UNMEASURABLE = "measured", "documentation", "not measur
 ACCUMULATION_GAP = 1e-5   # largest gradient difference / largest gradient: rounding ~1e-7
 MODEL_ERROR = 0.10        # the memory model's prediction of the verified peak
 LOSS_TOLERANCE = 0.02     # a held-out loss "reached": within 2% of the baseline's
+RUNS = 3                  # a deciding timed figure: confirmed in this many independent runs
+RUN = "run"               # the battery's point parameter numbering a point's independent runs
 QUIETER = ("run it again on a quieter machine, or with more repeats (--full), to decide")
 
 CHAPTERS = {
@@ -70,7 +72,9 @@ class Doc:
 @dataclass(frozen=True)
 class Claim:
     """One claim, defined once: its words (excerpts joined by " … ") and readings, decided by
-    one of a judge (measured), a Doc (documentation) or a reason nothing measures it."""
+    one of a judge (measured), a Doc (documentation) or a reason nothing measures it (then a
+    judge may show the method on the lab's own workload, never deciding). `cites`: the guide's
+    sentences; a check beside the guide names its `source` and cites the sentences it tests."""
 
     id: str
     cites: tuple[str, ...]
@@ -92,7 +96,8 @@ class Claim:
     source: str = ""          # for checks beside the guide: whose statement it is
 
     def __post_init__(self) -> None:
-        if sum(map(bool, (self.judge, self.doc, self.not_measurable))) != 1:
+        if sum(map(bool, (self.judge and not self.not_measurable, self.doc,
+                          self.not_measurable))) != 1 or self.doc and self.judge:
             raise ValueError(f"{self.id}: give one of a judge, a Doc, or why nothing measures it")
         if self.chapter not in CHAPTERS:
             raise ValueError(f"{self.id}: chapter {self.chapter!r} is not one of {list(CHAPTERS)}")
@@ -105,11 +110,13 @@ class Claim:
 
     @property
     def kind(self) -> str:
-        return MEASURED if self.judge else DOCUMENTATION if self.doc else UNMEASURABLE
+        return UNMEASURABLE if self.not_measurable else MEASURED if self.judge else DOCUMENTATION
 
     @property
-    def where(self) -> str:   # "the guide G.3.2" / "NVIDIA's datasheets"
-        return self.source or f"{SOURCES[self.cites[0][0]]} {', '.join(self.cites)}"
+    def where(self) -> str:   # "the guide G.3.2" / "NVIDIA's datasheets, testing the guide's ..."
+        guide = self.cites and f"{SOURCES[self.cites[0][0]]} {', '.join(self.cites)}"
+        return f"{self.source}, testing {guide}" if self.source and guide else \
+            self.source or guide
 
     def to_dict(self) -> dict:   # the register's row (`report --register --json`)
         title, path = CHAPTERS[self.chapter]
@@ -184,14 +191,20 @@ def figure(label: str, value: float | None, unit: str = "") -> dict:
 
 
 # ---- the rules ---------------------------------------------------------------------------------
-def rel_spread(time_ms) -> float:
-    """Half the relative IQR of a record's time samples (0 with fewer than 4 samples)."""
-    samples = [t for t in time_ms if t > 0]
-    if len(samples) < 4:
+def half_iqr(samples) -> float:
+    """Half the IQR of samples (0 with fewer than 4): the spread in the samples' own unit."""
+    values = [float(v) for v in samples]
+    if len(values) < 4:
         return 0.0
-    q1, _, q3 = statistics.quantiles(samples, n=4)
-    median = statistics.median(samples)
-    return (q3 - q1) / 2 / median if median > 0 else 0.0
+    q1, _, q3 = statistics.quantiles(values, n=4)
+    return (q3 - q1) / 2
+
+
+def rel_spread(samples) -> float:
+    """Half the relative IQR of positive samples (timings, power; 0 with fewer than 4)."""
+    positive = [t for t in samples if t > 0]
+    median = statistics.median(positive) if len(positive) >= 4 else 0.0
+    return half_iqr(positive) / median if median > 0 else 0.0
 
 
 def three_way(value: float, spread: float, claimed: float, at_most: bool = False) -> str:
@@ -201,6 +214,28 @@ def three_way(value: float, spread: float, claimed: float, at_most: bool = False
     if at_most:
         return HOLDS if high <= claimed else FAILS if low > claimed else INCONCLUSIVE
     return HOLDS if low >= claimed else FAILS if high < claimed else INCONCLUSIVE
+
+
+def confirmed(runs, claimed: float, at_most: bool = False) -> str:
+    """Independent runs' (value, spread) against `claimed`: HOLDS when every run holds, FAILS
+    when every run fails (three_way), else INCONCLUSIVE, and so with fewer than RUNS runs."""
+    each = {three_way(v, s, claimed, at_most) for v, s in runs}
+    if len(runs) < RUNS or len(each) > 1:
+        return INCONCLUSIVE
+    return each.pop()
+
+
+def over_runs(runs) -> tuple[float, float]:
+    """The runs' median value and the spread that reaches every run's value ± its own spread."""
+    middle = statistics.median(v for v, _ in runs)
+    return middle, max(max(v + s - middle, middle - v + s) for v, s in runs)
+
+
+def runs_text(runs, unit: str = "x") -> str:
+    """"2.31x over 3 runs (2.28 ± 0.02, 2.31, 2.35 ± 0.01)"."""
+    middle, _ = over_runs(runs)
+    each = ", ".join(f"{v:.3g}" + (f" ± {s:.2g}" if s > 0 else "") for v, s in runs)
+    return f"{middle:.3g}{unit} over {len(runs)} run{'s' * (len(runs) != 1)} ({each})"
 
 
 def combine(statuses) -> str:
@@ -213,6 +248,14 @@ def within_noise(value: float, spread: float, claimed: float, unit: str = "") ->
     """What an INCONCLUSIVE verdict says: where the figure lies, and what would decide it."""
     return (f"the claimed {claimed:g}{unit} lies within the measured {value:.3g}{unit} ± "
             f"{spread:.2g}: {QUIETER}")
+
+
+def undecided(runs, claimed: float, unit: str = "") -> str:
+    """Why `confirmed` left the runs INCONCLUSIVE: too few runs, or the figure within them."""
+    if len(runs) < RUNS:
+        return (f"measured in {len(runs)} run{'s' * (len(runs) != 1)}: a timed figure is decided "
+                f"over {RUNS} independent runs (a GPU report, or --full, runs them)")
+    return within_noise(*over_runs(runs), claimed, unit)
 
 
 def beyond_range(value: float, spread: float, low: float, high: float | None,
@@ -233,8 +276,11 @@ def thresholds() -> dict:
     return {"accumulation_gap": ACCUMULATION_GAP, "model_error": MODEL_ERROR,
             "loss_tolerance": LOSS_TOLERANCE,
             "noise": "holds when value - spread reaches the figure, does not hold when value + "
-                     "spread falls short, inconclusive otherwise; the spread is half the "
-                     "relative IQR of the timings behind it (summed for a ratio), a loss's the "
-                     "range over seeds; counted figures have none",
+                     "spread falls short, inconclusive otherwise; a timed figure is measured in "
+                     f"{RUNS} independent runs and holds (or does not) only when every run "
+                     "does; each run's spread is half the relative IQR of the figure's own "
+                     "samples (timings; power samples for power; per-step idle fractions for "
+                     "an idle fraction; summed for a ratio), a loss's the range over seeds; "
+                     "counted figures have none",
             "winners": "a winner among candidates (best tile, best hook) is judged from a "
                        "separate confirmation run"}

@@ -1,26 +1,27 @@
 """The compute claims, each defined once with its judge: tiles and the share of peak, the
 precisions' rates and the compute units' utilisation, 2:4 sparsity, power. A winner among
-candidates (the best tile, the better guide tile) is judged from its confirmation run."""
-
-import statistics
+candidates (the best tile, the better guide tile) is judged from its confirmation runs, every
+timed figure over RUNS independent runs."""
 
 from ..core.results import Record
 from .claims import (
     FAILED,
     INCONCLUSIVE,
     METHOD_ON_CPU,
+    RUN,
     UNTESTABLE,
     Reading,
     beyond_range,
     combine,
+    confirmed,
     figure,
     measured,
+    over_runs,
     rel_spread,
-    three_way,
-    within_noise,
+    runs_text,
+    undecided,
 )
-from .claims import with_spread as ws
-from .judge import Context, Finding, cut_pct, noisy
+from .judge import Context, Finding, median_of, noisy, reading_runs
 
 TC, ENERGY = "tensor cores", "GPU power"
 DATASHEETS = "NVIDIA's datasheets (beside the guide)"
@@ -60,29 +61,29 @@ def tc_peak(ctx: Context, claim) -> Finding | None:
     best, again = ctx.winner("tiles", tiles)
     if not again:
         return None
-    picked = f"best of {len(tiles)} tiles {_tile(best)} ({_shape(best)}), picked at " \
-             f"{best.throughput:.4g} TFLOP/s and timed again: {again.throughput:.4g} TFLOP/s"
-    share = _pct(again)
-    if share is None:
-        peak = ctx.one("peak", precision=again.params["precision"])
+    picked = (f"best of {len(tiles)} tiles {_tile(best)} ({_shape(best)}), picked at "
+              f"{best.throughput:.4g} TFLOP/s and timed again: "
+              + ", ".join(f"{r.throughput:.4g}" for r in again) + " TFLOP/s")
+    shares = [_pct(r) for r in again]
+    if None in shares:
+        peak = ctx.one("peak", precision=best.params["precision"])
         if ctx.on_gpu or peak is None:
             return Finding(UNTESTABLE, picked, reason="the lab's specs table has no datasheet "
                            "peak for this device and precision")
-        pct = 100 * again.throughput / peak.throughput
+        pct = 100 * median_of([(r.throughput, 0.0) for r in again]) / peak.throughput
         return Finding(METHOD_ON_CPU, f"{picked} = {pct:.0f}% of this CPU's measured matmul rate "
                        f"({peak.throughput:.4g} TFLOP/s; CPUs have no datasheet peak)",
                        {"pct_of_measured": figure("best tile, % of measured", pct, "%")},
-                       noisy(again, peak))
-    pct, spread = share
-    text = f"{picked} = {ws(pct, spread, '%')} of the datasheet's " \
-           f"{again.metrics.get('datasheet_peak_tflops'):.4g}"
-    figures = {"pct_of_peak": figure("confirmed best tile, % of datasheet", pct, "%")}
-    cublas = ctx.one("guide_tiles", backend="torch", precision=again.params["precision"])
+                       noisy(*again, peak))
+    text = f"{picked}; % of the datasheet's {again[0].metrics['datasheet_peak_tflops']:.4g}:"
+    figures = {"pct_of_peak": figure("confirmed best tile, % of datasheet", median_of(shares),
+                                     "%")}
+    cublas = ctx.one("guide_tiles", backend="torch", precision=best.params["precision"])
     if cublas is not None and cublas.metrics.get("pct_of_datasheet_peak") is not None:
         text += f"; cuBLAS at the same shape {cublas.metrics['pct_of_datasheet_peak']:.1f}%"
         figures["cublas_pct"] = figure("cuBLAS, % of datasheet",
                                        cublas.metrics["pct_of_datasheet_peak"], "%")
-    return ctx.finding(claim, pct, spread, text, figures, noisy(again))
+    return ctx.confirmed(claim, shares, text, figures, noisy(*again))
 
 
 @measured(
@@ -109,27 +110,31 @@ def tile_shape(ctx: Context, claim) -> Finding | None:
     _, again = ctx.winner("guide_tiles", guide)
     if not again or not others:
         return None
-    middle = others[len(others) // 2]
-    median = statistics.median(r.throughput for r in others)
-    ratio = again.throughput / median
-    spread = ratio * (rel_spread(again.time_ms) + rel_spread(middle.time_ms))
-    parts = [f"{_shape(again)}: " + ", ".join(
+    middle = others[len(others) // 2]   # the median tile (the upper of two), as plan.pick
+    pairs = ctx.paired(again, ctx.again("guide_tiles_confirm", middle))
+    if not pairs:
+        return None
+    runs = [(g.throughput / m.throughput, g.throughput / m.throughput
+             * (rel_spread(g.time_ms) + rel_spread(m.time_ms))) for g, m in pairs]
+    text = (f"{_shape(again[0])}: " + ", ".join(
         f"guide tile {_tile(r)}{NEAREST if r.params['block_n'] < r.params['block_m'] else ''} "
-        f"{r.throughput:.4g} TFLOP/s" for r in guide),
-        f"the better one timed again {again.throughput:.4g}; the other {len(others)} tiles' "
-        f"median {median:.4g} (best {_tile(others[-1])} {others[-1].throughput:.4g}): "
-        f"{ws(ratio, spread)}"]
-    figures = {"ratio": figure("guide tile / other tiles' median", ratio, "x")}
-    readings = {"by 2.5x": (three_way(ratio, spread, 3.5), f"{ws(ratio, spread)} against 3.5x")}
+        f"{r.throughput:.4g} TFLOP/s" for r in guide)
+        + f"; the better one and the other {len(others)} tiles' median tile {_tile(middle)} "
+        f"({middle.throughput:.4g}; best {_tile(others[-1])} {others[-1].throughput:.4g}) "
+        "timed again: " + ", ".join(f"{g.throughput:.4g} / {m.throughput:.4g}"
+                                    for g, m in pairs) + "; guide tile / median tile:")
+    figures = {"ratio": figure("guide tile / other tiles' median", median_of(runs), "x")}
+    readings = {"by 2.5x": reading_runs(runs, 3.5)}
     fp32 = ctx.one("guide_tiles", backend="torch", precision="fp32")
     if fp32 is not None:
-        vs32, s32 = ctx.rate_ratio(again, fp32)
-        readings["over no tensor cores"] = (
-            three_way(vs32, s32, 2.5), f"{ws(vs32, s32)} over IEEE fp32 "
-            f"{'cuBLAS' if ctx.on_gpu else 'CPU BLAS'} ({fp32.throughput:.4g} TFLOP/s)")
-        figures["over_fp32"] = figure("guide tile / fp32 (no tensor cores)", vs32, "x")
-    return ctx.finding(claim, ratio, spread, "; ".join(parts), figures, noisy(again, middle),
-                       readings)
+        vs32 = [ctx.rate_ratio(g, fp32) for g in again]
+        status, said = reading_runs(vs32, 2.5)
+        readings["over no tensor cores"] = (status, f"{said} over IEEE fp32 "
+                                            f"{'cuBLAS' if ctx.on_gpu else 'CPU BLAS'} "
+                                            f"({fp32.throughput:.4g} TFLOP/s)")
+        figures["over_fp32"] = figure("guide tile / fp32 (no tensor cores)", median_of(vs32),
+                                      "x")
+    return ctx.confirmed(claim, runs, text, figures, noisy(*again, middle), readings)
 
 
 KERNEL_NOT_STEP = ("92% is a single kernel's share of the peak; a whole training step also "
@@ -151,7 +156,8 @@ KERNEL_NOT_STEP = ("92% is a single kernel's share of the peak; a whole training
                 "its own datasheet peak: both must reach 92%")),
     decides="the AMP step's MFU against 92%", steps=("amp", "peak"))
 def unit_util(ctx: Context, claim) -> Finding | None:
-    amp = ctx.one("amp", model="transformer", precision="fp16")
+    runs = ctx.runs("amp", model="transformer", precision="fp16")
+    amp = next(iter(runs), None)
     if amp is None or amp.metrics.get("achieved_tflops") is None:
         return None
     m = amp.metrics
@@ -161,46 +167,49 @@ def unit_util(ctx: Context, claim) -> Finding | None:
     figures = {"step_tflops": figure("AMP step: achieved TFLOP/s", m["achieved_tflops"],
                                      "TFLOP/s")}
     readings = {}
-    units = {p: ctx.one("peak", precision=p) for p in ("fp16", "fp32")}
-    shares = {p: _pct(r, "ratio_of_datasheet") for p, r in units.items() if r is not None}
-    if all(shares.values()) and len(shares) == 2:
-        shares = {p: (100 * v, 100 * s) for p, (v, s) in shares.items()}
+    units = {p: [_pct(r, "ratio_of_datasheet") for r in ctx.runs("peak", precision=p)]
+             for p in ("fp16", "fp32")}
+    if all(shares and None not in shares for shares in units.values()):
+        units = {p: [(100 * v, 100 * s) for v, s in shares] for p, shares in units.items()}
         readings["each unit's matmul"] = (
-            combine(three_way(v, s, 92.0) for v, s in shares.values()),
-            ", ".join(f"{p} {ws(v, s, '%')} of its datasheet peak"
-                      for p, (v, s) in shares.items()))
+            combine(confirmed(shares, 92.0) for shares in units.values()),
+            ", ".join(f"{p} {runs_text(shares, '%')} of its datasheet peak"
+                      for p, shares in units.items()))
     core = ctx.one("peak", precision="fp32" if not ctx.on_gpu else "fp16")
     if core is not None:
         text += (f" ({100 * m['achieved_tflops'] / core.throughput:.1f}% of the "
                  f"{core.params['precision']} matmul rate measured here, {core.throughput:.4g})")
-    pct = m.get("mfu_pct_of_datasheet_peak")
     if not ctx.on_gpu:
         return Finding(METHOD_ON_CPU, text + " (a CPU has no datasheet peak: MFU needs a GPU)",
                        figures, noisy(amp), readings=readings)
-    if pct is None:
+    if m.get("mfu_pct_of_datasheet_peak") is None:
         return Finding(UNTESTABLE, text, figures, reason="the lab's specs table has no fp16 "
                        "datasheet peak for this card", readings=readings)
-    spread = pct * rel_spread(amp.time_ms)
-    figures["mfu_pct"] = figure("AMP step, MFU % of datasheet", pct, "%")
-    return ctx.finding(claim, pct, spread, f"{text} = {ws(pct, spread, '%')} MFU; "
-                       f"{KERNEL_NOT_STEP}", figures, noisy(amp), readings)
+    mfu = [(r.metrics["mfu_pct_of_datasheet_peak"], r.metrics["mfu_pct_of_datasheet_peak"]
+            * rel_spread(r.time_ms)) for r in runs]
+    figures["mfu_pct"] = figure("AMP step, MFU % of datasheet", median_of(mfu), "%")
+    return ctx.confirmed(claim, mfu, f"{text}; {KERNEL_NOT_STEP}; the step's MFU:", figures,
+                         noisy(*runs), readings)
 
 
 def _rate_ratio(ctx: Context, claim, top: list[str], base: str) -> Finding | None:
-    base_rec = ctx.one("peak", precision=base)
-    tops = [(p, ctx.one("peak", precision=p)) for p in top]
-    if base_rec is None or any(r is None for _, r in tops):
+    """Each of `top`'s matmul rates over `base`'s, per run; all must hold."""
+    bases = ctx.runs("peak", precision=base)
+    tops = {p: ctx.paired(ctx.runs("peak", precision=p), bases) for p in top}
+    if not bases or not all(tops.values()):
         return None
-    ratios = {p: ctx.rate_ratio(r, base_rec) for p, r in tops}
-    text = f"{base_rec.params['size']}^3 matmul: " + ", ".join(
-        f"{p} {r.throughput:.4g}" for p, r in [*tops, (base, base_rec)]) + " TFLOP/s; " + \
-        ", ".join(f"{p}/{base} {ws(v, s)}" for p, (v, s) in ratios.items())
-    figures = {f"{p}_over_{base}": figure(f"{p} / {base} matmul rate", v, "x")
-               for p, (v, _) in ratios.items()}
-    status = combine(three_way(v, s, claim.low) for v, s in ratios.values())
-    nearest = min(ratios.values(), key=lambda vs: abs(vs[0] - claim.low))
-    return Finding(status, text, figures, noisy(base_rec, *(r for _, r in tops)),
-                   within_noise(*nearest, claim.low) if status == INCONCLUSIVE else "")
+    ratios = {p: [ctx.rate_ratio(t, b) for t, b in pairs] for p, pairs in tops.items()}
+    text = f"{bases[0].params['size']}^3 matmul, TFLOP/s per run: " + "; ".join(
+        f"{p} " + ", ".join(f"{r.throughput:.4g}" for r in ctx.runs("peak", precision=p))
+        for p in [*top, base])
+    figures = {f"{p}_over_{base}": figure(f"{p} / {base} matmul rate", median_of(runs), "x")
+               for p, runs in ratios.items()}
+    status = combine(confirmed(runs, claim.low) for runs in ratios.values())
+    text += "; " + "; ".join(f"{p}/{base} {runs_text(runs)}" for p, runs in ratios.items())
+    nearest = min(ratios.values(), key=lambda runs: abs(median_of(runs) - claim.low))
+    return Finding(status, text, figures, noisy(*bases, *(t for pairs in tops.values()
+                                                           for t, _ in pairs)),
+                   undecided(nearest, claim.low) if status == INCONCLUSIVE else "")
 
 
 def _datasheet(figure_: str, low: float, stated: str, reading: str, needs: tuple) -> dict:
@@ -241,15 +250,17 @@ def _largest_sparse(ctx: Context) -> Record | None:
                       "dense one's on the same pruned matrix", literal=True),),
     decides="the speed-up against 2x", steps=("sparsity",), needs=("gpu", "sparsity"))
 def sparsity_speed(ctx: Context, claim) -> Finding | None:
-    largest = _largest_sparse(ctx)
-    if largest is None:
+    runs = ctx.again("sparsity", _largest_sparse(ctx))
+    if not runs:
         return None
-    speedup = largest.metrics.get("speedup") or 0.0
-    spread = 2 * speedup * rel_spread(largest.time_ms)   # the dense side's samples are not kept
+    # the dense side's samples are not kept: twice the sparse side's spread
+    speedups = [((r.metrics.get("speedup") or 0.0), 2 * (r.metrics.get("speedup") or 0.0)
+                 * rel_spread(r.time_ms)) for r in runs]
     text = "2:4-sparse over dense on the same pruned matrix: " + ", ".join(
-        f"{_shape(r)} {r.metrics.get('speedup'):.3g}x" for r in ctx.ok("sparsity"))
-    return ctx.finding(claim, speedup, spread, text, {"speedup": figure(
-        "2:4 sparse / dense (largest shape)", speedup, "x")}, noisy(largest))
+        f"{_shape(r)} {r.metrics.get('speedup'):.3g}x" for r in ctx.ok("sparsity")
+        if r.params.get(RUN, 0) == 0) + f"; the largest ({_shape(runs[0])}):"
+    return ctx.confirmed(claim, speedups, text, {"speedup": figure(
+        "2:4 sparse / dense (largest shape)", median_of(speedups), "x")}, noisy(*runs))
 
 
 @measured(
@@ -267,23 +278,24 @@ def sparsity_speed(ctx: Context, claim) -> Finding | None:
     decides="the share of the sparse peak against 85%", steps=("sparsity", "peak"),
     needs=("gpu", "sparsity"))
 def sparsity_util(ctx: Context, claim) -> Finding | None:
-    largest = _largest_sparse(ctx)
-    peak = largest and ctx.one("peak", precision=largest.params["precision"])
-    if peak is None:
+    runs = ctx.again("sparsity", _largest_sparse(ctx))
+    peak = runs and ctx.one("peak", precision=runs[0].params["precision"])
+    if not peak:
         return None
     dense = peak.metrics.get("datasheet_tflops")
     if not dense:
         return Finding(UNTESTABLE, "", reason="the lab's specs table has no datasheet peak for "
-                       f"this card in {largest.params['precision']}")
-    pct = 100 * largest.throughput / (2 * dense)
-    spread = pct * rel_spread(largest.time_ms)
-    return ctx.finding(
-        claim, pct, spread, f"{_shape(largest)} 2:4-sparse: {largest.throughput:.4g} effective "
-        f"TFLOP/s = {ws(pct, spread, '%')} of the sparse peak {2 * dense:.4g} "
-        f"({2 * pct:.1f}% of the dense {dense:.4g})",
+                       f"this card in {runs[0].params['precision']}")
+    shares = [(100 * r.throughput / (2 * dense), 100 * r.throughput / (2 * dense)
+               * rel_spread(r.time_ms)) for r in runs]
+    pct = median_of(shares)
+    return ctx.confirmed(
+        claim, shares, f"{_shape(runs[0])} 2:4-sparse: " + ", ".join(
+            f"{r.throughput:.4g}" for r in runs) + f" effective TFLOP/s = {pct:.1f}% of the "
+        f"sparse peak {2 * dense:.4g} ({2 * pct:.1f}% of the dense {dense:.4g}); per run:",
         {"pct_of_sparse_peak": figure("2:4 sparse, % of sparse datasheet", pct, "%")},
-        noisy(largest), {"share of the dense peak": (three_way(2 * pct, 2 * spread, 85.0),
-                                                     f"{ws(2 * pct, 2 * spread, '%')}")})
+        noisy(*runs), {"share of the dense peak": reading_runs(
+            [(2 * v, 2 * sp) for v, sp in shares], 85.0, "%")})
 
 
 def _energy_text(r: Record) -> str:
@@ -292,6 +304,15 @@ def _energy_text(r: Record) -> str:
                 f"{r.metrics.get('cpu_s_per_tflop'):.3g} s per TFLOP")
     return (f"{r.metrics['power_w']:.4g} W, {r.metrics.get('j_per_tflop'):.3g} J per TFLOP "
             f"({r.metrics.get('energy_source')})")
+
+
+def _power_cut(last: Record, first: Record, key: str = "power_w") -> tuple[float, float]:
+    """How much lower `key` is for last than for first, in %, and its spread: the power
+    samples' (and for J per TFLOP also the timings') relative half-IQRs, summed."""
+    ratio = last.metrics[key] / first.metrics[key]
+    rel = sum(rel_spread(r.metrics.get("power_w_samples") or ())
+              + (rel_spread(r.time_ms) if key != "power_w" else 0.0) for r in (last, first))
+    return 100 * (1 - ratio), 100 * ratio * rel
 
 
 @measured(
@@ -309,8 +330,9 @@ def _energy_text(r: Record) -> str:
     decides="the power cut from fp32 dense to mixed precision + 2:4 sparse against 18% (above "
             "22% the row says so)", steps=("energy", "energy_sparse"), needs=("sparsity",))
 def energy(ctx: Context, claim) -> Finding | None:
-    chain = [r for r in (ctx.one("energy", precision="fp32"), ctx.one("energy", precision="fp16"),
-                         ctx.one("energy_sparse", precision="fp16")) if r is not None]
+    chains = [ctx.runs("energy", precision="fp32"), ctx.runs("energy", precision="fp16"),
+              ctx.runs("energy_sparse", precision="fp16")]
+    chain = [runs[0] for runs in chains if runs]
     if not chain:
         return None
     names = ["fp32 dense", "mixed precision", "mixed precision + 2:4"]
@@ -321,18 +343,20 @@ def energy(ctx: Context, claim) -> Finding | None:
                        "tensor cores)", noisy=noisy(*chain))
     if len(chain) < 3:
         return None
-    if any(r.metrics.get("power_w") is None for r in chain):
+    if any(r.metrics.get("power_w") is None for runs in chains for r in runs):
         return Finding(FAILED, text, reason="no energy reading: " + str(
             chain[0].metrics.get("energy_note")))
     first, middle, last = chain
-    cut, spread = cut_pct(last, first, lambda r: r.metrics["power_w"])
+    pairs = ctx.paired(chains[2], chains[0])
+    cuts = [_power_cut(b, a) for b, a in pairs]
+    j_cuts = [_power_cut(b, a, "j_per_tflop") for b, a in pairs]
     step1, step2 = (100 * (b.metrics["power_w"] / a.metrics["power_w"] - 1)
                     for a, b in ((first, middle), (middle, last)))
-    j_cut, j_spread = cut_pct(last, first, lambda r: r.metrics["j_per_tflop"])
-    text += (f"; power cut {ws(cut, spread, '%')}{beyond_range(cut, spread, 18.0, 22.0, '%')} "
-             f"(power fp32 -> mixed precision {step1:+.0f}%, then + 2:4 {step2:+.0f}%)")
-    return ctx.finding(claim, cut, spread, text, {
+    cut, spread = over_runs(cuts)
+    text += (f" (first run: power fp32 -> mixed precision {step1:+.0f}%, then + 2:4 "
+             f"{step2:+.0f}%); power cut{beyond_range(cut, spread, 18.0, 22.0, '%')}:")
+    return ctx.confirmed(claim, cuts, text, {
         "power_cut_pct": figure("fp32 dense -> mixed + 2:4: power cut", cut, "%"),
-        "energy_cut_pct": figure("fp32 dense -> mixed + 2:4: J per TFLOP cut", j_cut, "%")},
-        noisy(*chain), {"energy per FLOP": (three_way(j_cut, j_spread, 18.0),
-                                            f"cut {ws(j_cut, j_spread, '%')}")})
+        "energy_cut_pct": figure("fp32 dense -> mixed + 2:4: J per TFLOP cut",
+                                 median_of(j_cuts), "%")},
+        noisy(*chain), {"energy per FLOP": reading_runs(j_cuts, 18.0, "%")})

@@ -2,13 +2,25 @@
 returns, and the three-way rule at a claim's figure. A judge takes (ctx, claim) and returns a
 Finding, or None when its records are not there; report.verdicts applies the CPU rule after."""
 
+import json
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..core.results import Record
-from .claims import INCONCLUSIVE, Claim, rel_spread, three_way, within_noise
+from .claims import (
+    INCONCLUSIVE,
+    RUN,
+    Claim,
+    confirmed,
+    over_runs,
+    rel_spread,
+    runs_text,
+    three_way,
+    undecided,
+    within_noise,
+)
 
 
 @dataclass
@@ -37,6 +49,25 @@ def newest_by_step(records: Iterable[Record]) -> dict[str, list[Record]]:
 
 def ok(records: list[Record]) -> list[Record]:   # those that measured something
     return [r for r in records if r.outcome == "ok" and r.throughput]
+
+
+def point_of(record: Record) -> str:
+    """A record's point without its run number: the same for every run of one point."""
+    return json.dumps({k: v for k, v in record.params.items() if k != RUN}, sort_keys=True,
+                      default=str)
+
+
+def run_of(record: Record) -> int:
+    return record.params.get(RUN, 0)
+
+
+def typical(records: list[Record]) -> list[Record]:
+    """One record per point: the run of median throughput (for health and the figures)."""
+    points: dict[str, list[Record]] = defaultdict(list)
+    for record in records:
+        points[point_of(record)].append(record)
+    return [sorted(runs, key=lambda r: r.throughput or 0.0)[(len(runs) - 1) // 2]
+            for runs in points.values()]
 
 
 def noisy(*records: Record) -> bool:
@@ -81,14 +112,29 @@ class Context:
         return ok([r for r in self.steps.get(step, [])
                    if all(r.params.get(k) == v for k, v in params.items())])
 
-    def one(self, step: str, **params) -> Record | None:
-        return next(iter(self.ok(step, **params)), None)
+    def one(self, step: str, **params) -> Record | None:   # the first run's
+        return next(iter(self.runs(step, **params)), None)
 
-    def winner(self, step: str, candidates: list[Record]) -> tuple[Record | None, Record | None]:
-        """The fastest of `candidates`, and its record in "<step>_confirm" (None before it ran)."""
+    def runs(self, step: str, **params) -> list[Record]:
+        """The ok records of `step` whose params include `params`, by run."""
+        return sorted(self.ok(step, **params), key=run_of)
+
+    def again(self, step: str, record: Record | None) -> list[Record]:
+        """`record`'s point timed again in `step` (a confirmation step's runs), by run."""
+        if record is None:
+            return []
+        return [r for r in self.runs(step) if point_of(r) == point_of(record)]
+
+    def winner(self, step: str, candidates: list[Record]) -> tuple[Record | None, list[Record]]:
+        """The fastest of `candidates`, and its runs in "<step>_confirm" ([] before they ran)."""
         best = max(candidates, key=lambda r: r.throughput, default=None)
-        return best, best and next((r for r in self.ok(f"{step}_confirm")
-                                    if r.params == best.params), None)
+        return best, self.again(f"{step}_confirm", best)
+
+    @staticmethod
+    def paired(tops: list[Record], bases: list[Record]) -> list[tuple[Record, Record]]:
+        """Records of two points measured in the same runs, paired by run."""
+        by_run = {run_of(r): r for r in bases}
+        return [(t, by_run[run_of(t)]) for t in tops if run_of(t) in by_run]
 
     @staticmethod
     def rate_ratio(top: Record, base: Record) -> tuple[float, float]:
@@ -104,3 +150,26 @@ class Context:
         reason = within_noise(value, spread, claim.low, "" if claim.unit == "x" else claim.unit) \
             if status == INCONCLUSIVE else ""
         return Finding(status, measured, figures or {}, noisy_, reason, readings or {})
+
+    def confirmed(self, claim: Claim, runs: list[tuple[float, float]], measured: str,
+                  figures: dict | None = None, noisy_: bool = False,
+                  readings: dict | None = None, at_most: bool = False) -> Finding:
+        """Independent runs' (value, spread) against the claim's figure (claims.confirmed);
+        `measured` ends naming the figure ("...; the cut:"), the runs follow; the reason says
+        what would decide it."""
+        status = confirmed(runs, claim.low, at_most)
+        unit = "" if claim.unit == "x" else claim.unit
+        reason = undecided(runs, claim.low, unit) if status == INCONCLUSIVE else ""
+        return Finding(status, f"{measured} {runs_text(runs, claim.unit)}", figures or {},
+                       noisy_, reason, readings or {})
+
+
+def reading_runs(runs: list[tuple[float, float]], claimed: float, unit: str = "x",
+                 at_most: bool = False) -> tuple[str, str]:
+    """A reading beside the literal one over the same runs: (status, "median over n runs ...")."""
+    return confirmed(runs, claimed, at_most), f"{runs_text(runs, unit)} against {claimed:g}" \
+        f"{unit}"
+
+
+def median_of(runs: list[tuple[float, float]]) -> float:
+    return over_runs(runs)[0]

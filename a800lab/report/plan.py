@@ -11,7 +11,7 @@ from ..core import backends
 from ..core.precision import unsupported_reason
 from ..workloads.peak import peak_point
 from ..workloads.pipeline import pipeline_point
-from ..workloads.placement import placement_point
+from ..workloads.placement import lm_placement_point
 from ..workloads.serving.point import serve_point
 from ..workloads.sparsity import sparse_point, sparsity_unsupported_reason
 from ..workloads.tiles.config import fitting_points
@@ -22,23 +22,25 @@ from ..workloads.training.numerics import embedding_point, held_out_point
 from ..workloads.training.point import accumulation_point, train_point
 from ..workloads.training.spec import canonical_precision, matmul_precision_of
 from ..workloads.usage import matmul_usage_point, sparse_usage_point
+from .claims import RUN, RUNS
 from .register import REGISTER
 
 # Bumped when a step's points or what their records carry change meaning: a report folder's
 # points from another version are measured again (report.run), never judged by today's rules.
-BATTERY_VERSION = 5   # 5: the inference step (G.9.3's method); 4: one plan at two sizes
+BATTERY_VERSION = 6   # 6: runs, the guide's placement and DDP on the lab's models; 5: inference
 MODES = ("quick", "full")
-BUDGET_S = {"quick": 120.0, "full": 900.0}
+BUDGET_S = {"quick": 120.0, "full": 1200.0}
 DDP_ACCUM_STEPS = 4   # micro-batches per optimizer step in the ddp step (no_sync: one sync)
 RANKS_START_S = 6.0   # starting a rank group: processes, torch imports, DDP's first use
 NO_GPU = "no NVIDIA GPU here"
 CONFIRM = "confirm"   # a confirmation step's placeholder point, until its winner is known
+PICK = "pick"         # a placeholder's choice among its step's records: "best" (default), "median"
 SEEDS = (0, 1, 2)
 
 POINTS: dict[str, Callable[..., dict]] = {
     "peak": peak_point, "tiles": tiled_matmul_point, "sparsity": sparse_point,
     "train": train_point, "accumulation": accumulation_point, "max_batch": max_batch_point,
-    "pipeline": pipeline_point, "placement": placement_point, "held_out": held_out_point,
+    "pipeline": pipeline_point, "lm_placement": lm_placement_point, "held_out": held_out_point,
     "embedding": embedding_point, "matmul_usage": matmul_usage_point,
     "sparse_usage": sparse_usage_point, "serve": serve_point,
 }
@@ -47,7 +49,8 @@ POINTS: dict[str, Callable[..., dict]] = {
 @dataclass(frozen=True)
 class Step:
     """One workload over a few points; `ranks` > 0 runs them on that many ranks (NCCL on GPUs,
-    gloo on a CPU); `confirms` names the step whose winner this one re-times."""
+    gloo on a CPU); `confirms` names the step whose winner this one re-times. A point's RUN
+    numbers its independent runs (the runner measures it without that key)."""
 
     name: str
     workload: str
@@ -87,28 +90,44 @@ class Plan:
                 "estimate_s": self.estimate_s}
 
 
-def winner(step: Step, records) -> dict | None:
-    """The params of the fastest ok record among `step`'s candidates, or None."""
-    allowed = [r for r in records if r.label == step.confirms and r.outcome == "ok"
-               and r.throughput and all(r.params.get(k) in v for k, v in step.among)]
-    return max(allowed, key=lambda r: r.throughput).params if allowed else None
+def pick(step: Step, placeholder: dict, records) -> dict | None:
+    """The params a confirmation step's `placeholder` stands for: among the ok records of the
+    step it names (and `step.among`), the fastest, or with PICK "median" the median one (the
+    upper of two); None when there is none yet."""
+    allowed = sorted((r for r in records if r.label == placeholder[CONFIRM] and r.outcome == "ok"
+                      and r.throughput and all(r.params.get(k) in v for k, v in step.among)),
+                     key=lambda r: r.throughput)
+    if not allowed:
+        return None
+    chosen = allowed[len(allowed) // 2] if placeholder.get(PICK) == "median" else allowed[-1]
+    return {k: v for k, v in chosen.params.items() if k != RUN}
 
 
 def resolve_points(plan: Plan, records) -> list[tuple[Step, dict]]:
-    """Every (step, params), a confirmation step's placeholder replaced by the winner among
-    `records`: kept until its candidates are all measured, dropped if none could win."""
+    """Every (step, params), a confirmation step's placeholders replaced by what they pick among
+    `records` (in their run): kept until the points they pick from are all measured, dropped if
+    none could be picked."""
     out, measured = [], {(r.label, repr(sorted(r.params.items()))) for r in records}
+    points = {s.name: s.points for s in plan.steps}
     for step in plan.steps:
-        if not step.confirms:
-            out += [(step, p) for p in step.points]
-            continue
-        won = winner(step, records)
-        candidates = next((s.points for s in plan.steps if s.name == step.confirms), ())
-        if won is not None:
-            out.append((step, won))
-        elif not all((step.confirms, repr(sorted(p.items()))) in measured for p in candidates):
-            out += [(step, p) for p in step.points]
+        for p in step.points:
+            if CONFIRM not in p:
+                out.append((step, p))
+                continue
+            chosen = pick(step, p, records)
+            if chosen is not None:
+                out.append((step, {**chosen, **({RUN: p[RUN]} if RUN in p else {})}))
+            elif not all((p[CONFIRM], repr(sorted(c.items()))) in measured
+                         for c in points.get(p[CONFIRM], ())):
+                out.append((step, p))
     return out
+
+
+def _runs(points, m: "Machine", deciding=lambda p: True) -> tuple[dict, ...]:
+    """`points` in run 0, then again, run by run, in the machine's later runs (those `deciding`
+    a claim's figure only): independent runs, not repeats back to back."""
+    return tuple({**p, RUN: run} for run in range(m.runs) for p in points
+                 if run == 0 or deciding(p))
 
 
 # ---- the two sizes -----------------------------------------------------------------------------
@@ -123,6 +142,12 @@ class Machine:
     @property
     def gpu(self) -> bool:
         return self.device.startswith("cuda")
+
+    @property
+    def runs(self) -> int:
+        """Independent runs of a deciding timed figure: RUNS, except in a quick CPU battery,
+        which judges no timed claim (a CPU shows their methods)."""
+        return RUNS if self.gpu or self.full else 1
 
 
 def _train_ok(precision: str, device: str) -> bool:
@@ -163,13 +188,15 @@ def _tile_steps(m: Machine) -> list[Step]:
     return [
         Step("tiles", "tiles", tuple(points), what=f"the tile kernel over tile configs, "
              f"{small['m']}^3 {p}{note}", **timing),
-        Step("tiles_confirm", "tiles", ({CONFIRM: "tiles"},), what="the best tile, timed again",
-             confirms="tiles", **timing),
+        Step("tiles_confirm", "tiles", _runs(({CONFIRM: "tiles"},), m),
+             what="the best tile, timed again in each run", confirms="tiles", **timing),
         Step("guide_tiles", "tiles", tuple({**shape, **t} for t in guide) + tuple(
             {**small, "precision": q, "backend": "torch"} for q in dict.fromkeys(("fp32", p))),
              what="the guide's 16x16 and 32x16 tiles, and the library matmul", **timing),
-        Step("guide_tiles_confirm", "tiles", ({CONFIRM: "guide_tiles"},),
-             what="the better guide tile, timed again", confirms="guide_tiles",
+        Step("guide_tiles_confirm", "tiles", _runs(({CONFIRM: "guide_tiles"},
+                                                     {CONFIRM: "tiles", PICK: "median"}), m),
+             what="the better guide tile and the other tiles' median tile, timed again in each "
+                  "run", confirms="guide_tiles",
              among=(("backend", ("triton", "cpu_blocked")),), **timing)]
 
 
@@ -189,15 +216,16 @@ def _steps(m: Machine) -> list[Step]:
     held_out = 300 if full else 100
     workers = g(4, 1)
     steps = [
-        Step("peak", "peak", tuple({"device": dev, "precision": p, "size": g(8192, 512)}
-                                   for p in precisions), {"budget_s": 0.3}, g(2.0, 1.5),
+        Step("peak", "peak", _runs([{"device": dev, "precision": p, "size": g(8192, 512)}
+                                    for p in precisions], m), {"budget_s": 0.3}, g(2.0, 1.5),
              f"matmul rate per precision and copy bandwidth on {dev}"),
         *(_tile_steps(m) if not gpu or backends.HAS_TRITON else []),
-        Step("amp", "train", tuple(
+        Step("amp", "train", _runs([
             {"model": mo, "size": size, "batch_size": b, "precision": p,
              **({"channels_last": True} if mo == "resnet50" else {})}
             for mo, size, b in (model, ("resnet50", "224", 64)) if mo == "transformer"
-            or (gpu and not backends.torchvision_reason()) for p in amp if _train_ok(p, dev)),
+            or (gpu and not backends.torchvision_reason()) for p in amp if _train_ok(p, dev)],
+            m, lambda p: p["precision"] in ("fp32_default", "fp16")),
              {"train_steps": g(10, 3), "budget_s": g(0.5, 0.2), "predict_memory": False},
              g(10.0, 1.5),
              "training steps: AMP (fp16 + GradScaler) against the framework's default fp32"),
@@ -223,25 +251,29 @@ def _steps(m: Machine) -> list[Step]:
             for p in ("fp32", "bf16") if _train_ok(p, dev)), {},
              g(40.0 if full else 15.0, 3.0 if full else 1.0),
              "largest micro-batch, verified, with the memory model's prediction"),
-        Step("pipeline", "pipeline", tuple(   # one lever added per point (pinned: a GPU's)
+        Step("pipeline", "pipeline", _runs([   # one lever added per point (pinned: a GPU's)
             {"preprocess_ms": g(0.05, 0.2), "cost": "cpu", "batch_size": g(64, 32),
              "prefetch_factor": 2, "num_workers": w, "pin_memory": pin, "non_blocking": nb}
             for w, pin, nb in [(0, False, False), (workers, False, False)]
-            + g([(workers, True, False), (workers, True, True)], [])),
+            + g([(workers, True, False), (workers, True, True)], [])], m,
+            lambda p: not p["pin_memory"]),
              {"budget_s": g(0.5, 0.3)}, g(4.0, 1.5),
              "the input pipeline, one lever added at a time"),
-        Step("placement", "placement", tuple(
-            {"placement": p, **g({"num_rows": 10_000_000 if full else 2_000_000, "dim": 128,
-                                  "batch_size": 4096}, {})}
-            for p in ("all_on_device", "embedding_on_cpu")), {"budget_s": g(0.5, 0.2)},
-             g(4.0, 0.5), "an embedding table on the CPU or the device"),
+        Step("placement", "lm_placement", _runs([
+            {"placement": p, "staging": st, "size": g("gpt2_small", "tiny"),
+             "batch_size": g(4, 16)} for p, st in (("all_on_device", "fresh"),
+                                                    ("embedding_on_cpu", "fresh"),
+                                                    ("embedding_on_cpu", "reused"))], m),
+             {"budget_s": g(0.5, 0.2)}, g(4.0, 0.5),
+             "the Transformer's token embedding on the CPU (its activations crossing through "
+             "fresh or reused pinned memory) or on the device, its layers on the device"),
         Step("inference", "serve", tuple({"model": "transformer", "batch_size": 1,
                                           "precision": p} for p in ("fp32", "fp16")),
              {"budget_s": g(0.3, 0.2)}, g(2.0, 1.5),
              "one request's latency (batch 1), fp32 then fp16: the guide's inference case's "
              "method"),
-        Step("energy", "matmul_usage", tuple({"size": g(8192, 256), "precision": p}
-                                             for p in g(("fp32", "fp16"), ("fp32",))),
+        Step("energy", "matmul_usage", _runs([{"size": g(8192, 256), "precision": p}
+                                              for p in g(("fp32", "fp16"), ("fp32",))], m),
              {"duration_s": g(5.0 if full else 3.0, 0.3)}, g(5.0, 0.6),
              "dense matmuls under the energy meter: fp32, then mixed precision"),
     ]
@@ -252,13 +284,15 @@ def _steps(m: Machine) -> list[Step]:
             "held-out loss after the same steps, TF32 against IEEE fp32"))
     if gpu and not sparsity_unsupported_reason(8192, 8192, "fp16", dev):
         steps += [
-            Step("energy_sparse", "sparse_usage", ({"size": 8192, "precision": "fp16"},),
+            Step("energy_sparse", "sparse_usage", _runs([{"size": 8192, "precision": "fp16"}],
+                                                        m),
                  {"duration_s": 5.0 if full else 3.0}, 5.0,
                  "mixed precision + 2:4 sparse under the energy meter"),
-            Step("sparsity", "sparsity", tuple(
+            Step("sparsity", "sparsity", _runs([
                 {"m": s, "n": s, "k": s, "precision": p}
                 for s in ((4096, 8192) if full else (8192,))
-                for p in (("fp16", "bf16") if full else ("fp16",))), {"budget_s": 0.3}, 4.0,
+                for p in (("fp16", "bf16") if full else ("fp16",))], m,
+                lambda p: p["m"] == 8192 and p["precision"] == "fp16"), {"budget_s": 0.3}, 4.0,
                  "dense vs 2:4-sparse matmul")]
     if gpu and m.count > 1:
         sibling = precisions if full else ["bf16" if "bf16" in precisions else "fp32"]
@@ -269,31 +303,60 @@ def _steps(m: Machine) -> list[Step]:
     if not gpu or m.count > 1:
         sizes = tuple(2**e for e in range(10, 31, 2)) if full else (2**24, 2**28, 2**30)
         steps += comm_steps({"world_size": g(m.count, 2), "backend": g("nccl", "gloo")},
-                            g(sizes, (2**22,)), full, g(3.0, 0.6))
+                            g(sizes, (2**22,)), m)
     return steps
 
 
-def comm_steps(ranks: dict, sizes, full: bool, est_s: float) -> list[Step]:
-    """The steps on `ranks`: flat and hierarchical all-reduce at `sizes`, DDP steps per comm
-    hook and sync mode at the same global batch, the fastest compressing hook timed again."""
+def ddp_models(m: Machine) -> list[dict]:
+    """The DDP step's models at the global batch their published training used, split into
+    micro-batches that fit one card: GPT-2 small 512 sequences of 1024 tokens (Radford et al.
+    2019), ResNet-50 256 images, 32 per GPU (Goyal et al. 2017) where torchvision is installed;
+    on a CPU the tiny Transformer, 4 micro-batches of 16 per step. The quick battery's GPU
+    step trains the Transformer only (it decides); --full adds ResNet-50 beside it."""
+    if not m.gpu:
+        return [{"model": "transformer", "size": "tiny", "micro_batch": 16,
+                 "accum_steps": DDP_ACCUM_STEPS, "precision": "fp32"}]
+    precision = "fp32" if unsupported_reason("bf16", m.device) else "bf16"
+    out = []
+    for model, size, micro, batch in (("transformer", "gpt2_small", 8, 512),
+                                      ("resnet50", "224", 32, 256)):
+        if model == "transformer" or m.full and not backends.torchvision_reason():
+            out.append({"model": model, "size": size, "micro_batch": micro,
+                        "accum_steps": max(1, batch // (micro * m.count)),
+                        "precision": precision})
+    return out
+
+
+def comm_steps(ranks: dict, sizes, m: Machine) -> list[Step]:
+    """The steps on `ranks`: flat and hierarchical all-reduce at `sizes` (the largest in every
+    run), DDP steps of the lab's models per comm hook and sync mode at their published global
+    batch, and in every run the fastest compressing hook with no_sync and plain all-reduce
+    after every micro-batch timed again (the Transformer's: it decides)."""
     n, backend = ranks["world_size"], ranks["backend"]
     flat = [{"op": "all_reduce", "size_bytes": s, "dtype": "fp32", **ranks} for s in sizes]
     hier = [{"op": "hierarchical_all_reduce", "size_bytes": s, "dtype": "fp32",
              "ranks_per_node": n // 2 if n >= 4 else 1, **ranks} for s in sizes]
     hooks = ("allreduce", "fp16_compress", "powersgd")
-    ddp = [(h, s) for h in hooks for s in ("no_sync", "every_micro_batch")] if full else [
+    ddp = [(h, s) for h in hooks for s in ("no_sync", "every_micro_batch")] if m.full else [
         ("allreduce", "every_micro_batch"), ("allreduce", "no_sync"),
         ("fp16_compress", "every_micro_batch")] + [(h, "no_sync") for h in hooks[1:]]
-    settings = {"budget_s": 0.3, "train_steps": 10}
+    models = ddp_models(m)
+    settings = {"budget_s": 0.3, "train_steps": 4 if m.gpu else 10}
+    est = 3.0 + 40.0 / n if m.gpu else 0.6   # GPT-2 small at 512 sequences per step
+    plain = {"hook": "allreduce", "sync": "every_micro_batch", **models[0], **ranks}
     return [
-        Step("hierarchical", "comm", tuple(flat + hier), {"budget_s": 0.3}, est_s,
+        Step("hierarchical", "comm", _runs(flat + hier, m,
+                                           lambda p: p["size_bytes"] == max(sizes)),
+             {"budget_s": 0.3}, 3.0 if m.gpu else 0.6,
              f"flat and hierarchical all-reduce over {n} ranks ({backend})", ranks=n),
-        Step("ddp", "ddp", tuple({"hook": h, "sync": s, "accum_steps": DDP_ACCUM_STEPS, **ranks}
-                                 for h, s in ddp), settings, est_s,
-             f"DDP steps per comm hook and sync mode over {n} ranks ({backend})", ranks=n),
-        Step("ddp_confirm", "ddp", ({CONFIRM: "ddp", "backend": backend},), settings, est_s,
-             "the fastest compressing hook with no_sync, timed again", ranks=n, confirms="ddp",
-             among=(("sync", ("no_sync",)),
+        Step("ddp", "ddp", tuple({"hook": h, "sync": s, **model, **ranks}
+                                 for model in models for h, s in ddp), settings, est,
+             f"DDP steps of {' and '.join(x['model'] for x in models)} per comm hook and sync "
+             f"mode over {n} ranks ({backend})", ranks=n),
+        Step("ddp_confirm", "ddp", _runs(({CONFIRM: "ddp", "backend": backend}, plain), m),
+             settings, est, "the fastest compressing hook with no_sync, and plain all-reduce "
+             "after every micro-batch, timed again in each run", ranks=n, confirms="ddp",
+             among=(("sync", ("no_sync",)), ("model", (models[0]["model"],)),
                     ("hook", ("fp16_compress", "bf16_compress", "powersgd")))),
     ]
 

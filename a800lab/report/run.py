@@ -28,7 +28,7 @@ from ..core.results import (
 )
 from ..core.sweep import measure_point, thread_count
 from ..workloads.health import health_report
-from .claims import thresholds
+from .claims import RUN, thresholds
 from .compare import POINTS_FILE, REPORT_FILE, REPORT_KIND
 from .plan import (
     BATTERY_VERSION,
@@ -148,20 +148,22 @@ class _Run:
         for params in self.todo(step):
             if not self._go_on():
                 return False
+            run = {RUN: params[RUN]} if RUN in params else {}   # the battery's, not the point's
+            point_params = {k: v for k, v in params.items() if k != RUN}
             if step.ranks:
                 from ..workloads.comm.runs import run_comm
 
-                records = run_comm(step.workload, {k: [v] for k, v in params.items()},
+                records = run_comm(step.workload, {k: [v] for k, v in point_params.items()},
                                    world_size=step.ranks, backend=step.points[0]["backend"],
                                    settings=step.settings, label=step.name, run_id=self.run_id,
                                    group=group, resume=False, cancel=self.cancel).records
             else:
                 point = functools.partial(POINTS[step.workload], **step.settings)
-                records = [measure_point(point, params, workload=step.workload,
+                records = [measure_point(point, point_params, workload=step.workload,
                                          device=self.plan.device, env=self.env, label=step.name,
                                          cancel=self.cancel, run_id=self.run_id)]
             for record in records:
-                record = dataclasses.replace(record, metrics={
+                record = dataclasses.replace(record, params={**record.params, **run}, metrics={
                     **record.metrics, "battery_version": BATTERY_VERSION})
                 append_record(self.path, record)
                 self.records.append(record)

@@ -18,12 +18,16 @@ from .claims import (
     Reading,
     beyond_range,
     combine,
+    confirmed,
     figure,
     measured,
+    over_runs,
+    runs_text,
     three_way,
+    undecided,
 )
 from .claims import with_spread as ws
-from .judge import Context, Finding, loss_text, noisy
+from .judge import Context, Finding, loss_text, median_of, noisy, reading_runs
 
 BASE, AMP = "fp32_default", "fp16"
 HBM, TC = "HBM (GPU memory)", "tensor cores"
@@ -106,8 +110,14 @@ def buffers_resnet50(ctx: Context, claim) -> Finding | None:
 
 
 def _speed(ctx: Context, model: str):
+    """(AMP / fp32 samples/s per run, fp32 record, AMP record, others) of `model`, or None."""
     pair = _pair(ctx, model)
-    return None if pair is None else (*ctx.rate_ratio(pair[1], pair[0]), *pair)
+    if pair is None:
+        return None
+    runs = [ctx.rate_ratio(a, b) for a, b in ctx.paired(
+        ctx.runs("amp", model=model, precision=AMP), ctx.runs("amp", model=model,
+                                                              precision=BASE))]
+    return runs, *pair
 
 
 @measured(
@@ -127,15 +137,16 @@ def amp_speed(ctx: Context, claim) -> Finding | None:
     readings = {}
     tr = _speed(ctx, "transformer")
     if tr is not None:
-        readings["the Transformer"] = (three_way(tr[0], tr[1], 1.8), ws(tr[0], tr[1]))
+        readings["the Transformer"] = reading_runs(tr[0], 1.8)
     resnet = _speed(ctx, "resnet50")
     if resnet is None:
-        return _without_resnet(ctx, claim, f"the Transformer's AMP speed-up {ws(tr[0], tr[1])}"
+        return _without_resnet(ctx, claim, f"the Transformer's AMP speed-up {runs_text(tr[0])}"
                                if tr else "nothing", readings)
-    speed, spread, base, amp, others = resnet
-    readings["by 1.8-2.5x"] = (three_way(speed, spread, 2.8), f"{ws(speed, spread)} against 2.8x")
-    text = (f"ResNet-50: fp32 {base.throughput:.4g}, AMP {amp.throughput:.4g} samples/s: "
-            f"{ws(speed, spread)}{beyond_range(speed, spread, 1.8, 2.5)}")
+    runs, base, amp, others = resnet
+    speed, spread = over_runs(runs)
+    readings["by 1.8-2.5x"] = reading_runs(runs, 2.8)
+    text = (f"ResNet-50 (first run): fp32 {base.throughput:.4g}, AMP {amp.throughput:.4g} "
+            f"samples/s; AMP / fp32{beyond_range(speed, spread, 1.8, 2.5)}:")
     if "tf32" in others:
         vs, s = ctx.rate_ratio(amp, others["tf32"])
         readings["against TF32"] = (three_way(vs, s, 1.8), f"{ws(vs, s)} over TF32's "
@@ -144,32 +155,35 @@ def amp_speed(ctx: Context, claim) -> Finding | None:
             for p, r in (("fp32", base), ("AMP", amp))}
     text += (f"; ${cost['fp32']:.3g} -> ${cost['AMP']:.3g} per million samples at "
              f"${ctx.price:g} per GPU-hour")
-    return ctx.finding(claim, speed, spread, text, {
+    return ctx.confirmed(claim, runs, text, {
         "resnet50_speedup": figure("ResNet-50: AMP / fp32 samples/s", speed, "x"),
         "resnet50_amp_usd_per_million": figure("ResNet-50: AMP $ per million samples",
                                                cost["AMP"], "$")}, noisy(base, amp), readings)
 
 
 def _speed_memory(ctx: Context, claim, speed_low: float, memory_low: float, by: float):
-    """The Transformer's AMP speed-up (timed) and memory saving (counted), both required."""
+    """The Transformer's AMP speed-up (timed, over runs) and memory saving (counted), both
+    required."""
     found = _speed(ctx, "transformer")
     if found is None:
         return None
-    speed, spread, base, amp, _ = found
+    runs, base, amp, _ = found
     saving = _saving(base, amp)
-    status = combine([three_way(speed, spread, speed_low), three_way(saving, 0.0, memory_low)])
-    text = (f"Transformer ({base.params['size']}): AMP step time {100 / speed:.0f}% of fp32's "
-            f"({ws(speed, spread)} samples/s), step peak memory -{saving:.0f}% (counted)")
+    memory = three_way(saving, 0.0, memory_low)
+    status = combine([confirmed(runs, speed_low), memory])
+    share = 100 * base.throughput / amp.throughput
+    text = (f"Transformer ({base.params['size']}): AMP step time {share:.0f}% of fp32's in the "
+            f"first run, step peak memory -{saving:.0f}% (counted); AMP / fp32 samples/s "
+            f"{runs_text(runs)}")
     resnet = _speed(ctx, "resnet50")
     if resnet is not None:
-        text += f"; ResNet-50 beside: {ws(resnet[0], resnet[1])}, -{_saving(*resnet[2:4]):.0f}%"
+        text += (f"; ResNet-50 beside: {runs_text(resnet[0])}, "
+                 f"-{_saving(*resnet[1:3]):.0f}%")
     return Finding(status, text, {
-        "transformer_speedup": figure("Transformer: AMP / fp32 samples/s", speed, "x"),
+        "transformer_speedup": figure("Transformer: AMP / fp32 samples/s", median_of(runs), "x"),
         "transformer_saving_pct": figure("Transformer: AMP memory saving", saving, "%")},
-        noisy(base, amp), f"the speed-up {ws(speed, spread)} is within the noise of "
-        f"{speed_low:g}x: run it again on a quieter machine" if status == INCONCLUSIVE else "",
-        {"by": (combine([three_way(speed, spread, by), three_way(saving, 0.0, memory_low)]),
-                f"{ws(speed, spread)} against {by:g}x")})
+        noisy(base, amp), undecided(runs, speed_low) if status == INCONCLUSIVE else "",
+        {"by": (combine([confirmed(runs, by), memory]), f"{runs_text(runs)} against {by:g}x")})
 
 
 @measured(

@@ -24,7 +24,16 @@ from .claims import (
     Verdict,
     figure,
 )
-from .judge import Context, Finding, failures_text, median_ms, newest_by_step, noisy, ok
+from .judge import (
+    Context,
+    Finding,
+    failures_text,
+    median_ms,
+    newest_by_step,
+    noisy,
+    ok,
+    typical,
+)
 from .plan import Plan, resolve_points
 from .register import REGISTER
 
@@ -63,8 +72,13 @@ def _on_cpu(status: str, claim: Claim, j: Context) -> str:
 def _verdict(claim: Claim, j: Context, resolved, figures: dict) -> Verdict:
     scope = (f"on this GPU: {j.device_name} ({j.plan.device})" if j.on_gpu else
              f"on this CPU ({j.device_name})")
-    if claim.not_measurable:
-        return Verdict(claim.id, NOT_MEASURABLE, reason=claim.not_measurable)
+    if claim.not_measurable:   # its judge, if any, only shows the method on the lab's workload
+        found = claim.judge and not _missing(claim, j, resolved) and claim.judge(j, claim)
+        return Verdict(claim.id, NOT_MEASURABLE, scope if found else "",
+                       found.measured if found else "", claim.not_measurable,
+                       found.figures if found else {}, bool(found and found.noisy),
+                       tuple({"name": name, "status": NOT_MEASURABLE, "text": text}
+                             for name, (_, text) in found.readings.items()) if found else ())
     if claim.doc:
         return Verdict(claim.id, claim.doc.verdict, reason=f"{claim.doc.finding} "
                        f"({claim.doc.cited()})")
@@ -124,7 +138,7 @@ def _health(steps: dict[str, list[Record]], plan: Plan) -> dict:
     """Per-card peaks (the main card's in the siblings' precision first), sibling flags, busbw."""
     cards: list[CardResult] = []
     sibling_precisions = {r.params["precision"] for r in steps.get("siblings", [])}
-    for record in ok(steps.get("peak", []) + steps.get("siblings", [])):
+    for record in typical(ok(steps.get("peak", []) + steps.get("siblings", []))):
         p = record.params["precision"]
         if sibling_precisions and p not in sibling_precisions:
             continue
@@ -135,7 +149,8 @@ def _health(steps: dict[str, list[Record]], plan: Plan) -> dict:
     rows = [{"size_bytes": r.params["size_bytes"], "busbw_gbs": r.throughput,
              "algbw_gbs": r.metrics.get("algbw_gbs"), "time_ms": median_ms(r),
              "link_gbs": r.metrics.get("link_gbs"), "noisy": noisy(r)}
-            for r in ok(steps.get("hierarchical", [])) if r.params.get("op") == "all_reduce"]
+            for r in typical(ok(steps.get("hierarchical", [])))
+            if r.params.get("op") == "all_reduce"]
     busbw = ({"untestable": plan.untestable["busbw"]} if "busbw" in plan.untestable else
              {"rows": rows, "link_gbs": next((r["link_gbs"] for r in rows), None)})
     return {"cards": [{"device": c.device, "name": c.name, "precision": c.precision,
@@ -153,7 +168,7 @@ def _series(steps: dict[str, list[Record]], busbw: list[dict]) -> dict:
     peaks = [{"device": r.params["device"], "card_name": r.metrics.get("card_name"),
               "precision": r.params["precision"], "tflops": r.throughput,
               "datasheet_tflops": r.metrics.get("datasheet_tflops"), "noisy": noisy(r)}
-             for r in ok(steps.get("peak", []) + steps.get("siblings", []))]
+             for r in typical(ok(steps.get("peak", []) + steps.get("siblings", [])))]
     tiles = [{"config": _config_label(step, r),
               "tflops": r.throughput if r.outcome == "ok" else None, "noisy": noisy(r),
               "outcome": r.outcome, "message": r.message}
@@ -162,7 +177,7 @@ def _series(steps: dict[str, list[Record]], busbw: list[dict]) -> dict:
     train = [{"model": r.params["model"], "size": r.params["size"],
               "precision": r.params["precision"], "samples_per_s": r.throughput,
               "peak_mib": r.metrics["step_peak_bytes"] / MIB, "noisy": noisy(r)}
-             for r in ok(steps.get("amp", []))]
+             for r in typical(ok(steps.get("amp", [])))]
     points, roofs = _roofline(steps)
     return {"peaks": peaks, "tiles": tiles, "train": train, "busbw": [
         {k: r[k] for k in ("size_bytes", "busbw_gbs", "noisy")} for r in busbw],
@@ -183,8 +198,8 @@ def _roofline(steps: dict[str, list[Record]]) -> tuple[list[dict], dict]:
                "intensity_flop_per_byte": r.metrics["arithmetic_intensity"],
                "tflops": r.throughput, "noisy": noisy(r)}
               for step, r in tiles if r.params["precision"] == precision]
-    peak = next((r for r in ok(steps.get("peak", [])) if r.params["precision"] == precision),
-                None)
+    peak = next((r for r in typical(ok(steps.get("peak", [])))
+                 if r.params["precision"] == precision), None)
     if peak is None:
         return points, {"precision": precision}
     return points, {"precision": precision, "datasheet_tflops": peak.metrics.get(

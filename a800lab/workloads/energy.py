@@ -183,6 +183,12 @@ class EnergyMeter:
         self._reading = EnergyReading(energy, source, note, duration_s, cpu_time_s, telemetry)
         return self._reading
 
+    @property
+    def power_samples_w(self) -> list[float]:
+        """The power readings sampled during the run, in watts ([] without a GPU sampler)."""
+        samples = self._sampler.samples if self._sampler is not None else []
+        return [s["power_w"] for s in samples if s.get("power_w") is not None]
+
     def reading(self) -> EnergyReading:
         if self._reading is None:
             raise RuntimeError("no reading yet: use the meter as a context manager, or call "

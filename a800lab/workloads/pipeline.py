@@ -65,6 +65,16 @@ class PipelineRun:
     def idle_fraction(self) -> float:
         return idle_fraction(self.spans, self.compute_lane, self.window)
 
+    @property
+    def idle_per_step(self) -> list[float]:
+        """Each timed step's idle fraction, over its own window (the idle fraction's samples)."""
+        steps: dict[int, list[float]] = {}
+        for lane, step, s, e in self.spans:
+            if lane in MAIN_LANES:
+                steps.setdefault(step, []).extend((s, e))
+        return [idle_fraction(self.spans, self.compute_lane, (min(t), max(t)))
+                for _, t in sorted(steps.items()) if max(t) > min(t)]
+
     def lane_ms(self, lane: str) -> float:
         """Median per-step milliseconds of one lane (0 when it never ran)."""
         per_step: dict[int, float] = {}
@@ -262,7 +272,8 @@ def pipeline_point(num_workers: int = 0, pin_memory: bool = False, non_blocking:
     timeline = timeline_of(run.spans + [s for spans in after for s in spans])
     return {"throughput": batch_size / (run.timing.median_ms / 1e3),
             "throughput_unit": "samples/s", "timing": run.timing,
-            "idle_fraction": run.idle_fraction, "data_wait_ms": run.lane_ms("data wait"),
+            "idle_fraction": run.idle_fraction, "idle_per_step": run.idle_per_step,
+            "data_wait_ms": run.lane_ms("data wait"),
             "copy_ms": run.lane_ms("copy (GPU)" if compute_lane != "compute" else "copy"),
             "compute_ms": run.lane_ms(compute_lane), "batch_bytes": batch_size * features * 4,
             "device_stage": "GPU" if device.startswith("cuda") else "CPU (no GPU: the device "

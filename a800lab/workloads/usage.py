@@ -107,6 +107,7 @@ def metered_run(step: Callable[[], object], samples_per_step: int, *, device: st
         "samples": samples, "metered_s": elapsed_s, "steps_per_chunk": chunk,
         "energy_j": reading.energy_j, "energy_source": reading.source,
         "energy_note": reading.note, "power_w": power_w,
+        "power_w_samples": meter.power_samples_w,   # the spread of power is theirs
         "j_per_sample": None if power_w is None else power_w / rate,
         "cpu_time_s": reading.cpu_time_s,
         "cpu_ms_per_sample": reading.cpu_time_s * 1e3 / samples,

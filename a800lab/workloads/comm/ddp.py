@@ -1,5 +1,6 @@
 """A DDP training step on a live process group: comm hooks, no_sync accumulation, bucket sizes;
-the traffic one optimizer step hands to all-reduce is counted, then steps are timed.
+the traffic one optimizer step hands to all-reduce is counted, then steps are timed. The model is
+a small MLP, or one of the training lab's presets (model="transformer", size="gpt2_small").
 
     ddp_point(hook="fp16_compress", accum_steps=4, world_size=2, backend="gloo")  # every rank
     hook_support(device="cpu")     # {"bf16_compress": "ok" or why not, ...} on this group
@@ -85,6 +86,20 @@ def build_model(device: str, width: int, depth: int) -> torch.nn.Module:
     return torch.nn.Sequential(*layers, torch.nn.Linear(width, CLASSES)).to(device)
 
 
+def _preset_task(model: str, size: str, device: str):
+    """(module, batches(micro_batch, rank, count), loss_fn, lr, held-out batch) of a training-lab
+    preset: its seeded weights, its generated task, its learning rate."""
+    from ..training.models import preset
+
+    task = preset(model, size)
+
+    def batches(micro_batch: int, rank: int, count: int):
+        gen = torch.Generator(device).manual_seed(1000 + 100 * rank)
+        return [task.make_batch(micro_batch, gen) for _ in range(count)]
+
+    return task.make_model().to(device), batches, task.loss_fn, task.lr, task.eval_batch
+
+
 def make_batches(width: int, micro_batch: int, device: str, rank: int, count: int):
     """`count` micro-batches of this rank's shard of a shared task: 16 Gaussian clusters in
     `width` dimensions, label = cluster."""
@@ -100,24 +115,36 @@ def make_batches(width: int, micro_batch: int, device: str, rank: int, count: in
 
 def ddp_point(hook: str = "allreduce", accum_steps: int = 1, sync: str = "no_sync",
               bucket_cap_mb: float = 25.0, powersgd_rank: int = 1, start_iter: int = 2,
-              micro_batch: int = 32, *, world_size: int, backend: str, device: str = "cpu",
-              train_steps: int = 20, budget_s: float = 0.3, lr: float = 0.1) -> dict:
+              micro_batch: int = 32, model: str = "mlp", size: str = "", precision: str = "fp32",
+              *, world_size: int, backend: str, device: str = "cpu", train_steps: int = 20,
+              budget_s: float = 0.3, lr: float = 0.1) -> dict:
     """One DDP configuration (checked by runs.check_point): train, count one step's traffic,
-    time steps; throughput = micro_batch x accum_steps x world_size / step time."""
+    time steps; throughput = micro_batch x accum_steps x world_size / step time. `model`:
+    "mlp" (SGD at `lr`), or a training-lab preset at `size` (AdamW at the preset's own rate);
+    precision "bf16": forward under bf16 autocast (weights and gradients stay fp32)."""
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     check_group(world_size, backend)
-    width, depth = MODEL_SHAPE["cuda" if device.startswith("cuda") else "cpu"]
-    module = build_model(device, width, depth)
+    if model == "mlp":
+        width, depth = MODEL_SHAPE["cuda" if device.startswith("cuda") else "cpu"]
+        module, loss_fn, eval_batch = build_model(device, width, depth), F.cross_entropy, 256
+
+        def batches_of(count_batch: int, rank: int, count: int):
+            return make_batches(width, count_batch, device, rank, count)
+    else:
+        module, batches_of, loss_fn, lr, eval_batch = _preset_task(model, size, device)
     ids = [torch.device(device).index or 0] if device.startswith("cuda") else None
-    model = DDP(module, device_ids=ids, bucket_cap_mb=bucket_cap_mb)
+    ddp = DDP(module, device_ids=ids, bucket_cap_mb=bucket_cap_mb)
     traffic = Traffic()
-    state = register_hook(model, hook, traffic, powersgd_rank=powersgd_rank,
+    state = register_hook(ddp, hook, traffic, powersgd_rank=powersgd_rank,
                           start_iter=start_iter)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
-    batches = make_batches(width, micro_batch, device, dist.get_rank(), POOL_BATCHES)
+    optimizer = (torch.optim.SGD(ddp.parameters(), lr=lr, momentum=0.9) if model == "mlp"
+                 else torch.optim.AdamW(ddp.parameters(), lr=lr))
+    batches = batches_of(micro_batch, dist.get_rank(), POOL_BATCHES)
     cursor = [0]
+    autocast = (functools.partial(torch.autocast, torch.device(device).type, torch.bfloat16)
+                if precision == "bf16" else contextlib.nullcontext)
 
     def optimizer_step() -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
@@ -125,17 +152,18 @@ def ddp_point(hook: str = "allreduce", accum_steps: int = 1, sync: str = "no_syn
             x, y = batches[cursor[0] % len(batches)]
             cursor[0] += 1
             quiet = sync == "no_sync" and i < accum_steps - 1
-            with model.no_sync() if quiet else contextlib.nullcontext():
-                loss = F.cross_entropy(model(x), y) / accum_steps
+            with ddp.no_sync() if quiet else contextlib.nullcontext():
+                with autocast():
+                    loss = loss_fn(ddp(x), y) / accum_steps
                 loss.backward()
         optimizer.step()
         return loss
 
     for _ in range(train_steps):
         optimizer_step()
-    eval_x, eval_y = make_batches(width, 256, device, rank=-1, count=1)[0]
-    with torch.no_grad():
-        eval_loss = F.cross_entropy(module(eval_x), eval_y).item()
+    eval_x, eval_y = batches_of(eval_batch, -1, 1)[0]
+    with torch.no_grad(), autocast():
+        eval_loss = loss_fn(module(eval_x), eval_y).float().item()
     traffic.reset()
     with counting_all_reduce(traffic):
         optimizer_step()
@@ -153,6 +181,7 @@ def ddp_point(hook: str = "allreduce", accum_steps: int = 1, sync: str = "no_syn
         "allreduce_calls_per_sample": counted["calls"] / (micro_batch * accum_steps),
         "syncs_per_step": syncs, "buckets": counted["hook_calls"] // syncs,
         "grad_bytes": grad_bytes, "param_count": grad_bytes // 4,
+        "global_batch": micro_batch * accum_steps * world_size,
         "sent_vs_fp32": counted["bytes"] / (grad_bytes * syncs),
         "loss_agrees": agree(eval_loss, device, "max") - agree(eval_loss, device, "min") < 1e-4,
     }

@@ -33,7 +33,7 @@ WORKER = "a800lab.workloads.comm.worker"
 WORKLOAD_PARAMS = {
     "comm": ("op", "size_bytes", "dtype", "ranks_per_node"),
     "ddp": ("hook", "accum_steps", "sync", "bucket_cap_mb", "powersgd_rank", "start_iter",
-            "micro_batch"),
+            "micro_batch", "model", "size", "precision"),
 }
 
 
@@ -73,6 +73,15 @@ def check_point(workload: str, params: Mapping) -> None:
         value = params.get(name, 1)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name}={value!r} must be a positive int")
+    if params.get("precision", "fp32") not in ("fp32", "bf16"):
+        raise ValueError(f"precision={params['precision']!r}: a DDP step runs in 'fp32' or "
+                         "'bf16' (autocast)")
+    if params.get("model", "mlp") != "mlp":
+        from ..training.models import sizes_of
+
+        if params.get("size") not in sizes_of(params["model"]):
+            raise ValueError(f"size={params.get('size')!r} for model {params['model']!r}: use "
+                             f"one of {sizes_of(params['model'])}")
     if not params.get("bucket_cap_mb", 25.0) > 0:
         raise ValueError(f"bucket_cap_mb={params['bucket_cap_mb']!r} must be > 0, e.g. 25")
 
