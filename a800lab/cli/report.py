@@ -30,6 +30,10 @@ def add_parsers(commands) -> None:
                       help="print the claim register (every claim: the guide's sentence ids, "
                            "its words, readings and rule) as a Markdown table, or JSON with "
                            "--json, and measure nothing")
+    size.add_argument("--tf-env", action="store_true",
+                      help="prepare TensorFlow's own venv for the guide's TensorFlow snippets "
+                           "(~/.cache/a800lab/tf-venv, $A800LAB_TF_VENV; tensorflow-cpu, or "
+                           "tensorflow[and-cuda] on a GPU box): minutes, once")
     add_options(report, "out device budget_s price_per_gpu_hour threads json",
                 out={**FOLDER, "help": "folder for the report (default: report/; with "
                                        "--compare: report-compare/)"},
@@ -46,6 +50,8 @@ def report_command(args) -> int:
     if args.compare and (args.budget_s is not None or args.threads is not None):
         args.command_parser.error("--budget-s and --threads apply to running a report, not "
                                   "to --compare")
+    if args.tf_env:
+        return prepare_tf(args)
     if args.register:
         from ..report.register import register_markdown, register_rows
 
@@ -82,6 +88,23 @@ def report_command(args) -> int:
     if report["stopped"] == "interrupted":
         return 130
     return 0 if report["complete"] else 3
+
+
+def prepare_tf(args) -> int:
+    """`report --tf-env`: TensorFlow into a venv of its own (never the lab's environment)."""
+    import subprocess
+
+    from ..core.backends import HAS_CUDA
+    from ..workloads.tf_env import prepare_tf_env, tf_python
+
+    try:
+        root = prepare_tf_env(gpu=HAS_CUDA)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        args.command_parser.exit(1, f"a800lab: error: preparing TensorFlow's venv failed: {exc}; "
+                                    "pip's message is above\n")
+    print(f"TensorFlow's venv: {root} ({tf_python()}); the report runs the guide's "
+          "TensorFlow snippets in it")
+    return 0
 
 
 def format_verdicts(report: dict, colour: bool = False) -> str:

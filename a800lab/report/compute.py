@@ -49,12 +49,12 @@ def _pct(r: Record, key: str = "pct_of_datasheet_peak") -> tuple[float, float] |
     readings=(
         Reading("share of peak", "utilization of peak compute: the best tile of the lab's Triton "
                 "tile kernel (software-pipelined loads, num_stages >= 3) on a 4096^3 bf16 "
-                "matmul, timed again in a confirmation run, as % of the card's dense datasheet "
-                "peak; cuBLAS at the same shape beside", literal=True),
+                "matmul, timed again in each of three confirmation runs, as % of the card's dense "
+                "datasheet peak; cuBLAS at the same shape beside", literal=True),
         Reading("peak of utilization", "the peak over time of the GPU's utilisation",
                 unmeasured="NVML's utilisation is the share of time some kernel ran, 100% for "
                 "any long matmul whatever its tiles: it says nothing about them")),
-    decides="the confirmed best tile's share of the dense peak against 92%",
+    decides="the confirmed best tile's share of the dense peak against 92% in every run",
     steps=("tiles", "tiles_confirm", "guide_tiles", "peak"), needs=("triton",))
 def tc_peak(ctx: Context, claim) -> Finding | None:
     tiles = ctx.ok("tiles")
@@ -92,17 +92,18 @@ def tc_peak(ctx: Context, claim) -> Finding | None:
            "computational throughput can be increased 2.5x",
     readings=(
         Reading("to 2.5x the other tiles", "the better of the guide's tiles (16x16x16, and "
-                "32x16x16 for 32x8: Triton's tl.dot needs >= 16 per dimension), timed again in "
-                "a confirmation run, over the median of the kernel's other tiles at the same "
-                "precision and shape: the sentence compares tile sizes, so the other tiles are "
-                "the baseline", literal=True),
+                "32x16x16 for 32x8: Triton's tl.dot needs >= 16 per dimension) over the median "
+                "of the kernel's other tiles at the same precision and shape, both timed again "
+                "in each of three confirmation runs: the sentence compares tile sizes, so the "
+                "other tiles are the baseline", literal=True),
         Reading("by 2.5x", "the same ratio read as increased by 2.5x, i.e. to 3.5x"),
         Reading("over no tensor cores", "the better guide tile over the same product without "
                 "tensor cores (IEEE fp32 cuBLAS): shown beside, never deciding"),
         Reading("as fragment shapes", "16x16x16 and 32x8x16 as CUDA WMMA fragments",
                 unmeasured="Triton picks the mma instruction itself (m16n8k16 on Ampere): no "
                 "knob for it")),
-    decides="the confirmed better guide tile over the other tiles' median against 2.5x",
+    decides="the confirmed better guide tile over the other tiles' median tile against 2.5x "
+            "in every run",
     steps=("guide_tiles", "guide_tiles_confirm", "tiles"), needs=("triton",))
 def tile_shape(ctx: Context, claim) -> Finding | None:
     guide = [r for r in ctx.ok("guide_tiles") if r.params.get("backend") != "torch"]
@@ -154,7 +155,7 @@ KERNEL_NOT_STEP = ("92% is a single kernel's share of the peak; a whole training
                 "peak (the sentence is about AMP training)", literal=True),
         Reading("each unit's matmul", "cuBLAS at 8192^3 in fp16 and in IEEE fp32, each as % of "
                 "its own datasheet peak: both must reach 92%")),
-    decides="the AMP step's MFU against 92%", steps=("amp", "peak"))
+    decides="the AMP step's MFU against 92% in every run", steps=("amp", "peak"))
 def unit_util(ctx: Context, claim) -> Finding | None:
     runs = ctx.runs("amp", model="transformer", precision="fp16")
     amp = next(iter(runs), None)
@@ -212,22 +213,31 @@ def _rate_ratio(ctx: Context, claim, top: list[str], base: str) -> Finding | Non
                    undecided(nearest, claim.low) if status == INCONCLUSIVE else "")
 
 
-def _datasheet(figure_: str, low: float, stated: str, reading: str, needs: tuple) -> dict:
-    """The definition of a datasheet check beside the guide (a ratio of peak matmul rates)."""
-    return dict(source=DATASHEETS, cites=(), chapter="03", stated=stated, figure=figure_,
+G31 = ("the datasheet's figure, in every run, is how 'significant' G.3.1's advantage of the "
+       "tensor cores in matrix operations is read (the sentence gives no figure)")
+
+
+def _datasheet(figure_: str, low: float, stated: str, reading: str, needs: tuple,
+               cites: tuple = ()) -> dict:
+    """The definition of a datasheet check beside the guide (a ratio of peak matmul rates);
+    `cites`: the guide's sentences it tests."""
+    return dict(source=DATASHEETS, cites=cites, chapter="03", stated=stated, figure=figure_,
                 low=low, about=TC, readings=(Reading("datasheet", reading, literal=True),),
-                decides=f"the ratio against {figure_}", steps=("peak",), needs=needs)
+                decides=f"the ratio against {figure_} in every run" + (f"; {G31}" if cites
+                                                                       else ""),
+                steps=("peak",), needs=needs)
 
 
 @measured(**_datasheet("8x", 8.0, "TF32 runs float32 matmuls about 8x faster than fp32 (A100: "
                        "156 vs 19.5 dense TFLOP/s)", "cuBLAS at 8192^3: TF32 over IEEE fp32 "
-                       "TFLOP/s", ("gpu", "tf32")))
+                       "TFLOP/s", ("gpu", "tf32"), ("G.3.1",)))
 def tf32_speed(ctx: Context, claim) -> Finding | None:
     return _rate_ratio(ctx, claim, ["tf32"], "fp32")
 
 
 @measured(**_datasheet("2x", 2.0, "bf16 and fp16 double TF32's matmul rate", "cuBLAS at "
-                       "8192^3: bf16 and fp16 over TF32 TFLOP/s, both", ("gpu", "tf32")))
+                       "8192^3: bf16 and fp16 over TF32 TFLOP/s, both", ("gpu", "tf32"),
+                       ("G.3.1",)))
 def half_speed(ctx: Context, claim) -> Finding | None:
     return _rate_ratio(ctx, claim, ["bf16", "fp16"], "tf32")
 
@@ -248,7 +258,8 @@ def _largest_sparse(ctx: Context) -> Record | None:
     stated="2:4 structured sparsity doubles the matmul rate",
     readings=(Reading("datasheet", "8192^3 fp16: the 2:4-sparse matmul's time against the "
                       "dense one's on the same pruned matrix", literal=True),),
-    decides="the speed-up against 2x", steps=("sparsity",), needs=("gpu", "sparsity"))
+    decides="the speed-up against 2x in every run", steps=("sparsity",),
+    needs=("gpu", "sparsity"))
 def sparsity_speed(ctx: Context, claim) -> Finding | None:
     runs = ctx.again("sparsity", _largest_sparse(ctx))
     if not runs:
@@ -275,7 +286,7 @@ def sparsity_speed(ctx: Context, claim) -> Finding | None:
                 "(twice the dense): a utilisation cannot exceed 100%", literal=True),
         Reading("share of the dense peak", "the same rate as % of the dense peak (it can pass "
                 "100%, so it is no utilisation): shown beside")),
-    decides="the share of the sparse peak against 85%", steps=("sparsity", "peak"),
+    decides="the share of the sparse peak against 85% in every run", steps=("sparsity", "peak"),
     needs=("gpu", "sparsity"))
 def sparsity_util(ctx: Context, claim) -> Finding | None:
     runs = ctx.again("sparsity", _largest_sparse(ctx))
@@ -327,8 +338,9 @@ def _power_cut(last: Record, first: Record, key: str = "power_w") -> tuple[float
                 "mixed precision (fp16 in, fp32 accumulation) -> mixed precision + 2:4 sparse; "
                 "the whole chain's cut decides, each link is shown", literal=True),
         Reading("energy per FLOP", "the same chain in joules per TFLOP (dense FLOPs counted)")),
-    decides="the power cut from fp32 dense to mixed precision + 2:4 sparse against 18% (above "
-            "22% the row says so)", steps=("energy", "energy_sparse"), needs=("sparsity",))
+    decides="the power cut from fp32 dense to mixed precision + 2:4 sparse against 18% in every "
+            "run, each with the spread of its power samples (above 22% the row says so)",
+    steps=("energy", "energy_sparse"), needs=("sparsity",))
 def energy(ctx: Context, claim) -> Finding | None:
     chains = [ctx.runs("energy", precision="fp32"), ctx.runs("energy", precision="fp16"),
               ctx.runs("energy_sparse", precision="fp16")]

@@ -19,8 +19,9 @@ FABRIC = ("NVIDIA Fabric Manager user guide", "Overview (NVLink, NVSwitch)",
 NCCL_LOG = ("NCCL user guide", "Troubleshooting: Logging (NCCL_DEBUG, NCCL_DEBUG_SUBSYS)",
             "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting/"
             "logging.html")
-NCCL_ENV = ("NCCL user guide", "Overview of NCCL; Environment Variables: NCCL_SHM_DISABLE",
-            "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/")
+NCCL_DOCS = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/"
+NCCL_OVERVIEW = ("NCCL user guide", "Overview of NCCL", NCCL_DOCS + "overview.html")
+NCCL_ENV = ("NCCL user guide", "Environment Variables: NCCL_SHM_DISABLE", NCCL_DOCS + "env.html")
 AMP_DOC = ("PyTorch documentation", "Automatic Mixed Precision package - torch.amp: "
            "Autocasting, Gradient Scaling", "https://docs.pytorch.org/docs/stable/amp.html")
 DDP_DOC = ("PyTorch documentation", "torch.nn.parallel.DistributedDataParallel",
@@ -85,12 +86,12 @@ DOCUMENTED: tuple[Claim, ...] = (
          ("Slurm documentation", "gres.conf(5): MPS", "https://slurm.schedmd.com/gres.conf.html"
           )),
     _doc("nccl_library", ("G.2.6",), "By preloading shared-memory libraries (such as NCCL)",
-         "08", CONTRADICTED, "NCCL is a collective communication library (it 'implements "
-         "multi-GPU and multi-node collective communication primitives', over PCIe, NVLink, "
-         "NVSwitch and networks); "
-         "shared memory is one of its transports, used 'when peer-to-peer cannot happen' "
-         "(NCCL_SHM_DISABLE). It is loaded as a shared library (libnccl.so) like any other: "
-         "the second reading agrees, and preloading changes start-up, not bandwidth", NCCL_ENV,
+         "08", CONTRADICTED, "NCCL is a collective communication library ('a library of "
+         "multi-GPU collective communication primitives that are topology-aware', over PCIe, "
+         "NVLink, NVSwitch and networks); shared memory is one of its transports: 'SHM is used "
+         "between devices when peer-to-peer cannot happen' (NCCL_SHM_DISABLE). It is loaded as a "
+         "shared library (libnccl.so) like any other: the second reading agrees, and preloading "
+         "changes start-up, not bandwidth", NCCL_OVERVIEW, NCCL_ENV,
          readings=(Reading("shared-memory library", "NCCL as a library of shared memory",
                            literal=True),
                    Reading("shared library", "NCCL as a shared library (.so): agrees"))),
@@ -117,9 +118,10 @@ DOCUMENTED: tuple[Claim, ...] = (
     _doc("amp_recipe", ("G.4.2",), "store weight parameters and activations in FP16, while "
          "gradient computation still retains FP32 precision, avoiding the gradient underflow "
          "problem caused by insufficient numerical range", "05", PARTLY,
-         "in PyTorch AMP the weights stay FP32 (autocast casts them per op: 'you should not "
-         "call .half() on your model(s)'), FP16 ops' backward runs in FP16 ('backward ops run "
-         "in the same type that autocast used for corresponding forward ops'), and underflow is "
+         "in PyTorch AMP the weights stay FP32 (autocast casts them per op: 'You should not "
+         "call half() or bfloat16() on your model(s) or inputs when using autocasting'), FP16 "
+         "ops' backward runs in FP16 ('Backward ops run in the same type that autocast used for "
+         "corresponding forward ops'), and underflow is "
          "avoided by scaling the loss (GradScaler), not by computing gradients in FP32. Dynamic "
          "loss scaling and framework-level AMP, the second and third solutions, are as "
          "described", AMP_DOC),
@@ -147,12 +149,22 @@ DOCUMENTED: tuple[Claim, ...] = (
          "consistent across platforms; the driver stays the host's", CTK, CTK_README),
     _doc("cuda_libraries", ("G.6.5",), "the CUDA library of the corresponding version needs to "
          "be loaded dynamically through environment variables, combined with conda virtual "
-         "environments to isolate dependency conflicts", "09", PARTLY, "PyTorch installs one "
-         "build per CUDA version (the 'Compute Platform' of its install command, e.g. "
-         "--index-url .../whl/cu126), which brings its CUDA libraries with it: the version is "
-         "chosen when installing, not switched by environment variables. Separate environments "
-         "(conda or venv) keeping builds apart agrees. `python -m a800lab doctor` prints the "
-         "CUDA and cuDNN versions torch loaded",
+         "environments to isolate dependency conflicts", "09", PARTLY, "TensorFlow documented "
+         "exactly this recipe for its 2.12 and 2.13 releases: 'conda install -c conda-forge "
+         "cudatoolkit=11.8.0', then 'export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$CONDA_PREFIX/lib/' "
+         "in a conda environment (its activate.d script sets it on every activation); for its "
+         "GPU releases from 2.14 the page installs 'tensorflow[and-cuda]', whose CUDA libraries "
+         "come as pip packages and need no variable. PyTorch installs one build per CUDA version "
+         "(the 'Compute Platform' of its install command, e.g. --index-url .../whl/cu126) with "
+         "its CUDA libraries inside: the version is chosen when installing. Separate "
+         "environments (conda or venv) keeping builds apart agrees; loading by variable is "
+         "what older TensorFlow needed, not what current releases do. `python -m a800lab "
+         "doctor` prints the CUDA and cuDNN versions torch loaded",
+         ("TensorFlow install guide, 2.12 (tensorflow/docs at 518478e)",
+          "Install TensorFlow with pip: Linux, GPU (conda cudatoolkit and LD_LIBRARY_PATH)",
+          "https://github.com/tensorflow/docs/blob/518478ecc/site/en/install/pip.md"),
+         ("TensorFlow install guide", "Install TensorFlow with pip (tensorflow[and-cuda])",
+          "https://www.tensorflow.org/install/pip"),
          ("PyTorch", "Get Started: Start Locally (Compute Platform)",
           "https://pytorch.org/get-started/locally/")),
     _doc("node_labels", ("G.6.6",), "matching A800 devices through node labels to ensure that "
@@ -162,14 +174,37 @@ DOCUMENTED: tuple[Claim, ...] = (
     _doc("windows_build", ("G.6.8",), "In a Windows environment, OpenCL kernel code can be "
          "compiled in a customized way through MSBuild; on Linux systems, by contrast, the "
          "thread-parallel configuration of GCC/LLVM needs to be optimized, releasing multi-card "
-         "parallel potential to the maximum", "09", CONTRADICTED, "OpenCL kernels are compiled by "
-         "the OpenCL implementation when the program runs (clBuildProgram), not by MSBuild; GPU "
-         "kernels of CUDA code are compiled by nvcc's device compiler, and the host compiler (GCC, "
-         "Clang, MSVC) compiles only the host code, so its thread settings touch no GPU kernel",
+         "parallel potential to the maximum", "09", PARTLY, "the Windows half agrees: Intel's "
+         "Code Builder plug-in compiles OpenCL kernels inside a Visual Studio (MSBuild) build "
+         "('When building solution, Intel Code Builder for OpenCL API plug-in automatically "
+         "builds attached OpenCL kernels', with build options and a target device per project), "
+         "for Intel CPUs and graphics; elsewhere the OpenCL implementation compiles a program "
+         "when it runs (clBuildProgram), and NVIDIA's does so for its GPUs. The Linux half does "
+         "not: GPU kernels of CUDA code are compiled by nvcc's device compiler, and the host "
+         "compiler (GCC, Clang, MSVC) compiles only the host code, so its thread settings touch "
+         "no GPU kernel and release no multi-card parallelism",
+         ("Intel SDK for OpenCL Applications developer guide (2017)",
+          "Building an OpenCL Project (Visual Studio plug-in)",
+          "https://www.intel.com/content/www/us/en/docs/opencl-sdk/developer-guide/2017/"
+          "building-an-opencl-project.html"),
          ("Khronos OpenCL API specification", "clBuildProgram",
           "https://registry.khronos.org/OpenCL/sdk/latest/docs/man/html/clBuildProgram.html"),
          ("NVIDIA CUDA Compiler Driver NVCC", "Introduction: CUDA compilation trajectory",
           "https://docs.nvidia.com/cuda/cuda-compiler-driver-nvcc/index.html")),
+    _doc("k8s_priority", ("G.7.4",), "it is recommended to adopt an elastic resource scheduling "
+         "strategy that dynamically allocates the computing resources of the A800 cluster based "
+         "on task priority, combined with orchestration tools such as Kubernetes to achieve "
+         "fine-grained load balancing", "09", PARTLY, "allocation by task priority agrees: in "
+         "Kubernetes 'Pods can have priority', and 'If a Pod cannot be scheduled, the scheduler "
+         "tries to preempt (evict) lower priority Pods to make scheduling of the pending Pod "
+         "possible' (a PriorityClass per task). The grain does not: Kubernetes allocates GPUs as "
+         "whole devices ('GPUs are only supposed to be specified in the limits section'), or as "
+         "the fixed MIG slices or time-slices its device plugin advertises; it neither splits a "
+         "GPU by load nor resizes a running job (elastic training is the job's own launcher, e.g. "
+         "torchrun's rendezvous). The same kind of claim as G.2.5's",
+         ("Kubernetes documentation", "Pod Priority and Preemption",
+          "https://kubernetes.io/docs/concepts/scheduling-eviction/pod-priority-preemption/"),
+         K8S_GPUS),
     _none("elastic", ("G.8.3",), "dynamically migrating idle A800 compute to other training "
           "clusters through containerization technology can raise overall resource "
           "utilization by more than 40%", "10", "a cluster scheduler's effect on a job mix over "
@@ -180,7 +215,9 @@ DOCUMENTED: tuple[Claim, ...] = (
           "idle rate was lowered from 35% to 12%", "10", CASE, "2.8x, 35% -> 12%"),
     _none("case_ads", ("G.9.4",), "overall hardware investment was reduced by 34%, while peak "
           "QPS (queries per second) rose by 41%", "10", CASE, "-34%, +41%"),
-    _doc("versions", ("G.11.5", "G.11.6"), "The CUDA version and the underlying compute "
+    _doc("versions", ("G.6.2", "G.11.5", "G.11.6"), "a unified base environment must first be "
+         "configured, including standardized installation of the CUDA Toolkit version and the "
+         "drivers … The CUDA version and the underlying compute "
          "libraries of the deep-learning framework need to be unified, and verification by "
          "instruction-level performance analysis carried out with the NSight Compute tool",
          "09", AGREES, "Nsight Compute profiles kernels down to the instruction (its Source page "
@@ -202,16 +239,6 @@ DOCUMENTED: tuple[Claim, ...] = (
           "https://docs.nvidia.com/deploy/nvidia-smi/"),
          ("NVIDIA DCGM documentation", "dcgmi diag; Memtest Diagnostic",
           "https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/dcgm-diagnostics.html")),
-    _doc("device_snippet", ("D.3.1",), "print(f\"显存总量: "
-         "{torch.cuda.get_device_properties(i).total_memory/1024**3:.2f}GB\")", "01", PARTLY,
-         "the PyTorch half lists the GPUs as written, but total_memory is in bytes, so "
-         "/1024**3 prints GiB under the label 'GB' (an 80 GB A800 shows about 79); the "
-         "TensorFlow half's set_memory_growth must run before the GPUs are initialised, which "
-         "its try/except RuntimeError covers",
-         ("PyTorch documentation", "torch.cuda.get_device_properties",
-          "https://docs.pytorch.org/docs/stable/generated/torch.cuda.get_device_properties.html"),
-         ("TensorFlow documentation", "tf.config.experimental.set_memory_growth",
-          "https://www.tensorflow.org/api_docs/python/tf/config/experimental/set_memory_growth")),
     _doc("nvlink_sockets", ("D.4.4",), "GPU communication across CPU sockets needs NVLink to "
          "be enabled", "01", PARTLY, "NVLink is 'a direct GPU-to-GPU interconnect', so GPUs on "
          "different sockets that share it (NVSwitch on HGX boards, bridges on PCIe pairs) talk "
@@ -231,11 +258,12 @@ DOCUMENTED: tuple[Claim, ...] = (
          "torch.nn.DataParallel [whose replicas gather on one GPU] for single-node multi-GPU "
          "data parallel training'", DDP_DOC),
     _doc("memory_first", ("D.5.5",), "It is recommended to first meet the single-card GPU "
-         "memory requirement and then scale out to more nodes", "06", AGREES, "with data "
-         "parallelism 'the module is replicated on each machine and each device': more nodes "
-         "add throughput, not memory per model, so the model must fit one card first (sharded "
-         "data parallelism, FSDP, is the exception); `python -m a800lab tune train` finds the "
-         "largest micro-batch that fits", DDP_DOC,
+         "memory requirement and then scale out to more nodes", "06", AGREES, "data parallelism "
+         "works 'by synchronizing gradients across each model replica': every rank holds the "
+         "whole model, so more nodes add throughput, not memory per model, and the model must "
+         "fit one card first. Sharded data parallelism is the exception that proves it: FSDP is "
+         "'A wrapper for sharding module parameters across data parallel workers'. `python -m "
+         "a800lab tune train` finds the largest micro-batch that fits", DDP_DOC,
          ("PyTorch documentation", "FullyShardedDataParallel",
           "https://docs.pytorch.org/docs/stable/fsdp.html")),
 )
@@ -244,22 +272,14 @@ FRAMING = "frames the article or a section; asserts nothing checkable"
 NO_CLAIM: dict[str, str] = {
     **dict.fromkeys(("G.1.1", "G.1.2", "G.1.3", "G.2.1", "G.6.1", "G.6.7", "G.7.1", "G.8.1",
                      "G.9.1", "G.10.1"), FRAMING),
-    "G.1.4": "says what the article proposes (guidelines and a scaling mechanism); the "
-             "mechanisms are rows of their own (amp_recipe, amp_trains)",
-    "G.3.1": "no figure; the tensor cores' advantage in matmuls is the datasheet rows beside the "
-             "guide (tf32_speed, half_speed)",
-    "G.4.1": "restates G.1.7 (mp_memory) and D.4.8 (amp_trains) without a figure of its own",
     "G.5.1": FRAMING,
     "G.5.2": "describes what a scheduler may do, without a figure or a configuration",
     "G.5.3": "advice for a scheduling framework (support FP16/FP32, watch GPU memory), nothing "
              "checkable",
     "G.5.4": "advice (priority queues, graph splitting) without a figure",
     "G.5.7": "advice on adapting a scheduler across frameworks",
-    "G.6.2": "advice (one CUDA Toolkit and driver version everywhere); the versions row checks "
-             "consistency",
     "G.6.4": "advice: handle framework dependencies first",
     "G.6.9": "a conclusion without a figure",
-    "G.7.4": "advice (elastic scheduling with Kubernetes) without a figure",
     "G.8.2": "advice (workload-predicting elastic scheduling) without a figure",
     "G.9.5": "a conclusion about the cases above",
     "G.10.2": "a conclusion without a figure",

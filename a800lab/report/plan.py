@@ -9,11 +9,13 @@ from dataclasses import dataclass, field
 
 from ..core import backends
 from ..core.precision import unsupported_reason
+from ..workloads.guide_snippets import guide_snippets_point
 from ..workloads.peak import peak_point
 from ..workloads.pipeline import pipeline_point
 from ..workloads.placement import lm_placement_point
 from ..workloads.serving.point import serve_point
 from ..workloads.sparsity import sparse_point, sparsity_unsupported_reason
+from ..workloads.tf_env import tf_python
 from ..workloads.tiles.config import fitting_points
 from ..workloads.tiles.point import tiled_matmul_point
 from ..workloads.tiles.tune import default_grid
@@ -43,6 +45,7 @@ POINTS: dict[str, Callable[..., dict]] = {
     "pipeline": pipeline_point, "lm_placement": lm_placement_point, "held_out": held_out_point,
     "embedding": embedding_point, "matmul_usage": matmul_usage_point,
     "sparse_usage": sparse_usage_point, "serve": serve_point,
+    "guide_snippets": guide_snippets_point,
 }
 
 
@@ -272,6 +275,9 @@ def _steps(m: Machine) -> list[Step]:
              {"budget_s": g(0.3, 0.2)}, g(2.0, 1.5),
              "one request's latency (batch 1), fp32 then fp16: the guide's inference case's "
              "method"),
+        Step("guide_snippets", "guide_snippets", ({"snippets": "D.3.1 D.4.6 D.4.8"},), {},
+             15.0 if tf_python() else 0.5, "the getting-started guide's TensorFlow snippets "
+             "(and D.3.1's PyTorch half) run as printed, in TensorFlow's own venv"),
         Step("energy", "matmul_usage", _runs([{"size": g(8192, 256), "precision": p}
                                               for p in g(("fp32", "fp16"), ("fp32",))], m),
              {"duration_s": g(5.0 if full else 3.0, 0.3)}, g(5.0, 0.6),

@@ -4,7 +4,7 @@ and the sentences that hold no claim, with why. The one source of the report's r
 
 import re
 
-from . import compute, systems, training
+from . import compute, snippets, systems, training
 from .claims import Claim
 from .documented import DOCUMENTED, NO_CLAIM
 
@@ -19,7 +19,7 @@ def _guide_order(claim: Claim) -> tuple:
     return (0 if doc == "G" else 1, *map(int, numbers))
 
 
-_DEFINED = [v for module in (compute, training, systems) for v in vars(module).values()
+_DEFINED = [v for module in (compute, training, systems, snippets) for v in vars(module).values()
             if isinstance(v, Claim)] + list(DOCUMENTED)
 REGISTER: tuple[Claim, ...] = tuple(sorted(_DEFINED, key=_guide_order))
 CLAIMS: dict[str, Claim] = {c.id: c for c in REGISTER}

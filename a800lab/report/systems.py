@@ -44,8 +44,9 @@ PLAIN = ("allreduce", "every_micro_batch")
                 "rate drops by 25%, not by 25 percentage points", literal=True),
         Reading("percentage points", "the idle fraction falls by 25 points (idle before - idle "
                 "after)")),
-    decides="the workers' relative cut against 25% (pinned memory and non_blocking copies "
-            "follow, each with its own cut)", steps=("pipeline",))
+    decides="the workers' relative cut against 25% in every run, each idle fraction with the "
+            "spread of its per-step samples (pinned memory and non_blocking copies follow, each "
+            "with its own cut)", steps=("pipeline",))
 def idle_cut(ctx: Context, claim) -> Finding | None:
     recs = ctx.runs("pipeline")
     bases = [r for r in recs if r.params["num_workers"] == 0]
@@ -261,7 +262,9 @@ ONE_BOX = ("needs ranks on more than one node: the sentence is about cross-node 
                 "ranks on two or more nodes (torchrun)", literal=True),
         Reading("one box", "the box's two halves as two 'nodes': the method and a correct sum, "
                 "not the cross-node latency the sentence is about: shown beside")),
-    decides="the time cut at the largest message against 40%, with ranks on 2+ nodes",
+    decides="the time cut at the largest message against 40% in every run, with ranks on 2+ "
+            "nodes: the report starts its ranks on this box only, so in it the row cannot be "
+            "tested; `comm collectives` under torchrun across nodes measures it (chapter 08)",
     steps=("hierarchical",))
 def hierarchical(ctx: Context, claim) -> Finding | None:
     flat = {r.params["size_bytes"]: r for r in ctx.runs("hierarchical", op="all_reduce")}

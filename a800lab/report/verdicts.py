@@ -100,7 +100,7 @@ def _verdict(claim: Claim, j: Context, resolved, figures: dict) -> Verdict:
         reason = (f"{about}: this CPU ran its method at small sizes; the numbers show the method "
                   "works, not what a GPU does")
     elif status in JUDGED and not j.on_gpu:
-        reason = reason or CPU_ANSWERS
+        reason = f"{reason}; {CPU_ANSWERS}" if reason else CPU_ANSWERS
     measured = found.measured
     if found.noisy and measured:
         measured += " (noisy: some timings behind it were noisy; run again before acting)"
