@@ -64,7 +64,8 @@ def test_every_judge_finds_its_method_in_the_real_cpu_records(quick_cpu_report):
     assert set(judged) == {
         "tc_peak", "idle_cut", "compression", "tile_shape", "accum_frequency", "placement",
         "hierarchical", "unit_util", "nlp_speed_memory", "energy", "accum_traffic", "overall",
-        "embeddings_fp32", "accum_snippet", "amp_trains", "max_batch", "case_hospital"}
+        "embeddings_fp32", "accum_snippet", "amp_trains", "max_batch", "case_hospital",
+        "device_snippet"}
 
 
 def test_the_real_records_behind_the_cpu_answered_claims(quick_cpu_report):

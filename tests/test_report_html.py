@@ -1,6 +1,6 @@
 """The report's HTML pages: well formed, self-contained (inline PNGs, no URL outside the file),
-a coloured row per claim, escaped text, figures only for measured series, each naming its
-device and mode."""
+a card per claim (its verdict never broken, its readings folded), escaped text, figures only for
+measured series, each naming its device and mode."""
 
 import base64
 import html
@@ -37,14 +37,18 @@ EXTERNAL = re.compile(r"""(src|href)\s*=\s*["']?(https?:)?//|url\(\s*["']?https?
 PNG_SRC = re.compile(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
 
 
+CARD_PARTS = ("status", "where", "stated", "scope", "measured", "why", "sources", "small")
+
+
 class Page(HTMLParser):
     """Checks that tags nest and close; collects each table's rows (cell texts and the classes
-    of the row and of every element in it)."""
+    of the row and of every element in it) and each claim card ({"id", "classes", "noisy",
+    "readings": [item texts], part: text for CARD_PARTS})."""
 
     def __init__(self, text: str):
         super().__init__()
-        self.stack, self.errors, self.tables = [], [], []
-        self.headings, self._cell = [], None
+        self.stack, self.errors, self.tables, self.cards = [], [], [], []
+        self.headings, self._cell, self._parts = [], None, []
         self.feed(text)
         self.close()
 
@@ -53,6 +57,14 @@ class Page(HTMLParser):
         if tag in VOID:
             return
         self.stack.append(tag)
+        if tag == "article":
+            self.cards.append({"id": dict(attrs)["id"].removeprefix("claim-"),
+                               "classes": set(classes), "readings": [], "noisy": False})
+        elif self.cards and "article" in self.stack:
+            self.cards[-1]["noisy"] |= "noisy" in classes
+            part = next((c for c in classes if c in CARD_PARTS), None)
+            part = part or ("readings" if tag == "li" else None)
+            self._parts.append((tag, part, []))
         if tag == "table":
             self.tables.append([])
         elif tag == "tr":
@@ -69,6 +81,13 @@ class Page(HTMLParser):
             self.errors.append(f"</{tag}> closes {self.stack[-1:]}")
             return
         self.stack.pop()
+        if self._parts and self._parts[-1][0] == tag and "article" in self.stack:
+            _, part, text = self._parts.pop()
+            text = " ".join("".join(text).split())
+            if part == "readings":
+                self.cards[-1]["readings"].append(text)
+            elif part and part not in self.cards[-1]:   # the card's own, not a reading's
+                self.cards[-1][part] = text
         if tag in ("td", "th"):
             self.tables[-1][-1]["cells"].append(" ".join("".join(self._cell).split()))
             self._cell = None
@@ -76,6 +95,8 @@ class Page(HTMLParser):
     def handle_data(self, data):
         if self._cell is not None:
             self._cell.append(data)
+        for _, _, text in self._parts:
+            text.append(data)
         if self.stack and self.stack[-1] in ("h1", "h2", "h3"):
             self.headings.append(data)
 
@@ -134,47 +155,43 @@ def test_header_names_device_scope_and_completeness(gpu_html, cpu_html):
     assert "they are never GPU results" in cpu_html
 
 
-CLAIM_HEAD = ["verdict", "the claim, as the guide states it"]
-
-
-def claim_rows(html_text: str) -> list[dict]:
-    """The rows of the claims tables (measured, then decided by documentation and not
-    measurable, whose rows lack the readings and measured cells: padded here so cell i means
-    the same in all)."""
-    tables = [t for t in Page(html_text).tables if t[0]["cells"][:2] == CLAIM_HEAD]
-    assert len(tables) == 3 and all(t[0]["cells"] == [*CLAIM_HEAD, "why", "chapter"]
-                                    for t in tables[1:])
-    padded = [{**r, "cells": r["cells"][:2] + ["—", "—"] + r["cells"][2:]}
-              for t in tables[1:] for r in t[1:]]
-    return tables[0][1:] + padded
-
-
-def test_a_row_drawn_per_status_for_every_claim(gpu_report, gpu_html):
-    rows = claim_rows(gpu_html)
-    header = next(t for t in Page(gpu_html).tables if t[0]["cells"][0] == "verdict")[0]
-    assert header["cells"] == [*CLAIM_HEAD, "readings", "measured", "why", "chapter"]
+def test_a_card_drawn_per_status_for_every_claim(gpu_report, gpu_html):
+    cards = Page(gpu_html).cards
     by_id = {c["id"]: c for c in gpu_report["claims"]}
-    assert len(rows) == len(REGISTER) == len(gpu_report["claims"])
-    for row in rows:
-        claim = next(c for c in by_id.values() if row["cells"][1].endswith(f"· {c['id']}"))
-        assert row["cells"][0].startswith(claim["status"])
-        assert row["cells"][1].startswith(claim["stated"] + claim["where"])
-        assert LOOKS[claim["status"]].css in row["classes"]
-        assert claim["chapter_path"] in row["cells"][5]
-        assert ("noisy" in row["cells"][0]) == claim["noisy"]
-        assert row["cells"][4] == (claim["reason"] or "—")
+    assert [c["id"] for c in cards] == [c["id"] for c in gpu_report["claims"]
+                                        if c["kind"] == "measured" and c["status"] !=
+                                        NOT_MEASURABLE] + [
+        c["id"] for c in gpu_report["claims"] if c["kind"] == "documentation"] + [
+        c["id"] for c in gpu_report["claims"] if c["status"] == NOT_MEASURABLE]
+    assert len(cards) == len(REGISTER) == len(gpu_report["claims"])
+    for card in cards:
+        claim = by_id[card["id"]]
+        assert card["status"] == claim["status"] and f"v-{LOOKS[claim['status']].css}" in \
+            card["classes"]
+        assert card["stated"] == claim["stated"] and card["where"].startswith(claim["where"])
+        assert claim["chapter_path"] in card["small"]
+        assert card["noisy"] == claim["noisy"]
+        assert card.get("measured", "—") == "Measured: " + claim["measured"] if \
+            claim["measured"] else "measured" not in card
         literal = [r for r in claim["readings"] if r["decides"]]
         if claim["kind"] == "measured":   # the literal reading first, marked as deciding
-            assert row["cells"][2].startswith(f"{literal[0]['name']} (decides): ")
-    statuses = {r["cells"][0].split(" noisy")[0] for r in rows}
-    assert {HOLDS, FAILS, INCONCLUSIVE, FAILED, NOT_MEASURED, NOT_MEASURABLE, AGREES, PARTLY,
-            CONTRADICTED} <= statuses
-    idle = next(r for r in rows if r["cells"][1].endswith("· idle_cut"))
-    assert "percentage points: the idle fraction falls by 25 points" in idle["cells"][2]
-    assert f"→ {FAILS} 9 points ± 2" in idle["cells"][2]      # the other reading's outcome
-    docs = next(r for r in rows if r["cells"][1].endswith("· mps_isolation"))
-    assert "doc-partly" in docs["classes"] and "MPS client" in docs["cells"][4]
+            assert card["readings"][0].startswith(f"{literal[0]['name']} (decides): ")
+            assert card["readings"][-1] == f"decided: {claim['decides']}"
+        if claim["reason"].endswith(f" ({claim['documents']})"):   # its documents apart
+            assert card["why"] + f" ({claim['documents']})" == "Why: " + claim["reason"]
+            assert card["sources"] == "Documents: " + claim["documents"]
+    assert {c["status"] for c in cards} >= {HOLDS, FAILS, INCONCLUSIVE, FAILED, NOT_MEASURED,
+                                            NOT_MEASURABLE, AGREES, PARTLY, CONTRADICTED}
+    idle = next(c for c in cards if c["id"] == "idle_cut")
+    assert "percentage points: the idle fraction falls by 25 points" in idle["readings"][1]
+    assert f"→ {FAILS} 9 points ± 2" in idle["readings"][1]      # the other reading's outcome
+    docs = next(c for c in cards if c["id"] == "mps_isolation")
+    assert "v-doc-partly" in docs["classes"] and "MPS client" in docs["why"]
     assert ".inconclusive{" in gpu_html and ".doc-partly" in gpu_html
+    assert "white-space:nowrap" in gpu_html.split(".status{")[1].split("}")[0]
+    assert "overflow-wrap:anywhere" not in gpu_html.split(".claim .sources")[0]  # words whole
+    assert gpu_html.count("<details><summary>readings and the rule</summary>") == sum(
+        bool(c["readings"]) or c["kind"] == "measured" for c in gpu_report["claims"])
 
 
 def test_a_report_from_before_the_kinds_shows_every_claim_once():
@@ -182,18 +199,16 @@ def test_a_report_from_before_the_kinds_shows_every_claim_once():
     for claim in old["claims"]:   # report_version 2 had no kind, cites or readings
         for key in ("kind", "cites", "readings", "other_readings"):
             claim.pop(key, None)
-    rows = Page(render_report_html(old)).tables
-    shown = [r for t in rows if t[0]["cells"][:2] == CLAIM_HEAD for r in t[1:]]
-    assert len(shown) == len(old["claims"])
+    cards = Page(render_report_html(old)).cards
+    assert sorted(c["id"] for c in cards) == sorted(c["id"] for c in old["claims"])
 
 
 def test_a_cpu_run_never_draws_a_gpu_claim_green_or_red(cpu_html):
-    text = cpu_html
-    for row in claim_rows(text):
-        if "· tile_shape" in row["cells"][1] or "· mp_memory" in row["cells"][1]:
-            assert "method-cpu" in row["classes"] and not {"holds", "fails"} & set(
-                row["classes"])
-    assert ".method-cpu{" in text and "dashed" in text
+    for card in Page(cpu_html).cards:
+        if card["id"] in ("tile_shape", "mp_memory"):
+            assert not {"v-holds", "v-fails"} & card["classes"]
+            assert card["status"] != HOLDS and card["status"] != FAILS
+    assert ".method-cpu{" in cpu_html and "dashed" in cpu_html
 
 
 def test_text_is_escaped():
@@ -296,7 +311,8 @@ def test_thresholds_and_environment(gpu_report, gpu_html):
     tables = Page(gpu_html).tables
     rules = next(t for t in tables if t[0]["cells"] == ["threshold", "value"])
     assert {r["cells"][0] for r in rules[1:]} >= {"accumulation_gap", "loss_tolerance"}
-    decided = "decided: the confirmed better guide tile over the other tiles' median against 2.5x"
+    decided = ("decided: the confirmed better guide tile over the other tiles' median tile "
+               "against 2.5x in every run")
     assert html.escape(decided) in gpu_html
     env = {r["cells"][0]: r["cells"][1] for r in
            next(t for t in tables if t[0]["cells"] == ["fact", "value"])[1:]}
@@ -369,3 +385,12 @@ def test_a_report_from_before_the_register_still_shows_its_claims():
     text = render_report_html(make_report(report_version=1, claims=[old]))
     assert Page(text).errors == [] and "Measured or measurable here" in text
     assert "the right tile gives 2.5x" in text and "5.4x" in text
+
+
+def test_a_documentation_finding_names_its_documents_apart():
+    report = make_report()
+    claim = next(c for c in report["claims"] if c["kind"] == "documentation")
+    claim["reason"] = f"the documents say so ({claim['documents']})"
+    card = next(x for x in Page(render_report_html(report)).cards if x["id"] == claim["id"])
+    assert card["why"] == "Why: the documents say so"
+    assert card["sources"] == "Documents: " + claim["documents"]

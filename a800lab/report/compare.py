@@ -163,6 +163,22 @@ def compare_reports(a: dict, b: dict, a_path: str = "A", b_path: str = "B") -> d
             "claims": _claims(a.get("claims") or [], b.get("claims") or []), "notes": notes}
 
 
+def compare_tables(c: dict):
+    """compare_reports' figures and claims as two pandas DataFrames (chapter 11): (figure, A, B,
+    unit, B / A) and (claim, A, B, changed, note)."""
+    import pandas as pd
+
+    figures = pd.DataFrame([{"figure": f["label"], "A": f["a"], "B": f["b"],
+                             "unit": f["unit"] or "", "B / A": format_ratio(f["ratio"])
+                             if f["only"] is None else f"only in {f['only'].upper()}"}
+                            for f in c["figures"]], columns=["figure", "A", "B", "unit", "B / A"])
+    claims = pd.DataFrame([{"claim": cl["id"], "A": _side_status(cl, "a"),
+                            "B": _side_status(cl, "b"), "changed": cl["changed"],
+                            "note": cl["note"]} for cl in c["claims"]],
+                          columns=["claim", "A", "B", "changed", "note"])
+    return figures.set_index("figure"), claims.set_index("claim")
+
+
 # ---- text --------------------------------------------------------------------------------------
 def format_number(value: Any) -> str:
     """A figure's value for a table: "—" where missing, 4 significant digits otherwise."""

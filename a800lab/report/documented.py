@@ -86,9 +86,9 @@ DOCUMENTED: tuple[Claim, ...] = (
          ("Slurm documentation", "gres.conf(5): MPS", "https://slurm.schedmd.com/gres.conf.html"
           )),
     _doc("nccl_library", ("G.2.6",), "By preloading shared-memory libraries (such as NCCL)",
-         "08", CONTRADICTED, "NCCL is a collective communication library ('a library of "
-         "multi-GPU collective communication primitives that are topology-aware', over PCIe, "
-         "NVLink, NVSwitch and networks); shared memory is one of its transports: 'SHM is used "
+         "08", CONTRADICTED, "NCCL is a communication library ('a library providing "
+         "inter-GPU communication primitives that are topology-aware', over PCIe, NVLink, "
+         "NVSwitch and networks); shared memory is one of its transports: 'SHM is used "
          "between devices when peer-to-peer cannot happen' (NCCL_SHM_DISABLE). It is loaded as a "
          "shared library (libnccl.so) like any other: the second reading agrees, and preloading "
          "changes start-up, not bandwidth", NCCL_OVERVIEW, NCCL_ENV,

@@ -46,8 +46,19 @@ body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;m
 h2{border-bottom:1px solid #d0d7de;padding-bottom:.2em;margin-top:1.6em}
 table{border-collapse:collapse;margin:.6em 0;font-size:.92em}th{background:#f6f8fa}
 th,td{border:1px solid #d0d7de;padding:.3em .55em;text-align:left;vertical-align:top;
- overflow-wrap:anywhere}td.num{text-align:right;font-variant-numeric:tabular-nums}
-.status{font-weight:600;display:inline-block;border-radius:4px;padding:.1em .4em}
+ overflow-wrap:break-word}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.status{font-weight:600;display:inline-block;border-radius:4px;padding:.1em .4em;
+ white-space:nowrap}
+.claim{border:1px solid #d0d7de;border-left:6px solid #8c959f;border-radius:6px;
+ padding:.5em .9em;margin:.7em 0;overflow-wrap:break-word}
+.claim header{display:flex;flex-wrap:wrap;gap:.3em .6em;align-items:baseline}
+.claim .where{color:#57606a;font-size:.9em}.claim p{margin:.35em 0}
+.claim blockquote{margin:.4em 0;padding-left:.7em;border-left:3px solid #d0d7de;color:#1f2328}
+.claim details{margin:.3em 0}.claim summary{cursor:pointer;color:#0969da;font-size:.9em}
+.claim ul{margin:.3em 0;padding-left:1.2em}.index{line-height:2}
+.claim .sources{font-size:.85em;color:#57606a;overflow-wrap:anywhere}
+.chip{display:inline-block;border-radius:10px;padding:0 .5em;font-size:.8em;
+ text-decoration:none;white-space:nowrap;color:#1f2328}
 .holds{background:#dafbe1;color:#116329}.fails{background:#ffebe9;color:#a40e26}
 .inconclusive{background:#fff1e5;color:#953800;border:1px dashed #bc4c00}
 .doc-agrees,.doc-partly,.doc-contradicted{background:#fff;border:1px solid #8c959f}
@@ -63,6 +74,10 @@ figure{margin:1em 0}figure img{max-width:100%;height:auto;border:1px solid #d0d7
 figcaption{color:#57606a;font-size:.9em}code{font-size:.9em}
 pre{white-space:pre-wrap;overflow-x:auto;max-width:100%}
 """
+
+
+CSS += "".join(f".claim.v-{look.css}{{border-left-color:{look.colour}}}"
+               for look in LOOKS.values())
 
 
 def esc(value: Any) -> str:
@@ -135,57 +150,76 @@ def _header(report: dict) -> list[str]:
 
 
 def _claims(report: dict) -> list[str]:
-    """One row per claim: measured first, then the documentation's, then the unmeasurable."""
+    """One card per claim, measured first, then the documentation's, then the unmeasurable;
+    an index of every claim's verdict above them."""
     claims = report.get("claims") or []
     counts = {s: sum(c.get("status") == s for c in claims) for s in STATUSES}
     summary = " · ".join(f"{_status(s)} {n}" for s, n in counts.items() if n)
     scopes = {c.get("scope") for c in claims if c.get("scope")}
-    one_scope = len(scopes) == 1   # said once above the table, not on every row
+    one_scope = len(scopes) == 1   # said once above the cards, not on every card
     out = ["<h2>Claims</h2>", f"<p>{summary or 'no claims in this report'}</p>"]
     if one_scope:
         out.append(f"<p>Measured {esc(next(iter(scopes)))}.</p>")
-    heads = ["verdict", "the claim, as the guide states it", "readings",
-             *([] if one_scope else ["where"]), "measured", "why", "chapter"]
+    if claims:
+        out.append('<p class="index">' + " ".join(
+            f'<a href="#claim-{esc(c.get("id"))}" class="chip {_css(c.get("status"))}">'
+            f'{esc(c.get("id"))}</a>' for c in claims) + "</p>")
     groups = (("Measured or measurable here", lambda c: c.get("kind", "measured") == "measured"
                and c.get("status") != NOT_MEASURABLE),   # a report before kinds: by status
               ("Decided by documentation", lambda c: c.get("kind") == "documentation"),
               ("Not measurable", lambda c: c.get("status") == NOT_MEASURABLE))
     for title, belongs in groups:
-        rows = [_claim_row(c, one_scope) for c in claims if belongs(c)]
-        if rows and title == "Measured or measurable here":
-            out += [f"<h3>{title}</h3>", _table(heads, rows)]
-        elif rows:   # nothing measured: the claim, the documents' finding or why not, the chapter
-            out += [f"<h3>{title}</h3>", _table(["verdict", "the claim, as the guide states it",
-                                                 "why", "chapter"],
-                                                [[r[0], r[1], r[-2], r[-1]] for r in rows])]
+        cards = [_card(c, one_scope) for c in claims if belongs(c)]
+        if cards:
+            out += [f"<h3>{title}</h3>", *cards]
     return out
 
 
+def _css(status: Any) -> str:
+    return LOOKS[status].css if status in LOOKS else "untestable"
+
+
 def _readings(c: dict) -> str:
-    """The deciding reading, then the others, each with its outcome where one was measured."""
+    """The deciding reading, then the others, each with its outcome where one was measured,
+    then the rule."""
     outcomes = {r["name"]: r for r in c.get("other_readings") or []}
     parts = []
     for r in c.get("readings") or []:
         got = outcomes.get(r["name"])
         outcome = (f" → {_status(got['status'])} {esc(got['text'])}" if got else
                    f" (not measured: {esc(r['unmeasured'])})" if r.get("unmeasured") else "")
-        parts.append(f"<b>{esc(r['name'])}</b> (decides): {esc(r['text'])}" if r.get("decides")
-                     else f'<span class="reading">{esc(r["name"])}: {esc(r["text"])}{outcome}'
-                     "</span>")
+        parts.append(f"<li><b>{esc(r['name'])}</b> (decides): {esc(r['text'])}</li>"
+                     if r.get("decides") else
+                     f'<li class="reading">{esc(r["name"])}: {esc(r["text"])}{outcome}</li>')
     if c.get("decides") and c.get("kind", "measured") == "measured":
-        parts.append(f'<span class="reading">decided: {esc(c["decides"])}</span>')
-    return "<br>".join(parts) or esc(None)
+        parts.append(f'<li class="reading">decided: {esc(c["decides"])}</li>')
+    return f"<ul>{''.join(parts)}</ul>" if parts else ""
 
 
-def _claim_row(c: dict, one_scope: bool) -> list[str]:
-    stated = (f"<b>{esc(c.get('stated') or c.get('text'))}</b><br>"
-              f'<span class="reading">{esc(c.get("where"))} · <code>{esc(c.get("id"))}</code>'
-              "</span>")
-    chapter = (f"{esc(c.get('chapter'))} {esc(c.get('chapter_title'))}<br>"
-               f"<code>{esc(c.get('chapter_path'))}</code>")
-    return [_status(c.get("status"), c.get("noisy")), stated, _readings(c),
-            *([] if one_scope else [esc(c.get("scope") or None)]),
-            esc(c.get("measured") or None), esc(c.get("reason") or None), chapter]
+def _card(c: dict, one_scope: bool) -> str:
+    """A claim as a card: verdict, id, where and chapter on one line; the guide's words; what
+    was measured and why; the readings and the rule folded below."""
+    status, cid = c.get("status"), esc(c.get("id"))
+    head = (f"<header>{_status(status, c.get('noisy'))} <code>{cid}</code> "
+            f'<span class="where">{esc(c.get("where"))} · chapter {esc(c.get("chapter"))} '
+            f"{esc(c.get('chapter_title'))}</span></header>")
+    body = [f'<blockquote class="stated">{esc(c.get("stated") or c.get("text"))}</blockquote>']
+    why, sources = c.get("reason") or "", c.get("documents") or ""
+    if sources and why.endswith(f" ({sources})"):   # the documents named apart, addresses whole
+        why = why[:-len(sources) - 3]
+    else:
+        sources = ""
+    for cls, label, text in (("scope", "Where", None if one_scope else c.get("scope")),
+                             ("measured", "Measured", c.get("measured")),
+                             ("why", "Why", why), ("sources", "Documents", sources)):
+        if text:
+            body.append(f'<p class="{cls}"><b>{label}:</b> {esc(text)}</p>')
+    readings = _readings(c)
+    if readings:
+        body.append(f"<details><summary>readings and the rule</summary>{readings}</details>")
+    body.append(f'<p class="small">chapter <code>{esc(c.get("chapter_path"))}</code></p>')
+    return (f'<article class="claim v-{_css(status)}" id="claim-{cid}">{head}'
+            f'{"".join(body)}</article>')
 
 
 def _health(report: dict) -> list[str]:

@@ -67,13 +67,16 @@ class PipelineRun:
 
     @property
     def idle_per_step(self) -> list[float]:
-        """Each timed step's idle fraction, over its own window (the idle fraction's samples)."""
+        """Each timed step's idle fraction, from its start to the next step's (the last: to its
+        end), so the windows tile the whole one: the idle fraction's samples."""
         steps: dict[int, list[float]] = {}
         for lane, step, s, e in self.spans:
             if lane in MAIN_LANES:
                 steps.setdefault(step, []).extend((s, e))
-        return [idle_fraction(self.spans, self.compute_lane, (min(t), max(t)))
-                for _, t in sorted(steps.items()) if max(t) > min(t)]
+        starts = [min(t) for _, t in sorted(steps.items())]
+        ends = starts[1:] + [max(max(t) for t in steps.values())] if steps else []
+        return [idle_fraction(self.spans, self.compute_lane, (s, e))
+                for s, e in zip(starts, ends, strict=True) if e > s]
 
     def lane_ms(self, lane: str) -> float:
         """Median per-step milliseconds of one lane (0 when it never ran)."""
