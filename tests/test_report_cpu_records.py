@@ -175,9 +175,9 @@ def test_a_changed_price_rejudges_the_real_points_and_changes_no_verdict(quick_c
 
 # ---- one verdict, four renderings --------------------------------------------------------------
 def html_statuses(text: str) -> dict[str, str]:
-    rows = re.findall(r'<tr><td><span class="status ([a-z-]+)">([^<]*)</span>.*?<code>'
-                      r"([a-z0-9_]+)</code></span>", text)
-    return {cid: (css, html.unescape(status)) for css, status, cid in rows}
+    cards = re.findall(r'<article class="claim v-[a-z-]+" id="claim-([a-z0-9_]+)"><header>'
+                       r'<span class="status ([a-z-]+)">([^<]*)</span>', text)
+    return {cid: (css, html.unescape(status)) for cid, css, status in cards}
 
 
 def test_json_html_terminal_and_panel_show_the_same_verdict(quick_cpu_report):
@@ -191,8 +191,8 @@ def test_json_html_terminal_and_panel_show_the_same_verdict(quick_cpu_report):
         assert page[cid] == (LOOKS[status].css, status), cid
     lines = re.findall(r"^  \[([^\]]+)\] ([a-z0-9_]+) \(", format_verdicts(report), re.M)
     assert {cid: status for status, cid in lines} == saved
-    panel = dict(re.findall(r'data-claim="([a-z0-9_]+)"><td style="[^"]*">([^<]*)</td>',
-                            verdicts_html(report["claims"])))
+    panel = dict(re.findall(r'data-claim="([a-z0-9_]+)"><summary style="[^"]*"><span '
+                            r'style="[^"]*">([^<]*)</span>', verdicts_html(report["claims"])))
     assert {cid: html.unescape(s).removesuffix(" (noisy)") for cid, s in panel.items()} == saved
     # drawn per status: each status its own look, a CPU's method neither green nor red
     assert len({LOOKS[s].css for s in saved.values()}) == len(set(saved.values()))

@@ -33,7 +33,8 @@ from .redraw import Redrawer
 
 HTML_FILE = "report.html"
 IFRAME_HEIGHT_PX = 900
-_CELL = "text-align:left;vertical-align:top;padding:3px 8px;border-bottom:1px solid #ddd"
+_LINE = "cursor:pointer;padding:2px 0;border-bottom:1px solid #eee;overflow-wrap:break-word"
+_DETAIL = "padding:4px 0 8px 1.2em;font-size:90%;overflow-wrap:break-word"
 _STOPPED = {"budget": "the time budget ran out", "cancelled": "stopped",
             "interrupted": "interrupted"}
 
@@ -45,8 +46,8 @@ def _positive(what: str, value, example: str) -> float:
 
 
 def verdicts_html(claims: list[dict], *, live: bool = False) -> str:
-    """The claims as a table: verdict, claim and the reading that decides, what was measured
-    and why, chapter."""
+    """The claims as one line each (verdict, id, cites, the guide's words), each folding out
+    the reading that decides, what was measured, the other readings, why, and the chapter."""
     counts = {s: sum(c.get("status") == s for c in claims) for s in STATUSES}
     head = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     title = "Verdicts so far" if live else "Verdicts"
@@ -56,33 +57,26 @@ def verdicts_html(claims: list[dict], *, live: bool = False) -> str:
         look = LOOKS.get(status)
         style = (f"color:{look.colour};font-weight:bold" if look else "font-weight:bold")
         if status in (METHOD_ON_CPU, INCONCLUSIVE):   # neither a pass nor a fail: dashed
-            style += f";border-left:3px dashed {look.colour}"
+            style += f";border-left:3px dashed {look.colour};padding-left:3px"
         noisy = " (noisy)" if c.get("noisy") else ""
         beside = "; ".join(f"{r['name']}: {r['status']} ({r['text']})"
                            for r in c.get("other_readings") or [])
-        detail = "<br>".join(f"<b>{name}</b>: {html.escape(str(text))}" for name, text in (
-            ("measured", c.get("measured")), ("other readings", beside),
-            ("why", c.get("reason"))) if text)
         literal = next((r for r in c.get("readings") or [] if r.get("decides")), None)
+        detail = "<br>".join(f"<b>{name}</b>: {html.escape(str(text))}" for name, text in (
+            ("reading that decides", literal and literal["text"]),
+            ("measured", c.get("measured")), ("other readings", beside),
+            ("why", c.get("reason")), ("chapter", c.get("chapter_path"))) if text)
         where = ", ".join(c.get("cites") or []) or c.get("where", "")
-        claim = (f"<b>{html.escape(str(where))}</b> "
-                 + html.escape(str(c.get("stated") or c.get("text", ""))))
-        if literal:
-            claim += (f'<br><span style="color:#57606a;font-size:85%">reading that decides: '
-                      f"{html.escape(literal['text'])}</span>")
         rows.append(
-            f'<tr class="a800lab-verdict" data-claim="{html.escape(str(c.get("id", "")))}">'
-            f'<td style="{_CELL};{style}">{html.escape(status + noisy)}</td>'
-            f'<td style="{_CELL}">{claim}</td>'
-            f'<td style="{_CELL};font-size:90%">{detail}</td>'
-            f'<td style="{_CELL};font-size:90%">{html.escape(str(c.get("chapter_path", "")))}'
-            "</td></tr>")
-    heads = "".join(f'<th style="{_CELL}">{h}</th>'
-                    for h in ("verdict", "the guide says (and the reading that decides)",
-                              "measured / why", "chapter"))
-    return (f"<b>{title}</b> <small>({html.escape(head or 'no claims')})</small>"
-            '<table class="a800lab-verdicts" style="border-collapse:collapse;line-height:1.3">'
-            f"<tr>{heads}</tr>" + "".join(rows) + "</table>")
+            f'<details class="a800lab-verdict" data-claim="{html.escape(str(c.get("id", "")))}">'
+            f'<summary style="{_LINE}"><span style="{style};white-space:nowrap">'
+            f"{html.escape(status + noisy)}</span> <code>{html.escape(str(c.get('id', '')))}"
+            f"</code> <small>{html.escape(str(where))}</small> "
+            f"{html.escape(str(c.get('stated') or c.get('text', '')))}</summary>"
+            f'<div style="{_DETAIL}">{detail}</div></details>')
+    return (f"<b>{title}</b> <small>({html.escape(head or 'no claims')})</small> "
+            "<small>(open a line for its numbers)</small>"
+            f'<div class="a800lab-verdicts" style="line-height:1.35">{"".join(rows)}</div>')
 
 
 def iframe_html(document: str, height_px: int = IFRAME_HEIGHT_PX) -> str:
@@ -98,8 +92,9 @@ class ReportPanel(Panel):
     arrive; at the end report.json and report.html are written beside the points, the HTML
     shown in the "Report" tab.
 
-    `mode`: "quick" (about 5 minutes on one GPU) or "full". `budget_s`: stop starting points
-    after this long (default: the mode's). `plan`: a battery of your own (report.plan.Plan).
+    `mode`: "quick" (about 8 minutes on one GPU by its estimate) or "full". `budget_s`: stop
+    starting points after this long (default: the mode's). `plan`: a battery of your own
+    (report.plan.Plan).
     """
 
     def __init__(self, mode: str = "quick", out: str | Path = "runs/report", *,

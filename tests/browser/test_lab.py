@@ -321,10 +321,52 @@ def test_chapter_11_report_shown_inline(page: Page, lab, quick_cpu_report):
     frame.scroll_into_view_if_needed()
     page.wait_for_timeout(500)   # let the frame paint before the picture
     page.screenshot(path=str(ARTIFACTS / "chapter11-report-panel.png"))
-    # The verdicts tab: one row per claim, the GPU-only ones saying why.
+    # Laid out for reading at the notebook's width: a card per claim, no word broken inside
+    # (a break after a hyphen or inside an address is a line break, not a broken word).
+    report_frame = next(f for f in page.frames if f.url == "about:srcdoc")
+    assert report_frame.evaluate(BROKEN_WORDS_JS) == []
+    assert report_frame.evaluate("document.querySelectorAll('article.claim').length") > 40
+    report_frame.locator("#claim-compression summary").click()
+    report_frame.locator("#claim-compression").screenshot(
+        path=str(ARTIFACTS / "chapter11-report-card.png"))
+    # The verdicts tab: one line per claim, folding out its numbers; a GPU-only one says why.
     select_tab(page, panel.get_by_role("tab", name="Verdicts"))
-    expect(panel.get_by_text("no NVIDIA GPU here").first).to_be_visible()
+    line = panel.locator('details[data-claim="tf32_speed"]')
+    expect(line.locator("summary")).to_contain_text("cannot be tested on this machine")
+    line.locator("summary").click()
+    expect(line.get_by_text("no NVIDIA GPU here", exact=False)).to_be_visible()
     panel.screenshot(path=str(ARTIFACTS / "chapter11-verdicts.png"))
+    assert panel.evaluate(BROKEN_WORDS_JS) == []
+    # the chapter itself: its long outputs folded, the comparison a table, no word broken
+    notebook = page.locator(".jp-NotebookPanel .jp-WindowedPanel-outer").first
+    assert notebook.evaluate(BROKEN_WORDS_JS) == []
+    expect(page.locator(".jp-OutputArea-output details").first).to_be_attached()
+    height = notebook.evaluate("el => el.scrollHeight")
+    assert height < 12_000, f"chapter 11 is {height} px tall"   # 21,400 px before the folds
+
+
+# every word (outside code, addresses and hyphenated words) whose letters sit on two lines
+BROKEN_WORDS_JS = """
+(root) => {
+  root = root instanceof Element ? root : document.body;
+  const out = [], range = document.createRange();
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  let node;
+  while ((node = walker.nextNode())) {
+    const el = node.parentElement;
+    if (!el || el.closest('code, pre, .sources, script, style') || !el.offsetParent) continue;
+    for (const m of node.textContent.matchAll(/\\S+/g)) {
+      if (/[-/]/.test(m[0])) continue;
+      range.setStart(node, m.index);
+      range.setEnd(node, m.index + m[0].length);
+      const tops = new Set([...range.getClientRects()].filter(r => r.width > 0)
+                           .map(r => Math.round(r.top)));
+      if (tops.size > 1) out.push(m[0]);
+    }
+  }
+  return out.slice(0, 20);
+}
+"""
 
 
 # Chapters whose figures and controls must show what ran (figures as pictures, no stray
