@@ -79,7 +79,8 @@ def test_the_quick_cpu_battery_end_to_end(quick_cpu_report):
     for answered in ("accum_traffic", "accum_frequency"):
         assert claims[answered]["status"] == HOLDS, claims[answered]
     snippet = claims["accum_snippet"]        # the snippet as written gives no large batch
-    assert snippet["status"] == FAILS and "gradient gap" in snippet["measured"]
+    assert snippet["status"] == FAILS       # TensorFlow's run where prepared, else torch's
+    assert "zero_grad" in snippet["measured"] or "torch emulation" in snippet["measured"]
     assert claims["hierarchical"]["status"] == UNTESTABLE
     assert "needs ranks on more than one node" in claims["hierarchical"]["reason"]
     for gpu_only in ("tf32_speed", "half_speed", "fp8_speed", "tf32_accuracy",

@@ -19,10 +19,10 @@ def add_parsers(commands) -> None:
                                "write an HTML and a JSON report")
     size = report.add_mutually_exclusive_group()
     size.add_argument("--quick", dest="mode", action="store_const", const="quick",
-                      help="the quick battery, about 5 minutes on one GPU by its estimate, ~30 s "
-                           "on a CPU (the default)")
+                      help="the quick battery, about 8 minutes on one GPU by its estimate, "
+                           "30-40 s on a CPU (the default)")
     size.add_argument("--full", dest="mode", action="store_const", const="full",
-                      help="the full battery, about 15 minutes on one GPU")
+                      help="the full battery, about 16 minutes on one GPU by its estimate")
     size.add_argument("--compare", nargs=2, metavar=("A", "B"), default=None,
                       help="two report folders side by side: environment diff, B/A of every "
                            "figure, the verdicts")
