@@ -219,12 +219,30 @@ def show_progress(done: int, total: int, eta_s: float | None, what: str = "") ->
     print(f"[{done}/{total}{eta}]" + (f" {what}" if what else ""), file=sys.stderr)
 
 
+LATENCY_PAIRS = (("p50_ms", "p99_ms", ""), ("ttft_p50_ms", "ttft_p99_ms", "TTFT "),
+                 ("tpot_p50_ms", "tpot_p99_ms", "TPOT "))
+
+
+def latency_text(metrics: dict) -> str:
+    """"p50 1.2 ms p99 3.4 ms" (and TTFT / TPOT for generation) where the point has them."""
+    parts = [f"{label}p50 {metrics[low]:.3g} ms p99 {metrics[high]:.3g} ms"
+             for low, high, label in LATENCY_PAIRS
+             if metrics.get(low) is not None and metrics.get(high) is not None]
+    return ", ".join(parts)
+
+
 def show_record(record) -> None:
-    """One line per point: (label,) params, outcome, rate, spread; when noisy `!`, the reasons."""
+    """One line per point: (label,) params, outcome, rate, latency percentiles, spread; when
+    noisy `!`, the reasons."""
     line = f"  {record.label + ' ' if record.label else ''}{record.params}: {record.outcome}"
     if record.throughput:
         line += f" {record.throughput:.3g} {record.throughput_unit}"
-    if record.noise:
+    latency = latency_text(record.metrics) if record.outcome == "ok" else ""
+    if latency:
+        line += f", {latency}"
+    if record.metrics.get("saturated"):
+        line += " SATURATED"
+    if record.noise.get("iqr_over_median") is not None:
         line += f" (IQR {100 * record.noise['iqr_over_median']:.0f}% of median)"
     if record.message:
         line += f" {record.message}"
