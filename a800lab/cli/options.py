@@ -16,6 +16,7 @@ from ..core.sweep import run_sweep, thread_count
 from ..core.units import format_bytes
 from ..workloads import matmul
 from ..workloads.matmul import FP8_ACCUMULATION, LOADS, SCHEDULES
+from ..workloads.serving.arrivals import ARRIVALS
 from ..workloads.training.spec import positive_int
 
 TILE_OPTIONS = ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages")
@@ -121,6 +122,26 @@ OPTIONS = {  # option -> add_argument's keywords; `check(value)`: the value kept
                           help="NHWC layout for a convolutional model: off or on (default off)"),
     "graphs": dict(choices=OFF_ON, help="capture the forward as a CUDA graph (GPU)"),
     "requests": dict(type=int, help="requests timed per point, at least (default 200; >= 100)"),
+    # requests arriving on their own clock
+    "rate": dict(type=float, help="offered request rates, requests/s"),
+    "load": dict(type=float, help="offered rates as fractions of the closed-loop capacity "
+                                  "at the max batch, measured first in each point (e.g. 0.1 "
+                                  "0.5 0.9 1.2), instead of --rate"),
+    "arrival": dict(choices=ARRIVALS, default="poisson",
+                    help="how requests arrive: poisson (default), constant, gamma (with "
+                         "--burstiness) or trace (--trace FILE)"),
+    "burstiness": dict(type=float, default=1.0, help="gamma arrivals' coefficient of "
+                                                     "variation (1: Poisson, 3: bursty)"),
+    "trace": dict(help="arrival times in seconds, one per line, replayed (--rate scales it)"),
+    "max_batch": dict(type=int, help="the dynamic batcher's largest batch, requests"),
+    "max_delay_ms": dict(type=float, help="how long the batcher may hold the oldest request "
+                                          "for more, ms (0: never)"),
+    "duration_s": dict(type=float, help="seconds of arrivals per point (default: 2 on a CPU, "
+                                        "5 on a GPU); the backlog is then served for half "
+                                        "as long at most"),
+    "request_size": dict(type=int, help="samples per request (default 1)"),
+    "percentile": dict(type=float, default=99.0, help="the latency percentile the target "
+                                                      "applies to (default 99)"),
 }
 FOLDER = {"required": False, "check": _folder}  # an --out that is a folder
 
@@ -237,6 +258,8 @@ def show_record(record) -> None:
     line = f"  {record.label + ' ' if record.label else ''}{record.params}: {record.outcome}"
     if record.throughput:
         line += f" {record.throughput:.3g} {record.throughput_unit}"
+    if record.metrics.get("offered_rate") is not None:
+        line += f" of {record.metrics['offered_rate']:.3g} offered"
     latency = latency_text(record.metrics) if record.outcome == "ok" else ""
     if latency:
         line += f", {latency}"
