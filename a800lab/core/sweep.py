@@ -250,8 +250,9 @@ def _record_from_result(raw, base: dict, throughput_key: str | None,
     conditions = window.conditions()
     metrics = {k: v for k, v in raw.items() if k not in _RESULT_KEYS}
     outcome = raw.get("outcome", "ok")
-    noise = assess(time_ms, conditions, on_cpu=not window.device.startswith("cuda"),
-                   spread=raw.get("spread_is_noise", True), reasons=raw.get("noise_reasons", ()))
+    own = {k: raw[key] for k, key in (("spread", "spread_is_noise"), ("reasons", "noise_reasons"))
+           if key in raw}
+    noise = assess(time_ms, conditions, on_cpu=not window.device.startswith("cuda"), **own)
     common = dict(base, message=str(raw.get("message", "")), time_ms=time_ms,
                   memory={**window.memory(), **own_memory}, telemetry=telemetry,
                   conditions=conditions, noise=noise)

@@ -94,9 +94,12 @@ class ServeTuneOutcome:
         lines += [f"  {c['samples_per_s']:10.4g} samples/s  p99 {c['p99_ms']:8.3g} ms "
                   f"{'*' if c['meets_target'] else ' '} {describe_serving(c['config'])}"
                   for c in self.frontier]
-        over = sum(not c["meets_target"] for c in self.candidates)
-        lines.append(f"{len(self.candidates)} configs measured ({over} over the target), "
+        over = sorted((c for c in self.candidates if not c["meets_target"]),
+                      key=lambda c: c["p99_ms"])
+        lines.append(f"{len(self.candidates)} configs measured ({len(over)} over the target), "
                      f"{len(result.refused)} refused, in {result.wall_s:.1f} s")
+        lines += [f"  over the target: {describe_serving(c['config'])} (p99 "
+                  f"{c['p99_ms']:.3g} ms)" for c in over]
         lines += [f"  failed: {why}" for why in result.failed.values()
                   if not why.startswith("over-target")][:3]
         return "\n".join(lines)
