@@ -205,6 +205,8 @@ def tune_serve_command(args) -> int:
     if args.batch_size is not None:
         raise ValueError("--batch-size is the closed loop's axis (--offline); online the "
                          "batcher forms the batches: give --max-batch")
+    from ..workloads.serving.arrivals import Arrivals
+    from ..workloads.serving.load import Batcher
     from ..workloads.serving.online import default_batcher_axes, tune_online
 
     given = config_axes(args, task, [1], args.precision)
@@ -214,6 +216,10 @@ def tune_serve_command(args) -> int:
                     for v in getattr(args, k)]
                 for k in ("max_batch", "max_delay_ms") if getattr(args, k) is not None}
     shown = {**default_batcher_axes(args.device, args.p99_ms), **batchers, **axes}
+    for batch, delay in itertools.product(shown["max_batch"], shown["max_delay_ms"]):
+        Batcher(batch, delay)  # a bad value: one line before anything runs
+    Arrivals(args.arrival, None if args.arrival == "trace" else 1.0,
+             1.0 if args.duration_s is None else args.duration_s, args.burstiness, args.trace)
     print(f"tuning {args.user_model or args.model} online for p{args.percentile:g} <= "
           f"{args.p99_ms:g} ms on {args.device} ({args.arrival} arrivals): "
           f"{', '.join(f'{k} {v}' for k, v in shown.items())}", file=sys.stderr)
