@@ -121,6 +121,20 @@ OPTIONS = {  # option -> add_argument's keywords; `check(value)`: the value kept
                           help="NHWC layout for a convolutional model: off or on (default off)"),
     "graphs": dict(choices=OFF_ON, help="capture the forward as a CUDA graph (GPU)"),
     "requests": dict(type=int, help="requests timed per point, at least (default 200; >= 100)"),
+    # requests arriving on their own clock (serving under load)
+    "rate": dict(type=float, nargs="+", help="offered request rates, requests/s"),
+    "arrival": dict(choices=["poisson", "constant", "gamma", "trace"], default="poisson",
+                    help="how requests arrive (default poisson)"),
+    "burstiness": dict(type=float, default=1.0, check=refuse(
+        positive, "--burstiness {} must be a number > 0: the gaps' coefficient of variation, "
+                  "1 (Poisson) or 3 (bursty)"),
+                       help="gamma arrivals: coefficient of variation of the gaps (default 1)"),
+    "trace": dict(help="arrival times to replay (--arrival trace): seconds, one per line"),
+    "max_batch": dict(type=int, nargs="+", help="the most requests served together"),
+    "duration_s": dict(type=float, check=refuse(
+        positive, "--duration-s {} must be a number of seconds > 0, e.g. 2"),
+                       help="seconds of arrivals per point (a backlog is then served for half "
+                            "as long again)"),
 }
 FOLDER = {"required": False, "check": _folder}  # an --out that is a folder
 
