@@ -28,6 +28,10 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 TINY = {"size": "tiny", "device": "cpu", "prompt_tokens": 2}
 
 
+def tiny_generator():
+    return preset_generator("tiny")
+
+
 @pytest.mark.parametrize("size", ["tiny", "small"])
 def test_the_per_slot_decode_matches_the_full_forward(size):
     def make():
@@ -50,10 +54,21 @@ class OnePosition(TransformerGenerator):
 
 
 def test_a_decode_that_ignores_each_slots_length_is_wrong():
-    reference = built(lambda: preset_generator("tiny"), "cpu", torch.float32)
+    reference = built(tiny_generator, "cpu", torch.float32)
     gen = built(lambda: OnePosition(preset_generator("tiny").model), "cpu", torch.float32)
     gap = check_generator(gen, reference, "fp32", torch.float32, "cpu")
     assert gap["outcome"] == "wrong" and "not timed" in gap["message"]
+
+
+def test_the_check_covers_packing_the_slots(monkeypatch):
+    """Slot 2 moved into slot 1 as the continuous scheduler packs them: a move lost is wrong."""
+    from a800lab.workloads.serving import kv
+
+    monkeypatch.setattr(kv, "move_slot", lambda cache, src, dst: None)
+    make = tiny_generator
+    gap = check_generator(built(make, "cpu", torch.float32), built(make, "cpu", torch.float32),
+                          "fp32", torch.float32, "cpu")
+    assert gap["outcome"] == "wrong"
 
 
 class Clock:

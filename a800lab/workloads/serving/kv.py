@@ -145,26 +145,31 @@ def _logits(out, rows: int, vocab: int, what: str) -> torch.Tensor:
 
 
 def check_generator(gen, reference, precision: str, dtype, device: str) -> dict:
-    """Prefill sequences of three lengths into slots 0-2, decode CHECK_STEPS steps over them,
-    and compare every logit row with `reference`'s full fp32 forward (output_gap: "outcome"
-    "wrong" when off)."""
+    """Prefill sequences of three lengths into slots 0-2, end the middle one (slot 2 moved
+    into slot 1, as the continuous scheduler packs them), decode CHECK_STEPS steps over the
+    rest, and compare every logit row with `reference`'s full fp32 forward (output_gap:
+    "outcome" "wrong" when off)."""
     vocab = int(gen.vocab)
     prompts = [p for p in CHECK_PROMPTS if p + CHECK_STEPS <= int(gen.context)] or [1]
     g = torch.Generator("cpu").manual_seed(1)
     seqs = [torch.randint(0, vocab, (p + CHECK_STEPS,), generator=g).to(device) for p in prompts]
+    live = [0, *range(2, len(seqs))] if len(seqs) > 2 else list(range(len(seqs)))
     with torch.inference_mode():
         cache = gen.new_cache(len(seqs), device, dtype)
-        first = [_logits(gen.prefill(cache, slot, seq[:p]), 0, vocab, "prefill()")
-                 for slot, (seq, p) in enumerate(zip(seqs, prompts, strict=True))]
-        steps = [_logits(gen.decode(cache, torch.stack([s[p + i] for s, p in zip(
-            seqs, prompts, strict=True)]), [p + i for p in prompts]), len(seqs), vocab,
-            "decode()") for i in range(CHECK_STEPS)]
-        got = torch.cat([torch.stack([first[i], *(s[i] for s in steps)])
-                         for i in range(len(seqs))])
+        got = [_logits(gen.prefill(cache, slot, seq[:p]), 0, vocab, "prefill()")[None]
+               for slot, (seq, p) in enumerate(zip(seqs, prompts, strict=True))]
+        if len(live) < len(seqs):
+            move_slot(cache, len(seqs) - 1, 1)
+        for i in range(CHECK_STEPS):
+            tokens = torch.stack([seqs[j][prompts[j] + i] for j in live])
+            got.append(_logits(gen.decode(cache, tokens, [prompts[j] + i for j in live]),
+                               len(live), vocab, "decode()"))
         with matmul_precision("fp32"):
-            expected = torch.cat([reference(s[None]).float()[0, p - 1:p + CHECK_STEPS]
-                                  for s, p in zip(seqs, prompts, strict=True)])
-    return output_gap(got, expected, precision)
+            full = [reference(seq[None]).float()[0] for seq in seqs]
+        expected = [torch.stack([f[p - 1] for f, p in zip(full, prompts, strict=True)])]
+        expected += [torch.stack([full[j][prompts[j] + i] for j in live])
+                     for i in range(CHECK_STEPS)]
+    return output_gap(torch.cat(got), torch.cat(expected), precision)
 
 
 def built(make_generator, device: str, dtype):
