@@ -134,7 +134,9 @@ def test_the_batcher_never_holds_a_request_past_its_delay_plus_one_service():
                         window_s=1.5)
     waits = per_request(trace, trace.answered)["start_s"] - times[:trace.answered]
     longest_service = max(np.subtract(trace.batch_end_s, trace.batch_start_s))
-    assert waits.max() <= delay_s + longest_service + 0.002  # + the loop's wake-up lag
+    # + the loop's wake-up lag, and a scheduler time slice on a loaded machine (the exact
+    # bound: the virtual clock's test below)
+    assert waits.max() <= delay_s + longest_service + 0.010
     assert got["mean_batch"] > 1.0 and not got["saturated"]
 
 

@@ -130,15 +130,18 @@ OPTIONS = {  # option -> add_argument's keywords; `check(value)`: the value kept
     "arrival": dict(choices=ARRIVALS, default="poisson",
                     help="how requests arrive: poisson (default), constant, gamma (with "
                          "--burstiness) or trace (--trace FILE)"),
-    "burstiness": dict(type=float, default=1.0, help="gamma arrivals' coefficient of "
-                                                     "variation (1: Poisson, 3: bursty)"),
+    "burstiness": dict(type=float, default=1.0, check=refuse(
+        positive, "--burstiness {} must be a number > 0: the gaps' coefficient of variation, "
+                  "1 (Poisson) or 3 (bursty)"),
+                       help="gamma arrivals' coefficient of variation (1: Poisson, 3: bursty)"),
     "trace": dict(help="arrival times in seconds, one per line, replayed (--rate scales it)"),
     "max_batch": dict(type=int, help="the dynamic batcher's largest batch, requests"),
     "max_delay_ms": dict(type=float, help="how long the batcher may hold the oldest request "
                                           "for more, ms (0: never)"),
-    "duration_s": dict(type=float, help="seconds of arrivals per point (default: 2 on a CPU, "
-                                        "5 on a GPU); the backlog is then served for half "
-                                        "as long at most"),
+    "duration_s": dict(type=float, check=refuse(
+        positive, "--duration-s {} must be a number of seconds > 0, e.g. 2"),
+                       help="seconds of arrivals per point (default: 2 on a CPU, 5 on a GPU); "
+                            "the backlog is then served for half as long at most"),
     "request_size": dict(type=int, help="samples per request (default 1)"),
     "percentile": dict(type=float, default=99.0, help="the latency percentile the target "
                                                       "applies to (default 99)"),

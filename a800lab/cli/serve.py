@@ -1,5 +1,6 @@
-"""The serving lab on the command line: `sweep serve`, `sweep decode`, `sweep concurrency` and
-`tune serve`; `--user-model` is the training commands' file, its output (batch, ...)."""
+"""The serving lab on the command line: `sweep serve`, `sweep decode`, `sweep concurrency`,
+`sweep generate` and `tune serve`; `--user-model` is the training commands' file, its output
+(batch, ...); for `sweep generate` a file defining make_generator()."""
 
 import functools
 import itertools
@@ -11,8 +12,9 @@ from ..core.sweep import grid
 from ..workloads.serving import spec as serving
 from ..workloads.training.models import preset
 from ..workloads.training.spec import positive_float, positive_int
+from ..workloads.training.task import CUSTOM
 from . import options
-from .train import user_task
+from .train import user_module, user_task
 
 PRECISION_HELP = "fp32, tf32 (GPU), fp16 or bf16 (default fp32)"
 MODEL = "model model_size user_model"
@@ -84,6 +86,29 @@ def add_parsers(commands) -> None:
                  duration_s="seconds of arrivals per rate tried (online; default 1 on a CPU, "
                             "2.5 on a GPU; the winner twice as long)",
                  out={"required": False}, json="print the outcome as JSON too")
+    commands.add("generate", group="sweep", run=sweep_generate_command,
+                 help="generation under load: requests with drawn prompt and output lengths "
+                      "arriving at --rate, served by static or continuous batching; TTFT, TPOT "
+                      "(p50 and p99) and tokens/s per point",
+                 options="rate+ arrival burstiness trace prompt_tokens output_tokens "
+                         "scheduler max_batch+ duration_s model_size user_model precision "
+                         "device threads out no_resume telemetry",
+                 rate="offered request rates, requests/s (default: 100 on a CPU, 20 on a GPU)",
+                 prompt_tokens={"help": "prompt lengths: N, or LO:HI drawn uniformly (default: "
+                                        "4:16 on a CPU, 32:256 on a GPU)"},
+                 output_tokens={"help": "tokens generated per request: N or LO:HI (default: "
+                                        "2:40 on a CPU, 32:256 on a GPU)"},
+                 scheduler={"nargs": "+", "default": ["static", "continuous"],
+                            "help": "static (a batch runs until its longest request ends) "
+                                    "and/or continuous (a finished slot is refilled at the next "
+                                    "step) (default both)"},
+                 max_batch="sequences decoded together at most (default: 8 on a CPU, 16 on a "
+                           "GPU)",
+                 model_size="transformer preset size (default: small on a CPU, gpt2_small on "
+                            "a GPU)",
+                 user_model="your generator: a .py file defining make_generator() (the "
+                            "protocol: a800lab/workloads/serving/kv.py)",
+                 precision={"default": "fp32", "help": PRECISION_HELP})
 
 
 def _listed(values, default) -> list:
@@ -272,3 +297,50 @@ def _tune_offline(args, task) -> int:
                           "remeasured": outcome.remeasured, "frontier": outcome.frontier},
                          indent=1))
     return 0 if outcome.winner is not None else 1
+
+
+def sweep_generate_command(args) -> int:
+    from ..workloads.serving.generate import (
+        GenerateSpec,
+        generate_defaults,
+        generate_point,
+        generator_context,
+        requests_schedule,
+    )
+
+    defaults = generate_defaults(args.device)
+    make = _user_generator(args.user_model)
+    size = CUSTOM if make else args.model_size or defaults["size"]
+    trace_as_is = args.arrival == "trace" and args.rate is None
+    axes = {"rate_rps": [None] if trace_as_is else [
+                positive_float("rate", r, "100 (requests/s)")
+                for r in _listed(args.rate, defaults["rate_rps"])],
+            "scheduler": _listed(args.scheduler, "continuous"),
+            "max_batch": [positive_int("max_batch", b, "8")
+                          for b in _listed(args.max_batch, defaults["max_batch"])]}
+    fixed = {"size": size, "arrival": args.arrival, "burstiness": args.burstiness,
+             "trace": args.trace, "duration_s": args.duration_s,
+             "precision": serving.serve_precision(args.precision),
+             **{k: getattr(args, k) or defaults[k] for k in ("prompt_tokens", "output_tokens")}}
+    check_supported(fixed["precision"], args.device)
+    context = generator_context(size, make, args.device)  # user faults: one line, now
+    for point in grid(axes):  # every bad value refused before anything runs
+        GenerateSpec(point["scheduler"], point["max_batch"], fixed["prompt_tokens"],
+                     fixed["output_tokens"]).fit(*context)
+        requests_schedule(args.arrival, point["rate_rps"], args.duration_s, args.burstiness,
+                          args.trace, 0, args.device)
+    point = functools.partial(generate_point, generator=make, device=args.device)
+    options.cpu_notes([fixed["precision"]], args.device)
+    return options.run_sweep_command(point, axes, args, workload="generate", fixed=fixed)
+
+
+def _user_generator(where: str | None):
+    """make_generator of a --user-model file or module, or None."""
+    if where is None:
+        return None
+    make = getattr(user_module(where), "make_generator", None)
+    if not callable(make):
+        raise ValueError(f"--user-model {where} defines no make_generator(): give a file whose "
+                         "make_generator() returns a generator (the protocol: "
+                         "a800lab/workloads/serving/kv.py)")
+    return make

@@ -42,7 +42,7 @@ class LoadTrace:
         return sum(self.batch_size)
 
 
-def _wait_until(target_s: float, start: float, clock, sleep) -> None:
+def wait_until(target_s: float, start: float, clock, sleep) -> None:
     """Sleep, then spin, until `target_s` seconds after `start` on `clock`."""
     ahead = target_s - (clock() - start)
     if ahead > SPIN_S:
@@ -68,7 +68,7 @@ def run_schedule(answer, times_s, *, max_batch: int, max_delay_s: float, end_s: 
             admitted += 1
         waiting = admitted - first
         if waiting == 0:  # idle: sleep until the next arrival, note how late we woke
-            _wait_until(min(arrivals[admitted], end_s), start, clock, sleep)
+            wait_until(min(arrivals[admitted], end_s), start, clock, sleep)
             if arrivals[admitted] < end_s:
                 trace.late_s.append(clock() - start - arrivals[admitted])
             continue
@@ -76,7 +76,7 @@ def run_schedule(answer, times_s, *, max_batch: int, max_delay_s: float, end_s: 
             deadline = arrivals[first] + max_delay_s
             if now < deadline:  # hold the oldest: wake at the next arrival or the deadline
                 upcoming = arrivals[admitted] if admitted < total else math.inf
-                _wait_until(min(upcoming, deadline, end_s), start, clock, sleep)
+                wait_until(min(upcoming, deadline, end_s), start, clock, sleep)
                 continue
         size = min(waiting, max_batch)
         began = clock()
