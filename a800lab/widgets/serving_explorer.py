@@ -23,10 +23,18 @@ import pandas as pd
 from ..core.backends import resolve_device, torchvision_reason
 from ..core.sweep import SweepResult, grid, thread_count
 from ..figures.serving import concurrency_figure, decode_figure, serve_tune_figure, serving_figure
+from ..figures.serving_generate import generation_figure
 from ..figures.serving_load import load_figure, online_tune_figure
 from ..workloads.serving.arrivals import ARRIVALS
 from ..workloads.serving.concurrency import concurrency_point
 from ..workloads.serving.decode import decode_point
+from ..workloads.serving.generate import (
+    SCHEDULERS,
+    GenerateSpec,
+    generate_defaults,
+    generate_point,
+    generator_context,
+)
 from ..workloads.serving.load import default_duration_s, load_point
 from ..workloads.serving.online import default_batcher_axes, tune_online
 from ..workloads.serving.point import serve_point
@@ -55,6 +63,10 @@ BATCHER = ("max_batch", "max_delay_ms")
 ARRIVING = ("arrival", "burstiness", "duration_s")
 TUNED = ("precision", "graphs")  # what the tune view varies beside its controls
 LOAD_SERIES = ("model", "size", *BATCHER, "precision", *LEVERS, *ARRIVING)
+GENERATION = ("size", "rate_rps", "scheduler", "max_batch", "prompt_tokens", "output_tokens",
+              "precision", *ARRIVING)
+LENGTHS = {"prompt_tokens": ("4:16", "8", "16:64", "32:256", "128"),
+           "output_tokens": ("2:40", "16", "1:64", "32:256", "128")}
 VIEWS = {
     "latency": View("latency vs samples/s", "samples/s vs p99 per config across batch sizes; "
                     "the newest point's latency histogram", "batch_size", SPEC_FIELDS,
@@ -65,6 +77,11 @@ VIEWS = {
                  (0.1, 0.3, 0.5, 0.7, 0.9, 1.1), "load", series=LOAD_SERIES,
                  columns=("offered_rate", "achieved_rate", "p50_ms", "p99_ms", "queue_p99_ms",
                           "service_p99_ms", "mean_batch", "busy_share", "saturated")),
+    "generate": View("generation", "generation under load: TTFT and TPOT vs offered rate, "
+                     "static vs continuous batching", "rate_rps", GENERATION, (20, 50, 100),
+                     "generate", series=("scheduler", "max_batch", "size", "precision"),
+                     columns=("offered_rate", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms",
+                              "tpot_p99_ms", "tokens_per_s", "mean_batch", "saturated")),
     "decode": View("decode", "decode: ms per token and tokens/s vs batch, bandwidth bounds "
                    "dashed", "batch_size", ("size", "batch_size", "precision"), (1, 4, 16),
                    "decode", columns=("ms_per_token", "bound_ms_measured",
@@ -88,6 +105,11 @@ NOTES = {
             "dynamic batcher (max_batch, max_delay_ms); latency counts from each request's "
             "scheduled arrival. load: a fraction of the closed-loop capacity at max_batch, "
             "measured first (or sweep rate_rps). Twin: python -m a800lab sweep load ...",
+    "generate": "Requests with prompt and output lengths drawn (N, or LO:HI uniform) arrive "
+                "on their own clock; a static batch runs until its longest request ends, "
+                "continuous batching refills a finished slot at the next step. TTFT and TPOT "
+                "count from each request's scheduled arrival. Twin: python -m a800lab sweep "
+                "generate ...",
     "decode": "The transformer preset (GPT-2 small's shape on a GPU) generating from a KV "
               "cache; dashed: bytes read per step / bandwidth. Twin: python -m a800lab sweep "
               "decode ...",
@@ -103,10 +125,11 @@ NOTES = {
 
 
 class ServingExplorer(Explorer):
-    """Five views, each a Run of its own: latency (samples/s against p99, closed loop), load
-    (latency from arrival against offered rate, open loop), decode (ms per token against its
-    bandwidth bound), concurrency (streams sharing the device) and tune (goodput under a
-    latency target, or offline the most samples/s; the code to paste).
+    """Six views, each a Run of its own: latency (samples/s against p99, closed loop), load
+    (latency from arrival against offered rate, open loop), generation (TTFT and TPOT under
+    load, static vs continuous batching), decode (ms per token against its bandwidth bound),
+    concurrency (streams sharing the device) and tune (goodput under a latency target, or
+    offline the most samples/s; the code to paste).
 
     Your own model as for TrainingExplorer (its output (batch, ...)). `requests`: timed per
     point at least (>= 100); `budget_s`: timing budget per point.
@@ -156,6 +179,9 @@ class ServingExplorer(Explorer):
             "p99_target_ms": Range(0.01, 1e5, default=target, scale="typed"),
             "percentile": Choice((50.0, 90.0, 95.0, 99.0, 99.9), default=99.0),
             "offline": Choice((False, True)),
+            "scheduler": Choice(("both", *SCHEDULERS), default="both"),
+            **{name: Choice(values, default=generate_defaults(device)[name])
+               for name, values in LENGTHS.items()},
         }
         self.tune_outcome, self._target_ms = None, None
         self.note, self.tune_text = widgets.HTML(""), widgets.HTML("")
@@ -173,11 +199,20 @@ class ServingExplorer(Explorer):
 
     def _plan(self, overrides: dict) -> tuple[dict, dict]:
         view = self.view.value
-        if view == "decode" and self.task is not None:
-            raise ValueError("decode runs the transformer preset from a KV cache, not your "
-                             "model: use a panel without make_model= for it")
+        if view in ("decode", "generate") and self.task is not None:
+            raise ValueError(f"{view} runs the transformer preset from a KV cache, not your "
+                             "model: use a panel without make_model= for it (your own "
+                             "generator: python -m a800lab sweep generate --user-model)")
         axes, fixed = super()._plan(overrides)
         fixed = {k: v for k, v in fixed.items() if k in VIEWS[view].params}
+        if view == "generate":
+            if fixed.get("scheduler") == "both":  # the two compared side by side
+                del fixed["scheduler"]
+                axes["scheduler"] = list(SCHEDULERS)
+            for point in grid(axes):  # a request longer than the context: refused now
+                config = {**fixed, **point}
+                GenerateSpec(config["scheduler"], config["max_batch"], config["prompt_tokens"],
+                             config["output_tokens"]).fit(*generator_context(config["size"]))
         if view == "load":  # the offered rate: the swept one of rate_rps and load
             fixed.pop("rate_rps" if "rate_rps" not in axes else "load", None)
             fixed.pop("load" if "rate_rps" in axes else "rate_rps", None)
@@ -198,12 +233,13 @@ class ServingExplorer(Explorer):
         common = {"device": self.device}
         if view == "load":
             self._target_ms = fixed.pop("p99_target_ms")
-            if fixed.get("arrival") != "gamma":
-                fixed.pop("burstiness", None)
+        if fixed.get("arrival") != "gamma":
+            fixed.pop("burstiness", None)
         point = {"latency": functools.partial(serve_point, task=self.task, **common,
                                               **self.settings),
                  "load": functools.partial(load_point, task=self.task, **common,
                                            budget_s=self.settings["budget_s"]),
+                 "generate": functools.partial(generate_point, **common),
                  "decode": functools.partial(decode_point, budget_s=self.settings["budget_s"],
                                              **common),
                  "concurrency": functools.partial(concurrency_point, task=self.task, **common,
@@ -282,6 +318,7 @@ class ServingExplorer(Explorer):
             return load_figure(df, series=series, earlier_runs=self.earlier_runs.value,
                                target_ms=self._target_ms)
         draw = {"latency": serving_figure, "decode": decode_figure,
+                "generate": generation_figure,
                 "concurrency": concurrency_figure, "tune": serving_figure}[view]
         return draw(df, series=series, earlier_runs=self.earlier_runs.value)
 
