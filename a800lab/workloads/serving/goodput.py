@@ -29,11 +29,13 @@ def md1_latency_ms(rate_rps: float, service_ms: float) -> float:
 
 def verdict(point: dict, target_ms: float) -> str:
     """meets: the percentile's 95% interval lies under the target and the server kept up;
-    misses: it lies over, or the server saturated; inconclusive: the target is inside it."""
+    misses: it lies over, or the server saturated; inconclusive: the target is inside it, or
+    a miss on a contended CPU (other work took the point's cores: its latency is not the
+    server's alone)."""
     if point.get("outcome", "ok") != "ok":
         return MISSES
     if point.get("saturated") or point["target_ci_low_ms"] > target_ms:
-        return MISSES
+        return INCONCLUSIVE if point.get("contended") else MISSES
     return MEETS if point["target_ci_high_ms"] <= target_ms else INCONCLUSIVE
 
 
@@ -65,7 +67,8 @@ class Goodput:
             return f"no rate tried met {target} (lowest tried: " \
                    f"{min(p['rate_rps'] for p in self.points):.4g} requests/s)"
         above = self.ceiling_rps
-        tail = "" if above is None else \
+        tail = "; every rate tried met it (the search stops at 1.2x the closed-loop " \
+            "capacity: a lower bound)" if above is None else \
             f"; {above:.4g} requests/s {self._verdict_at(above)}"
         return f"goodput {self.goodput_rps:.4g} requests/s ({target}){tail}"
 

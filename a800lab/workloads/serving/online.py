@@ -1,10 +1,12 @@
 """Tune serving online: the config and dynamic batcher with the most goodput (the highest
 request rate whose pXX latency, counted from each request's arrival, meets the target), the
 winner offered that rate again on a fresh server; beside it, what the closed-loop choice
-(the most samples/s whose batch p99 meets the target) gives at the rate it promises.
+(the most samples/s whose batch p99 meets the target) gives at the rate it promises. And one
+config's goodput, the guide's "peak QPS" (G.9.4) measured before and after a change.
 
     outcome = tune_online(p99_ms=5.0, model="transformer")
     print(outcome.summary()); outcome.goodput_rps, outcome.remeasured["p99_ms"]
+    peak_qps(5.0, model="transformer", precision="bf16")["goodput_rps"]
 """
 
 import functools
@@ -100,6 +102,45 @@ class OnlineTuneOutcome:
         return "\n".join(lines)
 
 
+@dataclass
+class Offers:
+    """Offers a prepared server a rate, as one record each (its memory, the CPU's state, the
+    noise verdict; appended to `out`, given to `on_trial`), and judges the target on it."""
+
+    target_ms: float
+    percentile: float
+    arrival: str
+    burstiness: float
+    trace: str | None
+    device: str
+    run_id: str
+    out: object = None
+    on_trial: Callable[[Record], None] | None = None
+    cancel: object = None
+    records: list[Record] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.env = environment(self.device)
+        self.env["fingerprint"] = fingerprint(self.env)
+
+    def __call__(self, ready, config: dict, rate: float, seconds: float) -> dict:
+        def point(**_params):
+            return ready.offer(Arrivals(self.arrival, rate, seconds, self.burstiness,
+                                        self.trace), self.percentile, self.cancel)
+
+        record = measure_point(point, {**config, "rate_rps": rate, "duration_s": seconds},
+                               workload=WORKLOAD, device=self.device, env=self.env,
+                               run_id=self.run_id, cancel=self.cancel)
+        self.records.append(record)
+        if self.out is not None:
+            append_record(self.out, record)
+        if self.on_trial is not None:
+            self.on_trial(record)
+        got = {**record.metrics, "outcome": record.outcome, "message": record.message,
+               "contended": bool(record.noise.get("contended"))}
+        return {**got, "verdict": verdict(got, self.target_ms)}
+
+
 def tune_online(p99_ms: float, task=None, *, model: str = "transformer", size: str | None = None,
                 axes: Mapping | None = None, batcher_axes: Mapping | None = None,
                 percentile: float = 99, arrival: str = "poisson", burstiness: float = 1.0,
@@ -132,23 +173,8 @@ def tune_online(p99_ms: float, task=None, *, model: str = "transformer", size: s
     name = task.name if task is not None else model
     size = serving_size(model, size, device, task)
     task = task or preset(name, size)
-    env = environment(device)
-    env["fingerprint"] = fingerprint(env)
-
-    def offered(ready, config: dict, rate: float, seconds: float) -> dict:
-        def point(**_params):
-            return ready.offer(Arrivals(arrival, rate, seconds, burstiness, trace), percentile,
-                               cancel)
-        record = measure_point(point, {**config, "rate_rps": rate, "duration_s": seconds},
-                               workload=WORKLOAD, device=device, env=env, run_id=run_id,
-                               cancel=cancel)
-        outcome.records.append(record)
-        if out is not None:
-            append_record(out, record)
-        if on_trial is not None:
-            on_trial(record)
-        got = {**record.metrics, "outcome": record.outcome, "message": record.message}
-        return {**got, "verdict": verdict(got, p99_ms)}
+    offered = Offers(p99_ms, percentile, arrival, burstiness, trace, device, run_id, out,
+                     on_trial, cancel, outcome.records)
 
     def ready_for(config: dict):
         spec = ServeSpec(name, size, config["max_batch"],
@@ -174,7 +200,7 @@ def tune_online(p99_ms: float, task=None, *, model: str = "transformer", size: s
     if outcome.winner is not None:
         outcome.snippet = serving_snippet(
             {**outcome.winner, "batch_size": outcome.winner["max_batch"]}, device,
-            note=f"tuned online by a800lab on {env['device_name']}: goodput "
+            note=f"tuned online by a800lab on {offered.env['device_name']}: goodput "
                  f"{outcome.goodput_rps:.4g} requests/s at p{percentile:g} <= {p99_ms:g} ms",
             delay_ms=outcome.winner["max_delay_ms"])
     return outcome
@@ -225,3 +251,33 @@ def _closed_choice(outcome: OnlineTuneOutcome, ready_for, offered, seconds: floa
                              "max_delay_ms": delay_ms,
                              "target_ms": got.get("target_percentile_ms"),
                              "saturated": bool(got.get("saturated")), "verdict": got["verdict"]}
+
+
+def peak_qps(target_ms: float, task=None, *, model: str = "transformer",
+             size: str | None = None, max_batch: int = 8, max_delay_ms: float = 0.0,
+             precision: str = "fp32", compile: str = "off", graphs: bool = False,
+             channels_last: bool = False, percentile: float = 99, arrival: str = "poisson",
+             burstiness: float = 1.0, duration_s: float | None = None, device: str = "auto",
+             budget_s: float = 0.3, cancel=None) -> dict:
+    """One config's peak QPS: its goodput under `pXX <= target_ms` (the closed-loop capacity
+    measured first, then the rate searched). {"goodput_rps", "capacity_rps", "found" (the
+    Goodput, every rate tried), "records", "outcome"}; measure it before and after a change."""
+    positive_float("target_ms", target_ms, "50 (milliseconds)")
+    device = resolve_device(device)
+    config = {"max_batch": max_batch, "max_delay_ms": max_delay_ms, "precision": precision,
+              "compile": compile, "graphs": graphs, "channels_last": channels_last}
+    seconds = duration_s or default_duration_s(device) / 2
+    Arrivals(arrival, 1.0, seconds, burstiness)  # a bad schedule: refused before building
+    name = task.name if task is not None else model
+    size = serving_size(model, size, device, task)
+    ready = prepare(ServeSpec(name, size, max_batch, precision, compile, graphs, channels_last),
+                    Batcher(max_batch, max_delay_ms), task or preset(name, size), device)
+    if ready.wrong:
+        return {**ready.gap, "goodput_rps": None}
+    capacity = ready.capacity(device, budget_s, cancel)["capacity_rps"]
+    offered = Offers(target_ms, percentile, arrival, burstiness, None, device, new_run_id(),
+                     cancel=cancel)
+    found = find_goodput(functools.partial(offered, ready, config, seconds=seconds),
+                         target_ms=target_ms, capacity_rps=capacity, percentile=percentile)
+    return {"outcome": "ok", "goodput_rps": found.goodput_rps, "capacity_rps": capacity,
+            "found": found, "records": offered.records, "summary": found.summary()}
