@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from ...core.backends import resolve_device
 from ...core.cancel import Cancelled
 from ...core.precision import matmul_precision
+from ...core.window import timed_section
 from ..training.models import preset
 from ..training.spec import positive_float, positive_int
 from .arrivals import Arrivals, arrival_times, span_s
@@ -83,7 +84,7 @@ class Prepared:
         """The server under `arrivals`: summarise()'s figures and the generator's own lag."""
         times, window_s = schedule_for(arrivals)
         size = self.batcher.request_size
-        with matmul_precision(self.server.spec.precision):
+        with matmul_precision(self.server.spec.precision), timed_section():
             trace = run_schedule(lambda n: self.server.request(n * size), times,
                                  max_batch=self.batcher.max_batch,
                                  max_delay_s=self.batcher.max_delay_ms / 1e3,

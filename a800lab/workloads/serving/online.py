@@ -16,14 +16,15 @@ from dataclasses import dataclass, field
 
 from ...core.backends import resolve_device
 from ...core.environment import environment, fingerprint
+from ...core.noise import default_cpu_threads
 from ...core.results import Record, append_record, check_writable, new_run_id
-from ...core.sweep import measure_point
+from ...core.sweep import measure_point, thread_count
 from ..training.models import preset
 from ..training.spec import positive_float
 from .arrivals import Arrivals
 from .goodput import MEETS, Goodput, find_goodput, verdict
 from .load import Batcher, default_duration_s, prepare
-from .spec import ServeSpec, serving_size
+from .spec import MIN_REQUESTS, ServeSpec, serving_size
 from .tune import ServeTuneOutcome, describe_serving, serving_snippet, tune_serve
 
 WORKLOAD = "tune-load"
@@ -74,8 +75,11 @@ class OnlineTuneOutcome:
         name = f"p{self.percentile:g}"
         again, lines = self.remeasured, []
         if self.winner is not None:
+            searched = again["searched_goodput_rps"]
+            lower = "" if again["rate_rps"] == searched else \
+                f" (the search's {searched:.4g} missed when offered again)"
             lines.append(f"winner: {describe_online(self.winner)}: goodput {again['rate_rps']:.4g} "
-                         f"requests/s; offered that rate again on a fresh server: {name} "
+                         f"requests/s{lower}; offered that rate again on a fresh server: {name} "
                          f"{again['target_ms']:.3g} ms <= {self.target_ms:g} ms (95% interval "
                          f"{again['ci_low_ms']:.3g}-{again['ci_high_ms']:.3g} ms, "
                          f"{again['requests']} requests)")
@@ -124,6 +128,9 @@ class Offers:
         self.env["fingerprint"] = fingerprint(self.env)
 
     def __call__(self, ready, config: dict, rate: float, seconds: float) -> dict:
+        """`rate` offered for `seconds`, or long enough for MIN_REQUESTS and a fifth more."""
+        seconds = max(seconds, 1.2 * MIN_REQUESTS / rate)
+
         def point(**_params):
             return ready.offer(Arrivals(self.arrival, rate, seconds, self.burstiness,
                                         self.trace), self.percentile, self.cancel)
@@ -258,10 +265,12 @@ def peak_qps(target_ms: float, task=None, *, model: str = "transformer",
              precision: str = "fp32", compile: str = "off", graphs: bool = False,
              channels_last: bool = False, percentile: float = 99, arrival: str = "poisson",
              burstiness: float = 1.0, duration_s: float | None = None, device: str = "auto",
-             budget_s: float = 0.3, cancel=None) -> dict:
+             budget_s: float = 0.3, torch_threads: int | None = None, cancel=None) -> dict:
     """One config's peak QPS: its goodput under `pXX <= target_ms` (the closed-loop capacity
-    measured first, then the rate searched). {"goodput_rps", "capacity_rps", "found" (the
-    Goodput, every rate tried), "records", "outcome"}; measure it before and after a change."""
+    measured first, then the rate searched), with `torch_threads` (on a CPU by default all
+    usable cores but one, as the panels and commands). {"goodput_rps", "capacity_rps",
+    "found" (the Goodput, every rate tried), "records", "outcome"}: measure it before and
+    after a change."""
     positive_float("target_ms", target_ms, "50 (milliseconds)")
     device = resolve_device(device)
     config = {"max_batch": max_batch, "max_delay_ms": max_delay_ms, "precision": precision,
@@ -270,14 +279,19 @@ def peak_qps(target_ms: float, task=None, *, model: str = "transformer",
     Arrivals(arrival, 1.0, seconds, burstiness)  # a bad schedule: refused before building
     name = task.name if task is not None else model
     size = serving_size(model, size, device, task)
-    ready = prepare(ServeSpec(name, size, max_batch, precision, compile, graphs, channels_last),
-                    Batcher(max_batch, max_delay_ms), task or preset(name, size), device)
-    if ready.wrong:
-        return {**ready.gap, "goodput_rps": None}
-    capacity = ready.capacity(device, budget_s, cancel)["capacity_rps"]
-    offered = Offers(target_ms, percentile, arrival, burstiness, None, device, new_run_id(),
-                     cancel=cancel)
-    found = find_goodput(functools.partial(offered, ready, config, seconds=seconds),
-                         target_ms=target_ms, capacity_rps=capacity, percentile=percentile)
+    spec = ServeSpec(name, size, max_batch, precision, compile, graphs, channels_last)
+    if torch_threads is None and device == "cpu":
+        torch_threads = default_cpu_threads()
+    with thread_count(torch_threads):
+        ready = prepare(spec, Batcher(max_batch, max_delay_ms), task or preset(name, size),
+                        device)
+        if ready.wrong:
+            return {**ready.gap, "goodput_rps": None}
+        capacity = ready.capacity(device, budget_s, cancel)["capacity_rps"]
+        offered = Offers(target_ms, percentile, arrival, burstiness, None, device,
+                         new_run_id(), cancel=cancel)
+        found = find_goodput(functools.partial(offered, ready, config, seconds=seconds),
+                             target_ms=target_ms, capacity_rps=capacity,
+                             percentile=percentile)
     return {"outcome": "ok", "goodput_rps": found.goodput_rps, "capacity_rps": capacity,
             "found": found, "records": offered.records, "summary": found.summary()}

@@ -222,8 +222,10 @@ def serving_snippet(config: Mapping, device: str, note: str = "",
              f'device = "{device_type}"',
              f"batch_size = {size}  # requests are answered in batches of at most this size"]
     if delay_ms is not None:
-        lines += [f"# dynamic batching: take up to {size} waiting requests; while fewer wait, "
-                  f"hold the oldest up to {delay_ms:g} ms", "# (Triton Inference Server: "
+        hold = f"while fewer wait, hold the oldest up to {delay_ms:g} ms" if delay_ms else \
+            "never hold one for more"
+        lines += [f"# dynamic batching: take up to {size} waiting requests; {hold}",
+                  "# (Triton Inference Server: "
                   f"max_batch_size: {size}, dynamic_batching {{ max_queue_delay_microseconds: "
                   f"{round(delay_ms * 1000)} }})"]
     lines.append(f"model = make_model().eval().to(device){cast}{layout}")
