@@ -207,7 +207,8 @@ def online_tune_figure(outcome) -> Figure:
         ax.plot(rates, values, "-", color=color, lw=1)
         for p, v in zip(points, values, strict=True):
             marker = {"meets": "o", "misses": "x"}.get(p["verdict"], "$?$")
-            ax.plot(p["rate_rps"], v, marker, color=color, linestyle="none")
+            ax.plot(p["rate_rps"], v, marker=marker, color=color, linestyle="none",
+                    gid=p["verdict"])
         entries.append((Line2D([], [], color=color, marker="o"),
                         f"{describe_online(search['config'])}: "
                         f"{search['found'].goodput_rps:.4g}/s"))
@@ -223,7 +224,8 @@ def online_tune_figure(outcome) -> Figure:
                  "best offered its goodput again: missed"),
                 (Line2D([], [], marker="x", color="gray", linestyle="none"), "missed"),
                 (Line2D([], [], marker="$?$", color="gray", linestyle="none"),
-                 "inconclusive (the target inside the 95% interval)")]
+                 "inconclusive (the target inside the 95% interval, or a miss on a contended "
+                 "CPU)")]
     ax.set_xlim(left=0)
     ax.legend(*zip(*wrapped_entries(entries), strict=True), loc="upper left",
               bbox_to_anchor=(1.02, 1.0), fontsize="x-small")

@@ -322,6 +322,10 @@ class ServingExplorer(Explorer):
                 "concurrency": concurrency_figure, "tune": serving_figure}[view]
         return draw(df, series=series, earlier_runs=self.earlier_runs.value)
 
+    def _caption_note(self, measured: pd.DataFrame, x: str) -> str:
+        """The tune view's answer says what ran (its table names every config)."""
+        return "" if self.view.value == "tune" else super()._caption_note(measured, x)
+
     def _table_html(self, measured: pd.DataFrame) -> str:
         shown, view = self._of_view(measured), VIEWS[self.view.value]
         if shown.empty:

@@ -91,6 +91,9 @@ class OnlineTuneOutcome:
         if choice:
             fate = "meets" if choice["verdict"] == MEETS else "would miss" if \
                 choice["verdict"] != "inconclusive" else "is inconclusive against"
+            why = "" if choice["verdict"] != "inconclusive" else \
+                " (it missed on a contended CPU)" if choice["contended"] else \
+                " (the target lies inside its 95% interval)"
             lines.append(
                 f"closed-loop choice: {describe_serving(choice['config'])}: "
                 f"{choice['samples_per_s']:.4g} samples/s with a batch p99 of "
@@ -99,7 +102,7 @@ class OnlineTuneOutcome:
                 f"(delay {choice['max_delay_ms']:.3g} ms) it gives {name} "
                 f"{choice['target_ms']:.3g} ms" + (" and saturates" if choice["saturated"]
                                                    else "") +
-                f": it {fate} the {self.target_ms:g} ms target")
+                f": it {fate} the {self.target_ms:g} ms target{why}")
         lines.append("goodput per config (requests/s at which the target holds):")
         lines += [f"  {s['found'].goodput_rps:10.4g}  of {s['capacity_rps']:.4g} closed-loop  "
                   f"{describe_online(s['config'])}" for s in self.searches]
@@ -257,7 +260,8 @@ def _closed_choice(outcome: OnlineTuneOutcome, ready_for, offered, seconds: floa
                              "batch_p99_ms": again["p99_ms"], "rate_rps": rate,
                              "max_delay_ms": delay_ms,
                              "target_ms": got.get("target_percentile_ms"),
-                             "saturated": bool(got.get("saturated")), "verdict": got["verdict"]}
+                             "saturated": bool(got.get("saturated")), "verdict": got["verdict"],
+                             "contended": got["contended"]}
 
 
 def peak_qps(target_ms: float, task=None, *, model: str = "transformer",
