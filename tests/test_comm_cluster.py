@@ -143,3 +143,15 @@ def test_doctor_fleet_outside_a_group_says_how_to_start_it(capsys, monkeypatch):
         "doctor --fleet" in err and len(err.splitlines()) == 1
     with pytest.raises(ValueError, match="start it on every node under torchrun"):
         gather_fleet(build_report)
+
+
+def test_a800lab_torchrun_refuses_a_bad_comm_command_before_any_rank_starts(tmp_path, capsys):
+    out = tmp_path / "c.jsonl"
+    for argv, says in ((["--op", "allreduce"], "unknown collective 'allreduce'"),
+                       (["--op", "leader_all_reduce", "--ranks-per-node", "3"],
+                        "ranks_per_node=3 needs op")):
+        assert main(["torchrun", "--nnodes", "1", "--nproc-per-node", "2", "comm",
+                     "collectives", *argv, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert says in err and len(err.splitlines()) == 1
+    assert not out.exists()

@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from a800lab.core.results import read_records
 from a800lab.workloads.comm.launcher import free_port
 from tests.two_hosts import REPO, two_hosts, wait
@@ -26,7 +28,8 @@ def test_the_comm_lab_runs_on_two_hosts_and_rank_0_writes_one_file(tmp_path):
             assert routes.strip() and "default" not in routes  # only the pair between them
         results = hosts.run_both(["comm", "collectives", "--op", "all_reduce",
                                   "hierarchical_all_reduce", "leader_all_reduce", "--size",
-                                  "64K", "--budget-s", "0.02", "--out", str(out)], nproc=2)
+                                  "64K", "--budget-s", "0.02", "--out", str(out)], nproc=2,
+                                 plain=True)   # torchrun itself, as a user runs it
         assert all(code == 0 for code, _ in results), results
         assert not hosts.pids()   # every rank and agent exited by itself
     assert hosts.gone()
@@ -48,6 +51,15 @@ def test_the_comm_lab_runs_on_two_hosts_and_rank_0_writes_one_file(tmp_path):
     head = results[0][1]
     assert "G.7.2 (the report's hierarchical all-reduce row): method shown on CPU" in head
     assert "4 ranks (gloo) on 2 node(s), groups of 2" in head
+
+
+def test_the_hosts_and_what_runs_on_them_are_gone_after_a_failing_block():
+    with pytest.raises(RuntimeError, match="a test failing"), two_hosts() as hosts:
+        sleeper = hosts.start(1, ["-c", "import time; time.sleep(120)"])
+        while not hosts.pids():
+            time.sleep(0.05)
+        raise RuntimeError("a test failing while a host still runs something")
+    assert sleeper.returncode is not None and hosts.seen and hosts.gone()
 
 
 def test_doctor_fleet_names_the_variable_set_on_one_host_only():
@@ -105,13 +117,13 @@ def test_a_rendezvous_endpoint_that_does_not_answer_ends_in_one_line():
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "a800lab", "torchrun", "--nnodes", "2",
                            "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
-                           f"127.0.0.1:{port}", "--rdzv-conf", "is_host=0,read_timeout=2",
+                           f"127.0.0.1:{port}", "--rdzv-conf", "is_host=0,read_timeout=1",
                            "doctor", "--fleet"], cwd=REPO, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
     took_s = time.monotonic() - started
     assert proc.returncode == 2 and took_s < 30, (took_s, proc.stderr)
     assert proc.stderr.splitlines() == [
-        f"a800lab: error: the rendezvous endpoint 127.0.0.1:{port} did not answer within 2 s "
+        f"a800lab: error: the rendezvous endpoint 127.0.0.1:{port} did not answer within 1 s "
         "(connection refused): start the first node's torchrun (it serves the endpoint; "
         "--rdzv-conf is_host=1 there), check the address and port, or wait longer "
         "(--rdzv-conf read_timeout=SECONDS)"]

@@ -66,28 +66,32 @@ class Hosts:
         return now
 
     def start(self, i: int, argv: list[str], env: dict | None = None) -> subprocess.Popen:
-        """`python -m a800lab ARGV` on host i, with `env` added."""
+        """`python ARGV` on host i, with `env` added."""
         extra = [f"{k}={v}" for k, v in (env or {}).items()]
         proc = subprocess.Popen([str(SCRIPT), "on", self.name, str(i), "env", *extra,
-                                 sys.executable, "-m", "a800lab", *argv], cwd=REPO,
+                                 sys.executable, *argv], cwd=REPO,
                                 env={**os.environ, "PYTHONPATH": str(REPO)},
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.procs.append(proc)
         return proc
 
-    def torchrun(self, i: int, lab: list[str], *, nproc: int, port: int = 29400,
-                 conf: str = "", env: dict | None = None) -> subprocess.Popen:
-        """`a800lab torchrun` on host i: 2 nodes of `nproc` ranks, host 0 serving the c10d
-        rendezvous (is_host), each agent on its own address (--local-addr)."""
-        return self.start(i, ["torchrun", "--nnodes", "2", "--nproc-per-node", str(nproc),
-                              "--rdzv-backend", "c10d", "--rdzv-endpoint",
-                              f"{ADDRESSES[0]}:{port}", "--local-addr", ADDRESSES[i],
-                              "--rdzv-conf", f"is_host={int(i == 0)}{conf}", *lab], env)
+    def torchrun(self, i: int, lab: list[str], *, nproc: int, plain: bool = False,
+                 env: dict | None = None) -> subprocess.Popen:
+        """`a800lab torchrun LAB` (plain: `torchrun ... -m a800lab LAB`) on host i: 2 nodes of
+        `nproc` ranks, host 0 serving the c10d rendezvous (is_host), each agent on its own
+        address (--local-addr)."""
+        options = ["--nnodes", "2", "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d",
+                   "--rdzv-endpoint", f"{ADDRESSES[0]}:29400", "--local-addr", ADDRESSES[i],
+                   "--rdzv-conf", f"is_host={int(i == 0)}"]
+        argv = (["-m", "torch.distributed.run", *options, "-m", "a800lab", *lab] if plain
+                else ["-m", "a800lab", "torchrun", *options, *lab])
+        return self.start(i, argv, env)
 
-    def run_both(self, lab: list[str], *, nproc: int, timeout_s: float = 120,
-                 env1: dict | None = None) -> list[tuple[int, str]]:
+    def run_both(self, lab: list[str], *, nproc: int, plain: bool = False,
+                 timeout_s: float = 120, env1: dict | None = None) -> list[tuple[int, str]]:
         """The same lab command on both hosts (host 1 with `env1` added): (exit code, output)."""
-        procs = [self.torchrun(0, lab, nproc=nproc), self.torchrun(1, lab, nproc=nproc, env=env1)]
+        procs = [self.torchrun(i, lab, nproc=nproc, plain=plain, env=env1 if i else None)
+                 for i in (0, 1)]
         return [wait(p, timeout_s) for p in procs]
 
     def down(self) -> None:
@@ -100,8 +104,10 @@ class Hosts:
             proc.wait(10)
 
     def gone(self) -> bool:
-        """No namespace of these hosts, and no process that ran in them, is left."""
+        """No namespace of these hosts, no end of their veth pair (none was ever in this
+        namespace) and no process that ran in them is left."""
         return not any(n.startswith(self.name + "-") for n in _namespaces()) and \
+            subprocess.run(["ip", "link", "show", "lab0"], capture_output=True).returncode and \
             not any(Path(f"/proc/{pid}").exists() for pid in self.seen)
 
 

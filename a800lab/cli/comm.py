@@ -105,17 +105,45 @@ def ddp_axes(args) -> dict:
 
 
 def torchrun_command(args) -> int:
-    from ..workloads.comm.torchrun import launch, torchrun_args
+    from ..workloads.comm.torchrun import launch, leave, torchrun_args
 
     if not args.torchrun_args or args.torchrun_args[0] in ("-h", "--help"):
         print(f"usage: a800lab torchrun [torchrun options] COMMAND ...\n\n"
               f"{args.command_parser.description}\n", file=sys.stderr)
         torchrun_args(["--help"])  # torchrun's own options (exits)
-    return launch(args.torchrun_args)
+    launch_args = torchrun_args(args.torchrun_args)
+    command = launch_args.training_script_args
+    if command[0] == "comm":  # refused here, once, rather than by every rank
+        nodes, per_node = str(launch_args.nnodes), str(launch_args.nproc_per_node)
+        both = nodes.isdigit() and per_node.isdigit()
+        check_comm_command(args.root_parser, command,
+                           world_size=int(nodes) * int(per_node) if both else None,
+                           per_node=int(per_node) if both else None)
+    leave(launch(launch_args))  # torch's teardown in the agent costs seconds and does nothing
+
+
+def check_comm_command(root_parser, command: list[str], *, world_size: int | None,
+                       per_node: int | None) -> None:
+    """ValueError for a comm command its ranks would refuse: it parses as they will parse it,
+    its options pass their checks and (world_size known) its points theirs."""
+    from ..workloads.comm import runs
+
+    try:
+        lab = root_parser.parse_args(command if "--out" in command else
+                                     [*command, "--out", "comm.jsonl"])
+    except SystemExit:
+        raise ValueError(f"{shlex.join(command)}: the comm command does not parse (its error "
+                         "is above)") from None
+    for dest, check in lab.checks.items():  # --out and --device are the ranks' to check
+        if dest not in ("out", "device") and getattr(lab, dest) is not None:
+            setattr(lab, dest, check(getattr(lab, dest)))
+    if world_size is not None:
+        workload, axes = ("comm", collective_axes(lab, "nccl", per_node)) \
+            if lab.comm == "collectives" else ("ddp", ddp_axes(lab))
+        runs.plan_points(workload, axes, None, world_size, "nccl")
 
 
 def recipes_command(args) -> int:
-    from ..workloads.comm import runs
     from ..workloads.comm.recipes import IMAGE, write_recipes
 
     command = args.lab_command
@@ -123,17 +151,11 @@ def recipes_command(args) -> int:
         raise ValueError(f"{shlex.join(command) or '(no command)'}: give the comm command the "
                          "recipes run, e.g. comm collectives --op all_reduce "
                          "hierarchical_all_reduce --size 1M 1G")
-    try:  # the command as the ranks will parse it, then its points as they will check them
-        lab = args.root_parser.parse_args([*command, "--out", "comm.jsonl"])
-    except SystemExit:
-        raise ValueError(f"{shlex.join(command)}: the comm command does not parse (its error "
-                         "is above)") from None
-    for dest, check in lab.checks.items():
-        if dest not in ("out", "device") and getattr(lab, dest) is not None:
-            setattr(lab, dest, check(getattr(lab, dest)))
-    workload, axes = ("comm", collective_axes(lab, "nccl", args.gpus_per_node)) \
-        if command[1] == "collectives" else ("ddp", ddp_axes(lab))
-    runs.plan_points(workload, axes, None, args.nodes * args.gpus_per_node, "nccl")
+    if "--out" in command:
+        raise ValueError("leave --out out of the command: each recipe writes its own results "
+                         "file (results/comm.jsonl, /results/comm.jsonl)")
+    check_comm_command(args.root_parser, command, world_size=args.nodes * args.gpus_per_node,
+                       per_node=args.gpus_per_node)
     generated = shlex.join(["python", "-m", "a800lab", "comm", "recipes", "--nodes",
                             str(args.nodes), "--gpus-per-node", str(args.gpus_per_node),
                             *(["--image", args.image] if args.image else []), *command])

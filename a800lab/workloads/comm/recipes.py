@@ -180,14 +180,12 @@ spec:
 
 def write_recipes(folder, command: list[str], *, nodes: int, gpus_per_node: int,
                   generated: str = "", image: str = IMAGE) -> dict[str, str]:
-    """Write the three recipes for `command` (a lab group command, no --out) into `folder`."""
+    """Write the three recipes for `command` (a comm command, checked, without --out) into
+    `folder`."""
     if not (isinstance(nodes, int) and nodes >= 2 and isinstance(gpus_per_node, int)
             and gpus_per_node >= 1):
         raise ValueError(f"--nodes {nodes} --gpus-per-node {gpus_per_node}: recipes are for 2 "
                          "or more nodes of 1 or more GPUs, e.g. --nodes 2 --gpus-per-node 8")
-    if "--out" in command:
-        raise ValueError("leave --out out of the command: each recipe writes its own results "
-                         "file (results/comm.jsonl, /results/comm.jsonl)")
     texts = dict(zip(FILES, (torchrun_script(command, nodes, gpus_per_node, generated),
                              slurm_script(command, nodes, gpus_per_node, generated),
                              pytorchjob(command, nodes, gpus_per_node, generated, image)),

@@ -4,7 +4,7 @@ has answered, and with a failed rank said in one line.
 
     python -m a800lab torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d \\
         --rdzv-endpoint head:29500 comm collectives --op all_reduce --out comm.jsonl
-    launch(["--nnodes", "2", ..., "doctor", "--fleet"])   # -> exit code
+    launch(torchrun_args(["--nnodes", "2", ..., "doctor", "--fleet"]))   # -> exit code
 
 Plain `torchrun ... -m a800lab comm collectives ...` runs the same ranks; an endpoint that does
 not answer then ends in torchrun's traceback after its read_timeout.
@@ -116,9 +116,10 @@ def failure_line(failures: dict) -> str:
 
 
 def leave(code: int):
-    """End a rank torchrun started, its output flushed, skipping the interpreter's teardown of
-    torch: seconds per rank, and gloo's threads torn down at exit can abort the process
-    (SIGABRT), which a node's agent reports as a failed rank while the others wait 300 s."""
+    """End a rank torchrun started (or the agent, once torchrun has returned), its output
+    flushed, skipping the interpreter's teardown of torch: seconds per process, and in a rank
+    gloo's threads torn down at exit can abort it (SIGABRT), which its node's agent reports as a
+    failed rank while the other nodes' agents wait 300 s for it."""
     import os
     import sys
 
@@ -127,9 +128,9 @@ def leave(code: int):
     os._exit(code)
 
 
-def launch(argv: list[str]) -> int:
-    """Check the command and the endpoint, run torchrun; 1 with one line when a rank failed or
-    the rendezvous did (ValueError for bad input and an endpoint that does not answer)."""
+def launch(args) -> int:
+    """Wait for the endpoint, run torchrun with `args` (torchrun_args'); 1 with one line when a
+    rank failed or the rendezvous did (ValueError for an endpoint that does not answer)."""
     import sys
 
     from torch.distributed import DistError
@@ -137,7 +138,6 @@ def launch(argv: list[str]) -> int:
     from torch.distributed.elastic.rendezvous.api import RendezvousError
     from torch.distributed.run import run
 
-    args = torchrun_args(argv)
     reach = endpoint_to_reach(args)
     if reach is not None:
         wait_for_endpoint(*reach)
