@@ -63,7 +63,7 @@ def add_parsers(commands) -> None:
     recipes.add_argument("lab_command", nargs=argparse.REMAINDER,
                          help="the comm command, without --out, e.g. comm collectives --op "
                               "all_reduce hierarchical_all_reduce --size 1M 1G")
-    launch = commands.add(
+    launch = commands.add(  # "+" prefixes: every --option after `torchrun` is left to torchrun
         "torchrun", run=torchrun_command, parser_options={"prefix_chars": "+",
                                                           "add_help": False},
         help="torchrun (the same options) running a lab group command on every rank of this "
