@@ -62,6 +62,13 @@ def test_the_hosts_and_what_runs_on_them_are_gone_after_a_failing_block():
     assert sleeper.returncode is not None and hosts.seen and hosts.gone()
 
 
+def test_without_root_the_two_host_tests_skip_saying_why(monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(pytest.skip.Exception, match="needs root to make network namespaces"), \
+            two_hosts():
+        pass
+
+
 def test_doctor_fleet_names_the_variable_set_on_one_host_only():
     with two_hosts() as hosts:
         (code0, head), (code1, other) = hosts.run_both(["doctor", "--fleet"], nproc=1,
