@@ -100,14 +100,15 @@ def make_batches(width: int, micro_batch: int, device: str, rank: int, count: in
 
 def ddp_point(hook: str = "allreduce", accum_steps: int = 1, sync: str = "no_sync",
               bucket_cap_mb: float = 25.0, powersgd_rank: int = 1, start_iter: int = 2,
-              micro_batch: int = 32, *, world_size: int, backend: str, device: str = "cpu",
-              train_steps: int = 20, budget_s: float = 0.3, lr: float = 0.1) -> dict:
+              micro_batch: int = 32, *, world_size: int, backend: str, nodes: int = 1,
+              device: str = "cpu", train_steps: int = 20, budget_s: float = 0.3,
+              lr: float = 0.1) -> dict:
     """One DDP configuration (checked by runs.check_point): train, count one step's traffic,
     time steps; throughput = micro_batch x accum_steps x world_size / step time."""
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    check_group(world_size, backend)
+    check_group(world_size, backend, nodes)
     width, depth = MODEL_SHAPE["cuda" if device.startswith("cuda") else "cpu"]
     module = build_model(device, width, depth)
     ids = [torch.device(device).index or 0] if device.startswith("cuda") else None
