@@ -38,8 +38,8 @@ def lines_with(report, text):
 def test_report_structure():
     report = fake_report()
     assert report["gpu_found"] is True and report["no_gpu_reason"] == ""
-    assert set(report) == {"system", "cpu", "gpu_found", "no_gpu_reason", "gpus", "topology",
-                           "advice"}
+    assert set(report) == {"system", "cpu", "environ", "gpu_found", "no_gpu_reason", "gpus",
+                           "topology", "advice"}
     assert len(report["gpus"]) == 8
     assert report["topology"]["matrix"][0][4] == "SYS"
     assert report["topology"]["numa_node"] == [0, 0, 0, 0, 1, 1, 1, 1]

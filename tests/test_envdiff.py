@@ -308,3 +308,22 @@ def test_a_swing_inside_the_spread_or_on_one_machine_is_drawn_as_no_difference(t
                if b.get_width() > 0]
     assert colours == [matplotlib.colors.to_rgb("tab:gray"), matplotlib.colors.to_rgb("tab:red")]
     assert LineupRow("w", {}, "u", 1.0, 1.0, False, False).within_spread is False  # no samples
+
+
+def test_doctor_reports_record_the_variables_that_matter_and_diff_names_each(monkeypatch):
+    from a800lab.core.nccl_env import settings_that_matter
+
+    assert settings_that_matter({"NCCL_IB_HCA": "mlx5_0", "HOME": "/root", "LD_PRELOAD": "x.so",
+                                 "CUDA_VISIBLE_DEVICES": "0,1", "MY_TOKEN": "secret"}) == {
+        "CUDA_VISIBLE_DEVICES": "0,1", "LD_PRELOAD": "x.so", "NCCL_IB_HCA": "mlx5_0"}
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "eth0")
+    a = report()
+    assert a["environ"]["NCCL_SOCKET_IFNAME"] == "eth0"
+    b = {**a, "environ": {**a["environ"], "NCCL_SOCKET_IFNAME": "ib0", "OMP_NUM_THREADS": "4"}}
+    d = diff_sides(side_from_report(a, "a.json"), side_from_report(b, "b.json"))
+    assert [(x.label, x.a, x.b) for x in d.differences] == [
+        ("NCCL_SOCKET_IFNAME", "eth0", "ib0"), ("OMP_NUM_THREADS", "(unset)", "4")]
+    assert d.differences[0].meaning.startswith("NCCL_SOCKET_IFNAME: the network interface")
+    assert "NCCL_SOCKET_IFNAME: A eth0 | B ib0" in format_diff(d)
+    old = {k: v for k, v in b.items() if k != "environ"}   # a report from before the field
+    assert not diff_sides(side_from_report(a, "a"), side_from_report(old, "old")).differences

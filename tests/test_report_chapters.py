@@ -1,7 +1,7 @@
 """The chapters and the register say the same: wherever a chapter says how the report decides a
 claim it quotes the row (`claim_id` is decided by *the register's words*), the chapters that
-explain a row's rule quote it, and the sentences that paraphrase a rule (chapters 04 and 12)
-name what the row's rule names."""
+explain a row's rule quote it, and the sentences that paraphrase a rule (chapters 04, 08 and
+12) name what the row's rule names."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ EXPLAINED = {"02": {"tile_shape", "tc_peak"}, "10": {"energy"},
              "11": {"tile_shape", "amp_speed", "mp_memory", "compression", "idle_cut", "energy",
                     "placement", "hierarchical", "accum_snippet", "amp_trains"}}
 # sentences that paraphrase a row's rule without quoting it: what both must name
-PARAPHRASES = {("04", "amp_speed"): "default fp32", ("12", "unit_util"): "AMP step"}
+PARAPHRASES = {("04", "amp_speed"): "default fp32", ("12", "unit_util"): "AMP step",
+               ("08", "hierarchical"): "time cut at the largest message"}
 
 
 def markdown(chapter: str) -> str:

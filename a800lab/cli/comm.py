@@ -1,15 +1,19 @@
 """The communication lab on the command line: `comm collectives` and `comm ddp`, on ranks started
 here (2 gloo processes on a CPU, one per GPU on NCCL) or, under torchrun, every process a rank
-and rank 0 writing --out. A rank that dies or hangs ends the run with the reason (exit 1)."""
+and rank 0 writing --out (the G.7.2 row read from it); `torchrun`, torchrun with the lab's checks;
+`comm recipes`, the launch recipes for clusters. A rank that dies or hangs ends the run with the
+reason (exit 1)."""
 
+import argparse
 import os
+import shlex
 import sys
 
 from ..core.cancel import Cancelled
 from ..core.noise import default_cpu_threads
 from ..core.units import parse_size
 from . import options
-from .options import Stopped, positive, refuse
+from .options import FOLDER, Stopped, positive, refuse
 
 DDP_OPTIONS = ("hook", "accum_steps", "sync", "bucket_cap_mb", "powersgd_rank", "start_iter")
 RANKS = "nproc timeout_s RUN no_resume"
@@ -24,17 +28,17 @@ RANK_OPTIONS = {
 
 def add_parsers(commands) -> None:
     commands.add("collectives", group="comm", run=collectives_command,
-                 help="all_reduce, all_gather, reduce_scatter, broadcast, hierarchical_all_reduce "
-                      "over message sizes: time, algbw, busbw",
+                 help="all_reduce, all_gather, reduce_scatter, broadcast, hierarchical_all_reduce, "
+                      "leader_all_reduce over message sizes: time, algbw, busbw",
                  options=f"op+ size+ dtype ranks_per_node {RANKS}", **RANK_OPTIONS,
                  op="collectives (default all_reduce)",
                  size={"type": None, "check": _sizes, "help": "message sizes in bytes, or with "
                        "K/M/G (binary: 1K = 1024); default 1K 16K 256K 4M on CPUs, 1K to 1G by "
                        "4x on GPUs"},
                  dtype={"default": "fp32", "help": "fp32, fp16 or bf16"},
-                 ranks_per_node={"type": int, "help": "hierarchical_all_reduce: ranks per node "
-                                 "(default: under torchrun LOCAL_WORLD_SIZE, else all ranks on "
-                                 "one node)"})
+                 ranks_per_node={"type": int, "help": "hierarchical_all_reduce and "
+                                 "leader_all_reduce: ranks per node (default: under torchrun "
+                                 "LOCAL_WORLD_SIZE, else all ranks on one node)"})
     commands.add("ddp", group="comm", run=ddp_command,
                  help="a DDP training step: comm hooks, no_sync accumulation, buckets",
                  options=" ".join(f"{name}+" for name in DDP_OPTIONS) + f" train_steps {RANKS}",
@@ -48,29 +52,124 @@ def add_parsers(commands) -> None:
                  start_iter={"type": int, "help": "PowerSGD's plain all-reduce steps before "
                              "compressing (>= 2)"},
                  train_steps="optimizer steps before timing (default 20 on a CPU, 50 on GPUs)")
+    recipes = commands.add(
+        "recipes", group="comm", run=recipes_command, options="nodes gpus_per_node image out",
+        help="write the launch recipes for a cluster from one comm command: a torchrun script "
+             "for every node, a Slurm batch script and a Kubeflow PyTorchJob",
+        nodes={"type": int, "default": 2, "help": "nodes (2)"},
+        gpus_per_node={"type": int, "default": 8, "help": "GPUs per node, one rank each (8)"},
+        image={"default": None, "help": "the PyTorchJob's image (built from deploy/Dockerfile)"},
+        out={**FOLDER, "default": "deploy", "help": "folder to write them into (deploy)"})
+    recipes.add_argument("lab_command", nargs=argparse.REMAINDER,
+                         help="the comm command, without --out, e.g. comm collectives --op "
+                              "all_reduce hierarchical_all_reduce --size 1M 1G")
+    launch = commands.add(  # "+" prefixes: every --option after `torchrun` is left to torchrun
+        "torchrun", run=torchrun_command, parser_options={"prefix_chars": "+",
+                                                          "add_help": False},
+        help="torchrun (the same options) running a lab group command on every rank of this "
+             "node, after checking the rendezvous endpoint answers; a failed rank named in one "
+             "line: a800lab torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d "
+             "--rdzv-endpoint HEAD:29500 comm collectives ...")
+    launch.add_argument("torchrun_args", nargs=argparse.REMAINDER,
+                        help="torchrun's options, then comm collectives|ddp ... or doctor --fleet")
 
 
 def collectives_command(args) -> int:
     from ..workloads.comm import runs
 
     backend = "nccl" if args.device.startswith("cuda") else "gloo"
+    per_node = int(os.environ.get("LOCAL_WORLD_SIZE", "1")) if runs.under_torchrun() else None
+    return _run(args, "comm", collective_axes(args, backend, per_node),
+                {"budget_s": args.budget_s}, backend)
+
+
+def collective_axes(args, backend: str, per_node: int | None) -> dict:
+    """The grid of `comm collectives`; `per_node`: the ranks per node a hierarchical all-reduce
+    defaults to (torchrun's LOCAL_WORLD_SIZE; None: every rank on one node)."""
+    from ..workloads.comm.collectives import HIERARCHICAL
+
     sizes = args.size or \
         [2**e for e in range(10, 31 if backend == "nccl" else 23, 2 if backend == "nccl" else 4)]
     axes = {"op": args.op or ["all_reduce"], "size_bytes": sizes, "dtype": [args.dtype]}
     if args.ranks_per_node is not None:
         axes["ranks_per_node"] = [args.ranks_per_node]
-    elif runs.under_torchrun() and "hierarchical_all_reduce" in axes["op"]:
-        axes["ranks_per_node"] = [int(os.environ.get("LOCAL_WORLD_SIZE", "1"))]
-    return _run(args, "comm", axes, {"budget_s": args.budget_s}, backend)
+    elif per_node is not None and set(HIERARCHICAL) & set(axes["op"]):
+        axes["ranks_per_node"] = [per_node]
+    return axes
+
+
+def ddp_axes(args) -> dict:
+    """The grid of `comm ddp`."""
+    return {name: getattr(args, name) for name in DDP_OPTIONS
+            if getattr(args, name) is not None} or {"hook": ["allreduce"]}
+
+
+def torchrun_command(args) -> int:
+    from ..workloads.comm.torchrun import launch, leave, torchrun_args
+
+    if not args.torchrun_args or args.torchrun_args[0] in ("-h", "--help"):
+        print(f"usage: a800lab torchrun [torchrun options] COMMAND ...\n\n"
+              f"{args.command_parser.description}\n", file=sys.stderr)
+        torchrun_args(["--help"])  # torchrun's own options (exits)
+    launch_args = torchrun_args(args.torchrun_args)
+    command = launch_args.training_script_args
+    if command[0] == "comm":  # refused here, once, rather than by every rank
+        nodes, per_node = str(launch_args.nnodes), str(launch_args.nproc_per_node)
+        both = nodes.isdigit() and per_node.isdigit()
+        check_comm_command(args.root_parser, command,
+                           world_size=int(nodes) * int(per_node) if both else None,
+                           per_node=int(per_node) if both else None)
+    leave(launch(launch_args))  # torch's teardown in the agent costs seconds and does nothing
+
+
+def check_comm_command(root_parser, command: list[str], *, world_size: int | None,
+                       per_node: int | None) -> None:
+    """ValueError for a comm command its ranks would refuse: it parses as they will parse it,
+    its options pass their checks and (world_size known) its points theirs."""
+    from ..workloads.comm import runs
+
+    try:
+        lab = root_parser.parse_args(command if "--out" in command else
+                                     [*command, "--out", "comm.jsonl"])
+    except SystemExit:
+        raise ValueError(f"{shlex.join(command)}: the comm command does not parse (its error "
+                         "is above)") from None
+    for dest, check in lab.checks.items():  # --out and --device are the ranks' to check
+        if dest not in ("out", "device") and getattr(lab, dest) is not None:
+            setattr(lab, dest, check(getattr(lab, dest)))
+    if world_size is not None:
+        workload, axes = ("comm", collective_axes(lab, "nccl", per_node)) \
+            if lab.comm == "collectives" else ("ddp", ddp_axes(lab))
+        runs.plan_points(workload, axes, None, world_size, "nccl")
+
+
+def recipes_command(args) -> int:
+    from ..workloads.comm.recipes import IMAGE, write_recipes
+
+    command = args.lab_command
+    if command[:2] not in (["comm", "collectives"], ["comm", "ddp"]):
+        raise ValueError(f"{shlex.join(command) or '(no command)'}: give the comm command the "
+                         "recipes run, e.g. comm collectives --op all_reduce "
+                         "hierarchical_all_reduce --size 1M 1G")
+    if "--out" in command:
+        raise ValueError("leave --out out of the command: each recipe writes its own results "
+                         "file (results/comm.jsonl, /results/comm.jsonl)")
+    check_comm_command(args.root_parser, command, world_size=args.nodes * args.gpus_per_node,
+                       per_node=args.gpus_per_node)
+    generated = shlex.join(["python", "-m", "a800lab", "comm", "recipes", "--nodes",
+                            str(args.nodes), "--gpus-per-node", str(args.gpus_per_node),
+                            *(["--image", args.image] if args.image else []), *command])
+    texts = write_recipes(args.out, command, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
+                          generated=generated, image=args.image or IMAGE)
+    print("\n".join(os.path.join(args.out, name) for name in texts))
+    return 0
 
 
 def ddp_command(args) -> int:
     backend = "nccl" if args.device.startswith("cuda") else "gloo"
     train_steps = args.train_steps or (50 if backend == "nccl" else 20)
-    axes = {name: getattr(args, name) for name in DDP_OPTIONS
-            if getattr(args, name) is not None} or {"hook": ["allreduce"]}
-    return _run(args, "ddp", axes, {"budget_s": args.budget_s, "train_steps": train_steps},
-                backend)
+    return _run(args, "ddp", ddp_axes(args),
+                {"budget_s": args.budget_s, "train_steps": train_steps}, backend)
 
 
 def _sizes(texts: list[str]) -> list[int]:
@@ -111,8 +210,6 @@ def _run(args, workload: str, axes: dict, settings: dict, backend: str) -> int:
                                      resume=not args.no_resume, backend=backend,
                                      on_progress=options.show_progress,
                                      on_result=options.show_record)
-            if int(os.environ["RANK"]) != 0:
-                return 0
         else:
             res = runs.run_comm(workload, axes, world_size=nproc, backend=backend,
                                 settings=settings, out=args.out, resume=not args.no_resume,
@@ -122,6 +219,31 @@ def _run(args, workload: str, axes: dict, settings: dict, backend: str) -> int:
         raise Stopped(f"stopped; every finished point is in {args.out}") from None
     except RankGroupError as exc:
         print(f"a800lab: error: {exc}\nevery finished point is in {args.out}", file=sys.stderr)
-        return 1
-    print(options.summary_line(res, args.out), file=sys.stderr)
-    return 0
+        return _leave(here, 1)
+    if os.environ.get("RANK", "0") == "0" or not here:
+        print(options.summary_line(res, args.out), file=sys.stderr)
+        if workload == "comm":
+            _hierarchical_row(args.out, "cuda" if backend == "nccl" else "cpu")
+    return _leave(here, 0)
+
+
+def _leave(here: bool, code: int) -> int:
+    """A rank under torchrun ends at once (workloads.comm.torchrun.leave); else the code."""
+    if here:
+        from ..workloads.comm.torchrun import leave
+
+        leave(code)
+    return code
+
+
+def _hierarchical_row(out: str, device: str) -> None:
+    """The report's G.7.2 row read from `out` when it holds flat and hierarchical all-reduces of
+    one group (the row needs their ranks on 2 or more nodes to decide)."""
+    from ..core.results import read_records
+    from ..report.cluster import hierarchical_row
+
+    row = hierarchical_row(read_records(out), device)
+    if row is not None:
+        status, measured, reason = row
+        print(f"G.7.2 (the report's hierarchical all-reduce row): {status}: {measured}"
+              + (f"; {reason}" if reason else ""), file=sys.stderr)

@@ -9,8 +9,10 @@ from .options import FLAG, add_options, stoppable
 
 
 def add_parsers(commands) -> None:
-    commands.add("doctor", run=doctor_command, options="json",
-                 help="environment and topology report with advice")
+    commands.add("doctor", run=doctor_command, options="json fleet",
+                 help="environment and topology report with advice",
+                 fleet={**FLAG, "help": "under torchrun (one process per node): gather every "
+                        "node's report and print how each differs from node 0's"})
     commands.add("peak", run=peak_command, options="json device precision+ no_store threads",
                  help="measure achievable matmul TFLOP/s and copy bandwidth",
                  precision="default: the device's set (fp32 on a CPU)",
@@ -42,9 +44,18 @@ def add_parsers(commands) -> None:
 
 
 def doctor_command(args, nvml=None) -> int:
-    """The report on this machine (`nvml`: a stand-in NVML module, for tests)."""
+    """The report on this machine (`nvml`: a stand-in NVML module, for tests); --fleet: every
+    node's, compared, printed by rank 0."""
     from ..core.doctor import build_report, format_report
 
+    if getattr(args, "fleet", False):
+        from ..workloads.comm.fleet import fleet_dict, format_fleet, gather_fleet
+        from ..workloads.comm.torchrun import leave
+
+        nodes = gather_fleet(lambda: build_report(nvml=nvml))
+        if nodes is not None:
+            print(json.dumps(fleet_dict(nodes), indent=2) if args.json else format_fleet(nodes))
+        leave(0)
     report = build_report(nvml=nvml)
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return 0

@@ -37,18 +37,21 @@ class Commands:
     """Where families add their commands: the top level and the groups nested under it."""
 
     def __init__(self, parser: argparse.ArgumentParser):
+        self._root = parser  # each command's args.root_parser: to check a lab command it is given
         self._top = parser.add_subparsers(dest="command", required=True, metavar="command")
         self._groups: dict[str, argparse._SubParsersAction] = {}
 
     def add(self, name: str, *, run, help: str, group: str | None = None, options: str = "",
-            **own):
-        """A command's parser with `options` (options.add_options); `run(args)` -> exit code."""
+            parser_options: dict | None = None, **own):
+        """A command's parser with `options` (options.add_options); `run(args)` -> exit code;
+        `parser_options`: the parser's own keywords (prefix_chars, add_help)."""
         if group is not None and group not in self._groups:
             parent = self._top.add_parser(group, help=GROUPS[group], description=GROUPS[group])
             self._groups[group] = parent.add_subparsers(dest=group, required=True,
                                                         metavar=group)
-        parser = self._groups.get(group, self._top).add_parser(name, help=help, description=help)
-        parser.set_defaults(run=run, command_parser=parser, checks={})
+        parser = self._groups.get(group, self._top).add_parser(name, help=help, description=help,
+                                                                **(parser_options or {}))
+        parser.set_defaults(run=run, command_parser=parser, checks={}, root_parser=self._root)
         add_options(parser, options, **own)
         return parser
 

@@ -77,7 +77,7 @@ def user_task(where: str | None, device: str, check):
     """The Task of a --user-model file or module, checked by `check(task, device)`, or None."""
     if where is None:
         return None
-    module = _user_module(where)
+    module = user_module(where)
     missing = [n for n in ("make_model", "make_batch") if not callable(getattr(module, n, None))]
     if missing:
         raise ValueError(f"--user-model {where} defines no {' or '.join(missing)}(): give a "
@@ -88,7 +88,7 @@ def user_task(where: str | None, device: str, check):
     return task
 
 
-def _user_module(where: str):
+def user_module(where: str):
     """The --user-model module, loaded; anything that stops it loading is one line
     (ValueError) naming the value and what to give instead."""
     path = Path(where).expanduser()

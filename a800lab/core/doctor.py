@@ -8,6 +8,7 @@ from typing import Any
 
 from .cuda_compat import cuda_runtime_problem, version_tuple
 from .device import LINK_LEGEND, cpu_info, discover_gpus, system_info, topology
+from .nccl_env import settings_that_matter
 from .nvml import NotAvailable, is_not_available
 
 # What each throttle reason usually means, for the advice line.
@@ -47,7 +48,8 @@ def build_report(nvml: Any = None, cuda_properties: list | None = None) -> dict:
     """Collect system, CPU, GPU and topology facts plus advice lines into one JSON-ready dict."""
     gpus = discover_gpus(nvml=nvml, cuda_properties=cuda_properties)
     system = system_info(nvml=nvml).to_dict()
-    report: dict[str, Any] = {"system": system, "cpu": cpu_info().to_dict()}
+    report: dict[str, Any] = {"system": system, "cpu": cpu_info().to_dict(),
+                              "environ": settings_that_matter()}
     if isinstance(gpus, NotAvailable) or not gpus:
         torch_reason = system["torch_cuda_usable"]
         why = gpus.reason if isinstance(gpus, NotAvailable) else "NVML lists no GPUs"
@@ -244,6 +246,8 @@ def format_report(report: dict) -> str:
         f"GiB RAM, torch {c['torch_threads']} threads, ISA {c['isa']}",
         "",
     ]
+    if report.get("environ"):  # reports before this field have none
+        out[-1:] = [f"Set: {' '.join(f'{k}={v}' for k, v in report['environ'].items())}", ""]
     if report["gpus"]:
         rows = [[str(g["index"]), cuda_label(g["cuda_index"]), _fmt(g["name"]),
                  _fmt(g["compute_capability"]),

@@ -97,6 +97,10 @@ FIELDS: dict[str, tuple[str, str]] = {
     "torch_threads": ("torch CPU threads", "Different torch CPU thread counts: CPU numbers are "
                       "not comparable (and a GPU job's CPU side differs)."),
 }
+# a doctor report's "environ" (core.nccl_env.settings_that_matter), compared variable by variable
+ENVIRON = ("Set differently on each side, a variable NCCL, gloo, CUDA, OpenMP, torch or the "
+           "dynamic loader reads makes the same job behave differently (transports, threads, "
+           "visible GPUs, libraries): set it alike.")
 # the environment keys of a result record -> field
 _ENV_FIELDS = {"mode": "mode", "device_name": "device_name", "device_count": "gpu_count",
                "driver": "driver", "torch": "torch", "cuda": "torch_cuda", "cudnn": "cudnn",
@@ -116,6 +120,7 @@ _PER_GPU = ("compute_capability", "sm_clock_max_mhz", "mem_clock_max_mhz", "powe
             "ecc_enabled", "mig_enabled", "throttle_reasons", "nvlink_active_links",
             "numa_node", "cpu_affinity")
 NA = "n/a"  # a value NVML or torch could not give (its reason is dropped: it varies by box)
+UNSET = "(unset)"  # an environment variable one side does not set
 
 
 @dataclass(frozen=True)
@@ -290,6 +295,8 @@ def side_from_report(report: dict, path: str = "doctor report") -> Side:
                          for g in gpus]
     if report.get("topology"):
         facts["topology"] = [" ".join(row) for row in report["topology"]["matrix"]]
+    if "environ" in report:  # reports before it have none
+        facts["environ"] = dict(report["environ"])
     # a problem within one side: torch's CUDA beyond what the driver runs
     problem = cuda_runtime_problem(facts.get("torch_cuda"), facts.get("cuda_driver"),
                                    facts.get("driver"))
@@ -328,8 +335,20 @@ def diff_sides(a: Side, b: Side) -> EnvDiff:
                else "the other file does not record it")
         (only_a if in_a else only_b).append(
             Difference(key, label, va, vb, f"{meaning} (Recorded on one side only: {why}.)"))
+    if "environ" in a.facts and "environ" in b.facts:
+        differences += _variables(a.facts["environ"], b.facts["environ"])
     rows, unmatched = lineup(a.records, b.records)
     return EnvDiff(a, b, differences, only_a, only_b, same, rows, unmatched)
+
+
+def _variables(a: dict, b: dict) -> list[Difference]:
+    """One Difference per variable set differently (or on one side only) in a and b."""
+    from .nccl_env import NCCL_VARIABLES
+
+    what = {v.name: v.what for v in NCCL_VARIABLES}
+    return [Difference(f"environ.{name}", name, a.get(name, UNSET), b.get(name, UNSET),
+                       f"{name}: {what[name]}. {ENVIRON}" if name in what else ENVIRON)
+            for name in sorted({*a, *b}) if a.get(name) != b.get(name)]
 
 
 def diff_files(a: str | Path, b: str | Path) -> EnvDiff:

@@ -2,6 +2,7 @@
 by its NCCL_DEBUG=INFO log ("via P2P/CUMEM", "NET/IB", "NET/Socket"...).
 
     nccl_settings(); counts = transports_from_log(text); transport_advice(counts)
+    settings_that_matter()     # {"NCCL_IB_HCA": "mlx5_0", ...}: every set variable that matters
 """
 
 import os
@@ -57,6 +58,12 @@ NCCL_VARIABLES: tuple[NcclVariable, ...] = (
                  "timeout (debugging)"),
 )
 
+# Variables the lab's libraries read (NCCL, gloo, CUDA, OpenMP and MKL, torch, the dynamic loader):
+# one set differently on one node of a job changes what that node does (`doctor --fleet`).
+MATTERING_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_", "GLOO_", "CUDA_", "OMP_",
+                      "MKL_", "PYTORCH_", "NVIDIA_", "UCX_")
+MATTERING_NAMES = ("LD_PRELOAD", "LD_LIBRARY_PATH")
+
 # "Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read"; older NCCL: "Ring 00 : 0[0] -> 1[1] via ..."
 _CONNECTION = re.compile(r"NCCL INFO (?:Channel|Ring) \d+(?:/\d+)? : \S+ -> \S+ "
                          r"(?:\[\w+\] )?via (\S+)")
@@ -67,6 +74,14 @@ def nccl_settings(environ: Mapping[str, str] | None = None) -> list[dict]:
     environment; None when unset)."""
     environ = os.environ if environ is None else environ
     return [{**asdict(v), "value": environ.get(v.name)} for v in NCCL_VARIABLES]
+
+
+def settings_that_matter(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables of `environ` (default: this process's) the libraries read, by name: what a
+    doctor report records so that two machines' settings can be diffed."""
+    environ = os.environ if environ is None else environ
+    return {name: environ[name] for name in sorted(environ)
+            if name.startswith(MATTERING_PREFIXES) or name in MATTERING_NAMES}
 
 
 def transports_from_log(text: str) -> dict[str, int]:

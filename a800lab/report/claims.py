@@ -254,7 +254,8 @@ def undecided(runs, claimed: float, unit: str = "") -> str:
     """Why `confirmed` left the runs INCONCLUSIVE: too few runs, or the figure within them."""
     if len(runs) < RUNS:
         return (f"measured in {len(runs)} run{'s' * (len(runs) != 1)}: a timed figure is decided "
-                f"over {RUNS} independent runs (a GPU report, or --full, runs them)")
+                f"over {RUNS} independent runs (a GPU report and --full run them; measure again "
+                "to add one)")
     return within_noise(*over_runs(runs), claimed, unit)
 
 

@@ -247,7 +247,7 @@ def compression(ctx: Context, claim) -> Finding | None:
 ONE_BOX = ("needs ranks on more than one node: the sentence is about cross-node transfer, and "
            "on one box (any number of GPUs) both all-reduces run over the same links; run "
            "`python -m a800lab comm collectives --op all_reduce hierarchical_all_reduce` under "
-           "torchrun across nodes (chapter 08)")
+           "torchrun across nodes (chapter 08, docs/cluster.md)")
 
 
 @measured(
@@ -277,15 +277,20 @@ def hierarchical(ctx: Context, claim) -> Finding | None:
     top = hier[sizes[-1]]
     runs = [cut_pct(h, f, median_ms) for h, f in ctx.paired(
         ctx.again("hierarchical", top), ctx.again("hierarchical", flat[sizes[-1]]))]
-    hosts = top.metrics.get("hosts", 1)
-    text = (f"{top.params['world_size']} ranks ({top.params['backend']}) on {hosts} node(s), "
+    # nodes: a param of points across nodes; "hosts" in records of an earlier a800lab
+    nodes = top.params.get("nodes") or top.metrics.get("hosts", 1)
+    leader = {r.params["size_bytes"]: r for r in ctx.runs("hierarchical", op="leader_all_reduce")}
+    text = (f"{top.params['world_size']} ranks ({top.params['backend']}) on {nodes} node(s), "
             f"groups of {top.params.get('ranks_per_node')}: " + ", ".join(
                 f"{s / MIB:g} MiB flat {median_ms(flat[s]):.3g} ms, hierarchical "
-                f"{median_ms(hier[s]):.3g} ms ({cuts[s][0]:+.0f}%)" for s in sizes)
+                f"{median_ms(hier[s]):.3g} ms ({cuts[s][0]:+.0f}%)" + (
+                    f", through node leaders {median_ms(leader[s]):.3g} ms "
+                    f"({cut_pct(leader[s], flat[s], median_ms)[0]:+.0f}%)" if s in leader
+                    else "") for s in sizes)
             + "; at the largest message the time is cut by")
     figures = {"cut_pct": figure("hierarchical vs flat all-reduce: time cut", median_of(runs),
                                  "%")}
-    if hosts < 2:
+    if nodes < 2:
         return Finding(UNTESTABLE, f"{text} {runs_text(runs, '%')}", figures, noisy(top),
                        ONE_BOX)
     return ctx.confirmed(claim, runs, text, figures, noisy(*flat.values(), *hier.values()))

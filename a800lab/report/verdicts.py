@@ -64,7 +64,8 @@ def _failed(claim: Claim, j: Context) -> str:
             + "; running again gives the same: change the configuration or the machine")
 
 
-def _on_cpu(status: str, claim: Claim, j: Context) -> str:
+def on_cpu(status: str, claim: Claim, j: Context) -> str:
+    """The CPU rule: on a CPU a judged claim a CPU does not answer is "method shown on CPU"."""
     return METHOD_ON_CPU if status in JUDGED and not j.on_gpu and not claim.cpu_answers \
         else status
 
@@ -91,7 +92,7 @@ def _verdict(claim: Claim, j: Context, resolved, figures: dict) -> Verdict:
     if found is None:
         return Verdict(claim.id, UNTESTABLE if untestable else FAILED, scope,
                        reason=untestable or _failed(claim, j))
-    status, reason = _on_cpu(found.status, claim, j), found.reason
+    status, reason = on_cpu(found.status, claim, j), found.reason
     if untestable:
         status, reason = UNTESTABLE, untestable
     elif status == METHOD_ON_CPU and found.status != METHOD_ON_CPU or \
@@ -106,7 +107,7 @@ def _verdict(claim: Claim, j: Context, resolved, figures: dict) -> Verdict:
         measured += " (noisy: some timings behind it were noisy; run again before acting)"
     for name, fig in found.figures.items():
         figures[f"{claim.id}.{name}"] = fig
-    readings = tuple({"name": name, "status": _on_cpu(s, claim, j), "text": text}
+    readings = tuple({"name": name, "status": on_cpu(s, claim, j), "text": text}
                      for name, (s, text) in found.readings.items())
     return Verdict(claim.id, status, scope, measured, reason, found.figures, found.noisy,
                    readings)

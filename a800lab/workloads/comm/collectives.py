@@ -6,7 +6,6 @@
 """
 
 import functools
-import os
 import statistics
 import time
 
@@ -15,7 +14,10 @@ import torch
 from ...core.specs import match
 from ...core.timing import measure
 
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "hierarchical_all_reduce")
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "hierarchical_all_reduce",
+       "leader_all_reduce")
+ALL_REDUCES = ("all_reduce", "hierarchical_all_reduce", "leader_all_reduce")  # one result
+HIERARCHICAL = ALL_REDUCES[1:]  # two levels: ranks_per_node consecutive ranks per node
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 WARMUP_CALLS = 2
 MIN_REPS, MAX_REPS = 5, 200
@@ -28,7 +30,7 @@ def bus_factor(op: str, world_size: int) -> float:
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size={world_size!r} must be a positive int")
     n = world_size
-    if op in ("all_reduce", "hierarchical_all_reduce"):
+    if op in ALL_REDUCES:
         return 2 * (n - 1) / n
     if op in ("all_gather", "reduce_scatter"):
         return (n - 1) / n
@@ -100,7 +102,9 @@ def node_groups(world_size: int, ranks_per_node: int):
 
 
 def hierarchical_all_reduce(tensor: torch.Tensor, intra, inter, ranks_per_node: int) -> None:
-    """Sum `tensor` (numel a multiple of ranks_per_node) over all ranks in place."""
+    """Sum `tensor` (numel a multiple of ranks_per_node) over all ranks in place: reduce-scatter
+    in the node, all-reduce each shard across nodes (every local rank's link busy), all-gather
+    in the node."""
     import torch.distributed as dist
 
     shard = torch.empty(tensor.numel() // ranks_per_node, dtype=tensor.dtype,
@@ -108,6 +112,17 @@ def hierarchical_all_reduce(tensor: torch.Tensor, intra, inter, ranks_per_node: 
     _scatter_into(dist)(shard, tensor, group=intra)
     dist.all_reduce(shard, group=inter)
     _gather_into(dist)(tensor, shard, group=intra)
+
+
+def leader_all_reduce(tensor: torch.Tensor, intra, inter, ranks_per_node: int) -> None:
+    """Sum `tensor` over all ranks in place through node leaders: reduce to each node's local
+    rank 0, all-reduce among the leaders across nodes, broadcast in the node."""
+    import torch.distributed as dist
+
+    dist.reduce(tensor, group=intra, group_dst=0)
+    if dist.get_rank() % ranks_per_node == 0:  # the leaders' group is local rank 0's inter group
+        dist.all_reduce(tensor, group=inter)
+    dist.broadcast(tensor, group=intra, group_src=0)
 
 
 def _operation(op: str, count: int, dtype: torch.dtype, device: str, ranks_per_node: int):
@@ -119,12 +134,10 @@ def _operation(op: str, count: int, dtype: torch.dtype, device: str, ranks_per_n
     rank, n = dist.get_rank(), dist.get_world_size()
     total = n * (n + 1) / 2
     full = functools.partial(torch.full, dtype=dtype, device=device)
-    if op in ("all_reduce", "hierarchical_all_reduce"):
+    if op in ALL_REDUCES:
         buf = full((count,), rank + 1.0)
-        call = functools.partial(dist.all_reduce, buf) if op == "all_reduce" else \
-            functools.partial(hierarchical_all_reduce, buf, *node_groups(n, ranks_per_node),
-                              ranks_per_node)
-        return call, lambda: bool((buf == total).all()), buf.zero_
+        return (_all_reduce(op, buf, n, ranks_per_node), lambda: bool((buf == total).all()),
+                buf.zero_)
     if op == "all_gather":
         piece, out = full((count // n,), rank + 1.0), full((count,), 0.0)
         expected = torch.arange(1, n + 1, dtype=dtype, device=device).repeat_interleave(
@@ -138,6 +151,33 @@ def _operation(op: str, count: int, dtype: torch.dtype, device: str, ranks_per_n
     buf = full((count,), 1.0 if rank == 0 else 0.0)  # broadcast from rank 0
     return (lambda: dist.broadcast(buf, src=0), lambda: bool((buf == 1.0).all()),
             lambda: None)
+
+
+def _all_reduce(op: str, buf: torch.Tensor, world_size: int, ranks_per_node: int):
+    """A call of all-reduce `op` summing `buf` in place."""
+    import torch.distributed as dist
+
+    if op == "all_reduce":
+        return functools.partial(dist.all_reduce, buf)
+    algorithm = hierarchical_all_reduce if op == "hierarchical_all_reduce" else leader_all_reduce
+    return functools.partial(algorithm, buf, *node_groups(world_size, ranks_per_node),
+                             ranks_per_node)
+
+
+def flat_difference(op: str, count: int, dtype: torch.dtype, device: str,
+                    ranks_per_node: int) -> float:
+    """The largest |difference| on any rank between `op`'s sum and the flat all-reduce's, both
+    of the same seeded integers in {-1, 0, 1} per rank (exact in every dtype up to 256 ranks,
+    bf16's integer range, so any difference is a wrong sum, not rounding)."""
+    import torch.distributed as dist
+
+    rank, n = dist.get_rank(), dist.get_world_size()
+    flat = torch.randint(-1, 2, (count,), dtype=dtype, device=device,
+                         generator=torch.Generator(device).manual_seed(rank))
+    mine = flat.clone()
+    dist.all_reduce(flat)
+    _all_reduce(op, mine, n, ranks_per_node)()
+    return agree(float((mine - flat).abs().max()), device)  # 0 exactly when every sum agrees
 
 
 def agree(value: float, device: str, how: str = "max") -> float:
@@ -174,8 +214,12 @@ def timed_calls(call, device: str, reps: int) -> list[float]:
     return samples.tolist()
 
 
-def check_group(world_size: int, backend: str) -> None:
+def check_group(world_size: int, backend: str, nodes: int = 1) -> None:
+    """The live group is the one the point is for: `world_size` ranks on `backend` spanning
+    `nodes` nodes."""
     import torch.distributed as dist
+
+    from .placement import placement
 
     if not dist.is_initialized():
         raise RuntimeError("no torch.distributed process group: run this on the ranks of a "
@@ -183,32 +227,41 @@ def check_group(world_size: int, backend: str) -> None:
     if dist.get_world_size() != world_size or dist.get_backend() != backend:
         raise ValueError(f"this point is for {world_size} ranks on {backend}, the group has "
                          f"{dist.get_world_size()} on {dist.get_backend()}")
+    spans = placement()["nodes"]
+    if spans != nodes:
+        raise ValueError(f"this point is for ranks on {nodes} node(s), the group spans {spans}")
 
 
 def collective_point(op: str, size_bytes: int, dtype: str = "fp32", *, world_size: int,
-                     backend: str, ranks_per_node: int | None = None, device: str = "cpu",
-                     budget_s: float = 0.3) -> dict:
+                     backend: str, nodes: int = 1, ranks_per_node: int | None = None,
+                     device: str = "cpu", budget_s: float = 0.3) -> dict:
     """One collective at one size on every rank of the live group (checked by
-    runs.check_point): checked, then timed; throughput = median busbw in GB/s."""
-    check_group(world_size, backend)
+    runs.check_point): checked (a hierarchical one also against the flat all-reduce), then
+    timed; throughput = median busbw in GB/s."""
+    check_group(world_size, backend, nodes)
     factor = bus_factor(op, world_size)
     rpn = world_size if ranks_per_node is None else ranks_per_node
     element_bytes = DTYPES[dtype].itemsize
     moved = message_bytes(op, size_bytes, world_size, element_bytes, rpn)
-    call, check, ready = _operation(op, moved // element_bytes, DTYPES[dtype], device, rpn)
+    count = moved // element_bytes
+    call, check, ready = _operation(op, count, DTYPES[dtype], device, rpn)
     call()
     if agree(1.0 if check() else 0.0, device, "min") < 1:
         return {"outcome": "wrong", "message": f"{op} left wrong values on some rank (each "
                 "rank gave rank + 1; the sum did not arrive everywhere)",
                 "message_bytes": moved}
+    extra = {}
+    if op in HIERARCHICAL:  # the reduced tensors against the flat all-reduce's, element by element
+        extra["max_diff_vs_flat"] = flat_difference(op, count, DTYPES[dtype], device, rpn)
+        if extra["max_diff_vs_flat"] > 0:
+            return {"outcome": "wrong", "message": f"{op}'s sum differs from the flat "
+                    f"all-reduce's by up to {extra['max_diff_vs_flat']:g} on some rank (the "
+                    "same integers summed: a wrong sum, not rounding)", "message_bytes": moved}
     ready()
     samples = timed_calls(call, device, agreed_reps(call, device, budget_s))
     algbw = algbw_gbs(moved, statistics.median(samples))
     result = {"throughput": algbw * factor, "throughput_unit": "GB/s busbw", "time_ms": samples,
-              "message_bytes": moved, "algbw_gbs": algbw, "bus_factor": factor,
-              # nodes the ranks span: torchrun's LOCAL_WORLD_SIZE ranks per node (the lab's own
-              # launcher starts every rank on this machine)
-              "hosts": world_size // int(os.environ.get("LOCAL_WORLD_SIZE", world_size))}
+              "message_bytes": moved, "algbw_gbs": algbw, "bus_factor": factor, **extra}
     if device.startswith("cuda"):
         link, source = link_gbs(torch.cuda.get_device_name(device))
         result.update(link_gbs=link, link_source=source)

@@ -116,8 +116,8 @@ def make_batches(width: int, micro_batch: int, device: str, rank: int, count: in
 def ddp_point(hook: str = "allreduce", accum_steps: int = 1, sync: str = "no_sync",
               bucket_cap_mb: float = 25.0, powersgd_rank: int = 1, start_iter: int = 2,
               micro_batch: int = 32, model: str = "mlp", size: str = "", precision: str = "fp32",
-              *, world_size: int, backend: str, device: str = "cpu", train_steps: int = 20,
-              budget_s: float = 0.3, lr: float = 0.1) -> dict:
+              *, world_size: int, backend: str, nodes: int = 1, device: str = "cpu",
+              train_steps: int = 20, budget_s: float = 0.3, lr: float = 0.1) -> dict:
     """One DDP configuration (checked by runs.check_point): train, count one step's traffic,
     time steps; throughput = micro_batch x accum_steps x world_size / step time. `model`:
     "mlp" (SGD at `lr`), or a training-lab preset at `size` (AdamW at the preset's own rate);
@@ -125,7 +125,7 @@ def ddp_point(hook: str = "allreduce", accum_steps: int = 1, sync: str = "no_syn
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    check_group(world_size, backend)
+    check_group(world_size, backend, nodes)
     if model == "mlp":
         width, depth = MODEL_SHAPE["cuda" if device.startswith("cuda") else "cpu"]
         module, loss_fn, eval_batch = build_model(device, width, depth), F.cross_entropy, 256

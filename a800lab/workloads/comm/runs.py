@@ -8,10 +8,12 @@ rank 0's records to `out` (resumable), and always stop the ranks.
 
 import contextlib
 import json
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 
 from ...core.cancel import CancelToken
+from ...core.envdiff import format_params
 from ...core.environment import environment, fingerprint
 from ...core.memory import available_bytes
 from ...core.noise import usable_cores
@@ -24,12 +26,14 @@ from ...core.results import (
     new_run_id,
 )
 from ...core.sweep import SweepResult, grid
-from .collectives import DTYPES, OPS, message_bytes
+from .collectives import DTYPES, HIERARCHICAL, OPS, message_bytes
 from .ddp import HOOKS, SYNC_MODES
-from .launcher import RankGroup
+from .launcher import RankGroup, RankGroupError
+from .placement import lost_peer, placement
 from .worker import default_comm_backend
 
 WORKER = "a800lab.workloads.comm.worker"
+GROUP_PARAMS = ("world_size", "backend", "nodes")  # the group's shape (nodes only when > 1)
 WORKLOAD_PARAMS = {
     "comm": ("op", "size_bytes", "dtype", "ranks_per_node"),
     "ddp": ("hook", "accum_steps", "sync", "bucket_cap_mb", "powersgd_rank", "start_iter",
@@ -41,7 +45,7 @@ def check_point(workload: str, params: Mapping) -> None:
     """Refuse a point the workers would refuse, before any process starts."""
     if workload not in WORKLOAD_PARAMS:
         raise ValueError(f"unknown comm workload {workload!r}: use 'comm' or 'ddp'")
-    unknown = set(params) - {*WORKLOAD_PARAMS[workload], "world_size", "backend"}
+    unknown = set(params) - {*WORKLOAD_PARAMS[workload], *GROUP_PARAMS}
     if unknown:
         raise ValueError(f"{sorted(unknown)} are not parameters of {workload!r}; it takes "
                          f"{WORKLOAD_PARAMS[workload]}")
@@ -53,10 +57,10 @@ def check_point(workload: str, params: Mapping) -> None:
         if dtype not in DTYPES:
             raise ValueError(f"dtype {dtype!r}: use one of {sorted(DTYPES)}")
         rpn = params.get("ranks_per_node")
-        if rpn is not None and (op != "hierarchical_all_reduce" or not isinstance(rpn, int)
+        if rpn is not None and (op not in HIERARCHICAL or not isinstance(rpn, int)
                                 or rpn < 1 or n % rpn):
-            raise ValueError(f"ranks_per_node={rpn} needs op hierarchical_all_reduce and must "
-                             f"divide world_size={n}")
+            raise ValueError(f"ranks_per_node={rpn} needs op {' or '.join(HIERARCHICAL)} and "
+                             f"must divide world_size={n}")
         size = params.get("size_bytes")
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"size_bytes={size!r} must be a positive int, e.g. 1048576")
@@ -92,7 +96,7 @@ def relevant(workload: str, params: Mapping) -> dict:
     drop = set()
     if workload == "ddp" and params.get("hook", "allreduce") != "powersgd":
         drop |= {"powersgd_rank", "start_iter"}
-    if workload == "comm" and params.get("op") != "hierarchical_all_reduce":
+    if workload == "comm" and params.get("op") not in HIERARCHICAL:
         drop.add("ranks_per_node")
     return {k: v for k, v in params.items() if k not in drop}
 
@@ -231,6 +235,9 @@ def run_comm_here(workload: str, axes: Mapping[str, Sequence], *, fixed: Mapping
     device = join_group(backend)
     finished = False
     try:
+        where = placement()
+        if where["nodes"] > 1:  # a point across nodes is not the same point on one box
+            fixed = {**(fixed or {}), "nodes": where["nodes"]}
         points = plan_points(workload, axes, fixed, dist.get_world_size(), dist.get_backend())
         rank = dist.get_rank()
         plan = [None, None]
@@ -244,6 +251,7 @@ def run_comm_here(workload: str, axes: Mapping[str, Sequence], *, fixed: Mapping
             record = measure_on_group({"workload": workload, "params": params,
                                        "settings": dict(settings or {}), "label": label,
                                        "run_id": run_id}, device)
+            check_alive(where, params)
             if record is not None:
                 _deliver(record, result, out, on_result, on_progress, done=index,
                          todo=len(todo), total=len(points), started=started)
@@ -253,6 +261,24 @@ def run_comm_here(workload: str, axes: Mapping[str, Sequence], *, fixed: Mapping
         if finished:  # no rank tears the group down while another still uses it
             dist.barrier()
         dist.destroy_process_group()
+
+
+def check_alive(where: dict, params: Mapping) -> None:
+    """A barrier after each point: a group a rank has left (a point's error was its broken
+    connection, not the point's fault) ends the run with a RankGroupError naming the peer."""
+    import torch.distributed as dist
+
+    try:
+        dist.barrier()
+    except (RuntimeError, dist.DistError) as exc:  # gloo raises RuntimeError, NCCL DistError
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        # gloo's first sentence, without its C++ source location and generic advice
+        text = re.sub(r"^\[[^\]]*\.(?:cc|cpp|h):\d+\] ", "", text).split(". ")[0]
+        peer = lost_peer(where, text)
+        raise RankGroupError(
+            f"rank {dist.get_rank()} on {where['host']}: the group broke during "
+            f"{format_params(params)}: {text}" + (f"; {peer}, whose launcher names the rank "
+                                                   "that stopped" if peer else "")) from None
 
 
 def run_point(workload: str, *, world_size: int = 2, backend: str | None = None,

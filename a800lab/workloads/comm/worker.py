@@ -15,6 +15,7 @@ from ...core.results import Record
 from ...core.sweep import measure_point
 from .collectives import collective_point
 from .ddp import ddp_point, hook_support
+from .placement import placement
 
 WORKLOADS = {"comm": collective_point, "ddp": ddp_point}
 DEFAULT_TIMEOUT_S = 300.0
@@ -45,13 +46,15 @@ def join_group(backend: str | None = None) -> str:
 
 
 def measure_on_group(command: dict, device: str) -> Record | None:
-    """Run one point on this rank (every rank must); rank 0 gets the Record, others None."""
+    """Run one point on this rank (every rank must); rank 0 gets the Record, others None. The
+    record is rank 0's; its env["group"] says where every rank ran (placement)."""
     import torch.distributed as dist
 
     workload = command["workload"]  # checked by runs.check_point before any rank started
     point = functools.partial(WORKLOADS[workload], **command.get("settings", {}))
     env = environment(device)
     env["fingerprint"] = fingerprint(env)
+    env["group"] = placement()  # where the ranks ran: host, node_rank, local_rank, nodes, ...
     record = measure_point(point, dict(command["params"]), workload=workload, device=device,
                            env=env, label=command.get("label", ""),
                            run_id=command.get("run_id", ""))
