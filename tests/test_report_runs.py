@@ -126,3 +126,25 @@ def test_a_figure_exactly_at_the_claim_is_inconclusive_far_more_often_than_eithe
 def test_a_figure_short_of_the_claim_almost_never_holds(cid, build):
     shares = _shares(cid, build, random.Random(7))
     assert shares[HOLDS] <= 0.02, shares
+
+
+def test_the_cluster_row_takes_each_sitting_into_a_file_as_one_run():
+    """`comm collectives` across nodes, run three times into one file: three runs decide
+    G.7.2 (report.cluster); one sitting alone is inconclusive and says why."""
+    from a800lab.core.results import Record
+    from a800lab.report.cluster import hierarchical_row
+
+    def sitting(run_id: str, cut: float) -> list:
+        return [Record(workload="comm", params={"op": op, "size_bytes": 2**30, "world_size": 16,
+                                                "backend": "nccl", "nodes": 2,
+                                                "ranks_per_node": 8},
+                       outcome="ok", throughput=100.0, run_id=run_id,
+                       time_ms=tuple(ms * t / 10 for t in spread(0.01)))
+                for op, ms in (("all_reduce", 12.0), ("hierarchical_all_reduce",
+                                                      12.0 * (1 - cut)))]
+
+    three_sittings = sitting("a", 0.5) + sitting("b", 0.5) + sitting("c", 0.5)
+    status, measured, _ = hierarchical_row(three_sittings, "cuda")
+    assert status == HOLDS and "over 3 runs" in measured
+    status, _, reason = hierarchical_row(sitting("a", 0.5), "cuda")
+    assert status == INCONCLUSIVE and "measured in 1 run" in reason
