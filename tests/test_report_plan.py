@@ -128,9 +128,8 @@ def test_gpu_plans_cover_every_claim_and_fit_their_time(mode, gpus):
             "hierarchical": gpus, "ddp": gpus, "ddp_confirm": gpus}
         ddp = {(p["model"], p["size"], p["micro_batch"], p["accum_steps"], p["precision"])
                for p in steps["ddp"].points}   # the published global batch: 512 and 256
-        assert ddp == {("transformer", "gpt2_small", 8, 512 // (8 * gpus), "bf16")} | (
-            {("resnet50", "224", 32, max(1, 256 // (32 * gpus)), "bf16")} if mode == "full"
-            else set())
+        assert ddp == {("transformer", "gpt2_small", 8, 512 // (8 * gpus), "bf16"),
+                       ("resnet50", "224", 32, max(1, 256 // (32 * gpus)), "bf16")}
         confirm = steps["ddp_confirm"].points
         assert [p[RUN] for p in confirm] == [r for r in range(RUNS) for _ in (0, 1)]
         assert all(p["hook"] == "allreduce" and p["sync"] == "every_micro_batch"

@@ -317,8 +317,7 @@ def ddp_models(m: Machine) -> list[dict]:
     """The DDP step's models at the global batch their published training used, split into
     micro-batches that fit one card: GPT-2 small 512 sequences of 1024 tokens (Radford et al.
     2019), ResNet-50 256 images, 32 per GPU (Goyal et al. 2017) where torchvision is installed;
-    on a CPU the tiny Transformer, 4 micro-batches of 16 per step. The quick battery's GPU
-    step trains the Transformer only (it decides); --full adds ResNet-50 beside it."""
+    on a CPU the tiny Transformer, 4 micro-batches of 16 per step."""
     if not m.gpu:
         return [{"model": "transformer", "size": "tiny", "micro_batch": 16,
                  "accum_steps": DDP_ACCUM_STEPS, "precision": "fp32"}]
@@ -326,7 +325,7 @@ def ddp_models(m: Machine) -> list[dict]:
     out = []
     for model, size, micro, batch in (("transformer", "gpt2_small", 8, 512),
                                       ("resnet50", "224", 32, 256)):
-        if model == "transformer" or m.full and not backends.torchvision_reason():
+        if model == "transformer" or not backends.torchvision_reason():
             out.append({"model": model, "size": size, "micro_batch": micro,
                         "accum_steps": max(1, batch // (micro * m.count)),
                         "precision": precision})
