@@ -203,3 +203,14 @@ def test_chapter_11_shows_the_register_itself():
     table = register_table()
     assert list(table.index) == [c.id for c in REGISTER]
     assert {"cites", "stated", "kind", "readings", "decides", "chapter"} <= set(table.columns)
+
+
+def test_the_documentation_rows_read_again_say_what_their_pages_say():
+    windows, libraries, memory = (CLAIMS[c].doc for c in ("windows_build", "cuda_libraries",
+                                                          "memory_first"))
+    assert windows.verdict == "partly agrees with the documentation"
+    assert any("intel.com" in url for _, _, url in windows.sources)
+    assert "LD_LIBRARY_PATH" in libraries.finding and any(
+        "tensorflow/docs" in url for _, _, url in libraries.sources)
+    assert "replicated on each machine and each device" not in memory.finding
+    assert "synchronizing gradients across each model replica" in memory.finding

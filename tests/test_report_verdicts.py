@@ -562,3 +562,18 @@ def test_busbw_comes_from_the_flat_all_reduce_of_the_hierarchical_step():
     facts = judge([r, h])["_facts"]
     assert facts["health"]["busbw"]["rows"][0]["busbw_gbs"] == 150.0
     assert facts["figures"]["busbw.1073741824"]["value"] == 150.0
+
+
+def test_compression_and_placement_are_judged_on_the_guides_configurations():
+    """G.1.9 on the lab's Transformer at its published batch, the communication share and what
+    3x would need beside it; G.5.5 on the bytes a split moves and its step time with reused
+    buffers, failing when reuse moves more."""
+    comp = judge(ddp_runs(3.5))["compression"]
+    assert "DDP of transformer (gpt2_small" in comp["measured"]
+    assert "3x needs at least" in comp["measured"] or "3x needs more than" in comp["measured"]
+    assert "ResNet-50" in [r.name for r in CLAIMS["compression"].readings]
+    place = judge(placement(1.2))["placement"]
+    assert place["status"] == HOLDS and "24 and 24 MiB cross per step" in place["measured"]
+    assert "reused / fresh" in place["figures"]["reused_over_fresh"]["label"]
+    more = judge(placement(1.2, reused_bytes=48 * MIB))["placement"]
+    assert more["status"] == FAILS and "the reused buffers moved more" in more["measured"]
