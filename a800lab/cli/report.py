@@ -39,7 +39,7 @@ def add_parsers(commands) -> None:
                                        "--compare: report-compare/)"},
                 device="auto (cuda:0, else cpu), cpu, cuda:N",
                 budget_s={"default": None, "check": None, "help": "stop starting new points "
-                          "after this many seconds (default: quick 120, full 900); run again "
+                          "after this many seconds (default: quick 120, full 1200); run again "
                           "to resume"},
                 price_per_gpu_hour={"type": float, "default": 2.0, "help": "US dollars per "
                                     "GPU-hour, for the cost per million samples (2.0)"},
