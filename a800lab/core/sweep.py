@@ -246,7 +246,9 @@ def _record_from_result(raw, base: dict, throughput_key: str | None,
         telemetry = raw.get("telemetry")
     time_ms = _time_samples(raw)
     conditions = window.conditions()
-    metrics = {k: v for k, v in raw.items() if k not in _RESULT_KEYS}
+    params = base["params"]  # a result that echoes a parameter's own value says nothing new
+    metrics = {k: v for k, v in raw.items()
+               if k not in _RESULT_KEYS and not (k in params and v == params[k])}
     outcome = raw.get("outcome", "ok")
     common = dict(base, message=str(raw.get("message", "")), time_ms=time_ms,
                   memory={**window.memory(), **own_memory}, telemetry=telemetry,
