@@ -2,13 +2,8 @@
 `--user-model FILE.py` (or a module) defines make_model() and make_batch(batch_size)."""
 
 import functools
-import importlib
-import importlib.util
 import json
-import os
 import sys
-import traceback
-from pathlib import Path
 
 from ..core.sweep import grid
 from ..workloads.training.levers import lever_unavailable
@@ -19,7 +14,8 @@ from ..workloads.training.spec import (
     check_precision,
     matmul_precision_of,
 )
-from ..workloads.training.task import check_task, custom_task
+from ..workloads.training.task import check_task
+from ..workloads.training.user_model import load_user_task
 from . import options
 from .options import FOLDER, LEVERS
 
@@ -74,52 +70,11 @@ def add_parsers(commands) -> None:
 
 
 def user_task(where: str | None, device: str, check):
-    """The Task of a --user-model file or module, checked by `check(task, device)`, or None."""
+    """The Task of a --user-model file or module, dry-run by `check(task, device)`, or None;
+    whatever is wrong with it is one line (ValueError) naming the file and the fault."""
     if where is None:
         return None
-    module = _user_module(where)
-    missing = [n for n in ("make_model", "make_batch") if not callable(getattr(module, n, None))]
-    if missing:
-        raise ValueError(f"--user-model {where} defines no {' or '.join(missing)}(): give a "
-                         "file with make_model() and make_batch(batch_size)")
-    task = custom_task(module.make_model, module.make_batch, getattr(module, "loss_fn", None),
-                       getattr(module, "accuracy_fn", None))
-    check(task, device)
-    return task
-
-
-def _user_module(where: str):
-    """The --user-model module, loaded; anything that stops it loading is one line
-    (ValueError) naming the value and what to give instead."""
-    path = Path(where).expanduser()
-    give = "give a .py file defining make_model() and make_batch(batch_size), or a module name"
-    if path.is_dir():
-        raise ValueError(f"--user-model {where} is a folder; {give}")
-    if not path.exists() and (path.suffix == ".py" or "/" in where or os.sep in where):
-        raise ValueError(f"--user-model {where}: no such file; {give}")
-    if path.is_file() and path.suffix != ".py":
-        raise ValueError(f"--user-model {where} is not a .py file; {give}")
-    try:
-        if path.suffix != ".py":
-            return importlib.import_module(where)
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    except SyntaxError as exc:
-        raise ValueError(f"--user-model {where}, line {exc.lineno}: {exc.msg}; fix the file "
-                         "and run again") from None
-    except ModuleNotFoundError as exc:
-        if where == exc.name or where.startswith(f"{exc.name}."):
-            raise ValueError(f"--user-model {where}: no such file or module; {give}") from None
-        raise ValueError(f"--user-model {where} imports {exc.name}, which is not installed "
-                         "here; install it or remove the import") from None
-    except Exception as exc:  # the user's own code failed while loading: where, in one line
-        frames = traceback.extract_tb(exc.__traceback__)
-        own = [f for f in frames if Path(f.filename).resolve() == path.resolve()]
-        at = (own or frames)[-1]
-        raise ValueError(f"--user-model {where} failed while loading ({at.filename}, line "
-                         f"{at.lineno}): {type(exc).__name__}: {exc}") from None
+    return load_user_task(where, device, check, label=f"--user-model {where}")
 
 
 def _lever_values(args) -> dict:

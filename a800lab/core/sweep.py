@@ -186,7 +186,7 @@ def measure_point(point_fn, params: dict, *, workload: str, device: str, env: di
     except (KeyboardInterrupt, Cancelled):
         raise
     except BaseException as exc:  # a failed point is data, SystemExit from a user's code too
-        outcome, message = ("oom" if is_oom(exc) else "error"), _first_line(exc)
+        outcome, message = ("oom" if is_oom(exc) else "error"), first_line(exc)
         if outcome == "error":
             message = f"{type(exc).__name__}: {message}"
     # Out of the except block the traceback is gone, and with it the point's frames and
@@ -278,6 +278,7 @@ def _accepts(fn, name: str) -> bool:
         return False
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """An exception's message in one line (its first), or its type's name when empty."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
