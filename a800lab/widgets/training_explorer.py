@@ -19,7 +19,7 @@ import ipywidgets as widgets
 import pandas as pd
 
 from ..core.backends import resolve_device
-from ..core.sweep import thread_count
+from ..core.sweep import first_line, thread_count
 from ..core.units import MIB
 from ..figures.training import max_batch_figure, training_figure
 from ..workloads.training.levers import ATTENTION_BACKENDS, COMPILE_MODES, OPTIMIZER_IMPLS
@@ -173,7 +173,7 @@ class TrainingExplorer(Explorer):
             plan, cannot="Cannot search", name="a800lab-max-batch", busy=BUSY, wait=wait,
             stopping="Stopping the search after the trial in flight ...",
             stopped=lambda: f"Max-batch search stopped after {len(trials)} trials.",
-            failed=lambda exc: f"Max-batch search failed: {type(exc).__name__}: {exc}")
+            failed=lambda exc: f"Max-batch search failed: {type(exc).__name__}: {first_line(exc)}")
 
     def _finder_plan(self, values: dict, target_batch, limit_mib, margin):
         spec = replace(self._chosen_spec(values), batch_size=1)
@@ -286,7 +286,7 @@ class TrainingExplorer(Explorer):
             ready, cannot=f"Cannot {word}", name=f"a800lab-{word}", busy=BUSY, wait=wait,
             stopping="Stopping after the step in flight ...",
             stopped=f"The {word} was stopped; nothing kept from it.",
-            failed=lambda exc: f"Cannot {word}: {type(exc).__name__}: {exc}")
+            failed=lambda exc: f"Cannot {word}: {type(exc).__name__}: {first_line(exc)}")
 
     def _chosen(self, values: dict) -> dict:
         current = {key: control.value for key, control in self.controls.items()}
