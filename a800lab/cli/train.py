@@ -175,7 +175,7 @@ def profile_command(args) -> int:
 
 
 def tune_train_command(args) -> int:
-    from ..workloads.training.tune import tune_train
+    from ..workloads.training.tune import CLEAR, noise_clause, storing_clause, tune_train
 
     task = user_task(args.user_model, args.device, check_task)
     axes = _lever_values(args)
@@ -198,8 +198,10 @@ def tune_train_command(args) -> int:
     elif not outcome.entry:
         print(outcome.summary(), file=sys.stderr)
         return 1
-    elif outcome.entry["stored"]:
-        print(f"{outcome.search.verdict}; stored in {store}", file=sys.stderr)
+    elif outcome.entry["stored"]:  # a ranking inside the noise is said once, in the summary
+        stored = storing_clause(outcome.entry, store)
+        clear = noise_clause(outcome.entry) == CLEAR
+        print(f"{outcome.search.verdict}; {stored}" if clear else stored, file=sys.stderr)
     print(outcome.summary())
     print("\n# the code to paste:\n" + outcome.snippet)
     if args.json:

@@ -35,7 +35,7 @@ from ..workloads.training.spec import (
     precisions_for,
 )
 from ..workloads.training.task import CUSTOM, check_task
-from ..workloads.training.tune import describe_candidate, noise_clause, tune_train
+from ..workloads.training.tune import CLEAR, describe_candidate, noise_clause, tune_train
 from ..workloads.training.user_model import panel_task
 from .explorer import DATA_DIR, NO_SWEEP, Explorer
 from .layout import show_section, whole
@@ -272,7 +272,7 @@ class TrainingExplorer(Explorer):
         e = outcome.entry
         self.status.say(f"Tuned: {describe_candidate(e['best'])}, {e['samples_per_s']:.4g} "
                         f"samples/s; {noise_clause(e)}.",
-                        "ok" if noise_clause(e) == "clear of the noise" else "warn")
+                        "ok" if noise_clause(e) == CLEAR else "warn")
 
     def _start_job(self, name: str, plan, wait: bool) -> bool:
         word = name.lower()
