@@ -1,5 +1,6 @@
 """Your model's faults wherever a model is taken (TrainingExplorer, ServingExplorer, `profile`,
-`tune train`, `sweep serve`, `sweep concurrency`, `tune serve`): an import error, a syntax error,
+`tune train`, `sweep train`, `sweep serve`, `sweep concurrency`, `tune serve`): an import error,
+a syntax error,
 an output that ignores the batch, make_batch's wrong batch size and a raising loss_fn each come
 back as one line naming the file and the fault, with no traceback anywhere."""
 
@@ -151,6 +152,8 @@ def test_every_panel_says_the_fault_in_one_line_and_refuses_every_run(
 COMMANDS = {
     "profile": "profile --device cpu --steps 1 --warmup-steps 1 --batch-size 2 --out {tmp}/p",
     "tune train": "tune train --device cpu --target-batch 4 --store {tmp}/t.json",
+    "sweep train": "sweep train --device cpu --batch-size 2 --train-steps 1 --budget-s 0.01 "
+                   "--out {tmp}/t.jsonl",
     "sweep serve": "sweep serve --device cpu --batch-size 1 --requests 100 --budget-s 0.01 "
                    "--out {tmp}/s.jsonl",
     "sweep concurrency": "sweep concurrency --device cpu --streams 1 --requests 100 "
@@ -174,3 +177,22 @@ def test_every_command_says_the_fault_in_one_line(tmp_path, capsys, command, fau
         return
     assert code == 2
     _one_line(err, f"a800lab: error: --user-model {path}", SAYS[fault])
+
+
+def test_sweep_train_measures_your_model_file(tmp_path, capsys):
+    """`sweep train --user-model` is TrainingExplorer(user_model=...)'s twin: custom points,
+    its levers judged against your model, not a preset; --model beside it is refused."""
+    from a800lab.core.results import read_records
+
+    path = tmp_path / "good.py"
+    path.write_text(textwrap.dedent(FILES["raising_loss"]).split("def loss_fn")[0])
+    out = tmp_path / "t.jsonl"
+    argv = ["sweep", "train", "--user-model", str(path), "--batch-size", "2", "4",
+            "--train-steps", "1", "--budget-s", "0.01", "--device", "cpu", "--threads", "1",
+            "--out", str(out)]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert [(r.params["model"], r.params["batch_size"], r.outcome) for r in read_records(out)] \
+        == [("custom", 2, "ok"), ("custom", 4, "ok")]
+    capsys.readouterr()
+    assert main([*argv, "--model", "mlp"]) == 2
+    _one_line(capsys.readouterr().err, "--user-model is the model: drop --model")

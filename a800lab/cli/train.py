@@ -14,7 +14,7 @@ from ..workloads.training.spec import (
     check_precision,
     matmul_precision_of,
 )
-from ..workloads.training.task import check_task
+from ..workloads.training.task import CUSTOM, check_task
 from ..workloads.training.user_model import load_user_task
 from . import options
 from .options import FOLDER, LEVERS
@@ -27,8 +27,8 @@ def add_parsers(commands) -> None:
     commands.add("train", group="sweep", run=sweep_train_command,
                  help="training steps over batch, accumulation, precision, optimizer and "
                       "checkpointing",
-                 options="model+ model_size+ accum_steps+ optimizer+ checkpointing+ lr "
-                         "precision+ batch_size+ train_steps SWEEP LEVERS+",
+                 options="model+ model_size+ user_model accum_steps+ optimizer+ "
+                         "checkpointing+ lr precision+ batch_size+ train_steps SWEEP LEVERS+",
                  precision=PRECISION_HELP, batch_size="micro-batch sizes (default 32)",
                  train_steps="optimizer steps per point before timing, for its loss curve "
                              "(default 20 on a CPU, 50 on a GPU)")
@@ -90,13 +90,17 @@ def _lever_values(args) -> dict:
 
 def train_values(args, *, many: bool = True) -> dict:
     """TrainSpec field -> the value(s) given (lists for a sweep), defaults filled in; every
-    combination is checked (ValueError) before anything runs."""
+    combination is checked (ValueError) before anything runs. With --user-model the model is
+    "custom" (your file's), its levers checked against it, not a preset."""
     def listed(given, default):
         return [default] if given is None else list(given) if many else [given]
 
+    custom = getattr(args, "user_model", None) is not None
+    if custom and (args.model is not None or args.model_size is not None):
+        raise ValueError("--user-model is the model: drop --model and --model-size")
     values = {
-        "model": listed(args.model, "mlp"),
-        "size": listed(args.model_size, default_size(args.device)),
+        "model": [CUSTOM] if custom else listed(args.model, "mlp"),
+        "size": [CUSTOM] if custom else listed(args.model_size, default_size(args.device)),
         "accum_steps": listed(args.accum_steps, 1),
         "precision": [canonical_precision(p) for p in listed(args.precision, "fp32")],
         "optimizer": listed(args.optimizer, "adamw"),
@@ -109,7 +113,8 @@ def train_values(args, *, many: bool = True) -> dict:
     for point in grid(values):
         spec = TrainSpec(**point, lr=args.lr)
         check_precision(point["precision"], args.device)
-        preset(point["model"], point["size"])
+        if not custom:
+            preset(point["model"], point["size"])
         refusal = lever_unavailable(spec, args.device)
         if refusal:
             raise ValueError(refusal)
@@ -119,10 +124,11 @@ def train_values(args, *, many: bool = True) -> dict:
 def sweep_train_command(args) -> int:
     from ..workloads.training.point import train_point
 
+    task = user_task(args.user_model, args.device, check_task)
     axes = train_values(args)
     train_steps = args.train_steps or (20 if args.device == "cpu" else 50)
-    point = functools.partial(train_point, device=args.device, budget_s=args.budget_s,
-                              train_steps=train_steps, lr=args.lr)
+    point = functools.partial(train_point, task=task, device=args.device,
+                              budget_s=args.budget_s, train_steps=train_steps, lr=args.lr)
     precisions = dict.fromkeys(matmul_precision_of(p) for p in axes["precision"])
     options.cpu_notes(list(precisions), args.device)
     return options.run_sweep_command(point, axes, args, workload="train")
@@ -160,8 +166,6 @@ def profile_command(args) -> int:
 
     task = user_task(args.user_model, args.device, check_task)
     values = train_values(args, many=False)
-    if task is not None:
-        values.update(model=["custom"], size=["custom"])
     spec = TrainSpec(**{k: v[0] for k, v in values.items()}, batch_size=args.batch_size,
                      lr=args.lr)
     options.cpu_notes([matmul_precision_of(spec.precision)], args.device)
