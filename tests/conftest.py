@@ -94,8 +94,8 @@ def quiet_cpu(monkeypatch):
     decide, e.g., whether a test's tuned winner is stored (contention has its own tests)."""
     from a800lab.core import noise, sweep
 
-    monkeypatch.setattr(sweep, "assess", lambda samples, conditions=None, *, on_cpu=False:
-                        noise.assess(samples))
+    monkeypatch.setattr(sweep, "assess", lambda samples, conditions=None, *, on_cpu=False,
+                        **own: noise.assess(samples, **own))
 
 
 @pytest.fixture(scope="session")

@@ -163,7 +163,97 @@ def test_the_serving_snippet_answers_like_the_model():
     assert scope["answer"](x).shape == (4, 10)
     graphs = serving_snippet({"batch_size": 4, "precision": "fp16", "graphs": True}, "cuda")
     compile(graphs, "graphs", "exec")
-    assert "torch.cuda.graph(graph)" in graphs and "static_input.copy_" in graphs
+    assert "torch.cuda.graph(graph)" in graphs and "static_input[:n].copy_" in graphs
+
+
+@pytest.mark.parametrize("model", ["mlp", "transformer", "cnn"])
+@pytest.mark.parametrize("config", [
+    {"precision": "fp32"}, {"precision": "bf16"},
+    {"precision": "fp32", "channels_last": True}])
+def test_the_snippet_runs_on_every_preset(model, config):
+    """The code to paste, executed as pasted: token ids stay integers (an embedding refuses
+    bf16 indices), floating inputs take the serving dtype; a smaller batch is answered too."""
+    task = preset(model, "tiny")
+    snippet = serving_snippet({"batch_size": 4, "compile": "off", "graphs": False, **config},
+                              "cpu")
+    scope = {"make_model": lambda: task.make_model(),
+             "make_batch": lambda n: task.make_batch(n, torch.Generator().manual_seed(0))}
+    exec(compile(snippet, "snippet", "exec"), scope)  # noqa: S102 -- the code a user pastes
+    for n in (4, 3):
+        x = scope["make_batch"](n)[0]
+        out = scope["answer"](x)
+        with torch.inference_mode():
+            expected = task.make_model().eval()(x)
+        assert out.shape == expected.shape
+        assert (out.float() - expected).abs().max() <= 0.05 * expected.abs().max()
+
+
+def test_thread_streams_warm_up_on_their_own_thread_before_the_timed_requests():
+    """cuBLAS handles and cuDNN caches are per thread: each stream's first requests run on its
+    own thread, before the start barrier, never among the timed ones."""
+    import threading
+
+    from a800lab.workloads.serving.concurrency import serve_stream
+    from a800lab.workloads.serving.point import WARMUP_REQUESTS
+
+    calls = []
+
+    class Server:
+        def request(self):
+            calls.append(threading.current_thread().name)
+
+    class Start:
+        def wait(self, timeout):
+            self.calls_before = len(calls)
+
+    start = Start()
+    worker = threading.Thread(target=lambda: serve_stream(Server(), 5, start, "cpu"),
+                              name="stream-1")
+    worker.start()
+    worker.join()
+    assert start.calls_before == WARMUP_REQUESTS
+    assert calls == ["stream-1"] * (WARMUP_REQUESTS + 5)
+
+
+def test_sweep_load_writes_records_resumes_and_refuses_bad_values(tmp_path, capsys):
+    out = tmp_path / "load.jsonl"
+    argv = ["sweep", "load", "--model", "mlp", "--rate", "300", "600", "--max-batch", "4",
+            "--max-delay-ms", "0", "1", "--duration-s", "0.5", "--device", "cpu",
+            "--threads", "1", "--out", str(out)]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    records = read_records(out)
+    assert [(r.params["rate_rps"], r.params["max_delay_ms"]) for r in records] == [
+        (300.0, 0.0), (600.0, 0.0), (300.0, 1.0), (600.0, 1.0)]
+    assert all(r.outcome == "ok" and r.workload == "load" and r.throughput_unit ==
+               "requests/s" for r in records)
+    lines = [line for line in err.splitlines() if "'rate_rps'" in line]
+    assert len(lines) == 4 and all(" p50 " in line and " p99 " in line for line in lines)
+    assert main(argv) == 0  # run again: resumed, nothing measured
+    assert "0 points measured, 4 already in" in capsys.readouterr().err
+    assert read_records(out) == records
+    trace = tmp_path / "unsorted.txt"
+    trace.write_text("0.2\n0.1\n")
+    for bad, says in ((["--rate", "0"], "rate_rps=0.0 must"),
+                      (["--rate", "-5"], "rate_rps=-5.0 must"),
+                      (["--rate", "100", "--max-delay-ms", "-1"], "max_delay_ms=-1.0 must"),
+                      (["--rate", "100", "--arrival", "gamma", "--burstiness", "0"],
+                       "--burstiness 0.0 must"),
+                      (["--arrival", "trace", "--trace", str(tmp_path / "none.txt")],
+                       "no such file"),
+                      (["--arrival", "trace", "--trace", str(trace)], "comes before"),
+                      (["--rate", "100", "--duration-s", "0"], "--duration-s 0.0 must"),
+                      (["--rate", "100", "--max-batch", "0"], "max_batch=0 must"),
+                      ([], "give the offered rates")):
+        assert main(["sweep", "load", "--model", "mlp", "--device", "cpu", *bad, "--out",
+                     str(tmp_path / "x.jsonl")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and says in err[0], err
+    with pytest.raises(SystemExit) as exited:  # argparse's own refusal of a choice
+        main(["sweep", "load", "--arrival", "bursty", "--rate", "100", "--out",
+              str(tmp_path / "x.jsonl")])
+    assert exited.value.code == 2 and "invalid choice: 'bursty'" in capsys.readouterr().err
+    assert not (tmp_path / "x.jsonl").exists()
 
 
 def test_sweep_serve_writes_records_and_bad_values_exit_2(tmp_path, capsys):

@@ -30,10 +30,69 @@ def test_the_views_run_and_draw_their_own_points():
     assert frame["p99_ms"].notna().all() and "mps" in frame
     assert "<td>2</td>" in panel.table.value and "serve" not in panel._table_html(
         frame[frame["workload"] == "serve"])  # the streams view tabulates its own points
-    assert panel.run(wait=True, view="tune", p99_target_ms=50.0, batch_size=[1, 4])
+    assert panel.run(wait=True, view="tune", p99_target_ms=50.0, offline=True,
+                     max_batch=[1, 4])  # offline, the values typed are batch sizes
     assert panel.tune_outcome.winner is not None
     assert "the code to paste" in panel.tune_text.value
     assert {line.get_gid() for line in panel.figure.axes[0].lines} >= {"frontier", "winner"}
+    assert panel.progress.value == panel.progress.max > 1  # full when the tuner ends
+
+
+def test_the_load_view_draws_latency_against_offered_rate_with_its_target():
+    panel = ServingExplorer(model="mlp", requests=100, budget_s=0.02, cpu_threads=1)
+    assert panel.run(wait=True, view="load", load=[0.2, 1.5], max_batch=4, duration_s=0.3,
+                     p99_target_ms=20.0)
+    frame = panel.results
+    assert list(frame["workload"]) == ["load", "load"] and list(frame["load"]) == [0.2, 1.5]
+    assert frame["saturated"].tolist()[1] and "p99_target_ms" not in frame
+    gids = {line.get_gid() for line in panel.figure.axes[0].lines}
+    assert {"p99", "p50", "target", "saturated", "knee"} <= gids
+    panel.sweep_axis.value = "rate_rps"  # "sweep over": the rate instead of the load
+    assert panel.run(wait=True, rate_rps=[300.0], max_batch=1, duration_s=0.5)
+    assert panel.results["rate_rps"].tolist()[-1] == 300.0  # the rate swept, load left out
+    assert "md1" in {line.get_gid() for line in panel.figure.axes[0].lines}
+    assert "<th>offered_rate</th>" in panel.table.value
+
+
+def test_the_generation_view_compares_the_schedulers():
+    panel = ServingExplorer(requests=100, budget_s=0.02, cpu_threads=1)
+    assert panel.run(wait=True, view="generate", size="small", rate_rps=[40.0],
+                     duration_s=0.5)
+    assert sorted(panel.results["scheduler"]) == ["continuous", "static"]
+    assert panel.results[["ttft_p99_ms", "tpot_p99_ms"]].notna().all().all()
+    assert not panel.run(wait=True, view="generate", size="tiny", rate_rps=[40.0])
+    assert "longer than the tiny preset's context of 32" in panel.status_text
+
+
+def test_the_online_tune_view_says_its_goodput_and_the_closed_loop_choice():
+    panel = ServingExplorer(model="mlp", requests=100, budget_s=0.02, cpu_threads=1)
+    assert panel.run(wait=True, view="tune", p99_target_ms=50.0, max_batch=[1, 4],
+                     duration_s=0.3)
+    outcome = panel.tune_outcome
+    assert outcome.winner is not None, outcome.summary()
+    text = panel.tune_text.value
+    assert "goodput" in text and "closed-loop choice" in text and "the code to paste" in text
+    assert {"winner", "target"} <= {line.get_gid() for line in panel.figure.axes[0].lines}
+    assert panel.progress.value == panel.progress.max > 1
+
+
+def test_a_target_typed_as_0_is_refused_not_clamped():
+    panel = ServingExplorer(requests=100, budget_s=0.02, cpu_threads=1)
+    panel.view.value = "tune"
+    panel.controls["p99_target_ms"].value = 0  # typed into its box
+    assert not panel.run(wait=True)
+    assert "p99_target_ms=0 is outside the allowed range" in panel.status_text
+    assert panel.results.empty
+
+
+def test_a_tune_with_nothing_re_measured_says_so():
+    panel = ServingExplorer(requests=100, budget_s=0.02, cpu_threads=1)
+    assert panel.run(wait=True, view="tune", p99_target_ms=0.01, max_batch=[1],
+                     offline=True)
+    text = panel.tune_text.value
+    assert "nothing was measured again" in text and "over the target" in text
+    assert "batch 1, fp32" in text  # the configs dropped are named
+    assert not panel.status_text.startswith("Done") or "none" in text
 
 
 @pytest.mark.parametrize("values, says", [

@@ -16,6 +16,7 @@ from ..core.sweep import run_sweep, thread_count
 from ..core.units import format_bytes
 from ..workloads import matmul
 from ..workloads.matmul import FP8_ACCUMULATION, LOADS, SCHEDULES
+from ..workloads.serving.arrivals import ARRIVALS
 from ..workloads.training.spec import positive_int
 
 TILE_OPTIONS = ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages")
@@ -121,6 +122,29 @@ OPTIONS = {  # option -> add_argument's keywords; `check(value)`: the value kept
                           help="NHWC layout for a convolutional model: off or on (default off)"),
     "graphs": dict(choices=OFF_ON, help="capture the forward as a CUDA graph (GPU)"),
     "requests": dict(type=int, help="requests timed per point, at least (default 200; >= 100)"),
+    # requests arriving on their own clock
+    "rate": dict(type=float, help="offered request rates, requests/s"),
+    "load": dict(type=float, help="offered rates as fractions of the closed-loop capacity "
+                                  "at the max batch, measured first in each point (e.g. 0.1 "
+                                  "0.5 0.9 1.2), instead of --rate"),
+    "arrival": dict(choices=ARRIVALS, default="poisson",
+                    help="how requests arrive: poisson (default), constant, gamma (with "
+                         "--burstiness) or trace (--trace FILE)"),
+    "burstiness": dict(type=float, default=1.0, check=refuse(
+        positive, "--burstiness {} must be a number > 0: the gaps' coefficient of variation, "
+                  "1 (Poisson) or 3 (bursty)"),
+                       help="gamma arrivals' coefficient of variation (1: Poisson, 3: bursty)"),
+    "trace": dict(help="arrival times in seconds, one per line, replayed (--rate scales it)"),
+    "max_batch": dict(type=int, help="the dynamic batcher's largest batch, requests"),
+    "max_delay_ms": dict(type=float, help="how long the batcher may hold the oldest request "
+                                          "for more, ms (0: never)"),
+    "duration_s": dict(type=float, check=refuse(
+        positive, "--duration-s {} must be a number of seconds > 0, e.g. 2"),
+                       help="seconds of arrivals per point (default: 2 on a CPU, 5 on a GPU); "
+                            "the backlog is then served for half as long at most"),
+    "request_size": dict(type=int, help="samples per request (default 1)"),
+    "percentile": dict(type=float, default=99.0, help="the latency percentile the target "
+                                                      "applies to (default 99)"),
 }
 FOLDER = {"required": False, "check": _folder}  # an --out that is a folder
 
@@ -219,12 +243,32 @@ def show_progress(done: int, total: int, eta_s: float | None, what: str = "") ->
     print(f"[{done}/{total}{eta}]" + (f" {what}" if what else ""), file=sys.stderr)
 
 
+LATENCY_PAIRS = (("p50_ms", "p99_ms", ""), ("ttft_p50_ms", "ttft_p99_ms", "TTFT "),
+                 ("tpot_p50_ms", "tpot_p99_ms", "TPOT "))
+
+
+def latency_text(metrics: dict) -> str:
+    """"p50 1.2 ms p99 3.4 ms" (and TTFT / TPOT for generation) where the point has them."""
+    parts = [f"{label}p50 {metrics[low]:.3g} ms p99 {metrics[high]:.3g} ms"
+             for low, high, label in LATENCY_PAIRS
+             if metrics.get(low) is not None and metrics.get(high) is not None]
+    return ", ".join(parts)
+
+
 def show_record(record) -> None:
-    """One line per point: (label,) params, outcome, rate, spread; when noisy `!`, the reasons."""
+    """One line per point: (label,) params, outcome, rate, latency percentiles, spread; when
+    noisy `!`, the reasons."""
     line = f"  {record.label + ' ' if record.label else ''}{record.params}: {record.outcome}"
     if record.throughput:
         line += f" {record.throughput:.3g} {record.throughput_unit}"
-    if record.noise:
+    if record.metrics.get("offered_rate") is not None:
+        line += f" of {record.metrics['offered_rate']:.3g} offered"
+    latency = latency_text(record.metrics) if record.outcome == "ok" else ""
+    if latency:
+        line += f", {latency}"
+    if record.metrics.get("saturated"):
+        line += " SATURATED"
+    if record.noise.get("iqr_over_median") is not None:
         line += f" (IQR {100 * record.noise['iqr_over_median']:.0f}% of median)"
     if record.message:
         line += f" {record.message}"

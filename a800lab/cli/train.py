@@ -15,7 +15,7 @@ from ..workloads.training.spec import (
     matmul_precision_of,
 )
 from ..workloads.training.task import CUSTOM, check_task
-from ..workloads.training.user_model import load_user_task
+from ..workloads.training.user_model import load_user_module, load_user_task
 from . import options
 from .options import FOLDER, LEVERS
 
@@ -75,6 +75,11 @@ def user_task(where: str | None, device: str, check):
     if where is None:
         return None
     return load_user_task(where, device, check, label=f"--user-model {where}")
+
+
+def user_module(where: str):
+    """The --user-model module, loaded; what stops it loading is one line (ValueError)."""
+    return load_user_module(where, f"--user-model {where}")
 
 
 def _lever_values(args) -> dict:

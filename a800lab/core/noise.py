@@ -104,24 +104,29 @@ def spread_is_noisy(iqr_ms: float, median_ms: float) -> bool:
     return median_ms > 0 and iqr_ms / median_ms > NOISE_IQR_OVER_MEDIAN
 
 
-def assess(samples_ms, conditions: dict | None = None, *, on_cpu: bool = False) -> dict:
+def assess(samples_ms, conditions: dict | None = None, *, on_cpu: bool = False,
+           spread: bool = True, reasons=()) -> dict:
     """The noise verdict of one point: {"noisy", "contended", "iqr_ms", "iqr_over_median",
     "reasons"} ({} without samples); "contended" when a CPU reason (other work took the point's
-    cores) is among the reasons, each a sentence saying what was seen and what to do."""
+    cores) is among the reasons, each a sentence saying what was seen and what to do.
+    spread=False: the samples are a distribution under study (latencies under load), judged
+    on the machine's state alone; `reasons`: the point's own, added."""
     samples = [float(s) for s in samples_ms]
-    if not samples:
+    if not samples and spread:
         return {}
-    q25, median, q75 = quartiles(samples)
-    iqr_ms = q75 - q25
-    ratio = iqr_ms / median if median > 0 else 0.0
-    reasons = []
-    if spread_is_noisy(iqr_ms, median):
-        reasons.append(f"timing spread: IQR {iqr_ms:.3g} ms is {100 * ratio:.0f}% of the median "
-                       f"{median:.3g} ms")
-    contention = _cpu_reasons(samples, conditions) if on_cpu and conditions else []
-    reasons += contention
-    return {"noisy": bool(reasons), "contended": bool(contention), "iqr_ms": iqr_ms,
-            "iqr_over_median": ratio, "reasons": reasons}
+    found, iqr_ms, ratio = list(reasons), None, None
+    if spread:
+        q25, median, q75 = quartiles(samples)
+        iqr_ms = q75 - q25
+        ratio = iqr_ms / median if median > 0 else 0.0
+        if spread_is_noisy(iqr_ms, median):
+            found.append(f"timing spread: IQR {iqr_ms:.3g} ms is {100 * ratio:.0f}% of the "
+                         f"median {median:.3g} ms")
+    contention = _cpu_reasons(samples if spread else [], conditions) \
+        if on_cpu and conditions else []
+    found += contention
+    return {"noisy": bool(found), "contended": bool(contention), "iqr_ms": iqr_ms,
+            "iqr_over_median": ratio, "reasons": found}
 
 
 def _cpu_reasons(samples: list[float], conditions: dict) -> list[str]:
@@ -144,10 +149,12 @@ def _cpu_reasons(samples: list[float], conditions: dict) -> list[str]:
         reasons.append(f"oversubscribed: {threads} torch thread(s) + {others:.1f} cores busy in "
                        f"other processes (this job's own workers and ranks count) > {cores} "
                        f"cores; {fix}")
+    if len(samples) < 5:
+        return reasons
     fastest = min(samples)  # samples far above it lost their core for a time slice
     slow = sum(s - fastest >= _DESCHEDULED_EXCESS_MS and s >= _DESCHEDULED_RATIO * fastest
                for s in samples)
-    if len(samples) >= 5 and slow >= _DESCHEDULED_SHARE * len(samples):
+    if slow >= _DESCHEDULED_SHARE * len(samples):
         reasons.append(f"{slow} of {len(samples)} samples ran >= {_DESCHEDULED_EXCESS_MS:g} ms "
                        f"and {_DESCHEDULED_RATIO:g}x over the fastest ({fastest:.3g} ms): "
                        "the thread lost its core to other work for scheduler time slices")

@@ -36,8 +36,10 @@ from .timing import Timing
 from .warmup import warm_runtime
 from .window import PointWindow
 
+# spread_is_noise False: the samples are a distribution under study (latencies under load),
+# so only the machine's state judges the point; noise_reasons: the point's own, added
 _RESULT_KEYS = ("throughput", "throughput_unit", "timing", "time_ms", "outcome", "message",
-                "memory", "telemetry")
+                "memory", "telemetry", "spread_is_noise", "noise_reasons")
 
 
 @dataclass
@@ -250,10 +252,12 @@ def _record_from_result(raw, base: dict, throughput_key: str | None,
     metrics = {k: v for k, v in raw.items()
                if k not in _RESULT_KEYS and not (k in params and v == params[k])}
     outcome = raw.get("outcome", "ok")
+    own = {k: raw[key] for k, key in (("spread", "spread_is_noise"), ("reasons", "noise_reasons"))
+           if key in raw}
+    noise = assess(time_ms, conditions, on_cpu=not window.device.startswith("cuda"), **own)
     common = dict(base, message=str(raw.get("message", "")), time_ms=time_ms,
                   memory={**window.memory(), **own_memory}, telemetry=telemetry,
-                  conditions=conditions,
-                  noise=assess(time_ms, conditions, on_cpu=not window.device.startswith("cuda")))
+                  conditions=conditions, noise=noise)
     if outcome != "ok":
         return Record(**common, outcome=outcome, metrics=metrics)
     tp_key = "throughput" if "throughput" in raw else throughput_key

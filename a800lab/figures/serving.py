@@ -84,12 +84,12 @@ def _histogram(ax, ok: pd.DataFrame) -> None:
     row = ok.loc[ok["timestamp"].idxmax()] if "timestamp" in ok else ok.iloc[-1]
     samples = np.asarray(row["time_ms"], float)
     ax.hist(samples, bins=min(60, max(10, samples.size // 8)), color="C0", alpha=0.7)
-    for column, name, style in PERCENTILES:
+    for column, name, style in PERCENTILES:  # named in a legend: close values never overlap
         value = float(row.get(column, np.nan))
         if np.isfinite(value):
-            ax.axvline(value, color="black", linestyle=style, lw=1.2)
-            ax.annotate(f"{name} {value:.3g}", (value, 1.0), xycoords=("data", "axes fraction"),
-                        rotation=90, va="top", ha="right", fontsize="small")
+            ax.axvline(value, color="black", linestyle=style, lw=1.2,
+                       label=f"{name} {value:.3g} ms")
+    ax.legend(loc="best", fontsize="small", framealpha=0.9)
     what = ", ".join(f"{row[k]}" for k in ("precision", "compile") if k in row and
                      pd.notna(row[k]) and row[k] != "off")
     ax.set_title(f"newest: batch {row.get('batch_size', '?')}, {what} ({samples.size} requests)",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import ipywidgets as widgets
 
 _TOGGLE_MAX_OPTIONS = 6  # more options than this read better as a dropdown
-SCALES = ("linear", "pow2", "log")
+SCALES = ("linear", "pow2", "log", "typed")
 SUPPLIED_ARGUMENTS = ("device", "cancel")  # what a sweep fills in when the workload takes them
 
 
@@ -74,7 +74,8 @@ def _finite(value) -> bool:
 class Range:
     """A number in lo..hi, an integer when lo, hi and step are ints. `scale`: "linear" (steps
     of `step`), "pow2" (a slider over the powers of two) or "log"; typed sweep values may be
-    any number in the range."""
+    any number in the range. "typed": a box to type a number in, which clamps nothing (a slider
+    silently clamps a typed 0 to its minimum): Run refuses a value outside lo..hi."""
 
     lo: float
     hi: float
@@ -122,6 +123,9 @@ class Range:
             return widgets.FloatLogSlider(value=self.initial, base=10, min=math.log10(self.lo),
                                           max=math.log10(self.hi), step=0.1, description=name,
                                           continuous_update=False)
+        if self.scale == "typed":
+            cls = widgets.IntText if self.is_int else widgets.FloatText
+            return cls(value=self.initial, description=name)
         cls = widgets.IntSlider if self.is_int else widgets.FloatSlider
         return cls(value=self.initial, min=self.lo, max=self.hi, step=self.step,
                    description=name, continuous_update=False)

@@ -1,13 +1,16 @@
-"""ServingExplorer: the latency and throughput of a model's inference, decode's bound, streams
-sharing the device, and the best config under a p99 target.
+"""ServingExplorer: the latency and throughput of a model's inference, under load as its
+clients meet it, decode's bound, streams sharing the device, and the config with the most
+goodput under a latency target.
 
     panel = ServingExplorer()                                  # the transformer preset
     panel.run(wait=True, batch_size=[1, 8, 64], precision="fp32")   # latency view
+    panel.run(wait=True, view="load", load=[0.2, 0.6, 0.9, 1.2], max_batch=8)  # open loop
     panel.run(wait=True, view="concurrency", streams=[1, 2, 4])     # or view="decode"
-    panel.run(wait=True, view="tune", p99_target_ms=5.0)       # panel.tune_outcome, the code
+    panel.run(wait=True, view="tune", p99_target_ms=5.0)       # online: panel.tune_outcome
     ServingExplorer(make_model=my_model, make_batch=my_batch)  # your model (not in decode)
 
-Command-line twins: `sweep serve`, `sweep decode`, `sweep concurrency`, `tune serve`.
+Command-line twins: `sweep serve`, `sweep load`, `sweep decode`, `sweep concurrency`,
+`tune serve` (`--offline`: the tune view with offline=True).
 """
 
 import functools
@@ -20,8 +23,20 @@ import pandas as pd
 from ..core.backends import resolve_device, torchvision_reason
 from ..core.sweep import SweepResult, grid, thread_count
 from ..figures.serving import concurrency_figure, decode_figure, serve_tune_figure, serving_figure
+from ..figures.serving_generate import generation_figure
+from ..figures.serving_load import load_figure, online_tune_figure
+from ..workloads.serving.arrivals import ARRIVALS
 from ..workloads.serving.concurrency import concurrency_point
 from ..workloads.serving.decode import decode_point
+from ..workloads.serving.generate import (
+    SCHEDULERS,
+    GenerateSpec,
+    generate_defaults,
+    generate_point,
+    generator_context,
+)
+from ..workloads.serving.load import default_duration_s, load_point
+from ..workloads.serving.online import default_batcher_axes, tune_online
 from ..workloads.serving.point import serve_point
 from ..workloads.serving.spec import (
     DEFAULT_REQUESTS,
@@ -31,7 +46,7 @@ from ..workloads.serving.spec import (
     serve_precisions_for,
     serving_unavailable,
 )
-from ..workloads.serving.tune import default_axes, describe_serving, tune_serve
+from ..workloads.serving.tune import default_axes, tune_serve
 from ..workloads.training.levers import COMPILE_MODES
 from ..workloads.training.models import MODELS, SIZES, default_size
 from ..workloads.training.spec import positive_float
@@ -40,16 +55,34 @@ from ..workloads.training.user_model import panel_task
 from .explorer import DATA_DIR, Explorer, View
 from .explorer_text import table_html
 from .params import Choice, Fixed, Range
-from .training_tools import code_html, rows_table
+from .serving_tune_text import tune_html
 
 CONFIG = ("model", "size", "batch_size", "precision")
-SPEC_FIELDS = (*CONFIG, "compile", "graphs", "channels_last")
+LEVERS = ("compile", "graphs", "channels_last")
+SPEC_FIELDS = (*CONFIG, *LEVERS)
+BATCHER = ("max_batch", "max_delay_ms")
+ARRIVING = ("arrival", "burstiness", "duration_s")
 TUNED = ("precision", "graphs")  # what the tune view varies beside its controls
+LOAD_SERIES = ("model", "size", *BATCHER, "precision", *LEVERS, *ARRIVING)
+GENERATION = ("size", "rate_rps", "scheduler", "max_batch", "prompt_tokens", "output_tokens",
+              "precision", *ARRIVING)
+LENGTHS = {"prompt_tokens": ("4:16", "8", "16:64", "32:256", "128"),
+           "output_tokens": ("2:40", "16", "1:64", "32:256", "128")}
 VIEWS = {
     "latency": View("latency vs samples/s", "samples/s vs p99 per config across batch sizes; "
                     "the newest point's latency histogram", "batch_size", SPEC_FIELDS,
                     (1, 8, 64), "serve", columns=("p50_ms", "p99_ms", "requests", "rel_error",
                                                   "compile_s", "capture_s")),
+    "load": View("under load", "latency from each request's arrival vs offered rate; where "
+                 "the time goes", "load", (*LOAD_SERIES, "load", "rate_rps", "p99_target_ms"),
+                 (0.1, 0.3, 0.5, 0.7, 0.9, 1.1), "load", series=LOAD_SERIES,
+                 columns=("offered_rate", "achieved_rate", "p50_ms", "p99_ms", "queue_p99_ms",
+                          "service_p99_ms", "mean_batch", "busy_share", "saturated")),
+    "generate": View("generation", "generation under load: TTFT and TPOT vs offered rate, "
+                     "static vs continuous batching", "rate_rps", GENERATION, (20, 50, 100),
+                     "generate", series=("scheduler", "max_batch", "size", "precision"),
+                     columns=("offered_rate", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms",
+                              "tpot_p99_ms", "tokens_per_s", "mean_batch", "saturated")),
     "decode": View("decode", "decode: ms per token and tokens/s vs batch, bandwidth bounds "
                    "dashed", "batch_size", ("size", "batch_size", "precision"), (1, 4, 16),
                    "decode", columns=("ms_per_token", "bound_ms_measured",
@@ -57,32 +90,47 @@ VIEWS = {
     "concurrency": View("streams", "N streams: samples/s of all together and p99 vs streams",
                         "streams", (*CONFIG, "streams"), (1, 2, 4), "concurrency",
                         columns=("p50_ms", "p99_ms", "requests", "mps")),
-    "tune": View("tune under a p99", "tuning under the p99 target: every trial, the frontier, "
-                 "the winner re-measured", "batch_size",
-                 ("model", "size", "batch_size", "compile", "p99_target_ms"), (1, 4, 16, 64),
-                 "tune-serve", series=("model", "size", "batch_size", "compile", *TUNED),
-                 columns=("precision", "graphs", "p50_ms", "p99_ms", "meets_target",
-                          "budget_s")),
+    "tune": View("tune for a target", "tuning for the latency target: goodput per config "
+                 "(online) or samples/s vs batch p99 (offline)", "max_batch",
+                 ("model", "size", "max_batch", "compile", "p99_target_ms", "percentile",
+                  "offline", "arrival", "burstiness", "duration_s"), (1, 4, 16, 64),
+                 None, series=("model", "size", "max_batch", "compile", *TUNED),
+                 columns=("precision", "graphs", "offered_rate", "p50_ms", "p99_ms",
+                          "saturated")),
 }
 NOTES = {
     "latency": "Each point: outputs checked against fp32, warm-up (compile, graph capture) "
-               "timed apart, then >= {requests} requests timed. Twin: python -m a800lab sweep "
-               "serve ...",
+               "timed apart, then >= {requests} requests timed back to back (closed loop). "
+               "Twin: python -m a800lab sweep serve ...",
+    "load": "Requests arrive on their own clock (arrival, for duration_s each point) at a "
+            "dynamic batcher (max_batch, max_delay_ms); latency counts from each request's "
+            "scheduled arrival. load: a fraction of the closed-loop capacity at max_batch, "
+            "measured first (or sweep rate_rps). Twin: python -m a800lab sweep load ...",
+    "generate": "Requests with prompt and output lengths drawn (N, or LO:HI uniform) arrive "
+                "on their own clock; a static batch runs until its longest request ends, "
+                "continuous batching refills a finished slot at the next step. TTFT and TPOT "
+                "count from each request's scheduled arrival. Twin: python -m a800lab sweep "
+                "generate ...",
     "decode": "The transformer preset (GPT-2 small's shape on a GPU) generating from a KV "
               "cache; dashed: bytes read per step / bandwidth. Twin: python -m a800lab sweep "
               "decode ...",
     "concurrency": "N servers (threads, own CUDA stream each) answering together; MPS read, "
                    "never changed. Twin: python -m a800lab sweep concurrency ...",
-    "tune": "The most samples/s whose p99 meets p99_target_ms, over the batch sizes typed and the "
-            "device's precisions; the winner measured again. Twin: python -m a800lab tune "
-            "serve --p99-ms X",
+    "tune": "Online (default): the config and batcher with the most goodput, the highest "
+            "request rate whose percentile meets p99_target_ms, over the max batches typed, "
+            "the device's precisions and delays 0 and a tenth of the target; the winner "
+            "offered that rate again. offline=True: the most samples/s whose batch p99 meets "
+            "it (the values typed are batch sizes). Twin: python -m a800lab tune serve "
+            "--p99-ms X [--offline]",
 }
 
 
 class ServingExplorer(Explorer):
-    """Four views, each a Run of its own: latency (samples/s against p99), decode (ms per
-    token against its bandwidth bound), concurrency (streams sharing the device) and tune
-    (tune_serve over the batch sizes typed, and the code to paste).
+    """Six views, each a Run of its own: latency (samples/s against p99, closed loop), load
+    (latency from arrival against offered rate, open loop), generation (TTFT and TPOT under
+    load, static vs continuous batching), decode (ms per token against its bandwidth bound),
+    concurrency (streams sharing the device) and tune (goodput under a latency target, or
+    offline the most samples/s; the code to paste).
 
     Your own model as for TrainingExplorer (its output (batch, ...); `user_model=` a file).
     `requests`: timed per point at least (>= 100); `budget_s`: timing budget per point.
@@ -93,7 +141,7 @@ class ServingExplorer(Explorer):
                  size: str | None = None, device: str = "auto",
                  requests: int = DEFAULT_REQUESTS, budget_s: float | None = None,
                  cpu_threads: int | None = None,
-                 title: str = "Serving: latency, samples/s and the batch you can afford",
+                 title: str = "Serving: latency, load, throughput and the batch you can afford",
                  recorded_dir: Path | str = DATA_DIR, out: str | None = None):
         device = resolve_device(device)
         on_cpu = device == "cpu"
@@ -108,6 +156,7 @@ class ServingExplorer(Explorer):
         self.settings = {"requests": requests, "budget_s": budget_s or (0.1 if on_cpu else 0.3)}
         models = (*MODELS, *(() if torchvision_reason() else ("resnet50",)))
         sizes = (*SIZES, "gpt2_small", *(() if torchvision_reason() else ("224",)))
+        target = 5.0 if on_cpu else 20.0
         params = {
             "model": Fixed(CUSTOM) if yours else Choice(models, default=model),
             "size": Fixed(CUSTOM) if yours else
@@ -118,10 +167,22 @@ class ServingExplorer(Explorer):
             "graphs": Choice((False, True)),
             "channels_last": Choice((False, True)),
             "streams": Range(1, 64, default=2, scale="pow2"),
-            "p99_target_ms": Range(0.01, 100_000.0, default=5.0 if on_cpu else 20.0,
-                                   scale="log"),
+            "max_batch": Range(1, 4096, default=8, scale="pow2"),
+            "max_delay_ms": Range(0.0, 10_000.0, default=0.0, scale="typed"),
+            "load": Range(0.01, 10.0, default=0.5, scale="typed"),
+            "rate_rps": Range(0.01, 1e7, default=100.0, scale="typed"),
+            "arrival": Choice(tuple(a for a in ARRIVALS if a != "trace"), default="poisson"),
+            "burstiness": Range(0.01, 100.0, default=1.0, scale="typed"),
+            "duration_s": Range(0.05, 3600.0, default=default_duration_s(device) / 2,
+                                scale="typed"),
+            "p99_target_ms": Range(0.01, 1e5, default=target, scale="typed"),
+            "percentile": Choice((50.0, 90.0, 95.0, 99.0, 99.9), default=99.0),
+            "offline": Choice((False, True)),
+            "scheduler": Choice(("both", *SCHEDULERS), default="both"),
+            **{name: Choice(values, default=generate_defaults(device)[name])
+               for name, values in LENGTHS.items()},
         }
-        self.tune_outcome = None
+        self.tune_outcome, self._target_ms = None, None
         self.note, self.tune_text = widgets.HTML(""), widgets.HTML("")
         # Explorer's workload: each view's Run calls its own point function (_sweep)
         super().__init__(lambda **params: {}, params, sweep="batch_size", name="serve",
@@ -138,14 +199,28 @@ class ServingExplorer(Explorer):
 
     def _plan(self, overrides: dict) -> tuple[dict, dict]:
         view = self.view.value
-        if view == "decode" and self.task is not None:
-            raise ValueError("decode runs the transformer preset from a KV cache, not your "
-                             "model: use a panel without make_model= for it")
+        if view in ("decode", "generate") and self.task is not None:
+            raise ValueError(f"{view} runs the transformer preset from a KV cache, not your "
+                             "model: use a panel without make_model= for it (your own "
+                             "generator: python -m a800lab sweep generate --user-model)")
         axes, fixed = super()._plan(overrides)
         fixed = {k: v for k, v in fixed.items() if k in VIEWS[view].params}
-        if view in ("latency", "concurrency"):  # a config this device refuses: said now
+        if view == "generate":
+            if fixed.get("scheduler") == "both":  # the two compared side by side
+                del fixed["scheduler"]
+                axes["scheduler"] = list(SCHEDULERS)
+            for point in grid(axes):  # a request longer than the context: refused now
+                config = {**fixed, **point}
+                GenerateSpec(config["scheduler"], config["max_batch"], config["prompt_tokens"],
+                             config["output_tokens"]).fit(*generator_context(config["size"]))
+        if view == "load":  # the offered rate: the swept one of rate_rps and load
+            fixed.pop("rate_rps" if "rate_rps" not in axes else "load", None)
+            fixed.pop("load" if "rate_rps" in axes else "rate_rps", None)
+        if view in ("latency", "concurrency", "load"):  # a config the device refuses: now
             for point in grid(axes):
                 config = {k: v for k, v in {**fixed, **point}.items() if k in SPEC_FIELDS}
+                if view == "load":
+                    config["batch_size"] = {**fixed, **point}["max_batch"]
                 reason = serving_unavailable(ServeSpec(**config), self.device)
                 if reason:
                     raise ValueError(reason)
@@ -156,8 +231,15 @@ class ServingExplorer(Explorer):
         if view == "tune":
             return self._tune(axes, fixed, run_id)
         common = {"device": self.device}
+        if view == "load":
+            self._target_ms = fixed.pop("p99_target_ms")
+        if fixed.get("arrival") != "gamma":
+            fixed.pop("burstiness", None)
         point = {"latency": functools.partial(serve_point, task=self.task, **common,
                                               **self.settings),
+                 "load": functools.partial(load_point, task=self.task, **common,
+                                           budget_s=self.settings["budget_s"]),
+                 "generate": functools.partial(generate_point, **common),
                  "decode": functools.partial(decode_point, budget_s=self.settings["budget_s"],
                                              **common),
                  "concurrency": functools.partial(concurrency_point, task=self.task, **common,
@@ -166,40 +248,47 @@ class ServingExplorer(Explorer):
 
     def _tune(self, axes: dict, fixed: dict, run_id: str) -> SweepResult:
         self.tune_outcome, self.tune_text.value = None, ""
-        grid = {**default_axes(self.device), "batch_size": axes["batch_size"],
-                "compile": [fixed["compile"]]}
-        grid["graphs"] = [g for g in grid["graphs"] if not (
-            g and fixed["compile"] in ("reduce-overhead", "max-autotune"))]
         count = [0]
 
         def trial(record) -> None:
             count[0] += 1
+            self.progress.max = max(self.progress.max, count[0])
+            self.progress.value = count[0]
             self.progress_text.value = f"trial {count[0]}: {record.outcome}"
             self._on_result(record)
 
+        model = {"model": fixed["model"], "size": None if self.task else fixed["size"]}
+        levers = {"compile": [fixed["compile"]]}
         with thread_count(self.torch_threads):
-            outcome = tune_serve(fixed["p99_target_ms"], self.task, model=fixed["model"],
-                                 size=None if self.task else fixed["size"], axes=grid,
-                                 device=self.device, on_trial=trial, cancel=self.job.cancel,
-                                 run_id=run_id, **self.settings)
+            if fixed["offline"]:
+                grid_axes = {**default_axes(self.device), "batch_size": axes["max_batch"],
+                             **levers}
+                grid_axes["graphs"] = [g for g in grid_axes["graphs"] if not (
+                    g and fixed["compile"] in ("reduce-overhead", "max-autotune"))]
+                outcome = tune_serve(fixed["p99_target_ms"], self.task, **model,
+                                     axes=grid_axes, device=self.device, on_trial=trial,
+                                     cancel=self.job.cancel, run_id=run_id, **self.settings)
+                cancelled = outcome.search.cancelled
+            else:
+                precisions = default_axes(self.device)
+                grid_axes = {k: precisions[k] for k in ("precision", "graphs")}
+                grid_axes["graphs"] = [g for g in grid_axes["graphs"] if not (
+                    g and fixed["compile"] in ("reduce-overhead", "max-autotune"))]
+                batchers = {**default_batcher_axes(self.device, fixed["p99_target_ms"]),
+                            "max_batch": axes["max_batch"]}
+                outcome = tune_online(
+                    fixed["p99_target_ms"], self.task, **model, axes={**grid_axes, **levers},
+                    batcher_axes=batchers, percentile=fixed["percentile"],
+                    arrival=fixed["arrival"], burstiness=fixed["burstiness"],
+                    duration_s=fixed["duration_s"], device=self.device, on_trial=trial,
+                    cancel=self.job.cancel, run_id=run_id,
+                    budget_s=self.settings["budget_s"])
+                cancelled = outcome.cancelled
+        self.progress.max = self.progress.value = max(count[0], 1)
         self.tune_outcome = outcome
-        self._show_tune(outcome)
+        self.tune_text.value = tune_html(outcome)
         return SweepResult(records=outcome.records, total=len(outcome.records), run_id=run_id,
-                           cancelled=outcome.search.cancelled)
-
-    def _show_tune(self, outcome) -> None:
-        again = outcome.remeasured
-        rows = [("target", f"p99 <= {outcome.p99_ms:g} ms"),
-                ("winner", describe_serving(outcome.winner) if outcome.winner else
-                 "none met the target when measured again"),
-                ("re-measured", f"{again['samples_per_s']:.4g} samples/s, p50 "
-                                f"{again['p50_ms']:.3g} ms, p99 {again['p99_ms']:.3g} ms, "
-                                f"{again['requests']} requests" if again else "-"),
-                ("noise", f"within noise of {len(outcome.search.rivals)} other config(s)"
-                 if outcome.search.rivals else "clear of the noise"),
-                ("contended", outcome.search.contended or "no")]
-        self.tune_text.value = rows_table(rows) + (code_html(outcome.snippet)
-                                                   if outcome.snippet else "")
+                           cancelled=cancelled)
 
     def clear(self) -> int:
         """As Explorer.clear; the tuner's outcome goes too."""
@@ -207,25 +296,41 @@ class ServingExplorer(Explorer):
             self.tune_outcome, self.tune_text.value = None, ""
         return super().clear()
 
+    def _of_view(self, df: pd.DataFrame) -> pd.DataFrame:
+        if self.view.value != "tune" or df.empty or "workload" not in df:
+            return super()._of_view(df)
+        return df[df["workload"].isin(("tune-serve", "tune-load"))]
+
     def _measured_frame(self) -> pd.DataFrame:
         """This view's points, without other views' parameters (the caption names only what
         differs among this view's controls)."""
         frame = self._of_view(super()._measured_frame())
-        keep = {*VIEWS[self.view.value].params, *TUNED}
+        keep = {*VIEWS[self.view.value].params, *TUNED, "batch_size", "rate_rps"}
         return frame.drop(columns=[p for p in self.params if p not in keep and p in frame])
 
     def _figure(self, df: pd.DataFrame, x: str, series: str):
         view = self.view.value
         if view == "tune" and self.tune_outcome is not None:  # None while a tuning runs
-            return serve_tune_figure(self.tune_outcome)
+            draw = online_tune_figure if hasattr(self.tune_outcome, "searches") else \
+                serve_tune_figure
+            return draw(self.tune_outcome)
+        if view == "load":
+            return load_figure(df, series=series, earlier_runs=self.earlier_runs.value,
+                               target_ms=self._target_ms)
         draw = {"latency": serving_figure, "decode": decode_figure,
+                "generate": generation_figure,
                 "concurrency": concurrency_figure, "tune": serving_figure}[view]
         return draw(df, series=series, earlier_runs=self.earlier_runs.value)
+
+    def _caption_note(self, measured: pd.DataFrame, x: str) -> str:
+        """The tune view's answer says what ran (its table names every config)."""
+        return "" if self.view.value == "tune" else super()._caption_note(measured, x)
 
     def _table_html(self, measured: pd.DataFrame) -> str:
         shown, view = self._of_view(measured), VIEWS[self.view.value]
         if shown.empty:
             return html.escape("no points of this view yet")
-        columns = [p for p in view.params if p != "p99_target_ms"] + \
+        columns = [p for p in view.params if p not in ("p99_target_ms", "percentile",
+                                                       "offline") and p in shown] + \
             [c for c in view.columns if c in shown]
         return table_html(shown, list(dict.fromkeys(columns)), self._run_numbers())

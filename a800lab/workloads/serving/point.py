@@ -5,6 +5,7 @@ warmed up (compile and CUDA graph capture reported apart), then timed request by
     out["p50_ms"], out["p99_ms"], out["requests"], out["throughput"]   # samples/s
 """
 
+import contextlib
 import time
 
 import torch
@@ -49,10 +50,18 @@ def fp32_reference(task: Task, inputs: tuple, device: str) -> torch.Tensor:
         return model_output(model, inputs).float()
 
 
-class Server:
-    """One configuration ready to answer: `request()` answers one request batch."""
+def buckets(max_rows: int) -> list[int]:
+    """The batch sizes a padded server runs: powers of two below `max_rows`, and `max_rows`."""
+    return [*(2**e for e in range(max_rows.bit_length()) if 2**e < max_rows), max_rows]
 
-    def __init__(self, spec: ServeSpec, task: Task, device: str, inputs: tuple):
+
+class Server:
+    """One configuration ready to answer: `request(rows)` answers the first `rows` of its
+    inputs (all by default). With CUDA graphs or torch.compile, a request runs padded to the
+    next of `buckets(...)` (one graph, one compiled shape each) when `padded`."""
+
+    def __init__(self, spec: ServeSpec, task: Task, device: str, inputs: tuple,
+                 padded: bool = False):
         self.spec, self.device = spec, device
         self.on_cuda = device.startswith("cuda")
         dtype = HALF_DTYPES.get(spec.precision)
@@ -64,31 +73,47 @@ class Server:
             host = to_channels_last(host)
         self.model = compile_model(model, spec.compile)
         # on a GPU requests arrive in pinned host memory and are copied into fixed buffers
-        # (a CUDA graph reads its inputs from fixed addresses)
+        # (a CUDA graph reads its inputs from fixed addresses), on a stream of the server's own
         self.host = tuple(x.cpu().pin_memory() for x in host) if self.on_cuda else host
         self.inputs = tuple(x.clone() for x in host) if self.on_cuda else host
-        self.graph, self.output = None, None
+        self.rows = self.inputs[0].shape[0]
+        self.sizes = buckets(self.rows) if padded and (spec.graphs or spec.compile != "off") \
+            else None
+        self.stream = torch.cuda.Stream(device) if self.on_cuda else None
+        if self.stream is not None:  # the weights and buffers were copied on the default stream
+            self.stream.wait_stream(torch.cuda.current_stream(device))
+        self.graphs: dict[int, tuple] = {}  # rows -> (graph, its output)
 
-    def forward(self) -> torch.Tensor:
-        return model_output(self.model, self.inputs)
+    def forward(self, rows: int) -> torch.Tensor:
+        return model_output(self.model, tuple(x[:rows] for x in self.inputs))
 
-    def request(self) -> torch.Tensor:
-        """Copy the batch in, answer it, wait for the device; returns the output."""
-        with torch.inference_mode():
+    def run_rows(self, rows: int | None) -> int:
+        """The rows a request of `rows` runs: itself, or its bucket when padded."""
+        rows = self.rows if rows is None else rows
+        return rows if self.sizes is None else next(s for s in self.sizes if s >= rows)
+
+    def request(self, rows: int | None = None) -> torch.Tensor:
+        """Copy the request's rows in, answer them, wait for the device; returns the output
+        of those rows."""
+        rows = self.rows if rows is None else rows
+        run = self.run_rows(rows)
+        with torch.inference_mode(), _on(self.stream):
             if self.on_cuda:
                 for buffer, batch in zip(self.inputs, self.host, strict=True):
-                    buffer.copy_(batch, non_blocking=True)
-            if self.graph is not None:
-                self.graph.replay()
-                out = self.output
+                    buffer[:run].copy_(batch[:run], non_blocking=True)
+            graph = self.graphs.get(run)
+            if graph is not None:
+                graph[0].replay()
+                out = graph[1]
             else:
-                out = self.forward()
+                out = self.forward(run)
             if self.on_cuda:
-                torch.cuda.current_stream(self.device).synchronize()
-        return out
+                self.stream.synchronize()
+        return out[:rows]
 
-    def warm_up(self, requests: int = WARMUP_REQUESTS) -> dict:
-        """Warm-up requests (the first compiles), then the graph capture: what they cost."""
+    def warm_up(self, requests: int = WARMUP_REQUESTS, sizes: list[int] | None = None) -> dict:
+        """Warm-up requests (the first compiles), then every other size in `sizes` once; then
+        the graph captures: what they cost."""
         watch, walls = CompileWatch(self.spec.compile), []
         for i in range(requests):
             started = time.perf_counter()
@@ -97,27 +122,39 @@ class Server:
             if i == 0:
                 watch.first_step_done()
         setup = {"first_request_ms": 1e3 * walls[0], **watch.metrics(walls)}
+        others = sorted({self.run_rows(r) for r in sizes or ()} - {self.rows})
+        if others:
+            started = time.perf_counter()
+            for rows in others:
+                self.request(rows)
+            setup["warm_sizes_s"] = time.perf_counter() - started
         if self.spec.graphs:
             started = time.perf_counter()
-            self.capture()
+            self.capture([self.rows, *others])
             setup["capture_s"] = time.perf_counter() - started
         return setup
 
-    def capture(self) -> None:
-        """Capture the forward as a CUDA graph (warmed on a side stream first, as torch asks)."""
-        current = torch.cuda.current_stream(self.device)
+    def capture(self, sizes: list[int]) -> None:
+        """Capture the forward at each size as a CUDA graph, the largest first, all in one
+        memory pool (warmed on a side stream first, as torch asks)."""
+        pool = torch.cuda.graph_pool_handle()
         with torch.inference_mode():
-            side = torch.cuda.Stream(self.device)
-            side.wait_stream(current)
-            with torch.cuda.stream(side):
-                for _ in range(WARMUP_REQUESTS):
-                    self.forward()
-            current.wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                self.output = self.forward()
+            for rows in sorted(sizes, reverse=True):
+                self.stream.wait_stream(torch.cuda.current_stream(self.device))
+                with torch.cuda.stream(self.stream):
+                    for _ in range(WARMUP_REQUESTS):
+                        self.forward(rows)
+                torch.cuda.current_stream(self.device).wait_stream(self.stream)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=pool):
+                    output = self.forward(rows)
+                self.graphs[rows] = (graph, output)
         torch.cuda.synchronize(self.device)
-        self.graph = graph
+
+
+def _on(stream):
+    """torch.cuda.stream(stream), or nothing on a CPU."""
+    return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
 
 
 def time_requests(request, *, device: str, requests: int = DEFAULT_REQUESTS,

@@ -94,9 +94,12 @@ class ServeTuneOutcome:
         lines += [f"  {c['samples_per_s']:10.4g} samples/s  p99 {c['p99_ms']:8.3g} ms "
                   f"{'*' if c['meets_target'] else ' '} {describe_serving(c['config'])}"
                   for c in self.frontier]
-        over = sum(not c["meets_target"] for c in self.candidates)
-        lines.append(f"{len(self.candidates)} configs measured ({over} over the target), "
+        over = sorted((c for c in self.candidates if not c["meets_target"]),
+                      key=lambda c: c["p99_ms"])
+        lines.append(f"{len(self.candidates)} configs measured ({len(over)} over the target), "
                      f"{len(result.refused)} refused, in {result.wall_s:.1f} s")
+        lines += [f"  over the target: {describe_serving(c['config'])} (p99 "
+                  f"{c['p99_ms']:.3g} ms)" for c in over]
         lines += [f"  failed: {why}" for why in result.failed.values()
                   if not why.startswith("over-target")][:3]
         return "\n".join(lines)
@@ -202,18 +205,30 @@ def _candidates(records: list[Record]) -> list[dict]:
     return list(latest.values())
 
 
-def serving_snippet(config: Mapping, device: str, note: str = "") -> str:
-    """Plain-torch code answering request batches with `config` (a CUDA graph when graphs is
-    on); it expects make_model() and make_batch(batch_size), as --user-model files define."""
+def serving_snippet(config: Mapping, device: str, note: str = "",
+                    delay_ms: float | None = None) -> str:
+    """Plain-torch code answering request batches of up to batch_size with `config` (a CUDA
+    graph when graphs is on, smaller batches padded into it); floating inputs are cast to the
+    serving dtype, integer ones (token ids) kept. It expects make_model() and
+    make_batch(batch_size), as --user-model files define. `delay_ms`: the dynamic batcher's
+    settings are named (and Triton's equivalent)."""
     precision = config["precision"]
     dtype = HALF_DTYPES.get(precision)
     device_type = "cuda" if device.startswith("cuda") else "cpu"
     cast = f".to({dtype})" if dtype else ""
     layout = ".to(memory_format=torch.channels_last)" if config.get("channels_last") else ""
+    size = config["batch_size"]
     lines = ["import torch", "", f"# {note or 'tuned by python -m a800lab tune serve'}",
-             f'device = "{device_type}"', f"batch_size = {config['batch_size']}  # requests "
-             "are answered in batches of this size",
-             f"model = make_model().eval().to(device){cast}{layout}"]
+             f'device = "{device_type}"',
+             f"batch_size = {size}  # requests are answered in batches of at most this size"]
+    if delay_ms is not None:
+        hold = f"while fewer wait, hold the oldest up to {delay_ms:g} ms" if delay_ms else \
+            "never hold one for more"
+        lines += [f"# dynamic batching: take up to {size} waiting requests; {hold}",
+                  "# (Triton Inference Server: "
+                  f"max_batch_size: {size}, dynamic_batching {{ max_queue_delay_microseconds: "
+                  f"{round(delay_ms * 1000)} }})"]
+    lines.append(f"model = make_model().eval().to(device){cast}{layout}")
     if precision == "tf32":
         lines.append("torch.backends.cuda.matmul.allow_tf32 = True  # TF32 tensor-core matmuls")
         lines.append("torch.backends.cudnn.allow_tf32 = True")
@@ -221,22 +236,28 @@ def serving_snippet(config: Mapping, device: str, note: str = "") -> str:
         mode = config["compile"]
         lines.append("model = torch.compile(model" + ("" if mode == "default" else
                                                       f', mode="{mode}"') + ")")
-    to_input = f"x.to(device{f', {dtype}' if dtype else ''}, non_blocking=True)"
+    lines += ["", "", "def to_device(x):", '    """A request on the device: floating inputs in '
+              'the serving dtype, token ids as they are."""']
+    if dtype:
+        lines += ["    if x.is_floating_point():",
+                  f"        return x.to(device, {dtype}, non_blocking=True)"]
+    lines += ["    return x.to(device, non_blocking=True)", "", ""]
     if config.get("graphs"):
         lines += [
-            "", "# the input buffer the graph reads; every request is copied into it",
-            f"static_input = make_batch(batch_size)[0].to(device{f', {dtype}' if dtype else ''})",
+            "# the input buffer the graph reads; every request batch is copied into its rows",
+            "static_input = to_device(make_batch(batch_size)[0])",
             "side = torch.cuda.Stream()", "side.wait_stream(torch.cuda.current_stream())",
             "with torch.inference_mode():", "    with torch.cuda.stream(side):  # warm up",
             "        for _ in range(3):", "            model(static_input)",
             "    torch.cuda.current_stream().wait_stream(side)",
             "    graph = torch.cuda.CUDAGraph()", "    with torch.cuda.graph(graph):",
             "        static_output = model(static_input)", "", "",
-            "def answer(x):", '    """One request batch (batch_size, ...) -> the outputs."""',
-            "    with torch.inference_mode():", "        static_input.copy_(x, non_blocking=True)",
-            "        graph.replay()", "        return static_output.clone()"]
+            "def answer(x):", '    """A request batch (n <= batch_size, ...) -> its outputs '
+            '(a smaller batch runs padded)."""', "    n = x.shape[0]",
+            "    with torch.inference_mode():", "        static_input[:n].copy_(to_device(x))",
+            "        graph.replay()", "        return static_output[:n].clone()"]
     else:
-        lines += ["", "", "def answer(x):",
-                  '    """One request batch (batch_size, ...) -> the outputs."""',
-                  "    with torch.inference_mode():", f"        return model({to_input})"]
+        lines += ["def answer(x):",
+                  '    """A request batch (n <= batch_size, ...) -> its outputs."""',
+                  "    with torch.inference_mode():", "        return model(to_device(x))"]
     return "\n".join(lines) + "\n"
