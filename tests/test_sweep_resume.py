@@ -17,6 +17,9 @@ COMMANDS = {
     ("sweep", "train"): "--model mlp --batch-size 2 4 --train-steps 1 --budget-s 0.01",
     ("sweep", "serve"): "--model mlp --batch-size 1 2 --requests 100 --budget-s 0.01",
     ("sweep", "decode"): "--batch-size 1 2 --prompt-tokens 2 --new-tokens 2 --budget-s 0.01",
+    ("sweep", "load"): "--model mlp --rate 500 1000 --duration-s 0.25",
+    ("sweep", "generate"): "--rate 50 --scheduler static continuous --duration-s 0.3 "
+                           "--prompt-tokens 4 --output-tokens 2 --max-batch 2 --model-size tiny",
     ("sweep", "concurrency"): "--model mlp --streams 1 2 --batch-size 1 --requests 100",
     ("comm", "collectives"): "--op all_reduce --size 1K 2K --budget-s 0.01",
     ("comm", "ddp"): "--hook allreduce fp16_compress --train-steps 1 --budget-s 0.01",

@@ -1,6 +1,6 @@
 """Your model's faults wherever a model is taken (TrainingExplorer, ServingExplorer, `profile`,
-`tune train`, `sweep train`, `sweep serve`, `sweep concurrency`, `tune serve`): an import error,
-a syntax error,
+`tune train`, `sweep train`, `sweep serve`, `sweep load`, `sweep concurrency`, `tune serve`,
+`sweep generate`'s generator file): an import error, a syntax error,
 an output that ignores the batch, make_batch's wrong batch size and a raising loss_fn each come
 back as one line naming the file and the fault, with no traceback anywhere."""
 
@@ -158,9 +158,14 @@ COMMANDS = {
                    "--out {tmp}/s.jsonl",
     "sweep concurrency": "sweep concurrency --device cpu --streams 1 --requests 100 "
                          "--out {tmp}/c.jsonl",
-    "tune serve": "tune serve --p99-ms 1000 --device cpu --batch-size 1 --requests 100 "
+    "tune serve": "tune serve --offline --p99-ms 1000 --device cpu --batch-size 1 --requests 100 "
                   "--budget-s 0.01",
+    "sweep load": "sweep load --device cpu --rate 500 --duration-s 0.25 --out {tmp}/l.jsonl",
+    # a generator's file (make_generator()): these files' other faults are its missing function
+    "sweep generate": "sweep generate --device cpu --rate 50 --duration-s 0.3 --prompt-tokens "
+                      "4 --output-tokens 2 --max-batch 2 --out {tmp}/g.jsonl",
 }
+SERVING = ("sweep serve", "sweep concurrency", "tune serve", "sweep load")
 
 
 @pytest.mark.parametrize("fault", list(FILES))
@@ -171,12 +176,13 @@ def test_every_command_says_the_fault_in_one_line(tmp_path, capsys, command, fau
             "--user-model", str(path)]
     code = main(argv)
     err = capsys.readouterr().err
-    if command in ("sweep serve", "sweep concurrency", "tune serve") and \
-            fault in SERVES_ANYWAY:
+    if command in SERVING and fault in SERVES_ANYWAY:
         assert code == 0, err
         return
+    says = "defines no make_generator()" if command == "sweep generate" and \
+        fault not in LOADS else SAYS[fault]
     assert code == 2
-    _one_line(err, f"a800lab: error: --user-model {path}", SAYS[fault])
+    _one_line(err, f"a800lab: error: --user-model {path}", says)
 
 
 def test_sweep_train_measures_your_model_file(tmp_path, capsys):
