@@ -90,3 +90,30 @@ def test_tune_train_refuses_bad_input(tmp_path, capsys):
     assert main(["tune", "train", "--target-batch", "8", "--user-model", "nope.py",
                  "--device", "cpu"]) == 2
     assert "--user-model nope.py: no such file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("noisy", [False, True])
+def test_tune_train_says_once_what_storing_means(tmp_path, capsys, monkeypatch, noisy):
+    """A ranking inside the noise is said once (the winner's line) and the stored line says
+    what storing means then; a clear one keeps the search's verdict beside "stored"."""
+    from a800lab.core import sweep
+
+    spread = {"noisy": noisy, "contended": False, "iqr_ms": 0.0, "iqr_over_median": 0.0,
+              "reasons": ["timing spread: planted"] if noisy else []}
+    monkeypatch.setattr(sweep, "assess", lambda *a, **k: dict(spread))
+    model, store = tmp_path / "my_model.py", tmp_path / "tuned.json"
+    model.write_text(USER_MODEL)
+    assert main(["tune", "train", "--user-model", str(model), "--target-batch", "8",
+                 "--checkpointing", "off", "--optimizer-impl", "foreach", "fused",
+                 "--budget-s", "0.02", "--device", "cpu", "--threads", "1",
+                 "--store", str(store)]) == 0
+    captured = capsys.readouterr()
+    said = captured.err + captured.out
+    doubts = said.count("the ranking may not hold") + said.count("either may win a re-run")
+    if noisy or "clear of the noise" not in captured.out:  # noisy trials, or rivals in reach
+        assert f"stored in {store} all the same, as a pick rather than a clear winner" in \
+            captured.err
+        assert doubts == 1 and "outside the noise" not in said and "clear of" not in said
+    else:
+        assert f"(outside the noise); stored in {store}: the next tune" in captured.err
+        assert doubts == 0

@@ -329,7 +329,7 @@ def test_keyboard_interrupt_in_a_workload_ends_the_run_and_keeps_the_panel_usabl
 
     p = Explorer(interrupted, params={"n": Range(1, 4)}, sweep="n")
     p.run(wait=True, n=[1, 2, 3])
-    assert p.status_text == ("Run failed: KeyboardInterrupt:  (after 1 of 3 points; measured "
+    assert p.status_text == ("Run failed: KeyboardInterrupt (after 1 of 3 points; measured "
                              "points kept)")
     assert p.progress_text.value == "1/3 points, failed"
     assert not p.run_button.disabled and p.stop_button.disabled and not p.clear_button.disabled
@@ -349,6 +349,24 @@ def test_the_panel_device_reaches_the_workload():
     assert list(p.results["given_device"]) == ["cpu", "cpu"]
     with pytest.raises(ValueError, match="use device='cpu' or 'auto'"):
         Explorer(records_device, params={"n": Range(1, 4)}, device="cuda:1")
+
+
+def test_a_second_press_of_run_says_it_measures_the_same_values_again():
+    """Run pressed twice (the second press landing after the first run ended) is no silent
+    second run: the status line says it repeats run #1, while it runs and when done."""
+    p = Explorer(lambda n: {"throughput": float(n)}, params={"n": Range(1, 100)}, sweep="n",
+                 device="cpu", cpu_threads=1)
+    p.sweep_values.value = "1, 2"
+    p.run_button.click()
+    p.wait()
+    assert "same values" not in p.status_text
+    p.run_button.click()
+    p.wait()
+    assert p.status_text.startswith("Done: 2 points (2 ok)") and "run #2" in p.status_text
+    assert p.status_text.endswith("The same values as run #1: Run was pressed again, and each "
+                                  "press measures a run of its own (Stop ends it; Clear drops "
+                                  "earlier runs).")
+    assert p.run(wait=True, n=[3]) and "same values" not in p.status_text
 
 
 def test_run_during_run_is_refused_and_stop_ends_after_current_point():

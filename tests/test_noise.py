@@ -5,6 +5,7 @@ import time
 import pytest
 
 from a800lab.core.noise import CpuLoadMeter, assess, default_cpu_threads, usable_cores
+from a800lab.core.timing import Timing
 
 
 def test_no_samples_no_verdict():
@@ -109,12 +110,28 @@ def test_a_busy_loop_beside_a_sweep_and_a_panel_marks_their_points():
     assert "1 noisy" in panel.status_text
 
 
+def _spread(half_iqr: float) -> list[float]:
+    """Five samples whose inclusive quartiles are 1 -/+ half_iqr around a median of 1 ms."""
+    return [1 - half_iqr, 1 - half_iqr, 1.0, 1 + half_iqr, 1 + half_iqr]
+
+
 def test_the_spread_threshold_is_ten_percent_of_the_median():
     """The boundary itself: IQR 9.8% of the median is a stable figure, 10.2% is noisy."""
-    def samples(half_iqr):  # inclusive quartiles of these five: 1 -/+ half_iqr
-        return [1 - half_iqr, 1 - half_iqr, 1.0, 1 + half_iqr, 1 + half_iqr]
-
-    below, above = assess(samples(0.049)), assess(samples(0.051))
+    below, above = assess(_spread(0.049)), assess(_spread(0.051))
     assert below["iqr_over_median"] == pytest.approx(0.098) and below["noisy"] is False
     assert above["iqr_over_median"] == pytest.approx(0.102) and above["noisy"] is True
     assert above["reasons"] == ["timing spread: IQR 0.102 ms is 10% of the median 1 ms"]
+
+
+@pytest.mark.parametrize("judge", ["assess", "Timing.noisy", "Timing.noise_warning"])
+def test_one_spread_rule_pinned_at_its_boundary(judge):
+    """Every reader of a point's spread (the records' verdict and measure()'s Timing) says the
+    same at 9.9% and 10.1%: a threshold moved in any of them fails here."""
+    def noisy(samples) -> bool:
+        if judge == "assess":
+            return assess(samples)["noisy"]
+        timing = Timing(tuple(samples), warmup=0, device="cpu")
+        return timing.noisy if judge == "Timing.noisy" else bool(timing.noise_warning)
+
+    assert noisy(_spread(0.0495)) is False and noisy(_spread(0.0505)) is True
+    assert noisy([1.0]) is False and noisy([2.0, 2.0, 2.0]) is False

@@ -117,6 +117,22 @@ def test_resume_skips_done_points_and_retries_errors(tmp_path):
     assert [r.outcome for r in read_records(out)] == ["ok", "error", "ok", "ok"]
 
 
+def test_a_result_echoing_its_parameter_is_kept_once():
+    """A point function that reports a parameter it was given (decode's prompt_tokens) is not
+    an error; a different value under a parameter's name still is."""
+    def echo(m, steps):
+        return {**point(m), "steps": steps}
+
+    def contradicts(m, steps):
+        return {**point(m), "steps": steps + 1}
+
+    (record,) = run_sweep(echo, {"m": [1]}, fixed={"steps": 4}).records
+    assert record.outcome == "ok" and record.params["steps"] == 4 and "steps" not in \
+        record.metrics
+    (record,) = run_sweep(contradicts, {"m": [1]}, fixed={"steps": 4}).records
+    assert record.outcome == "error" and "both a parameter and a metric" in record.message
+
+
 def test_conflicting_fixed_and_swept_axis():
     with pytest.raises(ValueError, match=r"\['m'\] are both fixed and swept"):
         run_sweep(point, {"m": [1]}, fixed={"m": 2})

@@ -216,3 +216,12 @@ def _cuobjdump(path, cubin: bytes) -> dict:
         text = subprocess.run([path, "--dump-resource-usage", str(file)], capture_output=True,
                               text=True, check=True).stdout
     return {key: int(value) for key, value in re.findall(r"(REG|STACK|LOCAL):(\d+)", text)}
+
+
+def test_the_gpu_tests_refused_config_is_over_every_cards_limit():
+    """The gpu test of a device's shared-memory limit (tests/test_tiled_matmul.py) refuses
+    this config on whatever card runs it: over the limit of each, and quick to compile."""
+    over = spec("fp16", num_stages=6)
+    for card in ("A800", "H100 SXM5 80GB"):  # sm_80, sm_90: the cards it runs on
+        facts = tile_facts(over, card)
+        assert not facts.fits and facts.reason.startswith("shared memory: "), (card, facts)

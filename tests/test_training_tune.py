@@ -13,6 +13,7 @@ from a800lab.workloads.training.task import custom_task
 from a800lab.workloads.training.tune import (
     noise_clause,
     pareto_frontier,
+    storing_clause,
     training_snippet,
     tune_train,
 )
@@ -157,6 +158,18 @@ def test_the_noise_clause_never_calls_a_noisy_round_clear():
     assert "3 of 8 trials were noisy" in noisy and "may not hold" in noisy
     assert "clear" not in noisy
     assert "not stored" in noise_clause({**quiet, "contended": "oversubscribed"})
+    assert "tune again" not in noisy  # what to do is the storing clause's, said once
+
+
+def test_the_storing_clause_says_what_storing_means():
+    quiet = {"within_noise": 0, "noisy_trials": 0, "trials": 8, "stored": True}
+    assert storing_clause(quiet, "t.json") == ("stored in t.json: the next tune with these "
+                                               "settings reuses it (--force tunes again)")
+    for doubtful in ({**quiet, "within_noise": 2}, {**quiet, "noisy_trials": 3}):
+        clause = storing_clause(doubtful)
+        assert clause.startswith("stored all the same, as a pick rather than a clear winner")
+        assert "reuses it without measuring" in clause and "--force" in clause
+    assert storing_clause({**quiet, "stored": False, "contended": "oversubscribed"}) == ""
 
 
 class Unblocked(nn.Module):

@@ -2,13 +2,8 @@
 `--user-model FILE.py` (or a module) defines make_model() and make_batch(batch_size)."""
 
 import functools
-import importlib
-import importlib.util
 import json
-import os
 import sys
-import traceback
-from pathlib import Path
 
 from ..core.sweep import grid
 from ..workloads.training.levers import lever_unavailable
@@ -19,7 +14,8 @@ from ..workloads.training.spec import (
     check_precision,
     matmul_precision_of,
 )
-from ..workloads.training.task import check_task, custom_task
+from ..workloads.training.task import CUSTOM, check_task
+from ..workloads.training.user_model import load_user_module, load_user_task
 from . import options
 from .options import FOLDER, LEVERS
 
@@ -31,8 +27,8 @@ def add_parsers(commands) -> None:
     commands.add("train", group="sweep", run=sweep_train_command,
                  help="training steps over batch, accumulation, precision, optimizer and "
                       "checkpointing",
-                 options="model+ model_size+ accum_steps+ optimizer+ checkpointing+ lr "
-                         "precision+ batch_size+ train_steps SWEEP LEVERS+",
+                 options="model+ model_size+ user_model accum_steps+ optimizer+ "
+                         "checkpointing+ lr precision+ batch_size+ train_steps SWEEP LEVERS+",
                  precision=PRECISION_HELP, batch_size="micro-batch sizes (default 32)",
                  train_steps="optimizer steps per point before timing, for its loss curve "
                              "(default 20 on a CPU, 50 on a GPU)")
@@ -74,52 +70,16 @@ def add_parsers(commands) -> None:
 
 
 def user_task(where: str | None, device: str, check):
-    """The Task of a --user-model file or module, checked by `check(task, device)`, or None."""
+    """The Task of a --user-model file or module, dry-run by `check(task, device)`, or None;
+    whatever is wrong with it is one line (ValueError) naming the file and the fault."""
     if where is None:
         return None
-    module = user_module(where)
-    missing = [n for n in ("make_model", "make_batch") if not callable(getattr(module, n, None))]
-    if missing:
-        raise ValueError(f"--user-model {where} defines no {' or '.join(missing)}(): give a "
-                         "file with make_model() and make_batch(batch_size)")
-    task = custom_task(module.make_model, module.make_batch, getattr(module, "loss_fn", None),
-                       getattr(module, "accuracy_fn", None))
-    check(task, device)
-    return task
+    return load_user_task(where, device, check, label=f"--user-model {where}")
 
 
 def user_module(where: str):
-    """The --user-model module, loaded; anything that stops it loading is one line
-    (ValueError) naming the value and what to give instead."""
-    path = Path(where).expanduser()
-    give = "give a .py file defining make_model() and make_batch(batch_size), or a module name"
-    if path.is_dir():
-        raise ValueError(f"--user-model {where} is a folder; {give}")
-    if not path.exists() and (path.suffix == ".py" or "/" in where or os.sep in where):
-        raise ValueError(f"--user-model {where}: no such file; {give}")
-    if path.is_file() and path.suffix != ".py":
-        raise ValueError(f"--user-model {where} is not a .py file; {give}")
-    try:
-        if path.suffix != ".py":
-            return importlib.import_module(where)
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    except SyntaxError as exc:
-        raise ValueError(f"--user-model {where}, line {exc.lineno}: {exc.msg}; fix the file "
-                         "and run again") from None
-    except ModuleNotFoundError as exc:
-        if where == exc.name or where.startswith(f"{exc.name}."):
-            raise ValueError(f"--user-model {where}: no such file or module; {give}") from None
-        raise ValueError(f"--user-model {where} imports {exc.name}, which is not installed "
-                         "here; install it or remove the import") from None
-    except Exception as exc:  # the user's own code failed while loading: where, in one line
-        frames = traceback.extract_tb(exc.__traceback__)
-        own = [f for f in frames if Path(f.filename).resolve() == path.resolve()]
-        at = (own or frames)[-1]
-        raise ValueError(f"--user-model {where} failed while loading ({at.filename}, line "
-                         f"{at.lineno}): {type(exc).__name__}: {exc}") from None
+    """The --user-model module, loaded; what stops it loading is one line (ValueError)."""
+    return load_user_module(where, f"--user-model {where}")
 
 
 def _lever_values(args) -> dict:
@@ -135,13 +95,17 @@ def _lever_values(args) -> dict:
 
 def train_values(args, *, many: bool = True) -> dict:
     """TrainSpec field -> the value(s) given (lists for a sweep), defaults filled in; every
-    combination is checked (ValueError) before anything runs."""
+    combination is checked (ValueError) before anything runs. With --user-model the model is
+    "custom" (your file's), its levers checked against it, not a preset."""
     def listed(given, default):
         return [default] if given is None else list(given) if many else [given]
 
+    custom = getattr(args, "user_model", None) is not None
+    if custom and (args.model is not None or args.model_size is not None):
+        raise ValueError("--user-model is the model: drop --model and --model-size")
     values = {
-        "model": listed(args.model, "mlp"),
-        "size": listed(args.model_size, default_size(args.device)),
+        "model": [CUSTOM] if custom else listed(args.model, "mlp"),
+        "size": [CUSTOM] if custom else listed(args.model_size, default_size(args.device)),
         "accum_steps": listed(args.accum_steps, 1),
         "precision": [canonical_precision(p) for p in listed(args.precision, "fp32")],
         "optimizer": listed(args.optimizer, "adamw"),
@@ -154,7 +118,8 @@ def train_values(args, *, many: bool = True) -> dict:
     for point in grid(values):
         spec = TrainSpec(**point, lr=args.lr)
         check_precision(point["precision"], args.device)
-        preset(point["model"], point["size"])
+        if not custom:
+            preset(point["model"], point["size"])
         refusal = lever_unavailable(spec, args.device)
         if refusal:
             raise ValueError(refusal)
@@ -164,10 +129,11 @@ def train_values(args, *, many: bool = True) -> dict:
 def sweep_train_command(args) -> int:
     from ..workloads.training.point import train_point
 
+    task = user_task(args.user_model, args.device, check_task)
     axes = train_values(args)
     train_steps = args.train_steps or (20 if args.device == "cpu" else 50)
-    point = functools.partial(train_point, device=args.device, budget_s=args.budget_s,
-                              train_steps=train_steps, lr=args.lr)
+    point = functools.partial(train_point, task=task, device=args.device,
+                              budget_s=args.budget_s, train_steps=train_steps, lr=args.lr)
     precisions = dict.fromkeys(matmul_precision_of(p) for p in axes["precision"])
     options.cpu_notes(list(precisions), args.device)
     return options.run_sweep_command(point, axes, args, workload="train")
@@ -205,8 +171,6 @@ def profile_command(args) -> int:
 
     task = user_task(args.user_model, args.device, check_task)
     values = train_values(args, many=False)
-    if task is not None:
-        values.update(model=["custom"], size=["custom"])
     spec = TrainSpec(**{k: v[0] for k, v in values.items()}, batch_size=args.batch_size,
                      lr=args.lr)
     options.cpu_notes([matmul_precision_of(spec.precision)], args.device)
@@ -220,7 +184,7 @@ def profile_command(args) -> int:
 
 
 def tune_train_command(args) -> int:
-    from ..workloads.training.tune import tune_train
+    from ..workloads.training.tune import CLEAR, noise_clause, storing_clause, tune_train
 
     task = user_task(args.user_model, args.device, check_task)
     axes = _lever_values(args)
@@ -243,8 +207,10 @@ def tune_train_command(args) -> int:
     elif not outcome.entry:
         print(outcome.summary(), file=sys.stderr)
         return 1
-    elif outcome.entry["stored"]:
-        print(f"{outcome.search.verdict}; stored in {store}", file=sys.stderr)
+    elif outcome.entry["stored"]:  # a ranking inside the noise is said once, in the summary
+        stored = storing_clause(outcome.entry, store)
+        clear = noise_clause(outcome.entry) == CLEAR
+        print(f"{outcome.search.verdict}; {stored}" if clear else stored, file=sys.stderr)
     print(outcome.summary())
     print("\n# the code to paste:\n" + outcome.snippet)
     if args.json:

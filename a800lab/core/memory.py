@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 import torch
 
+from .units import GIB
 from .warmup import warm_runtime
 
 # How allocation failures read: CUDA ("CUDA out of memory"), torch's CPU allocator ("can't
 # allocate memory", "not enough memory"), cuBLAS/cuDNN ("CUBLAS_STATUS_ALLOC_FAILED").
 _OOM_MESSAGES = ("out of memory", "can't allocate memory", "not enough memory", "alloc_failed")
-GIB = 2**30
 # what the CPU probe can tell apart: RSS counts every thread, allocator slack and one-time
 # initialisation, so two CPU peaks closer than this are the same reading (figures draw it)
 RSS_RESOLUTION_BYTES = 4 * 2**20

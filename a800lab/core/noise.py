@@ -90,6 +90,20 @@ def _saturated(conditions: dict) -> bool:
     return None not in (own, others, cores) and own + others >= cores - SATURATED_IDLE_CORES
 
 
+def quartiles(samples) -> tuple[float, float, float]:
+    """(q25, median, q75) of the samples (inclusive quartiles; one sample is all three)."""
+    if len(samples) == 1:
+        return (float(samples[0]),) * 3
+    q25, median, q75 = statistics.quantiles(samples, n=4, method="inclusive")
+    return q25, median, q75
+
+
+def spread_is_noisy(iqr_ms: float, median_ms: float) -> bool:
+    """The lab's one spread rule: IQR/median above NOISE_IQR_OVER_MEDIAN (10%) makes the median
+    no stable figure (Timing.noisy and assess() both ask it)."""
+    return median_ms > 0 and iqr_ms / median_ms > NOISE_IQR_OVER_MEDIAN
+
+
 def assess(samples_ms, conditions: dict | None = None, *, on_cpu: bool = False,
            spread: bool = True, reasons=()) -> dict:
     """The noise verdict of one point: {"noisy", "contended", "iqr_ms", "iqr_over_median",
@@ -102,12 +116,10 @@ def assess(samples_ms, conditions: dict | None = None, *, on_cpu: bool = False,
         return {}
     found, iqr_ms, ratio = list(reasons), None, None
     if spread:
-        median = statistics.median(samples)
-        q = statistics.quantiles(samples, n=4, method="inclusive") if len(samples) > 1 else \
-            [median] * 3
-        iqr_ms = q[2] - q[0]
+        q25, median, q75 = quartiles(samples)
+        iqr_ms = q75 - q25
         ratio = iqr_ms / median if median > 0 else 0.0
-        if ratio > NOISE_IQR_OVER_MEDIAN:
+        if spread_is_noisy(iqr_ms, median):
             found.append(f"timing spread: IQR {iqr_ms:.3g} ms is {100 * ratio:.0f}% of the "
                          f"median {median:.3g} ms")
     contention = _cpu_reasons(samples if spread else [], conditions) \

@@ -188,7 +188,7 @@ def measure_point(point_fn, params: dict, *, workload: str, device: str, env: di
     except (KeyboardInterrupt, Cancelled):
         raise
     except BaseException as exc:  # a failed point is data, SystemExit from a user's code too
-        outcome, message = ("oom" if is_oom(exc) else "error"), _first_line(exc)
+        outcome, message = ("oom" if is_oom(exc) else "error"), first_line(exc)
         if outcome == "error":
             message = f"{type(exc).__name__}: {message}"
     # Out of the except block the traceback is gone, and with it the point's frames and
@@ -248,7 +248,9 @@ def _record_from_result(raw, base: dict, throughput_key: str | None,
         telemetry = raw.get("telemetry")
     time_ms = _time_samples(raw)
     conditions = window.conditions()
-    metrics = {k: v for k, v in raw.items() if k not in _RESULT_KEYS}
+    params = base["params"]  # a result that echoes a parameter's own value says nothing new
+    metrics = {k: v for k, v in raw.items()
+               if k not in _RESULT_KEYS and not (k in params and v == params[k])}
     outcome = raw.get("outcome", "ok")
     own = {k: raw[key] for k, key in (("spread", "spread_is_noise"), ("reasons", "noise_reasons"))
            if key in raw}
@@ -280,6 +282,7 @@ def _accepts(fn, name: str) -> bool:
         return False
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """An exception's message in one line (its first), or its type's name when empty."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__

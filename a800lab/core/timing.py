@@ -17,7 +17,7 @@ import torch
 
 from .backends import resolve_device
 from .cancel import CancelToken
-from .noise import NOISE_IQR_OVER_MEDIAN
+from .noise import quartiles, spread_is_noisy
 from .window import count_as_baseline, timed_section
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current L2 (H100/H200: 50 MB, A100: 40 MB)
@@ -69,7 +69,7 @@ class Timing:
     @property
     def noisy(self) -> bool:
         """True when IQR/median exceeds 10%: the median is not a stable figure."""
-        return self.median_ms > 0 and self.iqr_ms / self.median_ms > NOISE_IQR_OVER_MEDIAN
+        return spread_is_noisy(self.iqr_ms, self.median_ms)
 
     @property
     def noise_warning(self) -> str:
@@ -80,11 +80,7 @@ class Timing:
                 "close other work on the device or raise budget_s")
 
     def _quartiles(self) -> tuple[float, float, float]:
-        if len(self.samples_ms) == 1:
-            x = self.samples_ms[0]
-            return x, x, x
-        q = statistics.quantiles(self.samples_ms, n=4, method="inclusive")
-        return q[0], q[1], q[2]
+        return quartiles(self.samples_ms)
 
     def to_dict(self) -> dict:
         d = asdict(self)

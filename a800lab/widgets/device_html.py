@@ -10,8 +10,8 @@ from typing import Any
 from ..core.device import LINK_LEGEND
 from ..core.doctor import CUDA_BY_NVML_INDEX, cuda_label, format_reading
 from ..core.nvml import is_not_available
+from ..core.units import GIB
 
-GIB = 2**30
 # Link class -> (background, text colour): green for NVLink, yellow-orange for PCIe paths of
 # growing length, red for crossing the CPU-to-CPU interconnect.
 LINK_COLOURS = {

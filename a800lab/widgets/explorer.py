@@ -6,6 +6,7 @@
 """
 
 import html
+import json
 import math
 import time
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from ..core.results import (
     read_records,
     records_to_frame,
 )
-from ..core.sweep import SweepResult, run_sweep
+from ..core.sweep import SweepResult, first_line, run_sweep
 from ..figures.look import EARLIER_RUNS, describe_devices
 from ..figures.sweep import throughput_and_memory_figure
 from . import explorer_text as text
@@ -89,6 +90,7 @@ class Explorer(Panel):
         self._figure_of, self._title, self._columns = figure, figure_title, table_columns
         self._held, self._overlay = PanelRecords(), pd.DataFrame()
         self._stopped_at = None
+        self._last_run: tuple[str, str] = ("", "")  # (what the last Run measured, its run id)
         self.figure = None
         self._drawer = Redrawer(self._draw, name=f"a800lab-draw-{self.name}",
                                 **(CPU_COALESCING if self.device == "cpu" else {}),
@@ -193,14 +195,16 @@ class Explorer(Panel):
             total = math.prod(len(values) for values in axes.values())
             self.progress.max, self.progress.value = total, 0
             self.progress_text.value = f"0/{total} points"
+            again = self._again(axes, fixed, run_id)
             self.status.say(f"Running {total} point{'s' * (total != 1)} of {self.name} on "
-                            f"{self._conditions()} ...")
-            return lambda: self._work(axes, fixed, run_id)
+                            f"{self._conditions()} ...{again}")
+            return lambda: self._work(axes, fixed, run_id, again)
 
         def failed(exc: BaseException) -> str:
             done = sum(r.run_id == run_id for r in self.records)
             self.progress_text.value = f"{done}/{self.progress.max} points, failed"
-            return (f"Run failed: {type(exc).__name__}: {exc} (after {done} of "
+            kind, said = type(exc).__name__, first_line(exc)
+            return (f"Run failed: {kind}{'' if said == kind else ': ' + said} (after {done} of "
                     f"{self.progress.max} points; measured points kept)")
 
         started = self.job.start(plan, failed=failed, name=f"a800lab-{self.name}",
@@ -208,6 +212,18 @@ class Explorer(Panel):
         if started and wait:
             self.wait()
         return started
+
+    def _again(self, axes: dict, fixed: dict, run_id: str) -> str:
+        """A sentence when this Run measures what the last one did (Run pressed twice)."""
+        what = json.dumps([self.view.value if self.view else "", axes, fixed], sort_keys=True,
+                          default=repr)
+        (last, last_id), self._last_run = self._last_run, (what, run_id)
+        if what != last:
+            return ""
+        number = self._run_numbers().get(last_id)
+        earlier = f"run #{number}" if number else "the last run"
+        return (f" The same values as {earlier}: Run was pressed again, and each press "
+                "measures a run of its own (Stop ends it; Clear drops earlier runs).")
 
     def _stopping(self) -> str:
         self._stopped_at = self.progress.value
@@ -251,7 +267,7 @@ class Explorer(Panel):
                          on_progress=self._on_progress, on_result=self._on_result,
                          cancel=self.job.cancel)
 
-    def _work(self, axes: dict, fixed: dict, run_id: str) -> None:
+    def _work(self, axes: dict, fixed: dict, run_id: str, again: str = "") -> None:
         started = time.perf_counter()
         try:
             result = self._sweep(axes, fixed, run_id)
@@ -261,7 +277,7 @@ class Explorer(Panel):
             number = self._run_numbers().get(run_id, 1)
             self.status.say(text.summary(result, time.perf_counter() - started,
                                          run_number=number, conditions=self._conditions(),
-                                         stopped_at=self._stopped_at),
+                                         stopped_at=self._stopped_at) + again,
                             "warn" if (result.cancelled or failed) else "ok")
         finally:
             self._drawer.request(urgent=True)  # the final plot, whatever happened

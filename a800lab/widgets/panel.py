@@ -44,6 +44,7 @@ class Job:
         self.status, self.stop_button, self.busy = status, stop_button, busy
         self.buttons = list(buttons)  # disabled while a job runs
         self.cancel = CancelToken()
+        self.refusal = ""  # set: every start says it and runs nothing (a model that cannot run)
         self._stopped = threading.Event()
         self._stopping = ""
         self._lock = threading.Lock()
@@ -55,12 +56,16 @@ class Job:
 
     def start(self, plan, *, failed, name: str, cannot: str = "Cannot run", stopped=None,
               stopping="", busy: str | None = None, wait: bool = False) -> bool:
-        """Unless a job runs (then `busy` is said), `plan()` readies the panel and returns the
+        """Unless the job refuses every run (`refusal`, said) or one runs (then `busy` is
+        said), `plan()` readies the panel and returns the
         work to run on thread `name`; a plan that raises is said as "<cannot>: <message>" and
         nothing starts. The work's exception is said as `failed(exc)` (a Cancelled one as
         `stopped` when given); Stop says `stopping`. Texts may be callables. Returns whether
         it started."""
         with self._lock:
+            if self.refusal:
+                self.status.say(self.refusal, "error")
+                return False
             if self.running:
                 self.status.say(busy or self.busy, "warn")
                 return False
@@ -155,6 +160,12 @@ class Panel:
     def stop(self) -> None:
         """End the run (a sweep after the point in flight)."""
         self.job.stop()
+
+    def _refuse_every_run(self, fault: str) -> None:
+        """Say `fault` (one line: your model cannot run, and why) now and at every press."""
+        if fault:
+            self.job.refusal = fault
+            self.status.say(fault, "error")
 
     def wait(self, timeout_s: float | None = None) -> None:
         """Block until the run ends and its last points are drawn (Ctrl-C stops it)."""

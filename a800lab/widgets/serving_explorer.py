@@ -50,7 +50,8 @@ from ..workloads.serving.tune import default_axes, tune_serve
 from ..workloads.training.levers import COMPILE_MODES
 from ..workloads.training.models import MODELS, SIZES, default_size
 from ..workloads.training.spec import positive_float
-from ..workloads.training.task import CUSTOM, custom_task
+from ..workloads.training.task import CUSTOM
+from ..workloads.training.user_model import panel_task
 from .explorer import DATA_DIR, Explorer, View
 from .explorer_text import table_html
 from .params import Choice, Fixed, Range
@@ -131,11 +132,12 @@ class ServingExplorer(Explorer):
     concurrency (streams sharing the device) and tune (goodput under a latency target, or
     offline the most samples/s; the code to paste).
 
-    Your own model as for TrainingExplorer (its output (batch, ...)). `requests`: timed per
-    point at least (>= 100); `budget_s`: timing budget per point.
+    Your own model as for TrainingExplorer (its output (batch, ...); `user_model=` a file).
+    `requests`: timed per point at least (>= 100); `budget_s`: timing budget per point.
     """
 
-    def __init__(self, *, make_model=None, make_batch=None, model: str = "transformer",
+    def __init__(self, *, make_model=None, make_batch=None, user_model: str | None = None,
+                 model: str = "transformer",
                  size: str | None = None, device: str = "auto",
                  requests: int = DEFAULT_REQUESTS, budget_s: float | None = None,
                  cpu_threads: int | None = None,
@@ -143,12 +145,9 @@ class ServingExplorer(Explorer):
                  recorded_dir: Path | str = DATA_DIR, out: str | None = None):
         device = resolve_device(device)
         on_cpu = device == "cpu"
-        self.task = None
-        if make_model is not None or make_batch is not None:
-            if make_model is None or make_batch is None:
-                raise ValueError("your own model needs both make_model= and make_batch=")
-            self.task = custom_task(make_model, make_batch)
-            check_serving_task(self.task, device)
+        self.task, fault = panel_task(user_model, make_model, make_batch, device=device,
+                                      check=check_serving_task)
+        yours = user_model is not None or make_model is not None
         if budget_s is not None:
             positive_float("budget_s", budget_s, "0.3")
         if isinstance(requests, bool) or not isinstance(requests, int) or \
@@ -159,8 +158,8 @@ class ServingExplorer(Explorer):
         sizes = (*SIZES, "gpt2_small", *(() if torchvision_reason() else ("224",)))
         target = 5.0 if on_cpu else 20.0
         params = {
-            "model": Fixed(CUSTOM) if self.task else Choice(models, default=model),
-            "size": Fixed(CUSTOM) if self.task else
+            "model": Fixed(CUSTOM) if yours else Choice(models, default=model),
+            "size": Fixed(CUSTOM) if yours else
             Choice(sizes, default=size or default_size(device)),
             "batch_size": Range(1, 4096, default=8, scale="pow2"),
             "precision": Choice(tuple(serve_precisions_for(device)), default="fp32"),
@@ -190,6 +189,7 @@ class ServingExplorer(Explorer):
                          device=device, cpu_threads=cpu_threads, title=title,
                          recorded_dir=recorded_dir, out=out, views=VIEWS,
                          extras={"after_controls": [self.note], "after_plot": [self.tune_text]})
+        self._refuse_every_run(fault)
 
     def _on_view(self) -> None:
         super()._on_view()

@@ -5,6 +5,7 @@ Run, see samples/s, where the memory goes, and whether it still learns.
     panel.run(wait=True, batch_size=[8, 32, 128], precision="bf16")
     panel.find_max_batch(wait=True, target_batch=1024)  # also profile() and tune(): the buttons
     TrainingExplorer(make_model=my_model, make_batch=my_batch, loss_fn=my_loss)   # your model
+    TrainingExplorer(user_model="my_model.py")          # or its file, as --user-model takes it
 
 Command-line twins: `sweep train`, `max-batch`, `profile` and `tune train`.
 """
@@ -18,7 +19,7 @@ import ipywidgets as widgets
 import pandas as pd
 
 from ..core.backends import resolve_device
-from ..core.sweep import thread_count
+from ..core.sweep import first_line, thread_count
 from ..core.units import MIB
 from ..figures.training import max_batch_figure, training_figure
 from ..workloads.training.levers import ATTENTION_BACKENDS, COMPILE_MODES, OPTIMIZER_IMPLS
@@ -33,8 +34,9 @@ from ..workloads.training.spec import (
     positive_int,
     precisions_for,
 )
-from ..workloads.training.task import CUSTOM, check_task, custom_task
-from ..workloads.training.tune import describe_candidate, noise_clause, tune_train
+from ..workloads.training.task import CUSTOM, check_task
+from ..workloads.training.tune import CLEAR, describe_candidate, noise_clause, tune_train
+from ..workloads.training.user_model import panel_task
 from .explorer import DATA_DIR, NO_SWEEP, Explorer
 from .layout import show_section, whole
 from .params import Choice, Fixed, Range, plan_run
@@ -57,12 +59,16 @@ class TrainingExplorer(Explorer):
     max-batch search, the profile and the tuner run like a Run and draw in their own tabs.
 
     Your own model: `make_model()` -> nn.Module, `make_batch(batch_size)` -> (inputs, targets),
-    `loss_fn(outputs, targets)`, `accuracy_fn`; dry-run on a batch of 2 when the panel is
-    built. `train_steps`, `budget_s`: per point; `lr`: default the preset's (1e-3 for yours).
+    `loss_fn(outputs, targets)`, `accuracy_fn`; or `user_model=` a .py file defining them (the
+    command line's --user-model). Dry-run on a batch of 2 when the panel is built: a model that
+    cannot run is said in the status line (the file and the fault, one line), and every button
+    says it again. `train_steps`, `budget_s`: per point; `lr`: default the preset's (1e-3 for
+    yours).
     """
 
     def __init__(self, *, make_model=None, make_batch=None, loss_fn=None, accuracy_fn=None,
-                 model: str = "transformer", size: str | None = None, device: str = "auto",
+                 user_model: str | None = None, model: str = "transformer",
+                 size: str | None = None, device: str = "auto",
                  sweep: str = "batch_size", train_steps: int | None = None,
                  budget_s: float | None = None, lr: float | None = None,
                  cpu_threads: int | None = None,
@@ -78,15 +84,12 @@ class TrainingExplorer(Explorer):
             positive_float("budget_s", budget_s, str(defaults["budget_s"]))
         if lr is not None:
             positive_float("lr", lr, "1e-3")
-        self.task = None
-        if make_model is not None or make_batch is not None:
-            if make_model is None or make_batch is None:
-                raise ValueError("your own model needs both make_model= and make_batch=")
-            self.task = custom_task(make_model, make_batch, loss_fn, accuracy_fn)
-            check_task(self.task, device)
+        self.task, fault = panel_task(user_model, make_model, make_batch, loss_fn, accuracy_fn,
+                                      device=device, check=check_task)
+        self._yours = yours = user_model is not None or make_model is not None
         params = {
-            "model": Fixed(CUSTOM) if self.task else Choice(MODELS, default=model),
-            "size": Fixed(CUSTOM) if self.task else
+            "model": Fixed(CUSTOM) if yours else Choice(MODELS, default=model),
+            "size": Fixed(CUSTOM) if yours else
             Choice(SIZES, default=size or default_size(device)),
             "batch_size": Range(1, 1024 if on_cpu else 65536, default=32 if on_cpu else 64,
                                 scale="pow2"),
@@ -117,6 +120,7 @@ class TrainingExplorer(Explorer):
                                       "peaks) and loss curves vs {x}",
                          table_columns=(_MEASURED, _MORE), extras={"sections": sections})
         self.job.buttons += [self.find_button, self.profile_box.button, self.tune_box.button]
+        self._refuse_every_run(fault)
 
     def _finder(self, device: str) -> widgets.VBox:  # the Max batch tab
         on_cpu = device == "cpu"
@@ -137,7 +141,7 @@ class TrainingExplorer(Explorer):
         note = ("CPU fallback: the search fits a pretend limit with tensor bytes counted "
                 "exactly; on a GPU it fits the real memory." if on_cpu else
                 "The search runs full optimizer steps, the first included, at each trial.")
-        sizes = "" if self.task else "<br>" + html.escape("; ".join(
+        sizes = "" if self._yours else "<br>" + html.escape("; ".join(
             f"{m}: " + ", ".join(f"{s} {n}" for s, n in by_size.items())
             for m, by_size in describe_sizes().items()))
         for box in (self.target_batch, self.limit_mib, self.margin):
@@ -169,7 +173,7 @@ class TrainingExplorer(Explorer):
             plan, cannot="Cannot search", name="a800lab-max-batch", busy=BUSY, wait=wait,
             stopping="Stopping the search after the trial in flight ...",
             stopped=lambda: f"Max-batch search stopped after {len(trials)} trials.",
-            failed=lambda exc: f"Max-batch search failed: {type(exc).__name__}: {exc}")
+            failed=lambda exc: f"Max-batch search failed: {type(exc).__name__}: {first_line(exc)}")
 
     def _finder_plan(self, values: dict, target_batch, limit_mib, margin):
         spec = replace(self._chosen_spec(values), batch_size=1)
@@ -268,7 +272,7 @@ class TrainingExplorer(Explorer):
         e = outcome.entry
         self.status.say(f"Tuned: {describe_candidate(e['best'])}, {e['samples_per_s']:.4g} "
                         f"samples/s; {noise_clause(e)}.",
-                        "ok" if noise_clause(e) == "clear of the noise" else "warn")
+                        "ok" if noise_clause(e) == CLEAR else "warn")
 
     def _start_job(self, name: str, plan, wait: bool) -> bool:
         word = name.lower()
@@ -282,7 +286,7 @@ class TrainingExplorer(Explorer):
             ready, cannot=f"Cannot {word}", name=f"a800lab-{word}", busy=BUSY, wait=wait,
             stopping="Stopping after the step in flight ...",
             stopped=f"The {word} was stopped; nothing kept from it.",
-            failed=lambda exc: f"Cannot {word}: {type(exc).__name__}: {exc}")
+            failed=lambda exc: f"Cannot {word}: {type(exc).__name__}: {first_line(exc)}")
 
     def _chosen(self, values: dict) -> dict:
         current = {key: control.value for key, control in self.controls.items()}

@@ -13,7 +13,12 @@ from ..core.window import harness_work
 from ..figures.training_profile import label_of, profile_figure
 from ..figures.training_tune import frontier_figure
 from ..workloads.training.trace import category_label
-from ..workloads.training.tune import describe_candidate, noise_clause, refusal_lines
+from ..workloads.training.tune import (
+    describe_candidate,
+    noise_clause,
+    refusal_lines,
+    storing_clause,
+)
 from . import panel
 from .layout import whole
 
@@ -94,7 +99,7 @@ class TuneBox(_Tab):
         if outcome.reused:
             result = "reused from the store (force=True tunes again)"
         elif e.get("stored", True):
-            result = f"tuned in {e['wall_s']:.1f} s, stored"
+            result = f"tuned in {e['wall_s']:.1f} s; {storing_clause(e)}"
         else:
             result = (f"tuned in {e['wall_s']:.1f} s; shown as measured, not stored: the last "
                       "round ran on a contended CPU")

@@ -10,6 +10,7 @@ _NAMES = {
     "spec": "TrainSpec canonical_precision check_precision matmul_precision_of precisions_for",
     "models": "Task default_size describe_sizes preset",
     "task": "check_task custom_task",
+    "user_model": "load_user_task panel_task",
     "trainer": "Trainer accumulation_gaps measure_step_memory",
     "point": "accumulation_point count_model_flops fit_from_probes mfu_figures train_point",
     "numerics": "embedding_point held_out_point",

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from ...core.sweep import first_line
 from .models import Task, argmax_accuracy, cross_entropy
 
 CUSTOM = "custom"
@@ -93,11 +94,23 @@ def check_batch(made, batch_size: int) -> tuple:
 
 
 def _raising(prefix: str, fn, *args):
-    """fn(*args); whatever it raises, as a ValueError "{prefix} {type}: {message}"."""
+    """fn(*args); whatever it raises, as one ValueError line "{prefix} {type}: {message}"."""
     try:
         return fn(*args)
     except Exception as exc:
-        raise ValueError(f"{prefix} {type(exc).__name__}: {exc}") from exc
+        raise ValueError(f"{prefix} {type(exc).__name__}: {first_line(exc)}") from None
+
+
+def _loss_fault(outputs, batch_size: int, exc: Exception) -> str:
+    """Why loss_fn raised: the model's output not following the batch when it does not (the
+    real fault: cross-entropy only notices it), else loss_fn itself."""
+    said = f"loss_fn(outputs, targets) raised {type(exc).__name__}: {first_line(exc)}"
+    if isinstance(outputs, torch.Tensor) and (outputs.dim() == 0 or
+                                              outputs.shape[0] != batch_size):
+        return (f"the model's output for a batch of {batch_size} has shape "
+                f"{tuple(outputs.shape)}: its first dimension must be the batch size "
+                f"{batch_size} ({said})")
+    return said
 
 
 def built_model(make_model: Callable[[], nn.Module]) -> nn.Module:
@@ -120,7 +133,10 @@ def check_task(task: Task, device: str = "cpu", batch_size: int = 2) -> None:
     inputs, targets = check_batch(made, batch_size)
     outputs = _raising(f"the model raised on a batch of {batch_size} from make_batch:",
                        call_model, model, inputs)
-    loss = _raising("loss_fn(outputs, targets) raised", task.loss_fn, outputs, targets)
+    try:
+        loss = task.loss_fn(outputs, targets)
+    except Exception as exc:
+        raise ValueError(_loss_fault(outputs, batch_size, exc)) from None
     if not (isinstance(loss, torch.Tensor) and loss.dim() == 0 and loss.requires_grad):
         raise ValueError("loss_fn must return a scalar tensor that depends on the model's "
                          f"parameters, got {loss!r:.80}")

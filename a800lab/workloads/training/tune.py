@@ -105,6 +105,9 @@ class TuneOutcome:
         return "\n".join(lines)
 
 
+CLEAR = "clear of the noise"
+
+
 def noise_clause(entry: Mapping) -> str:
     """How far the winner's lead can be trusted, in words (the CLI's and the panel's)."""
     noisy, trials = entry.get("noisy_trials", 0), entry.get("trials", "?")
@@ -116,9 +119,21 @@ def noise_clause(entry: Mapping) -> str:
                 "re-run")
     if noisy:
         return (f"ahead in the last round, but {noisy} of {trials} trials were noisy (timing "
-                "spread, or the CPU shared with other work): the ranking may not hold; tune "
-                "again with the machine idle (force=True / --force)")
-    return "clear of the noise"
+                "spread, or the CPU shared with other work): the ranking may not hold")
+    return CLEAR
+
+
+def storing_clause(entry: Mapping, where="") -> str:
+    """What storing the winner means, said once beside the noise clause (which says any doubt);
+    "" when it was not stored (a contended round: the noise clause says so)."""
+    if not entry.get("stored"):
+        return ""
+    stored = f"stored in {where}" if where else "stored"
+    if noise_clause(entry) == CLEAR:
+        return f"{stored}: the next tune with these settings reuses it (--force tunes again)"
+    return (f"{stored} all the same, as a pick rather than a clear winner: the next tune with "
+            "these settings reuses it without measuring; tune again with the machine idle "
+            "(--force, or force=True) before relying on it")
 
 
 def refusal_lines(refusals: list[dict]) -> list[str]:
