@@ -5,6 +5,8 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..core.noise import quartiles
+
 HOLDS, FAILS = "holds here", "does not hold here"
 INCONCLUSIVE = "inconclusive (within noise)"
 AGREES = "agrees with the documentation"
@@ -196,7 +198,7 @@ def half_iqr(samples) -> float:
     values = [float(v) for v in samples]
     if len(values) < 4:
         return 0.0
-    q1, _, q3 = statistics.quantiles(values, n=4)
+    q1, _, q3 = quartiles(values)
     return (q3 - q1) / 2
 
 
