@@ -20,8 +20,8 @@ import torch
 
 from a800lab.core.backends import resolve_device
 from a800lab.core.noise import default_cpu_threads
+from a800lab.workloads.models.presets import default_size
 from a800lab.workloads.training.max_batch import find_max_batch_for
-from a800lab.workloads.training.models import default_size
 from a800lab.workloads.training.spec import TrainSpec
 
 

@@ -32,9 +32,9 @@ from a800lab.core.backends import resolve_device
 from a800lab.core.environment import environment, fingerprint
 from a800lab.core.noise import CpuLoadMeter, assess, cpu_conditions, default_cpu_threads
 from a800lab.core.sweep import measure_point, thread_count
+from a800lab.workloads.models.presets import default_size, preset
 from a800lab.workloads.serving.point import Server, batch_inputs, time_requests
 from a800lab.workloads.serving.spec import ServeSpec
-from a800lab.workloads.training.models import default_size, preset
 
 
 def overhead(device: str, rounds: int, requests: int) -> dict:

@@ -27,14 +27,14 @@ from pathlib import Path
 import torch
 
 from a800lab.core.backends import resolve_device
-from a800lab.core.search import config_key
+from a800lab.core.search import config_key, pareto_frontier
 from a800lab.core.sweep import thread_count
 from a800lab.core.warmup import warm_runtime
+from a800lab.workloads.models.presets import preset
 from a800lab.workloads.training.candidates import TuneSession, default_axes
 from a800lab.workloads.training.max_batch import DEFAULT_MARGIN
-from a800lab.workloads.training.models import preset
 from a800lab.workloads.training.spec import TrainSpec
-from a800lab.workloads.training.tune import pareto_frontier, tune_train
+from a800lab.workloads.training.tune import tune_train
 
 MATCH_FLOOR = 0.05  # rates within 5% match even when both timings are very steady
 

@@ -54,8 +54,8 @@ def check_serve_compile() -> tuple[str, dict]:
     right against fp32 eager, its compile time recorded apart from the timed requests, no
     recompilation after the warm-up, and its p50 below eager's at the same config (batch 1 is
     launch-bound: the graph launches once)."""
+    from a800lab.workloads.models.levers import attention_backend
     from a800lab.workloads.serving.point import serve_point
-    from a800lab.workloads.training.levers import attention_backend
 
     keys = ("p50_ms", "p99_ms", "requests", "rel_error", "top1_agreement", "first_request_ms",
             "compile_s", "compiled_graphs", "recompiles", "graph_breaks")
@@ -114,8 +114,8 @@ def check_decode() -> tuple[str, dict]:
     bound_ms (~0.1 ms on an H100), while the host launches ~15 kernels per layer: the % of the
     bound it reaches is expected from those bytes and launches (decode_expectation: 1-40 us a
     launch), a few % on a Hopper card, never over 100; the datasheet's bound is recorded."""
+    from a800lab.workloads.models.presets import DIMENSIONS
     from a800lab.workloads.serving.decode import GPU_DECODE, decode_point
-    from a800lab.workloads.training.models import DIMENSIONS
 
     outs = {b: _ok(decode_point(batch_size=b, precision="bf16", device=DEVICE, budget_s=0.3),
                    f"decode batch {b}") for b in (1, 16)}

@@ -12,7 +12,7 @@ from a800lab.cli import main
 
 
 @pytest.mark.parametrize("argv, says", [
-    (["tune", "--size", "0"], "m=0 must be a positive int"),  # 0 is a value, not "absent"
+    (["tune", "tiles", "--size", "0"], "m=0 must be a positive int"),  # 0 is a value, not "absent"
     (["tune", "tiles", "--m", "0", "--n", "8", "--k", "8"], "m=0 must be a positive int"),
     (["comm", "collectives", "--nproc", "0", "--out", "OUT"], "world_size=0"),
     (["comm", "collectives", "--nproc", "64", "--out", "OUT"], "world_size=64"),

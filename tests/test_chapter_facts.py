@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from a800lab.workloads.comm.collectives import bus_factor
-from a800lab.workloads.training.models import preset
+from a800lab.workloads.models.presets import preset
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 

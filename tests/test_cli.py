@@ -190,7 +190,7 @@ def test_tile_typos_exit_before_running(tmp_path, capsys):
 
 def test_tune_finds_stores_and_reuses(tmp_path, capsys, quiet_cpu):
     store, out = tmp_path / "tuned.json", tmp_path / "trials.jsonl"
-    args = ["tune", "--size", "64", "--block-m", "16", "64", "--block-n", "16", "64",
+    args = ["tune", "tiles", "--size", "64", "--block-m", "16", "64", "--block-n", "16", "64",
             "--block-k", "64", "--budget-s", "0.01", "--threads", "1", "--store", str(store)]
     assert main(args + ["--out", str(out)]) == 0
     captured = capsys.readouterr()
@@ -203,7 +203,7 @@ def test_tune_finds_stores_and_reuses(tmp_path, capsys, quiet_cpu):
     captured = capsys.readouterr()
     assert "reused the result tuned at" in captured.err
     assert json.loads(captured.out)["best"] == best
-    assert main(["tune", "--size", "64", "--backend", "torch", "--store", str(store)]) == 2
+    assert main(["tune", "tiles", "--size", "64", "--backend", "torch", "--store", str(store)]) == 2
     assert "cuBLAS picks its own tiles" in capsys.readouterr().err
 
 

@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from a800lab.workloads.models.presets import preset
 from a800lab.workloads.training.loss_scaling import (
     FP16_MAX,
     autocast_dtypes,
@@ -15,7 +16,6 @@ from a800lab.workloads.training.loss_scaling import (
     norm_overflow,
     regression_task,
 )
-from a800lab.workloads.training.models import preset
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -9,6 +9,7 @@ import torch
 
 from a800lab.core.memory import is_oom
 from a800lab.core.units import MIB
+from a800lab.workloads.models.presets import preset
 from a800lab.workloads.training import max_batch as mb
 from a800lab.workloads.training.max_batch import (
     find_max_batch,
@@ -16,7 +17,6 @@ from a800lab.workloads.training.max_batch import (
     plan_effective_batch,
 )
 from a800lab.workloads.training.memory import InjectedOOM, MemoryBreakdown
-from a800lab.workloads.training.models import preset
 from a800lab.workloads.training.spec import TrainSpec
 from a800lab.workloads.training.trainer import measure_step_memory
 

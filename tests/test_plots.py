@@ -602,24 +602,6 @@ def test_plots_never_touch_pyplot():
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
-def test_the_old_plots_module_is_an_alias_that_warns_once():
-    import importlib
-    import warnings
-
-    import a800lab.figures
-    import a800lab.plots
-
-    importlib.reload(a800lab.plots)
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
-        assert a800lab.plots.throughput_figure is a800lab.figures.throughput_figure
-        assert a800lab.plots.heatmap_figure is a800lab.figures.heatmap_figure
-    deprecations = [w for w in seen if issubclass(w.category, DeprecationWarning)]
-    assert len(deprecations) == 1 and "a800lab.figures" in str(deprecations[0].message)
-    with pytest.raises(AttributeError, match="a800lab.figures"):
-        a800lab.plots.no_such_figure  # noqa: B018
-
-
 def test_small_rates_tick_plainly_and_large_ones_compactly():
     """A CPU's 0.1 TFLOP/s ticked as "100m" (EngFormatter's milli)."""
     from a800lab.figures.sweep import compact_tick

@@ -15,13 +15,13 @@ from torch import nn
 from a800lab.cli import main
 from a800lab.core.results import read_records
 from a800lab.core.timing import Timing
+from a800lab.workloads.models.presets import preset
+from a800lab.workloads.models.task import custom_task
 from a800lab.workloads.serving.concurrency import concurrency_point
 from a800lab.workloads.serving.decode import decode_point, step_bytes
 from a800lab.workloads.serving.point import fp16_vs_fp32_latency, serve_point, time_requests
 from a800lab.workloads.serving.spec import ServeSpec, check_serving_task, serving_unavailable
 from a800lab.workloads.serving.tune import serving_snippet, tune_serve
-from a800lab.workloads.training.models import preset
-from a800lab.workloads.training.task import custom_task
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread", "quiet_cpu")
 

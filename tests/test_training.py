@@ -9,10 +9,10 @@ import torch
 from torch import nn
 
 from a800lab.core.sweep import run_sweep
-from a800lab.workloads.training.models import MODELS, preset
+from a800lab.workloads.models.presets import MODELS, preset
+from a800lab.workloads.models.task import check_task, custom_task
 from a800lab.workloads.training.point import train_point
 from a800lab.workloads.training.spec import TrainSpec, check_precision, precisions_for
-from a800lab.workloads.training.task import check_task, custom_task
 from a800lab.workloads.training.trainer import Trainer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from a800lab.core.memory import free_after_oom
+from a800lab.workloads.models.presets import preset
 from a800lab.workloads.training.max_batch import find_max_batch_for
-from a800lab.workloads.training.models import preset
 from a800lab.workloads.training.point import train_point
 from a800lab.workloads.training.spec import TrainSpec, precisions_for
 from a800lab.workloads.training.trainer import Trainer, measure_step_memory

@@ -8,12 +8,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from a800lab.workloads.training import levers
-from a800lab.workloads.training.levers import CompileWatch, lever_unavailable
-from a800lab.workloads.training.models import preset
+from a800lab.workloads.models import levers
+from a800lab.workloads.models.levers import CompileWatch, lever_unavailable
+from a800lab.workloads.models.presets import preset
+from a800lab.workloads.models.task import custom_task
 from a800lab.workloads.training.point import train_point
 from a800lab.workloads.training.spec import TrainSpec
-from a800lab.workloads.training.task import custom_task
 from a800lab.workloads.training.trainer import Trainer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

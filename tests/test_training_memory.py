@@ -6,6 +6,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from a800lab.core.memory import is_oom
+from a800lab.workloads.models.presets import preset
+from a800lab.workloads.models.task import custom_task
 from a800lab.workloads.training.memory import (
     InjectedOOM,
     MemoryBreakdown,
@@ -13,10 +15,8 @@ from a800lab.workloads.training.memory import (
     fit_memory_model,
     static_bytes_per_param,
 )
-from a800lab.workloads.training.models import preset
 from a800lab.workloads.training.point import fit_from_probes
 from a800lab.workloads.training.spec import TrainSpec
-from a800lab.workloads.training.task import custom_task
 from a800lab.workloads.training.trainer import measure_step_memory
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

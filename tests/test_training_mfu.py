@@ -7,11 +7,11 @@ from torch import nn
 
 from a800lab.core.environment import environment
 from a800lab.core.specs import peak_for
+from a800lab.workloads.models.presets import preset
+from a800lab.workloads.models.task import custom_task
 from a800lab.workloads.peak import record_peaks
-from a800lab.workloads.training.models import preset
 from a800lab.workloads.training.point import count_model_flops, mfu_figures, peaks_for, train_point
 from a800lab.workloads.training.spec import TrainSpec
-from a800lab.workloads.training.task import custom_task
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 IN, OUT = 64, 32

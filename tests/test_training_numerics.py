@@ -9,8 +9,8 @@ import torch
 
 from a800lab.core import backends
 from a800lab.core.precision import tf32_settings
-from a800lab.workloads.training import models
-from a800lab.workloads.training.models import preset
+from a800lab.workloads.models import presets as models
+from a800lab.workloads.models.presets import preset
 from a800lab.workloads.training.numerics import embedding_point, held_out_point
 from a800lab.workloads.training.spec import TrainSpec, canonical_precision, precision_context
 from a800lab.workloads.training.trainer import accumulation_gaps

@@ -6,13 +6,13 @@ import torch
 from torch import nn
 
 from a800lab.core.results import read_records
+from a800lab.core.search import pareto_frontier
 from a800lab.figures.training_tune import frontier_figure
+from a800lab.workloads.models.presets import preset
+from a800lab.workloads.models.task import custom_task
 from a800lab.workloads.training.candidates import micro_batches
-from a800lab.workloads.training.models import preset
-from a800lab.workloads.training.task import custom_task
 from a800lab.workloads.training.tune import (
     noise_clause,
-    pareto_frontier,
     storing_clause,
     training_snippet,
     tune_train,

@@ -29,8 +29,6 @@ GROUPS = {
             "buckets) on N ranks: gloo on CPUs, NCCL on GPUs; under torchrun every process is "
             "a rank",
 }
-# `tune --size ...` (before `tune` had sub-commands) means `tune tiles --size ...`
-DEFAULT_IN_GROUP = {"tune": "tiles"}
 
 
 class Commands:
@@ -107,9 +105,6 @@ def _show_notice(show):
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if len(argv) > 1 and argv[0] in DEFAULT_IN_GROUP and argv[1].startswith("-") and \
-            argv[1] not in ("-h", "--help"):
-        argv.insert(1, DEFAULT_IN_GROUP[argv[0]])
     args, extra = build_parser().parse_known_args(argv)
     if extra:
         args.command_parser.error(f"unrecognized arguments: {' '.join(extra)} (see "

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..core.backends import resolve_device
 from ..core.cancel import Cancelled
+from ..core.checks import positive_int
 from ..core.noise import default_cpu_threads
 from ..core.results import check_folder, check_writable
 from ..core.sweep import run_sweep, thread_count
@@ -17,7 +18,6 @@ from ..core.units import format_bytes
 from ..workloads import matmul
 from ..workloads.matmul import FP8_ACCUMULATION, LOADS, SCHEDULES
 from ..workloads.serving.arrivals import ARRIVALS
-from ..workloads.training.spec import positive_int
 
 TILE_OPTIONS = ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages")
 TILE_CHOICES = ("schedule", "loads", "fp8_acc")  # the Triton kernel's named choices

@@ -7,12 +7,12 @@ import itertools
 import json
 import sys
 
+from ..core.checks import positive_float, positive_int
 from ..core.precision import check_supported
 from ..core.sweep import grid
+from ..workloads.models.presets import preset
+from ..workloads.models.task import CUSTOM
 from ..workloads.serving import spec as serving
-from ..workloads.training.models import preset
-from ..workloads.training.spec import positive_float, positive_int
-from ..workloads.training.task import CUSTOM
 from . import options
 from .train import user_module, user_task
 

@@ -6,16 +6,16 @@ import json
 import sys
 
 from ..core.sweep import grid
-from ..workloads.training.levers import lever_unavailable
-from ..workloads.training.models import default_size, preset
+from ..workloads.models.levers import lever_unavailable
+from ..workloads.models.presets import default_size, preset
+from ..workloads.models.task import CUSTOM, check_task
+from ..workloads.models.user_model import load_user_module, load_user_task
 from ..workloads.training.spec import (
     TrainSpec,
     canonical_precision,
     check_precision,
     matmul_precision_of,
 )
-from ..workloads.training.task import CUSTOM, check_task
-from ..workloads.training.user_model import load_user_module, load_user_task
 from . import options
 from .options import FOLDER, LEVERS
 

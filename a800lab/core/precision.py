@@ -16,6 +16,7 @@ from .backends import resolve_device
 
 PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
 FP8_MULTIPLE = 16  # torch._scaled_mm needs every dimension to be a multiple of 16
+HALF_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}  # autocast's, serving's casts
 
 
 @dataclass(frozen=True)

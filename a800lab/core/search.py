@@ -225,3 +225,14 @@ def _try(config: dict, round_number: int, budget_s: float, first: bool, evaluate
         result.failed[config_key(config)] = f"{outcome}: {out.get('message', 'no timing')}"
         return None
     return Trial(config, round_number, budget_s, timing, dict(out.get("noise") or {}))
+
+
+def pareto_frontier(candidates: list[dict], cost: str = "peak_bytes") -> list[dict]:
+    """The candidates none beats in both samples/s and `cost` (peak_bytes, p99_ms), by cost."""
+    ordered = sorted(candidates, key=lambda c: (c[cost], -c["samples_per_s"]))
+    frontier, best = [], 0.0
+    for c in ordered:
+        if c["samples_per_s"] > best:
+            frontier.append(c)
+            best = c["samples_per_s"]
+    return frontier

@@ -9,18 +9,31 @@ newest strongest, never averaged); noisy points hollow; failed points marked; le
 Each name below is imported from its module when first used.
 """
 
-from ..core.face import face
+import importlib
 
-__getattr__, __dir__, __all__ = face(__name__, {
-    "comm": "collectives_figure ddp_figure",
-    "cost": "cost_figure",
-    "device": "telemetry_figure",
-    "diff": "lineup_figure",
-    "health": "stress_figure",
-    "parts": "NO_POINTS_TEXT",
-    "pipeline": "pipeline_figure timeline_figure",
-    "sweep": "memory_figure throughput_and_memory_figure throughput_figure",
-    "tiles": "error_figure heatmap_figure model_figure roofline_figure shape_sweep_figure",
-    "training": "gradient_histogram_figure loss_curves_figure max_batch_figure "
+_NAMES = {
+    ".comm": "collectives_figure ddp_figure",
+    ".cost": "cost_figure",
+    ".device": "telemetry_figure",
+    ".diff": "lineup_figure",
+    ".health": "stress_figure",
+    ".parts": "NO_POINTS_TEXT",
+    ".pipeline": "pipeline_figure timeline_figure",
+    ".sweep": "memory_figure throughput_and_memory_figure throughput_figure",
+    ".tiles": "error_figure heatmap_figure model_figure roofline_figure shape_sweep_figure",
+    ".training": "gradient_histogram_figure loss_curves_figure max_batch_figure "
                 "memory_breakdown_figure scaler_figure training_figure",
-})
+}
+
+_HOME = {name: module for module, names in _NAMES.items() for name in names.split()}
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str):  # PEP 562: a name's module is imported when the name is first used
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOME[name], __name__), name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOME})

@@ -19,12 +19,12 @@ import ipywidgets as widgets
 import pandas as pd
 
 from ..core.backends import HAS_CUDA
+from ..core.checks import positive_int
 from ..figures.comm import collectives_figure, ddp_figure
 from ..workloads.comm.collectives import DTYPES, OPS
 from ..workloads.comm.ddp import HOOKS, SYNC_MODES
 from ..workloads.comm.runs import check_local_ranks, run_comm, run_point, start_ranks
 from ..workloads.comm.worker import default_comm_backend
-from ..workloads.training.spec import positive_int
 from .explorer import DATA_DIR, Explorer, View
 from .explorer_text import table_html
 from .params import Choice, Range

@@ -21,7 +21,7 @@ from ..core.backends import resolve_device
 from ..core.precision import unsupported_reason
 from ..figures.cost import cost_figure
 from ..workloads.matmul import default_sizes
-from ..workloads.training.models import MODELS, SIZES, default_size
+from ..workloads.models.presets import MODELS, SIZES, default_size
 from ..workloads.training.spec import precisions_for
 from ..workloads.usage import (
     compare_usage,

@@ -21,10 +21,15 @@ import ipywidgets as widgets
 import pandas as pd
 
 from ..core.backends import resolve_device, torchvision_reason
+from ..core.checks import positive_float
 from ..core.sweep import SweepResult, grid, thread_count
 from ..figures.serving import concurrency_figure, decode_figure, serve_tune_figure, serving_figure
 from ..figures.serving_generate import generation_figure
 from ..figures.serving_load import load_figure, online_tune_figure
+from ..workloads.models.levers import COMPILE_MODES
+from ..workloads.models.presets import MODELS, SIZES, default_size
+from ..workloads.models.task import CUSTOM
+from ..workloads.models.user_model import panel_task
 from ..workloads.serving.arrivals import ARRIVALS
 from ..workloads.serving.concurrency import concurrency_point
 from ..workloads.serving.decode import decode_point
@@ -47,11 +52,6 @@ from ..workloads.serving.spec import (
     serving_unavailable,
 )
 from ..workloads.serving.tune import default_axes, tune_serve
-from ..workloads.training.levers import COMPILE_MODES
-from ..workloads.training.models import MODELS, SIZES, default_size
-from ..workloads.training.spec import positive_float
-from ..workloads.training.task import CUSTOM
-from ..workloads.training.user_model import panel_task
 from .explorer import DATA_DIR, Explorer, View
 from .explorer_text import table_html
 from .params import Choice, Fixed, Range

@@ -19,24 +19,19 @@ import ipywidgets as widgets
 import pandas as pd
 
 from ..core.backends import resolve_device
+from ..core.checks import positive_float, positive_int
 from ..core.sweep import first_line, thread_count
 from ..core.units import MIB
 from ..figures.training import max_batch_figure, training_figure
-from ..workloads.training.levers import ATTENTION_BACKENDS, COMPILE_MODES, OPTIMIZER_IMPLS
+from ..workloads.models.levers import ATTENTION_BACKENDS, COMPILE_MODES, OPTIMIZER_IMPLS
+from ..workloads.models.presets import MODELS, SIZES, default_size, describe_sizes
+from ..workloads.models.task import CUSTOM, check_task
+from ..workloads.models.user_model import panel_task
 from ..workloads.training.max_batch import DEFAULT_MARGIN, default_limit_bytes, find_max_batch_for
-from ..workloads.training.models import MODELS, SIZES, default_size, describe_sizes
 from ..workloads.training.point import train_point
 from ..workloads.training.profile import profile_step
-from ..workloads.training.spec import (
-    OPTIMIZERS,
-    TrainSpec,
-    positive_float,
-    positive_int,
-    precisions_for,
-)
-from ..workloads.training.task import CUSTOM, check_task
+from ..workloads.training.spec import OPTIMIZERS, TrainSpec, precisions_for
 from ..workloads.training.tune import CLEAR, describe_candidate, noise_clause, tune_train
-from ..workloads.training.user_model import panel_task
 from .explorer import DATA_DIR, NO_SWEEP, Explorer
 from .layout import show_section, whole
 from .params import Choice, Fixed, Range, plan_run

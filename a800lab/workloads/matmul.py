@@ -5,7 +5,6 @@ Triton tile kernel and its CPU stand-in), and the torch.matmul sweep point.
     point = matmul_point(1024, 1024, 1024, "tf32", device="cuda")   # checked vs float64, timed
 """
 
-import numbers
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import torch
 
 from ..core.backends import resolve_device
 from ..core.cancel import CancelToken
+from ..core.checks import positive_int
 from ..core.memory import check_fits
 from ..core.operands import make_operands, needed_bytes, operand_bytes
 from ..core.precision import FP8_MULTIPLE, check_supported, matmul_precision, parse_precision
@@ -49,12 +49,6 @@ def default_sizes(device: str = "auto") -> tuple[int, ...]:
     return DEFAULT_CPU_SIZES if resolve_device(device) == "cpu" else DEFAULT_GPU_SIZES
 
 
-def positive_int(name: str, value, example: str = "") -> int:
-    """`value` as an int when it is a positive integer (numpy ints too, bools not)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name}={value!r} must be a positive int"
-                         + (f", e.g. {example}" if example else ""))
-    return int(value)
 
 
 @dataclass(frozen=True)

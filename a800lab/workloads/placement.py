@@ -11,9 +11,9 @@ crossing through fresh pageable memory or through pinned buffers allocated once 
 import torch
 from torch import nn
 
+from ..core.checks import positive_int
 from ..core.timing import measure
-from .matmul import positive_int
-from .training.models import preset, sizes_of
+from .models.presets import preset, sizes_of
 
 PLACEMENTS = ("all_on_device", "embedding_on_cpu")
 STAGING = ("fresh", "reused")   # the split's crossings: new pageable tensors, or reused pinned

@@ -14,12 +14,13 @@ import torch
 
 from ..core.backends import resolve_device
 from ..core.cancel import CancelToken
+from ..core.checks import positive_int
 from ..core.memory import check_fits
 from ..core.operands import make_operands, needed_bytes
 from ..core.precision import check_supported, matmul_precision, parse_precision
 from ..core.window import timed_section
 from .energy import EnergyMeter
-from .matmul import MatmulSpec, positive_int
+from .matmul import MatmulSpec
 from .training.spec import precision_context
 
 GPU_DURATION_S, GPU_WARMUP_S = 5.0, 1.0
@@ -175,7 +176,7 @@ def train_usage_point(model: str = "mlp", size: str = "tiny", batch_size: int = 
                       duration_s: float | None = None,
                       cancel: CancelToken | None = None) -> dict:
     """Optimizer steps of a training preset, metered; one sample = one training sample."""
-    from .training.models import preset
+    from .models.presets import preset
     from .training.spec import TrainSpec, check_precision
     from .training.trainer import Trainer
 

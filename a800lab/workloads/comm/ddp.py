@@ -89,7 +89,7 @@ def build_model(device: str, width: int, depth: int) -> torch.nn.Module:
 def _preset_task(model: str, size: str, device: str):
     """(module, batches(micro_batch, rank, count), loss_fn, lr, held-out batch) of a training-lab
     preset: its seeded weights, its generated task, its learning rate."""
-    from ..training.models import preset
+    from ..models.presets import preset
 
     task = preset(model, size)
 

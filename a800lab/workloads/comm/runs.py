@@ -81,7 +81,7 @@ def check_point(workload: str, params: Mapping) -> None:
         raise ValueError(f"precision={params['precision']!r}: a DDP step runs in 'fp32' or "
                          "'bf16' (autocast)")
     if params.get("model", "mlp") != "mlp":
-        from ..training.models import sizes_of
+        from ..models.presets import sizes_of
 
         if params.get("size") not in sizes_of(params["model"]):
             raise ValueError(f"size={params.get('size')!r} for model {params['model']!r}: use "

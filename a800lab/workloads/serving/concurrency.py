@@ -15,11 +15,11 @@ import time
 import torch
 
 from ...core.backends import resolve_device
+from ...core.checks import positive_int
 from ...core.precision import matmul_precision
 from ...core.sharing import mps_status
 from ...core.timing import Timing, measure
-from ..training.models import preset
-from ..training.spec import positive_int
+from ..models.presets import preset
 from .point import WARMUP_REQUESTS, Server, batch_inputs, fp32_reference
 from .spec import (
     DEFAULT_REQUESTS,

@@ -9,12 +9,12 @@ import torch
 import torch.nn.functional as F
 
 from ...core.backends import resolve_device
-from ...core.precision import check_supported, matmul_precision
+from ...core.checks import positive_int
+from ...core.precision import HALF_DTYPES, check_supported, matmul_precision
 from ...core.timing import measure
 from ...core.window import outside_window
+from ..models.presets import TinyGPT, preset
 from ..peak import measure_peak, roofline_peaks
-from ..training.models import TinyGPT, preset
-from ..training.spec import HALF_DTYPES, positive_int
 from .spec import output_gap, serve_precision
 
 CPU_DECODE = {"size": "tiny", "prompt_tokens": 8, "new_tokens": 16}

@@ -24,9 +24,9 @@ import numpy as np
 import torch
 
 from ...core.backends import resolve_device
-from ...core.precision import check_supported, matmul_precision
+from ...core.checks import positive_int
+from ...core.precision import HALF_DTYPES, check_supported, matmul_precision
 from ...core.window import outside_window, timed_section
-from ..training.spec import HALF_DTYPES, positive_int
 from .arrivals import Arrivals, arrival_times, span_s
 from .decode import memory_bandwidth
 from .kv import blamed, built, check_generator, move_slot, preset_generator, source_of

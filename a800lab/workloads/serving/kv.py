@@ -37,7 +37,7 @@ from torch import nn
 from ...core.cancel import Cancelled
 from ...core.memory import is_oom
 from ...core.precision import matmul_precision
-from ..training.models import TinyGPT, preset, seeded
+from ..models.presets import TinyGPT, preset, seeded
 from .decode import cached_step, step_bytes
 from .spec import output_gap
 

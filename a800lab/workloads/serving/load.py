@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 from ...core.backends import resolve_device
 from ...core.cancel import Cancelled
+from ...core.checks import positive_float, positive_int
 from ...core.precision import matmul_precision
 from ...core.window import timed_section
-from ..training.models import preset
-from ..training.spec import positive_float, positive_int
+from ..models.presets import preset
 from .arrivals import Arrivals, arrival_times, span_s
 from .point import Server, batch_inputs, fp32_reference, time_requests
 from .schedule import DRAIN_SHARE, run_schedule, summarise

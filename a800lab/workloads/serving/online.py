@@ -15,12 +15,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ...core.backends import resolve_device
+from ...core.checks import positive_float
 from ...core.environment import environment, fingerprint
 from ...core.noise import default_cpu_threads
 from ...core.results import Record, append_record, check_writable, new_run_id
 from ...core.sweep import measure_point, thread_count
-from ..training.models import preset
-from ..training.spec import positive_float
+from ..models.presets import preset
 from .arrivals import Arrivals
 from .goodput import MEETS, Goodput, find_goodput, verdict
 from .load import Batcher, default_duration_s, prepare

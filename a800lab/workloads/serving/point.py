@@ -12,13 +12,12 @@ import torch
 
 from ...core.backends import resolve_device
 from ...core.environment import environment, fingerprint
-from ...core.precision import matmul_precision
+from ...core.precision import HALF_DTYPES, matmul_precision
 from ...core.sweep import measure_point
 from ...core.timing import Timing, measure
-from ..training.levers import CompileWatch, compile_model, to_channels_last
-from ..training.models import Task, preset
-from ..training.spec import HALF_DTYPES
-from ..training.task import check_batch, custom_task
+from ..models.levers import CompileWatch, compile_model, to_channels_last
+from ..models.presets import Task, preset
+from ..models.task import check_batch, custom_task
 from .spec import (
     DEFAULT_REQUESTS,
     ServeSpec,

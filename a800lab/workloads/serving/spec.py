@@ -10,12 +10,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ...core.checks import positive_int
 from ...core.precision import parse_precision, unsupported_reason
 from ...core.timing import Timing
-from ..training.levers import COMPILE_MODES, check_choice, lever_unavailable
-from ..training.models import ZOO_MODELS, default_size, seeded
-from ..training.spec import positive_int
-from ..training.task import CUSTOM, built_model, call_model, check_batch
+from ..models.levers import COMPILE_MODES, check_choice, lever_unavailable
+from ..models.presets import ZOO_MODELS, default_size, seeded
+from ..models.task import CUSTOM, built_model, call_model, check_batch
 
 SERVE_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 # max |output - fp32 output| / max |fp32 output| accepted: about 10x what the presets show

@@ -10,13 +10,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ...core.backends import resolve_device
+from ...core.checks import positive_float
 from ...core.environment import environment, fingerprint
+from ...core.precision import HALF_DTYPES
 from ...core.results import Record, append_record, check_writable, new_run_id
-from ...core.search import SearchResult, config_key, search
+from ...core.search import SearchResult, config_key, pareto_frontier, search
 from ...core.sweep import measure_point
 from ...core.timing import Timing
-from ..training.candidates import pareto_frontier
-from ..training.spec import HALF_DTYPES, positive_float
 from .point import serve_point
 from .spec import (
     DEFAULT_REQUESTS,

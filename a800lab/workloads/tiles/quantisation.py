@@ -8,8 +8,8 @@ edge tiles, and a last wave leaving SMs idle).
 import math
 from dataclasses import asdict, dataclass
 
+from ...core.checks import positive_int
 from ...core.specs import family_rows
-from ..matmul import positive_int
 
 
 @dataclass(frozen=True)

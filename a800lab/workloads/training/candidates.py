@@ -22,11 +22,11 @@ from ...core.search import SearchResult, config_key
 from ...core.sweep import measure_point
 from ...core.timing import Timing, measure
 from ...core.units import format_bytes
-from .levers import CompileWatch, lever_unavailable
+from ..models.levers import CompileWatch, lever_unavailable
+from ..models.presets import Task
+from ..models.task import batch_norm_layers
 from .max_batch import default_limit_bytes, find_max_batch_for
-from .models import Task
 from .spec import TrainSpec, precision_context, precisions_for
-from .task import batch_norm_layers
 from .trainer import POOL_BATCHES, Trainer, check_levers, gradient_gap, measure_step_memory
 
 WORKLOAD = "tune-train"
@@ -307,15 +307,6 @@ class TuneSession:
         return out
 
 
-def pareto_frontier(candidates: list[dict], cost: str = "peak_bytes") -> list[dict]:
-    """The candidates none beats in both samples/s and `cost` (peak_bytes, p99_ms), by cost."""
-    ordered = sorted(candidates, key=lambda c: (c[cost], -c["samples_per_s"]))
-    frontier, best = [], 0.0
-    for c in ordered:
-        if c["samples_per_s"] > best:
-            frontier.append(c)
-            best = c["samples_per_s"]
-    return frontier
 
 
 def _bound_key(spec: TrainSpec) -> str:

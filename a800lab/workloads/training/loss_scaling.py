@@ -14,10 +14,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...core.backends import resolve_device
-from ...core.precision import unsupported_reason
-from .models import Task, seeded
-from .spec import HALF_DTYPES, TrainSpec, check_precision
-from .task import custom_task
+from ...core.precision import HALF_DTYPES, unsupported_reason
+from ..models.presets import Task, seeded
+from ..models.task import custom_task
+from .spec import TrainSpec, check_precision
 from .trainer import Trainer
 
 FP16_MAX = 65504.0

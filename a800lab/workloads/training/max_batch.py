@@ -13,12 +13,13 @@ from dataclasses import dataclass, field, replace
 
 from ...core.backends import resolve_device
 from ...core.cancel import CancelToken
+from ...core.checks import positive_int
 from ...core.memory import available_bytes, free_after_oom, is_oom
 from ...core.units import MIB, format_bytes
+from ..models.presets import preset
+from ..models.task import batch_norm_layers
 from .memory import MemoryModel, fit_memory_model, prediction_error
-from .models import preset
-from .spec import TrainSpec, check_precision, positive_int
-from .task import batch_norm_layers
+from .spec import TrainSpec, check_precision
 from .trainer import Task, measure_step_memory
 
 CPU_DEFAULT_LIMIT_BYTES = 256 * MIB  # a pretend budget: the CPU search runs in seconds

@@ -14,9 +14,10 @@ from torch import nn
 
 from ...core.backends import resolve_device
 from ...core.cancel import CancelToken
+from ...core.checks import positive_int
 from ...core.operands import make_operands
-from .models import Task, preset
-from .spec import TrainSpec, check_precision, positive_int, precision_context
+from ..models.presets import Task, preset
+from .spec import TrainSpec, check_precision, precision_context
 from .trainer import Trainer
 
 EMBEDDING_DTYPES = {"fp16": torch.float16, "fp32": torch.float32}

@@ -14,15 +14,16 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from ...core.backends import resolve_device
 from ...core.cancel import CancelToken
+from ...core.checks import positive_int
 from ...core.environment import environment
 from ...core.memory import free_after_oom
 from ...core.specs import peak_for
 from ...core.timing import measure
+from ..models.levers import CompileWatch
+from ..models.presets import Task, preset
 from ..peak import measured_peak
-from .levers import CompileWatch
 from .memory import StepMemory, fit_memory_model, prediction_error
-from .models import Task, preset
-from .spec import TrainSpec, check_precision, matmul_precision_of, positive_int, precision_context
+from .spec import TrainSpec, check_precision, matmul_precision_of, precision_context
 from .trainer import POOL_BATCHES, Trainer, accumulation_gaps, check_levers, measure_step_memory
 
 DEFAULT_TRAIN_STEPS = 30

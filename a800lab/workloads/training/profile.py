@@ -19,12 +19,13 @@ from torch.profiler import profile as torch_profile
 
 from ...core.backends import resolve_device
 from ...core.cancel import CancelToken
+from ...core.checks import positive_int
 from ...core.environment import environment
 from ...core.noise import CpuLoadMeter, assess, cpu_conditions
 from ...core.timing import measure
-from .models import Task, preset
-from .spec import TrainSpec, check_precision, positive_int, precision_context
-from .task import CUSTOM
+from ..models.presets import Task, preset
+from ..models.task import CUSTOM
+from .spec import TrainSpec, check_precision, precision_context
 from .trace import IDLE, STEP_PREFIX, TraceBreakdown, analyse_trace, category_label
 from .trainer import POOL_BATCHES, Trainer, check_levers
 

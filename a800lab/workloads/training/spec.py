@@ -6,14 +6,20 @@
 """
 
 import contextlib
-import math
 import numbers
 from dataclasses import asdict, dataclass
 
 import torch
 
-from ...core.precision import check_supported, framework_fp32, matmul_precision, unsupported_reason
-from .levers import ATTENTION_BACKENDS, COMPILE_MODES, OPTIMIZER_IMPLS, check_choice
+from ...core.checks import positive_float, positive_int
+from ...core.precision import (
+    HALF_DTYPES,
+    check_supported,
+    framework_fp32,
+    matmul_precision,
+    unsupported_reason,
+)
+from ..models.levers import ATTENTION_BACKENDS, COMPILE_MODES, OPTIMIZER_IMPLS, check_choice
 
 # fp32: IEEE, no TF32 anywhere; fp32_default: torch's defaults (IEEE matmuls, TF32 cuDNN convs:
 # the "fp32" baseline of NVIDIA's and torch's AMP figures); tf32: TF32 matmuls and convs (CUDA);
@@ -24,7 +30,6 @@ OPTIMIZERS = ("sgd", "adamw")
 _ALIASES = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16",
             "pure_bf16": "bf16_pure", "bf16-pure": "bf16_pure", "default": "fp32_default",
             "fp32-default": "fp32_default"}
-HALF_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}  # autocast's, serving's casts
 
 
 def canonical_precision(name: str) -> str:
@@ -38,17 +43,6 @@ def canonical_precision(name: str) -> str:
     return key
 
 
-def positive_int(name: str, value, example: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name}={value!r} must be a positive int, e.g. {example}")
-    return int(value)
-
-
-def positive_float(name: str, value, example: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or \
-            not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name}={value!r} must be a finite number > 0, e.g. {example}")
-    return float(value)
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from ...core.cancel import CancelToken
-from .levers import (
+from ..models.levers import (
     attention_backend,
     attention_refusal,
     compile_model,
@@ -23,10 +25,10 @@ from .levers import (
     optimizer_flags,
     to_channels_last,
 )
+from ..models.presets import Task
+from ..models.task import call_model, check_batch
 from .memory import SavedTensorCounter, StepMemory, tensor_bytes
-from .models import Task
 from .spec import TrainSpec
-from .task import call_model, check_batch, checkpoint_blocks
 
 _EVAL_SEED = 10_000  # the held-out batch comes from its own generator
 POOL_BATCHES = 2    # distinct micro-batches the timed cycles reuse (data made outside timing)
@@ -284,3 +286,33 @@ def measure_step_memory(spec: TrainSpec, task: Task, device: str, *, cycles: int
     for _ in range(cycles):
         breakdown = trainer.counted_cycle(pool, watch)
     return breakdown
+
+
+class Checkpointed(nn.Module):
+    """A block whose activations are recomputed in backward instead of kept."""
+
+    def __init__(self, inner: nn.Module):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, *args):
+        if torch.is_grad_enabled():
+            return checkpoint(self.inner, *args, use_reentrant=False)
+        return self.inner(*args)
+
+
+def checkpoint_blocks(model: nn.Module) -> list[Checkpointed]:
+    """Each of `model.blocks` (or an nn.Sequential's children) wrapped in Checkpointed."""
+    holder = getattr(model, "blocks", None)
+    if not isinstance(holder, (nn.ModuleList, nn.Sequential)):
+        holder = model if isinstance(model, nn.Sequential) else None
+    if holder is None:
+        raise ValueError("activation checkpointing needs the model's repeated blocks: give it "
+                         "an nn.ModuleList `blocks` that forward() runs through, or make it an "
+                         "nn.Sequential")
+    wrapped = []
+    for i, block in enumerate(holder):
+        wrapper = block if isinstance(block, Checkpointed) else Checkpointed(block)
+        holder[i] = wrapper
+        wrapped.append(wrapper)
+    return wrapped

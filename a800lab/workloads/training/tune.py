@@ -18,15 +18,17 @@ import torch
 
 from ...core.backends import resolve_device
 from ...core.cancel import Cancelled, CancelToken
+from ...core.checks import positive_int
+from ...core.precision import HALF_DTYPES
 from ...core.results import Record, check_writable
-from ...core.search import SearchResult, search
+from ...core.search import SearchResult, pareto_frontier, search
 from ...core.store import TunedStore, tuned_store_path
 from ...core.units import format_bytes
-from .candidates import LEVERS, WORKLOAD, TuneSession, default_axes, pareto_frontier
-from .levers import ATTENTION_ENUM, optimizer_flags
+from ..models.levers import ATTENTION_ENUM, optimizer_flags
+from ..models.presets import Task, default_size, preset
+from .candidates import LEVERS, WORKLOAD, TuneSession, default_axes
 from .max_batch import DEFAULT_MARGIN
-from .models import Task, default_size, preset
-from .spec import HALF_DTYPES, TrainSpec, check_precision, positive_int
+from .spec import TrainSpec, check_precision
 
 
 def model_fingerprint(task: Task, device: str) -> str:

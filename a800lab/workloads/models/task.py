@@ -1,5 +1,5 @@
-"""Your own model as a training task, checked before anything is measured, and activation
-checkpointing of a model's blocks.
+"""Your own model as a task (a model factory and its batches), checked before anything is
+measured.
 
     task = custom_task(make_model, make_batch, loss_fn=None)   # the TrainingExplorer contract
     check_task(task, device="cpu")   # a dry run: ValueError naming the step that failed
@@ -10,10 +10,9 @@ from collections.abc import Callable
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
 from ...core.sweep import first_line
-from .models import Task, argmax_accuracy, cross_entropy
+from .presets import Task, argmax_accuracy, cross_entropy
 
 CUSTOM = "custom"
 
@@ -151,33 +150,3 @@ def batch_norm_layers(model: nn.Module) -> int:
 
 def call_model(model: nn.Module, inputs):
     return model(*inputs) if isinstance(inputs, tuple) else model(inputs)
-
-
-class Checkpointed(nn.Module):
-    """A block whose activations are recomputed in backward instead of kept."""
-
-    def __init__(self, inner: nn.Module):
-        super().__init__()
-        self.inner = inner
-
-    def forward(self, *args):
-        if torch.is_grad_enabled():
-            return checkpoint(self.inner, *args, use_reentrant=False)
-        return self.inner(*args)
-
-
-def checkpoint_blocks(model: nn.Module) -> list[Checkpointed]:
-    """Each of `model.blocks` (or an nn.Sequential's children) wrapped in Checkpointed."""
-    holder = getattr(model, "blocks", None)
-    if not isinstance(holder, (nn.ModuleList, nn.Sequential)):
-        holder = model if isinstance(model, nn.Sequential) else None
-    if holder is None:
-        raise ValueError("activation checkpointing needs the model's repeated blocks: give it "
-                         "an nn.ModuleList `blocks` that forward() runs through, or make it an "
-                         "nn.Sequential")
-    wrapped = []
-    for i, block in enumerate(holder):
-        wrapper = block if isinstance(block, Checkpointed) else Checkpointed(block)
-        holder[i] = wrapper
-        wrapped.append(wrapper)
-    return wrapped

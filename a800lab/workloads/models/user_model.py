@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ...core.sweep import first_line
-from .models import Task
+from .presets import Task
 from .task import check_task, custom_task
 
 GIVE = "give a .py file defining make_model() and make_batch(batch_size), or a module name"

@@ -12,7 +12,7 @@ import shutil
 import torch
 from torch import nn
 
-from .models import MODELS, ZOO_MODELS
+from .presets import MODELS, ZOO_MODELS
 
 COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")
 OPTIMIZER_IMPLS = ("default", "for-loop", "foreach", "fused")
