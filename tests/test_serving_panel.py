@@ -72,7 +72,7 @@ def test_the_online_tune_view_says_its_goodput_and_the_closed_loop_choice():
     assert outcome.winner is not None, outcome.summary()
     text = panel.tune_text.value
     assert "goodput" in text and "closed-loop choice" in text and "the code to paste" in text
-    assert {"winner", "target"} <= {line.get_gid() for line in panel.figure.axes[0].lines}
+    assert {"goodput", "target", "p99"} <= {line.get_gid() for line in panel.figure.axes[0].lines}
     assert panel.progress.value == panel.progress.max > 1
 
 

@@ -1,9 +1,9 @@
 """The serving lab under load (chapter 13): latency against offered request rate with the
 saturation knee, the target and goodput, the M/D/1 queue beside batch-1 points; mean latency
-split into queue wait and service; the online tuner's goodput per config.
+split into queue wait and service. The online tuner's searches draw the same way.
 
     load_figure(load_results("load.jsonl"), target_ms=5.0)   # sweep load's records
-    online_tune_figure(tune_online(...))                      # tune serve's searches
+    load_figure(tune_records, target_ms=5.0, goodput_rps=outcome.goodput_rps)   # tune serve
 """
 
 import numpy as np
@@ -14,8 +14,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from ..workloads.serving.goodput import md1_latency_ms
-from ..workloads.serving.online import describe_online
-from .look import LabFigure, noisy_handle, note_handle
+from .look import noisy_handle, note_handle
 from .parts import (
     NO_POINTS_TEXT,
     figure_legend,
@@ -40,8 +39,8 @@ def config_series(df: pd.DataFrame) -> pd.Series:
         differ.insert(0, "label")
     if not differ:
         return pd.Series("", index=df.index)
-    return df[differ].astype(str).apply(lambda row: ", ".join(
-        f"{c}={v}" for c, v in row.items()), axis=1)
+    return df[differ].apply(lambda row: ", ".join(
+        f"{c}={v:g}" if isinstance(v, float) else f"{c}={v}" for c, v in row.items()), axis=1)
 
 
 def knee_rate(rows: pd.DataFrame) -> float | None:
@@ -171,63 +170,15 @@ def _split(ax, rows: pd.DataFrame | None, key: str) -> None:
     ax.bar(at, 100 * service / total, color="tab:blue", alpha=0.8, gid="service")
     ax.bar(at, 100 * queue / total, bottom=100 * service / total, color="tab:orange",
            alpha=0.8, hatch=hatch, gid="queue")
-    for x, ms in zip(at, total, strict=True):
+    step = 1 + len(at) // 9  # at most ~9 labels: the rest would overlap
+    for x, ms in list(zip(at, total, strict=True))[::step]:
         ax.annotate(f"{ms:.2g}", (x, 100), textcoords="offset points", xytext=(0, 2),
                     ha="center", fontsize="x-small")
-    ax.set_xticks(at, [f"{r:.3g}" for r in floats(rows, "offered_rate")], rotation=45,
-                  fontsize="small")
+    ax.set_xticks(at[::step], [f"{r:.3g}" for r in floats(rows, "offered_rate")][::step],
+                  rotation=45, fontsize="small")
     ax.set_xlabel("offered rate (requests/s; above: mean ms)")
     ax.legend(handles=[Patch(color="tab:orange", alpha=0.8, label="queue wait"),
                        Patch(color="tab:blue", alpha=0.8, label="service"),
                        Patch(facecolor="white", edgecolor="black", hatch="//",
                              label="saturated")], fontsize="x-small", loc="lower left",
               bbox_to_anchor=(0.0, 1.12 if key else 1.06), ncols=3, frameon=False)
-
-
-def online_tune_figure(outcome) -> Figure:
-    """Each config's goodput search (p99 against offered rate, o: met, x: missed, ?:
-    inconclusive), the target, and the winner as offered its goodput again."""
-    fig = LabFigure(figsize=(9.4, 4.6), layout="constrained")
-    ax = fig.add_subplot()
-    fig.suptitle(f"{outcome.closed_loop.device_name} ({outcome.closed_loop.mode})",
-                 fontsize="medium")
-    name = f"p{outcome.percentile:g}"
-    ax.set(xlabel="offered rate (requests/s)", ylabel=f"{name} from arrival (ms)",
-           yscale="log", title=f"goodput per config: the highest rate with {name} <= "
-                               f"{outcome.target_ms:g} ms")
-    if not outcome.searches:
-        say(ax, "no config met the target in the closed loop: nothing to offer load to")
-        return fig
-    entries = []
-    for i, search in enumerate(outcome.searches):
-        color = f"C{i % 10}"
-        points = sorted(search["found"].points, key=lambda p: p["rate_rps"])
-        rates = [p["rate_rps"] for p in points]
-        values = [p.get("target_percentile_ms", np.nan) for p in points]
-        ax.plot(rates, values, "-", color=color, lw=1)
-        for p, v in zip(points, values, strict=True):
-            marker = {"meets": "o", "misses": "x"}.get(p["verdict"], "$?$")
-            ax.plot(p["rate_rps"], v, marker=marker, color=color, linestyle="none",
-                    gid=p["verdict"])
-        entries.append((Line2D([], [], color=color, marker="o"),
-                        f"{describe_online(search['config'])}: "
-                        f"{search['found'].goodput_rps:.4g}/s"))
-    ax.axhline(outcome.target_ms, color="tab:red", linestyle="--", lw=1.2, gid="target")
-    again = outcome.remeasured
-    if again:
-        ax.plot(again["rate_rps"], again["target_ms"], "*", markersize=17, color="gold",
-                markeredgecolor="black", gid="winner")
-    entries += [(Line2D([], [], color="tab:red", linestyle="--"), "target"),
-                (Line2D([], [], marker="*", color="gold", markeredgecolor="black",
-                        linestyle="none", markersize=12),
-                 "winner offered its goodput again" if outcome.winner else
-                 "best offered its goodput again: missed"),
-                (Line2D([], [], marker="x", color="gray", linestyle="none"), "missed"),
-                (Line2D([], [], marker="$?$", color="gray", linestyle="none"),
-                 "inconclusive (the target inside the 95% interval, or a miss on a contended "
-                 "CPU)")]
-    ax.set_xlim(left=0)
-    ax.legend(*zip(*wrapped_entries(entries), strict=True), loc="upper left",
-              bbox_to_anchor=(1.02, 1.0), fontsize="x-small")
-    return fig
-

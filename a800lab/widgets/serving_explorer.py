@@ -25,7 +25,7 @@ from ..core.checks import positive_float
 from ..core.sweep import SweepResult, grid, thread_count
 from ..figures.serving import concurrency_figure, decode_figure, serve_tune_figure, serving_figure
 from ..figures.serving_generate import generation_figure
-from ..figures.serving_load import load_figure, online_tune_figure
+from ..figures.serving_load import load_figure
 from ..workloads.models.levers import COMPILE_MODES
 from ..workloads.models.presets import MODELS, SIZES, default_size
 from ..workloads.models.task import CUSTOM
@@ -310,10 +310,13 @@ class ServingExplorer(Explorer):
 
     def _figure(self, df: pd.DataFrame, x: str, series: str):
         view = self.view.value
-        if view == "tune" and self.tune_outcome is not None:  # None while a tuning runs
-            draw = online_tune_figure if hasattr(self.tune_outcome, "searches") else \
-                serve_tune_figure
-            return draw(self.tune_outcome)
+        outcome = self.tune_outcome
+        if view == "tune" and outcome is not None and not hasattr(outcome, "searches"):
+            return serve_tune_figure(outcome)  # offline: samples/s against batch p99
+        if view == "tune" and outcome is not None:  # online: each search as a load curve
+            searched = df[df["workload"] == "tune-load"]
+            return load_figure(searched, earlier_runs=self.earlier_runs.value,
+                               target_ms=outcome.target_ms, goodput_rps=outcome.goodput_rps)
         if view == "load":
             return load_figure(df, series=series, earlier_runs=self.earlier_runs.value,
                                target_ms=self._target_ms)
