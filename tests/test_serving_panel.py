@@ -67,7 +67,7 @@ def test_the_generation_view_compares_the_schedulers():
 def test_the_online_tune_view_says_its_goodput_and_the_closed_loop_choice():
     panel = ServingExplorer(model="mlp", requests=100, budget_s=0.02, cpu_threads=1)
     assert panel.run(wait=True, view="tune", p99_target_ms=50.0, max_batch=[1, 4],
-                     duration_s=0.3)
+                     duration_s=0.1)  # each rate still lasts for 120 requests at least
     outcome = panel.tune_outcome
     assert outcome.winner is not None, outcome.summary()
     text = panel.tune_text.value
