@@ -80,7 +80,9 @@ from gpu_checks_labs import (  # noqa: E402
 from gpu_checks_serving import (  # noqa: E402
     check_concurrency,
     check_decode,
+    check_generate,
     check_serve_compile,
+    check_serve_load,
     check_serve_tune,
     check_serving,
 )
@@ -121,18 +123,22 @@ CHECKS: dict[str, Check] = {
     "serve_compile": Check(check_serve_compile, 35, 90),
     "decode": Check(check_decode, 15, 20), "concurrency": Check(check_concurrency, 20, 35),
     "serve_tune": Check(check_serve_tune, 20, 35),
+    # five graph captures, a capacity and 3 s of load; two 3 s generation points
+    "serve_load": Check(check_serve_load, 12, 20), "generate": Check(check_generate, 15, 25),
     "gpu_tests": Check(check_gpu_tests, 90, None),  # given its stage's time left, last
 }
 STAGES: dict[int, tuple[str, list[str]]] = {
     1: ("the harness and the tile lab", ["doctor", "device", "timing", "tf32", "peak", "tiles",
                                           "hopper_tiles", "training", "memory", "oom",
                                           "record"]),
-    2: ("systems and the training step", ["sampler", "topology", "sparsity", "energy",
-                                          "health", "overlap", "comm", "profile", "levers",
-                                          "tune"]),
-    3: ("the serving lab, then the gpu-marked tests", ["serving", "serve_compile", "decode",
-                                                       "concurrency", "serve_tune",
-                                                       "gpu_tests"]),
+    # the offline serving tuner last in stage 2: stage 3's serving checks (under load first)
+    # must fit its budget before the gpu tests
+    2: ("systems, the training step and the offline serving tuner", [
+        "sampler", "topology", "sparsity", "energy", "health", "overlap", "comm", "profile",
+        "levers", "tune", "serve_tune"]),
+    3: ("the serving lab, then the gpu-marked tests", ["serving", "serve_load", "generate",
+                                                       "serve_compile", "decode",
+                                                       "concurrency", "gpu_tests"]),
 }
 STAGE_BUDGET_S = 250.0  # three stages at their walls, the starts and the machine's: the lease
 PROCESS_START_S = 10   # python, torch, the CUDA context and the lab, before the first check

@@ -1,6 +1,8 @@
 """The serving checks of scripts/gpu_check.py: inference points with CUDA graphs and
 fp16 against fp32, decode against its bandwidth bound, streams in threads and
-processes (MPS read), and the tuner under a p99 target.
+processes (MPS read), the tuner under a p99 target, the open-loop load point (a CUDA graph
+per batch size the batcher forms, the server's own stream) and generation under load
+(TTFT and TPOT on the card, static against continuous batching).
 
 Each check returns (summary, details) or raises Failed; its docstring is its expectation, one
 a healthy card meets.
@@ -180,3 +182,59 @@ def check_serve_tune() -> tuple[str, dict]:
     return (f"winner {outcome.winner}: {again['samples_per_s']:.4g} samples/s, p99 "
             f"{again['p99_ms']:.3g} ms re-measured"), {
         "remeasured": again, "frontier": outcome.frontier, "summary": outcome.summary()}
+
+
+def check_serve_load() -> tuple[str, dict]:
+    """The medium Transformer in fp16 with CUDA graphs behind a dynamic batcher (max batch 16,
+    0.5 ms delay), Poisson arrivals at half its closed-loop capacity for 3 s: a graph captured
+    per padded batch size (1, 2, 4, 8, 16), not saturated, the load generator late by <= 1 ms
+    at p99 (the host keeps up with the card), batches formed (mean batch > 1), and p99 from
+    arrival under 20x the closed-loop batch p50 (queueing at half load stays bounded)."""
+    from a800lab.workloads.serving.load import load_point
+
+    out = _ok(load_point(**{k: v for k, v in MEDIUM.items() if k != "budget_s"}, load=0.5,
+                         max_batch=16, max_delay_ms=0.5, duration_s=3.0, precision="fp16",
+                         graphs=True, budget_s=0.2), "load")
+    keys = ("offered_rate", "achieved_rate", "capacity_rps", "closed_loop_p50_ms", "p50_ms",
+            "p99_ms", "queue_p99_ms", "service_p99_ms", "mean_batch", "busy_share",
+            "late_p99_ms", "saturated", "why_saturated", "padded_to", "capture_s",
+            "warm_sizes_s")
+    details = {k: out.get(k) for k in keys}
+    if out["padded_to"] != [1, 2, 4, 8, 16] or out.get("capture_s") is None:
+        raise Failed(f"graphs not captured per padded size: {details}")
+    if out["saturated"] or not out["mean_batch"] > 1:
+        raise Failed(f"saturated at half the capacity or no batches formed: {details}")
+    texts = [expect_between("load generator p99 lateness (ms)", out["late_p99_ms"], 0, 1.0),
+             expect_between("p99 from arrival / closed-loop p50", out["p99_ms"] /
+                            out["closed_loop_p50_ms"], 0.5, 20)]
+    return "; ".join(texts), details
+
+
+def check_generate() -> tuple[str, dict]:
+    """Generation under load on GPT-2 small's shape in bf16, 8 slots, 20 requests/s for 3 s
+    (prompts 32:128, outputs 16:64): both schedulers right against fp32 and record TTFT and
+    TPOT; TPOT at least the decode step's bandwidth bound (none faster than memory allows);
+    continuous batching's TTFT p50 not above static's."""
+    from a800lab.workloads.serving.generate import generate_point
+
+    details = {}
+    for scheduler in ("static", "continuous"):
+        out = _ok(generate_point(size="gpt2_small", rate_rps=20.0, duration_s=3.0,
+                                 prompt_tokens="32:128", output_tokens="16:64", max_batch=8,
+                                 precision="bf16", scheduler=scheduler, device=DEVICE),
+                  scheduler)
+        details[scheduler] = {k: out.get(k) for k in (
+            "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "tokens_per_s",
+            "mean_batch", "saturated", "bound_ms_measured", "bound_ms_datasheet",
+            "rel_error")}
+    for scheduler, got in details.items():
+        bound = got["bound_ms_measured"] or got["bound_ms_datasheet"]
+        if got["ttft_p50_ms"] is None or got["tpot_p50_ms"] is None:
+            raise Failed(f"{scheduler}: no TTFT or TPOT recorded: {got}")
+        if bound is not None and got["tpot_p50_ms"] < bound:
+            raise Failed(f"{scheduler}: TPOT {got['tpot_p50_ms']:.3g} ms below the decode "
+                         f"bound {bound:.3g} ms: a step read less than its bytes")
+    texts = [expect_between("continuous / static TTFT p50",
+                            details["continuous"]["ttft_p50_ms"] /
+                            details["static"]["ttft_p50_ms"], 0.0, 1.0)]
+    return "; ".join(texts), details
