@@ -46,7 +46,7 @@ def test_the_load_view_draws_latency_against_offered_rate_with_its_target():
     assert list(frame["workload"]) == ["load", "load"] and list(frame["load"]) == [0.2, 1.5]
     assert frame["saturated"].tolist()[1] and "p99_target_ms" not in frame
     gids = {line.get_gid() for line in panel.figure.axes[0].lines}
-    assert {"p99", "p50", "target", "saturated", "knee"} <= gids
+    assert {"p99", "p50", "target", "saturated", "knee", "goodput"} <= gids
     panel.sweep_axis.value = "rate_rps"  # "sweep over": the rate instead of the load
     assert panel.run(wait=True, rate_rps=[300.0], max_batch=1, duration_s=0.5)
     assert panel.results["rate_rps"].tolist()[-1] == 300.0  # the rate swept, load left out
@@ -100,6 +100,12 @@ def test_a_tune_with_nothing_re_measured_says_so():
     ({"precision": "fp8"}, "'fp8' is not a valid value"),
     ({"view": "tune", "p99_target_ms": 0}, "p99_target_ms=0 is outside the allowed range"),
     ({"graphs": True}, "needs a CUDA device"),
+    ({"view": "load", "load": [0]}, "load=0 is outside the allowed range"),
+    ({"view": "load", "max_delay_ms": -1}, "max_delay_ms=-1 is outside the allowed range"),
+    ({"view": "load", "max_batch": 0}, "max_batch=0 is outside the allowed range"),
+    ({"view": "load", "duration_s": 0}, "duration_s=0 is outside the allowed range"),
+    ({"view": "load", "arrival": "gamma", "burstiness": 0}, "burstiness=0 is outside"),
+    ({"view": "load", "arrival": "bursty"}, "'bursty' is not a valid value"),
 ])
 def test_bad_values_are_refused_in_the_status_line(values, says):
     panel = ServingExplorer(requests=100, budget_s=0.02, cpu_threads=1)

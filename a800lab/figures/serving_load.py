@@ -13,7 +13,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from ..workloads.serving.goodput import md1_latency_ms
+from ..workloads.serving.goodput import MEETS, md1_latency_ms, verdict
 from .look import noisy_handle, note_handle
 from .parts import (
     NO_POINTS_TEXT,
@@ -77,7 +77,8 @@ def load_figure(df: pd.DataFrame, *, series: str | None = None, earlier_runs: st
                 target_ms: float | None = None, goodput_rps: float | None = None) -> Figure:
     """Left: p99 (solid, its 95% interval as a bar) and p50 (dotted) latency, from each
     request's arrival, against the offered rate, per series and run (log scale: a saturated
-    point's latency grows with the run); X: saturated; the knee, the target and goodput marked;
+    point's latency grows with the run); X: saturated; the knee, the target and goodput (given,
+    else the highest swept rate whose p99 interval lies under the target) marked;
     M/D/1's mean (dashed) beside batch-1 series. Right: the newest series' mean latency split
     into queue wait and service, per offered rate. `series` None: one per config."""
     if series is None:
@@ -127,10 +128,17 @@ def load_figure(df: pd.DataFrame, *, series: str | None = None, earlier_runs: st
         left.axhline(target_ms, color="tab:red", linestyle="--", lw=1.2, gid="target")
         entries.append((Line2D([], [], color="tab:red", linestyle="--"),
                         f"target {target_ms:g} ms"))
+    swept = ""
+    if not goodput_rps and target_ms is not None and newest_rows is not None:
+        met = [r for r, (_, row) in zip(floats(newest_rows, "offered_rate"),
+                                        newest_rows.iterrows(), strict=True)
+               if {"target_ci_low_ms", "target_ci_high_ms"} <= set(row.index) and
+               verdict(row.to_dict(), target_ms) == MEETS]
+        goodput_rps, swept = max(met, default=None), " (of the rates swept)"
     if goodput_rps:
         left.axvline(goodput_rps, color="tab:green", lw=2, alpha=0.7, gid="goodput")
         entries.append((Line2D([], [], color="tab:green", lw=2),
-                        f"goodput {goodput_rps:.4g} requests/s"))
+                        f"goodput {goodput_rps:.4g} requests/s{swept}"))
     if ok.empty:
         say(left, NO_POINTS_TEXT)
     else:

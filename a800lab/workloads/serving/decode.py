@@ -120,6 +120,8 @@ def decode_point(size: str | None = None, batch_size: int = 1, precision: str = 
     reached = bounds["bound_ms_measured"]
     return {"throughput": batch_size * steps / (timing.median_ms / 1e3),
             "throughput_unit": "tokens/s", "timing": timing, "ms_per_token": ms_per_token,
+            # a request here generates new_tokens: its latency's percentiles
+            "p50_ms": timing.percentile_ms(50), "p99_ms": timing.percentile_ms(99),
             **read, **bounds, **{f"bandwidth_{k}": v for k, v in bandwidth.items()},
             "pct_of_bound": None if reached is None else 100 * reached / ms_per_token,
             "prompt_tokens": prompt, "new_tokens": steps, **gap}
