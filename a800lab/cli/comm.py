@@ -152,6 +152,7 @@ def _run(args, workload: str, axes: dict, settings: dict, backend: str) -> int:
 
     from ..workloads.comm import runs
     from ..workloads.comm.launcher import RankGroupError
+    from ..workloads.comm.torchrun import leave
 
     here = runs.under_torchrun()
     if here and args.nproc is not None:
@@ -162,42 +163,36 @@ def _run(args, workload: str, axes: dict, settings: dict, backend: str) -> int:
     if not here:
         runs.check_local_ranks(nproc, backend)  # too many for this machine: nothing started
     runs.plan_points(workload, axes, None, nproc, backend)  # a bad value exits before any rank
+    speaks = not here or os.environ["RANK"] == "0"  # one voice for the group
     threads = args.threads or 1
     if backend == "gloo" and args.threads is None:
         threads = max(1, default_cpu_threads() // (1 if here else nproc))
-        if os.environ.get("RANK", "0") == "0" or not here:
+        if speaks:
             print(f"CPU: {threads} torch thread(s) per rank, a core left for the rest of the "
                   "machine (--threads N per rank to change)", file=sys.stderr)
+    common = {"settings": settings, "out": args.out, "resume": not args.no_resume,
+              "backend": backend, "on_progress": options.show_progress,
+              "on_result": options.show_record}
     try:
         if here:
             os.environ.setdefault("A800LAB_THREADS", str(threads))
             os.environ.setdefault("A800LAB_TIMEOUT_S", str(args.timeout_s))
-            res = runs.run_comm_here(workload, axes, settings=settings, out=args.out,
-                                     resume=not args.no_resume, backend=backend,
-                                     on_progress=options.show_progress,
-                                     on_result=options.show_record)
+            res = runs.run_comm_here(workload, axes, **common)
         else:
-            res = runs.run_comm(workload, axes, world_size=nproc, backend=backend,
-                                settings=settings, out=args.out, resume=not args.no_resume,
-                                timeout_s=args.timeout_s, threads=threads,
-                                on_progress=options.show_progress, on_result=options.show_record)
+            res = runs.run_comm(workload, axes, world_size=nproc, timeout_s=args.timeout_s,
+                                threads=threads, **common)
     except (KeyboardInterrupt, Cancelled):
         raise Stopped(f"stopped; every finished point is in {args.out}") from None
     except RankGroupError as exc:
         print(f"a800lab: error: {exc}\nevery finished point is in {args.out}", file=sys.stderr)
-        return _leave(here, 1)
-    if os.environ.get("RANK", "0") == "0" or not here:
-        print(options.summary_line(res, args.out), file=sys.stderr)
-        if workload == "comm":
-            _hierarchical_row(args.out, "cuda" if backend == "nccl" else "cpu")
-    return _leave(here, 0)
-
-
-def _leave(here: bool, code: int) -> int:
-    """A rank under torchrun ends at once (workloads.comm.torchrun.leave); else the code."""
-    if here:
-        from ..workloads.comm.torchrun import leave
-
+        code = 1
+    else:
+        code = 0
+        if speaks:
+            print(options.summary_line(res, args.out), file=sys.stderr)
+            if workload == "comm":
+                _hierarchical_row(args.out, "cuda" if backend == "nccl" else "cpu")
+    if here:  # a rank under torchrun ends at once (torch's teardown costs seconds)
         leave(code)
     return code
 

@@ -140,7 +140,6 @@ class RankGroup:
         for proc in self.procs:
             if proc.poll() is None:
                 _kill_session(proc)
-        for proc in self.procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(10)
         for thread in self._threads:
