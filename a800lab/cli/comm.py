@@ -1,8 +1,7 @@
 """The communication lab on the command line: `comm collectives` and `comm ddp`, on ranks started
 here (2 gloo processes on a CPU, one per GPU on NCCL) or, under torchrun, every process a rank
-and rank 0 writing --out (the G.7.2 row read from it); `torchrun`, torchrun with the lab's checks;
-`comm recipes`, the launch recipes for clusters. A rank that dies or hangs ends the run with the
-reason (exit 1)."""
+and rank 0 writing --out (the G.7.2 row read from it); `torchrun`, torchrun with the lab's checks.
+A rank that dies or hangs ends the run with the reason (exit 1)."""
 
 import argparse
 import os
@@ -13,7 +12,7 @@ from ..core.cancel import Cancelled
 from ..core.noise import default_cpu_threads
 from ..core.units import parse_size
 from . import options
-from .options import FOLDER, Stopped, positive, refuse
+from .options import Stopped, positive, refuse
 
 DDP_OPTIONS = ("hook", "accum_steps", "sync", "bucket_cap_mb", "powersgd_rank", "start_iter")
 RANKS = "nproc timeout_s RUN no_resume"
@@ -52,17 +51,6 @@ def add_parsers(commands) -> None:
                  start_iter={"type": int, "help": "PowerSGD's plain all-reduce steps before "
                              "compressing (>= 2)"},
                  train_steps="optimizer steps before timing (default 20 on a CPU, 50 on GPUs)")
-    recipes = commands.add(
-        "recipes", group="comm", run=recipes_command, options="nodes gpus_per_node image out",
-        help="write the launch recipes for a cluster from one comm command: a torchrun script "
-             "for every node, a Slurm batch script and a Kubeflow PyTorchJob",
-        nodes={"type": int, "default": 2, "help": "nodes (2)"},
-        gpus_per_node={"type": int, "default": 8, "help": "GPUs per node, one rank each (8)"},
-        image={"default": None, "help": "the PyTorchJob's image (built from deploy/Dockerfile)"},
-        out={**FOLDER, "default": "deploy", "help": "folder to write them into (deploy)"})
-    recipes.add_argument("lab_command", nargs=argparse.REMAINDER,
-                         help="the comm command, without --out, e.g. comm collectives --op "
-                              "all_reduce hierarchical_all_reduce --size 1M 1G")
     launch = commands.add(  # "+" prefixes: every --option after `torchrun` is left to torchrun
         "torchrun", run=torchrun_command, parser_options={"prefix_chars": "+",
                                                           "add_help": False},
@@ -143,28 +131,6 @@ def check_comm_command(root_parser, command: list[str], *, world_size: int | Non
         runs.plan_points(workload, axes, None, world_size, "nccl")
 
 
-def recipes_command(args) -> int:
-    from ..workloads.comm.recipes import IMAGE, write_recipes
-
-    command = args.lab_command
-    if command[:2] not in (["comm", "collectives"], ["comm", "ddp"]):
-        raise ValueError(f"{shlex.join(command) or '(no command)'}: give the comm command the "
-                         "recipes run, e.g. comm collectives --op all_reduce "
-                         "hierarchical_all_reduce --size 1M 1G")
-    if "--out" in command:
-        raise ValueError("leave --out out of the command: each recipe writes its own results "
-                         "file (results/comm.jsonl, /results/comm.jsonl)")
-    check_comm_command(args.root_parser, command, world_size=args.nodes * args.gpus_per_node,
-                       per_node=args.gpus_per_node)
-    generated = shlex.join(["python", "-m", "a800lab", "comm", "recipes", "--nodes",
-                            str(args.nodes), "--gpus-per-node", str(args.gpus_per_node),
-                            *(["--image", args.image] if args.image else []), *command])
-    texts = write_recipes(args.out, command, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
-                          generated=generated, image=args.image or IMAGE)
-    print("\n".join(os.path.join(args.out, name) for name in texts))
-    return 0
-
-
 def ddp_command(args) -> int:
     backend = "nccl" if args.device.startswith("cuda") else "gloo"
     train_steps = args.train_steps or (50 if backend == "nccl" else 20)
@@ -186,6 +152,7 @@ def _run(args, workload: str, axes: dict, settings: dict, backend: str) -> int:
 
     from ..workloads.comm import runs
     from ..workloads.comm.launcher import RankGroupError
+    from ..workloads.comm.torchrun import leave
 
     here = runs.under_torchrun()
     if here and args.nproc is not None:
@@ -196,42 +163,36 @@ def _run(args, workload: str, axes: dict, settings: dict, backend: str) -> int:
     if not here:
         runs.check_local_ranks(nproc, backend)  # too many for this machine: nothing started
     runs.plan_points(workload, axes, None, nproc, backend)  # a bad value exits before any rank
+    speaks = not here or os.environ["RANK"] == "0"  # one voice for the group
     threads = args.threads or 1
     if backend == "gloo" and args.threads is None:
         threads = max(1, default_cpu_threads() // (1 if here else nproc))
-        if os.environ.get("RANK", "0") == "0" or not here:
+        if speaks:
             print(f"CPU: {threads} torch thread(s) per rank, a core left for the rest of the "
                   "machine (--threads N per rank to change)", file=sys.stderr)
+    common = {"settings": settings, "out": args.out, "resume": not args.no_resume,
+              "backend": backend, "on_progress": options.show_progress,
+              "on_result": options.show_record}
     try:
         if here:
             os.environ.setdefault("A800LAB_THREADS", str(threads))
             os.environ.setdefault("A800LAB_TIMEOUT_S", str(args.timeout_s))
-            res = runs.run_comm_here(workload, axes, settings=settings, out=args.out,
-                                     resume=not args.no_resume, backend=backend,
-                                     on_progress=options.show_progress,
-                                     on_result=options.show_record)
+            res = runs.run_comm_here(workload, axes, **common)
         else:
-            res = runs.run_comm(workload, axes, world_size=nproc, backend=backend,
-                                settings=settings, out=args.out, resume=not args.no_resume,
-                                timeout_s=args.timeout_s, threads=threads,
-                                on_progress=options.show_progress, on_result=options.show_record)
+            res = runs.run_comm(workload, axes, world_size=nproc, timeout_s=args.timeout_s,
+                                threads=threads, **common)
     except (KeyboardInterrupt, Cancelled):
         raise Stopped(f"stopped; every finished point is in {args.out}") from None
     except RankGroupError as exc:
         print(f"a800lab: error: {exc}\nevery finished point is in {args.out}", file=sys.stderr)
-        return _leave(here, 1)
-    if os.environ.get("RANK", "0") == "0" or not here:
-        print(options.summary_line(res, args.out), file=sys.stderr)
-        if workload == "comm":
-            _hierarchical_row(args.out, "cuda" if backend == "nccl" else "cpu")
-    return _leave(here, 0)
-
-
-def _leave(here: bool, code: int) -> int:
-    """A rank under torchrun ends at once (workloads.comm.torchrun.leave); else the code."""
-    if here:
-        from ..workloads.comm.torchrun import leave
-
+        code = 1
+    else:
+        code = 0
+        if speaks:
+            print(options.summary_line(res, args.out), file=sys.stderr)
+            if workload == "comm":
+                _hierarchical_row(args.out, "cuda" if backend == "nccl" else "cpu")
+    if here:  # a rank under torchrun ends at once (torch's teardown costs seconds)
         leave(code)
     return code
 

@@ -11,6 +11,7 @@ import time
 
 import torch
 
+from ...core.checks import positive_int
 from ...core.specs import match
 from ...core.timing import measure
 
@@ -27,9 +28,7 @@ def bus_factor(op: str, world_size: int) -> float:
     """nccl-tests' busbw / algbw for `op` on `world_size` ranks."""
     if op not in OPS:
         raise ValueError(f"unknown collective {op!r}: use one of {OPS}")
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"world_size={world_size!r} must be a positive int")
-    n = world_size
+    n = positive_int("world_size", world_size)
     if op in ALL_REDUCES:
         return 2 * (n - 1) / n
     if op in ("all_gather", "reduce_scatter"):
@@ -192,12 +191,11 @@ def agree(value: float, device: str, how: str = "max") -> float:
 def agreed_reps(call, device: str, budget_s: float) -> int:
     """Warm `call` up, then agree on one repetition count filling `budget_s` on the slowest
     rank."""
-    sync = (lambda: torch.cuda.synchronize(device)) if device.startswith("cuda") else \
-        (lambda: None)
     start = time.perf_counter()
     for _ in range(WARMUP_CALLS):
         call()
-        sync()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(device)
     per_call_s = agree((time.perf_counter() - start) / WARMUP_CALLS, device)
     return max(MIN_REPS, min(MAX_REPS, round(budget_s / per_call_s) if per_call_s > 0
                              else MAX_REPS))

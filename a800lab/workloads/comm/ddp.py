@@ -9,6 +9,7 @@ a small MLP, or one of the training lab's presets (model="transformer", size="gp
 import contextlib
 import functools
 import statistics
+from collections import Counter
 
 import torch
 import torch.nn.functional as F
@@ -24,27 +25,18 @@ MODEL_SHAPE = {"cpu": (256, 3), "cuda": (4096, 3)}
 POOL_BATCHES = 8  # micro-batches generated per rank and cycled while timing
 
 
-class Traffic:
-    """What one rank handed to all-reduce, and how many buckets the hook saw."""
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self.calls = self.bytes = self.hook_calls = 0
-
-
 @contextlib.contextmanager
-def counting_all_reduce(traffic: Traffic):
-    """Count every torch.distributed.all_reduce call and its bytes inside the block."""
+def counting_all_reduce(traffic: Counter):
+    """Count every torch.distributed.all_reduce call and its bytes inside the block (`traffic`'s
+    "calls" and "bytes"; register_hook's hook counts "hook_calls")."""
     import torch.distributed as dist
 
     original = dist.all_reduce
 
     @functools.wraps(original)
     def counted(tensor, *args, **kwargs):
-        traffic.calls += 1
-        traffic.bytes += tensor.numel() * tensor.element_size()
+        traffic["calls"] += 1
+        traffic["bytes"] += tensor.numel() * tensor.element_size()
         return original(tensor, *args, **kwargs)
 
     dist.all_reduce = counted
@@ -54,7 +46,7 @@ def counting_all_reduce(traffic: Traffic):
         dist.all_reduce = original
 
 
-def register_hook(model, hook: str, traffic: Traffic, *, powersgd_rank: int = 1,
+def register_hook(model, hook: str, traffic: Counter, *, powersgd_rank: int = 1,
                   start_iter: int = 2):
     """Register comm hook `hook` on a DDP model, counting its bucket calls; returns its state
     (PowerSGDState for powersgd, else None)."""
@@ -70,7 +62,7 @@ def register_hook(model, hook: str, traffic: Traffic, *, powersgd_rank: int = 1,
         fn = getattr(default_hooks, f"{hook}_hook")
 
     def counted(hook_state, bucket):
-        traffic.hook_calls += 1
+        traffic["hook_calls"] += 1
         return fn(hook_state, bucket)
 
     model.register_comm_hook(state, counted)
@@ -100,7 +92,7 @@ def _preset_task(model: str, size: str, device: str):
     return task.make_model().to(device), batches, task.loss_fn, task.lr, task.eval_batch
 
 
-def make_batches(width: int, micro_batch: int, device: str, rank: int, count: int):
+def make_batches(width: int, device: str, micro_batch: int, rank: int, count: int):
     """`count` micro-batches of this rank's shard of a shared task: 16 Gaussian clusters in
     `width` dimensions, label = cluster."""
     centres = torch.randn(CLASSES, width, generator=torch.Generator().manual_seed(7))
@@ -129,14 +121,12 @@ def ddp_point(hook: str = "allreduce", accum_steps: int = 1, sync: str = "no_syn
     if model == "mlp":
         width, depth = MODEL_SHAPE["cuda" if device.startswith("cuda") else "cpu"]
         module, loss_fn, eval_batch = build_model(device, width, depth), F.cross_entropy, 256
-
-        def batches_of(count_batch: int, rank: int, count: int):
-            return make_batches(width, count_batch, device, rank, count)
+        batches_of = functools.partial(make_batches, width, device)
     else:
         module, batches_of, loss_fn, lr, eval_batch = _preset_task(model, size, device)
     ids = [torch.device(device).index or 0] if device.startswith("cuda") else None
     ddp = DDP(module, device_ids=ids, bucket_cap_mb=bucket_cap_mb)
-    traffic = Traffic()
+    traffic = Counter()
     state = register_hook(ddp, hook, traffic, powersgd_rank=powersgd_rank,
                           start_iter=start_iter)
     optimizer = (torch.optim.SGD(ddp.parameters(), lr=lr, momentum=0.9) if model == "mlp"
@@ -164,10 +154,10 @@ def ddp_point(hook: str = "allreduce", accum_steps: int = 1, sync: str = "no_syn
     eval_x, eval_y = batches_of(eval_batch, -1, 1)[0]
     with torch.no_grad(), autocast():
         eval_loss = loss_fn(module(eval_x), eval_y).float().item()
-    traffic.reset()
+    traffic.clear()
     with counting_all_reduce(traffic):
         optimizer_step()
-    counted = vars(traffic).copy()  # before agree() below all-reduces anything itself
+    counted = traffic.copy()  # before agree() below all-reduces anything itself
     syncs = 1 if sync == "no_sync" else accum_steps
     samples = timed_calls(optimizer_step, device, agreed_reps(optimizer_step, device, budget_s))
     step_ms = statistics.median(samples)
@@ -200,7 +190,7 @@ def hook_support(device: str = "cpu") -> dict[str, str]:
         module = torch.nn.Linear(64, 64).to(device)
         ids = [torch.device(device).index or 0] if device.startswith("cuda") else None
         model = DDP(module, device_ids=ids)
-        register_hook(model, hook, Traffic(), start_iter=2)
+        register_hook(model, hook, Counter(), start_iter=2)
         try:
             for _ in range(3):  # past PowerSGD's start_iter: its compressed path runs too
                 model(torch.randn(8, 64, device=device)).sum().backward()

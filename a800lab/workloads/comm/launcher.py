@@ -19,7 +19,9 @@ from collections import deque
 from collections.abc import Callable
 
 PREFIX = "@a800lab "           # marks a message line on a worker's stdout
+HOST = "127.0.0.1"             # MASTER_ADDR: every rank on this machine
 _STDERR_LINES = 12             # kept per rank for error messages
+_STARTUP_S = 120.0             # for every rank to import torch and join the group
 _EXIT_GRACE_S = 3.0            # after "exit": how long a rank may take before it is killed
 _STATES = {"R": "running", "S": "sleeping", "D": "in uninterruptible wait", "T": "stopped",
            "t": "stopped by a debugger", "Z": "exited (zombie)"}
@@ -41,15 +43,13 @@ class RankGroup:
     `timeout_s`: how long a command may take before the group is declared hung."""
 
     def __init__(self, module: str, *, world_size: int, env: dict | None = None,
-                 timeout_s: float = 30.0, startup_timeout_s: float = 120.0,
-                 host: str = "127.0.0.1"):
+                 timeout_s: float = 30.0):
         if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
             raise ValueError(f"world_size={world_size!r} must be a positive int, e.g. 2")
         if not timeout_s > 0:
             raise ValueError(f"timeout_s={timeout_s!r} must be a positive number of seconds")
         self.module, self.world_size, self.timeout_s = module, world_size, float(timeout_s)
-        self.startup_timeout_s = float(startup_timeout_s)
-        self.host, self._extra_env = host, dict(env or {})
+        self._extra_env = dict(env or {})
         self.procs: list[subprocess.Popen] = []
         self._messages: queue.Queue = queue.Queue()
         self._stderr = [deque(maxlen=_STDERR_LINES) for _ in range(world_size)]
@@ -73,12 +73,12 @@ class RankGroup:
 
     def start(self) -> None:
         """Start every rank and wait until each has said "ready" (or fail and clean up)."""
-        port = free_port(self.host)
+        port = free_port(HOST)
         try:
             for rank in range(self.world_size):
                 env = {**os.environ, **self._extra_env, "RANK": str(rank),
                        "WORLD_SIZE": str(self.world_size), "LOCAL_RANK": str(rank),
-                       "LOCAL_WORLD_SIZE": str(self.world_size), "MASTER_ADDR": self.host,
+                       "LOCAL_WORLD_SIZE": str(self.world_size), "MASTER_ADDR": HOST,
                        "MASTER_PORT": str(port), "A800LAB_LAUNCHED": "1",
                        "PYTHONUNBUFFERED": "1"}
                 proc = subprocess.Popen([sys.executable, "-m", self.module], env=env,
@@ -88,17 +88,17 @@ class RankGroup:
                 self.procs.append(proc)
                 self._watch(rank, proc)
             ready: set[int] = set()
-            deadline = time.monotonic() + self.startup_timeout_s
+            deadline = time.monotonic() + _STARTUP_S
             while len(ready) < self.world_size:
                 message = self._next(deadline, "start-up (import torch, join the group)",
-                                     self.startup_timeout_s)
+                                     _STARTUP_S)
                 if message.get("kind") == "ready":
                     ready.add(message["rank"])
         except BaseException:
             self.close()
             raise
 
-    def request(self, command: dict, timeout_s: float | None = None):
+    def request(self, command: dict):
         """Send `command` to every rank and return rank 0's answer once every rank is done;
         RankGroupError (after cleaning up) when a rank fails or is late."""
         if self._closed or not self.procs:
@@ -112,12 +112,11 @@ class RankGroup:
                 except (BrokenPipeError, OSError, ValueError):
                     self._fail(f"rank {rank} {self._describe_exit(rank)} before it could take "
                                "the command")
-            allowed_s = self.timeout_s if timeout_s is None else timeout_s
-            deadline = time.monotonic() + allowed_s
+            deadline = time.monotonic() + self.timeout_s
             what = f"the {command.get('job', 'command')!r} command"
             done: dict[int, object] = {}
             while len(done) < self.world_size:
-                message = self._next(deadline, what, allowed_s, done)
+                message = self._next(deadline, what, self.timeout_s, done)
                 if message.get("kind") == "done":
                     done[message["rank"]] = message.get("data")
             return done[0]
@@ -141,7 +140,6 @@ class RankGroup:
         for proc in self.procs:
             if proc.poll() is None:
                 _kill_session(proc)
-        for proc in self.procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(10)
         for thread in self._threads:

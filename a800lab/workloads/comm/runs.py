@@ -8,6 +8,7 @@ rank 0's records to `out` (resumable), and always stop the ranks.
 
 import contextlib
 import json
+import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -28,7 +29,7 @@ from ...core.results import (
 from ...core.sweep import SweepResult, grid
 from .collectives import DTYPES, HIERARCHICAL, OPS, message_bytes
 from .ddp import HOOKS, SYNC_MODES
-from .launcher import RankGroup, RankGroupError
+from .launcher import RankGroup, RankGroupError, launched
 from .placement import lost_peer, placement
 from .worker import default_comm_backend
 
@@ -193,20 +194,14 @@ def run_comm(workload: str, axes: Mapping[str, Sequence], *, fixed: Mapping | No
                          skipped=len(points) - len(todo))
     if not todo:
         return result
-    started = time.perf_counter()
     own = group is None
     if own:
         group = start_ranks(world_size, backend, threads, timeout_s)
+    job = {"job": "point", "workload": workload, "settings": dict(settings or {}),
+           "label": label, "run_id": result.run_id}
     try:
-        for index, params in enumerate(todo, start=1):
-            if cancel is not None and cancel.cancelled:
-                result.cancelled = True
-                break
-            reply = group.request({"job": "point", "workload": workload, "params": params,
-                                   "settings": dict(settings or {}), "label": label,
-                                   "run_id": result.run_id})
-            _deliver(Record.from_dict(json.loads(reply)), result, out, on_result, on_progress,
-                     done=index, todo=len(todo), total=len(points), started=started)
+        _measure_all(todo, lambda params: Record.from_dict(json.loads(group.request(
+            {**job, "params": params}))), result, out, on_result, on_progress, cancel)
     finally:
         if own:
             group.close()
@@ -215,10 +210,6 @@ def run_comm(workload: str, axes: Mapping[str, Sequence], *, fixed: Mapping | No
 
 def under_torchrun() -> bool:
     """True in a process torchrun started (RANK and WORLD_SIZE set, not by the lab)."""
-    import os
-
-    from .launcher import launched
-
     return "RANK" in os.environ and "WORLD_SIZE" in os.environ and not launched()
 
 
@@ -246,15 +237,15 @@ def run_comm_here(workload: str, axes: Mapping[str, Sequence], *, fixed: Mapping
         dist.broadcast_object_list(plan, src=0)  # every rank runs the same points
         todo, run_id = plan
         result = SweepResult(total=len(points), run_id=run_id, skipped=len(points) - len(todo))
-        started = time.perf_counter()
-        for index, params in enumerate(todo, start=1):
-            record = measure_on_group({"workload": workload, "params": params,
-                                       "settings": dict(settings or {}), "label": label,
-                                       "run_id": run_id}, device)
+        job = {"workload": workload, "settings": dict(settings or {}), "label": label,
+               "run_id": run_id}
+
+        def measure(params):  # rank 0 gets the record, the others None
+            record = measure_on_group({**job, "params": params}, device)
             check_alive(where, params)
-            if record is not None:
-                _deliver(record, result, out, on_result, on_progress, done=index,
-                         todo=len(todo), total=len(points), started=started)
+            return record
+
+        _measure_all(todo, measure, result, out, on_result, on_progress)
         finished = True
         return result
     finally:
@@ -305,13 +296,23 @@ def _todo(workload: str, points: list[dict], out, resume: bool, device: str) -> 
             if Record(workload=workload, params=p, outcome="error").point_key() not in done]
 
 
-def _deliver(record: Record, result: SweepResult, out, on_result, on_progress, *, done: int,
-             todo: int, total: int, started: float) -> None:
-    if out is not None:
-        append_record(out, record)
-    result.records.append(record)
-    if on_result is not None:
-        on_result(record)
-    if on_progress is not None:
-        per_point_s = (time.perf_counter() - started) / done
-        on_progress(result.skipped + done, total, per_point_s * (todo - done))
+def _measure_all(todo: list[dict], measure, result: SweepResult, out, on_result, on_progress,
+                 cancel: CancelToken | None = None) -> None:
+    """`measure(params)` each point left (a Record, or None on a rank other than 0); a record
+    goes to `out`, `result` and on_result, then on_progress hears how far the sweep is."""
+    started = time.perf_counter()
+    for done, params in enumerate(todo, start=1):
+        if cancel is not None and cancel.cancelled:
+            result.cancelled = True
+            break
+        record = measure(params)
+        if record is None:
+            continue
+        if out is not None:
+            append_record(out, record)
+        result.records.append(record)
+        if on_result is not None:
+            on_result(record)
+        if on_progress is not None:
+            per_point_s = (time.perf_counter() - started) / done
+            on_progress(result.skipped + done, result.total, per_point_s * (len(todo) - done))

@@ -11,8 +11,10 @@ not answer then ends in torchrun's traceback after its read_timeout.
 """
 
 import contextlib
+import os
 import signal
 import socket
+import sys
 import time
 
 GROUP_COMMANDS = {"comm": ("collectives", "ddp"), "doctor": ("--fleet",)}
@@ -120,9 +122,6 @@ def leave(code: int):
     flushed, skipping the interpreter's teardown of torch: seconds per process, and in a rank
     gloo's threads torn down at exit can abort it (SIGABRT), which its node's agent reports as a
     failed rank while the other nodes' agents wait 300 s for it."""
-    import os
-    import sys
-
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
@@ -131,8 +130,6 @@ def leave(code: int):
 def launch(args) -> int:
     """Wait for the endpoint, run torchrun with `args` (torchrun_args'); 1 with one line when a
     rank failed or the rendezvous did (ValueError for an endpoint that does not answer)."""
-    import sys
-
     from torch.distributed import DistError
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.elastic.rendezvous.api import RendezvousError

@@ -1,15 +1,21 @@
-"""The comm lab's recipes for the launchers clusters have, written from one lab command: a script
-for torchrun on every node, a Slurm batch script (srun, one torchrun per node) and a Kubeflow
+"""Writes the comm lab's cluster recipes into this folder from one lab command: a script for
+torchrun on every node, a Slurm batch script (srun, one torchrun per node) and a Kubeflow
 PyTorchJob. Each first compares every node's environment with node 0's (doctor --fleet), then
-runs the command across the nodes; rank 0 writes every record into one file.
+runs the command across the nodes; rank 0 writes every record into one file. The command is
+checked as its ranks will check it; tests/test_comm_recipes.py runs this and compares.
 
-    files = write_recipes("deploy", ["comm", "collectives", "--op", "all_reduce"], nodes=2,
-                          gpus_per_node=8)    # {"comm-torchrun.sh": text, ...}
+    python deploy/make_recipes.py --nodes 2 --gpus-per-node 8 comm collectives --op all_reduce
 """
 
+import argparse
 import json
 import shlex
+import sys
 from pathlib import Path
+
+from a800lab.cli import build_parser
+from a800lab.cli.comm import check_comm_command
+from a800lab.core.results import check_folder
 
 FILES = ("comm-torchrun.sh", "comm-slurm.sbatch", "comm-pytorchjob.yaml")
 PORT = 29500               # the c10d rendezvous on the first node (torchrun and Slurm)
@@ -20,10 +26,6 @@ LAUNCH = """\
 # `a800lab torchrun` is torchrun itself (torch.distributed.run: the same options and rendezvous)
 # with two checks: the rendezvous endpoint must answer before any rank starts, and a rank that
 # fails is named in one line. `torchrun ... -m a800lab {command}` runs the same ranks."""
-
-
-def _words(command: list[str]) -> str:
-    return shlex.join(command)
 
 
 def torchrun_script(command: list[str], nodes: int, gpus: int, generated: str) -> str:
@@ -46,7 +48,7 @@ rendezvous=(--nnodes {nodes} --rdzv-backend c10d --rdzv-endpoint "$HEAD:{PORT}")
 python -m a800lab torchrun "${{rendezvous[@]}}" --rdzv-id a800lab-fleet --nproc-per-node 1 \\
     doctor --fleet
 python -m a800lab torchrun "${{rendezvous[@]}}" --rdzv-id a800lab-comm --nproc-per-node {gpus} \\
-    {_words(command)} --out "$results/comm.jsonl"
+    {shlex.join(command)} --out "$results/comm.jsonl"
 echo "records in $results/comm.jsonl (on the node of rank 0)"
 """
 
@@ -80,7 +82,7 @@ srun --ntasks-per-node=1 python -m a800lab torchrun "${{rendezvous[@]}}" \\
     --rdzv-id "$SLURM_JOB_ID-fleet" --nproc-per-node 1 doctor --fleet
 srun --ntasks-per-node=1 python -m a800lab torchrun "${{rendezvous[@]}}" \\
     --rdzv-id "$SLURM_JOB_ID" --nproc-per-node {gpus} \\
-    {_words(command)} --out "$results/comm.jsonl"
+    {shlex.join(command)} --out "$results/comm.jsonl"
 echo "records in $results/comm.jsonl"
 """
 
@@ -134,7 +136,7 @@ def pytorchjob(command: list[str], nodes: int, gpus: int, generated: str,
     # the operator's PET_* variables are torchrun's options: the static rendezvous on the Master
     # (node rank 0, so rank 0 and its records are there); the fleet check on the next port
     script = (f"python -m a800lab torchrun --nproc-per-node 1 --master-port {JOB_PORT + 1} "
-              f"doctor --fleet && exec python -m a800lab torchrun {_words(command)} "
+              f"doctor --fleet && exec python -m a800lab torchrun {shlex.join(command)} "
               "--out /results/comm.jsonl")
     replicas = (("Master", 1, "claim"), ("Worker", nodes - 1, "empty"))
     specs = "\n".join(f"""    {kind}:
@@ -182,10 +184,6 @@ def write_recipes(folder, command: list[str], *, nodes: int, gpus_per_node: int,
                   generated: str = "", image: str = IMAGE) -> dict[str, str]:
     """Write the three recipes for `command` (a comm command, checked, without --out) into
     `folder`."""
-    if not (isinstance(nodes, int) and nodes >= 2 and isinstance(gpus_per_node, int)
-            and gpus_per_node >= 1):
-        raise ValueError(f"--nodes {nodes} --gpus-per-node {gpus_per_node}: recipes are for 2 "
-                         "or more nodes of 1 or more GPUs, e.g. --nodes 2 --gpus-per-node 8")
     texts = dict(zip(FILES, (torchrun_script(command, nodes, gpus_per_node, generated),
                              slurm_script(command, nodes, gpus_per_node, generated),
                              pytorchjob(command, nodes, gpus_per_node, generated, image)),
@@ -194,3 +192,49 @@ def write_recipes(folder, command: list[str], *, nodes: int, gpus_per_node: int,
     for name, text in texts.items():
         (Path(folder) / name).write_text(text)
     return texts
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line; 2 with one line for a command its ranks would refuse."""
+    parser = argparse.ArgumentParser(prog="make_recipes.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=2, help="nodes (2)")
+    parser.add_argument("--gpus-per-node", type=int, default=8,
+                        help="GPUs per node, one rank each (8)")
+    parser.add_argument("--image", help="the PyTorchJob's image (built from deploy/Dockerfile)")
+    parser.add_argument("--out", default=Path(__file__).parent,
+                        help="folder to write them into (this one)")
+    parser.add_argument("lab_command", nargs=argparse.REMAINDER,
+                        help="the comm command, without --out, e.g. comm collectives --op "
+                             "all_reduce hierarchical_all_reduce --size 1M 1G")
+    args = parser.parse_args(argv)
+    command = args.lab_command
+    try:
+        check_folder(args.out)
+        if not (args.nodes >= 2 and args.gpus_per_node >= 1):
+            raise ValueError(f"--nodes {args.nodes} --gpus-per-node {args.gpus_per_node}: "
+                             "recipes are for 2 or more nodes of 1 or more GPUs, e.g. --nodes 2 "
+                             "--gpus-per-node 8")
+        if command[:2] not in (["comm", "collectives"], ["comm", "ddp"]):
+            raise ValueError(f"{shlex.join(command) or '(no command)'}: give the comm command "
+                             "the recipes run, e.g. comm collectives --op all_reduce "
+                             "hierarchical_all_reduce --size 1M 1G")
+        if "--out" in command:
+            raise ValueError("leave --out out of the command: each recipe writes its own "
+                             "results file (results/comm.jsonl, /results/comm.jsonl)")
+        check_comm_command(build_parser(), command, world_size=args.nodes * args.gpus_per_node,
+                           per_node=args.gpus_per_node)
+        generated = shlex.join(["python", "deploy/make_recipes.py", "--nodes", str(args.nodes),
+                                "--gpus-per-node", str(args.gpus_per_node),
+                                *(["--image", args.image] if args.image else []), *command])
+        texts = write_recipes(args.out, command, nodes=args.nodes,
+                              gpus_per_node=args.gpus_per_node, generated=generated,
+                              image=args.image or IMAGE)
+    except ValueError as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(str(Path(args.out) / name) for name in texts))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
