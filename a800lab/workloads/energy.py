@@ -71,10 +71,8 @@ def integrate_power_j(samples: Sequence[dict]) -> float | None:
 def rapl_delta_j(start_uj: Sequence[int], end_uj: Sequence[int],
                  max_range_uj: Sequence[int]) -> float:
     """Joules between two readings of RAPL zones, each counter wrapping at its max range."""
-    total = 0
-    for a, b, wrap in zip(start_uj, end_uj, max_range_uj, strict=True):
-        total += b - a if b >= a else b + wrap - a
-    return total / 1e6
+    return sum(b - a if b >= a else b + wrap - a
+               for a, b, wrap in zip(start_uj, end_uj, max_range_uj, strict=True)) / 1e6
 
 
 # ---- RAPL --------------------------------------------------------------------------------------

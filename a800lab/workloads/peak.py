@@ -16,6 +16,7 @@ import torch
 
 from ..core.backends import resolve_device
 from ..core.cancel import CancelToken
+from ..core.checks import positive_int
 from ..core.environment import cpu_model, environment, fingerprint
 from ..core.memory import free_after_oom, is_oom
 from ..core.noise import CpuLoadMeter, assess, cpu_conditions
@@ -176,9 +177,8 @@ def measure_peak(device: str = "auto", precisions: Sequence[str] | None = None,
     on_cpu = device == "cpu"
     names = [parse_precision(p).name for p in
              (precisions or (CPU_PRECISIONS if on_cpu else PRECISIONS))]
-    size = size or (CPU_SIZE if on_cpu else CUDA_SIZE)
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"size={size!r} must be a positive int (the square matmul edge)")
+    size = positive_int("size", size or (CPU_SIZE if on_cpu else CUDA_SIZE),
+                        "512 (the square matmul's edge)")
     device_name = f"CPU: {cpu_model()}" if on_cpu else torch.cuda.get_device_name(device)
     # CPUs are not in the datasheet table; asking would only warn
     spec = None if on_cpu else match(device_name)
@@ -201,10 +201,8 @@ def measure_peak(device: str = "auto", precisions: Sequence[str] | None = None,
 
 def _measure_precision(name: str, size: int, device: str, device_name: str, budget_s: float,
                        cancel: CancelToken | None) -> PeakEntry:
-    if device == "cpu":
-        datasheet, source = None, "CPUs are not in the datasheet table"
-    else:
-        datasheet, source = peak_for(device_name, name)
+    datasheet, source = ((None, "CPUs are not in the datasheet table") if device == "cpu"
+                         else peak_for(device_name, name))
     base = {"precision": name, "datasheet_tflops": datasheet, "datasheet_source": source}
     reason = unsupported_reason(name, device)
     if not reason and name == "fp8" and size % FP8_MULTIPLE:
