@@ -171,10 +171,8 @@ class EnergyMeter:
             self._sampler.stop()
         self._start = None
         telemetry = self._sampler.summary() if self._sampler is not None else None
-        if self.on_gpu:
-            energy, source, note = self._gpu_energy(counter0, counter1)
-        else:
-            energy, source, note = _cpu_energy(zones, rapl0, rapl1)
+        energy, source, note = (self._gpu_energy(counter0, counter1) if self.on_gpu
+                                else _cpu_energy(zones, rapl0, rapl1))
         if energy is not None and duration_s < SHORT_RUN_S:
             note += f"; a run under {SHORT_RUN_S:g} s: counters step and averages lag, so this " \
                     "is rough; run longer"
