@@ -211,7 +211,7 @@ def _measure_precision(name: str, size: int, device: str, device_name: str, budg
         return PeakEntry(**base, outcome="unsupported", message=reason)
     prec = parse_precision(name)
     try:
-        rel_error, timing, conditions = _check_and_time(prec, size, device, budget_s, cancel)
+        rel_error, timing, noise = _check_and_time(prec, size, device, budget_s, cancel)
     except Exception as exc:
         if not is_oom(exc):
             raise
@@ -225,17 +225,16 @@ def _measure_precision(name: str, size: int, device: str, device_name: str, budg
             f"{name} result off: relative error {rel_error:.3g} vs float64 exceeds "
             f"{prec.rtol:g}; not timed"))
     tflops = 2 * size**3 / (timing.median_ms * 1e-3) / 1e12
-    noise = assess(timing.samples_ms, conditions, on_cpu=device == "cpu")
     return PeakEntry(**base, outcome="ok", tflops=tflops, rel_error=rel_error, timing=timing,
                      noise=noise)
 
 
 def _timed(fn, device: str, budget_s: float, cancel: CancelToken | None,
            **options) -> tuple[Timing, dict]:
-    """measure(fn) and the CPU conditions it ran under (other processes' load: contention)."""
+    """measure(fn) and its noise verdict, given other processes' CPU load (contention)."""
     meter = CpuLoadMeter().start()
     timing = measure(fn, device=device, budget_s=budget_s, cancel=cancel, **options)
-    return timing, cpu_conditions(meter.stop())
+    return timing, assess(timing.samples_ms, cpu_conditions(meter.stop()), on_cpu=device == "cpu")
 
 
 def _check_and_time(prec: Precision, size: int, device: str, budget_s: float,
@@ -254,11 +253,9 @@ def _copy_bandwidth(device: str, n_bytes: int, budget_s: float,
     src = torch.ones(n_bytes // 4, dtype=torch.float32, device=device)
     dst = torch.empty_like(src)
     # the copy itself streams far more than L2, so flushing between calls would only cost time
-    timing, conditions = _timed(lambda: dst.copy_(src), device, budget_s, cancel,
-                                flush_l2=False)
+    timing, noise = _timed(lambda: dst.copy_(src), device, budget_s, cancel, flush_l2=False)
     if not torch.equal(dst, src):
         raise RuntimeError(f"the bandwidth copy on {device} produced wrong data")
-    noise = assess(timing.samples_ms, conditions, on_cpu=device == "cpu")
     return 2 * src.numel() * 4 / (timing.median_ms * 1e-3) / 1e9, noise
 
 
