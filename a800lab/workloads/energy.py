@@ -8,7 +8,7 @@ else power x time, else a CPU's RAPL counters; else "unavailable" and why. Readi
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +48,7 @@ class EnergyReading:
         return self.energy_j / self.duration_s
 
     def to_dict(self) -> dict:
-        return {"energy_j": self.energy_j, "source": self.source, "note": self.note,
-                "duration_s": self.duration_s, "cpu_time_s": self.cpu_time_s,
-                "power_w": self.power_w, "telemetry": self.telemetry}
+        return {**asdict(self), "power_w": self.power_w}
 
 
 # ---- arithmetic --------------------------------------------------------------------------------
