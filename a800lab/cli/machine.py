@@ -97,11 +97,9 @@ def health_command(args) -> int:
     from ..core.nccl_env import nccl_settings
     from ..workloads.dcgm import dcgm_status, run_quick_diag
     from ..workloads.health import format_health, health_report
-    from ..workloads.stress import check_thresholds, stress_report
+    from ..workloads.stress import stress_report
 
-    if args.stress:
-        check_thresholds(args.threshold, args.datasheet_threshold)
-    report = health_report()
+    report = health_report()  # read only; stress_report checks its thresholds before measuring
     stress = None
     if args.stress:
         done = []

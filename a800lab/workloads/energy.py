@@ -8,7 +8,7 @@ else power x time, else a CPU's RAPL counters; else "unavailable" and why. Readi
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +48,7 @@ class EnergyReading:
         return self.energy_j / self.duration_s
 
     def to_dict(self) -> dict:
-        return {"energy_j": self.energy_j, "source": self.source, "note": self.note,
-                "duration_s": self.duration_s, "cpu_time_s": self.cpu_time_s,
-                "power_w": self.power_w, "telemetry": self.telemetry}
+        return {**asdict(self), "power_w": self.power_w}
 
 
 # ---- arithmetic --------------------------------------------------------------------------------
@@ -71,10 +69,8 @@ def integrate_power_j(samples: Sequence[dict]) -> float | None:
 def rapl_delta_j(start_uj: Sequence[int], end_uj: Sequence[int],
                  max_range_uj: Sequence[int]) -> float:
     """Joules between two readings of RAPL zones, each counter wrapping at its max range."""
-    total = 0
-    for a, b, wrap in zip(start_uj, end_uj, max_range_uj, strict=True):
-        total += b - a if b >= a else b + wrap - a
-    return total / 1e6
+    return sum(b - a if b >= a else b + wrap - a
+               for a, b, wrap in zip(start_uj, end_uj, max_range_uj, strict=True)) / 1e6
 
 
 # ---- RAPL --------------------------------------------------------------------------------------
@@ -173,10 +169,8 @@ class EnergyMeter:
             self._sampler.stop()
         self._start = None
         telemetry = self._sampler.summary() if self._sampler is not None else None
-        if self.on_gpu:
-            energy, source, note = self._gpu_energy(counter0, counter1)
-        else:
-            energy, source, note = _cpu_energy(zones, rapl0, rapl1)
+        energy, source, note = (self._gpu_energy(counter0, counter1) if self.on_gpu
+                                else _cpu_energy(zones, rapl0, rapl1))
         if energy is not None and duration_s < SHORT_RUN_S:
             note += f"; a run under {SHORT_RUN_S:g} s: counters step and averages lag, so this " \
                     "is rough; run longer"

@@ -8,8 +8,6 @@ TensorFlow part says how to install it (tf_env.py).
                              #   "results": {"D.3.1": {...}, "D.4.6": {...}, "D.4.8": {...}}}
 """
 
-import contextlib
-import io
 import json
 import os
 import subprocess
@@ -19,6 +17,7 @@ from pathlib import Path
 import torch
 
 from .tf_env import tf_missing, tf_python
+from .tf_harness import MARK, run
 
 # the guide's code blocks as printed (tests compare them with docs/guide/), split where a block
 # holds a PyTorch half and a TensorFlow half
@@ -61,25 +60,14 @@ D48_TF = '''   # TensorFlow 自动混合精度
 '''
 TF_SNIPPETS = {"D.3.1": D31_TF, "D.4.6": D46, "D.4.8": D48_TF}
 HARNESS = Path(__file__).with_name("tf_harness.py")
-MARK = "A800LAB-TF-RESULT "   # tf_harness's result line
 TIMEOUT_S = 600.0
-
-
-def one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
 
 
 def run_torch_half() -> dict:
     """D.3.1's PyTorch half as printed: what it printed, and each GPU's bytes beside it."""
-    out, error = io.StringIO(), ""
-    with contextlib.redirect_stdout(out):
-        try:
-            exec(D31_TORCH, {})  # noqa: S102 -- the guide's code is the test
-        except Exception as exc:  # noqa: BLE001 -- an exception is the finding
-            error = one_line(exc)
+    result = run(D31_TORCH, {})  # as tf_harness runs the TensorFlow ones
     count = torch.cuda.device_count()
-    return {"error": error, "stdout": out.getvalue(), "gpus": count,
+    return {**result, "gpus": count,
             "total_memory_bytes": [torch.cuda.get_device_properties(i).total_memory
                                    for i in range(count)]}
 

@@ -55,8 +55,7 @@ def memory_verdict(gpu: dict) -> tuple[str, list[str]]:
         verdict = max(verdict, level, key=VERDICTS.index)
         reasons.append(text)
 
-    ecc = gpu["ecc_errors"]
-    rows, pages = gpu["remapped_rows"], gpu["retired_pages"]
+    ecc, rows, pages = gpu["ecc_errors"], gpu["remapped_rows"], gpu["retired_pages"]
     if isinstance(rows, dict) and not is_not_available(rows):
         if rows["failure"]:
             worse("drain", f"GPU {i}: row remapping failed (no spare rows left): drain it and "

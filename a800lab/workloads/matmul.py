@@ -49,8 +49,6 @@ def default_sizes(device: str = "auto") -> tuple[int, ...]:
     return DEFAULT_CPU_SIZES if resolve_device(device) == "cpu" else DEFAULT_GPU_SIZES
 
 
-
-
 @dataclass(frozen=True)
 class MatmulSpec:
     """C (m x n) = A (m x k) @ B (k x n) in one precision on one back end, with its tile."""

@@ -16,6 +16,7 @@ import torch
 
 from ..core.backends import resolve_device
 from ..core.cancel import CancelToken
+from ..core.checks import positive_int
 from ..core.environment import cpu_model, environment, fingerprint
 from ..core.memory import free_after_oom, is_oom
 from ..core.noise import CpuLoadMeter, assess, cpu_conditions
@@ -176,9 +177,8 @@ def measure_peak(device: str = "auto", precisions: Sequence[str] | None = None,
     on_cpu = device == "cpu"
     names = [parse_precision(p).name for p in
              (precisions or (CPU_PRECISIONS if on_cpu else PRECISIONS))]
-    size = size or (CPU_SIZE if on_cpu else CUDA_SIZE)
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"size={size!r} must be a positive int (the square matmul edge)")
+    size = positive_int("size", size or (CPU_SIZE if on_cpu else CUDA_SIZE),
+                        "512 (the square matmul's edge)")
     device_name = f"CPU: {cpu_model()}" if on_cpu else torch.cuda.get_device_name(device)
     # CPUs are not in the datasheet table; asking would only warn
     spec = None if on_cpu else match(device_name)
@@ -201,10 +201,8 @@ def measure_peak(device: str = "auto", precisions: Sequence[str] | None = None,
 
 def _measure_precision(name: str, size: int, device: str, device_name: str, budget_s: float,
                        cancel: CancelToken | None) -> PeakEntry:
-    if device == "cpu":
-        datasheet, source = None, "CPUs are not in the datasheet table"
-    else:
-        datasheet, source = peak_for(device_name, name)
+    datasheet, source = ((None, "CPUs are not in the datasheet table") if device == "cpu"
+                         else peak_for(device_name, name))
     base = {"precision": name, "datasheet_tflops": datasheet, "datasheet_source": source}
     reason = unsupported_reason(name, device)
     if not reason and name == "fp8" and size % FP8_MULTIPLE:
@@ -213,7 +211,7 @@ def _measure_precision(name: str, size: int, device: str, device_name: str, budg
         return PeakEntry(**base, outcome="unsupported", message=reason)
     prec = parse_precision(name)
     try:
-        rel_error, timing, conditions = _check_and_time(prec, size, device, budget_s, cancel)
+        rel_error, timing, noise = _check_and_time(prec, size, device, budget_s, cancel)
     except Exception as exc:
         if not is_oom(exc):
             raise
@@ -227,17 +225,16 @@ def _measure_precision(name: str, size: int, device: str, device_name: str, budg
             f"{name} result off: relative error {rel_error:.3g} vs float64 exceeds "
             f"{prec.rtol:g}; not timed"))
     tflops = 2 * size**3 / (timing.median_ms * 1e-3) / 1e12
-    noise = assess(timing.samples_ms, conditions, on_cpu=device == "cpu")
     return PeakEntry(**base, outcome="ok", tflops=tflops, rel_error=rel_error, timing=timing,
                      noise=noise)
 
 
 def _timed(fn, device: str, budget_s: float, cancel: CancelToken | None,
            **options) -> tuple[Timing, dict]:
-    """measure(fn) and the CPU conditions it ran under (other processes' load: contention)."""
+    """measure(fn) and its noise verdict, given other processes' CPU load (contention)."""
     meter = CpuLoadMeter().start()
     timing = measure(fn, device=device, budget_s=budget_s, cancel=cancel, **options)
-    return timing, cpu_conditions(meter.stop())
+    return timing, assess(timing.samples_ms, cpu_conditions(meter.stop()), on_cpu=device == "cpu")
 
 
 def _check_and_time(prec: Precision, size: int, device: str, budget_s: float,
@@ -256,11 +253,9 @@ def _copy_bandwidth(device: str, n_bytes: int, budget_s: float,
     src = torch.ones(n_bytes // 4, dtype=torch.float32, device=device)
     dst = torch.empty_like(src)
     # the copy itself streams far more than L2, so flushing between calls would only cost time
-    timing, conditions = _timed(lambda: dst.copy_(src), device, budget_s, cancel,
-                                flush_l2=False)
+    timing, noise = _timed(lambda: dst.copy_(src), device, budget_s, cancel, flush_l2=False)
     if not torch.equal(dst, src):
         raise RuntimeError(f"the bandwidth copy on {device} produced wrong data")
-    noise = assess(timing.samples_ms, conditions, on_cpu=device == "cpu")
     return 2 * src.numel() * 4 / (timing.median_ms * 1e-3) / 1e9, noise
 
 

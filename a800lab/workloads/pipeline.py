@@ -6,6 +6,7 @@ goes, on one timeline, and how idle the device is while it waits for data.
 """
 
 import contextlib
+import math
 import time
 import warnings
 from collections.abc import Callable
@@ -25,14 +26,10 @@ CLASSES = 10
 
 def covered_length(intervals: list[tuple[float, float]]) -> float:
     """Total length covered by possibly overlapping (start, end) intervals."""
-    total, reach = 0.0, None
+    total, reach = 0.0, -math.inf
     for start, end in sorted(intervals):
-        if reach is None or start > reach:
-            total += end - start
-            reach = end
-        elif end > reach:
-            total += end - reach
-            reach = end
+        total += max(0.0, end - max(start, reach))  # the part past what is already covered
+        reach = max(reach, end)
     return total
 
 
@@ -204,8 +201,8 @@ def timeline_of(spans: list[tuple[str, int, float, float]], steps: int = TIMELIN
 def check_pipeline(num_workers: int, pin_memory: bool, non_blocking: bool,
                    prefetch_factor: int, preprocess_ms: float, cost: str, batch_size: int,
                    device: str) -> None:
-    for name, value, low in (("num_workers", num_workers, 0), ("prefetch_factor",
-                                                                 prefetch_factor, 1),
+    for name, value, low in (("num_workers", num_workers, 0),
+                             ("prefetch_factor", prefetch_factor, 1),
                              ("batch_size", batch_size, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{name}={value!r} must be an int >= {low}")
@@ -219,15 +216,6 @@ def check_pipeline(num_workers: int, pin_memory: bool, non_blocking: bool,
                          "non_blocking=False)")
 
 
-@contextlib.contextmanager
-def _quiet_worker_count():
-    """torch's warning that workers outnumber the cores: the point's noise verdict says it."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="This DataLoader will create",
-                                category=UserWarning)
-        yield
-
-
 def pipeline_point(num_workers: int = 0, pin_memory: bool = False, non_blocking: bool = False,
                    prefetch_factor: int = 2, preprocess_ms: float = 0.1, cost: str = "cpu",
                    batch_size: int = 64, *, device: str = "cpu", budget_s: float = 0.5) -> dict:
@@ -235,18 +223,18 @@ def pipeline_point(num_workers: int = 0, pin_memory: bool = False, non_blocking:
     check_pipeline(num_workers, pin_memory, non_blocking, prefetch_factor, preprocess_ms, cost,
                    batch_size, device)
     channels, side, hidden = SHAPES["cuda" if device.startswith("cuda") else "cpu"]
-    with _quiet_worker_count():
-        loader = torch.utils.data.DataLoader(
-            GeneratedImages(side, channels, preprocess_ms, cost), batch_size=batch_size,
-            num_workers=num_workers, pin_memory=pin_memory,
-            prefetch_factor=prefetch_factor if num_workers else None)
     torch.manual_seed(0)
     features = channels * side * side
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(features, hidden),
                                 torch.nn.ReLU(), torch.nn.Linear(hidden, CLASSES)).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    with _quiet_worker_count():
-        iterator = iter(loader)
+    with warnings.catch_warnings():  # that workers outnumber the cores: the noise verdict says it
+        warnings.filterwarnings("ignore", message="This DataLoader will create",
+                                category=UserWarning)
+        iterator = iter(torch.utils.data.DataLoader(
+            GeneratedImages(side, channels, preprocess_ms, cost), batch_size=batch_size,
+            num_workers=num_workers, pin_memory=pin_memory,
+            prefetch_factor=prefetch_factor if num_workers else None))
 
     def copy(batch):
         images, labels = batch[0], batch[1]

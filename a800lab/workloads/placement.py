@@ -39,6 +39,17 @@ class Crossings:
         self.bytes += grad.numel() * grad.element_size()
 
 
+def _measured(step, crossings: Crossings, batch_size: int, device: str, budget_s: float) -> dict:
+    """A warm-up step, one step whose crossings are counted, then the timed steps."""
+    step()
+    crossings.bytes = 0
+    step()
+    per_step = crossings.bytes
+    timing = measure(step, device=device, budget_s=budget_s, flush_l2=False)
+    return {"throughput": batch_size / (timing.median_ms / 1e3), "throughput_unit": "samples/s",
+            "timing": timing, "crossing_bytes_per_step": per_step}
+
+
 def placement_point(placement: str = "all_on_device", num_rows: int = 200_000, dim: int = 32,
                     batch_size: int = 512, bag_size: int = 8, *, device: str = "cpu",
                     budget_s: float = 0.3) -> dict:
@@ -77,15 +88,9 @@ def placement_point(placement: str = "all_on_device", num_rows: int = 200_000, d
         sparse_sgd.step()
         dense_sgd.step()
 
-    step()
-    crossings.bytes = 0
-    step()  # one counted step
-    per_step = crossings.bytes
-    timing = measure(step, device=device, budget_s=budget_s, flush_l2=False)
     table_bytes = num_rows * dim * 4
-    return {"throughput": batch_size / (timing.median_ms / 1e3), "throughput_unit": "samples/s",
-            "timing": timing, "crossing_bytes_per_step": per_step, "table_bytes": table_bytes,
-            "table_on": "CPU" if table_device == "cpu" else "device",
+    return {**_measured(step, crossings, batch_size, device, budget_s),
+            "table_bytes": table_bytes, "table_on": "CPU" if table_device == "cpu" else "device",
             "table_bytes_on_device": 0 if table_device == "cpu" and device != "cpu"
             else table_bytes}
 
@@ -166,14 +171,8 @@ def lm_placement_point(placement: str = "all_on_device", staging: str = "fresh",
         sparse_sgd.step()
         dense.step()
 
-    step()
-    crossings.bytes = 0
-    step()  # one counted step
-    per_step = crossings.bytes
-    timing = measure(step, device=device, budget_s=budget_s, flush_l2=False)
-    table_bytes = table.weight.numel() * table.weight.element_size()
-    return {"throughput": batch_size / (timing.median_ms / 1e3), "throughput_unit": "samples/s",
-            "timing": timing, "crossing_bytes_per_step": per_step, "table_bytes": table_bytes,
+    return {**_measured(step, crossings, batch_size, device, budget_s),
+            "table_bytes": table.weight.numel() * table.weight.element_size(),
             "activation_bytes": out_host.numel() * out_host.element_size(),
             "table_on": "CPU" if table_device == "cpu" else "device",
             "pinned": pinned and table_device != device and staging == "reused"}

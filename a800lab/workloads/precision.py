@@ -16,30 +16,21 @@ from ..core.cancel import CancelToken
 from ..core.environment import environment
 from ..core.memory import check_fits
 from ..core.operands import fp8_inputs, make_operands, needed_bytes
-from ..core.precision import (
-    check_supported,
-    matmul_precision,
-    parse_precision,
-    unsupported_reason,
-)
+from ..core.precision import check_supported, matmul_precision, parse_precision, unsupported_reason
 from ..core.timing import measure
-
-# TF32 is fp32's 8-bit exponent with fp16's 10-bit mantissa (a tensor-core input format, no dtype)
-_TF32 = {"exponent_bits": 8, "mantissa_bits": 10, "max": torch.finfo(torch.float32).max,
-         "smallest_normal": torch.finfo(torch.float32).tiny, "eps": 2.0 ** -10}
 
 
 def formats() -> pd.DataFrame:
     """Bits, largest value, smallest normal and epsilon of fp32, tf32, fp16, bf16 and fp8 e4m3."""
     rows = []
-    for name, dtype, exponent, mantissa in (("fp32", torch.float32, 8, 23),
-                                            ("fp16", torch.float16, 5, 10),
-                                            ("bf16", torch.bfloat16, 8, 7),
-                                            ("fp8 e4m3", torch.float8_e4m3fn, 4, 3)):
+    # tf32: fp32's exponent (so its range) with fp16's mantissa; a tensor-core format, no dtype
+    for name, dtype, exponent, mantissa in (
+            ("fp32", torch.float32, 8, 23), ("tf32", torch.float32, 8, 10),
+            ("fp16", torch.float16, 5, 10), ("bf16", torch.bfloat16, 8, 7),
+            ("fp8 e4m3", torch.float8_e4m3fn, 4, 3)):
         info = torch.finfo(dtype)
         rows.append({"format": name, "exponent_bits": exponent, "mantissa_bits": mantissa,
-                     "max": info.max, "smallest_normal": info.tiny, "eps": info.eps})
-    rows.insert(1, {"format": "tf32", **_TF32})
+                     "max": info.max, "smallest_normal": info.tiny, "eps": 2.0 ** -mantissa})
     return pd.DataFrame(rows)
 
 

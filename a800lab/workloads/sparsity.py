@@ -41,10 +41,7 @@ def backend_name() -> str:
 
 def shape_minimums(backend: str | None = None) -> dict[str, tuple[int, int]]:
     """(min rows, min columns) of the sparse operand per precision, as torch enforces them."""
-    from torch.sparse import (
-        SparseSemiStructuredTensorCUSPARSELT,
-        SparseSemiStructuredTensorCUTLASS,
-    )
+    from torch.sparse import SparseSemiStructuredTensorCUSPARSELT, SparseSemiStructuredTensorCUTLASS
 
     cls = {"cutlass": SparseSemiStructuredTensorCUTLASS,
            "cusparselt": SparseSemiStructuredTensorCUSPARSELT}[backend or backend_name()]

@@ -27,9 +27,7 @@ def stream_overlap(copy_mb: int = 256, matmul_size: int = 4096, pinned: bool = T
     reason = why_no_streams(device)
     if reason:
         raise ValueError(reason)
-    host = torch.empty(copy_mb * 2**20, dtype=torch.uint8)
-    if pinned:
-        host = host.pin_memory()
+    host = torch.empty(copy_mb * 2**20, dtype=torch.uint8, pin_memory=pinned)
     target = torch.empty_like(host, device=device)
     a, b = (torch.randn(matmul_size, matmul_size, device=device) for _ in range(2))
     out = torch.empty_like(a)

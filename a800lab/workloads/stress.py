@@ -136,24 +136,18 @@ def stress_card(device: str, *, precision: str | None = None, size: int | None =
                       message=entry.message)
 
 
-def stress_cards(devices: Sequence[str] | None = None, *,
-                 on_card: Callable[[CardResult], None] | None = None,
-                 **options) -> list[CardResult]:
-    """stress_card for each device (default: every GPU, else the CPU), one after another so that
-    cards share no power or host bandwidth."""
-    every = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if HAS_CUDA else ["cpu"]
-    results = []
-    for device in devices or every:
-        results.append(stress_card(device, **options))
-        if on_card is not None:
-            on_card(results[-1])
-    return results
-
-
 def stress_report(devices: Sequence[str] | None = None, *, threshold: float = THRESHOLD,
-                  datasheet_threshold: float = DATASHEET_THRESHOLD, **options) -> StressReport:
-    """stress_cards, then flag_cards, as one report (thresholds checked before measuring)."""
+                  datasheet_threshold: float = DATASHEET_THRESHOLD,
+                  on_card: Callable[[CardResult], None] | None = None,
+                  **options) -> StressReport:
+    """stress_card for each device (default: every GPU, else the CPU), one after another so that
+    cards share no power or host bandwidth, then flag_cards (thresholds checked first)."""
     check_thresholds(threshold, datasheet_threshold)
-    cards = stress_cards(devices, **options)
+    every = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if HAS_CUDA else ["cpu"]
+    cards = []
+    for device in devices or every:
+        cards.append(stress_card(device, **options))
+        if on_card is not None:
+            on_card(cards[-1])
     flags = flag_cards(cards, threshold=threshold, datasheet_threshold=datasheet_threshold)
     return StressReport(tuple(cards), tuple(flags), threshold, datasheet_threshold)

@@ -14,7 +14,7 @@ import torch
 
 from ..core.backends import resolve_device
 from ..core.cancel import CancelToken
-from ..core.checks import positive_int
+from ..core.checks import positive_float, positive_int
 from ..core.memory import check_fits
 from ..core.operands import make_operands, needed_bytes
 from ..core.precision import check_supported, matmul_precision, parse_precision
@@ -30,19 +30,11 @@ MIN_CHUNKS = 3
 J_PER_KWH = 3.6e6
 
 
-def _positive(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or \
-            not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name}={value!r} must be a finite number > 0")
-    return float(value)
-
-
 def cost_per_million_samples_usd(samples_per_s: float, price_per_gpu_hour_usd: float,
                                  gpus: int = 1) -> float:
     """What a million samples cost at `price_per_gpu_hour_usd` for each of `gpus` GPUs."""
-    rate = _positive("samples_per_s", samples_per_s)
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
-        raise ValueError(f"gpus={gpus!r} must be a positive int")
+    rate = positive_float("samples_per_s", samples_per_s, "1200")
+    positive_int("gpus", gpus, "8")
     if not (math.isfinite(price_per_gpu_hour_usd) and price_per_gpu_hour_usd >= 0):
         raise ValueError(f"price_per_gpu_hour_usd={price_per_gpu_hour_usd!r} must be >= 0")
     return price_per_gpu_hour_usd * gpus / (rate * 3600.0) * 1e6
@@ -50,7 +42,7 @@ def cost_per_million_samples_usd(samples_per_s: float, price_per_gpu_hour_usd: f
 
 def energy_cost_per_million_samples_usd(j_per_sample: float, price_per_kwh_usd: float) -> float:
     """Electricity for a million samples at `j_per_sample` joules each."""
-    energy = _positive("j_per_sample", j_per_sample)
+    energy = positive_float("j_per_sample", j_per_sample, "0.5")
     if not (math.isfinite(price_per_kwh_usd) and price_per_kwh_usd >= 0):
         raise ValueError(f"price_per_kwh_usd={price_per_kwh_usd!r} must be >= 0")
     return energy * 1e6 / J_PER_KWH * price_per_kwh_usd
@@ -65,8 +57,8 @@ def metered_run(step: Callable[[], object], samples_per_step: int, *, device: st
     positive_int("samples_per_step", samples_per_step)
     device = resolve_device(device)
     on_gpu = device.startswith("cuda")
-    duration_s = _positive("duration_s", duration_s or (GPU_DURATION_S if on_gpu
-                                                        else CPU_DURATION_S))
+    duration_s = positive_float("duration_s", duration_s or (GPU_DURATION_S if on_gpu
+                                                             else CPU_DURATION_S), "5")
     warmup_s = warmup_s if warmup_s is not None else (GPU_WARMUP_S if on_gpu else CPU_WARMUP_S)
     sync = (lambda: torch.cuda.synchronize(device)) if on_gpu else (lambda: None)
     meter = meter or EnergyMeter(device)

@@ -104,16 +104,14 @@ def refused_configs(specs, device: str = "auto", *, target: str | Target | None 
 
 def fitting_points(points, device: str) -> tuple[list[dict], int]:
     """(the tile points, dicts of MatmulSpec fields, that may run on `device`, how many not)."""
-    points = list(points)
-    valid, specs = [], []
-    for point in points:
+    points, specs = list(points), {}
+    for i, point in enumerate(points):
         try:  # wrong on every card (an accumulator over a thread's registers): refused too
-            specs.append(MatmulSpec(**point))
+            specs[i] = MatmulSpec(**point)
         except ValueError:
-            continue
-        valid.append(dict(point))
-    refused = refused_configs(specs, device)
-    kept = [p for i, p in enumerate(valid) if i not in refused]
+            pass
+    refused = refused_configs(specs.values(), device)
+    kept = [dict(points[i]) for j, i in enumerate(specs) if j not in refused]
     return kept, len(points) - len(kept)
 
 
@@ -181,12 +179,12 @@ def alignment_hints(m: int, n: int, k: int, precision: str) -> list[str]:
     hints = []
     for dim, value in (("m", m), ("n", n), ("k", k)):
         if value % need:
-            padded = -(-value // need) * need
             hints.append(f"{dim}={value} is not a multiple of {need}: {name} TensorCore paths "
                          f"want multiples of {need} (16 bytes) for their fastest kernels "
-                         f"(cuBLAS still uses TensorCores, with narrower loads); pad to {padded}")
+                         "(cuBLAS still uses TensorCores, with narrower loads); pad to "
+                         f"{-(-value // need) * need}")
         elif value % WHOLE_TILE_MULTIPLE:
-            padded = -(-value // WHOLE_TILE_MULTIPLE) * WHOLE_TILE_MULTIPLE
+            whole = -(-value // WHOLE_TILE_MULTIPLE) * WHOLE_TILE_MULTIPLE
             hints.append(f"{dim}={value}: a multiple of {need} but not of "
-                         f"{WHOLE_TILE_MULTIPLE}; A100-class tiles fill whole at {padded}")
+                         f"{WHOLE_TILE_MULTIPLE}; A100-class tiles fill whole at {whole}")
     return hints

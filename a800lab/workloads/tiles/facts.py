@@ -82,10 +82,9 @@ def tile_facts_grid(specs: Iterable[MatmulSpec], target, *, smem_limit_bytes: in
     store = _Cache(Path(cache) if cache is not None else cache_path(CACHE_ENV, CACHE_FILE))
     out = []
     for spec in specs:
-        facts = _facts(spec, target, smem_limit_bytes, store)
-        out.append(facts)
+        out.append(_facts(spec, target, smem_limit_bytes, store))
         if on_config is not None:
-            on_config(spec, facts)
+            on_config(spec, out[-1])
     store.save()
     return out
 
@@ -96,8 +95,7 @@ def _facts(spec: MatmulSpec, target: Target, smem_limit_bytes: int | None,
     limit = limits.smem_per_block_optin_bytes if smem_limit_bytes is None else smem_limit_bytes
     refusal = card_refusal(spec, target.capability)
     if refusal and spec.loads == "tma":  # no descriptor can be built: nothing to compile
-        raw = {"triton": None}
-        source = f"the lab's check for {target.sm}"
+        raw, source = {"triton": None}, f"the lab's check for {target.sm}"
     elif backends.HAS_TRITON and not interpreted():
         raw = store.compiled(spec, target)  # also for a refused precision: the compiler's say
         source = f"Triton {raw['triton']} compiler for {target.sm}"

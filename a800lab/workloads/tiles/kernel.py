@@ -187,10 +187,8 @@ def launch_tile_matmul(a: torch.Tensor, b: torch.Tensor, spec, *,
                        scale: float | None = None) -> torch.Tensor:
     """C = A @ B with `spec`'s tile (checked by tiles.config.check_config) on A's device; C is
     bf16 for fp8, else A's dtype. ValueError when Triton refuses the config at compile time."""
-    m = a.shape[0]
-    n = b.shape[1]
-    out_dtype = torch.bfloat16 if spec.precision == "fp8" else a.dtype
-    c = torch.empty(m, n, dtype=out_dtype, device=a.device)
+    c = torch.empty(a.shape[0], b.shape[1], device=a.device,
+                    dtype=torch.bfloat16 if spec.precision == "fp8" else a.dtype)
     on_cuda = a.device.type == "cuda"
     # Triton launches on torch's current device: make A's current (no-op for the interpreter)
     with torch.cuda.device(a.device) if on_cuda else contextlib.nullcontext():

@@ -4,6 +4,7 @@ occupancy, waves and the quantisation model's ranking.
     print(format_plan(plan_tiles("A800", "bf16", 4096, 4096, 4096)))  # `a800lab check tiles`
 """
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -67,13 +68,8 @@ def plan_tiles(target: str | Target, precision: str, m: int, n: int, k: int, *,
             refused.append({"config": describe_tile(config), **config, "fits": False,
                             "reason": f"the lab's check, on every card: {str(exc).split(';')[0]}",
                             "source": "a800lab.workloads.matmul.MatmulSpec", "exact": True})
-    done = [0]
-
-    def seen(_spec, _facts) -> None:
-        done[0] += 1
-        if on_config is not None:
-            on_config(done[0], len(specs))
-
+    done = itertools.count(1)
+    seen = None if on_config is None else lambda *_: on_config(next(done), len(specs))
     facts = tile_facts_grid(specs, target, cache=cache, on_config=seen)
     plan = TilePlan(target, MatmulSpec(m, n, k, precision).precision, (m, n, k))
     plan.rows = [_row(spec, fact, target) for spec, fact in zip(specs, facts, strict=True)]

@@ -13,13 +13,7 @@ from ...core.backends import HAS_TRITON, resolve_device
 from ...core.cancel import CancelToken
 from ...core.environment import environment
 from ...core.memory import check_fits
-from ...core.operands import (
-    MatmulOperands,
-    fp8_inputs,
-    make_operands,
-    needed_bytes,
-    operand_bytes,
-)
+from ...core.operands import MatmulOperands, fp8_inputs, make_operands, needed_bytes, operand_bytes
 from ...core.precision import matmul_precision, parse_precision
 from ...core.specs import match
 from ...core.timing import measure

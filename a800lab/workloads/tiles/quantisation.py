@@ -85,9 +85,7 @@ class Quantisation:
         return {**asdict(self), **{name: getattr(self, name) for name in derived}}
 
 
-def quantise(m: int, n: int, k: int, block_m: int, block_n: int, block_k: int, sm_count: int,
-             blocks_per_sm: int = 1) -> Quantisation:
-    return Quantisation(m, n, k, block_m, block_n, block_k, sm_count, blocks_per_sm)
+quantise = Quantisation  # the lab's verb for it: quantise(m, n, k, block_m, ..., sm_count)
 
 
 def sm_count_of(card: str) -> int:
