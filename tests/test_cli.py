@@ -355,15 +355,6 @@ def test_the_parser_table_has_every_command_and_each_refuses_foreign_options(cap
         assert f"unrecognized arguments: {foreign} 1" in err, (argv, err)
 
 
-def test_tune_tiles_is_also_spelt_tune(tmp_path, capsys, quiet_cpu):
-    store = tmp_path / "tuned.json"
-    args = ["--size", "32", "--block-m", "16", "32", "--block-n", "32", "--block-k", "32",
-            "--budget-s", "0.01", "--threads", "1", "--store", str(store)]
-    assert main(["tune", "tiles", *args]) == 0
-    assert main(["tune", *args]) == 0
-    assert "reused the result tuned at" in capsys.readouterr().err
-
-
 def test_a_cpu_run_that_will_take_minutes_says_so_up_front(tmp_path, capsys, monkeypatch):
     from a800lab.workloads import matmul as matmul_mod
 

@@ -8,21 +8,17 @@ slow its clients down (no coordinated omission).
 """
 
 import math
-import numbers
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ...core.checks import positive_float
+
 ARRIVALS = ("poisson", "constant", "gamma", "trace")
 MAX_ARRIVALS = 2_000_000  # a schedule's length: 20,000 requests/s for 100 s
 
 
-def _positive(name: str, value, example: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or \
-            not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name}={value!r} must be a finite number > 0, e.g. {example}")
-    return float(value)
 
 
 @dataclass(frozen=True)
@@ -44,7 +40,7 @@ class Arrivals:
             raise ValueError(f"arrival={self.arrival!r} is not an arrival process: use one of "
                              f"{', '.join(ARRIVALS)}")
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
-        set_("burstiness", _positive("burstiness", self.burstiness,
+        set_("burstiness", positive_float("burstiness", self.burstiness,
                                      "1 (Poisson) or 3 (bursty)"))
         if self.arrival == "trace":
             if not self.trace:
@@ -52,12 +48,12 @@ class Arrivals:
                                  "one per line")
             for name in ("rate_rps", "duration_s"):
                 if getattr(self, name) is not None:
-                    set_(name, _positive(name, getattr(self, name), "2.0"))
+                    set_(name, positive_float(name, getattr(self, name), "2.0"))
             return
         if self.trace:
             raise ValueError(f"trace={self.trace!r} is replayed only with arrival='trace'")
-        set_("rate_rps", _positive("rate_rps", self.rate_rps, "100 (requests/s)"))
-        set_("duration_s", _positive("duration_s", self.duration_s, "2.0"))
+        set_("rate_rps", positive_float("rate_rps", self.rate_rps, "100 (requests/s)"))
+        set_("duration_s", positive_float("duration_s", self.duration_s, "2.0"))
         expected = self.rate_rps * self.duration_s
         if expected > MAX_ARRIVALS:
             raise ValueError(f"rate_rps x duration_s = {expected:.3g} requests: more than "
