@@ -19,8 +19,6 @@ ARRIVALS = ("poisson", "constant", "gamma", "trace")
 MAX_ARRIVALS = 2_000_000  # a schedule's length: 20,000 requests/s for 100 s
 
 
-
-
 @dataclass(frozen=True)
 class Arrivals:
     """A schedule: `arrival` kind, mean `rate_rps` (requests/s) over `duration_s` seconds.
