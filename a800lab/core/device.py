@@ -13,8 +13,9 @@ from typing import Any
 import torch
 
 from .backends import HAS_CUDA, why_unavailable
-from .environment import cpu_model
+from .environment import cpu_model, nccl_version
 from .gpu_map import cuda_device_properties, cuda_ordinal_of, pci_bus_id
+from .memory import read_kib_file
 from .nvml import (
     NotAvailable,
     cuda_version_string,
@@ -341,10 +342,6 @@ def system_info(nvml: Any = None) -> SystemInfo:
     """Driver, CUDA, cuDNN and NCCL versions, and torch's TF32 settings (read whichever API
     set them)."""
     cpu_build = NotAvailable(f"torch {torch.__version__} is a CPU-only build")
-    try:
-        nccl = ".".join(map(str, torch.cuda.nccl.version()))
-    except (AttributeError, RuntimeError, TypeError):  # CPU build: torch._C has no _nccl_version
-        nccl = NotAvailable("this torch build has no NCCL")
     return SystemInfo(
         driver_version=nvml_call("nvmlSystemGetDriverVersion", nvml=nvml),
         cuda_driver_version=cuda_version_string(
@@ -352,20 +349,10 @@ def system_info(nvml: Any = None) -> SystemInfo:
         torch_version=torch.__version__,
         torch_cuda_version=torch.version.cuda or cpu_build,
         cudnn_version=torch.backends.cudnn.version() or NotAvailable("torch has no cuDNN"),
-        nccl_version=nccl,
+        nccl_version=nccl_version() or NotAvailable("this torch build has no NCCL"),
         torch_cuda_usable=True if HAS_CUDA else NotAvailable(why_unavailable("cuda")),
         **tf32_settings(),
     )
-
-
-def _meminfo_total_bytes() -> Any:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024  # the kernel writes kB (KiB)
-    except OSError as exc:
-        return NotAvailable(f"cannot read /proc/meminfo: {exc}")
-    return NotAvailable("/proc/meminfo has no MemTotal line")
 
 
 def _physical_cores() -> Any:
@@ -392,6 +379,7 @@ def cpu_info() -> CpuInfo:
     """CPU model, cores, NUMA nodes, memory, torch threads and torch's CPU ISA level."""
     return CpuInfo(model=cpu_model(), logical_cores=os.cpu_count() or 1,
                    physical_cores=_physical_cores(), numa_nodes=_numa_node_count(),
-                   memory_total_bytes=_meminfo_total_bytes(),
+                   memory_total_bytes=read_kib_file("/proc/meminfo").get(
+                       "MemTotal", NotAvailable("cannot read MemTotal from /proc/meminfo")),
                    torch_threads=torch.get_num_threads(),
                    isa=torch.backends.cpu.get_cpu_capability())

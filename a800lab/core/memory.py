@@ -53,7 +53,7 @@ class MemoryProbe:
         if self.on_cuda:
             return torch.cuda.memory_allocated(self.device)
         _trim_heap()
-        return _read_kib_file("/proc/self/status").get("VmRSS")
+        return read_kib_file("/proc/self/status").get("VmRSS")
 
     def reset_peak(self) -> bool:
         """Start a new peak window; False when this host cannot (the peak is then unknown)."""
@@ -71,7 +71,7 @@ class MemoryProbe:
     def peak_bytes(self) -> int | None:
         if self.on_cuda:
             return torch.cuda.max_memory_allocated(self.device)
-        return _read_kib_file("/proc/self/status").get("VmHWM")
+        return read_kib_file("/proc/self/status").get("VmHWM")
 
     def peak_reserved_bytes(self) -> int | None:
         """CUDA only: the most the caching allocator held from the driver (cached blocks too)."""
@@ -86,7 +86,7 @@ def probe_for(device: str) -> MemoryProbe:
 def read_memory(device: str) -> dict:
     """Capacity and free bytes of `device` (CPU: MemTotal and MemAvailable)."""
     capacity_bytes = (torch.cuda.mem_get_info(device)[1] if device.startswith("cuda")
-                      else _read_kib_file("/proc/meminfo").get("MemTotal"))
+                      else read_kib_file("/proc/meminfo").get("MemTotal"))
     return {"capacity_bytes": capacity_bytes, "free_bytes": available_bytes(device)}
 
 
@@ -97,7 +97,7 @@ def available_bytes(device: str) -> int | None:
         free, _ = torch.cuda.mem_get_info(device)
         cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
         return free + cached
-    return _read_kib_file("/proc/meminfo").get("MemAvailable")
+    return read_kib_file("/proc/meminfo").get("MemAvailable")
 
 
 def check_fits(needed_bytes: int, device: str, *, what: str) -> None:
@@ -141,7 +141,7 @@ def _trim_heap() -> None:
 _malloc_trim = None
 
 
-def _read_kib_file(path: str) -> dict[str, int]:
+def read_kib_file(path: str) -> dict[str, int]:
     """`Key: <n> kB` lines of a /proc file as bytes; {} when the file cannot be read."""
     out: dict[str, int] = {}
     try:

@@ -62,6 +62,11 @@ def is_not_available(value: Any) -> bool:
     return isinstance(value, dict) and value.get("available") is False and "reason" in value
 
 
+def or_none(value: Any) -> Any:
+    """`value`, or None for a NotAvailable (or its JSON form)."""
+    return None if is_not_available(value) else value
+
+
 def to_jsonable(value: Any) -> Any:
     """Turn NotAvailable, dataclasses (via to_dict), tuples and bytes into JSON-ready values."""
     if isinstance(value, NotAvailable):

@@ -53,9 +53,8 @@ class DeviceSpec:
                 "compute_capability": list(self.compute_capability)}
 
 
-def _peaks(fp64=None, fp32=None, tf32=None, fp16=None, bf16=None, fp8=None, int8=None):
-    return {"fp64": fp64, "fp32": fp32, "tf32": tf32, "fp16": fp16, "bf16": bf16,
-            "fp8": fp8, "int8": int8}
+def _peaks(**given: float) -> dict:
+    return {**dict.fromkeys(PEAK_KEYS), **given}  # None: the datasheet gives none
 
 
 _FP64_TC = "fp64 is the FP64 tensor-core rate (DGEMM uses it)"

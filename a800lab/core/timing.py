@@ -46,16 +46,15 @@ class Timing:
 
     @property
     def q25_ms(self) -> float:
-        return self._quartiles()[0]
+        return quartiles(self.samples_ms)[0]
 
     @property
     def q75_ms(self) -> float:
-        return self._quartiles()[2]
+        return quartiles(self.samples_ms)[2]
 
     @property
     def iqr_ms(self) -> float:
-        q25, _, q75 = self._quartiles()
-        return q75 - q25
+        return self.q75_ms - self.q25_ms
 
     def percentile_ms(self, q: float) -> float:
         """The q-th percentile (0-100) of the samples, interpolated linearly between the two
@@ -78,9 +77,6 @@ class Timing:
         return (f"noisy timing: IQR {self.iqr_ms:.4g} ms is "
                 f"{100 * self.iqr_ms / self.median_ms:.0f}% of the median {self.median_ms:.4g} ms; "
                 "close other work on the device or raise budget_s")
-
-    def _quartiles(self) -> tuple[float, float, float]:
-        return quartiles(self.samples_ms)
 
     def to_dict(self) -> dict:
         d = asdict(self)
