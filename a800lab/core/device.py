@@ -161,14 +161,11 @@ def compact_ranges(numbers: list[int]) -> str:
 
 
 def _ecc_errors(handle: Any, nvml: Any) -> dict:
-    counts = {}
-    for counter in ("volatile", "aggregate"):
-        for kind in ("corrected", "uncorrected"):
-            counts[f"{counter}_{kind}"] = nvml_call(
+    return {f"{counter}_{kind}": nvml_call(
                 "nvmlDeviceGetTotalEccErrors", handle,
                 nvml_const(f"NVML_MEMORY_ERROR_TYPE_{kind.upper()}", nvml),
                 nvml_const(f"NVML_{counter.upper()}_ECC", nvml), nvml=nvml)
-    return counts
+            for counter in ("volatile", "aggregate") for kind in ("corrected", "uncorrected")}
 
 
 def _remote_kind(handle: Any, link: int, nvml: Any) -> Any:
@@ -315,23 +312,21 @@ def topology(gpus: list[GpuInfo], nvml: Any = None) -> Topology:
         unknown_links.append(unknown)
     ancestor_class = {nvml_const(name, nvml): cls for name, cls in _ANCESTOR_CLASS.items()}
     handles = [device_handle(g.index, nvml) for g in gpus]
-    matrix = []
-    for i in range(len(gpus)):
-        row = []
-        for j, gj in enumerate(gpus):
-            if i == j:
-                row.append("X")
-            elif peers[i].get(gj.index):
-                row.append(f"NV{peers[i][gj.index]}")
-            elif switch_links[i] and switch_links[j]:  # both on the NVSwitch fabric
-                row.append(f"NV{min(switch_links[i], switch_links[j])}")
-            else:
-                level = nvml_call("nvmlDeviceGetTopologyCommonAncestor", handles[i], handles[j],
-                                  nvml=nvml)
-                row.append(ancestor_class.get(level, "n/a"))
-        matrix.append(tuple(row))
+
+    def link(i: int, j: int) -> str:
+        if i == j:
+            return "X"
+        if peers[i].get(gpus[j].index):
+            return f"NV{peers[i][gpus[j].index]}"
+        if switch_links[i] and switch_links[j]:  # both on the NVSwitch fabric
+            return f"NV{min(switch_links[i], switch_links[j])}"
+        level = nvml_call("nvmlDeviceGetTopologyCommonAncestor", handles[i], handles[j], nvml=nvml)
+        return ancestor_class.get(level, "n/a")
+
+    order = range(len(gpus))
     return Topology(
-        labels=tuple(f"GPU{g.index}" for g in gpus), matrix=tuple(matrix),
+        labels=tuple(f"GPU{g.index}" for g in gpus),
+        matrix=tuple(tuple(link(i, j) for j in order) for i in order),
         cpu_affinity=tuple(g.cpu_affinity for g in gpus),
         numa_node=tuple(g.numa_node for g in gpus),
         nvlink_peers=tuple(peers), nvswitch_links=tuple(switch_links),

@@ -27,11 +27,10 @@ def normalise_bus_id(bus_id: Any) -> str:
     """"00000000:07:00.0" or b"0000:07:00.0" -> "0000:07:00.0" (the sysfs spelling); ValueError
     for text that is not domain:bus:device.function."""
     text = (bus_id.decode(errors="replace") if isinstance(bus_id, bytes) else str(bus_id))
-    parts = text.strip().lower().split(":")
-    if len(parts) != 3 or not all(parts) or "." not in parts[2]:
-        raise ValueError(f"{bus_id!r} is not a PCI bus id like '0000:07:00.0'")
-    domain, bus, devfn = parts
     try:
+        domain, bus, devfn = text.strip().lower().split(":")  # ValueError unless three parts
+        if "." not in devfn:
+            raise ValueError(devfn)
         return f"{int(domain, 16):04x}:{int(bus, 16):02x}:{devfn}"
     except ValueError:
         raise ValueError(f"{bus_id!r} is not a PCI bus id like '0000:07:00.0'") from None

@@ -43,10 +43,9 @@ class MemoryProbe:
         return "allocated" if self.on_cuda else "rss"
 
     def warm(self) -> None:
-        """Make what a process's first steps create (cuBLAS's handle and lasting workspace, 32
-        MiB on Hopper and ~8 MiB otherwise, allocated through torch's allocator; the
-        optimizers' imports on a CPU) before a baseline is read: a800lab.core.warmup, once
-        per device, so no first point of a fresh process counts it as its own."""
+        """a800lab.core.warmup, before a baseline is read: no first point of a process counts
+        torch's one-time costs (cuBLAS's lasting workspace, 32 MiB on Hopper and ~8 MiB
+        otherwise; the optimizers' imports on a CPU) as its own."""
         warm_runtime(self.device)
 
     def current_bytes(self) -> int | None:

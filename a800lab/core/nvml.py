@@ -166,13 +166,10 @@ def device_count(nvml: Any = None) -> Any:
 def decode_throttle_reasons(mask: int, nvml: Any = None) -> list[str]:
     """Names of the reasons set in a clocks-event bitmask, e.g. ["sw_power_cap", "gpu_idle"]."""
     module = _default_module() if nvml is None else nvml
-    names = []
-    for name, suffix in _THROTTLE_REASONS:
-        bit = getattr(module, "nvmlClocksEventReason" + suffix,
-                      getattr(module, "nvmlClocksThrottleReason" + suffix, None))
-        if bit is not None and mask & bit:
-            names.append(name)
-    return names
+    bits = {name: getattr(module, "nvmlClocksEventReason" + suffix,
+                          getattr(module, "nvmlClocksThrottleReason" + suffix, None))
+            for name, suffix in _THROTTLE_REASONS}
+    return [name for name, bit in bits.items() if bit is not None and mask & bit]
 
 
 def throttle_reasons(handle: Any, nvml: Any = None) -> Any:

@@ -127,11 +127,9 @@ def tf32_settings() -> dict[str, str]:
 
 def _own_fp32_precision(setting: object, parent: object, parent_own: str) -> str:
     """What `setting.fp32_precision` holds itself: "none" when it inherits from `parent`.
-
     torch reports a setting left at "none" with its parent's value. When the two agree, move the
     parent for a moment and see whether the setting follows; then put back `parent_own` (what
-    the parent holds itself), so nothing changes.
-    """
+    the parent holds itself), so nothing changes."""
     value = setting.fp32_precision
     if value == "none" or value != parent.fp32_precision:
         return value

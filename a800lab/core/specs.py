@@ -9,7 +9,7 @@ datasheet gives none: nothing derived), memory and NVLink bandwidth, SM counts, 
 import re
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 
 PEAK_KEYS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
@@ -46,10 +46,8 @@ class DeviceSpec:
         return hash(self.name)
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "peak_tflops": dict(self.peak_tflops),
-                "mem_bw_gbs": self.mem_bw_gbs, "nvlink_gbs": self.nvlink_gbs,
-                "sm_count": self.sm_count, "memory_gb": self.memory_gb,
-                "source": self.source, "notes": self.notes,
+        return {**{f.name: getattr(self, f.name) for f in fields(self)},
+                "peak_tflops": dict(self.peak_tflops),
                 "compute_capability": list(self.compute_capability)}
 
 
