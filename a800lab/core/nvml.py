@@ -13,17 +13,12 @@ from typing import Any
 # The bit values are read from the module: nvmlClocksEventReason<suffix> (newer drivers) or
 # nvmlClocksThrottleReason<suffix> (older pynvml).
 _THROTTLE_REASONS = (
-    ("gpu_idle", "GpuIdle"),
-    ("applications_clocks_setting", "ApplicationsClocksSetting"),
-    ("sw_power_cap", "SwPowerCap"),
-    ("hw_slowdown", "HwSlowdown"),
-    ("sync_boost", "SyncBoost"),
-    ("sw_thermal_slowdown", "SwThermalSlowdown"),
-    ("hw_thermal_slowdown", "HwThermalSlowdown"),
-    ("hw_power_brake", "HwPowerBrakeSlowdown"),
-    ("display_clock_setting", "DisplayClockSetting"),
-    ("board_limit", "BoardLimit"),        # 0x200: pynvml has only the throttle-prefixed name
-    ("reliability", "Reliability"),       # 0x400: likewise
+    ("gpu_idle", "GpuIdle"), ("applications_clocks_setting", "ApplicationsClocksSetting"),
+    ("sw_power_cap", "SwPowerCap"), ("hw_slowdown", "HwSlowdown"), ("sync_boost", "SyncBoost"),
+    ("sw_thermal_slowdown", "SwThermalSlowdown"), ("hw_thermal_slowdown", "HwThermalSlowdown"),
+    ("hw_power_brake", "HwPowerBrakeSlowdown"), ("display_clock_setting", "DisplayClockSetting"),
+    # 0x200 and 0x400: pynvml has only their throttle-prefixed names
+    ("board_limit", "BoardLimit"), ("reliability", "Reliability"),
 )
 # NVML field value types -> the member of the value union that holds the number
 _VALUE_MEMBERS = {"NVML_VALUE_TYPE_DOUBLE": "dVal", "NVML_VALUE_TYPE_UNSIGNED_INT": "uiVal",

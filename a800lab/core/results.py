@@ -144,9 +144,7 @@ class Record:
             raise ValueError(f"record is not storable as JSON: {exc}") from exc
 
     def to_json(self) -> str:
-        d = asdict(self)
-        d["time_ms"] = list(self.time_ms)
-        return json.dumps(_finite_or_none(d), sort_keys=True, allow_nan=False,
+        return json.dumps(_finite_or_none(asdict(self)), sort_keys=True, allow_nan=False,
                           default=_jsonable)
 
     @classmethod
@@ -381,7 +379,6 @@ def _nan_if_none(x) -> float:
 
 
 def _time_stats(times: tuple[float, ...]) -> dict:
-    if not times:
-        return {"median_ms": math.nan, "iqr_ms": math.nan, "min_ms": math.nan}
     t = Timing(samples_ms=times, warmup=0, device="")
-    return {"median_ms": t.median_ms, "iqr_ms": t.iqr_ms, "min_ms": t.min_ms}
+    return {name: getattr(t, name) if times else math.nan
+            for name in ("median_ms", "iqr_ms", "min_ms")}
