@@ -365,15 +365,12 @@ def _physical_cores() -> Any:
     return len(cores) or NotAvailable("/proc/cpuinfo lists no core ids")
 
 
-def _numa_node_count() -> Any:
-    nodes = list(Path("/sys/devices/system/node").glob("node[0-9]*"))
-    return len(nodes) or NotAvailable("no /sys/devices/system/node (not Linux, or no NUMA)")
-
-
 def cpu_info() -> CpuInfo:
     """CPU model, cores, NUMA nodes, memory, torch threads and torch's CPU ISA level."""
+    nodes = len(list(Path("/sys/devices/system/node").glob("node[0-9]*")))
     return CpuInfo(model=cpu_model(), logical_cores=os.cpu_count() or 1,
-                   physical_cores=_physical_cores(), numa_nodes=_numa_node_count(),
+                   physical_cores=_physical_cores(), numa_nodes=nodes or NotAvailable(
+                       "no /sys/devices/system/node (not Linux, or no NUMA)"),
                    memory_total_bytes=read_kib_file("/proc/meminfo").get(
                        "MemTotal", NotAvailable("cannot read MemTotal from /proc/meminfo")),
                    torch_threads=torch.get_num_threads(),

@@ -145,14 +145,6 @@ V100_PCIE_16GB = replace(V100_PCIE_32GB, name="V100 PCIe 16GB", memory_gb=16)
 V100S_PCIE = replace(V100_PCIE_32GB, name="V100S PCIe 32GB", mem_bw_gbs=1134.0,
                      peak_tflops=_peaks(fp64=8.2, fp32=16.4, fp16=130.0))
 
-SPECS: tuple[DeviceSpec, ...] = (
-    A800_SXM4_80GB, A800_PCIE_80GB, A800_PCIE_40GB,
-    A100_SXM4_80GB, A100_SXM4_40GB, A100_PCIE_80GB, A100_PCIE_40GB,
-    H800_SXM5, H800_PCIE, H100_SXM5, H100_PCIE, H100_NVL, H200_SXM, H200_NVL,
-    L40S, L4, A10, RTX_4090, T4,
-    V100_SXM2_32GB, V100_SXM2_16GB, V100_PCIE_32GB, V100_PCIE_16GB, V100S_PCIE,
-)
-
 # (regex on the upper-cased torch/NVML name, row). Most specific first: the first match wins.
 # torch/NVML spell the same card several ways ("A100-PCIE-40GB", "A100 80GB PCIe"), so the
 # memory size and the form factor are matched in either order.
@@ -197,11 +189,12 @@ _RULES: tuple[tuple[str, DeviceSpec], ...] = (
     (r"\bV100S-PCIE", V100S_PCIE),
 )
 _COMPILED = tuple((re.compile(pattern), spec) for pattern, spec in _RULES)
+SPECS: tuple[DeviceSpec, ...] = tuple(dict.fromkeys(spec for _, spec in _RULES))  # each row once
 
 
 def all_specs() -> tuple[DeviceSpec, ...]:
-    """Every row of the table, once each, in table order."""
-    return tuple(dict.fromkeys(spec for _, spec in _RULES))
+    """Every row of the table, once each, in the order of the name rules."""
+    return SPECS
 
 
 def match(device_name: str) -> DeviceSpec | None:
