@@ -52,9 +52,8 @@ class NotAvailable:
 
 def is_not_available(value: Any) -> bool:
     """True for a NotAvailable or its serialised form {"available": False, "reason": ...}."""
-    if isinstance(value, NotAvailable):
-        return True
-    return isinstance(value, dict) and value.get("available") is False and "reason" in value
+    return isinstance(value, NotAvailable) or (
+        isinstance(value, dict) and value.get("available") is False and "reason" in value)
 
 
 def or_none(value: Any) -> Any:
@@ -64,8 +63,6 @@ def or_none(value: Any) -> Any:
 
 def to_jsonable(value: Any) -> Any:
     """Turn NotAvailable, dataclasses (via to_dict), tuples and bytes into JSON-ready values."""
-    if isinstance(value, NotAvailable):
-        return value.to_dict()
     if hasattr(value, "to_dict") and dataclasses.is_dataclass(value):
         return value.to_dict()
     if isinstance(value, dict):

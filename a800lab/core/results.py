@@ -156,15 +156,13 @@ class Record:
             raise ValueError(f"schema_version {version!r}, this a800lab reads versions "
                              f"{READABLE_SCHEMA_VERSIONS}; load it with the a800lab release that "
                              "wrote it or re-run the sweep")
-        d = dict(d)
         time_ms = d.get("time_ms", ())
         if not isinstance(time_ms, list | tuple):
             raise ValueError(f"time_ms must be a list of milliseconds, got {time_ms!r}")
-        d["time_ms"] = tuple(time_ms)
         unknown = set(d) - set(cls.__dataclass_fields__)
         if unknown:
             raise ValueError(f"unknown fields {sorted(unknown)}")
-        return cls(**d)
+        return cls(**{**d, "time_ms": tuple(time_ms)})
 
     def measurement_key(self) -> tuple[str, str, str]:
         """(run_id, timestamp, point_key): the identity of this one measurement, the same in

@@ -163,7 +163,7 @@ def search(configs: Sequence[Mapping], validate: Callable[[dict], None],
     started = time.perf_counter()
     result = SearchResult()
     alive = []
-    for config in dict((config_key(c), dict(c)) for c in configs).values():
+    for config in {config_key(c): dict(c) for c in configs}.values():
         try:
             validate(config)
         except ValueError as exc:

@@ -79,11 +79,8 @@ class Timing:
                 "close other work on the device or raise budget_s")
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d["samples_ms"] = list(self.samples_ms)
-        d.update(median_ms=self.median_ms, iqr_ms=self.iqr_ms, min_ms=self.min_ms,
-                 noisy=self.noisy)
-        return d
+        return {**asdict(self), "samples_ms": list(self.samples_ms), "median_ms": self.median_ms,
+                "iqr_ms": self.iqr_ms, "min_ms": self.min_ms, "noisy": self.noisy}
 
 
 def measure(
