@@ -13,7 +13,7 @@ import socket
 import torch
 
 from .backends import HAS_CUDA
-from .nvml import nvml_call
+from .nvml import nvml_call, or_none
 from .precision import tf32_settings
 
 # Keys that identify "the same environment" for resume; free-form extras do not change it.
@@ -45,7 +45,7 @@ def _machine() -> dict:
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if HAS_CUDA else None,
         "nccl": nccl_version() if HAS_CUDA else None,
-        "driver": _driver_version(),
+        "driver": or_none(nvml_call("nvmlSystemGetDriverVersion")),
         "cpu_model": cpu_model(),
         "device_count": torch.cuda.device_count() if HAS_CUDA else 0,
     }
@@ -78,8 +78,3 @@ def nccl_version() -> str | None:
     except (AttributeError, RuntimeError, TypeError):  # CPU build: torch._C has no _nccl_version
         return None
     return ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
-
-
-def _driver_version() -> str | None:
-    version = nvml_call("nvmlSystemGetDriverVersion")
-    return str(version) if version else None  # NotAvailable is falsy
