@@ -334,8 +334,7 @@ def topology(gpus: list[GpuInfo], nvml: Any = None) -> Topology:
 
 
 def system_info(nvml: Any = None) -> SystemInfo:
-    """Driver, CUDA, cuDNN and NCCL versions, and torch's TF32 settings (read whichever API
-    set them)."""
+    """Driver, CUDA, cuDNN and NCCL versions, and torch's TF32 settings (by either API)."""
     cpu_build = NotAvailable(f"torch {torch.__version__} is a CPU-only build")
     return SystemInfo(
         driver_version=nvml_call("nvmlSystemGetDriverVersion", nvml=nvml),

@@ -326,9 +326,8 @@ def read_records(path: str | os.PathLike) -> list[Record]:
 
 def done_keys(path: str | os.PathLike, env_fingerprint: str,
               key: Callable[[Record], str] = Record.point_key) -> set[str]:
-    """The resume rule, once for every runner: the keys of the points in `path` measured in
-    this environment (the same fingerprint) that are not errors (errors are retried); an
-    absent file has none."""
+    """The resume rule, once for every runner: keys of the points in `path` (none if absent)
+    measured in this environment (the same fingerprint) that are not errors (those are retried)."""
     if not Path(path).exists():
         return set()
     return {key(r) for r in read_records(path)
@@ -349,7 +348,8 @@ def records_to_frame(records: list[Record]) -> pd.DataFrame:
         **{k: _nan_if_none(r.memory.get(k)) for k in MEMORY_KEYS},
         **r.metrics,
         "device_name": r.env.get("device_name", "unknown device"),
-        "mode": r.env.get("mode") or _mode_of(r.env.get("device_name", "")),
+        "mode": r.env.get("mode") or (  # records written before env carried the mode
+            "CPU fallback" if r.env.get("device_name", "").startswith("CPU") else "GPU"),
         "fingerprint": r.env.get("fingerprint", ""),
         "label": r.label or r.env.get("device_name", "unknown device"),
         "timestamp": r.timestamp,
@@ -364,11 +364,6 @@ def records_to_frame(records: list[Record]) -> pd.DataFrame:
 def load_results(path: str | os.PathLike) -> pd.DataFrame:
     """Read a JSON Lines results file into a DataFrame (see records_to_frame)."""
     return records_to_frame(read_records(path))
-
-
-def _mode_of(device_name: str) -> str:
-    """"GPU" or "CPU fallback" for records written before env carried the mode."""
-    return "CPU fallback" if device_name.startswith("CPU") else "GPU"
 
 
 def _nan_if_none(x) -> float:

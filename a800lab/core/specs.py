@@ -311,8 +311,7 @@ class Target:
 
 
 def family_rows(card: str) -> tuple[DeviceSpec, ...]:
-    """The rows a card name means: its own row ("NVIDIA A800-SXM4-80GB"), or every row of a
-    family ("A800": the four A800 rows)."""
+    """The rows a card name means: its own ("NVIDIA A800-SXM4-80GB") or its family's ("A800")."""
     spec = match(card)
     if spec is not None:
         return (spec,)

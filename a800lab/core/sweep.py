@@ -149,8 +149,7 @@ def run_sweep(
 
 @contextlib.contextmanager
 def thread_count(torch_threads: int | None) -> Iterator[None]:
-    """torch's intra-op thread count set to `torch_threads` inside the block and restored
-    after (None: left as it is)."""
+    """torch's intra-op threads set to `torch_threads` in the block, then restored (None: as is)."""
     if torch_threads is None:
         yield
         return

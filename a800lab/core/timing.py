@@ -96,9 +96,8 @@ def measure(
     clock: Callable[[], float] = time.perf_counter,
     cancel: CancelToken | None = None,
 ) -> Timing:
-    """Time `fn()` repeatedly and return every sample: a warm-up of at least `min_warmup` calls
-    and `warmup_s` seconds sets the repetitions so the timed part takes about `budget_s`, within
-    [min_reps, max_reps]."""
+    """Time `fn()` repeatedly and return every sample: a warm-up of >= `min_warmup` calls and
+    `warmup_s` seconds sets the repetitions (within [min_reps, max_reps]) to fill `budget_s`."""
     if min_reps < 1 or max_reps < min_reps:
         raise ValueError(f"need 1 <= min_reps <= max_reps, got min_reps={min_reps}, "
                          f"max_reps={max_reps}")
@@ -147,9 +146,8 @@ def l2_flush_buffer(device: str):
 
 
 def guard_cycles_for(launch_ms: float, flush_ms: float, cycles_per_ms: float) -> int:
-    """GPU spin cycles to queue after a flush of `flush_ms` so that a call whose host side takes
-    `launch_ms` is fully enqueued before the GPU reaches its start event; 0 when the flush
-    alone covers it."""
+    """GPU spin cycles to queue after a `flush_ms` flush so a call whose host side takes
+    `launch_ms` is enqueued before the GPU reaches its start event (0: the flush covers it)."""
     need_ms = GUARD_FACTOR * launch_ms + GUARD_MARGIN_MS
     if need_ms <= flush_ms:
         return 0

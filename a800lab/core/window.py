@@ -56,8 +56,7 @@ def harness_work() -> contextlib.AbstractContextManager[None]:
 
 @contextlib.contextmanager
 def timed_section() -> Iterator[None]:
-    """Mark the timed part of the point running on this thread (measure() uses it); a no-op
-    outside a sweep point."""
+    """Mark the timed part of this thread's sweep point (measure() does); a no-op outside one."""
     window = _current.get()
     if window is None:
         yield
