@@ -245,8 +245,7 @@ def format_report(report: dict) -> str:
         out[-1:] = [f"Set: {' '.join(f'{k}={v}' for k, v in report['environ'].items())}", ""]
     if report["gpus"]:
         rows = [[str(g["index"]), cuda_label(g["cuda_index"]), _fmt(g["name"]),
-                 _fmt(g["compute_capability"]),
-                 _fmt(g["sm_count"]),
+                 _fmt(g["compute_capability"]), _fmt(g["sm_count"]),
                  f"{_fmt(g['memory_free_bytes'], 2**30)}/{_fmt(g['memory_total_bytes'], 2**30)}",
                  _fmt(g["ecc_enabled"]), _fmt(g["mig_enabled"]),
                  f"{_fmt(g['sm_clock_mhz'])}/{_fmt(g['sm_clock_max_mhz'])}",
@@ -254,16 +253,15 @@ def format_report(report: dict) -> str:
                  f"gen{_fmt(g['pcie_gen'])} x{_fmt(g['pcie_width'])}",
                  _fmt(g["nvlink_active_links"]), _fmt(g["throttle_reasons"])]
                 for g in report["gpus"]]
-        out += table_lines(["GPU", "torch", "name", "CC", "SMs", "free/total GiB", "ECC", "MIG",
-                            "SM MHz", "power W", "temp C", "PCIe", "NVLinks", "throttle"], rows)
-        out.append("")
+        headers = ["GPU", "torch", "name", "CC", "SMs", "free/total GiB", "ECC", "MIG", "SM MHz",
+                   "power W", "temp C", "PCIe", "NVLinks", "throttle"]
+        out += [*table_lines(headers, rows), ""]
     topo = report["topology"]
     if topo:
         rows = [[label, *row, _fmt(aff), _fmt(node)] for label, row, aff, node in zip(
             topo["labels"], topo["matrix"], topo["cpu_affinity"], topo["numa_node"], strict=True)]
         out += table_lines(["", *topo["labels"], "CPU Affinity", "NUMA Affinity"], rows)
-        out += ["", "Legend:"] + [f"  {key:<4} = {text}" for key, text in LINK_LEGEND.items()]
-        out.append("")
+        out += ["", "Legend:", *(f"  {key:<4} = {text}" for key, text in LINK_LEGEND.items()), ""]
     out.append("Advice:")
     out += [f"  - {line}" for line in report["advice"]] or ["  - nothing to fix found."]
     return "\n".join(out)

@@ -225,8 +225,7 @@ def check_writable(path: str | os.PathLike) -> Path:
     existed = p.exists()
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
-        with open(p, "a", encoding="utf-8"):
-            pass
+        open(p, "a", encoding="utf-8").close()
     except OSError as exc:
         raise ValueError(f"cannot write results to {str(p)!r}: {exc.strerror or exc}; choose "
                          "another --out or fix its permissions") from None

@@ -102,10 +102,8 @@ class TelemetrySampler:
         self._start_s = time.perf_counter()
         self._duration_s, self._samples, self._reason = 0.0, [], ""
         self._stop.clear()
-        if self._unmapped:
-            self._reason = self._unmapped
-            return self
-        handle = device_handle(self.device_index, self._nvml)  # NotAvailable too without NVML
+        handle = NotAvailable(self._unmapped) if self._unmapped else \
+            device_handle(self.device_index, self._nvml)  # NotAvailable too without NVML
         if isinstance(handle, NotAvailable):
             self._reason = handle.reason
             return self
