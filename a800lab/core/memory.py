@@ -43,8 +43,8 @@ class MemoryProbe:
         return "allocated" if self.on_cuda else "rss"
 
     def warm(self) -> None:
-        """a800lab.core.warmup, before a baseline is read: no first point of a process counts
-        torch's one-time costs (cuBLAS's lasting workspace, 32 MiB on Hopper and ~8 MiB
+        """Run a800lab.core.warmup before a baseline is read, so no first point of a process
+        counts torch's one-time costs (cuBLAS's lasting workspace, 32 MiB on Hopper and ~8 MiB
         otherwise; the optimizers' imports on a CPU) as its own."""
         warm_runtime(self.device)
 
