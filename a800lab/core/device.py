@@ -13,8 +13,9 @@ from typing import Any
 import torch
 
 from .backends import HAS_CUDA, why_unavailable
-from .environment import cpu_model
+from .environment import cpu_model, nccl_version
 from .gpu_map import cuda_device_properties, cuda_ordinal_of, pci_bus_id
+from .memory import read_kib_file
 from .nvml import (
     NotAvailable,
     cuda_version_string,
@@ -160,14 +161,11 @@ def compact_ranges(numbers: list[int]) -> str:
 
 
 def _ecc_errors(handle: Any, nvml: Any) -> dict:
-    counts = {}
-    for counter in ("volatile", "aggregate"):
-        for kind in ("corrected", "uncorrected"):
-            counts[f"{counter}_{kind}"] = nvml_call(
+    return {f"{counter}_{kind}": nvml_call(
                 "nvmlDeviceGetTotalEccErrors", handle,
                 nvml_const(f"NVML_MEMORY_ERROR_TYPE_{kind.upper()}", nvml),
                 nvml_const(f"NVML_{counter.upper()}_ECC", nvml), nvml=nvml)
-    return counts
+            for counter in ("volatile", "aggregate") for kind in ("corrected", "uncorrected")}
 
 
 def _remote_kind(handle: Any, link: int, nvml: Any) -> Any:
@@ -314,23 +312,21 @@ def topology(gpus: list[GpuInfo], nvml: Any = None) -> Topology:
         unknown_links.append(unknown)
     ancestor_class = {nvml_const(name, nvml): cls for name, cls in _ANCESTOR_CLASS.items()}
     handles = [device_handle(g.index, nvml) for g in gpus]
-    matrix = []
-    for i in range(len(gpus)):
-        row = []
-        for j, gj in enumerate(gpus):
-            if i == j:
-                row.append("X")
-            elif peers[i].get(gj.index):
-                row.append(f"NV{peers[i][gj.index]}")
-            elif switch_links[i] and switch_links[j]:  # both on the NVSwitch fabric
-                row.append(f"NV{min(switch_links[i], switch_links[j])}")
-            else:
-                level = nvml_call("nvmlDeviceGetTopologyCommonAncestor", handles[i], handles[j],
-                                  nvml=nvml)
-                row.append(ancestor_class.get(level, "n/a"))
-        matrix.append(tuple(row))
+
+    def link(i: int, j: int) -> str:
+        if i == j:
+            return "X"
+        if peers[i].get(gpus[j].index):
+            return f"NV{peers[i][gpus[j].index]}"
+        if switch_links[i] and switch_links[j]:  # both on the NVSwitch fabric
+            return f"NV{min(switch_links[i], switch_links[j])}"
+        level = nvml_call("nvmlDeviceGetTopologyCommonAncestor", handles[i], handles[j], nvml=nvml)
+        return ancestor_class.get(level, "n/a")
+
+    order = range(len(gpus))
     return Topology(
-        labels=tuple(f"GPU{g.index}" for g in gpus), matrix=tuple(matrix),
+        labels=tuple(f"GPU{g.index}" for g in gpus),
+        matrix=tuple(tuple(link(i, j) for j in order) for i in order),
         cpu_affinity=tuple(g.cpu_affinity for g in gpus),
         numa_node=tuple(g.numa_node for g in gpus),
         nvlink_peers=tuple(peers), nvswitch_links=tuple(switch_links),
@@ -338,13 +334,8 @@ def topology(gpus: list[GpuInfo], nvml: Any = None) -> Topology:
 
 
 def system_info(nvml: Any = None) -> SystemInfo:
-    """Driver, CUDA, cuDNN and NCCL versions, and torch's TF32 settings (read whichever API
-    set them)."""
+    """Driver, CUDA, cuDNN and NCCL versions, and torch's TF32 settings (by either API)."""
     cpu_build = NotAvailable(f"torch {torch.__version__} is a CPU-only build")
-    try:
-        nccl = ".".join(map(str, torch.cuda.nccl.version()))
-    except (AttributeError, RuntimeError, TypeError):  # CPU build: torch._C has no _nccl_version
-        nccl = NotAvailable("this torch build has no NCCL")
     return SystemInfo(
         driver_version=nvml_call("nvmlSystemGetDriverVersion", nvml=nvml),
         cuda_driver_version=cuda_version_string(
@@ -352,20 +343,10 @@ def system_info(nvml: Any = None) -> SystemInfo:
         torch_version=torch.__version__,
         torch_cuda_version=torch.version.cuda or cpu_build,
         cudnn_version=torch.backends.cudnn.version() or NotAvailable("torch has no cuDNN"),
-        nccl_version=nccl,
+        nccl_version=nccl_version() or NotAvailable("this torch build has no NCCL"),
         torch_cuda_usable=True if HAS_CUDA else NotAvailable(why_unavailable("cuda")),
         **tf32_settings(),
     )
-
-
-def _meminfo_total_bytes() -> Any:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024  # the kernel writes kB (KiB)
-    except OSError as exc:
-        return NotAvailable(f"cannot read /proc/meminfo: {exc}")
-    return NotAvailable("/proc/meminfo has no MemTotal line")
 
 
 def _physical_cores() -> Any:
@@ -383,15 +364,13 @@ def _physical_cores() -> Any:
     return len(cores) or NotAvailable("/proc/cpuinfo lists no core ids")
 
 
-def _numa_node_count() -> Any:
-    nodes = list(Path("/sys/devices/system/node").glob("node[0-9]*"))
-    return len(nodes) or NotAvailable("no /sys/devices/system/node (not Linux, or no NUMA)")
-
-
 def cpu_info() -> CpuInfo:
     """CPU model, cores, NUMA nodes, memory, torch threads and torch's CPU ISA level."""
+    nodes = len(list(Path("/sys/devices/system/node").glob("node[0-9]*")))
     return CpuInfo(model=cpu_model(), logical_cores=os.cpu_count() or 1,
-                   physical_cores=_physical_cores(), numa_nodes=_numa_node_count(),
-                   memory_total_bytes=_meminfo_total_bytes(),
+                   physical_cores=_physical_cores(), numa_nodes=nodes or NotAvailable(
+                       "no /sys/devices/system/node (not Linux, or no NUMA)"),
+                   memory_total_bytes=read_kib_file("/proc/meminfo").get(
+                       "MemTotal", NotAvailable("cannot read MemTotal from /proc/meminfo")),
                    torch_threads=torch.get_num_threads(),
                    isa=torch.backends.cpu.get_cpu_capability())

@@ -9,7 +9,7 @@ from typing import Any
 from .cuda_compat import cuda_runtime_problem, version_tuple
 from .device import LINK_LEGEND, cpu_info, discover_gpus, system_info, topology
 from .nccl_env import settings_that_matter
-from .nvml import NotAvailable, is_not_available
+from .nvml import NotAvailable, is_not_available, or_none
 
 # What each throttle reason usually means, for the advice line.
 _THROTTLE_HINTS = {
@@ -63,11 +63,6 @@ def build_report(nvml: Any = None, cuda_properties: list | None = None) -> dict:
     return report
 
 
-def _num(value: Any) -> Any:
-    """A number from the report, or None where it is not available."""
-    return None if value is None or is_not_available(value) else value
-
-
 def _nvlink_groups(report: dict) -> list[list[int]]:
     """GPUs joined by NVLink (connected components of NV# entries), else by NUMA node."""
     topo, gpus = report["topology"], report["gpus"]
@@ -93,7 +88,7 @@ def _nvlink_groups(report: dict) -> list[list[int]]:
 
 def _topology_advice(report: dict) -> list[str]:
     topo, gpus = report["topology"], report["gpus"]
-    numa = {g["index"]: _num(g["numa_node"]) for g in gpus}
+    numa = {g["index"]: or_none(g["numa_node"]) for g in gpus}
     far = []
     for i, (a, row) in enumerate(zip(gpus, topo["matrix"], strict=True)):
         for b, link in list(zip(gpus, row, strict=True))[i + 1:]:
@@ -124,7 +119,7 @@ def _topology_advice(report: dict) -> list[str]:
 
 def _gpu_advice(gpu: dict) -> list[str]:
     lines, i = [], gpu["index"]
-    ecc = {key: _num(count) or 0 for key, count in gpu["ecc_errors"].items()}
+    ecc = {key: or_none(count) or 0 for key, count in gpu["ecc_errors"].items()}
     if any(ecc.values()):
         lines.append(
             f"GPU {i} has ECC errors: uncorrected {ecc.get('volatile_uncorrected', 0)} since "
@@ -132,7 +127,7 @@ def _gpu_advice(gpu: dict) -> list[str]:
             f"{ecc.get('volatile_corrected', 0)} / {ecc.get('aggregate_corrected', 0)}. "
             f"Uncorrected errors can corrupt results or kill jobs: check "
             f"`nvidia-smi -q -d ECC,ROW_REMAPPER -i {i}` and drain the GPU if they grow.")
-    reasons = [r for r in _num(gpu["throttle_reasons"]) or () if r != "gpu_idle"]
+    reasons = [r for r in or_none(gpu["throttle_reasons"]) or () if r != "gpu_idle"]
     if reasons:
         why = "; ".join(f"{r}: {_THROTTLE_HINTS.get(r, 'see nvidia-smi -q -d PERFORMANCE')}"
                         for r in reasons)
@@ -174,18 +169,18 @@ def advice(report: dict) -> list[str]:
         lines.append(f"NVML sees {len(gpus)} GPU(s) but torch cannot use them: "
                      f"{system['torch_cuda_usable']['reason']}.")
     ampere = [g["index"] for g in gpus
-              if (version_tuple(_num(g["compute_capability"])) or (0,)) >= (8, 0)]
+              if (version_tuple(or_none(g["compute_capability"])) or (0,)) >= (8, 0)]
     if ampere and system["matmul_fp32_precision"] == "ieee":
         lines.append(
             f"TF32 is off for float32 matmuls although GPU(s) {','.join(map(str, ampere))} have "
             "TF32 TensorCores: float32 matmuls run several times slower. If ~1e-3 relative error "
             f"is fine, {_TF32_HOWTO[system['tf32_api']]}")
-    problem = cuda_runtime_problem(_num(system["torch_cuda_version"]),
-                                   _num(system["cuda_driver_version"]),
+    problem = cuda_runtime_problem(or_none(system["torch_cuda_version"]),
+                                   or_none(system["cuda_driver_version"]),
                                    _fmt(system["driver_version"]))
     if problem:
         lines.append(problem + ".")
-    mig = [str(g["index"]) for g in gpus if _num(g["mig_enabled"])]
+    mig = [str(g["index"]) for g in gpus if or_none(g["mig_enabled"])]
     if mig:
         lines.append(
             f"MIG is on for GPU(s) {','.join(mig)}: CUDA sees MIG instances (slices of SMs and "
@@ -201,7 +196,7 @@ def advice(report: dict) -> list[str]:
 def format_reading(value: Any, scale: float = 1.0, digits: int = 0, sep: str = ",") -> str:
     """A report value as table text: "n/a" where not available, numbers scaled and rounded,
     booleans on/off, lists joined with `sep`."""
-    value = _num(value)
+    value = or_none(value)
     if value is None:
         return "n/a"
     if isinstance(value, bool):
@@ -218,7 +213,7 @@ _fmt = format_reading  # the short name the report tables below use
 
 def cuda_label(cuda_index: Any) -> str:
     """A GPU's torch device name from the report: "cuda:3", or "n/a" when torch cannot see it."""
-    value = _num(cuda_index)
+    value = or_none(cuda_index)
     return "n/a" if value is None else f"cuda:{value}"
 
 
@@ -250,8 +245,7 @@ def format_report(report: dict) -> str:
         out[-1:] = [f"Set: {' '.join(f'{k}={v}' for k, v in report['environ'].items())}", ""]
     if report["gpus"]:
         rows = [[str(g["index"]), cuda_label(g["cuda_index"]), _fmt(g["name"]),
-                 _fmt(g["compute_capability"]),
-                 _fmt(g["sm_count"]),
+                 _fmt(g["compute_capability"]), _fmt(g["sm_count"]),
                  f"{_fmt(g['memory_free_bytes'], 2**30)}/{_fmt(g['memory_total_bytes'], 2**30)}",
                  _fmt(g["ecc_enabled"]), _fmt(g["mig_enabled"]),
                  f"{_fmt(g['sm_clock_mhz'])}/{_fmt(g['sm_clock_max_mhz'])}",
@@ -259,16 +253,15 @@ def format_report(report: dict) -> str:
                  f"gen{_fmt(g['pcie_gen'])} x{_fmt(g['pcie_width'])}",
                  _fmt(g["nvlink_active_links"]), _fmt(g["throttle_reasons"])]
                 for g in report["gpus"]]
-        out += table_lines(["GPU", "torch", "name", "CC", "SMs", "free/total GiB", "ECC", "MIG",
-                            "SM MHz", "power W", "temp C", "PCIe", "NVLinks", "throttle"], rows)
-        out.append("")
+        headers = ["GPU", "torch", "name", "CC", "SMs", "free/total GiB", "ECC", "MIG", "SM MHz",
+                   "power W", "temp C", "PCIe", "NVLinks", "throttle"]
+        out += [*table_lines(headers, rows), ""]
     topo = report["topology"]
     if topo:
         rows = [[label, *row, _fmt(aff), _fmt(node)] for label, row, aff, node in zip(
             topo["labels"], topo["matrix"], topo["cpu_affinity"], topo["numa_node"], strict=True)]
         out += table_lines(["", *topo["labels"], "CPU Affinity", "NUMA Affinity"], rows)
-        out += ["", "Legend:"] + [f"  {key:<4} = {text}" for key, text in LINK_LEGEND.items()]
-        out.append("")
+        out += ["", "Legend:", *(f"  {key:<4} = {text}" for key, text in LINK_LEGEND.items()), ""]
     out.append("Advice:")
     out += [f"  - {line}" for line in report["advice"]] or ["  - nothing to fix found."]
     return "\n".join(out)

@@ -15,6 +15,7 @@ from typing import Any
 from .cuda_compat import cuda_runtime_problem
 from .device import compact_ranges
 from .doctor import table_lines, with_defaults
+from .noise import quartiles
 from .nvml import is_not_available
 from .results import Record, read_records
 
@@ -305,8 +306,6 @@ def side_from_report(report: dict, path: str = "doctor report") -> Side:
 
 def _plain(value: Any) -> Any:
     """A JSON value to compare: NotAvailable -> "n/a", tuples -> lists."""
-    if value is None:
-        return None
     if is_not_available(value):
         return NA
     if isinstance(value, tuple):
@@ -365,11 +364,9 @@ def _newest_ok(records) -> dict[str, Record]:
     return best
 
 
-def _quartiles(samples_ms) -> tuple[float, float] | None:
-    if len(samples_ms) < 2:
-        return None
-    q = statistics.quantiles(samples_ms, n=4, method="inclusive")
-    return q[0], q[2]
+def _middle_half(samples_ms) -> tuple[float, float] | None:
+    """(q25, q75) of the samples (core.noise.quartiles), None for fewer than two."""
+    return quartiles(samples_ms)[::2] if len(samples_ms) >= 2 else None
 
 
 def lineup(a_records, b_records) -> tuple[list[LineupRow], tuple[int, int]]:
@@ -384,7 +381,7 @@ def lineup(a_records, b_records) -> tuple[list[LineupRow], tuple[int, int]]:
         rows.append(LineupRow(ra.workload, dict(ra.params), ra.throughput_unit,
                               float(ra.throughput), float(rb.throughput),
                               bool(ra.noise.get("noisy")), bool(rb.noise.get("noisy")),
-                              _quartiles(ra.time_ms), _quartiles(rb.time_ms)))
+                              _middle_half(ra.time_ms), _middle_half(rb.time_ms)))
     matched = len(rows)
     return rows, (len(a_best) - matched, len(b_best) - matched)
 
@@ -467,10 +464,9 @@ def _lineup_lines(d: EnvDiff) -> list[str]:
              f"{r.a_throughput:.4g}{'!' * r.a_noisy}", f"{r.b_throughput:.4g}{'!' * r.b_noisy}",
              r.unit, f"{r.ratio:.2f}x{'~' * (d.same_environment or r.within_spread)}")
             for r in d.lineup]
+    same = "; A and B are the same environment: every B/A is run-to-run variation"
     lines = ["Throughput, same configs (newest ok record of each side; ! = noisy; ~ = no "
-             "difference the timings can tell" + ("; A and B are the same environment: every "
-                                                  "B/A is run-to-run variation" if
-                                                  d.same_environment else "") + "):"]
+             f"difference the timings can tell{same * d.same_environment}):"]
     lines += ["  " + line for line in table_lines(
         ["workload", "params", "A", "B", "unit", "B/A"], rows)]
     lines.append(f"  geometric mean B/A over {len(d.lineup)} configs: {d.geomean_ratio:.2f}x; "

@@ -13,7 +13,7 @@ import socket
 import torch
 
 from .backends import HAS_CUDA
-from .nvml import nvml_call
+from .nvml import nvml_call, or_none
 from .precision import tf32_settings
 
 # Keys that identify "the same environment" for resume; free-form extras do not change it.
@@ -44,8 +44,8 @@ def _machine() -> dict:
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if HAS_CUDA else None,
-        "nccl": _nccl_version(),
-        "driver": _driver_version(),
+        "nccl": nccl_version() if HAS_CUDA else None,
+        "driver": or_none(nvml_call("nvmlSystemGetDriverVersion")),
         "cpu_model": cpu_model(),
         "device_count": torch.cuda.device_count() if HAS_CUDA else 0,
     }
@@ -71,16 +71,10 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
-def _nccl_version() -> str | None:
-    if not HAS_CUDA:
-        return None
+def nccl_version() -> str | None:
+    """The NCCL torch bundles ("2.21.5"), None when this torch build has none."""
     try:
         version = torch.cuda.nccl.version()
-    except (AttributeError, RuntimeError):
+    except (AttributeError, RuntimeError, TypeError):  # CPU build: torch._C has no _nccl_version
         return None
     return ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
-
-
-def _driver_version() -> str | None:
-    version = nvml_call("nvmlSystemGetDriverVersion")
-    return str(version) if version else None  # NotAvailable is falsy

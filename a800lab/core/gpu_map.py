@@ -27,11 +27,10 @@ def normalise_bus_id(bus_id: Any) -> str:
     """"00000000:07:00.0" or b"0000:07:00.0" -> "0000:07:00.0" (the sysfs spelling); ValueError
     for text that is not domain:bus:device.function."""
     text = (bus_id.decode(errors="replace") if isinstance(bus_id, bytes) else str(bus_id))
-    parts = text.strip().lower().split(":")
-    if len(parts) != 3 or not all(parts) or "." not in parts[2]:
-        raise ValueError(f"{bus_id!r} is not a PCI bus id like '0000:07:00.0'")
-    domain, bus, devfn = parts
     try:
+        domain, bus, devfn = text.strip().lower().split(":")  # ValueError unless three parts
+        if "." not in devfn:
+            raise ValueError(devfn)
         return f"{int(domain, 16):04x}:{int(bus, 16):02x}:{devfn}"
     except ValueError:
         raise ValueError(f"{bus_id!r} is not a PCI bus id like '0000:07:00.0'") from None
@@ -49,7 +48,7 @@ def pci_bus_id(pci: Any) -> Any:
 
 
 def _uuid_key(uuid: Any) -> str:
-    """NVML's "GPU-8f6c..." and torch's "8f6c..." -> "8f6c..."; "" when there is none."""
+    """NVML's "GPU-8f6c..." and torch's "8f6c..." -> "8f6c..."; "" for none or NotAvailable."""
     return str(uuid or "").strip().lower().removeprefix("gpu-")
 
 
@@ -67,19 +66,11 @@ def _mig_on(index: int, nvml: Any) -> bool:
         "NVML_DEVICE_MIG_ENABLE", nvml)
 
 
-def _nvml_gpus(nvml: Any) -> Any:
-    """[(NVML index, UUID key, bus id or None)] of every GPU NVML sees, or NotAvailable."""
-    count = device_count(nvml)
-    if isinstance(count, NotAvailable):
-        return count
-    gpus = []
-    for index in range(count):
-        handle = device_handle(index, nvml)
-        uuid = nvml_call("nvmlDeviceGetUUID", handle, nvml=nvml)
-        bus = pci_bus_id(nvml_call("nvmlDeviceGetPciInfo", handle, nvml=nvml))
-        gpus.append((index, "" if isinstance(uuid, NotAvailable) else _uuid_key(uuid),
-                     None if isinstance(bus, NotAvailable) else bus))
-    return gpus
+def _identity(index: int, nvml: Any) -> tuple[Any, Any]:
+    """(UUID, PCI bus id) of NVML GPU `index`, each NotAvailable where NVML cannot tell."""
+    handle = device_handle(index, nvml)
+    return (nvml_call("nvmlDeviceGetUUID", handle, nvml=nvml),
+            pci_bus_id(nvml_call("nvmlDeviceGetPciInfo", handle, nvml=nvml)))
 
 
 def _requested_ordinal(cuda_device: Any) -> int:
@@ -106,12 +97,13 @@ def nvml_index(cuda_device: Any = "cuda", *, nvml: Any = None,
         seen = f"torch sees {len(props)} CUDA device(s)" if props else \
             f"torch sees no CUDA device ({why_unavailable('cuda') or 'none is visible'})"
         return NotAvailable(f"there is no cuda:{ordinal}: {seen}")
-    gpus = _nvml_gpus(nvml)
-    if isinstance(gpus, NotAvailable):
-        return NotAvailable(f"cannot find cuda:{ordinal} in NVML: {gpus.reason}")
+    count = device_count(nvml)
+    if isinstance(count, NotAvailable):
+        return NotAvailable(f"cannot find cuda:{ordinal} in NVML: {count.reason}")
+    gpus = [(index, *_identity(index, nvml)) for index in range(count)]
     key, bus = _uuid_key(getattr(props[ordinal], "uuid", "")), _torch_bus_id(props[ordinal])
-    for index, uuid_key, _ in gpus:
-        if key and uuid_key == key:
+    for index, uuid, _ in gpus:
+        if key and _uuid_key(uuid) == key:
             return index
     for index, _, bus_id in gpus:
         if bus and bus_id == bus:
@@ -132,7 +124,7 @@ def cuda_ordinal_of(uuid: Any, bus_id: Any, *, mig_enabled: Any = False,
         return NotAvailable(f"torch sees no CUDA device: {why_unavailable('cuda') or 'none'}")
     if mig_enabled is True:
         return NotAvailable("MIG is on: torch sees its MIG slices (cuda:N each), not the GPU")
-    key = _uuid_key(uuid) if not isinstance(uuid, NotAvailable) else ""
+    key = _uuid_key(uuid)
     for ordinal, p in enumerate(props):
         if key and _uuid_key(getattr(p, "uuid", "")) == key:
             return ordinal
@@ -147,9 +139,7 @@ def cuda_ordinal_of(uuid: Any, bus_id: Any, *, mig_enabled: Any = False,
 
 def cuda_ordinal(index: int, *, nvml: Any = None, cuda_properties: list | None = None) -> Any:
     """torch's ordinal N (cuda:N) of NVML GPU `index`, or NotAvailable(reason)."""
-    handle = device_handle(index, nvml)
-    uuid = nvml_call("nvmlDeviceGetUUID", handle, nvml=nvml)
-    bus = pci_bus_id(nvml_call("nvmlDeviceGetPciInfo", handle, nvml=nvml))
+    uuid, bus = _identity(index, nvml)
     if isinstance(uuid, NotAvailable) and isinstance(bus, NotAvailable):
         return NotAvailable(f"NVML cannot identify GPU {index}: {uuid.reason}")
     return cuda_ordinal_of(uuid, bus, mig_enabled=_mig_on(index, nvml),

@@ -43,17 +43,16 @@ class MemoryProbe:
         return "allocated" if self.on_cuda else "rss"
 
     def warm(self) -> None:
-        """Make what a process's first steps create (cuBLAS's handle and lasting workspace, 32
-        MiB on Hopper and ~8 MiB otherwise, allocated through torch's allocator; the
-        optimizers' imports on a CPU) before a baseline is read: a800lab.core.warmup, once
-        per device, so no first point of a fresh process counts it as its own."""
+        """Run a800lab.core.warmup before a baseline is read, so no first point of a process
+        counts torch's one-time costs (cuBLAS's lasting workspace, 32 MiB on Hopper and ~8 MiB
+        otherwise; the optimizers' imports on a CPU) as its own."""
         warm_runtime(self.device)
 
     def current_bytes(self) -> int | None:
         if self.on_cuda:
             return torch.cuda.memory_allocated(self.device)
         _trim_heap()
-        return _read_kib_file("/proc/self/status").get("VmRSS")
+        return read_kib_file("/proc/self/status").get("VmRSS")
 
     def reset_peak(self) -> bool:
         """Start a new peak window; False when this host cannot (the peak is then unknown)."""
@@ -71,7 +70,7 @@ class MemoryProbe:
     def peak_bytes(self) -> int | None:
         if self.on_cuda:
             return torch.cuda.max_memory_allocated(self.device)
-        return _read_kib_file("/proc/self/status").get("VmHWM")
+        return read_kib_file("/proc/self/status").get("VmHWM")
 
     def peak_reserved_bytes(self) -> int | None:
         """CUDA only: the most the caching allocator held from the driver (cached blocks too)."""
@@ -86,7 +85,7 @@ def probe_for(device: str) -> MemoryProbe:
 def read_memory(device: str) -> dict:
     """Capacity and free bytes of `device` (CPU: MemTotal and MemAvailable)."""
     capacity_bytes = (torch.cuda.mem_get_info(device)[1] if device.startswith("cuda")
-                      else _read_kib_file("/proc/meminfo").get("MemTotal"))
+                      else read_kib_file("/proc/meminfo").get("MemTotal"))
     return {"capacity_bytes": capacity_bytes, "free_bytes": available_bytes(device)}
 
 
@@ -97,7 +96,7 @@ def available_bytes(device: str) -> int | None:
         free, _ = torch.cuda.mem_get_info(device)
         cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
         return free + cached
-    return _read_kib_file("/proc/meminfo").get("MemAvailable")
+    return read_kib_file("/proc/meminfo").get("MemAvailable")
 
 
 def check_fits(needed_bytes: int, device: str, *, what: str) -> None:
@@ -141,7 +140,7 @@ def _trim_heap() -> None:
 _malloc_trim = None
 
 
-def _read_kib_file(path: str) -> dict[str, int]:
+def read_kib_file(path: str) -> dict[str, int]:
     """`Key: <n> kB` lines of a /proc file as bytes; {} when the file cannot be read."""
     out: dict[str, int] = {}
     try:

@@ -70,8 +70,7 @@ _CONNECTION = re.compile(r"NCCL INFO (?:Channel|Ring) \d+(?:/\d+)? : \S+ -> \S+ 
 
 
 def nccl_settings(environ: Mapping[str, str] | None = None) -> list[dict]:
-    """Each variable of NCCL_VARIABLES with its value in `environ` (default: this process's
-    environment; None when unset)."""
+    """Each of NCCL_VARIABLES with its value in `environ` (default os.environ; None: unset)."""
     environ = os.environ if environ is None else environ
     return [{**asdict(v), "value": environ.get(v.name)} for v in NCCL_VARIABLES]
 
@@ -85,9 +84,8 @@ def settings_that_matter(environ: Mapping[str, str] | None = None) -> dict[str, 
 
 
 def transports_from_log(text: str) -> dict[str, int]:
-    """Connections per transport in an NCCL_DEBUG=INFO log, by the first two parts of the
-    transport ("P2P/CUMEM", "SHM/direct", "NET/IB", "NET/Socket"); GDRDMA is counted apart
-    as "NET/IB+GDRDMA"."""
+    """Connections per transport in an NCCL_DEBUG=INFO log, by its first two parts ("P2P/CUMEM",
+    "SHM/direct", "NET/IB", "NET/Socket"); GDRDMA is counted apart as "NET/IB+GDRDMA"."""
     counts: Counter[str] = Counter()
     for match in _CONNECTION.finditer(text):
         parts = match.group(1).split("/")

@@ -13,17 +13,12 @@ from typing import Any
 # The bit values are read from the module: nvmlClocksEventReason<suffix> (newer drivers) or
 # nvmlClocksThrottleReason<suffix> (older pynvml).
 _THROTTLE_REASONS = (
-    ("gpu_idle", "GpuIdle"),
-    ("applications_clocks_setting", "ApplicationsClocksSetting"),
-    ("sw_power_cap", "SwPowerCap"),
-    ("hw_slowdown", "HwSlowdown"),
-    ("sync_boost", "SyncBoost"),
-    ("sw_thermal_slowdown", "SwThermalSlowdown"),
-    ("hw_thermal_slowdown", "HwThermalSlowdown"),
-    ("hw_power_brake", "HwPowerBrakeSlowdown"),
-    ("display_clock_setting", "DisplayClockSetting"),
-    ("board_limit", "BoardLimit"),        # 0x200: pynvml has only the throttle-prefixed name
-    ("reliability", "Reliability"),       # 0x400: likewise
+    ("gpu_idle", "GpuIdle"), ("applications_clocks_setting", "ApplicationsClocksSetting"),
+    ("sw_power_cap", "SwPowerCap"), ("hw_slowdown", "HwSlowdown"), ("sync_boost", "SyncBoost"),
+    ("sw_thermal_slowdown", "SwThermalSlowdown"), ("hw_thermal_slowdown", "HwThermalSlowdown"),
+    ("hw_power_brake", "HwPowerBrakeSlowdown"), ("display_clock_setting", "DisplayClockSetting"),
+    # 0x200 and 0x400: pynvml has only their throttle-prefixed names
+    ("board_limit", "BoardLimit"), ("reliability", "Reliability"),
 )
 # NVML field value types -> the member of the value union that holds the number
 _VALUE_MEMBERS = {"NVML_VALUE_TYPE_DOUBLE": "dVal", "NVML_VALUE_TYPE_UNSIGNED_INT": "uiVal",
@@ -57,15 +52,17 @@ class NotAvailable:
 
 def is_not_available(value: Any) -> bool:
     """True for a NotAvailable or its serialised form {"available": False, "reason": ...}."""
-    if isinstance(value, NotAvailable):
-        return True
-    return isinstance(value, dict) and value.get("available") is False and "reason" in value
+    return isinstance(value, NotAvailable) or (
+        isinstance(value, dict) and value.get("available") is False and "reason" in value)
+
+
+def or_none(value: Any) -> Any:
+    """`value`, or None for a NotAvailable (or its JSON form)."""
+    return None if is_not_available(value) else value
 
 
 def to_jsonable(value: Any) -> Any:
     """Turn NotAvailable, dataclasses (via to_dict), tuples and bytes into JSON-ready values."""
-    if isinstance(value, NotAvailable):
-        return value.to_dict()
     if hasattr(value, "to_dict") and dataclasses.is_dataclass(value):
         return value.to_dict()
     if isinstance(value, dict):
@@ -161,13 +158,10 @@ def device_count(nvml: Any = None) -> Any:
 def decode_throttle_reasons(mask: int, nvml: Any = None) -> list[str]:
     """Names of the reasons set in a clocks-event bitmask, e.g. ["sw_power_cap", "gpu_idle"]."""
     module = _default_module() if nvml is None else nvml
-    names = []
-    for name, suffix in _THROTTLE_REASONS:
-        bit = getattr(module, "nvmlClocksEventReason" + suffix,
-                      getattr(module, "nvmlClocksThrottleReason" + suffix, None))
-        if bit is not None and mask & bit:
-            names.append(name)
-    return names
+    bits = {name: getattr(module, "nvmlClocksEventReason" + suffix,
+                          getattr(module, "nvmlClocksThrottleReason" + suffix, None))
+            for name, suffix in _THROTTLE_REASONS}
+    return [name for name, bit in bits.items() if bit is not None and mask & bit]
 
 
 def throttle_reasons(handle: Any, nvml: Any = None) -> Any:

@@ -41,8 +41,7 @@ class MatmulOperands:
 
 
 def check_rows(m: int, device) -> torch.Tensor:
-    """Evenly spaced row indices of an m-row product, first and last included (edge tiles are
-    where kernels go wrong)."""
+    """Evenly spaced rows of an m-row product, first and last included (kernels fail at edges)."""
     return torch.linspace(0, m - 1, min(m, MAX_CHECK_ROWS), device=device).round().long()
 
 

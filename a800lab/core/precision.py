@@ -115,26 +115,21 @@ def tf32_settings() -> dict[str, str]:
     """What float32 matmuls and cuDNN convolutions on CUDA use now ("tf32" or "ieee") and the
     API this torch offers; never raises (the legacy getters raise once the fp32_precision API
     holds a value they cannot express, so it reads that API where it exists)."""
-    if _FP32_PRECISION_API:
-        matmul = torch.backends.cuda.matmul.fp32_precision
-        conv = torch.backends.cudnn.conv.fp32_precision
-        api = "fp32_precision"
+    if _FP32_PRECISION_API:  # "none" (nothing set up torch's chain of settings) is IEEE fp32
+        matmul = torch.backends.cuda.matmul.fp32_precision == "tf32"
+        conv = torch.backends.cudnn.conv.fp32_precision == "tf32"
     else:
-        matmul = "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"
-        conv = "tf32" if torch.backends.cudnn.allow_tf32 else "ieee"
-        api = "allow_tf32"
-    # "none" (nothing set anywhere up torch's chain of settings) computes in IEEE fp32
-    return {"matmul_fp32_precision": "tf32" if matmul == "tf32" else "ieee",
-            "conv_fp32_precision": "tf32" if conv == "tf32" else "ieee", "tf32_api": api}
+        matmul, conv = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    return {"matmul_fp32_precision": "tf32" if matmul else "ieee",
+            "conv_fp32_precision": "tf32" if conv else "ieee",
+            "tf32_api": "fp32_precision" if _FP32_PRECISION_API else "allow_tf32"}
 
 
 def _own_fp32_precision(setting: object, parent: object, parent_own: str) -> str:
     """What `setting.fp32_precision` holds itself: "none" when it inherits from `parent`.
-
     torch reports a setting left at "none" with its parent's value. When the two agree, move the
     parent for a moment and see whether the setting follows; then put back `parent_own` (what
-    the parent holds itself), so nothing changes.
-    """
+    the parent holds itself), so nothing changes."""
     value = setting.fp32_precision
     if value == "none" or value != parent.fp32_precision:
         return value
@@ -144,21 +139,21 @@ def _own_fp32_precision(setting: object, parent: object, parent_own: str) -> str
     return "none" if follows else value
 
 
-def _set_fp32_precision(matmul: str, conv: str) -> Callable[[], None]:
-    """Set matmul and conv fp32_precision to `matmul` / `conv` ("tf32"/"ieee") where they
-    differ; returns the function that puts back exactly what was there."""
+def _set_fp32_precision(matmul_tf32: bool, conv_tf32: bool) -> Callable[[], None]:
+    """Set matmul and conv fp32_precision to "tf32" or "ieee" where they differ; returns the
+    function that puts back exactly what was there."""
     # torch's chain of settings: generic (torch.backends) <- "cuda"/"all" (torch.backends.cudnn)
     # <- matmul / conv. Writing back an inherited value would pin it, so that a later change of
     # the parent no longer reached it: write back what each setting held itself.
     generic, cuda_all = torch.backends, torch.backends.cudnn
     cuda_all_own = _own_fp32_precision(cuda_all, generic, generic.fp32_precision)
     undo = []
-    for setting, mode in ((torch.backends.cuda.matmul, matmul),
-                          (torch.backends.cudnn.conv, conv)):
-        if (setting.fp32_precision == "tf32") == (mode == "tf32"):
+    for setting, tf32 in ((torch.backends.cuda.matmul, matmul_tf32),
+                          (torch.backends.cudnn.conv, conv_tf32)):
+        if (setting.fp32_precision == "tf32") == tf32:
             continue  # already computes this way: leave it untouched
         undo.append((setting, _own_fp32_precision(setting, cuda_all, cuda_all_own)))
-        setting.fp32_precision = mode
+        setting.fp32_precision = "tf32" if tf32 else "ieee"
 
     def restore() -> None:
         for setting, value in reversed(undo):
@@ -200,11 +195,8 @@ def framework_fp32() -> contextlib.AbstractContextManager[None]:
 
 @contextlib.contextmanager
 def _fp32_modes(matmul_tf32: bool, conv_tf32: bool) -> Iterator[None]:
-    if _FP32_PRECISION_API:
-        restore = _set_fp32_precision("tf32" if matmul_tf32 else "ieee",
-                                      "tf32" if conv_tf32 else "ieee")
-    else:
-        restore = _set_allow_tf32(matmul_tf32, conv_tf32)
+    setter = _set_fp32_precision if _FP32_PRECISION_API else _set_allow_tf32
+    restore = setter(matmul_tf32, conv_tf32)
     try:
         yield
     finally:

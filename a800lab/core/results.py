@@ -144,9 +144,7 @@ class Record:
             raise ValueError(f"record is not storable as JSON: {exc}") from exc
 
     def to_json(self) -> str:
-        d = asdict(self)
-        d["time_ms"] = list(self.time_ms)
-        return json.dumps(_finite_or_none(d), sort_keys=True, allow_nan=False,
+        return json.dumps(_finite_or_none(asdict(self)), sort_keys=True, allow_nan=False,
                           default=_jsonable)
 
     @classmethod
@@ -158,15 +156,13 @@ class Record:
             raise ValueError(f"schema_version {version!r}, this a800lab reads versions "
                              f"{READABLE_SCHEMA_VERSIONS}; load it with the a800lab release that "
                              "wrote it or re-run the sweep")
-        d = dict(d)
         time_ms = d.get("time_ms", ())
         if not isinstance(time_ms, list | tuple):
             raise ValueError(f"time_ms must be a list of milliseconds, got {time_ms!r}")
-        d["time_ms"] = tuple(time_ms)
         unknown = set(d) - set(cls.__dataclass_fields__)
         if unknown:
             raise ValueError(f"unknown fields {sorted(unknown)}")
-        return cls(**d)
+        return cls(**{**d, "time_ms": tuple(time_ms)})
 
     def measurement_key(self) -> tuple[str, str, str]:
         """(run_id, timestamp, point_key): the identity of this one measurement, the same in
@@ -229,8 +225,7 @@ def check_writable(path: str | os.PathLike) -> Path:
     existed = p.exists()
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
-        with open(p, "a", encoding="utf-8"):
-            pass
+        open(p, "a", encoding="utf-8").close()
     except OSError as exc:
         raise ValueError(f"cannot write results to {str(p)!r}: {exc.strerror or exc}; choose "
                          "another --out or fix its permissions") from None
@@ -330,9 +325,8 @@ def read_records(path: str | os.PathLike) -> list[Record]:
 
 def done_keys(path: str | os.PathLike, env_fingerprint: str,
               key: Callable[[Record], str] = Record.point_key) -> set[str]:
-    """The resume rule, once for every runner: the keys of the points in `path` measured in
-    this environment (the same fingerprint) that are not errors (errors are retried); an
-    absent file has none."""
+    """The resume rule, once for every runner: keys of the points in `path` (none if absent)
+    measured in this environment (the same fingerprint) that are not errors (those are retried)."""
     if not Path(path).exists():
         return set()
     return {key(r) for r in read_records(path)
@@ -353,7 +347,8 @@ def records_to_frame(records: list[Record]) -> pd.DataFrame:
         **{k: _nan_if_none(r.memory.get(k)) for k in MEMORY_KEYS},
         **r.metrics,
         "device_name": r.env.get("device_name", "unknown device"),
-        "mode": r.env.get("mode") or _mode_of(r.env.get("device_name", "")),
+        "mode": r.env.get("mode") or (  # records written before env carried the mode
+            "CPU fallback" if r.env.get("device_name", "").startswith("CPU") else "GPU"),
         "fingerprint": r.env.get("fingerprint", ""),
         "label": r.label or r.env.get("device_name", "unknown device"),
         "timestamp": r.timestamp,
@@ -370,18 +365,12 @@ def load_results(path: str | os.PathLike) -> pd.DataFrame:
     return records_to_frame(read_records(path))
 
 
-def _mode_of(device_name: str) -> str:
-    """"GPU" or "CPU fallback" for records written before env carried the mode."""
-    return "CPU fallback" if device_name.startswith("CPU") else "GPU"
-
-
 def _nan_if_none(x) -> float:
     value = as_number(x)
     return math.nan if value is None else value
 
 
 def _time_stats(times: tuple[float, ...]) -> dict:
-    if not times:
-        return {"median_ms": math.nan, "iqr_ms": math.nan, "min_ms": math.nan}
     t = Timing(samples_ms=times, warmup=0, device="")
-    return {"median_ms": t.median_ms, "iqr_ms": t.iqr_ms, "min_ms": t.min_ms}
+    return {name: getattr(t, name) if times else math.nan
+            for name in ("median_ms", "iqr_ms", "min_ms")}

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .cancel import Cancelled
+from .checks import positive_float
 from .memory import is_oom
 from .timing import Timing
 
@@ -158,12 +159,11 @@ def search(configs: Sequence[Mapping], validate: Callable[[dict], None],
            on_trial: Callable[[Trial], None] | None = None,
            should_stop: Callable[[], bool] | None = None) -> SearchResult:
     """Noise-aware successive halving over `configs`; see the module docstring."""
-    if not (isinstance(budget_s, int | float) and math.isfinite(budget_s) and budget_s > 0):
-        raise ValueError(f"budget_s={budget_s!r} must be a finite number of seconds > 0")
+    positive_float("budget_s", budget_s, "0.3")
     started = time.perf_counter()
     result = SearchResult()
     alive = []
-    for config in dict((config_key(c), dict(c)) for c in configs).values():
+    for config in {config_key(c): dict(c) for c in configs}.values():
         try:
             validate(config)
         except ValueError as exc:

@@ -9,7 +9,7 @@ datasheet gives none: nothing derived), memory and NVLink bandwidth, SM counts, 
 import re
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 
 PEAK_KEYS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
@@ -46,16 +46,13 @@ class DeviceSpec:
         return hash(self.name)
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "peak_tflops": dict(self.peak_tflops),
-                "mem_bw_gbs": self.mem_bw_gbs, "nvlink_gbs": self.nvlink_gbs,
-                "sm_count": self.sm_count, "memory_gb": self.memory_gb,
-                "source": self.source, "notes": self.notes,
+        return {**{f.name: getattr(self, f.name) for f in fields(self)},
+                "peak_tflops": dict(self.peak_tflops),
                 "compute_capability": list(self.compute_capability)}
 
 
-def _peaks(fp64=None, fp32=None, tf32=None, fp16=None, bf16=None, fp8=None, int8=None):
-    return {"fp64": fp64, "fp32": fp32, "tf32": tf32, "fp16": fp16, "bf16": bf16,
-            "fp8": fp8, "int8": int8}
+def _peaks(**given: float) -> dict:
+    return {**dict.fromkeys(PEAK_KEYS), **given}  # None: the datasheet gives none
 
 
 _FP64_TC = "fp64 is the FP64 tensor-core rate (DGEMM uses it)"
@@ -148,14 +145,6 @@ V100_PCIE_16GB = replace(V100_PCIE_32GB, name="V100 PCIe 16GB", memory_gb=16)
 V100S_PCIE = replace(V100_PCIE_32GB, name="V100S PCIe 32GB", mem_bw_gbs=1134.0,
                      peak_tflops=_peaks(fp64=8.2, fp32=16.4, fp16=130.0))
 
-SPECS: tuple[DeviceSpec, ...] = (
-    A800_SXM4_80GB, A800_PCIE_80GB, A800_PCIE_40GB,
-    A100_SXM4_80GB, A100_SXM4_40GB, A100_PCIE_80GB, A100_PCIE_40GB,
-    H800_SXM5, H800_PCIE, H100_SXM5, H100_PCIE, H100_NVL, H200_SXM, H200_NVL,
-    L40S, L4, A10, RTX_4090, T4,
-    V100_SXM2_32GB, V100_SXM2_16GB, V100_PCIE_32GB, V100_PCIE_16GB, V100S_PCIE,
-)
-
 # (regex on the upper-cased torch/NVML name, row). Most specific first: the first match wins.
 # torch/NVML spell the same card several ways ("A100-PCIE-40GB", "A100 80GB PCIe"), so the
 # memory size and the form factor are matched in either order.
@@ -200,11 +189,12 @@ _RULES: tuple[tuple[str, DeviceSpec], ...] = (
     (r"\bV100S-PCIE", V100S_PCIE),
 )
 _COMPILED = tuple((re.compile(pattern), spec) for pattern, spec in _RULES)
+SPECS: tuple[DeviceSpec, ...] = tuple(dict.fromkeys(spec for _, spec in _RULES))  # each row once
 
 
 def all_specs() -> tuple[DeviceSpec, ...]:
-    """Every row of the table, once each, in table order."""
-    return tuple(dict.fromkeys(spec for _, spec in _RULES))
+    """Every row of the table, once each, in the order of the name rules."""
+    return SPECS
 
 
 def match(device_name: str) -> DeviceSpec | None:
@@ -321,8 +311,7 @@ class Target:
 
 
 def family_rows(card: str) -> tuple[DeviceSpec, ...]:
-    """The rows a card name means: its own row ("NVIDIA A800-SXM4-80GB"), or every row of a
-    family ("A800": the four A800 rows)."""
+    """The rows a card name means: its own ("NVIDIA A800-SXM4-80GB") or its family's ("A800")."""
     spec = match(card)
     if spec is not None:
         return (spec,)

@@ -47,8 +47,7 @@ def read_json(path: str | os.PathLike, *, what: str) -> dict:
 
 
 def write_json_atomic(path: str | os.PathLike, data: Mapping) -> Path:
-    """Replace `path` with `data` as JSON: written beside it, then renamed over it, so a
-    crash mid-write leaves the old file."""
+    """Replace `path` with `data` as JSON, written beside it and renamed over it (crash-safe)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -65,8 +64,7 @@ def grid_hash(configs: Sequence[Mapping]) -> str:
 
 class TunedStore:
     """Tuned configs in one JSON file, keyed by what was tuned (any fields, see `key`); reused
-    only for the same key and config grid. A file that is not a store is refused with its name,
-    never overwritten."""
+    only for the same key and grid. A file that is not a store is refused by name, not replaced."""
 
     WHAT = "a tuned-config store"
 

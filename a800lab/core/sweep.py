@@ -19,6 +19,7 @@ import torch
 
 from .backends import HAS_NVML, resolve_device
 from .cancel import Cancelled, CancelToken
+from .checks import positive_int
 from .environment import environment, fingerprint
 from .memory import free_after_oom, is_oom, read_memory
 from .noise import assess
@@ -148,15 +149,12 @@ def run_sweep(
 
 @contextlib.contextmanager
 def thread_count(torch_threads: int | None) -> Iterator[None]:
-    """torch's intra-op thread count set to `torch_threads` inside the block and restored
-    after (None: left as it is)."""
+    """torch's intra-op threads set to `torch_threads` in the block, then restored (None: as is)."""
     if torch_threads is None:
         yield
         return
-    if isinstance(torch_threads, bool) or not isinstance(torch_threads, int) or torch_threads < 1:
-        raise ValueError(f"torch_threads={torch_threads!r} must be a positive int, e.g. 1")
     saved = torch.get_num_threads()
-    torch.set_num_threads(torch_threads)
+    torch.set_num_threads(positive_int("torch_threads", torch_threads, "1"))
     try:
         yield
     finally:

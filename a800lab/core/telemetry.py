@@ -16,6 +16,7 @@ from .nvml import (
     milli_to_unit,
     nvml_call,
     nvml_const,
+    or_none,
     power_reading,
     temperature_c,
     throttle_reasons,
@@ -23,10 +24,6 @@ from .nvml import (
 
 # Fields summarised as mean/min/max by TelemetrySampler.summary().
 SUMMARY_FIELDS = ("gpu_util_pct", "mem_used_bytes", "power_w", "sm_clock_mhz")
-
-
-def _value(reading: Any) -> Any:
-    return None if isinstance(reading, NotAvailable) else reading
 
 
 def snapshot(device_index: int = 0, nvml: Any = None, t_s: float | None = None) -> dict:
@@ -43,15 +40,15 @@ def snapshot(device_index: int = 0, nvml: Any = None, t_s: float | None = None) 
         "mem_util_pct": None if isinstance(util, NotAvailable) else util.memory,
         "mem_used_bytes": None if isinstance(memory, NotAvailable) else memory.used,
         "mem_total_bytes": None if isinstance(memory, NotAvailable) else memory.total,
-        "power_w": _value(power_w),
-        "power_source": _value(power_source),
-        "power_limit_w": _value(milli_to_unit(
+        "power_w": or_none(power_w),
+        "power_source": or_none(power_source),
+        "power_limit_w": or_none(milli_to_unit(
             nvml_call("nvmlDeviceGetEnforcedPowerLimit", h, nvml=nvml))),
-        "sm_clock_mhz": _value(nvml_call("nvmlDeviceGetClockInfo", h,
-                                         nvml_const("NVML_CLOCK_SM", nvml), nvml=nvml)),
-        "mem_clock_mhz": _value(nvml_call("nvmlDeviceGetClockInfo", h,
-                                          nvml_const("NVML_CLOCK_MEM", nvml), nvml=nvml)),
-        "temperature_c": _value(temperature_c(h, nvml=nvml)),
+        "sm_clock_mhz": or_none(nvml_call("nvmlDeviceGetClockInfo", h,
+                                          nvml_const("NVML_CLOCK_SM", nvml), nvml=nvml)),
+        "mem_clock_mhz": or_none(nvml_call("nvmlDeviceGetClockInfo", h,
+                                           nvml_const("NVML_CLOCK_MEM", nvml), nvml=nvml)),
+        "temperature_c": or_none(temperature_c(h, nvml=nvml)),
         "throttle_reasons": None if isinstance(reasons, NotAvailable) else list(reasons),
     }
 
@@ -105,10 +102,8 @@ class TelemetrySampler:
         self._start_s = time.perf_counter()
         self._duration_s, self._samples, self._reason = 0.0, [], ""
         self._stop.clear()
-        if self._unmapped:
-            self._reason = self._unmapped
-            return self
-        handle = device_handle(self.device_index, self._nvml)  # NotAvailable too without NVML
+        handle = NotAvailable(self._unmapped) if self._unmapped else \
+            device_handle(self.device_index, self._nvml)  # NotAvailable too without NVML
         if isinstance(handle, NotAvailable):
             self._reason = handle.reason
             return self
@@ -166,19 +161,15 @@ class TelemetrySampler:
         sorted union of throttle reasons seen, and power_source (what power_w is; "mixed (...)"
         when it changed, None without power readings)."""
         samples = self.samples
-        duration_s = self._duration_s
-        if self._start_s is not None:  # still running
-            duration_s = time.perf_counter() - self._start_s
+        running = self._start_s is not None
         result: dict[str, Any] = {
             "available": bool(samples),
-            "reason": self._reason,
+            "reason": self._reason or ("" if samples else "no samples yet: use the sampler as a "
+                                       "context manager or start()"),
             "n_samples": len(samples),
-            "duration_s": duration_s,
+            "duration_s": time.perf_counter() - self._start_s if running else self._duration_s,
+            **{field: _stats([s[field] for s in samples]) for field in SUMMARY_FIELDS},
         }
-        if not samples and not self._reason:
-            result["reason"] = "no samples yet: use the sampler as a context manager or start()"
-        for field in SUMMARY_FIELDS:
-            result[field] = _stats([s[field] for s in samples])
         result["throttle_reasons"] = sorted(
             {reason for s in samples for reason in s["throttle_reasons"] or ()})
         sources = sorted({s["power_source"] for s in samples if s["power_source"]})

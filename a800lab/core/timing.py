@@ -46,16 +46,15 @@ class Timing:
 
     @property
     def q25_ms(self) -> float:
-        return self._quartiles()[0]
+        return quartiles(self.samples_ms)[0]
 
     @property
     def q75_ms(self) -> float:
-        return self._quartiles()[2]
+        return quartiles(self.samples_ms)[2]
 
     @property
     def iqr_ms(self) -> float:
-        q25, _, q75 = self._quartiles()
-        return q75 - q25
+        return self.q75_ms - self.q25_ms
 
     def percentile_ms(self, q: float) -> float:
         """The q-th percentile (0-100) of the samples, interpolated linearly between the two
@@ -79,15 +78,9 @@ class Timing:
                 f"{100 * self.iqr_ms / self.median_ms:.0f}% of the median {self.median_ms:.4g} ms; "
                 "close other work on the device or raise budget_s")
 
-    def _quartiles(self) -> tuple[float, float, float]:
-        return quartiles(self.samples_ms)
-
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d["samples_ms"] = list(self.samples_ms)
-        d.update(median_ms=self.median_ms, iqr_ms=self.iqr_ms, min_ms=self.min_ms,
-                 noisy=self.noisy)
-        return d
+        return {**asdict(self), "samples_ms": list(self.samples_ms), "median_ms": self.median_ms,
+                "iqr_ms": self.iqr_ms, "min_ms": self.min_ms, "noisy": self.noisy}
 
 
 def measure(
@@ -103,9 +96,8 @@ def measure(
     clock: Callable[[], float] = time.perf_counter,
     cancel: CancelToken | None = None,
 ) -> Timing:
-    """Time `fn()` repeatedly and return every sample: a warm-up of at least `min_warmup` calls
-    and `warmup_s` seconds sets the repetitions so the timed part takes about `budget_s`, within
-    [min_reps, max_reps]."""
+    """Time `fn()` repeatedly and return every sample: a warm-up of >= `min_warmup` calls and
+    `warmup_s` seconds sets the repetitions (within [min_reps, max_reps]) to fill `budget_s`."""
     if min_reps < 1 or max_reps < min_reps:
         raise ValueError(f"need 1 <= min_reps <= max_reps, got min_reps={min_reps}, "
                          f"max_reps={max_reps}")
@@ -154,9 +146,8 @@ def l2_flush_buffer(device: str):
 
 
 def guard_cycles_for(launch_ms: float, flush_ms: float, cycles_per_ms: float) -> int:
-    """GPU spin cycles to queue after a flush of `flush_ms` so that a call whose host side takes
-    `launch_ms` is fully enqueued before the GPU reaches its start event; 0 when the flush
-    alone covers it."""
+    """GPU spin cycles to queue after a `flush_ms` flush so a call whose host side takes
+    `launch_ms` is enqueued before the GPU reaches its start event (0: the flush covers it)."""
     need_ms = GUARD_FACTOR * launch_ms + GUARD_MARGIN_MS
     if need_ms <= flush_ms:
         return 0

@@ -12,8 +12,7 @@ _PARSE = {"": 1, "K": KIB, "KIB": KIB, "M": MIB, "MIB": MIB, "G": GIB, "GIB": GI
 
 
 def byte_unit(top_bytes: float) -> tuple[float, str]:
-    """The divisor and name of the largest unit that keeps `top_bytes` >= 1 ("bytes" below
-    1 KiB)."""
+    """Divisor and name of the largest unit keeping `top_bytes` >= 1 ("bytes" below 1 KiB)."""
     for name, size in _UNITS:
         if abs(top_bytes) >= size:
             return float(size), name

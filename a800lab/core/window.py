@@ -32,13 +32,10 @@ class _QuietGate:
     def harness(self) -> Iterator[None]:
         with self._count_lock:
             self._harness_waiting += 1
-        self._lock.acquire()
-        with self._count_lock:
-            self._harness_waiting -= 1
-        try:
+        with self._lock:
+            with self._count_lock:
+                self._harness_waiting -= 1
             yield
-        finally:
-            self._lock.release()
 
     def acquire_for_point(self) -> None:
         while self._harness_waiting:  # let a waiting draw go first (it takes the lock next)
@@ -59,8 +56,7 @@ def harness_work() -> contextlib.AbstractContextManager[None]:
 
 @contextlib.contextmanager
 def timed_section() -> Iterator[None]:
-    """Mark the timed part of the point running on this thread (measure() uses it); a no-op
-    outside a sweep point."""
+    """Mark the timed part of this thread's sweep point (measure() does); a no-op outside one."""
     window = _current.get()
     if window is None:
         yield
