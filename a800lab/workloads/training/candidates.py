@@ -7,6 +7,7 @@ loss) and timed.
     session.evaluate(session.plan()[0], 0.5)         # {"outcome", "timing", "noise"}
 """
 
+import functools
 import itertools
 import math
 from collections.abc import Callable, Mapping
@@ -19,7 +20,7 @@ from ...core.environment import environment, fingerprint
 from ...core.memory import free_after_oom, is_oom
 from ...core.results import Record, append_record, new_run_id
 from ...core.search import SearchResult, config_key
-from ...core.sweep import measure_point
+from ...core.sweep import first_line, measure_point
 from ...core.timing import Timing, measure
 from ...core.units import format_bytes
 from ..models.levers import CompileWatch, lever_unavailable
@@ -217,7 +218,7 @@ class TuneSession:
         except Exception as exc:
             if not is_oom(exc):
                 raise
-            failure = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            failure = first_line(exc)
         if failure is not None:
             free_after_oom()  # out of the except block: the failed step's tensors are gone
             return {"outcome": "oom", "message": failure}
@@ -275,9 +276,7 @@ class TuneSession:
 
     def evaluate(self, config: dict, budget_s: float, first: bool = True) -> dict:
         """One trial as a record (appended to `out`): the search's evaluate()."""
-        def point(**params):
-            return self.trial(budget_s=budget_s, cancel=self.cancel, **params)
-
+        point = functools.partial(self.trial, budget_s=budget_s, cancel=self.cancel)
         record = measure_point(point, dict(config), workload=WORKLOAD, device=self.device,
                                env=self.env, run_id=self.run_id, cancel=self.cancel)
         self.records.append(record)
@@ -290,23 +289,17 @@ class TuneSession:
         return {"outcome": "ok", "timing": Timing(record.time_ms, 0, self.device),
                 "noise": record.noise}
 
-    def verified(self, config: Mapping) -> dict:
-        """What a config's verification found ({} before its first trial)."""
-        return dict(self._checks.get(config_key(config), {}))
-
     def candidates(self, result: SearchResult) -> list[dict]:
         """Each measured config's longest-budget trial with its verified peak."""
         out = []
         for trial in result.final().values():
-            checked = self.verified(trial.config)
+            checked = self._checks[config_key(trial.config)]  # its verification
             out.append({"config": trial.config, "samples_per_s":
                         self.target / (trial.median_ms / 1e3), "median_ms": trial.median_ms,
                         "iqr_ms": trial.timing.iqr_ms, "peak_bytes": checked["step_peak_bytes"],
                         "grad_gap": checked.get("grad_gap"), "round": trial.round,
                         "budget_s": trial.budget_s})
         return out
-
-
 
 
 def _bound_key(spec: TrainSpec) -> str:
