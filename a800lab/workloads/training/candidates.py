@@ -28,11 +28,10 @@ from ..models.presets import Task
 from ..models.task import batch_norm_layers
 from .max_batch import default_limit_bytes, find_max_batch_for
 from .spec import TrainSpec, precision_context, precisions_for
-from .trainer import POOL_BATCHES, Trainer, check_levers, gradient_gap, measure_step_memory
+from .trainer import Trainer, check_levers, gradient_gap, measure_step_memory
 
 WORKLOAD = "tune-train"
-LEVERS = ("precision", "checkpointing", "compile", "optimizer_impl", "attention",
-          "channels_last")
+LEVERS = ("precision", "checkpointing", "compile", "optimizer_impl", "attention", "channels_last")
 CPU_AXES = {"precision": ["fp32"], "checkpointing": [False, True], "compile": ["off"],
             "optimizer_impl": ["for-loop", "foreach", "fused"]}
 GPU_AXES = {"precision": ["bf16", "fp16", "tf32"], "checkpointing": [False, True],
@@ -259,7 +258,7 @@ class TuneSession:
                 compiling.first_step_done()
                 history += trainer.train(WARMUP_STEPS - 1, cancel=cancel)
                 checked.update(compiling.metrics([h["wall_s"] for h in history]))
-                pool = trainer.batches(min(spec.accum_steps, POOL_BATCHES))
+                pool = trainer.pool()
                 held = sum(self._checks[k]["step_peak_bytes"] for k in self._warm)
                 if self.device == "cpu" and held + checked["step_peak_bytes"] <= WARM_LIMIT_BYTES:
                     self._warm[key] = (trainer, pool)  # on a GPU its tensors would count in others

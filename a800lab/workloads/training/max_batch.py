@@ -198,8 +198,7 @@ class _Search:
         if stage != "verify":  # every run refines the model, the ones near the limit most
             self.probes.append((batch_size, breakdown))
             if self.use_model and len({b for b, _ in self.probes}) >= 2:
-                self.result.model = fit_memory_model(self.probes,
-                                                     grads_in_forward=accum_steps > 1)
+                self.result.model = fit_memory_model(self.probes, grads_in_forward=accum_steps > 1)
         return self._record(TrialRecord(
             stage, batch_size, accum_steps, "ok" if fits else "over", peak_bytes=peak,
             predicted_bytes=predicted, wall_s=wall_s,

@@ -131,11 +131,9 @@ class StepMemory:
         self.trainer = None          # set by the Trainer it watches
         self.data_bytes = 0          # set by the Trainer: the batches it holds
         self._parts = dict.fromkeys(("param_bytes", "grad_bytes", "optimizer_state_bytes",
-                                     "activation_bytes", "weight_copy_bytes",
-                                     "recompute_bytes"), 0)
+                                     "activation_bytes", "weight_copy_bytes", "recompute_bytes"), 0)
         self._counter: SavedTensorCounter | None = None
-        self._counted_peak = 0
-        self._base = 0
+        self._counted_peak = self._base = 0
         if self.on_cuda:
             torch.cuda.synchronize(device)
             torch.cuda.reset_peak_memory_stats(device)
@@ -164,10 +162,9 @@ class StepMemory:
             self._parts[key] = max(self._parts[key], value)
         self._counted_peak = max(self._counted_peak, sum(live.values()) + self.data_bytes)
         if self.limit_bytes is not None and self.peak_bytes > self.limit_bytes:
-            raise InjectedOOM(
-                f"out of memory (injected limit): after {name} the step holds "
-                f"{format_bytes(self.peak_bytes)} ({self.meter}), the limit is "
-                f"{format_bytes(self.limit_bytes)}")
+            raise InjectedOOM(f"out of memory (injected limit): after {name} the step holds "
+                              f"{format_bytes(self.peak_bytes)} ({self.meter}), the limit is "
+                              f"{format_bytes(self.limit_bytes)}")
 
     @property
     def peak_bytes(self) -> int:

@@ -24,7 +24,7 @@ from ..models.presets import Task, preset
 from ..peak import measured_peak
 from .memory import StepMemory, fit_memory_model, prediction_error
 from .spec import TrainSpec, check_precision, matmul_precision_of, precision_context
-from .trainer import POOL_BATCHES, Trainer, accumulation_gaps, check_levers, measure_step_memory
+from .trainer import Trainer, accumulation_gaps, check_levers, measure_step_memory
 
 DEFAULT_TRAIN_STEPS = 30
 CPU_PEAK_REASON = "CPUs are not in the datasheet table"
@@ -131,7 +131,7 @@ def train_point(model: str = "mlp", size: str = "tiny", batch_size: int = 32,
         history = trainer.train(1, cancel=cancel)  # the first step compiles, if anything does
         compiling.first_step_done()
         history += trainer.train(train_steps - 1, cancel=cancel)
-        pool = trainer.batches(min(spec.accum_steps, POOL_BATCHES))
+        pool = trainer.pool()
         breakdown = trainer.counted_cycle(pool, StepMemory(device, base_bytes=base_bytes))
         evaluation = trainer.evaluate()
         timing = measure(lambda: trainer.cycle(pool), device=device, budget_s=budget_s,
@@ -139,22 +139,18 @@ def train_point(model: str = "mlp", size: str = "tiny", batch_size: int = 32,
     step_s = timing.median_ms / 1e3
     out = {"throughput": spec.effective_batch / step_s, "throughput_unit": "samples/s",
            "timing": timing, "optimizer_steps_per_s": 1.0 / step_s,
-           "effective_batch": spec.effective_batch,
-           "loss": history[-1]["loss"], **evaluation,
+           "effective_batch": spec.effective_batch, "loss": history[-1]["loss"], **evaluation,
            "loss_curve": [h["loss"] for h in history],
-           "skipped_steps": sum(h["skipped"] for h in history),
-           "scale": history[-1]["scale"],
+           "skipped_steps": sum(h["skipped"] for h in history), "scale": history[-1]["scale"],
            "scale_curve": [h["scale"] for h in history] if spec.uses_scaler else [],
            "param_count": sum(p.numel() for p in trainer.model.parameters()),
            **{k: v for k, v in breakdown.to_dict().items() if k not in ("peak_bytes", "meter")},
            "step_peak_bytes": breakdown.peak_bytes, "memory_meter": breakdown.meter,
-           "predicted_peak_bytes": predicted,
-           "prediction_error": None if predicted is None else
-           prediction_error(predicted, breakdown.peak_bytes),
+           "predicted_peak_bytes": predicted, "prediction_error": None if predicted is None
+           else prediction_error(predicted, breakdown.peak_bytes),
            **mfu_figures(flops.per_sample, spec.effective_batch / step_s,
                          peaks_for(spec.precision, device)),
-           "model_flops_by_op": flops.by_op,
-           **compiling.metrics([h["wall_s"] for h in history])}
+           "model_flops_by_op": flops.by_op, **compiling.metrics([h["wall_s"] for h in history])}
     if not math.isfinite(history[-1]["loss"]):
         out["message"] = ("the loss is not finite after training: this precision diverged "
                           "(try a GradScaler, bf16, or a lower lr)")

@@ -94,6 +94,10 @@ class Trainer:
         """`count` micro-batches (default accum_steps): one effective batch."""
         return [self.batch() for _ in range(count or self.spec.accum_steps)]
 
+    def pool(self) -> list[tuple]:
+        """The micro-batches that timed cycles reuse (data made outside the timing)."""
+        return self.batches(min(self.spec.accum_steps, POOL_BATCHES))
+
     def _autocast(self):
         dtype = self.spec.autocast_dtype
         return torch.autocast(self.device_type, dtype=dtype or torch.float32,
@@ -188,11 +192,10 @@ class Trainer:
         return self.scaler.get_scale() if self.scaler.is_enabled() else None
 
     @torch.no_grad()
-    def evaluate(self, batch_size: int | None = None, seed: int = _EVAL_SEED) -> dict:
+    def evaluate(self) -> dict:
         """Loss and accuracy on the task's held-out batch (the same for every config)."""
-        batch_size = batch_size or self.task.eval_batch
-        generator = torch.Generator(self.device).manual_seed(seed)
-        inputs, targets = self.batch(batch_size, generator)
+        generator = torch.Generator(self.device).manual_seed(_EVAL_SEED)
+        inputs, targets = self.batch(self.task.eval_batch, generator)
         self.model.eval()
         try:
             outputs, loss = self._loss(inputs, targets, eager=True)
@@ -282,7 +285,7 @@ def measure_step_memory(spec: TrainSpec, task: Task, device: str, *, cycles: int
     `limit_bytes`): the caller frees after its except block."""
     watch = StepMemory(device, limit_bytes=limit_bytes)  # before the model: CUDA counts it all
     trainer = Trainer(spec, task, device, seed=seed)
-    pool = trainer.batches(min(spec.accum_steps, POOL_BATCHES))
+    pool = trainer.pool()
     for _ in range(cycles):
         breakdown = trainer.counted_cycle(pool, watch)
     return breakdown
