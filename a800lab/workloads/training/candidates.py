@@ -23,7 +23,7 @@ from ...core.search import SearchResult, config_key
 from ...core.sweep import first_line, measure_point
 from ...core.timing import Timing, measure
 from ...core.units import format_bytes
-from ..models.levers import CompileWatch, lever_unavailable
+from ..models.levers import lever_unavailable
 from ..models.presets import Task
 from ..models.task import batch_norm_layers
 from .max_batch import default_limit_bytes, find_max_batch_for
@@ -253,11 +253,8 @@ class TuneSession:
                 trainer, pool = self._warm[key]
             else:
                 trainer = Trainer(spec, self.task, self.device)
-                compiling = CompileWatch(spec.compile)
-                history = trainer.train(1, cancel=cancel)
-                compiling.first_step_done()
-                history += trainer.train(WARMUP_STEPS - 1, cancel=cancel)
-                checked.update(compiling.metrics([h["wall_s"] for h in history]))
+                history = trainer.train(WARMUP_STEPS, cancel=cancel)
+                checked.update(trainer.compiling.metrics([h["wall_s"] for h in history]))
                 pool = trainer.pool()
                 held = sum(self._checks[k]["step_peak_bytes"] for k in self._warm)
                 if self.device == "cpu" and held + checked["step_peak_bytes"] <= WARM_LIMIT_BYTES:

@@ -19,7 +19,6 @@ from ...core.environment import environment
 from ...core.memory import free_after_oom
 from ...core.specs import peak_for
 from ...core.timing import measure
-from ..models.levers import CompileWatch
 from ..models.presets import Task, preset
 from ..peak import measured_peak
 from .memory import StepMemory, fit_memory_model, prediction_error
@@ -127,10 +126,7 @@ def train_point(model: str = "mlp", size: str = "tiny", batch_size: int = 32,
         flops = count_model_flops(spec, task, device)  # a fresh eager model, freed after
         base_bytes = torch.cuda.memory_allocated(device) if device.startswith("cuda") else 0
         trainer = Trainer(spec, task, device, seed=seed)
-        compiling = CompileWatch(spec.compile)
-        history = trainer.train(1, cancel=cancel)  # the first step compiles, if anything does
-        compiling.first_step_done()
-        history += trainer.train(train_steps - 1, cancel=cancel)
+        history = trainer.train(train_steps, cancel=cancel)  # the first compiles, if anything
         pool = trainer.pool()
         breakdown = trainer.counted_cycle(pool, StepMemory(device, base_bytes=base_bytes))
         evaluation = trainer.evaluate()
@@ -150,7 +146,8 @@ def train_point(model: str = "mlp", size: str = "tiny", batch_size: int = 32,
            else prediction_error(predicted, breakdown.peak_bytes),
            **mfu_figures(flops.per_sample, spec.effective_batch / step_s,
                          peaks_for(spec.precision, device)),
-           "model_flops_by_op": flops.by_op, **compiling.metrics([h["wall_s"] for h in history])}
+           "model_flops_by_op": flops.by_op,
+           **trainer.compiling.metrics([h["wall_s"] for h in history])}
     if not math.isfinite(history[-1]["loss"]):
         out["message"] = ("the loss is not finite after training: this precision diverged "
                           "(try a GradScaler, bf16, or a lower lr)")

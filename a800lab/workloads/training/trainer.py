@@ -18,6 +18,7 @@ from torch.utils.checkpoint import checkpoint
 
 from ...core.cancel import CancelToken
 from ..models.levers import (
+    CompileWatch,
     attention_backend,
     attention_refusal,
     compile_model,
@@ -50,6 +51,7 @@ class Trainer:
         # what the training cycles call: the model, or its torch.compile wrapper (evaluation and
         # the memory probes of one block use the eager model, so they never recompile it)
         self.step_model = compile_model(self.model, spec.compile)
+        self.compiling = CompileWatch(spec.compile)  # what it did, once the first step is done
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.lr = spec.lr or task.lr
         flags = optimizer_flags(spec.optimizer_impl)
@@ -138,6 +140,8 @@ class Trainer:
             watch.phase("step")
         self.optimizer.zero_grad(set_to_none=True)
         self.steps_done += 1
+        if self.steps_done == 1:  # the first step compiles, if anything does
+            self.compiling.first_step_done()
         return total
 
     def counted_cycle(self, micro_batches: Sequence[tuple], watch: StepMemory):
