@@ -285,11 +285,15 @@ class TuneSession:
         return {"outcome": "ok", "timing": Timing(record.time_ms, 0, self.device),
                 "noise": record.noise}
 
+    def verified(self, config: Mapping) -> dict:
+        """What a config's verification found ({} before its first trial)."""
+        return dict(self._checks.get(config_key(config), {}))
+
     def candidates(self, result: SearchResult) -> list[dict]:
         """Each measured config's longest-budget trial with its verified peak."""
         out = []
         for trial in result.final().values():
-            checked = self._checks[config_key(trial.config)]  # its verification
+            checked = self.verified(trial.config)
             out.append({"config": trial.config, "samples_per_s":
                         self.target / (trial.median_ms / 1e3), "median_ms": trial.median_ms,
                         "iqr_ms": trial.timing.iqr_ms, "peak_bytes": checked["step_peak_bytes"],

@@ -126,13 +126,12 @@ SCALING_RUNS = (("fp32", "fp32", False), ("fp16, no scaler", "fp16", False),
 def compare_scaling(task: Task, *, steps: int = 60, batch_size: int = 64,
                     lr: float | None = None, init_scale: float = 2.0**16,
                     growth_factor: float = 2.0, backoff_factor: float = 0.5,
-                    growth_interval: int = 2000, device: str = "auto",
+                    growth_interval: int = 2000, runs=SCALING_RUNS, device: str = "auto",
                     seed: int = 0) -> dict[str, list]:
-    """name -> Trainer.train's history (with grad_stats) of each of SCALING_RUNS (name,
-    precision, scaler)."""
+    """name -> Trainer.train's history (with grad_stats) of each run (name, precision, scaler)."""
     device = resolve_device(device)
     out = {}
-    for name, precision, scaler in SCALING_RUNS:
+    for name, precision, scaler in runs:
         check_precision(precision, device)
         spec = TrainSpec(precision=precision, grad_scaler=scaler, batch_size=batch_size,
                          lr=lr, init_scale=init_scale, growth_factor=growth_factor,
