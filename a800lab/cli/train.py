@@ -33,8 +33,7 @@ def add_parsers(commands) -> None:
                  train_steps="optimizer steps per point before timing, for its loss curve "
                              "(default 20 on a CPU, 50 on a GPU)")
     commands.add("max-batch", run=max_batch_command,
-                 help="the largest micro-batch of a training step that fits (grow, bisect, "
-                      "verify)",
+                 help="the largest micro-batch of a training step that fits (grow, bisect, verify)",
                  options=f"{SPEC} precision target_batch limit_mib margin device threads out",
                  precision={"default": "fp32", "help": PRECISION_HELP},
                  target_batch="an effective batch to plan as micro-batch x accumulation",
@@ -56,9 +55,8 @@ def add_parsers(commands) -> None:
                  json="print profile.json instead")
     commands.add("train", group="tune", run=tune_train_command,
                  help="the fastest training config for a target effective batch: precision x "
-                      "micro-batch x accumulation x checkpointing x compile x optimizer "
-                      "(successive halving; every candidate verified; the winner stored and "
-                      "reused)",
+                      "micro-batch x accumulation x checkpointing x compile x optimizer (successive"
+                      " halving; every candidate verified; the winner stored and reused)",
                  options="model model_size user_model target_batch precision+ checkpointing+ "
                          "LEVERS+ optimizer lr limit_mib margin RUN store force json",
                  model={"default": "mlp"}, target_batch={"required": True},
@@ -72,9 +70,8 @@ def add_parsers(commands) -> None:
 def user_task(where: str | None, device: str, check):
     """The Task of a --user-model file or module, dry-run by `check(task, device)`, or None;
     whatever is wrong with it is one line (ValueError) naming the file and the fault."""
-    if where is None:
-        return None
-    return load_user_task(where, device, check, label=f"--user-model {where}")
+    return None if where is None else load_user_task(where, device, check,
+                                                     label=f"--user-model {where}")
 
 
 def user_module(where: str):
@@ -171,8 +168,7 @@ def profile_command(args) -> int:
 
     task = user_task(args.user_model, args.device, check_task)
     values = train_values(args, many=False)
-    spec = TrainSpec(**{k: v[0] for k, v in values.items()}, batch_size=args.batch_size,
-                     lr=args.lr)
+    spec = TrainSpec(**{k: v[0] for k, v in values.items()}, batch_size=args.batch_size, lr=args.lr)
     options.cpu_notes([matmul_precision_of(spec.precision)], args.device)
     print(f"profiling {'your model' if task else spec.model} on {args.device}: "
           f"{args.warmup_steps} warm-up steps, then {args.steps} profiled", file=sys.stderr)

@@ -12,6 +12,7 @@ import shutil
 import torch
 from torch import nn
 
+from ...core.sweep import first_line
 from .presets import MODELS, ZOO_MODELS
 
 COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")
@@ -79,10 +80,8 @@ def attention_backend(name: str):
 
 def attention_refusal(name: str, exc: BaseException, reasons: list[str]) -> ValueError:
     """The ValueError for a forced back end that refused: torch's reasons, what to use instead."""
-    cleaned = (re.sub(r"\s*\(Triggered internally at [^)]*\)\.?", "", r).strip()
-               for r in reasons)
-    why = " ".join(dict.fromkeys(r for r in cleaned if r)) or \
-        str(exc).strip().splitlines()[0]
+    cleaned = (re.sub(r"\s*\(Triggered internally at [^)]*\)\.?", "", r).strip() for r in reasons)
+    why = " ".join(dict.fromkeys(r for r in cleaned if r)) or first_line(exc)
     return ValueError(f"attention={name!r} cannot run this model's attention here: {why}. Use "
                       "attention='default' (torch picks per call) or another back end")
 

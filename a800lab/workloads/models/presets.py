@@ -169,9 +169,8 @@ def _transformer_task(vocab: int, seq_len: int, d_model: int, layers: int, heads
         return seq[:, :-1], targets
 
     return Task("transformer", lambda: seeded(TinyGPT, vocab, seq_len, d_model, layers, heads),
-                make_batch, cross_entropy, argmax_accuracy,
-                f"decoder d={d_model} x{layers} layers, {seq_len} tokens: x[t+1] = x[t-1] + 1 "
-                f"mod {vocab}")
+                make_batch, cross_entropy, argmax_accuracy, f"decoder d={d_model} x{layers} "
+                f"layers, {seq_len} tokens: x[t+1] = x[t-1] + 1 mod {vocab}")
 
 
 class BasicBlock(nn.Module):
@@ -222,18 +221,16 @@ def _patterns(image: int):
 def _cnn_task(image: int, width: int, blocks: int) -> Task:
     # batch norm, as in ResNets: accumulation is exact only without it (per-micro-batch stats)
     return Task("cnn", lambda: seeded(SmallResNet, width, blocks), _patterns(image),
-                cross_entropy, argmax_accuracy,
-                f"ResNet-style width {width} x{blocks} blocks (batch norm), {image}x{image} "
-                "patterns under noise")
+                cross_entropy, argmax_accuracy, f"ResNet-style width {width} x{blocks} blocks "
+                f"(batch norm), {image}x{image} patterns under noise")
 
 
 def _resnet50_task(image: int = 224) -> Task:
     from torchvision.models import resnet50  # the optional extra; checked by preset()
 
     return Task("resnet50", lambda: seeded(lambda: resnet50(weights=None)), _patterns(image),
-                cross_entropy, argmax_accuracy,
-                f"torchvision ResNet-50 (weights=None, 1000-class head), {image}x{image} "
-                f"patterns of {CLASSES} classes under noise")
+                cross_entropy, argmax_accuracy, f"torchvision ResNet-50 (weights=None, 1000-class "
+                f"head), {image}x{image} patterns of {CLASSES} classes under noise")
 
 
 def seeded(make, *args) -> nn.Module:
@@ -284,4 +281,3 @@ def describe_sizes() -> dict[str, dict[str, str]]:
 def default_size(device: str) -> str:
     """"tiny" on a CPU (a step in milliseconds), "medium" on a GPU."""
     return "tiny" if device == "cpu" else "medium"
-

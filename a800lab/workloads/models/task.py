@@ -40,10 +40,11 @@ def custom_task(make_model: Callable[[], nn.Module], make_batch: Callable, loss_
     def batch(batch_size: int, generator: torch.Generator):
         device = generator.device
         made = make_batch(batch_size, **_extras(make_batch, device=device, generator=generator))
-        return _moved(made, device)
+        if isinstance(made, (tuple, list)) and len(made) == 2:  # else check_batch says why not
+            return _to(made, device)
+        return made
 
-    return Task(name, make_model, batch, loss_fn or cross_entropy,
-                accuracy_fn or label_accuracy,
+    return Task(name, make_model, batch, loss_fn or cross_entropy, accuracy_fn or label_accuracy,
                 f"your model ({getattr(make_model, '__name__', 'make_model')})")
 
 
@@ -56,12 +57,6 @@ def label_accuracy(outputs, targets):
     if not labels or outputs.dim() != targets.dim() + 1 or outputs.shape[:-1] != targets.shape:
         return None
     return argmax_accuracy(outputs, targets)
-
-
-def _moved(made, device):
-    if isinstance(made, (tuple, list)) and len(made) == 2:
-        return tuple(_to(part, device) for part in made)
-    return made  # check_batch says what is wrong with it
 
 
 def _to(part, device):
@@ -104,8 +99,7 @@ def _loss_fault(outputs, batch_size: int, exc: Exception) -> str:
     """Why loss_fn raised: the model's output not following the batch when it does not (the
     real fault: cross-entropy only notices it), else loss_fn itself."""
     said = f"loss_fn(outputs, targets) raised {type(exc).__name__}: {first_line(exc)}"
-    if isinstance(outputs, torch.Tensor) and (outputs.dim() == 0 or
-                                              outputs.shape[0] != batch_size):
+    if isinstance(outputs, torch.Tensor) and (outputs.dim() == 0 or outputs.shape[0] != batch_size):
         return (f"the model's output for a batch of {batch_size} has shape "
                 f"{tuple(outputs.shape)}: its first dimension must be the batch size "
                 f"{batch_size} ({said})")
@@ -116,8 +110,7 @@ def built_model(make_model: Callable[[], nn.Module]) -> nn.Module:
     """make_model()'s model; ValueError when it raises or returns no torch.nn.Module."""
     model = _raising("make_model() raised", make_model)
     if not isinstance(model, nn.Module):
-        raise ValueError(f"make_model() must return a torch.nn.Module, got "
-                         f"{type(model).__name__}")
+        raise ValueError(f"make_model() must return a torch.nn.Module, got {type(model).__name__}")
     return model
 
 

@@ -109,8 +109,7 @@ def panel_task(user_model: str | None = None, make_model=None, make_batch=None, 
         raise ValueError("your own model needs both make_model= and make_batch=")
     try:
         if user_model is not None:
-            return load_user_task(user_model, device, check,
-                                  label=f"your model ({user_model})"), ""
+            return load_user_task(user_model, device, check, label=f"your model ({user_model})"), ""
         if functions:
             task = custom_task(make_model, make_batch, loss_fn, accuracy_fn)
             return checked(task, device, check, f"your model ({defined_in(make_model)})"), ""

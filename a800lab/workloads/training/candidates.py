@@ -7,6 +7,7 @@ loss) and timed.
     session.evaluate(session.plan()[0], 0.5)         # {"outcome", "timing", "noise"}
 """
 
+import functools
 import itertools
 import math
 from collections.abc import Callable, Mapping
@@ -19,19 +20,18 @@ from ...core.environment import environment, fingerprint
 from ...core.memory import free_after_oom, is_oom
 from ...core.results import Record, append_record, new_run_id
 from ...core.search import SearchResult, config_key
-from ...core.sweep import measure_point
+from ...core.sweep import first_line, measure_point
 from ...core.timing import Timing, measure
 from ...core.units import format_bytes
-from ..models.levers import CompileWatch, lever_unavailable
+from ..models.levers import lever_unavailable
 from ..models.presets import Task
 from ..models.task import batch_norm_layers
 from .max_batch import default_limit_bytes, find_max_batch_for
 from .spec import TrainSpec, precision_context, precisions_for
-from .trainer import POOL_BATCHES, Trainer, check_levers, gradient_gap, measure_step_memory
+from .trainer import Trainer, check_levers, gradient_gap, measure_step_memory
 
 WORKLOAD = "tune-train"
-LEVERS = ("precision", "checkpointing", "compile", "optimizer_impl", "attention",
-          "channels_last")
+LEVERS = ("precision", "checkpointing", "compile", "optimizer_impl", "attention", "channels_last")
 CPU_AXES = {"precision": ["fp32"], "checkpointing": [False, True], "compile": ["off"],
             "optimizer_impl": ["for-loop", "foreach", "fused"]}
 GPU_AXES = {"precision": ["bf16", "fp16", "tf32"], "checkpointing": [False, True],
@@ -217,7 +217,7 @@ class TuneSession:
         except Exception as exc:
             if not is_oom(exc):
                 raise
-            failure = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            failure = first_line(exc)
         if failure is not None:
             free_after_oom()  # out of the except block: the failed step's tensors are gone
             return {"outcome": "oom", "message": failure}
@@ -253,12 +253,9 @@ class TuneSession:
                 trainer, pool = self._warm[key]
             else:
                 trainer = Trainer(spec, self.task, self.device)
-                compiling = CompileWatch(spec.compile)
-                history = trainer.train(1, cancel=cancel)
-                compiling.first_step_done()
-                history += trainer.train(WARMUP_STEPS - 1, cancel=cancel)
-                checked.update(compiling.metrics([h["wall_s"] for h in history]))
-                pool = trainer.batches(min(spec.accum_steps, POOL_BATCHES))
+                history = trainer.train(WARMUP_STEPS, cancel=cancel)
+                checked.update(trainer.compiling.metrics([h["wall_s"] for h in history]))
+                pool = trainer.pool()
                 held = sum(self._checks[k]["step_peak_bytes"] for k in self._warm)
                 if self.device == "cpu" and held + checked["step_peak_bytes"] <= WARM_LIMIT_BYTES:
                     self._warm[key] = (trainer, pool)  # on a GPU its tensors would count in others
@@ -275,9 +272,7 @@ class TuneSession:
 
     def evaluate(self, config: dict, budget_s: float, first: bool = True) -> dict:
         """One trial as a record (appended to `out`): the search's evaluate()."""
-        def point(**params):
-            return self.trial(budget_s=budget_s, cancel=self.cancel, **params)
-
+        point = functools.partial(self.trial, budget_s=budget_s, cancel=self.cancel)
         record = measure_point(point, dict(config), workload=WORKLOAD, device=self.device,
                                env=self.env, run_id=self.run_id, cancel=self.cancel)
         self.records.append(record)
@@ -305,8 +300,6 @@ class TuneSession:
                         "grad_gap": checked.get("grad_gap"), "round": trial.round,
                         "budget_s": trial.budget_s})
         return out
-
-
 
 
 def _bound_key(spec: TrainSpec) -> str:

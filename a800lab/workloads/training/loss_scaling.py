@@ -6,6 +6,7 @@ GradScaler's dynamics, the layers autocast keeps in fp32.
     runs = compare_scaling(regression_task(), steps=60)  # fp32 / fp16 no scaler / fp16 + scaler
 """
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 
@@ -38,9 +39,8 @@ class GradientSample:
         """All values of "params", "activations" or "all", as one CPU float64 tensor."""
         if kind not in ("params", "activations", "all"):
             raise ValueError(f"kind={kind!r}: use 'params', 'activations' or 'all'")
-        parts = {"params": list(self.params.values()),
-                 "activations": list(self.activations.values())}
-        chosen = parts["params"] + parts["activations"] if kind == "all" else parts[kind]
+        chosen = [*(self.params.values() if kind != "activations" else ()),
+                  *(self.activations.values() if kind != "params" else ())]
         return torch.cat(chosen) if chosen else torch.zeros(0, dtype=torch.float64)
 
 
@@ -50,8 +50,7 @@ def _sampled(t: torch.Tensor) -> torch.Tensor:
     return flat[::step].abs().to("cpu", torch.float64)
 
 
-def gradient_sample(task: Task, *, steps: int = 0, batch_size: int = 32,
-                    lr: float | None = None,
+def gradient_sample(task: Task, *, steps: int = 0, batch_size: int = 32, lr: float | None = None,
                     device: str = "auto", seed: int = 0) -> GradientSample:
     """|gradients| of every parameter and module output in an fp32 backward after `steps`."""
     device = resolve_device(device)
@@ -59,7 +58,6 @@ def gradient_sample(task: Task, *, steps: int = 0, batch_size: int = 32,
                       seed=seed)
     trainer.train(steps)
     sample = GradientSample()
-    handles = []
 
     def on_output(name):
         def hook(_module, _inputs, output):
@@ -67,15 +65,9 @@ def gradient_sample(task: Task, *, steps: int = 0, batch_size: int = 32,
                 output.register_hook(lambda g: sample.activations.__setitem__(name, _sampled(g)))
         return hook
 
-    for name, module in trainer.model.named_modules():
-        if name and not list(module.children()):  # leaf modules: Linear, GELU, LayerNorm ...
-            handles.append(module.register_forward_hook(on_output(name)))
-    try:
+    with _leaf_hooks(trainer.model, on_output):
         _, loss = trainer._loss(*trainer.batch())
         loss.backward()
-    finally:
-        for handle in handles:
-            handle.remove()
     sample.params = {name: _sampled(p.grad) for name, p in trainer.model.named_parameters()
                      if p.grad is not None}
     return sample
@@ -132,10 +124,10 @@ SCALING_RUNS = (("fp32", "fp32", False), ("fp16, no scaler", "fp16", False),
 
 
 def compare_scaling(task: Task, *, steps: int = 60, batch_size: int = 64,
-                    lr: float | None = None,
-                    init_scale: float = 2.0**16, growth_factor: float = 2.0,
-                    backoff_factor: float = 0.5, growth_interval: int = 2000,
-                    runs=SCALING_RUNS, device: str = "auto", seed: int = 0) -> dict[str, list]:
+                    lr: float | None = None, init_scale: float = 2.0**16,
+                    growth_factor: float = 2.0, backoff_factor: float = 0.5,
+                    growth_interval: int = 2000, runs=SCALING_RUNS, device: str = "auto",
+                    seed: int = 0) -> dict[str, list]:
     """name -> Trainer.train's history (with grad_stats) of each run (name, precision, scaler)."""
     device = resolve_device(device)
     out = {}
@@ -159,7 +151,7 @@ def autocast_dtypes(model: nn.Module, inputs, precision: str = "fp16", *, loss_f
     if dtype is None:
         raise ValueError(f"precision={precision!r}: autocast runs in 'fp16' or 'bf16'")
     model = model.to(device)
-    rows, handles = [], []
+    rows = []
 
     def record(name):
         def hook(module, _inputs, output):
@@ -168,20 +160,26 @@ def autocast_dtypes(model: nn.Module, inputs, precision: str = "fp16", *, loss_f
                              "output_dtype": str(output.dtype).removeprefix("torch.")})
         return hook
 
-    for name, module in model.named_modules():
-        if name and not list(module.children()):
-            handles.append(module.register_forward_hook(record(name)))
+    with _leaf_hooks(model, record), torch.no_grad(), \
+            torch.autocast(torch.device(device).type, dtype=dtype):
+        outputs = model(inputs.to(device))
+        if loss_fn is not None:
+            loss = loss_fn(outputs, targets.to(device))
+            rows.append({"module": "(loss)", "type": getattr(loss_fn, "__name__", "loss"),
+                         "output_dtype": str(loss.dtype).removeprefix("torch.")})
+    return rows
+
+
+@contextlib.contextmanager
+def _leaf_hooks(model: nn.Module, make_hook):
+    """make_hook(name) as the forward hook of each leaf module (Linear, GELU, ...) in the block."""
+    handles = [module.register_forward_hook(make_hook(name))
+               for name, module in model.named_modules() if name and not list(module.children())]
     try:
-        with torch.no_grad(), torch.autocast(torch.device(device).type, dtype=dtype):
-            outputs = model(inputs.to(device))
-            if loss_fn is not None:
-                loss = loss_fn(outputs, targets.to(device))
-                rows.append({"module": "(loss)", "type": getattr(loss_fn, "__name__", "loss"),
-                             "output_dtype": str(loss.dtype).removeprefix("torch.")})
+        yield
     finally:
         for handle in handles:
             handle.remove()
-    return rows
 
 
 def _rms_norm(x: torch.Tensor) -> torch.Tensor:
@@ -193,12 +191,16 @@ def norm_overflow(magnitude: float = 300.0, *, device: str = "auto") -> list[dic
     """A hand-written RMSNorm of activations ~`magnitude` in several ways: (variant, finite,
     rel_error vs float64). Above 256, x^2 overflows fp16 unless the norm is kept in fp32."""
     device = resolve_device(device)
-    device_type = torch.device(device).type
     x = torch.randn(8, 256, generator=torch.Generator().manual_seed(0)) * magnitude
     reference = _rms_norm(x.double())
+
+    def autocast_fp16():  # a Linear first: 16-bit activations, as inside a network
+        with torch.autocast(torch.device(device).type, dtype=torch.float16):
+            return _rms_norm(F.linear(x.to(device), torch.eye(x.shape[-1], device=device)))
+
     variants = {
         "pure fp16": lambda: _rms_norm(x.to(device, torch.float16)),
-        "fp16 autocast": lambda: _autocast_norm(x.to(device), device_type, torch.float16),
+        "fp16 autocast": autocast_fp16,
         "fp16, norm kept in fp32": lambda: _rms_norm(x.to(device, torch.float16).float()),
         "pure bf16": lambda: _rms_norm(x.to(device, torch.bfloat16)),
     }
@@ -209,14 +211,5 @@ def norm_overflow(magnitude: float = 300.0, *, device: str = "auto") -> list[dic
         y = run().double().cpu()
         finite = bool(torch.isfinite(y).all())
         error = float((y - reference).norm() / reference.norm()) if finite else math.inf
-        rows.append({"variant": name, "magnitude": magnitude, "finite": finite,
-                     "rel_error": error})
+        rows.append({"variant": name, "magnitude": magnitude, "finite": finite, "rel_error": error})
     return rows
-
-
-def _autocast_norm(x: torch.Tensor, device_type: str, dtype: torch.dtype) -> torch.Tensor:
-    # a Linear first, so the activations are 16-bit as they would be inside a network
-    with torch.autocast(device_type, dtype=dtype):
-        h = nn.functional.linear(x, torch.eye(x.shape[-1], device=x.device))
-        return _rms_norm(h)
-

@@ -15,6 +15,7 @@ from ...core.backends import resolve_device
 from ...core.cancel import CancelToken
 from ...core.checks import positive_int
 from ...core.memory import available_bytes, free_after_oom, is_oom
+from ...core.sweep import first_line
 from ...core.units import MIB, format_bytes
 from ..models.presets import preset
 from ..models.task import batch_norm_layers
@@ -156,18 +157,21 @@ class MaxBatchResult:
 class _Search:
     """State of one search: runs trials, records them, frees memory after each OOM."""
 
-    def __init__(self, trial: Trial, result: MaxBatchResult, *, use_model: bool,
-                 on_trial, cancel: CancelToken | None):
-        self.trial, self.result, self.use_model = trial, result, use_model
-        self.on_trial, self.cancel = on_trial, cancel
+    def __init__(self, trial: Trial, result: MaxBatchResult, *, accum_steps: int,
+                 use_model: bool, on_trial, cancel: CancelToken | None):
+        self.trial, self.result, self.accum_steps = trial, result, accum_steps
+        self.use_model, self.on_trial, self.cancel = use_model, on_trial, cancel
         self.lo, self.hi = 0, None  # largest success, smallest failure (verification aside)
         self.probes: list = []      # (batch_size, MemoryBreakdown) of every run but verifications
 
-    def attempt(self, stage: str, batch_size: int, accum_steps: int, cycles: int) -> bool:
-        """Run (or skip, when the model calls it hopeless) one candidate; True if it fits."""
+    def attempt(self, stage: str, batch_size: int, accum_steps: int | None = None,
+                cycles: int = 2) -> bool:
+        """Run (or skip, when the model calls it hopeless) one candidate; True if it fits. Two
+        cycles: the optimizer's first step (its state appears) and one step with that state."""
         if self.cancel is not None:
             self.cancel.raise_if_cancelled()
-        model = self.result.model if self.use_model else None
+        accum_steps = accum_steps or self.accum_steps
+        model = self.result.model  # fitted only when use_model
         predicted = None if model is None else model.predict(batch_size)
         budget = self.result.budget_bytes
         if predicted is not None and stage != "verify" and \
@@ -181,7 +185,7 @@ class _Search:
         except Exception as exc:
             if not is_oom(exc):
                 raise
-            failure = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            failure = first_line(exc)
         wall_s = time.perf_counter() - started
         if failure is not None:
             # out of the except block the traceback, and the trial's tensors with it, are gone
@@ -194,8 +198,7 @@ class _Search:
         if stage != "verify":  # every run refines the model, the ones near the limit most
             self.probes.append((batch_size, breakdown))
             if self.use_model and len({b for b, _ in self.probes}) >= 2:
-                self.result.model = fit_memory_model(self.probes,
-                                                     grads_in_forward=accum_steps > 1)
+                self.result.model = fit_memory_model(self.probes, grads_in_forward=accum_steps > 1)
         return self._record(TrialRecord(
             stage, batch_size, accum_steps, "ok" if fits else "over", peak_bytes=peak,
             predicted_bytes=predicted, wall_s=wall_s,
@@ -207,9 +210,8 @@ class _Search:
         """How far over the budget a prediction may be and still be tried (MIN_TOLERANCE..)."""
         errors = [abs(t.predicted_bytes - t.peak_bytes) / t.peak_bytes for t in self.result.trials
                   if t.predicted_bytes is not None and t.peak_bytes]
-        if not errors:
-            return MODEL_TOLERANCE
-        return min(MODEL_TOLERANCE, max(MIN_TOLERANCE, 2 * max(errors)))
+        return min(MODEL_TOLERANCE, max(MIN_TOLERANCE, 2 * max(errors))) if errors \
+            else MODEL_TOLERANCE
 
     def _record(self, record: TrialRecord) -> bool:
         self.result.trials.append(record)
@@ -222,6 +224,26 @@ class _Search:
                 self.hi = record.batch_size
         return record.fits
 
+    def grow(self, max_batch: int) -> None:
+        """Double (or jump to the model's guess) until a candidate fails."""
+        result = self.result
+        while self.hi is None and self.lo:
+            candidate = 2 * self.lo
+            if result.model is not None:
+                guess = result.model.largest_batch(result.budget_bytes)
+                candidate = max(candidate, min(guess, max_batch))
+            if candidate > max_batch:
+                result.message = f"stopped growing at the max_batch cap of {max_batch}"
+                self.hi = max_batch + 1
+                return
+            self.attempt("grow", candidate)
+
+    def bisect(self, resolution: float) -> None:
+        """Halve the gap between the largest success and the smallest failure."""
+        while self.hi is not None and self.lo and \
+                self.hi - self.lo > max(1, int(self.lo * resolution)):
+            self.attempt("bisect", (self.lo + self.hi) // 2)
+
     def fail_verification(self, batch_size: int) -> None:
         """A verification failed at `batch_size`: it and everything above is too big."""
         self.hi = batch_size
@@ -232,8 +254,7 @@ class _Search:
 
 def find_max_batch(trial: Trial, *, limit_bytes: int, margin: float = DEFAULT_MARGIN,
                    accum_steps: int = 1, target_batch: int | None = None,
-                   probe_batches: tuple[int, ...] = (1, 2), use_model: bool = True,
-                   verify_steps: int = VERIFY_STEPS, max_batch: int = MAX_BATCH,
+                   use_model: bool = True, max_batch: int = MAX_BATCH,
                    resolution: float = RESOLUTION,
                    on_trial: Callable[[TrialRecord], None] | None = None,
                    cancel: CancelToken | None = None) -> MaxBatchResult:
@@ -248,17 +269,15 @@ def find_max_batch(trial: Trial, *, limit_bytes: int, margin: float = DEFAULT_MA
         plan_effective_batch(target_batch, 1)  # a bad target fails before anything runs
     started = time.perf_counter()
     result = MaxBatchResult(0, limit_bytes, margin)
-    search = _Search(trial, result, use_model=use_model, on_trial=on_trial, cancel=cancel)
-    cycles = 2  # the optimizer's first step (its state appears) and one step with that state
-    if use_model:
-        for b in probe_batches:
-            if not search.attempt("probe", b, accum_steps, cycles):
-                break
-    if search.lo == 0 and search.hi is None:
-        search.attempt("grow", 1, accum_steps, cycles)
+    search = _Search(trial, result, accum_steps=accum_steps, use_model=use_model,
+                     on_trial=on_trial, cancel=cancel)
+    if not use_model:
+        search.attempt("grow", 1)
+    elif search.attempt("probe", 1):
+        search.attempt("probe", 2)
     while True:
-        _grow(search, accum_steps, cycles, max_batch)
-        _bisect(search, accum_steps, cycles, resolution)
+        search.grow(max_batch)
+        search.bisect(resolution)
         if search.lo == 0:
             result.message = ("even a micro-batch of 1 does not fit: use activation "
                               "checkpointing, bf16, a smaller model or more memory")
@@ -268,7 +287,7 @@ def find_max_batch(trial: Trial, *, limit_bytes: int, margin: float = DEFAULT_MA
         if plan is not None and (plan.batch_size, plan.accum_steps) != checks[0]:
             checks.append((plan.batch_size, plan.accum_steps))
         failed = next((micro for micro, accum in checks
-                       if not search.attempt("verify", micro, accum, verify_steps)), None)
+                       if not search.attempt("verify", micro, accum, VERIFY_STEPS)), None)
         if failed is None:
             result.batch_size, result.plan = search.lo, plan
             result.verified = next(t for t in result.trials if t.stage == "verify" and
@@ -277,28 +296,6 @@ def find_max_batch(trial: Trial, *, limit_bytes: int, margin: float = DEFAULT_MA
         search.fail_verification(failed)
     result.wall_s = time.perf_counter() - started
     return result
-
-
-def _grow(search: _Search, accum_steps: int, cycles: int, max_batch: int) -> None:
-    """Double (or jump to the model's guess) until a candidate fails."""
-    result = search.result
-    while search.hi is None and search.lo:
-        candidate = 2 * search.lo
-        if result.model is not None and search.use_model:
-            guess = result.model.largest_batch(result.budget_bytes)
-            candidate = max(candidate, min(guess, max_batch))
-        if candidate > max_batch:
-            result.message = f"stopped growing at the max_batch cap of {max_batch}"
-            search.hi = max_batch + 1
-            return
-        search.attempt("grow", candidate, accum_steps, cycles)
-
-
-def _bisect(search: _Search, accum_steps: int, cycles: int, resolution: float) -> None:
-    """Halve the gap between the largest success and the smallest failure."""
-    while search.hi is not None and search.lo and \
-            search.hi - search.lo > max(1, int(search.lo * resolution)):
-        search.attempt("bisect", (search.lo + search.hi) // 2, accum_steps, cycles)
 
 
 def default_limit_bytes(device: str) -> int:
@@ -313,13 +310,10 @@ def default_limit_bytes(device: str) -> int:
 
 
 def find_max_batch_for(spec: TrainSpec, task: Task | None = None, *, device: str = "auto",
-                       limit_bytes: int | None = None, margin: float = DEFAULT_MARGIN,
-                       target_batch: int | None = None, use_model: bool = True,
-                       verify_steps: int = VERIFY_STEPS, resolution: float = RESOLUTION,
-                       max_batch: int = MAX_BATCH,
-                       on_trial: Callable[[TrialRecord], None] | None = None,
-                       cancel: CancelToken | None = None) -> MaxBatchResult:
-    """find_max_batch for `spec` (its batch_size ignored) on your `task`, else its preset.
+                       limit_bytes: int | None = None, target_batch: int | None = None,
+                       **options) -> MaxBatchResult:
+    """find_max_batch (`options`: its margin, use_model, resolution, max_batch, on_trial,
+    cancel) for `spec` (its batch_size ignored) on your `task`, else its preset.
     `limit_bytes` given on a GPU is injected (as on a smaller card)."""
     device = resolve_device(device)
     check_precision(spec.precision, device)
@@ -333,10 +327,8 @@ def find_max_batch_for(spec: TrainSpec, task: Task | None = None, *, device: str
         return measure_step_memory(replace(spec, batch_size=batch_size, accum_steps=accum_steps),
                                    task, device, cycles=cycles, limit_bytes=injected)
 
-    result = find_max_batch(trial, limit_bytes=limit, margin=margin, accum_steps=accum,
-                            target_batch=target_batch, use_model=use_model,
-                            verify_steps=verify_steps, resolution=resolution,
-                            max_batch=max_batch, on_trial=on_trial, cancel=cancel)
+    result = find_max_batch(trial, limit_bytes=limit, accum_steps=accum,
+                            target_batch=target_batch, **options)
     result.device = device
     plan = result.plan
     if plan is not None and plan.accum_steps > 1:

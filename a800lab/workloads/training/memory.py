@@ -7,6 +7,7 @@ a few probes.
 """
 
 import math
+import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 
@@ -38,10 +39,6 @@ def tensor_bytes(tensors: Iterable) -> int:
     return sum(seen.values())
 
 
-def _storages(tensors: Iterable) -> set[int]:
-    return {t.untyped_storage().data_ptr() for t in tensors if isinstance(t, torch.Tensor)}
-
-
 def _copies_a_parameter(t: torch.Tensor) -> bool:
     """True when `t` is a view or cast of a leaf parameter (autocast's 16-bit weight copy)."""
     node = t.grad_fn
@@ -62,7 +59,8 @@ class SavedTensorCounter(torch.autograd.graph.saved_tensors_hooks):
     """Counts the tensors autograd saves for backward in a `with` block (not `exclude`)."""
 
     def __init__(self, parameters: Iterable[torch.Tensor], exclude: Iterable = ()):
-        self._skip = _storages(parameters) | _storages(exclude)
+        self._skip = {t.untyped_storage().data_ptr() for t in (*parameters, *exclude)
+                      if isinstance(t, torch.Tensor)}
         self._saved: dict[int, tuple[int, bool]] = {}  # storage -> (bytes, is a weight copy)
         super().__init__(self._pack, lambda t: t)
 
@@ -127,18 +125,15 @@ class StepMemory:
                  base_bytes: int | None = None):
         if limit_bytes is not None and not (isinstance(limit_bytes, int) and limit_bytes > 0):
             raise ValueError(f"limit_bytes={limit_bytes!r} must be a positive int of bytes")
-        self.device = device
-        self.limit_bytes = limit_bytes
+        self.device, self.limit_bytes = device, limit_bytes
         self.on_cuda = device.startswith("cuda")
         self.meter = "allocated" if self.on_cuda else "counted"
         self.trainer = None          # set by the Trainer it watches
         self.data_bytes = 0          # set by the Trainer: the batches it holds
         self._parts = dict.fromkeys(("param_bytes", "grad_bytes", "optimizer_state_bytes",
-                                     "activation_bytes", "weight_copy_bytes",
-                                     "recompute_bytes"), 0)
+                                     "activation_bytes", "weight_copy_bytes", "recompute_bytes"), 0)
         self._counter: SavedTensorCounter | None = None
-        self._counted_peak = 0
-        self._base = 0
+        self._counted_peak = self._base = 0
         if self.on_cuda:
             torch.cuda.synchronize(device)
             torch.cuda.reset_peak_memory_stats(device)
@@ -167,10 +162,9 @@ class StepMemory:
             self._parts[key] = max(self._parts[key], value)
         self._counted_peak = max(self._counted_peak, sum(live.values()) + self.data_bytes)
         if self.limit_bytes is not None and self.peak_bytes > self.limit_bytes:
-            raise InjectedOOM(
-                f"out of memory (injected limit): after {name} the step holds "
-                f"{format_bytes(self.peak_bytes)} ({self.meter}), the limit is "
-                f"{format_bytes(self.limit_bytes)}")
+            raise InjectedOOM(f"out of memory (injected limit): after {name} the step holds "
+                              f"{format_bytes(self.peak_bytes)} ({self.meter}), the limit is "
+                              f"{format_bytes(self.limit_bytes)}")
 
     @property
     def peak_bytes(self) -> int:
@@ -207,13 +201,10 @@ def static_bytes_per_param(precision: str, optimizer: str) -> int:
     return weight * (2 + _STATE_BUFFERS[optimizer])
 
 
-def _line(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
-    """(intercept, slope) of the least-squares line through (x, y) points."""
-    xs, ys = [float(x) for x, _ in points], [float(y) for _, y in points]
-    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
-    var = sum((x - mean_x) ** 2 for x in xs)
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / var
-    return mean_y - slope * mean_x, slope
+def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
+    """(intercept, slope) of the least-squares line through the points (xs, ys)."""
+    slope, intercept = statistics.linear_regression(xs, ys)
+    return intercept, slope
 
 
 @dataclass(frozen=True)
@@ -277,20 +268,19 @@ class MemoryModel:
 def fit_memory_model(probes: Sequence[tuple[int, MemoryBreakdown]], *,
                      grads_in_forward: bool) -> MemoryModel:
     """A MemoryModel from (micro-batch, MemoryBreakdown) probes at two or more batch sizes."""
-    if len({int(b) for b, _ in probes}) < 2:
+    batches, seen = [b for b, _ in probes], [d for _, d in probes]
+    if len({int(b) for b in batches}) < 2:
         raise ValueError(f"the memory model needs probes at two or more micro-batch sizes, got "
-                         f"{[b for b, _ in probes]}; probe e.g. at 2 and 4")
-    last = probes[-1][1]
-    lines = {name: _line([(b, getattr(d, field) if isinstance(field, str) else field(d))
-                          for b, d in probes])
-             for name, field in (("saved", lambda d: d.activation_bytes + d.weight_copy_bytes),
-                                 ("recompute", "recompute_bytes"), ("data", "data_bytes"))}
-    model = MemoryModel(param_bytes=last.param_bytes, grad_bytes=last.grad_bytes,
-                        optimizer_state_bytes=last.optimizer_state_bytes,
-                        grads_in_forward=grads_in_forward, **lines, residual=(0.0, 0.0),
-                        probes=tuple((int(b), int(d.peak_bytes)) for b, d in probes),
-                        meter=last.meter)
-    intercept, slope = _line([(b, d.peak_bytes - model.counted(b)) for b, d in probes])
+                         f"{batches}; probe e.g. at 2 and 4")
+    last = seen[-1]
+    model = MemoryModel(
+        param_bytes=last.param_bytes, grad_bytes=last.grad_bytes,
+        optimizer_state_bytes=last.optimizer_state_bytes, grads_in_forward=grads_in_forward,
+        saved=_line(batches, [d.activation_bytes + d.weight_copy_bytes for d in seen]),
+        recompute=_line(batches, [d.recompute_bytes for d in seen]),
+        data=_line(batches, [d.data_bytes for d in seen]), residual=(0.0, 0.0),
+        probes=tuple((int(b), int(d.peak_bytes)) for b, d in probes), meter=last.meter)
+    intercept, slope = _line(batches, [d.peak_bytes - model.counted(b) for b, d in probes])
     return replace(model, residual=(intercept, max(slope, -model.saved[1])))
 
 

@@ -112,9 +112,8 @@ class Fp32State:
 
 def embedding_point(embedding: str = "fp16", model: str = "transformer", size: str = "tiny",
                     batch_size: int = 32, precision: str = "fp32_default",
-                    optimizer_state: str = "fp32", *,
-                    train_steps: int = 60, seed: int = 0, device: str = "auto",
-                    cancel: CancelToken | None = None) -> dict:
+                    optimizer_state: str = "fp32", *, train_steps: int = 60, seed: int = 0,
+                    device: str = "auto", cancel: CancelToken | None = None) -> dict:
     """Train with every nn.Embedding stored in `embedding`, the rest in `precision`; then the
     held-out loss and `lost_update_share`: of the last step's table entries with a non-zero
     gradient, the share left unchanged. optimizer_state="fp32" steps the tables with Fp32State;
@@ -142,8 +141,7 @@ def embedding_point(embedding: str = "fp16", model: str = "transformer", size: s
     def last_step(t: Trainer) -> float:
         before = [w.detach().clone() for w in tables]
         touched = []
-        loss = t.cycle(t.batches(), before_step=lambda: touched.extend(
-            w.grad != 0 for w in tables))
+        loss = t.cycle(t.batches(), before_step=lambda: touched.extend(w.grad != 0 for w in tables))
         changed = sum(int(((w.detach() != b) & m).sum())
                       for w, b, m in zip(tables, before, touched, strict=True))
         updated = sum(int(m.sum()) for m in touched)

@@ -19,12 +19,11 @@ from ...core.environment import environment
 from ...core.memory import free_after_oom
 from ...core.specs import peak_for
 from ...core.timing import measure
-from ..models.levers import CompileWatch
 from ..models.presets import Task, preset
 from ..peak import measured_peak
 from .memory import StepMemory, fit_memory_model, prediction_error
 from .spec import TrainSpec, check_precision, matmul_precision_of, precision_context
-from .trainer import POOL_BATCHES, Trainer, accumulation_gaps, check_levers, measure_step_memory
+from .trainer import Trainer, accumulation_gaps, check_levers, measure_step_memory
 
 DEFAULT_TRAIN_STEPS = 30
 CPU_PEAK_REASON = "CPUs are not in the datasheet table"
@@ -55,16 +54,16 @@ def count_model_flops(spec: TrainSpec, task: Task, device: str) -> FlopCount:
     return FlopCount(spec.batch_size, int(counter.get_total_flops()), by_op)
 
 
-def peaks_for(precision: str, device: str, env: dict | None = None) -> dict:
+def peaks_for(precision: str, device: str) -> dict:
     """The datasheet and measured peaks (TFLOP/s, or None) of a precision's matmuls."""
     core = matmul_precision_of(precision)
-    env = env if env is not None else environment(device)
     if device.startswith("cuda"):
         datasheet, source = peak_for(torch.cuda.get_device_name(device), core)
     else:
         datasheet, source = None, CPU_PEAK_REASON
     return {"peak_precision": core, "datasheet_peak_tflops": datasheet,
-            "datasheet_peak_source": source, "measured_peak_tflops": measured_peak(env, core)}
+            "datasheet_peak_source": source,
+            "measured_peak_tflops": measured_peak(environment(device), core)}
 
 
 def mfu_figures(flops_per_sample: float, samples_per_s: float, peaks: dict) -> dict:
@@ -81,14 +80,12 @@ def mfu_figures(flops_per_sample: float, samples_per_s: float, peaks: dict) -> d
 PROBE_CYCLES = 2  # the optimizer's first step creates its state; the second runs with it
 
 
-def fit_from_probes(spec: TrainSpec, task: Task, device: str, batches: Sequence[int],
-                    *, limit_bytes: int | None = None):
+def fit_from_probes(spec: TrainSpec, task: Task, device: str, batches: Sequence[int]):
     """A MemoryModel fitted to probes of a fresh model at each micro-batch in `batches`."""
     # accumulation of 2 or more keeps the gradients through the next forward: 2 tells it all
     accum = min(spec.accum_steps, 2)
     probes = [(b, measure_step_memory(replace(spec, batch_size=b, accum_steps=accum), task,
-                                      device, cycles=PROBE_CYCLES, limit_bytes=limit_bytes))
-              for b in batches]
+                                      device, cycles=PROBE_CYCLES)) for b in batches]
     return fit_memory_model(probes, grads_in_forward=accum > 1)
 
 
@@ -96,24 +93,21 @@ def train_point(model: str = "mlp", size: str = "tiny", batch_size: int = 32,
                 accum_steps: int = 1, precision: str = "fp32", optimizer: str = "adamw",
                 checkpointing: bool = False, *, task: Task | None = None,
                 train_steps: int = DEFAULT_TRAIN_STEPS, budget_s: float = 0.3,
-                lr: float | None = None,
-                grad_scaler: bool | None = None, init_scale: float = 2.0**16,
-                growth_factor: float = 2.0, backoff_factor: float = 0.5,
-                growth_interval: int = 2000, compile: str = "off",
+                lr: float | None = None, grad_scaler: bool | None = None,
+                init_scale: float = 2.0**16, growth_factor: float = 2.0,
+                backoff_factor: float = 0.5, growth_interval: int = 2000, compile: str = "off",
                 optimizer_impl: str = "default", attention: str = "default",
-                channels_last: bool = False, predict_memory: bool = True,
-                device: str = "auto", seed: int = 0,
-                cancel: CancelToken | None = None) -> dict:
+                channels_last: bool = False, predict_memory: bool = True, device: str = "auto",
+                seed: int = 0, cancel: CancelToken | None = None) -> dict:
     """Probes fit a memory model; a fresh model of `task` (else the preset `model` at `size`)
     trains `train_steps` steps (the loss curve); one cycle is counted (the memory breakdown), a
     held-out batch scored, then cycles on a fixed pool timed: samples/s, memory, loss, MFU."""
     spec = TrainSpec(model=model if task is None else task.name, size=size,
                      batch_size=batch_size, accum_steps=accum_steps, precision=precision,
                      optimizer=optimizer, checkpointing=checkpointing, lr=lr,
-                     grad_scaler=grad_scaler, init_scale=init_scale,
-                     growth_factor=growth_factor, backoff_factor=backoff_factor,
-                     growth_interval=growth_interval, compile=compile,
-                     optimizer_impl=optimizer_impl, attention=attention,
+                     grad_scaler=grad_scaler, init_scale=init_scale, growth_factor=growth_factor,
+                     backoff_factor=backoff_factor, growth_interval=growth_interval,
+                     compile=compile, optimizer_impl=optimizer_impl, attention=attention,
                      channels_last=channels_last)
     positive_int("train_steps", train_steps, str(DEFAULT_TRAIN_STEPS))
     device = resolve_device(device)
@@ -132,11 +126,8 @@ def train_point(model: str = "mlp", size: str = "tiny", batch_size: int = 32,
         flops = count_model_flops(spec, task, device)  # a fresh eager model, freed after
         base_bytes = torch.cuda.memory_allocated(device) if device.startswith("cuda") else 0
         trainer = Trainer(spec, task, device, seed=seed)
-        compiling = CompileWatch(spec.compile)
-        history = trainer.train(1, cancel=cancel)  # the first step compiles, if anything does
-        compiling.first_step_done()
-        history += trainer.train(train_steps - 1, cancel=cancel)
-        pool = trainer.batches(min(spec.accum_steps, POOL_BATCHES))
+        history = trainer.train(train_steps, cancel=cancel)  # the first compiles, if anything
+        pool = trainer.pool()
         breakdown = trainer.counted_cycle(pool, StepMemory(device, base_bytes=base_bytes))
         evaluation = trainer.evaluate()
         timing = measure(lambda: trainer.cycle(pool), device=device, budget_s=budget_s,
@@ -144,22 +135,19 @@ def train_point(model: str = "mlp", size: str = "tiny", batch_size: int = 32,
     step_s = timing.median_ms / 1e3
     out = {"throughput": spec.effective_batch / step_s, "throughput_unit": "samples/s",
            "timing": timing, "optimizer_steps_per_s": 1.0 / step_s,
-           "effective_batch": spec.effective_batch,
-           "loss": history[-1]["loss"], **evaluation,
+           "effective_batch": spec.effective_batch, "loss": history[-1]["loss"], **evaluation,
            "loss_curve": [h["loss"] for h in history],
-           "skipped_steps": sum(h["skipped"] for h in history),
-           "scale": history[-1]["scale"],
+           "skipped_steps": sum(h["skipped"] for h in history), "scale": history[-1]["scale"],
            "scale_curve": [h["scale"] for h in history] if spec.uses_scaler else [],
            "param_count": sum(p.numel() for p in trainer.model.parameters()),
            **{k: v for k, v in breakdown.to_dict().items() if k not in ("peak_bytes", "meter")},
            "step_peak_bytes": breakdown.peak_bytes, "memory_meter": breakdown.meter,
-           "predicted_peak_bytes": predicted,
-           "prediction_error": None if predicted is None else
-           prediction_error(predicted, breakdown.peak_bytes),
+           "predicted_peak_bytes": predicted, "prediction_error": None if predicted is None
+           else prediction_error(predicted, breakdown.peak_bytes),
            **mfu_figures(flops.per_sample, spec.effective_batch / step_s,
                          peaks_for(spec.precision, device)),
            "model_flops_by_op": flops.by_op,
-           **compiling.metrics([h["wall_s"] for h in history])}
+           **trainer.compiling.metrics([h["wall_s"] for h in history])}
     if not math.isfinite(history[-1]["loss"]):
         out["message"] = ("the loss is not finite after training: this precision diverged "
                           "(try a GradScaler, bf16, or a lower lr)")
@@ -174,6 +162,5 @@ def accumulation_point(model: str, size: str, batch_size: int, accum_steps: int,
                       precision=precision, device=device, train_steps=train_steps,
                       budget_s=budget_s, predict_memory=False, cancel=cancel)
     if accum_steps > 1:
-        out.update(accumulation_gaps(preset(model, size), batch_size, accum_steps,
-                                     device=device))
+        out.update(accumulation_gaps(preset(model, size), batch_size, accum_steps, device=device))
     return out

@@ -27,7 +27,7 @@ from ..models.presets import Task, preset
 from ..models.task import CUSTOM
 from .spec import TrainSpec, check_precision, precision_context
 from .trace import IDLE, STEP_PREFIX, TraceBreakdown, analyse_trace, category_label
-from .trainer import POOL_BATCHES, Trainer, check_levers
+from .trainer import Trainer, check_levers
 
 LAUNCH_BOUND_SHARE = 0.2   # the device waiting for launches this share of a step: launch-bound
 HIGH_OVERHEAD = 0.25       # profiled steps this much slower than unprofiled: say so
@@ -137,16 +137,15 @@ class ProfileReport:
         spec = self.spec
         # a user's model is "your model", not "custom (custom)"
         name = "your model" if spec["model"] == CUSTOM else f"{spec['model']} ({spec['size']})"
-        lines = [f"{name}, micro-batch {spec['batch_size']} x "
-                 f"{spec['accum_steps']}, {spec['precision']}, compile {spec['compile']} on "
-                 f"{self.device_name} ({self.mode}, {self.torch_threads} torch thread"
+        lines = [f"{name}, micro-batch {spec['batch_size']} x {spec['accum_steps']}, "
+                 f"{spec['precision']}, compile {spec['compile']} on {self.device_name} "
+                 f"({self.mode}, {self.torch_threads} torch thread"
                  f"{'s' * (self.torch_threads != 1)})",
                  f"step {self.step_ms:.4g} ms unprofiled (IQR {self.step_iqr_ms:.2g} ms)"
                  f"{noisy}, {self.samples_per_s:.4g} samples/s; profiled {b.window_ms:.4g} ms "
                  f"per step over {self.steps} steps (profiler overhead "
                  f"{100 * self.profiler_overhead:+.0f}%)",
-                 self.verdict + (f" (note: {self.overhead_note})" if self.overhead_note
-                                 else ""),
+                 self.verdict + (f" (note: {self.overhead_note})" if self.overhead_note else ""),
                  ("device time per step: " if self.on_cuda else "CPU time per step: ") +
                  ", ".join(f"{category_label(k, self.on_cuda)} {v:.3g} ms"
                            for k, v in b.categories_ms.items() if v > 0)]
@@ -204,7 +203,7 @@ def profile_step(spec: TrainSpec, task: Task | None = None, *, device: str = "au
     with precision_context(spec.precision):
         trainer = Trainer(spec, task, device)
         trainer.train(warmup_steps, cancel=cancel)  # optimizer state, compilation
-        pool = trainer.batches(min(spec.accum_steps, POOL_BATCHES))
+        pool = trainer.pool()
         meter = CpuLoadMeter().start()
         timing = measure(lambda: trainer.cycle(pool), device=device, budget_s=timing_budget_s,
                          warmup_s=0.0, cancel=cancel)
@@ -231,9 +230,8 @@ def profile_step(spec: TrainSpec, task: Task | None = None, *, device: str = "au
     report = ProfileReport(
         spec=spec.to_dict(), device=device, device_name=env["device_name"], mode=env["mode"],
         torch_threads=torch.get_num_threads(), steps=steps, warmup_steps=warmup_steps,
-        step_ms=timing.median_ms, step_iqr_ms=timing.iqr_ms,
-        effective_batch=spec.effective_batch, breakdown=breakdown,
-        trace_path=str(trace_path),
+        step_ms=timing.median_ms, step_iqr_ms=timing.iqr_ms, effective_batch=spec.effective_batch,
+        breakdown=breakdown, trace_path=str(trace_path),
         noise=assess(timing.samples_ms, conditions, on_cpu=not on_cuda), profiler_log=log)
     (folder / REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=1), encoding="utf-8")
     return report

@@ -43,8 +43,6 @@ def canonical_precision(name: str) -> str:
     return key
 
 
-
-
 @dataclass(frozen=True)
 class TrainSpec:
     """One training configuration (a bad field: ValueError saying what to give instead).
@@ -133,5 +131,4 @@ def check_precision(precision: str, device: str) -> None:
 
 
 def precisions_for(device: str) -> list[str]:
-    return [p for p in TRAIN_PRECISIONS
-            if not unsupported_reason(matmul_precision_of(p), device)]
+    return [p for p in TRAIN_PRECISIONS if not unsupported_reason(matmul_precision_of(p), device)]

@@ -191,7 +191,7 @@ def _launch_waits(device: list[Segment], launches: dict, raw_device: list[dict],
     return waited
 
 
-def _top_ops(segments: list[Segment], steps: int, limit: int, owner=None) -> list[dict]:
+def _top_ops(segments: list[Segment], steps: int, owner=None, limit: int = 10) -> list[dict]:
     """The ops with the most self time (ms per step); `owner(segment)`: a device segment's op."""
     time_us: dict[str, float] = defaultdict(float)
     calls: dict[str, set] = defaultdict(set)
@@ -207,15 +207,14 @@ def _top_ops(segments: list[Segment], steps: int, limit: int, owner=None) -> lis
              "share_pct": 100 * time_us[n] / total, "category": cats[n]} for n in ranked]
 
 
-def analyse_trace(trace: dict, *, on_cuda: bool, steps: int | None = None,
-                  step_prefix: str = STEP_PREFIX, top: int = 10) -> TraceBreakdown:
-    """The per-step breakdown of the steps annotated `step_prefix N` (ValueError if none)."""
+def analyse_trace(trace: dict, *, on_cuda: bool, steps: int | None = None) -> TraceBreakdown:
+    """The per-step breakdown of the steps annotated `STEP_PREFIX N` (ValueError if none)."""
     events = trace.get("traceEvents", []) if isinstance(trace, dict) else []
     marks = sorted((e for e in _spans(events, ("user_annotation",))
-                    if str(e.get("name", "")).startswith(step_prefix)), key=lambda e: e["ts"])
+                    if str(e.get("name", "")).startswith(STEP_PREFIX)), key=lambda e: e["ts"])
     if not marks:
-        raise ValueError(f"the trace has no '{step_prefix} N' ranges: profile the steps inside "
-                         f"torch.profiler.record_function('{step_prefix} N')")
+        raise ValueError(f"the trace has no '{STEP_PREFIX} N' ranges: profile the steps inside "
+                         f"torch.profiler.record_function('{STEP_PREFIX} N')")
     steps = steps or len(marks)
     start = float(marks[0]["ts"])
     host_end = max(float(m["ts"]) + float(m["dur"]) for m in marks)
@@ -245,7 +244,7 @@ def analyse_trace(trace: dict, *, on_cuda: bool, steps: int | None = None,
     return TraceBreakdown(
         on_cuda=on_cuda, steps=steps, window_ms=(end - start) / per,
         categories_ms={k: v / per for k, v in totals.items()}, overlap_ms=overlap / per,
-        host_ops_ms=host_ops / per, **gpu, top_ops=_top_ops(device, steps, top, owner),
+        host_ops_ms=host_ops / per, **gpu, top_ops=_top_ops(device, steps, owner),
         timeline=_one_step(marks, host, device if on_cuda else [], end))
 
 

@@ -18,6 +18,7 @@ from torch.utils.checkpoint import checkpoint
 
 from ...core.cancel import CancelToken
 from ..models.levers import (
+    CompileWatch,
     attention_backend,
     attention_refusal,
     compile_model,
@@ -50,6 +51,7 @@ class Trainer:
         # what the training cycles call: the model, or its torch.compile wrapper (evaluation and
         # the memory probes of one block use the eager model, so they never recompile it)
         self.step_model = compile_model(self.model, spec.compile)
+        self.compiling = CompileWatch(spec.compile)  # what it did, once the first step is done
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.lr = spec.lr or task.lr
         flags = optimizer_flags(spec.optimizer_impl)
@@ -94,6 +96,10 @@ class Trainer:
         """`count` micro-batches (default accum_steps): one effective batch."""
         return [self.batch() for _ in range(count or self.spec.accum_steps)]
 
+    def pool(self) -> list[tuple]:
+        """The micro-batches that timed cycles reuse (data made outside the timing)."""
+        return self.batches(min(self.spec.accum_steps, POOL_BATCHES))
+
     def _autocast(self):
         dtype = self.spec.autocast_dtype
         return torch.autocast(self.device_type, dtype=dtype or torch.float32,
@@ -134,6 +140,8 @@ class Trainer:
             watch.phase("step")
         self.optimizer.zero_grad(set_to_none=True)
         self.steps_done += 1
+        if self.steps_done == 1:  # the first step compiles, if anything does
+            self.compiling.first_step_done()
         return total
 
     def counted_cycle(self, micro_batches: Sequence[tuple], watch: StepMemory):
@@ -188,11 +196,10 @@ class Trainer:
         return self.scaler.get_scale() if self.scaler.is_enabled() else None
 
     @torch.no_grad()
-    def evaluate(self, batch_size: int | None = None, seed: int = _EVAL_SEED) -> dict:
+    def evaluate(self) -> dict:
         """Loss and accuracy on the task's held-out batch (the same for every config)."""
-        batch_size = batch_size or self.task.eval_batch
-        generator = torch.Generator(self.device).manual_seed(seed)
-        inputs, targets = self.batch(batch_size, generator)
+        generator = torch.Generator(self.device).manual_seed(_EVAL_SEED)
+        inputs, targets = self.batch(self.task.eval_batch, generator)
         self.model.eval()
         try:
             outputs, loss = self._loss(inputs, targets, eager=True)
@@ -282,7 +289,7 @@ def measure_step_memory(spec: TrainSpec, task: Task, device: str, *, cycles: int
     `limit_bytes`): the caller frees after its except block."""
     watch = StepMemory(device, limit_bytes=limit_bytes)  # before the model: CUDA counts it all
     trainer = Trainer(spec, task, device, seed=seed)
-    pool = trainer.batches(min(spec.accum_steps, POOL_BATCHES))
+    pool = trainer.pool()
     for _ in range(cycles):
         breakdown = trainer.counted_cycle(pool, watch)
     return breakdown

@@ -71,14 +71,6 @@ class TuneOutcome:
         return self.entry.get("best")
 
     @property
-    def within_noise(self) -> int:
-        return int(self.entry.get("within_noise", 0))
-
-    @property
-    def frontier(self) -> list[dict]:
-        return list(self.entry.get("frontier", []))
-
-    @property
     def snippet(self) -> str:
         return self.entry.get("snippet", "")
 
@@ -227,25 +219,22 @@ def tune_train(task: Task | None = None, *, model: str = "mlp", size: str | None
         return outcome
     candidates = session.candidates(result)
     best = next(c for c in candidates if c["config"] == result.best)
-    lr_used = lr or task.lr
     note = (f"tuned by a800lab on {session.env['device_name']}: {best['samples_per_s']:.4g} "
             f"samples/s, peak {format_bytes(best['peak_bytes'])}")
     frontier = pareto_frontier(candidates)
     facts = dict(
-        samples_per_s=best["samples_per_s"],
-        peak_bytes=best["peak_bytes"], within_noise=len(result.rivals),
-        within_noise_configs=result.rivals,
+        samples_per_s=best["samples_per_s"], peak_bytes=best["peak_bytes"],
+        within_noise=len(result.rivals), within_noise_configs=result.rivals,
         frontier=frontier, candidates=candidates,
         frontier_note=_frontier_note(result, candidates, frontier, target_batch),
         measured=len(candidates), refused=len(session.refused) + len(result.refused),
         refusals=_refusals(session.refused, result.refused),
         noisy_trials=sum(bool(r.noise.get("noisy")) for r in session.records),
-        trials=len(session.records),
-        failed=len(result.failed), bounds=session.bounds, target_batch=target_batch,
-        device_name=session.env["device_name"], mode=session.env["mode"],
-        model=task.description or task.name,
-        snippet=training_snippet(result.best, optimizer=optimizer, lr=lr_used, device=device,
-                                 note=note),
+        trials=len(session.records), failed=len(result.failed), bounds=session.bounds,
+        target_batch=target_batch, device_name=session.env["device_name"],
+        mode=session.env["mode"], model=task.description or task.name,
+        snippet=training_snippet(result.best, optimizer=optimizer, lr=lr or task.lr,
+                                 device=device, note=note),
         wall_s=time.perf_counter() - started)
     if result.contended:  # a contended last round ranks nothing: shown, never stored
         outcome.entry = {"best": result.best, "best_median_ms": result.best_median_ms,
