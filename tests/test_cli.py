@@ -369,3 +369,19 @@ def test_a_cpu_run_that_will_take_minutes_says_so_up_front(tmp_path, capsys, mon
     assert main(["sweep", "matmul", "--size", "64", "--device", "cpu", "--budget-s", "0.01",
                  "--out", str(tmp_path / "q.jsonl")]) == 0
     assert "note: on this CPU" not in capsys.readouterr().err
+
+
+def test_doctor_help_imports_no_lab():
+    """Building the parser imports a command's lab only when that command runs: `doctor
+    --help` loads nothing of the training, serving or tile labs (python -X importtime)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "a800lab", "doctor",
+                           "--help"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "usage:" in proc.stdout
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
+    labs = sorted(m for m in loaded if m.startswith(("a800lab.workloads.training",
+                                                     "a800lab.workloads.serving",
+                                                     "a800lab.workloads.tiles")))
+    assert "a800lab.cli.serve" in loaded and not labs, labs

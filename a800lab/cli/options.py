@@ -17,7 +17,6 @@ from ..core.sweep import run_sweep, thread_count
 from ..core.units import format_bytes
 from ..workloads import matmul
 from ..workloads.matmul import FP8_ACCUMULATION, LOADS, SCHEDULES
-from ..workloads.serving.arrivals import ARRIVALS
 
 TILE_OPTIONS = ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages")
 TILE_CHOICES = ("schedule", "loads", "fp8_acc")  # the Triton kernel's named choices
@@ -127,7 +126,7 @@ OPTIONS = {  # option -> add_argument's keywords; `check(value)`: the value kept
     "load": dict(type=float, help="offered rates as fractions of the closed-loop capacity "
                                   "at the max batch, measured first in each point (e.g. 0.1 "
                                   "0.5 0.9 1.2), instead of --rate"),
-    "arrival": dict(choices=ARRIVALS, default="poisson",
+    "arrival": dict(default="poisson",
                     help="how requests arrive: poisson (default), constant, gamma (with "
                          "--burstiness) or trace (--trace FILE)"),
     "burstiness": dict(type=float, default=1.0, check=refuse(

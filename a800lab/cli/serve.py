@@ -1,6 +1,7 @@
-"""The serving lab on the command line: `sweep serve`, `sweep decode`, `sweep concurrency`,
-`sweep generate` and `tune serve`; `--user-model` is the training commands' file, its output
-(batch, ...); for `sweep generate` a file defining make_generator()."""
+"""The serving lab on the command line: `sweep serve`, `sweep load`, `sweep decode`, `sweep
+concurrency`, `sweep generate` and `tune serve`; `--user-model` is the training commands' file,
+its output (batch, ...); for `sweep generate` a file defining make_generator(). The lab is
+imported when one of its commands runs, never to build the parser."""
 
 import functools
 import itertools
@@ -10,9 +11,6 @@ import sys
 from ..core.checks import positive_float, positive_int
 from ..core.precision import check_supported
 from ..core.sweep import grid
-from ..workloads.models.presets import preset
-from ..workloads.models.task import CUSTOM
-from ..workloads.serving import spec as serving
 from . import options
 from .train import user_module, user_task
 
@@ -118,6 +116,8 @@ def _listed(values, default) -> list:
 def config_axes(args, task, batch_size, precision) -> dict:
     """The grid of serving configs given (lists; None: the default); every combination is
     checked (ValueError) before anything runs."""
+    from ..workloads.models.presets import preset
+    from ..workloads.serving import spec as serving
     axes = {"model": [task.name if task else args.model],
             "size": [serving.serving_size(args.model, args.model_size, args.device, task)],
             "batch_size": _listed(batch_size, 8),
@@ -139,6 +139,7 @@ def _requests(args) -> dict:
 
 
 def sweep_serve_command(args) -> int:
+    from ..workloads.serving import spec as serving
     from ..workloads.serving.point import serve_point
 
     task = user_task(args.user_model, args.device, serving.check_serving_task)
@@ -150,6 +151,8 @@ def sweep_serve_command(args) -> int:
 
 
 def sweep_decode_command(args) -> int:
+    from ..workloads.models.presets import preset
+    from ..workloads.serving import spec as serving
     from ..workloads.serving.decode import CPU_DECODE, GPU_DECODE, decode_point
 
     default = (CPU_DECODE if args.device == "cpu" else GPU_DECODE)["size"]
@@ -168,6 +171,7 @@ def sweep_decode_command(args) -> int:
 
 
 def sweep_concurrency_command(args) -> int:
+    from ..workloads.serving import spec as serving
     from ..workloads.serving.concurrency import concurrency_point
 
     task = user_task(args.user_model, args.device, serving.check_serving_task)
@@ -182,6 +186,7 @@ def sweep_concurrency_command(args) -> int:
 
 
 def sweep_load_command(args) -> int:
+    from ..workloads.serving import spec as serving
     from ..workloads.serving.arrivals import Arrivals
     from ..workloads.serving.load import Batcher, default_duration_s, load_point, schedule_for
 
@@ -224,6 +229,7 @@ def sweep_load_command(args) -> int:
 
 
 def tune_serve_command(args) -> int:
+    from ..workloads.serving import spec as serving
     task = user_task(args.user_model, args.device, serving.check_serving_task)
     if args.offline:
         return _tune_offline(args, task)
@@ -300,6 +306,8 @@ def _tune_offline(args, task) -> int:
 
 
 def sweep_generate_command(args) -> int:
+    from ..workloads.models.task import CUSTOM
+    from ..workloads.serving import spec as serving
     from ..workloads.serving.generate import (
         GenerateSpec,
         generate_defaults,

@@ -1,21 +1,12 @@
 """The training lab on the command line: `sweep train`, `max-batch`, `profile`, `tune train`;
-`--user-model FILE.py` (or a module) defines make_model() and make_batch(batch_size)."""
+`--user-model FILE.py` (or a module) defines make_model() and make_batch(batch_size). The lab is
+imported when one of its commands runs, never to build the parser."""
 
 import functools
 import json
 import sys
 
 from ..core.sweep import grid
-from ..workloads.models.levers import lever_unavailable
-from ..workloads.models.presets import default_size, preset
-from ..workloads.models.task import CUSTOM, check_task
-from ..workloads.models.user_model import load_user_module, load_user_task
-from ..workloads.training.spec import (
-    TrainSpec,
-    canonical_precision,
-    check_precision,
-    matmul_precision_of,
-)
 from . import options
 from .options import FOLDER, LEVERS
 
@@ -70,12 +61,16 @@ def add_parsers(commands) -> None:
 def user_task(where: str | None, device: str, check):
     """The Task of a --user-model file or module, dry-run by `check(task, device)`, or None;
     whatever is wrong with it is one line (ValueError) naming the file and the fault."""
+    from ..workloads.models.user_model import load_user_task
+
     return None if where is None else load_user_task(where, device, check,
                                                      label=f"--user-model {where}")
 
 
 def user_module(where: str):
     """The --user-model module, loaded; what stops it loading is one line (ValueError)."""
+    from ..workloads.models.user_model import load_user_module
+
     return load_user_module(where, f"--user-model {where}")
 
 
@@ -94,6 +89,11 @@ def train_values(args, *, many: bool = True) -> dict:
     """TrainSpec field -> the value(s) given (lists for a sweep), defaults filled in; every
     combination is checked (ValueError) before anything runs. With --user-model the model is
     "custom" (your file's), its levers checked against it, not a preset."""
+    from ..workloads.models.levers import lever_unavailable
+    from ..workloads.models.presets import default_size, preset
+    from ..workloads.models.task import CUSTOM
+    from ..workloads.training.spec import TrainSpec, canonical_precision, check_precision
+
     def listed(given, default):
         return [default] if given is None else list(given) if many else [given]
 
@@ -124,7 +124,9 @@ def train_values(args, *, many: bool = True) -> dict:
 
 
 def sweep_train_command(args) -> int:
+    from ..workloads.models.task import check_task
     from ..workloads.training.point import train_point
+    from ..workloads.training.spec import matmul_precision_of
 
     task = user_task(args.user_model, args.device, check_task)
     axes = train_values(args)
@@ -145,6 +147,7 @@ def _limit_and_margin(args) -> tuple[int | None, float]:
 
 def max_batch_command(args) -> int:
     from ..workloads.training.max_batch import find_max_batch_for
+    from ..workloads.training.spec import TrainSpec
 
     spec = TrainSpec(**{k: v[0] for k, v in train_values(args, many=False).items()}, lr=args.lr)
     limit, margin = _limit_and_margin(args)
@@ -164,7 +167,9 @@ def max_batch_command(args) -> int:
 
 
 def profile_command(args) -> int:
+    from ..workloads.models.task import check_task
     from ..workloads.training.profile import profile_step
+    from ..workloads.training.spec import TrainSpec, matmul_precision_of
 
     task = user_task(args.user_model, args.device, check_task)
     values = train_values(args, many=False)
@@ -180,6 +185,8 @@ def profile_command(args) -> int:
 
 
 def tune_train_command(args) -> int:
+    from ..workloads.models.task import check_task
+    from ..workloads.training.spec import canonical_precision
     from ..workloads.training.tune import CLEAR, noise_clause, storing_clause, tune_train
 
     task = user_task(args.user_model, args.device, check_task)
