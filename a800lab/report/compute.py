@@ -4,24 +4,9 @@ candidates (the best tile, the better guide tile) is judged from its confirmatio
 timed figure over RUNS independent runs."""
 
 from ..core.results import Record
-from .claims import (
-    FAILED,
-    INCONCLUSIVE,
-    METHOD_ON_CPU,
-    RUN,
-    UNTESTABLE,
-    Reading,
-    beyond_range,
-    combine,
-    confirmed,
-    figure,
-    measured,
-    over_runs,
-    rel_spread,
-    runs_text,
-    undecided,
-)
+from .claims import FAILED, INCONCLUSIVE, METHOD_ON_CPU, RUN, UNTESTABLE, Reading, figure, measured
 from .judge import Context, Finding, median_of, noisy, reading_runs
+from .rules import beyond_range, combine, confirmed, over_runs, rel_spread, runs_text, undecided
 
 TC, ENERGY = "tensor cores", "GPU power"
 DATASHEETS = "NVIDIA's datasheets (beside the guide)"

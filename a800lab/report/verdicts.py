@@ -24,16 +24,7 @@ from .claims import (
     Verdict,
     figure,
 )
-from .judge import (
-    Context,
-    Finding,
-    failures_text,
-    median_ms,
-    newest_by_step,
-    noisy,
-    ok,
-    typical,
-)
+from .judge import Context, Finding, failures_text, median_ms, newest_by_step, noisy, ok, typical
 from .plan import Plan, resolve_points
 from .register import REGISTER
 
