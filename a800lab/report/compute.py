@@ -100,8 +100,7 @@ def tile_shape(ctx: Context, claim) -> Finding | None:
     pairs = ctx.paired(again, ctx.again("guide_tiles_confirm", middle))
     if not pairs:
         return None
-    runs = [(g.throughput / m.throughput, g.throughput / m.throughput
-             * (rel_spread(g.time_ms) + rel_spread(m.time_ms))) for g, m in pairs]
+    runs = [ctx.rate_ratio(g, m) for g, m in pairs]
     text = (f"{_shape(again[0])}: " + ", ".join(
         f"guide tile {_tile(r)}{NEAREST if r.params['block_n'] < r.params['block_m'] else ''} "
         f"{r.throughput:.4g} TFLOP/s" for r in guide)
@@ -171,8 +170,7 @@ def unit_util(ctx: Context, claim) -> Finding | None:
     if m.get("mfu_pct_of_datasheet_peak") is None:
         return Finding(UNTESTABLE, text, figures, reason="the lab's specs table has no fp16 "
                        "datasheet peak for this card", readings=readings)
-    mfu = [(r.metrics["mfu_pct_of_datasheet_peak"], r.metrics["mfu_pct_of_datasheet_peak"]
-            * rel_spread(r.time_ms)) for r in runs]
+    mfu = [_pct(r, "mfu_pct_of_datasheet_peak") for r in runs]
     figures["mfu_pct"] = figure("AMP step, MFU % of datasheet", median_of(mfu), "%")
     return ctx.confirmed(claim, mfu, f"{text}; {KERNEL_NOT_STEP}; the step's MFU:", figures,
                          noisy(*runs), readings)
