@@ -242,9 +242,8 @@ ONE_BOX = ("needs ranks on more than one node: the sentence is about cross-node 
             "tested; `comm collectives` under torchrun across nodes measures it (chapter 08)",
     steps=("hierarchical",))
 def hierarchical(ctx: Context, claim) -> Finding | None:
-    flat = {r.params["size_bytes"]: r for r in ctx.runs("hierarchical", op="all_reduce")}
-    hier = {r.params["size_bytes"]: r
-            for r in ctx.runs("hierarchical", op="hierarchical_all_reduce")}
+    flat, hier, leader = ({r.params["size_bytes"]: r for r in ctx.runs("hierarchical", op=op)}
+                          for op in ("all_reduce", "hierarchical_all_reduce", "leader_all_reduce"))
     sizes = sorted(set(flat) & set(hier))
     if not sizes:
         return None
@@ -254,7 +253,6 @@ def hierarchical(ctx: Context, claim) -> Finding | None:
         ctx.again("hierarchical", top), ctx.again("hierarchical", flat[sizes[-1]]))]
     # nodes: a param of points across nodes; "hosts" in records of an earlier a800lab
     nodes = top.params.get("nodes") or top.metrics.get("hosts", 1)
-    leader = {r.params["size_bytes"]: r for r in ctx.runs("hierarchical", op="leader_all_reduce")}
     text = (f"{top.params['world_size']} ranks ({top.params['backend']}) on {nodes} node(s), "
             f"groups of {top.params.get('ranks_per_node')}: " + ", ".join(
                 f"{s / MIB:g} MiB flat {median_ms(flat[s]):.3g} ms, hierarchical "
