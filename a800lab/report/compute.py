@@ -94,9 +94,7 @@ def tile_shape(ctx: Context, claim) -> Finding | None:
     guide = [r for r in ctx.ok("guide_tiles") if r.params.get("backend") != "torch"]
     others = sorted(ctx.ok("tiles"), key=lambda r: r.throughput)
     _, again = ctx.winner("guide_tiles", guide)
-    if not again or not others:
-        return None
-    middle = others[len(others) // 2]   # the median tile (the upper of two), as plan.pick
+    middle = others[len(others) // 2] if others else None  # as plan.pick: the median, upper of two
     pairs = ctx.paired(again, ctx.again("guide_tiles_confirm", middle))
     if not pairs:
         return None
