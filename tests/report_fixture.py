@@ -26,9 +26,9 @@ from a800lab.report.claims import (
     UNTESTABLE,
     Verdict,
     figure,
-    thresholds,
 )
 from a800lab.report.register import REGISTER
+from a800lab.report.rules import thresholds
 
 
 def _na(reason: str) -> dict:

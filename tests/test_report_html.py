@@ -195,7 +195,7 @@ def test_a_card_drawn_per_status_for_every_claim(gpu_report, gpu_html):
 
 
 def test_a_report_from_before_the_kinds_shows_every_claim_once():
-    old = make_report()
+    old = make_report(series={})   # the claim cards only: no figures to draw
     for claim in old["claims"]:   # report_version 2 had no kind, cites or readings
         for key in ("kind", "cites", "readings", "other_readings"):
             claim.pop(key, None)
@@ -382,13 +382,13 @@ def test_a_report_from_before_the_register_still_shows_its_claims():
            "scope": "on this CPU", "measured": "5.4x", "reason": "", "chapter": "02",
            "chapter_title": "TensorCore tiles",
            "chapter_path": "notebooks/02-tensor-core-tiles.ipynb", "noisy": False}
-    text = render_report_html(make_report(report_version=1, claims=[old]))
+    text = render_report_html(make_report(report_version=1, claims=[old], series={}))
     assert Page(text).errors == [] and "Measured or measurable here" in text
     assert "the right tile gives 2.5x" in text and "5.4x" in text
 
 
 def test_a_documentation_finding_names_its_documents_apart():
-    report = make_report()
+    report = make_report(series={})
     claim = next(c for c in report["claims"] if c["kind"] == "documentation")
     claim["reason"] = f"the documents say so ({claim['documents']})"
     card = next(x for x in Page(render_report_html(report)).cards if x["id"] == claim["id"])

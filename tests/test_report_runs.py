@@ -10,10 +10,11 @@ import random
 
 import pytest
 
-from a800lab.report.claims import FAILS, HOLDS, INCONCLUSIVE, RUNS, confirmed
+from a800lab.report.claims import FAILS, HOLDS, INCONCLUSIVE, RUNS
 from a800lab.report.judge import Context, newest_by_step
 from a800lab.report.plan import Plan, Step
 from a800lab.report.register import CLAIMS
+from a800lab.report.rules import confirmed
 from tests.test_report_verdicts import (
     STEADY,
     judge,

@@ -24,10 +24,10 @@ from a800lab.report.claims import (
     NOT_MEASURABLE,
     NOT_MEASURED,
     UNTESTABLE,
-    three_way,
 )
 from a800lab.report.plan import CONFIRM, Plan, Step, plan_battery, resolve_points
 from a800lab.report.register import CLAIMS, REGISTER
+from a800lab.report.rules import three_way
 from a800lab.report.verdicts import judge_claims
 from a800lab.workloads.training.point import mfu_figures
 

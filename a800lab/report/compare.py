@@ -169,8 +169,7 @@ def compare_tables(c: dict):
     import pandas as pd
 
     figures = pd.DataFrame([{"figure": f["label"], "A": f["a"], "B": f["b"],
-                             "unit": f["unit"] or "", "B / A": format_ratio(f["ratio"])
-                             if f["only"] is None else f"only in {f['only'].upper()}"}
+                             "unit": f["unit"] or "", "B / A": format_ratio(f)}
                             for f in c["figures"]], columns=["figure", "A", "B", "unit", "B / A"])
     claims = pd.DataFrame([{"claim": cl["id"], "A": _side_status(cl, "a"),
                             "B": _side_status(cl, "b"), "changed": cl["changed"],
@@ -187,8 +186,11 @@ def format_number(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def format_ratio(ratio: float | None) -> str:
-    return "—" if ratio is None else f"{ratio:.2f}x"
+def format_ratio(f: dict) -> str:
+    """A compared figure's B / A: "1.23x", "—", or "only in A"."""
+    if f["only"]:
+        return f"only in {f['only'].upper()}"
+    return "—" if f["ratio"] is None else f"{f['ratio']:.2f}x"
 
 
 def describe_side(s: dict) -> str:
@@ -236,8 +238,7 @@ def format_compare(c: dict, width: int = 100) -> str:
                 out += textwrap.wrap(f"Recorded only in {name} ({len(items)}): {text}", width,
                                      initial_indent="  ", subsequent_indent="      ")
     rows = [(f["label"], format_number(f["a"]), format_number(f["b"]), f["unit"] or "",
-             format_ratio(f["ratio"]) if f["only"] is None else f"only in {f['only'].upper()}")
-            for f in c["figures"]]
+             format_ratio(f)) for f in c["figures"]]
     out += ["", "Figures (B / A):" if rows else "Figures: neither report has any."]
     out += _table(("figure", "A", "B", "unit", "B/A"), rows) if rows else []
     claims = [(cl["id"], *(_side_status(cl, side) for side in ("a", "b")), cl["note"])

@@ -4,24 +4,9 @@ candidates (the best tile, the better guide tile) is judged from its confirmatio
 timed figure over RUNS independent runs."""
 
 from ..core.results import Record
-from .claims import (
-    FAILED,
-    INCONCLUSIVE,
-    METHOD_ON_CPU,
-    RUN,
-    UNTESTABLE,
-    Reading,
-    beyond_range,
-    combine,
-    confirmed,
-    figure,
-    measured,
-    over_runs,
-    rel_spread,
-    runs_text,
-    undecided,
-)
+from .claims import FAILED, INCONCLUSIVE, METHOD_ON_CPU, RUN, UNTESTABLE, Reading, figure, measured
 from .judge import Context, Finding, median_of, noisy, reading_runs
+from .rules import beyond_range, combine, confirmed, over_runs, rel_spread, runs_text, undecided
 
 TC, ENERGY = "tensor cores", "GPU power"
 DATASHEETS = "NVIDIA's datasheets (beside the guide)"
@@ -109,14 +94,11 @@ def tile_shape(ctx: Context, claim) -> Finding | None:
     guide = [r for r in ctx.ok("guide_tiles") if r.params.get("backend") != "torch"]
     others = sorted(ctx.ok("tiles"), key=lambda r: r.throughput)
     _, again = ctx.winner("guide_tiles", guide)
-    if not again or not others:
-        return None
-    middle = others[len(others) // 2]   # the median tile (the upper of two), as plan.pick
+    middle = others[len(others) // 2] if others else None  # as plan.pick: the median, upper of two
     pairs = ctx.paired(again, ctx.again("guide_tiles_confirm", middle))
     if not pairs:
         return None
-    runs = [(g.throughput / m.throughput, g.throughput / m.throughput
-             * (rel_spread(g.time_ms) + rel_spread(m.time_ms))) for g, m in pairs]
+    runs = [ctx.rate_ratio(g, m) for g, m in pairs]
     text = (f"{_shape(again[0])}: " + ", ".join(
         f"guide tile {_tile(r)}{NEAREST if r.params['block_n'] < r.params['block_m'] else ''} "
         f"{r.throughput:.4g} TFLOP/s" for r in guide)
@@ -186,8 +168,7 @@ def unit_util(ctx: Context, claim) -> Finding | None:
     if m.get("mfu_pct_of_datasheet_peak") is None:
         return Finding(UNTESTABLE, text, figures, reason="the lab's specs table has no fp16 "
                        "datasheet peak for this card", readings=readings)
-    mfu = [(r.metrics["mfu_pct_of_datasheet_peak"], r.metrics["mfu_pct_of_datasheet_peak"]
-            * rel_spread(r.time_ms)) for r in runs]
+    mfu = [_pct(r, "mfu_pct_of_datasheet_peak") for r in runs]
     figures["mfu_pct"] = figure("AMP step, MFU % of datasheet", median_of(mfu), "%")
     return ctx.confirmed(claim, mfu, f"{text}; {KERNEL_NOT_STEP}; the step's MFU:", figures,
                          noisy(*runs), readings)

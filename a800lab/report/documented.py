@@ -16,10 +16,9 @@ NVSMI = ("nvidia-smi(1) manual page", "topo: -m, the GPUDirect communication mat
          "legend (NV#, PIX, PXB, PHB, NODE, SYS)", "https://docs.nvidia.com/deploy/nvidia-smi/")
 FABRIC = ("NVIDIA Fabric Manager user guide", "Overview (NVLink, NVSwitch)",
           "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide")
-NCCL_LOG = ("NCCL user guide", "Troubleshooting: Logging (NCCL_DEBUG, NCCL_DEBUG_SUBSYS)",
-            "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting/"
-            "logging.html")
 NCCL_DOCS = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/"
+NCCL_LOG = ("NCCL user guide", "Troubleshooting: Logging (NCCL_DEBUG, NCCL_DEBUG_SUBSYS)",
+            NCCL_DOCS + "troubleshooting/logging.html")
 NCCL_OVERVIEW = ("NCCL user guide", "Overview of NCCL", NCCL_DOCS + "overview.html")
 NCCL_ENV = ("NCCL user guide", "Environment Variables: NCCL_SHM_DISABLE", NCCL_DOCS + "env.html")
 AMP_DOC = ("PyTorch documentation", "Automatic Mixed Precision package - torch.amp: "
@@ -271,8 +270,7 @@ DOCUMENTED: tuple[Claim, ...] = (
 FRAMING = "frames the article or a section; asserts nothing checkable"
 NO_CLAIM: dict[str, str] = {
     **dict.fromkeys(("G.1.1", "G.1.2", "G.1.3", "G.2.1", "G.6.1", "G.6.7", "G.7.1", "G.8.1",
-                     "G.9.1", "G.10.1"), FRAMING),
-    "G.5.1": FRAMING,
+                     "G.9.1", "G.10.1", "G.5.1"), FRAMING),
     "G.5.2": "describes what a scheduler may do, without a figure or a configuration",
     "G.5.3": "advice for a scheduling framework (support FP16/FP32, watch GPU memory), nothing "
              "checkable",
@@ -282,8 +280,7 @@ NO_CLAIM: dict[str, str] = {
     "G.6.9": "a conclusion without a figure",
     "G.8.2": "advice (workload-predicting elastic scheduling) without a figure",
     "G.9.5": "a conclusion about the cases above",
-    "G.10.2": "a conclusion without a figure",
-    "G.10.3": "a conclusion without a figure",
+    **dict.fromkeys(("G.10.2", "G.10.3"), "a conclusion without a figure"),
     "D.0.1": "about the article itself (its length and reading time)",
     "D.0.2": "a general statement about accelerator cards, without a figure",
     "D.0.3": "a general statement, without a figure",

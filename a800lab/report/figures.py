@@ -101,11 +101,8 @@ def peaks_figure(report: dict) -> Figure:
     entries.append((Line2D([], [], color="black", linewidth=2),
                     "datasheet dense peak (% above a bar: share of it)") if any_sheet else
                    note_handle("no datasheet figure for this device"))
-    if any_noisy:
-        entries.append(NOISY_ENTRY)
-    if any_missing:
-        entries.append(note_handle("n/a: failed or not measured"))
-    place_legend(ax, entries)
+    place_legend(ax, entries + [NOISY_ENTRY] * any_noisy
+                 + [note_handle("n/a: failed or not measured")] * any_missing)
     return fig
 
 
@@ -197,8 +194,7 @@ def busbw_figure(report: dict) -> Figure:
     ax.set_xscale("log", base=2)
     if len(x):
         ticks = np.unique(x)
-        if len(ticks) > 8:
-            ticks = ticks[:: math.ceil(len(ticks) / 8)]
+        ticks = ticks[:: math.ceil(len(ticks) / 8)]   # 8 labels at most
         ax.set_xticks(ticks, [format_size(v) for v in ticks])
     ax.set(xlabel="message size", ylabel="bus bandwidth (GB/s)")
     ax.set_ylim(bottom=0)

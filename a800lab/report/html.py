@@ -101,16 +101,18 @@ def _table(headers: list[str], rows: list[list[str]], row_classes: list[str] | N
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
+def _css(status: Any) -> str:
+    return LOOKS[status].css if status in LOOKS else "untestable"
+
+
 def _status(status: Any, noisy: Any = False) -> str:
-    cls = LOOKS[status].css if status in LOOKS else "untestable"
-    return (f'<span class="status {cls}">{esc(status)}</span>' if status else esc(None)) + (
-        ' <span class="noisy">noisy</span>' if noisy else "")
+    return (f'<span class="status {_css(status)}">{esc(status)}</span>' if status
+            else esc(None)) + (' <span class="noisy">noisy</span>' if noisy else "")
 
 
 def _list(items: list, empty: str) -> str:
-    if not items:
-        return f"<p>{esc(empty)}</p>"
-    return "<ul>" + "".join(f"<li>{esc(i)}</li>" for i in items) + "</ul>"
+    listed = "".join(f"<li>{esc(i)}</li>" for i in items)
+    return f"<ul>{listed}</ul>" if items else f"<p>{esc(empty)}</p>"
 
 
 def _page(title: str, body: list[str]) -> str:
@@ -175,10 +177,6 @@ def _claims(report: dict) -> list[str]:
     return out
 
 
-def _css(status: Any) -> str:
-    return LOOKS[status].css if status in LOOKS else "untestable"
-
-
 def _readings(c: dict) -> str:
     """The deciding reading, then the others, each with its outcome where one was measured,
     then the rule."""
@@ -238,10 +236,9 @@ def _health(report: dict) -> list[str]:
                       ["flagged" if c.get("device") in flagged else "" for c in cards],
                       {3, 4, 5, 6, 7}) if cards else "<p>no card was measured.</p>")
     threshold = health.get("threshold")
-    out.append("<h3>Sibling check</h3>")
-    out.append(_list([f.get("message") for f in flags], "") if flags else
-               f"<p>no card is more than {_pct(threshold)} below its siblings' median.</p>"
-               if len(cards) >= 2 else "<p>one card: no siblings to compare it with.</p>")
+    out += ["<h3>Sibling check</h3>", _list([f.get("message") for f in flags], "") if flags
+            else f"<p>no card is more than {_pct(threshold)} below its siblings' median.</p>"
+            if len(cards) >= 2 else "<p>one card: no siblings to compare it with.</p>"]
     if isinstance(threshold, int | float):
         out.append(f'<p class="small">A card is flagged when it is more than {_pct(threshold)} '
                    f"below its siblings' median, or more than "
@@ -356,8 +353,7 @@ def render_compare_html(c: dict) -> str:
         body.append(_table(["field", "A", "B", "meaning"], rows) if rows else
                     "<p>none in the fields both doctor reports record.</p>")
     rows = [[esc(f["label"]), esc(f["a"]), esc(f["b"]), esc(f.get("unit") or None),
-             esc(format_ratio(f["ratio"]) if f["only"] is None
-                 else f"only in {f['only'].upper()}")] for f in c["figures"]]
+             esc(format_ratio(f))] for f in c["figures"]]
     body += ["<h2>Figures (B / A)</h2>",
              _table(["figure", "A", "B", "unit", "B / A"], rows, numeric={1, 2, 4})
              if rows else "<p>neither report has figures.</p>"]

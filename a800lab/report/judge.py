@@ -9,18 +9,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..core.results import Record
-from .claims import (
-    INCONCLUSIVE,
-    RUN,
-    Claim,
-    confirmed,
-    over_runs,
-    rel_spread,
-    runs_text,
-    three_way,
-    undecided,
-    within_noise,
-)
+from .claims import INCONCLUSIVE, RUN, Claim
+from .rules import confirmed, over_runs, rel_spread, runs_text, three_way, undecided, within_noise
 
 
 @dataclass

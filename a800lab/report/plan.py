@@ -395,13 +395,11 @@ def plan_battery(mode: str = "quick", device: str = "cpu", gpu_count: int | None
         raise ValueError(f"mode {mode!r}: use 'quick' or 'full'")
     if device != "cpu" and not device.startswith("cuda:"):
         raise ValueError(f"device {device!r}: give 'cpu' or 'cuda:N'")
-    if device == "cpu":
-        count = 0
-    else:
+    if device != "cpu" and gpu_count is None:
         import torch
 
-        count = torch.cuda.device_count() if gpu_count is None else gpu_count
-    m = Machine(device, count, mode == "full")
+        gpu_count = torch.cuda.device_count()
+    m = Machine(device, 0 if device == "cpu" else gpu_count, mode == "full")
     claims = [c for c in REGISTER if c.judge]
     wanted = {s for c in claims for s in c.steps} | {"peak", "siblings"}   # + health
     steps = tuple(s for s in _steps(m) if s.name in wanted)
@@ -417,4 +415,4 @@ def plan_battery(mode: str = "quick", device: str = "cpu", gpu_count: int | None
                 untestable[c.id] = ("one GPU here: it needs 2 or more GPUs in this box (NCCL), "
                                     f"CUDA sees {m.count}; a CPU report counts the "
                                     "communication claims on 2 gloo ranks")
-    return Plan(mode, device, count, steps, untestable)
+    return Plan(mode, device, m.count, steps, untestable)

@@ -28,7 +28,7 @@ from ..core.results import (
 )
 from ..core.sweep import measure_point, thread_count
 from ..workloads.health import health_report
-from .claims import RUN, thresholds
+from .claims import RUN
 from .compare import POINTS_FILE, REPORT_FILE, REPORT_KIND
 from .plan import (
     BATTERY_VERSION,
@@ -40,6 +40,7 @@ from .plan import (
     plan_battery,
     resolve_points,
 )
+from .rules import thresholds
 from .verdicts import judge_claims
 
 VERSION = 3

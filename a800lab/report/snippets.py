@@ -5,18 +5,9 @@ beside; without it the rows say how to install it and the emulation decides."""
 
 import statistics
 
-from .claims import (
-    ACCUMULATION_GAP,
-    FAILS,
-    HOLDS,
-    LOSS_TOLERANCE,
-    UNTESTABLE,
-    Reading,
-    figure,
-    measured,
-    three_way,
-)
+from .claims import FAILS, HOLDS, UNTESTABLE, Reading, figure, measured
 from .judge import Context, Finding
+from .rules import ACCUMULATION_GAP, LOSS_TOLERANCE, three_way
 
 STEP = "guide_snippets"
 EMULATION = "the torch emulation"

@@ -3,30 +3,10 @@ placement, compression, hierarchical all-reduce, DDP's traffic and calls with ac
 inference case. Speed-ups are ratios of whole training steps at the same global batch."""
 
 from ..core.units import MIB
-from .claims import (
-    FAILS,
-    HOLDS,
-    LOSS_TOLERANCE,
-    NOT_MEASURABLE,
-    UNTESTABLE,
-    Reading,
-    figure,
-    half_iqr,
-    measured,
-    runs_text,
-    three_way,
-)
-from .claims import with_spread as ws
-from .judge import (
-    Context,
-    Finding,
-    cut_pct,
-    loss_text,
-    median_ms,
-    median_of,
-    noisy,
-    reading_runs,
-)
+from .claims import FAILS, HOLDS, NOT_MEASURABLE, UNTESTABLE, Reading, figure, measured
+from .judge import Context, Finding, cut_pct, loss_text, median_ms, median_of, noisy, reading_runs
+from .rules import LOSS_TOLERANCE, half_iqr, runs_text, three_way
+from .rules import with_spread as ws
 
 LINKS = "NVLink and NCCL"
 PLAIN = ("allreduce", "every_micro_batch")
@@ -125,18 +105,17 @@ def placement(ctx: Context, claim) -> Finding | None:
             f"the CPU, fresh copies {ms(fresh)}, reused pinned buffers {ms(reused)}"
             f"{device_peak(reused[0])}; {moved['fresh'] / MIB:.3g} and "
             f"{moved['reused'] / MIB:.3g} MiB cross per step")
+    speeds = [ctx.rate_ratio(r, f) for r, f in pairs]
     split = [ctx.rate_ratio(r, w) for r, w in ctx.paired(reused, whole)]
     readings = {"the split against one unit": reading_runs(split, 1.0)}
-    figures = {"reused_over_fresh": figure("reused / fresh staging samples/s",
-                                           median_of([ctx.rate_ratio(r, f) for r, f in pairs]),
+    figures = {"reused_over_fresh": figure("reused / fresh staging samples/s", median_of(speeds),
                                            "x"),
                "split_over_whole": figure("embedding on CPU (reused) / all on device samples/s",
                                           median_of(split) if split else None, "x")}
     if moved["reused"] > moved["fresh"]:
         return Finding(FAILS, f"{text}: the reused buffers moved more", figures,
                        noisy(*fresh, *reused), readings=readings)
-    return ctx.confirmed(claim, [ctx.rate_ratio(r, f) for r, f in pairs],
-                         f"{text}; reused over fresh samples/s:", figures,
+    return ctx.confirmed(claim, speeds, f"{text}; reused over fresh samples/s:", figures,
                          noisy(*fresh, *reused), readings)
 
 
@@ -144,13 +123,6 @@ def _ddp(ctx: Context, model: str = "transformer") -> dict:
     """The DDP selection run's records of `model` by (hook, sync)."""
     return {(r.params["hook"], r.params["sync"]): r for r in ctx.ok("ddp")
             if r.params.get("model", model) == model}
-
-
-def share_for_3x(sent: float, k: int) -> float:
-    """The communication share of the plain step that a 3x speed-up needs (Amdahl) when a sync
-    sends `sent` of fp32's bytes once per `k` micro-batches instead of all after each one."""
-    saved = 1 - sent / k
-    return 100 * (2 / 3) / saved if saved > 0 else float("inf")
 
 
 def _passes(r, base) -> str:
@@ -228,7 +200,10 @@ def compression(ctx: Context, claim) -> Finding | None:
     k = p["accum_steps"]
     if quiet is not None and k > 1:
         share = 100 * k / (k - 1) * (median_ms(base) - median_ms(quiet)) / median_ms(base)
-        need = share_for_3x(again[0].metrics.get("sent_vs_fp32", 1.0), k)
+        # the share 3x needs (Amdahl) when a sync sends `sent_vs_fp32` of fp32's bytes once
+        # per k micro-batches instead of all after each one
+        saved = 1 - again[0].metrics.get("sent_vs_fp32", 1.0) / k
+        need = 100 * (2 / 3) / saved if saved > 0 else float("inf")
         parts.append(f"the plain step's communication share, estimated from its two sync modes "
                      f"(k/(k-1) x the time no_sync saves): {share:.0f}%; 3x needs "
                      + (f"at least {need:.0f}% with {hook}'s bytes once per {k} micro-batches "
@@ -267,9 +242,8 @@ ONE_BOX = ("needs ranks on more than one node: the sentence is about cross-node 
             "tested; `comm collectives` under torchrun across nodes measures it (chapter 08)",
     steps=("hierarchical",))
 def hierarchical(ctx: Context, claim) -> Finding | None:
-    flat = {r.params["size_bytes"]: r for r in ctx.runs("hierarchical", op="all_reduce")}
-    hier = {r.params["size_bytes"]: r
-            for r in ctx.runs("hierarchical", op="hierarchical_all_reduce")}
+    flat, hier, leader = ({r.params["size_bytes"]: r for r in ctx.runs("hierarchical", op=op)}
+                          for op in ("all_reduce", "hierarchical_all_reduce", "leader_all_reduce"))
     sizes = sorted(set(flat) & set(hier))
     if not sizes:
         return None
@@ -279,7 +253,6 @@ def hierarchical(ctx: Context, claim) -> Finding | None:
         ctx.again("hierarchical", top), ctx.again("hierarchical", flat[sizes[-1]]))]
     # nodes: a param of points across nodes; "hosts" in records of an earlier a800lab
     nodes = top.params.get("nodes") or top.metrics.get("hosts", 1)
-    leader = {r.params["size_bytes"]: r for r in ctx.runs("hierarchical", op="leader_all_reduce")}
     text = (f"{top.params['world_size']} ranks ({top.params['backend']}) on {nodes} node(s), "
             f"groups of {top.params.get('ranks_per_node')}: " + ", ".join(
                 f"{s / MIB:g} MiB flat {median_ms(flat[s]):.3g} ms, hierarchical "

@@ -6,27 +6,20 @@ import statistics
 
 from ..core.units import MIB
 from ..workloads.usage import cost_per_million_samples_usd
-from .claims import (
-    FAILED,
-    FAILS,
-    HOLDS,
-    INCONCLUSIVE,
+from .claims import FAILED, FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE, Reading, figure, measured
+from .judge import Context, Finding, loss_text, median_of, noisy, reading_runs
+from .rules import (
     LOSS_TOLERANCE,
     MODEL_ERROR,
-    UNTESTABLE,
-    Reading,
     beyond_range,
     combine,
     confirmed,
-    figure,
-    measured,
     over_runs,
     runs_text,
     three_way,
     undecided,
 )
-from .claims import with_spread as ws
-from .judge import Context, Finding, loss_text, median_of, noisy, reading_runs
+from .rules import with_spread as ws
 from .snippets import mixed_float16
 
 BASE, AMP = "fp32_default", "fp16"

@@ -24,20 +24,9 @@ from .claims import (
     Verdict,
     figure,
 )
-from .judge import (
-    Context,
-    Finding,
-    failures_text,
-    median_ms,
-    newest_by_step,
-    noisy,
-    ok,
-    typical,
-)
+from .judge import Context, Finding, failures_text, median_ms, newest_by_step, noisy, ok, typical
 from .plan import Plan, resolve_points
 from .register import REGISTER
-
-__all__ = ["judge_claims", "newest_by_step"]
 
 CPU_ANSWERS = ("counted or computed the same way on any device (bytes, calls, gradients), so "
                "a CPU answers it")
