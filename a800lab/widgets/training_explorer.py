@@ -45,7 +45,6 @@ _MEASURED = ("throughput", "step_peak_bytes", "predicted_peak_bytes", "eval_loss
 _MORE = ("effective_batch", "median_ms", "iqr_ms", "achieved_tflops",
          "mfu_pct_of_datasheet_peak", "mfu_pct_of_measured_peak", "skipped_steps", "compile_s",
          "recompiles")
-BUSY = "A run is in progress: press Stop or wait for it."
 
 
 class TrainingExplorer(Explorer):
@@ -165,7 +164,7 @@ class TrainingExplorer(Explorer):
             return lambda: self._search(spec, limit, target, chosen_margin, trials)
 
         return self.job.start(
-            plan, cannot="Cannot search", name="a800lab-max-batch", busy=BUSY, wait=wait,
+            plan, cannot="Cannot search", name="a800lab-max-batch", wait=wait,
             stopping="Stopping the search after the trial in flight ...",
             stopped=lambda: f"Max-batch search stopped after {len(trials)} trials.",
             failed=lambda exc: f"Max-batch search failed: {type(exc).__name__}: {first_line(exc)}")
@@ -278,7 +277,7 @@ class TrainingExplorer(Explorer):
             return work
 
         return self.job.start(
-            ready, cannot=f"Cannot {word}", name=f"a800lab-{word}", busy=BUSY, wait=wait,
+            ready, cannot=f"Cannot {word}", name=f"a800lab-{word}", wait=wait,
             stopping="Stopping after the step in flight ...",
             stopped=f"The {word} was stopped; nothing kept from it.",
             failed=lambda exc: f"Cannot {word}: {type(exc).__name__}: {first_line(exc)}")
