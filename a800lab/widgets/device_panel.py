@@ -133,8 +133,7 @@ class DevicePanel(Panel):
         if [o[1] for o in self.gpu_choice.options] != [o[1] for o in options]:
             self.gpu_choice.options = options
         running = self.telemetry_running
-        self.gpu_choice.disabled = bool(reason) or running
-        self.start_button.disabled = bool(reason) or running
+        self.gpu_choice.disabled = self.start_button.disabled = bool(reason) or running
         self.stop_button.disabled = not running
         self.telemetry_note.value = (
             f'<span style="color:#a04000;line-height:1.4">Telemetry unavailable: '
@@ -220,8 +219,7 @@ class DevicePanel(Panel):
         gpu = next((g for g in self.report.get("gpus", []) if g["index"] == index), None)
         if gpu is None:
             return None
-        torch_name = f", cuda:{gpu['cuda_index']}" if isinstance(gpu.get("cuda_index"), int) \
-            else ""
+        torch_name = f", cuda:{gpu['cuda_index']}" if isinstance(gpu.get("cuda_index"), int) else ""
         return f"{gpu['name']}, NVML {index}{torch_name}"
 
     def _render_telemetry(self) -> None:

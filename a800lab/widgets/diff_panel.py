@@ -104,8 +104,7 @@ class DiffPanel(Panel):
         if a and b:
             self.compare()
 
-    def compare(self, a: str | Path | None = None, b: str | Path | None = None
-                ) -> EnvDiff | None:
+    def compare(self, a: str | Path | None = None, b: str | Path | None = None) -> EnvDiff | None:
         """Compare files a and b (default: the boxes); None, the reason said, if it cannot."""
         if a is not None:
             self.a.value = str(a)

@@ -231,8 +231,7 @@ class Explorer(Panel):
     def clear(self) -> int:
         """Remove every point from the panel (files keep theirs); returns how many."""
         if self.running:
-            self.status.say("A run is in progress: press Stop or wait for it before Clear.",
-                            "warn")
+            self.status.say("A run is in progress: press Stop or wait for it before Clear.", "warn")
             return 0
         removed, unsaved = self._held.clear()
         note = f"; {unsaved} had not been saved" if unsaved else ""

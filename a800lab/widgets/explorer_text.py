@@ -147,8 +147,7 @@ def table_html(df: pd.DataFrame, params: list[str], numbers: dict[str, int], *,
     differ = [p for p in params if present(p) and tail[p].astype(str).nunique() > 1]
     failed = "outcome" in tail and bool((tail["outcome"] != "ok").any())
     main = [*differ, *(["outcome"] if failed else []), *shown]
-    every = [c for c in dict.fromkeys([*params, "outcome", *shown, *more, "message"])
-             if present(c)]
+    every = [c for c in dict.fromkeys([*params, "outcome", *shown, *more, "message"]) if present(c)]
     note = (f"<caption style='caption-side: bottom'>the newest {TABLE_ROWS} of {len(df)} "
             "points; panel.results has them all</caption>") if len(df) > TABLE_ROWS else ""
     # a parameter keeps its name and the values a user types (size_bytes stays in bytes)
@@ -183,8 +182,7 @@ def with_units(df: pd.DataFrame, params=()) -> pd.DataFrame:
 def _table(tail: pd.DataFrame, columns: list[str], numbers: dict[str, int], heads: dict,
            note: str) -> str:
     heads = [heads[c] for c in columns]
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in ["run", *(h for h, _ in heads),
-                                                          "noisy"])
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in ["run", *(h for h, _ in heads), "noisy"])
     body = []
     for row in tail.to_dict("records"):
         cells = [f"<td>#{numbers.get(row.get('run_id', ''), '?')}</td>"]

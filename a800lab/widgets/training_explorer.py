@@ -62,10 +62,9 @@ class TrainingExplorer(Explorer):
 
     def __init__(self, *, make_model=None, make_batch=None, loss_fn=None, accuracy_fn=None,
                  user_model: str | None = None, model: str = "transformer",
-                 size: str | None = None, device: str = "auto",
-                 sweep: str = "batch_size", train_steps: int | None = None,
-                 budget_s: float | None = None, lr: float | None = None,
-                 cpu_threads: int | None = None,
+                 size: str | None = None, device: str = "auto", sweep: str = "batch_size",
+                 train_steps: int | None = None, budget_s: float | None = None,
+                 lr: float | None = None, cpu_threads: int | None = None,
                  title: str = "Training step: samples/s, memory and loss",
                  recorded_dir: Path | str = DATA_DIR, out: str | None = None):
         device = resolve_device(device)
@@ -83,8 +82,7 @@ class TrainingExplorer(Explorer):
         self._yours = yours = user_model is not None or make_model is not None
         params = {
             "model": Fixed(CUSTOM) if yours else Choice(MODELS, default=model),
-            "size": Fixed(CUSTOM) if yours else
-            Choice(SIZES, default=size or default_size(device)),
+            "size": Fixed(CUSTOM) if yours else Choice(SIZES, default=size or default_size(device)),
             "batch_size": Range(1, 1024 if on_cpu else 65536, default=32 if on_cpu else 64,
                                 scale="pow2"),
             "accum_steps": Range(1, 64, default=1, scale="pow2"),
