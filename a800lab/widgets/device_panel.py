@@ -223,17 +223,13 @@ class DevicePanel(Panel):
         return f"{gpu['name']}, NVML {index}{torch_name}"
 
     def _render_telemetry(self) -> None:
-        samples = self.telemetry_samples
-        if samples:
-            last_t = samples[-1]["t_s"]
-            samples = [s for s in samples if s["t_s"] >= last_t - self.window_s]
-        sampler = self._sampler
+        samples = self.telemetry_samples  # the last window_s seconds of them
+        samples = [s for s in samples if s["t_s"] >= samples[-1]["t_s"] - self.window_s]
         try:
-            figure = telemetry_figure(samples, device=self._gpu_title(sampler))
+            figure = telemetry_figure(samples, device=self._gpu_title(self._sampler))
             image = png(figure, dpi=72)
             self.telemetry_figure = figure
-            self.plot.value = image
-            self.plot.layout.display = None
+            self.plot.value, self.plot.layout.display = image, None
             self.latest.value = dh.latest_telemetry_html(samples[-1]) if samples else ""
         except Exception as exc:  # a bad reading must not kill the refresher or the panel
             self.status.say(f"Telemetry plot failed: {type(exc).__name__}: {exc}", "error")

@@ -76,8 +76,7 @@ def diff_html(diff: EnvDiff) -> str:
 
 
 class DiffPanel(Panel):
-    """Two file boxes (offering the .json and .jsonl files under `folders`), Compare, and the
-    comparison."""
+    """Two file boxes (offering the .json and .jsonl files under `folders`), Compare, the diff."""
 
     def __init__(self, a: str | Path | None = None, b: str | Path | None = None, *,
                  folders=(DATA_DIR, RUNS_DIR)):

@@ -16,13 +16,13 @@ SLOTS = ("after_controls", "before_status", "after_status", "after_plot", "secti
 _EM_PER_CHAR = 0.62  # a description's width per character of its text, in em
 
 
-def fit_labels(controls, *, extra_em: float = 1.0) -> None:
+def fit_labels(controls) -> None:
     """One description width for all, the longest label's (ipywidgets cuts at ~90 px)."""
     controls = [c for c in controls if hasattr(c, "style") and getattr(c, "description", "")]
     if controls:
         longest = max(len(c.description) for c in controls)
         for control in controls:
-            control.style.description_width = f"{longest * _EM_PER_CHAR + extra_em:.1f}em"
+            control.style.description_width = f"{longest * _EM_PER_CHAR + 1:.1f}em"
             _inline(control)
 
 

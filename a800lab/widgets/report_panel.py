@@ -181,8 +181,7 @@ class ReportPanel(Panel):
             folder = Path(self.folder.value.strip() or ".")
             if folder.exists() and not folder.is_dir():
                 raise ValueError(f"folder {str(folder)!r} is a file; give a directory")
-            battery = self.plan or plan_battery(self.mode.value, self.device)
-            self._live_plan = battery
+            self._live_plan = battery = self.plan or plan_battery(self.mode.value, self.device)
             self.report = self.html = None
             self.view.value = self.paths.value = ""
             self.tabs.selected_index = 0
@@ -284,8 +283,7 @@ class ReportPanel(Panel):
         self.tabs.selected_index = 1
 
     def show(self, path: str | Path | None = None) -> dict | None:
-        """Show a report folder or its report.json (default: the folder box); the report dict,
-        or None."""
+        """Show a report folder or its report.json (default: the folder box); the report or None."""
         if self.running:
             self.status.say("A report is running: wait for it or press Stop before showing "
                             "another.", "warn")

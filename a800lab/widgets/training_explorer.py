@@ -178,8 +178,7 @@ class TrainingExplorer(Explorer):
         limit = int(limit_mib * MIB) or None
         if limit is None and self.device == "cpu":
             raise ValueError("on a CPU give a limit in MiB (a pretend card size), e.g. 256")
-        margin = self.margin.value if margin is None else margin
-        return spec, limit, target or None, margin
+        return spec, limit, target or None, self.margin.value if margin is None else margin
 
     def _search(self, spec: TrainSpec, limit, target, margin, trials: list) -> None:
         def progress(trial):
