@@ -167,8 +167,7 @@ class DevicePanel(Panel):
                 raise RuntimeError(f"Telemetry failed to start: {type(exc).__name__}: "
                                    f"{exc}") from exc
             self._sampler = sampler
-            if self.gpu_choice.value != index:
-                self.gpu_choice.value = index
+            self.gpu_choice.value = index  # the dropdown shows the GPU sampled
             self.status.say(f"Sampling GPU {index} every {self.interval_s:g} s ...")
             return lambda: self._sample(sampler)
 
@@ -239,15 +238,13 @@ class DevicePanel(Panel):
 
     def to_html(self) -> str:
         """Every visible HTML part of the panel."""
-        parts: list[str] = []
 
-        def walk(w: Any) -> None:
+        def visible(w: Any):
             if getattr(getattr(w, "layout", None), "display", None) == "none":
                 return  # a hidden section (e.g. the GPU tables on a CPU-only machine)
             if isinstance(w, widgets.HTML):
-                parts.append(w.value)
+                yield w.value
             for child in getattr(w, "children", ()):
-                walk(child)
+                yield from visible(child)
 
-        walk(self.widget)
-        return "\n".join(parts)
+        return "\n".join(visible(self.widget))

@@ -55,9 +55,8 @@ class TrainingExplorer(Explorer):
     Your own model: `make_model()` -> nn.Module, `make_batch(batch_size)` -> (inputs, targets),
     `loss_fn(outputs, targets)`, `accuracy_fn`; or `user_model=` a .py file defining them (the
     command line's --user-model). Dry-run on a batch of 2 when the panel is built: a model that
-    cannot run is said in the status line (the file and the fault, one line), and every button
-    says it again. `train_steps`, `budget_s`: per point; `lr`: default the preset's (1e-3 for
-    yours).
+    cannot run is said in the status line (file and fault, one line), and every button says it
+    again. `train_steps`, `budget_s`: per point; `lr`: default the preset's (1e-3 for yours).
     """
 
     def __init__(self, *, make_model=None, make_batch=None, loss_fn=None, accuracy_fn=None,
@@ -291,12 +290,10 @@ class TrainingExplorer(Explorer):
         return TrainSpec(**chosen, lr=self.workload.keywords["lr"])
 
     def _table_html(self, measured: pd.DataFrame) -> str:
-        if measured.empty:
-            return ""
         table = super()._table_html(measured)
         mfu = [c for c in ("mfu_pct_of_datasheet_peak", "mfu_pct_of_measured_peak")
                if c in measured and measured[c].notna().any()]
-        if "achieved_tflops" in measured and not mfu:
+        if table and "achieved_tflops" in measured and not mfu:
             table += ("<small>MFU: no peak known for this device (a CPU or a card the "
                       "datasheet table lacks, and no measured peak recorded): "
                       "<code>python -m a800lab peak</code> records one.</small>")
