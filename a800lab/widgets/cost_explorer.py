@@ -121,9 +121,7 @@ class CostExplorer(Explorer):
         self.price = widgets.BoundedFloatText(value=price, min=0.0, max=1e4, step=0.1,
                                               description=f"$ / {what}-hour",
                                               style={"description_width": "initial"})
-        self.gpus = widgets.BoundedIntText(value=gpus, min=1, max=65536,
-                                           description=f"{what}s" if what == "GPU" else
-                                           "machines",
+        self.gpus = widgets.BoundedIntText(value=gpus, min=1, max=65536, description=f"{what}s",
                                            tooltip=f"{what}s the job holds (each is paid for)")
         self.kwh_price = widgets.BoundedFloatText(
             value=kwh, min=0.0, max=100.0, step=0.01, description="$ / kWh",
