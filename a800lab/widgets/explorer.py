@@ -298,7 +298,7 @@ class Explorer(Panel):
         """panel.results[columns] (the `last` rows), measured columns headed with their units."""
         results, columns = self.results, list(columns)
         if "throughput" in columns and "throughput_unit" in results:  # names the unit
-            columns = list(dict.fromkeys([*columns, "throughput_unit"]))
+            columns += [] if "throughput_unit" in columns else ["throughput_unit"]
         shown = results[columns] if last is None else results[columns].tail(last)
         return text.with_units(shown, self._param_columns())
 
