@@ -222,7 +222,7 @@ class DevicePanel(Panel):
         return f"{gpu['name']}, NVML {index}{torch_name}"
 
     def _render_telemetry(self) -> None:
-        samples = self.telemetry_samples  # the last window_s seconds of them
+        samples = self.telemetry_samples
         samples = [s for s in samples if s["t_s"] >= samples[-1]["t_s"] - self.window_s]
         try:
             figure = telemetry_figure(samples, device=self._gpu_title(self._sampler))
