@@ -33,7 +33,7 @@ from a800lab.core.results import Record, records_to_frame
 from a800lab.core.sweep import run_sweep
 from a800lab.figures.sweep import throughput_and_memory_figure
 from a800lab.widgets import Explorer, Range
-from a800lab.widgets.explorer import PNG_DPI
+from a800lab.widgets.panel import PNG_DPI
 
 
 def noop(i):

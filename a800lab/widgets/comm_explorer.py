@@ -52,8 +52,7 @@ def views(largest_exponent: int) -> dict[str, View]:
                       columns=("bytes_per_step", "eval_loss", "compressed")),
         "accumulation": View("no_sync", "gradient accumulation: no_sync vs every micro-batch",
                              "accum_steps", ("accum_steps", "sync"), (1, 2, 4), "ddp",
-                             columns=("allreduce_calls_per_step", "bytes_per_step",
-                                      "eval_loss")),
+                             columns=("allreduce_calls_per_step", "bytes_per_step", "eval_loss")),
         "buckets": View("buckets", "bucket_cap_mb: samples/s, buckets, loss", "bucket_cap_mb",
                         ("bucket_cap_mb",), (0.25, 1.0, 25.0), "ddp",
                         columns=("buckets", "eval_loss")),
@@ -92,8 +91,7 @@ class CommExplorer(Explorer):
         self.world_size, self.timeout_s = world_size, timeout_s
         self.keep_ranks, self._ranks = keep_ranks, None
         self.settings = {"budget_s": budget_s or (0.3 if on_gpu else 0.1)}
-        self.ddp_settings = {**self.settings, "train_steps": train_steps or (50 if on_gpu
-                                                                             else 10)}
+        self.ddp_settings = {**self.settings, "train_steps": train_steps or (50 if on_gpu else 10)}
         largest = 2**30 if on_gpu else 2**26
         divisors = tuple(d for d in range(1, world_size + 1) if world_size % d == 0)
         params = {

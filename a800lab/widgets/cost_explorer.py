@@ -18,6 +18,7 @@ import ipywidgets as widgets
 import pandas as pd
 
 from ..core.backends import resolve_device
+from ..core.checks import positive_float
 from ..core.precision import unsupported_reason
 from ..figures.cost import cost_figure
 from ..workloads.matmul import default_sizes
@@ -59,10 +60,8 @@ def _check_prices(price_per_hour_usd, count, price_per_kwh_usd, duration_s) -> N
     if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 1:
         raise ValueError(f"gpus={count!r} must be a whole number of GPUs (or, on a CPU, "
                          "machines) >= 1, e.g. 8")
-    if duration_s is not None and (isinstance(duration_s, bool) or
-                                   not isinstance(duration_s, numbers.Real) or
-                                   not math.isfinite(duration_s) or duration_s <= 0):
-        raise ValueError(f"duration_s={duration_s!r} must be a number of seconds > 0, e.g. 5")
+    if duration_s is not None:
+        positive_float("duration_s", duration_s, "5 (seconds)")
 
 
 class CostExplorer(Explorer):
@@ -122,9 +121,7 @@ class CostExplorer(Explorer):
         self.price = widgets.BoundedFloatText(value=price, min=0.0, max=1e4, step=0.1,
                                               description=f"$ / {what}-hour",
                                               style={"description_width": "initial"})
-        self.gpus = widgets.BoundedIntText(value=gpus, min=1, max=65536,
-                                           description=f"{what}s" if what == "GPU" else
-                                           "machines",
+        self.gpus = widgets.BoundedIntText(value=gpus, min=1, max=65536, description=f"{what}s",
                                            tooltip=f"{what}s the job holds (each is paid for)")
         self.kwh_price = widgets.BoundedFloatText(
             value=kwh, min=0.0, max=100.0, step=0.01, description="$ / kWh",

@@ -14,15 +14,10 @@ from ..core.units import GIB
 
 # Link class -> (background, text colour): green for NVLink, yellow-orange for PCIe paths of
 # growing length, red for crossing the CPU-to-CPU interconnect.
-LINK_COLOURS = {
-    "X": ("#e0e0e0", "#555555"),
-    "PIX": ("#d9ef8b", "#000000"),
-    "PXB": ("#fee08b", "#000000"),
-    "PHB": ("#fdae61", "#000000"),
-    "NODE": ("#f46d43", "#000000"),
-    "SYS": ("#d73027", "#ffffff"),
-    "n/a": ("#bdbdbd", "#000000"),
-}
+LINK_COLOURS = {"X": ("#e0e0e0", "#555555"), "PIX": ("#d9ef8b", "#000000"),
+                "PXB": ("#fee08b", "#000000"), "PHB": ("#fdae61", "#000000"),
+                "NODE": ("#f46d43", "#000000"), "SYS": ("#d73027", "#ffffff"),
+                "n/a": ("#bdbdbd", "#000000")}
 _LEGEND_NV_EXAMPLES = ("NV1", "NV4", "NV8", "NV12", "NV18")
 # nowrap + line-height: JupyterLab's HTML widget would otherwise wrap cells at every space and
 # give each line the 28 px height of a widget row.
@@ -53,10 +48,9 @@ def _why(*values: Any) -> str:
     return "; ".join(dict.fromkeys(reasons))
 
 
-def _td(text: str, *, title: str = "", style: str = "", raw: bool = False) -> str:
+def _td(text: str, *, title: str = "", style: str = "") -> str:
     tip = f' title="{html.escape(title)}"' if title else ""
-    body = text if raw else html.escape(text)
-    return f'<td style="{_CELL};{style}"{tip}>{body}</td>'
+    return f'<td style="{_CELL};{style}"{tip}>{html.escape(text)}</td>'
 
 
 def _reading(value: Any) -> str:
@@ -140,8 +134,7 @@ def topology_html(report: dict) -> str:
         cells = []
         for b, link in zip(labels, row, strict=True):
             background, colour = link_colour(link)
-            meaning = LINK_LEGEND.get("NV#" if link.startswith("NV") and link != "n/a" else link,
-                                      "")
+            meaning = LINK_LEGEND.get("NV#" if link.startswith("NV") else link, "")
             cells.append(f'<td class="link" data-link="{html.escape(link)}" '
                          f'title="{html.escape(f"{a} - {b}: {link}: {meaning}")}" '
                          f'style="{_CELL};background:{background};color:{colour};'

@@ -133,8 +133,7 @@ class DevicePanel(Panel):
         if [o[1] for o in self.gpu_choice.options] != [o[1] for o in options]:
             self.gpu_choice.options = options
         running = self.telemetry_running
-        self.gpu_choice.disabled = bool(reason) or running
-        self.start_button.disabled = bool(reason) or running
+        self.gpu_choice.disabled = self.start_button.disabled = bool(reason) or running
         self.stop_button.disabled = not running
         self.telemetry_note.value = (
             f'<span style="color:#a04000;line-height:1.4">Telemetry unavailable: '
@@ -168,8 +167,7 @@ class DevicePanel(Panel):
                 raise RuntimeError(f"Telemetry failed to start: {type(exc).__name__}: "
                                    f"{exc}") from exc
             self._sampler = sampler
-            if self.gpu_choice.value != index:
-                self.gpu_choice.value = index
+            self.gpu_choice.value = index  # the dropdown shows the GPU sampled
             self.status.say(f"Sampling GPU {index} every {self.interval_s:g} s ...")
             return lambda: self._sample(sampler)
 
@@ -220,22 +218,17 @@ class DevicePanel(Panel):
         gpu = next((g for g in self.report.get("gpus", []) if g["index"] == index), None)
         if gpu is None:
             return None
-        torch_name = f", cuda:{gpu['cuda_index']}" if isinstance(gpu.get("cuda_index"), int) \
-            else ""
+        torch_name = f", cuda:{gpu['cuda_index']}" if isinstance(gpu.get("cuda_index"), int) else ""
         return f"{gpu['name']}, NVML {index}{torch_name}"
 
     def _render_telemetry(self) -> None:
         samples = self.telemetry_samples
-        if samples:
-            last_t = samples[-1]["t_s"]
-            samples = [s for s in samples if s["t_s"] >= last_t - self.window_s]
-        sampler = self._sampler
+        samples = [s for s in samples if s["t_s"] >= samples[-1]["t_s"] - self.window_s]
         try:
-            figure = telemetry_figure(samples, device=self._gpu_title(sampler))
+            figure = telemetry_figure(samples, device=self._gpu_title(self._sampler))
             image = png(figure, dpi=72)
             self.telemetry_figure = figure
-            self.plot.value = image
-            self.plot.layout.display = None
+            self.plot.value, self.plot.layout.display = image, None
             self.latest.value = dh.latest_telemetry_html(samples[-1]) if samples else ""
         except Exception as exc:  # a bad reading must not kill the refresher or the panel
             self.status.say(f"Telemetry plot failed: {type(exc).__name__}: {exc}", "error")
@@ -245,15 +238,13 @@ class DevicePanel(Panel):
 
     def to_html(self) -> str:
         """Every visible HTML part of the panel."""
-        parts: list[str] = []
 
-        def walk(w: Any) -> None:
+        def visible(w: Any):
             if getattr(getattr(w, "layout", None), "display", None) == "none":
                 return  # a hidden section (e.g. the GPU tables on a CPU-only machine)
             if isinstance(w, widgets.HTML):
-                parts.append(w.value)
+                yield w.value
             for child in getattr(w, "children", ()):
-                walk(child)
+                yield from visible(child)
 
-        walk(self.widget)
-        return "\n".join(parts)
+        return "\n".join(visible(self.widget))

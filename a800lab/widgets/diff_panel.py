@@ -76,8 +76,7 @@ def diff_html(diff: EnvDiff) -> str:
 
 
 class DiffPanel(Panel):
-    """Two file boxes (offering the .json and .jsonl files under `folders`), Compare, and the
-    comparison."""
+    """Two file boxes (offering the .json and .jsonl files under `folders`), Compare, the diff."""
 
     def __init__(self, a: str | Path | None = None, b: str | Path | None = None, *,
                  folders=(DATA_DIR, RUNS_DIR)):
@@ -104,8 +103,7 @@ class DiffPanel(Panel):
         if a and b:
             self.compare()
 
-    def compare(self, a: str | Path | None = None, b: str | Path | None = None
-                ) -> EnvDiff | None:
+    def compare(self, a: str | Path | None = None, b: str | Path | None = None) -> EnvDiff | None:
         """Compare files a and b (default: the boxes); None, the reason said, if it cannot."""
         if a is not None:
             self.a.value = str(a)

@@ -28,7 +28,7 @@ from ..figures.look import EARLIER_RUNS, describe_devices
 from ..figures.sweep import throughput_and_memory_figure
 from . import explorer_text as text
 from .layout import explorer_layout, show_section
-from .panel import PNG_DPI, Panel, png
+from .panel import Panel, png
 from .panel_records import PanelRecords
 from .params import Fixed, as_param, axis_values, check_signature, format_param, plan_run, show_plan
 from .redraw import CPU_MIN_INTERVAL_S, CPU_REST_FACTOR, Redrawer
@@ -89,9 +89,8 @@ class Explorer(Panel):
         self.views = views or {}
         self._figure_of, self._title, self._columns = figure, figure_title, table_columns
         self._held, self._overlay = PanelRecords(), pd.DataFrame()
-        self._stopped_at = None
+        self.figure = self._stopped_at = None
         self._last_run: tuple[str, str] = ("", "")  # (what the last Run measured, its run id)
-        self.figure = None
         self._drawer = Redrawer(self._draw, name=f"a800lab-draw-{self.name}",
                                 **(CPU_COALESCING if self.device == "cpu" else {}),
                                 on_error=lambda exc: self.status.say(
@@ -139,8 +138,7 @@ class Explorer(Panel):
         self.load_button = widgets.Button(description="Load", icon="folder-open")
         self.save_button.on_click(lambda _: self._guard(self.save))
         self.load_button.on_click(lambda _: self._guard(self.load))
-        files = sorted(str(p) for p in recorded_dir.glob("*.jsonl")) if recorded_dir.is_dir() \
-            else []
+        files = sorted(map(str, recorded_dir.glob("*.jsonl")))  # none if it is no folder
         self.recorded = widgets.SelectMultiple(options=files, description="overlay", rows=3)
         self.recorded.observe(lambda _: self._guard(self._load_overlay), names="value")
         self.overlay_hint = widgets.HTML(text.overlay_hint(recorded_dir, len(files)))
@@ -233,8 +231,7 @@ class Explorer(Panel):
     def clear(self) -> int:
         """Remove every point from the panel (files keep theirs); returns how many."""
         if self.running:
-            self.status.say("A run is in progress: press Stop or wait for it before Clear.",
-                            "warn")
+            self.status.say("A run is in progress: press Stop or wait for it before Clear.", "warn")
             return 0
         removed, unsaved = self._held.clear()
         note = f"; {unsaved} had not been saved" if unsaved else ""
@@ -302,9 +299,8 @@ class Explorer(Panel):
         results, columns = self.results, list(columns)
         if "throughput" in columns and "throughput_unit" in results:  # names the unit
             columns += [] if "throughput_unit" in columns else ["throughput_unit"]
-        shown = results[columns]
-        return text.with_units(shown if last is None else shown.tail(last),
-                               self._param_columns())
+        shown = results[columns] if last is None else results[columns].tail(last)
+        return text.with_units(shown, self._param_columns())
 
     def refresh(self) -> None:
         """Re-plot what is already measured; returns when drawn."""
@@ -341,12 +337,11 @@ class Explorer(Panel):
         elif series not in df:
             series = "label"
         figure = self._figure(df, x, series)
-        image = png(figure, PNG_DPI)
+        image = png(figure)
         self.figure = figure
-        differs = self._caption_note(measured, x)
         self.caption.value = (f"<small><b>{html.escape(self._figure_title(x))}</b>, "
                               f"measured on {html.escape(describe_devices(df))}"
-                              f"{html.escape(differs)}</small>")
+                              f"{html.escape(self._caption_note(measured, x))}</small>")
         self.plot.value = image
         self.plot.layout.display = self.caption.layout.display = None
         self.table.value = self._table_html(measured)

@@ -12,6 +12,7 @@ import numbers
 import numpy as np
 import pandas as pd
 
+from ..core.checks import positive_int
 from ..core.noise import default_cpu_threads
 from ..core.results import Record, param_column
 from ..core.sweep import SweepResult
@@ -24,18 +25,9 @@ TABLE_ROWS = 12  # the newest points; panel.results has them all
 def panel_threads(device: str, cpu_threads: int | None) -> int | None:
     """`cpu_threads`, else on a CPU all usable cores but one (for the browser and server), on
     a GPU None (torch's own setting)."""
-    if cpu_threads is not None and (isinstance(cpu_threads, bool) or
-                                    not isinstance(cpu_threads, int) or cpu_threads < 1):
-        raise ValueError(f"cpu_threads={cpu_threads!r} must be a positive int or None")
-    return cpu_threads or (default_cpu_threads() if device == "cpu" else None)
-
-
-def conditions_text(device: str, torch_threads: int | None) -> str:
-    """"GPU cuda:0" or "CPU fallback, 1 torch thread"."""
-    if device != "cpu":
-        threads = "" if torch_threads is None else f", {torch_threads} CPU threads"
-        return f"GPU {device}{threads}"
-    return f"CPU fallback, {torch_threads} torch thread{'s' * (torch_threads != 1)}"
+    if cpu_threads is not None:
+        return positive_int("cpu_threads", cpu_threads, "4 (or None for the default)")
+    return default_cpu_threads() if device == "cpu" else None
 
 
 def run_numbers(run_ids) -> dict[str, int]:
@@ -102,19 +94,14 @@ def fixed_differences(measured: pd.DataFrame, params: dict, controls: dict, x: s
 
 # column -> (header with its unit, factor to the unit); other columns get their unit from
 # their suffix (_ms, _s, _bytes, _gbs, _tflops) or are counts and names
-HEADERS = {"median_ms": ("median (ms)", 1), "iqr_ms": ("IQR (ms)", 1),
-           "eval_loss": ("eval loss", 1), "accuracy": ("accuracy (%)", 100),
-           "effective_batch": ("effective batch (samples)", 1),
-           "step_peak_bytes": ("step peak (MiB)", 1 / MIB),
-           "predicted_peak_bytes": ("predicted peak (MiB)", 1 / MIB),
-           "achieved_tflops": ("achieved (TFLOP/s)", 1),
+HEADERS = {"iqr_ms": ("IQR (ms)", 1), "eval_loss": ("eval loss", 1),
+           "accuracy": ("accuracy (%)", 100), "effective_batch": ("effective batch (samples)", 1),
            "model_flops_per_sample": ("model FLOP per sample", 1),
            "mfu_pct_of_datasheet_peak": ("MFU (% of datasheet peak)", 1),
            "mfu_pct_of_measured_peak": ("MFU (% of measured peak)", 1),
            "idle_fraction": ("device idle (%)", 100), "pct_of_link": ("% of the link", 1),
-           "message_bytes": ("message (bytes)", 1),
-           "bytes_per_step": ("all-reduced per step (MiB)", 1 / MIB),
-           "throughput_unit": ("unit", 1)}
+           "message_bytes": ("message (bytes)", 1), "throughput_unit": ("unit", 1),
+           "bytes_per_step": ("all-reduced per step (MiB)", 1 / MIB)}
 _SUFFIXES = (("_ms", "ms", 1), ("_s", "s", 1), ("_bytes", "MiB", 1 / MIB),
              ("_gbs", "GB/s", 1), ("_tflops", "TFLOP/s", 1))
 MEASURED = ("throughput", "median_ms", "iqr_ms")  # a table's first columns, unless told
@@ -160,12 +147,9 @@ def table_html(df: pd.DataFrame, params: list[str], numbers: dict[str, int], *,
     differ = [p for p in params if present(p) and tail[p].astype(str).nunique() > 1]
     failed = "outcome" in tail and bool((tail["outcome"] != "ok").any())
     main = [*differ, *(["outcome"] if failed else []), *shown]
-    every = [c for c in dict.fromkeys([*params, "outcome", *shown, *more, "message"])
-             if present(c)]
-    note = ""
-    if len(df) > TABLE_ROWS:
-        note = (f"<caption style='caption-side: bottom'>the newest {TABLE_ROWS} of {len(df)} "
-                "points; panel.results has them all</caption>")
+    every = [c for c in dict.fromkeys([*params, "outcome", *shown, *more, "message"]) if present(c)]
+    note = (f"<caption style='caption-side: bottom'>the newest {TABLE_ROWS} of {len(df)} "
+            "points; panel.results has them all</caption>") if len(df) > TABLE_ROWS else ""
     # a parameter keeps its name and the values a user types (size_bytes stays in bytes)
     heads = {c: (c.removeprefix("param."), 1) if c in params else header_of(c, units)
              for c in every}
@@ -198,8 +182,7 @@ def with_units(df: pd.DataFrame, params=()) -> pd.DataFrame:
 def _table(tail: pd.DataFrame, columns: list[str], numbers: dict[str, int], heads: dict,
            note: str) -> str:
     heads = [heads[c] for c in columns]
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in ["run", *(h for h, _ in heads),
-                                                          "noisy"])
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in ["run", *(h for h, _ in heads), "noisy"])
     body = []
     for row in tail.to_dict("records"):
         cells = [f"<td>#{numbers.get(row.get('run_id', ''), '?')}</td>"]

@@ -13,17 +13,16 @@ import ipywidgets as widgets
 # caption; and "sections": (title, widget) pairs shown as tabs after "Run" (its controls, Run
 # and Clear), with Stop and the progress bar under the tabs, shared by whatever runs
 SLOTS = ("after_controls", "before_status", "after_status", "after_plot", "sections")
-RUN_TAB = "Run"
 _EM_PER_CHAR = 0.62  # a description's width per character of its text, in em
 
 
-def fit_labels(controls, *, extra_em: float = 1.0) -> None:
+def fit_labels(controls) -> None:
     """One description width for all, the longest label's (ipywidgets cuts at ~90 px)."""
     controls = [c for c in controls if hasattr(c, "style") and getattr(c, "description", "")]
     if controls:
         longest = max(len(c.description) for c in controls)
         for control in controls:
-            control.style.description_width = f"{longest * _EM_PER_CHAR + extra_em:.1f}em"
+            control.style.description_width = f"{longest * _EM_PER_CHAR + 1:.1f}em"
             _inline(control)
 
 
@@ -66,11 +65,10 @@ def explorer_layout(p, title: str, extras: dict) -> tuple[widgets.VBox, widgets.
     if sections:
         run = widgets.VBox([*controls, widgets.HBox([p.run_button, p.clear_button])])
         tabs = widgets.Tab(children=[run, *(w for _, w in sections)],
-                           titles=[RUN_TAB, *(t for t, _ in sections)])
+                           titles=["Run", *(t for t, _ in sections)])
         top = [tabs, widgets.HBox([p.stop_button, *progress])]
     else:
-        top = [*controls,
-               widgets.HBox([p.run_button, p.stop_button, p.clear_button, *progress])]
+        top = [*controls, widgets.HBox([p.run_button, p.stop_button, p.clear_button, *progress])]
     widget = widgets.VBox([
         *header, *top, *slot("before_status"), p.status, *slot("after_status"),
         widgets.HBox([widgets.VBox([p.color_by, p.earlier_runs]),

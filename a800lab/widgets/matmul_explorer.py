@@ -48,8 +48,7 @@ class MatmulExplorer(Explorer):
     """
 
     def __init__(self, *, device: str = "auto", size: int | None = None,
-                 card: str | None = None,
-                 cpu_threads: int | None = None,
+                 card: str | None = None, cpu_threads: int | None = None,
                  title: str = "Matmul: tiles, shapes and precision",
                  recorded_dir: Path | str = DATA_DIR, out: str | None = None):
         device = resolve_device(device)
@@ -162,7 +161,10 @@ class MatmulExplorer(Explorer):
             at = ", ".join(f"{k}={v}" for k, v in fixed.items() if k != "label")
             axes = figure.axes[0]
             axes.set_title(f"{axes.get_title()}\nat {at}", fontsize="small")
-            self._show_best(shown)
+            config, source = self.best_config(shown)
+            self.best.value = "" if config is None else (
+                f"<div><b>best tile</b>: <code>{html.escape(str(config))}</code>"
+                f"<br><small>{html.escape(source)}</small></div>")
             return figure
         self.best.value = ""
         if view == "shape" and x in SHAPE_DIMS:
@@ -184,8 +186,7 @@ class MatmulExplorer(Explorer):
         compared.sort(key=lambda run: run["run_id"].iloc[0])
         newest = compared[-1].iloc[-1]
         keys = [k for k in ("m", "n", "k", "label") if k in df]
-        matching = [run for run in compared
-                    if all((run[k] == newest[k]).all() for k in keys)]
+        matching = [run for run in compared if all((run[k] == newest[k]).all() for k in keys)]
         per_backend = {run["backend"].iloc[0]: run for run in matching}  # newest run wins
         return pd.concat(per_backend.values())
 
@@ -198,10 +199,8 @@ class MatmulExplorer(Explorer):
         """(tile, SM count, card, blocks per SM) of the newest point for the quantisation model;
         blocks per SM as the compiler gives them (on this GPU, or for `card`)."""
         newest = df.sort_values("timestamp").iloc[-1]
-        tile = None
-        if all(key in df and not pd.isna(newest[key]) for key in ("block_m", "block_n",
-                                                                  "block_k")):
-            tile = (int(newest["block_m"]), int(newest["block_n"]), int(newest["block_k"]))
+        known = all(k in df and not pd.isna(newest[k]) for k in ("block_m", "block_n", "block_k"))
+        tile = tuple(int(newest[k]) for k in ("block_m", "block_n", "block_k")) if known else None
         if self.card is not None:
             card = f"{self.card} (model of that GPU)"
             if tile is None:
@@ -221,12 +220,6 @@ class MatmulExplorer(Explorer):
         blocks = newest.get("blocks_per_sm")
         return tile, props.multi_processor_count, props.name, \
             int(blocks) if blocks is not None and not pd.isna(blocks) and blocks > 0 else 1
-
-    def _show_best(self, shown: pd.DataFrame) -> None:
-        config, source = self.best_config(shown)
-        self.best.value = "" if config is None else (
-            f"<div><b>best tile</b>: <code>{html.escape(str(config))}</code>"
-            f"<br><small>{html.escape(source)}</small></div>")
 
     def best_config(self, df: pd.DataFrame | None = None) -> tuple[dict | None, str]:
         """The fastest tile of the heatmap's newest run: (config dict, its `triton.Config(...)`

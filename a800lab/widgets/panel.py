@@ -13,9 +13,10 @@ import threading
 import ipywidgets as widgets
 
 from ..core.cancel import Cancelled, CancelToken
-from .explorer_text import conditions_text
 
 _COLOURS = {"ok": "green", "warn": "darkorange", "error": "crimson"}
+BUSY = "A run is already in progress: press Stop or wait for it."
+PNG_DPI = 90  # the 10 in wide figure as 900 px: fits a notebook, small text stays legible
 
 
 class StatusLine(widgets.HTML):
@@ -32,9 +33,6 @@ class StatusLine(widgets.HTML):
     @property
     def text(self) -> str:
         return html.unescape(self.value.split(">", 1)[1].rsplit("<", 1)[0])
-
-
-BUSY = "A run is already in progress: press Stop or wait for it."
 
 
 class Job:
@@ -55,19 +53,17 @@ class Job:
         return self._thread is not None and self._thread.is_alive()
 
     def start(self, plan, *, failed, name: str, cannot: str = "Cannot run", stopped=None,
-              stopping="", busy: str | None = None, wait: bool = False) -> bool:
-        """Unless the job refuses every run (`refusal`, said) or one runs (then `busy` is
-        said), `plan()` readies the panel and returns the
-        work to run on thread `name`; a plan that raises is said as "<cannot>: <message>" and
-        nothing starts. The work's exception is said as `failed(exc)` (a Cancelled one as
-        `stopped` when given); Stop says `stopping`. Texts may be callables. Returns whether
-        it started."""
+              stopping="", wait: bool = False) -> bool:
+        """Run the work `plan()` returns on thread `name`, unless the job refuses every run
+        (`refusal`) or one runs (`busy`), said either way. A plan that raises is said as
+        "<cannot>: <message>" and starts nothing; the work's exception as `failed(exc)` (a
+        Cancelled one as `stopped` when given); Stop says `stopping`. Texts may be callables."""
         with self._lock:
             if self.refusal:
                 self.status.say(self.refusal, "error")
                 return False
             if self.running:
-                self.status.say(busy or self.busy, "warn")
+                self.status.say(self.busy, "warn")
                 return False
             self.cancel, self._stopping = CancelToken(), stopping
             self._stopped.clear()
@@ -129,9 +125,6 @@ def _text(text) -> str:
     return text() if callable(text) else text
 
 
-PNG_DPI = 90  # the 10 in wide figure as 900 px: fits a notebook, small text stays legible
-
-
 def png(figure, dpi: int = PNG_DPI) -> bytes:
     buf = io.BytesIO()
     figure.savefig(buf, format="png", dpi=dpi, pil_kwargs={"compress_level": 1})
@@ -155,7 +148,11 @@ class Panel:
         return self.job.running
 
     def _conditions(self) -> str:
-        return conditions_text(self.device, self.torch_threads)
+        """"GPU cuda:0" or "CPU fallback, 1 torch thread"."""
+        threads = self.torch_threads
+        if self.device != "cpu":
+            return f"GPU {self.device}" + ("" if threads is None else f", {threads} CPU threads")
+        return f"CPU fallback, {threads} torch thread{'s' * (threads != 1)}"
 
     def stop(self) -> None:
         """End the run (a sweep after the point in flight)."""

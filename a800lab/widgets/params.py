@@ -66,8 +66,7 @@ class Choice:
 
 
 def _finite(value) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and \
-        math.isfinite(value)
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass(frozen=True)
@@ -191,15 +190,14 @@ class Fixed:
 
     value: object
 
-    @property
-    def initial(self):
-        return self.value
-
     def control(self, name: str) -> widgets.ValueWidget:
         return widgets.Text(value=format_param(self.value), description=name, disabled=True)
 
     def show(self, control: widgets.ValueWidget, value) -> None:
         pass  # a fixed value is always what its control shows
+
+    def check(self, name: str, value):
+        return value
 
 
 def as_param(spec, name: str = ""):
@@ -214,10 +212,6 @@ def as_param(spec, name: str = ""):
     return Fixed(spec)
 
 
-def check_value(spec, name: str, value):
-    return value if isinstance(spec, Fixed) else spec.check(name, value)
-
-
 def plan_run(params: dict, current: dict, axis: str, typed_values: str, overrides: dict, *,
              no_sweep: str) -> tuple[dict, dict]:
     """What a Run measures, (axes, fixed): each parameter at its override, else its control's
@@ -230,7 +224,7 @@ def plan_run(params: dict, current: dict, axis: str, typed_values: str, override
     for key, spec in params.items():
         if key != axis:
             value = overrides.get(key, spec.value if isinstance(spec, Fixed) else current[key])
-            fixed[key] = check_value(spec, key, value)
+            fixed[key] = spec.check(key, value)
     if axis == no_sweep:
         first = next(iter(fixed))
         return {first: [fixed.pop(first)]}, fixed
@@ -244,8 +238,7 @@ def axis_values(spec, name: str, given, typed: str) -> list:
     """A swept parameter's values: `given` (a value or a list) when not None, else `typed`."""
     if given is None:
         return spec.parse(name, typed)
-    return [check_value(spec, name, v) for v in
-            (given if isinstance(given, (list, tuple)) else [given])]
+    return [spec.check(name, v) for v in (given if isinstance(given, (list, tuple)) else [given])]
 
 
 def show_plan(params: dict, controls: dict, axes: dict, fixed: dict) -> None:

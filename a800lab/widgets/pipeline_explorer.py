@@ -37,15 +37,13 @@ class PipelineExplorer(Explorer):
         switch = Fixed(False) if on_cpu else Choice((False, True))
         params = {
             "num_workers": Choice((0, 1, 2, 4, 8), default=0),
-            "pin_memory": switch,
-            "non_blocking": switch,
+            "pin_memory": switch, "non_blocking": switch,
             "prefetch_factor": Choice((1, 2, 4), default=2),
             "preprocess_ms": Range(0.0, 5.0, step=0.05, default=0.2),
             "cost": Choice(COSTS, default="wait"),
             "batch_size": Range(8, 1024, default=64 if on_cpu else 256, scale="pow2"),
         }
-        workload = functools.partial(pipeline_point,
-                                     budget_s=budget_s or (0.3 if on_cpu else 0.5))
+        workload = functools.partial(pipeline_point, budget_s=budget_s or (0.3 if on_cpu else 0.5))
         note = [widgets.HTML(f"<small>{html.escape(CPU_NOTE)}</small>")] if on_cpu else []
         super().__init__(workload, params, sweep="num_workers", name="pipeline",
                          device=device, cpu_threads=cpu_threads, title=title,

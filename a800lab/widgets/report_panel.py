@@ -79,13 +79,6 @@ def verdicts_html(claims: list[dict], *, live: bool = False) -> str:
             f'<div class="a800lab-verdicts" style="line-height:1.35">{"".join(rows)}</div>')
 
 
-def iframe_html(document: str, height_px: int = IFRAME_HEIGHT_PX) -> str:
-    """A document in a sandboxed iframe (no scripts, no navigation; its CSS stays inside)."""
-    return (f'<iframe srcdoc="{html.escape(document, quote=True)}" sandbox="" '
-            f'title="a800lab report" style="width:100%;height:{height_px}px;'
-            'border:1px solid #ccc"></iframe>')
-
-
 class ReportPanel(Panel):
     """Run measures the battery (report.run) into `<out>/points.jsonl`: Stop keeps every point
     before the one in flight; Run again resumes. The "Verdicts" tab is judged again as points
@@ -110,8 +103,7 @@ class ReportPanel(Panel):
         self.device = report_device(device)
         self.torch_threads = panel_threads(self.device, cpu_threads)
         self.budget_s, self.plan = budget_s, plan
-        self.report: dict | None = None
-        self.html: str | None = None
+        self.report = self.html = None  # the last report dict and its page
         self.measured_now = 0          # points the last run measured (0: all resumed)
         self._records: list[Record] = []
         self._records_lock = threading.Lock()
@@ -124,11 +116,10 @@ class ReportPanel(Panel):
         self._build(mode, str(out), price_per_gpu_hour_usd)
 
     def _build(self, mode: str, out: str, price: float) -> None:
-        self.mode = widgets.ToggleButtons(options=list(MODES), value=mode, description="battery",
-                                          style={"button_width": "auto"},
-                                          tooltips=["a few points per claim (about 5 min on a "
-                                                    "GPU)", "every size and config (about 15 "
-                                                    "min on a GPU)"])
+        self.mode = widgets.ToggleButtons(
+            options=list(MODES), value=mode, description="battery", style={"button_width": "auto"},
+            tooltips=["a few points per claim (about 5 min on a GPU)",
+                      "every size and config (about 15 min on a GPU)"])
         self.price = widgets.FloatText(value=price, description="$ / GPU-hour",
                                        tooltip="for the cost per million samples",
                                        style={"description_width": "initial"},
@@ -145,8 +136,7 @@ class ReportPanel(Panel):
                            f"{self._conditions()}.", buttons=[self.show_button],
                            busy="A report is already running: press Stop or wait for it.")
         self.verdicts = widgets.HTML("", layout=widgets.Layout(overflow="auto"))
-        self.paths = widgets.HTML("")
-        self.view = widgets.HTML("")
+        self.paths, self.view = widgets.HTML(""), widgets.HTML("")
         # two tabs, so the report's own claims table does not sit under a copy of itself: the
         # verdicts (live during a run), then the report page (shown when it is ready)
         self.tabs = widgets.Tab(children=[self.verdicts, self.view], titles=["Verdicts", "Report"])
@@ -191,8 +181,7 @@ class ReportPanel(Panel):
             folder = Path(self.folder.value.strip() or ".")
             if folder.exists() and not folder.is_dir():
                 raise ValueError(f"folder {str(folder)!r} is a file; give a directory")
-            battery = self.plan or plan_battery(self.mode.value, self.device)
-            self._live_plan = battery
+            self._live_plan = battery = self.plan or plan_battery(self.mode.value, self.device)
             self.report = self.html = None
             self.view.value = self.paths.value = ""
             self.tabs.selected_index = 0
@@ -287,12 +276,14 @@ class ReportPanel(Panel):
         self.paths.value = ("<small>Saved: " + ", ".join(
             f"<code>{html.escape(str(f))}</code>" for f in files)
             + " (report.html opens in any browser, no network needed)</small>")
-        self.view.value = iframe_html(document)
+        # sandboxed: no scripts, no navigation; the report's CSS stays inside
+        self.view.value = (f'<iframe srcdoc="{html.escape(document, quote=True)}" sandbox="" '
+                           f'title="a800lab report" style="width:100%;height:{IFRAME_HEIGHT_PX}px;'
+                           'border:1px solid #ccc"></iframe>')
         self.tabs.selected_index = 1
 
     def show(self, path: str | Path | None = None) -> dict | None:
-        """Show a report folder or its report.json (default: the folder box); the report dict,
-        or None."""
+        """Show a report folder or its report.json (default: the folder box); the report or None."""
         if self.running:
             self.status.say("A report is running: wait for it or press Stop before showing "
                             "another.", "warn")

@@ -45,7 +45,6 @@ _MEASURED = ("throughput", "step_peak_bytes", "predicted_peak_bytes", "eval_loss
 _MORE = ("effective_batch", "median_ms", "iqr_ms", "achieved_tflops",
          "mfu_pct_of_datasheet_peak", "mfu_pct_of_measured_peak", "skipped_steps", "compile_s",
          "recompiles")
-BUSY = "A run is in progress: press Stop or wait for it."
 
 
 class TrainingExplorer(Explorer):
@@ -56,17 +55,15 @@ class TrainingExplorer(Explorer):
     Your own model: `make_model()` -> nn.Module, `make_batch(batch_size)` -> (inputs, targets),
     `loss_fn(outputs, targets)`, `accuracy_fn`; or `user_model=` a .py file defining them (the
     command line's --user-model). Dry-run on a batch of 2 when the panel is built: a model that
-    cannot run is said in the status line (the file and the fault, one line), and every button
-    says it again. `train_steps`, `budget_s`: per point; `lr`: default the preset's (1e-3 for
-    yours).
+    cannot run is said in the status line (file and fault, one line), and every button says it
+    again. `train_steps`, `budget_s`: per point; `lr`: default the preset's (1e-3 for yours).
     """
 
     def __init__(self, *, make_model=None, make_batch=None, loss_fn=None, accuracy_fn=None,
                  user_model: str | None = None, model: str = "transformer",
-                 size: str | None = None, device: str = "auto",
-                 sweep: str = "batch_size", train_steps: int | None = None,
-                 budget_s: float | None = None, lr: float | None = None,
-                 cpu_threads: int | None = None,
+                 size: str | None = None, device: str = "auto", sweep: str = "batch_size",
+                 train_steps: int | None = None, budget_s: float | None = None,
+                 lr: float | None = None, cpu_threads: int | None = None,
                  title: str = "Training step: samples/s, memory and loss",
                  recorded_dir: Path | str = DATA_DIR, out: str | None = None):
         device = resolve_device(device)
@@ -84,8 +81,7 @@ class TrainingExplorer(Explorer):
         self._yours = yours = user_model is not None or make_model is not None
         params = {
             "model": Fixed(CUSTOM) if yours else Choice(MODELS, default=model),
-            "size": Fixed(CUSTOM) if yours else
-            Choice(SIZES, default=size or default_size(device)),
+            "size": Fixed(CUSTOM) if yours else Choice(SIZES, default=size or default_size(device)),
             "batch_size": Range(1, 1024 if on_cpu else 65536, default=32 if on_cpu else 64,
                                 scale="pow2"),
             "accum_steps": Range(1, 64, default=1, scale="pow2"),
@@ -165,7 +161,7 @@ class TrainingExplorer(Explorer):
             return lambda: self._search(spec, limit, target, chosen_margin, trials)
 
         return self.job.start(
-            plan, cannot="Cannot search", name="a800lab-max-batch", busy=BUSY, wait=wait,
+            plan, cannot="Cannot search", name="a800lab-max-batch", wait=wait,
             stopping="Stopping the search after the trial in flight ...",
             stopped=lambda: f"Max-batch search stopped after {len(trials)} trials.",
             failed=lambda exc: f"Max-batch search failed: {type(exc).__name__}: {first_line(exc)}")
@@ -181,8 +177,7 @@ class TrainingExplorer(Explorer):
         limit = int(limit_mib * MIB) or None
         if limit is None and self.device == "cpu":
             raise ValueError("on a CPU give a limit in MiB (a pretend card size), e.g. 256")
-        margin = self.margin.value if margin is None else margin
-        return spec, limit, target or None, margin
+        return spec, limit, target or None, self.margin.value if margin is None else margin
 
     def _search(self, spec: TrainSpec, limit, target, margin, trials: list) -> None:
         def progress(trial):
@@ -278,7 +273,7 @@ class TrainingExplorer(Explorer):
             return work
 
         return self.job.start(
-            ready, cannot=f"Cannot {word}", name=f"a800lab-{word}", busy=BUSY, wait=wait,
+            ready, cannot=f"Cannot {word}", name=f"a800lab-{word}", wait=wait,
             stopping="Stopping after the step in flight ...",
             stopped=f"The {word} was stopped; nothing kept from it.",
             failed=lambda exc: f"Cannot {word}: {type(exc).__name__}: {first_line(exc)}")
@@ -295,12 +290,10 @@ class TrainingExplorer(Explorer):
         return TrainSpec(**chosen, lr=self.workload.keywords["lr"])
 
     def _table_html(self, measured: pd.DataFrame) -> str:
-        if measured.empty:
-            return ""
         table = super()._table_html(measured)
         mfu = [c for c in ("mfu_pct_of_datasheet_peak", "mfu_pct_of_measured_peak")
                if c in measured and measured[c].notna().any()]
-        if "achieved_tflops" in measured and not mfu:
+        if table and "achieved_tflops" in measured and not mfu:
             table += ("<small>MFU: no peak known for this device (a CPU or a card the "
                       "datasheet table lacks, and no measured peak recorded): "
                       "<code>python -m a800lab peak</code> records one.</small>")

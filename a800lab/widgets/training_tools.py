@@ -47,8 +47,7 @@ class _Tab:
     def _show(self, rows, figure) -> None:
         self.text.value = rows_table(rows)
         self.figure = figure
-        self.plot.value = png(figure)
-        self.plot.layout.display = None
+        self.plot.value, self.plot.layout.display = png(figure), None
 
 
 class ProfileBox(_Tab):
