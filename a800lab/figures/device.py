@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from matplotlib.figure import Figure
 
-from .look import LabFigure
+from .look import LabFigure, place_legend
 from .parts import new_axes, say
 from .sweep import GIB
 
@@ -68,7 +68,5 @@ def telemetry_figure(samples: Sequence[Mapping], *, device: str | None = None) -
     axes[0].set_title("telemetry")
     fig.suptitle(subtitle, fontsize="medium")
     axes[-1].set_xlabel("time (s)")
-    if axes[0].get_legend_handles_labels()[0]:
-        axes[0].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0),
-                       borderaxespad=0.0)
+    place_legend(axes[0], list(zip(*axes[0].get_legend_handles_labels(), strict=True)))
     return fig

@@ -5,12 +5,11 @@
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ..core.envdiff import EnvDiff, format_params
-from .look import LabFigure
-from .parts import say, wrapped_legend
+from .look import note_handle
+from .parts import new_axes, say, wrapped_legend
 
 _MAX_LINEUP_ROWS = 30
 
@@ -27,8 +26,7 @@ def _side_label(diff: EnvDiff, which: str) -> str:
 def lineup_figure(diff: EnvDiff) -> Figure:
     """B / A throughput per config measured on both sides, a bar each; 1 = the same speed."""
     rows = diff.lineup[:_MAX_LINEUP_ROWS]
-    fig = LabFigure(figsize=(9.0, 1.6 + 0.32 * max(len(rows), 3)), layout="constrained")
-    ax = fig.add_subplot()
+    fig, ax, _ = new_axes(None, figsize=(9.0, 1.6 + 0.32 * max(len(rows), 3)))
     fig.suptitle(f"{_side_label(diff, 'B')} vs {_side_label(diff, 'A')}", fontsize="medium")
     ax.set_title("throughput B / A, same configs (newest ok record of each side)")
     if not rows:
@@ -62,10 +60,9 @@ def lineup_figure(diff: EnvDiff) -> Figure:
     if any(noisy):
         entries.append((Patch(facecolor="white", edgecolor="black", hatch="//"),
                         "hatched: a side's timing was noisy"))
-    entries.append((Line2D([], [], linestyle="none"),
-                    f"geometric mean {diff.geomean_ratio:.2f}x over {len(diff.lineup)}"))
+    entries.append(note_handle(f"geometric mean {diff.geomean_ratio:.2f}x over "
+                               f"{len(diff.lineup)}"))
     if len(diff.lineup) > len(rows):
-        entries.append((Line2D([], [], linestyle="none"),
-                        f"first {len(rows)} of {len(diff.lineup)} configs drawn"))
+        entries.append(note_handle(f"first {len(rows)} of {len(diff.lineup)} configs drawn"))
     wrapped_legend(ax, entries)
     return fig

@@ -59,11 +59,9 @@ def describe_devices(df: pd.DataFrame, modes: pd.Series | None = None) -> str:
             counts.add(int(count))
     parts = []
     for (name, mode), counts in seen.items():
-        detail = mode
         if mode != "GPU" and counts:
-            plural = "s" if counts != {1} else ""
-            detail += f", {', '.join(map(str, sorted(counts)))} torch thread{plural}"
-        parts.append(f"{name} ({detail})")
+            mode += f", {', '.join(map(str, sorted(counts)))} torch thread{'s' * (counts != {1})}"
+        parts.append(f"{name} ({mode})")
     if len(parts) > _MAX_DEVICES_NAMED:
         extra = len(parts) - _MAX_DEVICES_NAMED + 1
         parts = parts[:_MAX_DEVICES_NAMED - 1] + [f"+{extra} more devices"]
@@ -83,8 +81,7 @@ class Look:
         self.devices = describe_devices(df, self.modes)
         self.key = pd.Series("", index=df.index) if series is None else df[series].astype(str)
         # run ids sort by start time; "" for records written before runs had ids
-        self.run = df["run_id"].fillna("").astype(str) if "run_id" in df else \
-            pd.Series("", index=df.index)
+        self.run = df.get("run_id", pd.Series("", index=df.index)).fillna("").astype(str)
         runs: dict[str, set] = {}  # series in the order first seen -> its run ids
         for key, run in zip(self.key, self.run, strict=True):
             runs.setdefault(key, set()).add(run)
