@@ -69,11 +69,10 @@ def describe_devices(df: pd.DataFrame, modes: pd.Series | None = None) -> str:
 
 
 class Look:
-    """Colour, strength and legend entries for the rows of one frame: at most `max_series`
+    """Colour, strength and legend entries for the rows of one frame: at most LEGEND_MAX_SERIES
     series named (the most recently measured), the rest grey."""
 
-    def __init__(self, df: pd.DataFrame, series: str | None, *, earlier_runs: str = "faded",
-                 max_series: int = LEGEND_MAX_SERIES):
+    def __init__(self, df: pd.DataFrame, series: str | None, *, earlier_runs: str = "faded"):
         if earlier_runs not in EARLIER_RUNS:
             raise ValueError(f"earlier_runs={earlier_runs!r}: use one of {EARLIER_RUNS}")
         self.series, self.earlier_runs = series, earlier_runs
@@ -89,7 +88,7 @@ class Look:
         self.newest = self.run == self.key.map(latest)
         self.runs_per_series = {key: len(ids) for key, ids in runs.items()}
         order = list(latest)
-        recent = set(sorted(order, key=latest.get, reverse=True)[:max_series])  # the latest
+        recent = set(sorted(order, key=latest.get, reverse=True)[:LEGEND_MAX_SERIES])  # the latest
         self.colors = dict(zip([k for k in order if k in recent], PALETTE, strict=False))
         self.others = [k for k in order if k not in self.colors]
         self.faded_drawn = False    # set by the figure when it draws an earlier run

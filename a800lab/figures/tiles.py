@@ -159,7 +159,7 @@ def _failure_note(cell: pd.DataFrame) -> str:
 
 
 def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput",
-                   ax: Axes | None = None, highlight_best: bool = True) -> Figure:
+                   ax: Axes | None = None) -> Figure:
     """``value`` over the grid ``x`` by ``y``: failed cells named in grey, noisy cells marked
     "~", tiles larger than the output hatched (never crowned while another fits), the best
     outlined; a cell measured in several runs shows its newest run."""
@@ -211,16 +211,14 @@ def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput
         first = df.iloc[-1]
         notes_below.append(f"hatched: tile larger than the {int(first['m'])}x{int(first['n'])} "
                            "output (edges masked, the same work): not crowned")
-    if highlight_best:
-        fits = np.where(masked, np.nan, grid)  # never crowned while another fits
-        only_masked = np.isnan(fits).all()
-        best_i, best_j = np.unravel_index(np.nanargmax(grid if only_masked else fits),
-                                          grid.shape)
-        ax.add_patch(Rectangle((best_j - 0.5, best_i - 0.5), 1, 1, fill=False, edgecolor="red",
-                               linewidth=2.5, gid="best"))
-        notes_below.append(f"red outline: best ({x}={fmt(xs[best_j])}, {y}={fmt(ys[best_i])}"
-                           + (", masked: every tile measured is larger than the output)"
-                              if only_masked else ")"))
+    fits = np.where(masked, np.nan, grid)  # never crowned while another fits
+    only_masked = np.isnan(fits).all()
+    best_i, best_j = np.unravel_index(np.nanargmax(grid if only_masked else fits), grid.shape)
+    ax.add_patch(Rectangle((best_j - 0.5, best_i - 0.5), 1, 1, fill=False, edgecolor="red",
+                           linewidth=2.5, gid="best"))
+    notes_below.append(f"red outline: best ({x}={fmt(xs[best_j])}, {y}={fmt(ys[best_i])}"
+                       + (", masked: every tile measured is larger than the output)"
+                          if only_masked else ")"))
     if noisy_cells:
         notes_below.append(f"~: noisy timing ({len(noisy_cells)} cells), see the table")
     ax.set_xticks(range(len(xs)), [fmt(v) for v in xs])

@@ -31,8 +31,8 @@ def label_of(report) -> str:
     return text
 
 
-def profile_figure(reports: list, *, timeline: int = -1) -> Figure:
-    """Stacked shares per profile above the step timeline of `reports[timeline]`."""
+def profile_figure(reports: list) -> Figure:
+    """Stacked shares per profile above the step timeline of the last."""
     fig = Figure(figsize=(10, 6.4), layout="constrained")
     bars, line = fig.subplots(2, 1, gridspec_kw={"height_ratios": [1, 1.1]})
     if not reports:
@@ -59,7 +59,7 @@ def profile_figure(reports: list, *, timeline: int = -1) -> Figure:
                                                  " (CPU mode: op self times on the host)"))
     shown = [c for c in CATEGORIES if any(r.breakdown.categories_ms[c] for r in reports)]
     place_legend(bars, [(Patch(color=COLORS[c]), category_label(c, on_cuda)) for c in shown])
-    _timeline(line, reports[timeline])
+    _timeline(line, reports[-1])
     devices = sorted({f"{r.device_name} ({r.mode}" + ("" if r.on_cuda else
                       f", {r.torch_threads} torch thread{'s' * (r.torch_threads != 1)}") + ")"
                       for r in reports})
