@@ -37,9 +37,8 @@ def lineup_figure(diff: EnvDiff) -> Figure:
     labels = [f"{r.workload} {format_params(r.params)} ({r.unit})" for r in rows]
     same = diff.same_environment  # then every bar is run-to-run variation
     # a difference the two sides' timings cannot tell from none is neither faster nor slower
-    spread = [same or r.within_spread for r in rows]
-    colors = ["tab:gray" if s else "tab:green" if q >= 1 else "tab:red"
-              for q, s in zip(ratios, spread, strict=True)]
+    colors = ["tab:gray" if same or r.within_spread else "tab:green" if r.ratio >= 1 else "tab:red"
+              for r in rows]
     noisy = [r.a_noisy or r.b_noisy for r in rows]
     bars = ax.barh(range(len(rows)), ratios, color=colors, alpha=0.8)
     for bar, flag in zip(bars, noisy, strict=True):
@@ -51,8 +50,7 @@ def lineup_figure(diff: EnvDiff) -> Figure:
     ax.axvline(1.0, color="black", lw=1)
     ax.set_yticks(range(len(rows)), labels, fontsize="small")
     ax.invert_yaxis()
-    ax.set_xlabel("B / A")
-    ax.set_xlim(0, max(1.1, ratios.max() * 1.15))
+    ax.set(xlabel="B / A", xlim=(0, max(1.1, ratios.max() * 1.15)))
     entries = [(Patch(color=c, alpha=0.8), text) for c, text in (
         ("tab:green", "B faster"), ("tab:red", "B slower"),
         ("tab:gray", "same environment: run-to-run variation, no difference" if same else

@@ -68,15 +68,12 @@ def shape_sweep_figure(df: pd.DataFrame, x: str, *, tile: tuple[int, int, int] |
     fig = LabFigure(figsize=(8.6, 6.6), layout="constrained")
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
     throughput_figure(df, x, series=series, ax=top, earlier_runs=earlier_runs)
-    top.set_title(top.get_title().split("\n")[0])  # the devices go in the figure's title
+    top.set(title=top.get_title().split("\n")[0], xlabel="")  # the devices: the figure's title
     fig.suptitle(describe_devices(df), fontsize="medium")
-    top.set_xlabel("")
     bottom.set(xlabel=x, ylabel="model efficiency (%)")
     if df.empty or tile is None or sm_count is None:
-        why = ("no tile to model: cuBLAS picks its own" if tile is None and not df.empty
-               else "no SM count to model" if sm_count is None and not df.empty
-               else "no points yet")
-        say(bottom, why)
+        say(bottom, "no tile to model: cuBLAS picks its own" if tile is None and not df.empty
+            else "no SM count to model" if sm_count is None and not df.empty else "no points yet")
         return fig
     _draw_model(bottom, model_frame(df, x, tile, sm_count, blocks_per_sm), x, tile, sm_count,
                 card, blocks_per_sm)
@@ -107,8 +104,7 @@ def _draw_model(ax, model: pd.DataFrame, x: str, tile: tuple[int, int, int], sm_
         waves_ax.set_ylabel("waves", color="tab:blue")
         waves_ax.set_ylim(0, max(model["waves"]) * 1.15)
         lines.append(waves)
-    ax.set_ylim(0, 110)
-    ax.set_ylabel("model efficiency (%)")
+    ax.set(ylim=(0, 110), ylabel="model efficiency (%)")
     ax.legend(lines, [line.get_label() for line in lines], loc="upper center",
               bbox_to_anchor=(0.5, -0.2), ncols=2, fontsize="small", frameon=False)
 
