@@ -10,10 +10,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from .look import NOISY_MARKER, LabFigure, Look, noisy_handle, note_handle
+from .look import NOISY_MARKER, Look, noisy_handle, note_handle
 from .parts import XAxis, flags, say, wrapped_legend
 from .parts import float_values as _floats
-from .sweep import NO_POINTS_TEXT, throughput_figure
+from .sweep import NO_POINTS_TEXT, under_throughput
 
 # energy source -> (marker, legend text)
 SOURCE_MARKERS = {
@@ -27,11 +27,9 @@ def _draw_lines(ax: Axes, ok: pd.DataFrame, pos: pd.Series, y: np.ndarray, look:
                 markers: list[str] | str = "o", style: str = "-") -> None:
     """A line per series and run, sorted by x; each point's marker from `markers`, hollow
     where noisy."""
-    noisy = flags(ok, "noisy").to_numpy()
     frame = pd.DataFrame({"pos": pos[ok.index].to_numpy(), "y": y, "marker": markers,
-                          "noisy": noisy}, index=ok.index)
-    groups = frame.groupby([look.key[ok.index], look.run[ok.index]], sort=False)
-    for (key, _run), rows in groups:
+                          "noisy": flags(ok, "noisy").to_numpy()}, index=ok.index)
+    for (key, _run), rows in frame.groupby([look.key[ok.index], look.run[ok.index]], sort=False):
         rows = rows[np.isfinite(rows["y"])].sort_values("pos")
         if rows.empty:
             continue
@@ -101,12 +99,8 @@ def cost_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
                 price_per_kwh_usd: float = 0.0, earlier_runs: str = "faded") -> Figure:
     """Three rows against `x`: throughput (the device and mode in its title), energy per
     sample by source (or CPU time per sample), cost per million samples at the prices."""
-    fig = LabFigure(figsize=(10.0, 8.6))
-    top = fig.add_axes((0.08, 0.72, 0.46, 0.21))
-    middle = fig.add_axes((0.08, 0.41, 0.46, 0.2), sharex=top)
-    bottom = fig.add_axes((0.08, 0.08, 0.46, 0.2), sharex=top)
-    series = series if series is not None or df.empty else "label"
-    throughput_figure(df, x, series=series, ax=top, earlier_runs=earlier_runs)
+    fig, (middle, bottom), series = under_throughput(
+        df, x, series, earlier_runs, (0.08, 0.41, 0.46, 0.2), (0.08, 0.08, 0.46, 0.2), sharex=True)
     look = Look(df, series, earlier_runs=earlier_runs)
     shown = look.visible(df)
     ok = shown[(shown["outcome"] == "ok") & np.isfinite(_floats(shown, "throughput"))] \

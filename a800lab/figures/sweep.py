@@ -21,7 +21,7 @@ from matplotlib.ticker import FuncFormatter
 from ..core.memory import RSS_RESOLUTION_BYTES
 from ..core.specs import match
 from ..core.units import GIB, MIB, byte_unit
-from .look import Look, band_handle, noisy_handle, note_handle
+from .look import LabFigure, Look, band_handle, noisy_handle, note_handle
 from .parts import (
     NO_POINTS_TEXT,
     Lines,
@@ -281,5 +281,17 @@ def throughput_into(ax: Axes, df: pd.DataFrame, x: str, look: Look) -> None:
     ax.set_title(ax.get_title().split("\n")[0])  # the devices go in the figure's title
     if ax.get_legend() is not None:
         ax.get_legend().remove()
+
+
+def under_throughput(df: pd.DataFrame, x: str, series: str | None, earlier_runs: str,
+                     *rects: tuple, sharex: bool = False) -> tuple[Figure, list[Axes], str | None]:
+    """A figure in rows laid out by hand: throughput_figure on top (the devices in its title)
+    above axes at `rects`; returns them and the series drawn (default "label")."""
+    fig = LabFigure(figsize=(10.0, 8.6))  # each row's legend on its right
+    top = fig.add_axes((0.08, 0.72, 0.46, 0.21))
+    axes = [fig.add_axes(rect, sharex=top if sharex else None) for rect in rects]
+    series = series if series is not None or df.empty else "label"
+    throughput_figure(df, x, series=series, ax=top, earlier_runs=earlier_runs)
+    return fig, axes, series
 
 

@@ -27,7 +27,7 @@ from ..workloads.training.loss_scaling import (
 from .look import FADED_ALPHA, PALETTE, LabFigure, Look, describe_devices, place_legend
 from .parts import float_values as _floats
 from .parts import name_devices, new_axes, ordered, say
-from .sweep import NO_POINTS_TEXT, throughput_figure
+from .sweep import NO_POINTS_TEXT, under_throughput
 
 # component column, legend label, colour: bottom to top of each bar
 COMPONENTS = (
@@ -205,12 +205,8 @@ def training_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
                     earlier_runs: str = "faded") -> Figure:
     """Three rows: throughput (the device and mode in its title), the memory breakdown, the
     loss curves."""
-    fig = LabFigure(figsize=(10.0, 8.6))  # three rows, each legend on its right
-    throughput_ax = fig.add_axes((0.08, 0.72, 0.46, 0.21))
-    memory_ax = fig.add_axes((0.08, 0.43, 0.46, 0.19))   # room below for slanted labels
-    loss_ax = fig.add_axes((0.08, 0.07, 0.46, 0.2))
-    series = series if series is not None or df.empty else "label"
-    throughput_figure(df, x, series=series, ax=throughput_ax, earlier_runs=earlier_runs)
+    fig, (memory_ax, loss_ax), series = under_throughput(  # room below memory: slanted labels
+        df, x, series, earlier_runs, (0.08, 0.43, 0.46, 0.19), (0.08, 0.07, 0.46, 0.2))
     place_legend(memory_ax, _draw_breakdown(memory_ax, df, x, series))
     place_legend(loss_ax, _draw_loss_curves(loss_ax, df, x, series))
     return fig
