@@ -18,7 +18,7 @@ _NAMES = {
     ".diff": "lineup_figure",
     ".health": "stress_figure",
     ".parts": "NO_POINTS_TEXT",
-    ".pipeline": "pipeline_figure timeline_figure",
+    ".pipeline": "pipeline_figure",
     ".sweep": "memory_figure throughput_and_memory_figure throughput_figure",
     ".tiles": "error_figure heatmap_figure model_figure roofline_figure shape_sweep_figure",
     ".training": "gradient_histogram_figure loss_curves_figure max_batch_figure "

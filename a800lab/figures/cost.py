@@ -10,10 +10,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from .look import NOISY_MARKER, LabFigure, Look, noisy_handle
+from .look import NOISY_MARKER, Look, noisy_handle, note_handle
 from .parts import XAxis, flags, say, wrapped_legend
 from .parts import float_values as _floats
-from .sweep import NO_POINTS_TEXT, throughput_figure
+from .sweep import NO_POINTS_TEXT, under_throughput
 
 # energy source -> (marker, legend text)
 SOURCE_MARKERS = {
@@ -24,14 +24,12 @@ SOURCE_MARKERS = {
 
 
 def _draw_lines(ax: Axes, ok: pd.DataFrame, pos: pd.Series, y: np.ndarray, look: Look,
-                markers: list[str], style: str = "-") -> None:
+                markers: list[str] | str = "o", style: str = "-") -> None:
     """A line per series and run, sorted by x; each point's marker from `markers`, hollow
     where noisy."""
-    noisy = flags(ok, "noisy").to_numpy()
     frame = pd.DataFrame({"pos": pos[ok.index].to_numpy(), "y": y, "marker": markers,
-                          "noisy": noisy}, index=ok.index)
-    groups = frame.groupby([look.key[ok.index], look.run[ok.index]], sort=False)
-    for (key, _run), rows in groups:
+                          "noisy": flags(ok, "noisy").to_numpy()}, index=ok.index)
+    for (key, _run), rows in frame.groupby([look.key[ok.index], look.run[ok.index]], sort=False):
         rows = rows[np.isfinite(rows["y"])].sort_values("pos")
         if rows.empty:
             continue
@@ -45,10 +43,9 @@ def _draw_lines(ax: Axes, ok: pd.DataFrame, pos: pd.Series, y: np.ndarray, look:
                     gid="noisy" if hollow else None)
 
 
-def _draw_energy(ax: Axes, ok: pd.DataFrame, pos: pd.Series, look: Look) -> list:
+def _draw_energy(ax: Axes, ok: pd.DataFrame, pos: pd.Series, look: Look, unit: str) -> list:
     """J per sample by energy source, or CPU ms per sample where no point has energy."""
     energy = _floats(ok, "j_per_sample")
-    unit = str(ok["sample_unit"].iloc[0]) if "sample_unit" in ok and len(ok) else "sample"
     singular = unit[:-1] if unit.endswith("s") else unit
     if np.isfinite(energy).any():
         sources = ok["energy_source"].astype(str) if "energy_source" in ok else \
@@ -61,22 +58,18 @@ def _draw_energy(ax: Axes, ok: pd.DataFrame, pos: pd.Series, look: Look) -> list
                    if s in SOURCE_MARKERS]
         missing = int((~np.isfinite(energy)).sum())
         if missing:
-            entries.append((Line2D([], [], linestyle="none"),
-                            f"{missing} point(s) without energy (not drawn)"))
+            entries.append(note_handle(f"{missing} point(s) without energy (not drawn)"))
         return entries
-    cpu = _floats(ok, "cpu_ms_per_sample")
-    _draw_lines(ax, ok, pos, cpu, look, ["o"] * len(ok))
+    _draw_lines(ax, ok, pos, _floats(ok, "cpu_ms_per_sample"), look)
     ax.set(title=f"energy unavailable: CPU time per {singular}",
            ylabel=f"CPU ms per {singular}")
-    return [(Line2D([], [], linestyle="none"),
-             "no energy readings here (no GPU counter or power, no readable RAPL): this "
-             "process's CPU time, all threads")]
+    return [note_handle("no energy readings here (no GPU counter or power, no readable RAPL): "
+                        "this process's CPU time, all threads")]
 
 
-def _draw_cost(ax: Axes, ok: pd.DataFrame, pos: pd.Series, look: Look, price: float,
+def _draw_cost(ax: Axes, ok: pd.DataFrame, pos: pd.Series, look: Look, unit: str, price: float,
                gpus: int, price_per_kwh_usd: float) -> list:
     """Cost per million samples at `price` per GPU-hour; electricity dashed."""
-    unit = str(ok["sample_unit"].iloc[0]) if "sample_unit" in ok and len(ok) else "samples"
     ax.set_ylabel(f"USD per million {unit}")
     if price <= 0:
         ax.set_title("cost per million: enter a price per GPU-hour")
@@ -84,7 +77,7 @@ def _draw_cost(ax: Axes, ok: pd.DataFrame, pos: pd.Series, look: Look, price: fl
     rate = _floats(ok, "throughput")
     with np.errstate(divide="ignore", invalid="ignore"):
         cost = price * gpus / (rate * 3600.0) * 1e6
-    _draw_lines(ax, ok, pos, cost, look, ["o"] * len(ok))
+    _draw_lines(ax, ok, pos, cost, look)
     if (look.modes[ok.index] == "GPU").any():
         per = f" x {gpus} GPUs" if gpus != 1 else ""
         ax.set_title(f"cost per million {unit} at ${price:g} per GPU-hour{per}")
@@ -95,8 +88,7 @@ def _draw_cost(ax: Axes, ok: pd.DataFrame, pos: pd.Series, look: Look, price: fl
     entries = []
     energy = _floats(ok, "j_per_sample")
     if price_per_kwh_usd > 0 and np.isfinite(energy).any():
-        _draw_lines(ax, ok, pos, energy * 1e6 / 3.6e6 * price_per_kwh_usd, look,
-                    ["o"] * len(ok), style="--")
+        _draw_lines(ax, ok, pos, energy * 1e6 / 3.6e6 * price_per_kwh_usd, look, style="--")
         entries.append((Line2D([], [], color="black", linestyle="--"),
                         f"dashed: electricity at ${price_per_kwh_usd:g} per kWh"))
     return entries
@@ -107,27 +99,21 @@ def cost_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
                 price_per_kwh_usd: float = 0.0, earlier_runs: str = "faded") -> Figure:
     """Three rows against `x`: throughput (the device and mode in its title), energy per
     sample by source (or CPU time per sample), cost per million samples at the prices."""
-    fig = LabFigure(figsize=(10.0, 8.6))
-    top = fig.add_axes((0.08, 0.72, 0.46, 0.21))
-    middle = fig.add_axes((0.08, 0.41, 0.46, 0.2), sharex=top)
-    bottom = fig.add_axes((0.08, 0.08, 0.46, 0.2), sharex=top)
-    series = series if series is not None or df.empty else "label"
-    throughput_figure(df, x, series=series, ax=top, earlier_runs=earlier_runs)
-    if df.empty:
-        for ax in (middle, bottom):
-            say(ax, NO_POINTS_TEXT)
-        return fig
+    fig, (middle, bottom), series = under_throughput(
+        df, x, series, earlier_runs, (0.08, 0.41, 0.46, 0.2), (0.08, 0.08, 0.46, 0.2), sharex=True)
     look = Look(df, series, earlier_runs=earlier_runs)
     shown = look.visible(df)
-    ok = shown[(shown["outcome"] == "ok") & np.isfinite(_floats(shown, "throughput"))]
+    ok = shown[(shown["outcome"] == "ok") & np.isfinite(_floats(shown, "throughput"))] \
+        if not df.empty else df
     if ok.empty:
         for ax in (middle, bottom):
             say(ax, NO_POINTS_TEXT)
         return fig
     pos = pd.Series(XAxis(df[x]).positions(df[x]), index=df.index)  # as the top row drew
     hollow = [noisy_handle()] if flags(ok, "noisy").any() else []
-    wrapped_legend(middle, _draw_energy(middle, ok, pos, look) + hollow)
-    wrapped_legend(bottom, _draw_cost(bottom, ok, pos, look, price_per_gpu_hour_usd, gpus,
+    unit = str(ok["sample_unit"].iloc[0]) if "sample_unit" in ok else "samples"
+    wrapped_legend(middle, _draw_energy(middle, ok, pos, look, unit) + hollow)
+    wrapped_legend(bottom, _draw_cost(bottom, ok, pos, look, unit, price_per_gpu_hour_usd, gpus,
                                       price_per_kwh_usd) + hollow)
     for ax in (middle, bottom):
         ax.set_ylim(bottom=0)

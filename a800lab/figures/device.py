@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 
 from matplotlib.figure import Figure
 
-from .look import LabFigure
+from ..core.units import GIB
+from .look import LabFigure, place_legend
 from .parts import new_axes, say
-from .sweep import GIB
 
 # telemetry key, axis label, divisor
 _TELEMETRY_PANELS = (
@@ -23,18 +23,16 @@ _TELEMETRY_PANELS = (
 def _throttle_spans(samples: list[Mapping]) -> list[tuple[float, float, set]]:
     """(start_s, end_s, reasons) for each run of samples with a throttle reason ("idle" aside)."""
     spans: list[tuple[float, float, set]] = []
-    current = None
+    throttled = False  # the previous sample was
     for i, s in enumerate(samples):
         reasons = {r for r in s.get("throttle_reasons") or () if "idle" not in str(r).lower()}
         end = samples[i + 1]["t_s"] if i + 1 < len(samples) else s["t_s"]
-        if reasons and current is not None:
-            current = (current[0], end, current[2] | reasons)
+        if reasons and throttled:
+            spans[-1] = (spans[-1][0], end, spans[-1][2] | reasons)
         elif reasons:
-            current = (s["t_s"], end, reasons)
-        elif current is not None:
-            spans.append(current)
-            current = None
-    return spans + ([current] if current is not None else [])
+            spans.append((s["t_s"], end, reasons))
+        throttled = bool(reasons)
+    return spans
 
 
 def telemetry_figure(samples: Sequence[Mapping], *, device: str | None = None) -> Figure:
@@ -68,7 +66,5 @@ def telemetry_figure(samples: Sequence[Mapping], *, device: str | None = None) -
     axes[0].set_title("telemetry")
     fig.suptitle(subtitle, fontsize="medium")
     axes[-1].set_xlabel("time (s)")
-    if axes[0].get_legend_handles_labels()[0]:
-        axes[0].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0),
-                       borderaxespad=0.0)
+    place_legend(axes[0], list(zip(*axes[0].get_legend_handles_labels(), strict=True)))
     return fig

@@ -5,12 +5,11 @@
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ..core.envdiff import EnvDiff, format_params
-from .look import LabFigure
-from .parts import say, wrapped_legend
+from .look import note_handle
+from .parts import new_axes, say, wrapped_legend
 
 _MAX_LINEUP_ROWS = 30
 
@@ -27,8 +26,7 @@ def _side_label(diff: EnvDiff, which: str) -> str:
 def lineup_figure(diff: EnvDiff) -> Figure:
     """B / A throughput per config measured on both sides, a bar each; 1 = the same speed."""
     rows = diff.lineup[:_MAX_LINEUP_ROWS]
-    fig = LabFigure(figsize=(9.0, 1.6 + 0.32 * max(len(rows), 3)), layout="constrained")
-    ax = fig.add_subplot()
+    fig, ax, _ = new_axes(None, figsize=(9.0, 1.6 + 0.32 * max(len(rows), 3)))
     fig.suptitle(f"{_side_label(diff, 'B')} vs {_side_label(diff, 'A')}", fontsize="medium")
     ax.set_title("throughput B / A, same configs (newest ok record of each side)")
     if not rows:
@@ -39,9 +37,8 @@ def lineup_figure(diff: EnvDiff) -> Figure:
     labels = [f"{r.workload} {format_params(r.params)} ({r.unit})" for r in rows]
     same = diff.same_environment  # then every bar is run-to-run variation
     # a difference the two sides' timings cannot tell from none is neither faster nor slower
-    spread = [same or r.within_spread for r in rows]
-    colors = ["tab:gray" if s else "tab:green" if q >= 1 else "tab:red"
-              for q, s in zip(ratios, spread, strict=True)]
+    colors = ["tab:gray" if same or r.within_spread else "tab:green" if r.ratio >= 1 else "tab:red"
+              for r in rows]
     noisy = [r.a_noisy or r.b_noisy for r in rows]
     bars = ax.barh(range(len(rows)), ratios, color=colors, alpha=0.8)
     for bar, flag in zip(bars, noisy, strict=True):
@@ -53,8 +50,7 @@ def lineup_figure(diff: EnvDiff) -> Figure:
     ax.axvline(1.0, color="black", lw=1)
     ax.set_yticks(range(len(rows)), labels, fontsize="small")
     ax.invert_yaxis()
-    ax.set_xlabel("B / A")
-    ax.set_xlim(0, max(1.1, ratios.max() * 1.15))
+    ax.set(xlabel="B / A", xlim=(0, max(1.1, ratios.max() * 1.15)))
     entries = [(Patch(color=c, alpha=0.8), text) for c, text in (
         ("tab:green", "B faster"), ("tab:red", "B slower"),
         ("tab:gray", "same environment: run-to-run variation, no difference" if same else
@@ -62,10 +58,9 @@ def lineup_figure(diff: EnvDiff) -> Figure:
     if any(noisy):
         entries.append((Patch(facecolor="white", edgecolor="black", hatch="//"),
                         "hatched: a side's timing was noisy"))
-    entries.append((Line2D([], [], linestyle="none"),
-                    f"geometric mean {diff.geomean_ratio:.2f}x over {len(diff.lineup)}"))
+    entries.append(note_handle(f"geometric mean {diff.geomean_ratio:.2f}x over "
+                               f"{len(diff.lineup)}"))
     if len(diff.lineup) > len(rows):
-        entries.append((Line2D([], [], linestyle="none"),
-                        f"first {len(rows)} of {len(diff.lineup)} configs drawn"))
+        entries.append(note_handle(f"first {len(rows)} of {len(diff.lineup)} configs drawn"))
     wrapped_legend(ax, entries)
     return fig

@@ -27,8 +27,7 @@ def stress_figure(report) -> Figure:
     axes = fig.subplots(1, 2)
     flagged = {(f.device, f.metric) for f in report.flags}
     for ax, (metric, label) in zip(axes, METRICS.items(), strict=True):
-        values = np.array([np.nan if getattr(c, metric) is None else getattr(c, metric)
-                           for c in cards])
+        values = np.array([getattr(c, metric) for c in cards], dtype=float)  # None: NaN
         colors = ["tab:red" if (c.device, metric) in flagged else "tab:blue" for c in cards]
         ax.bar(range(len(cards)), np.nan_to_num(values), color=colors)
         ax.set_xticks(range(len(cards)), [c.device for c in cards], fontsize="small",

@@ -59,11 +59,9 @@ def describe_devices(df: pd.DataFrame, modes: pd.Series | None = None) -> str:
             counts.add(int(count))
     parts = []
     for (name, mode), counts in seen.items():
-        detail = mode
         if mode != "GPU" and counts:
-            plural = "s" if counts != {1} else ""
-            detail += f", {', '.join(map(str, sorted(counts)))} torch thread{plural}"
-        parts.append(f"{name} ({detail})")
+            mode += f", {', '.join(map(str, sorted(counts)))} torch thread{'s' * (counts != {1})}"
+        parts.append(f"{name} ({mode})")
     if len(parts) > _MAX_DEVICES_NAMED:
         extra = len(parts) - _MAX_DEVICES_NAMED + 1
         parts = parts[:_MAX_DEVICES_NAMED - 1] + [f"+{extra} more devices"]
@@ -71,11 +69,10 @@ def describe_devices(df: pd.DataFrame, modes: pd.Series | None = None) -> str:
 
 
 class Look:
-    """Colour, strength and legend entries for the rows of one frame: at most `max_series`
+    """Colour, strength and legend entries for the rows of one frame: at most LEGEND_MAX_SERIES
     series named (the most recently measured), the rest grey."""
 
-    def __init__(self, df: pd.DataFrame, series: str | None, *, earlier_runs: str = "faded",
-                 max_series: int = LEGEND_MAX_SERIES):
+    def __init__(self, df: pd.DataFrame, series: str | None, *, earlier_runs: str = "faded"):
         if earlier_runs not in EARLIER_RUNS:
             raise ValueError(f"earlier_runs={earlier_runs!r}: use one of {EARLIER_RUNS}")
         self.series, self.earlier_runs = series, earlier_runs
@@ -83,8 +80,7 @@ class Look:
         self.devices = describe_devices(df, self.modes)
         self.key = pd.Series("", index=df.index) if series is None else df[series].astype(str)
         # run ids sort by start time; "" for records written before runs had ids
-        self.run = df["run_id"].fillna("").astype(str) if "run_id" in df else \
-            pd.Series("", index=df.index)
+        self.run = df.get("run_id", pd.Series("", index=df.index)).fillna("").astype(str)
         runs: dict[str, set] = {}  # series in the order first seen -> its run ids
         for key, run in zip(self.key, self.run, strict=True):
             runs.setdefault(key, set()).add(run)
@@ -92,7 +88,7 @@ class Look:
         self.newest = self.run == self.key.map(latest)
         self.runs_per_series = {key: len(ids) for key, ids in runs.items()}
         order = list(latest)
-        recent = set(sorted(order, key=latest.get, reverse=True)[:max_series])  # the latest
+        recent = set(sorted(order, key=latest.get, reverse=True)[:LEGEND_MAX_SERIES])  # the latest
         self.colors = dict(zip([k for k in order if k in recent], PALETTE, strict=False))
         self.others = [k for k in order if k not in self.colors]
         self.faded_drawn = False    # set by the figure when it draws an earlier run

@@ -67,10 +67,9 @@ class XAxis:
     def __init__(self, values: pd.Series):
         values = values.dropna()
         numeric = pd.to_numeric(values, errors="coerce")
-        is_bool = pd.api.types.is_bool_dtype(values)
         self.values = numeric.to_numpy(float)
         self.categories = None
-        if is_bool or numeric.isna().any():
+        if pd.api.types.is_bool_dtype(values) or numeric.isna().any():
             self.categories = {v: i for i, v in enumerate(dict.fromkeys(values.astype(str)))}
 
     def positions(self, values: pd.Series) -> np.ndarray:
@@ -259,24 +258,31 @@ def wrapped_legend(ax: Axes, entries: list) -> None:
     place_legend(ax, wrapped_entries(entries))
 
 
-def figure_legend(fig: Figure, entries: list[tuple[object, str]], anchor_x: float) -> None:
-    """One legend for a figure of several axes, at `anchor_x` (figure fraction)."""
+def figure_legend(fig: Figure, entries: list[tuple[object, str]], anchor_x: float,
+                  top: float = 0.93) -> None:
+    """One legend for a figure of several axes, its corner at (`anchor_x`, `top`) (figure
+    fraction)."""
     if entries:
         handles, labels = zip(*unique_entries(entries), strict=True)
-        fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(anchor_x, 0.93),
+        fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(anchor_x, top),
                    fontsize="small", frameon=False)
 
 
-def default_series(df: pd.DataFrame, series: str | None) -> str | None:
-    return "label" if series is None and "label" in df.columns else series
+def series_look(df: pd.DataFrame, series: str | None, earlier_runs: str) -> Look:
+    """The Look of a frame by `series` (default "label" where the frame has one); a series
+    the frame lacks is refused."""
+    series = "label" if series is None and "label" in df.columns else series
+    if not df.empty:
+        require_columns(df, series)
+    return Look(df, series, earlier_runs=earlier_runs)
 
 
 def laid_out(df: pd.DataFrame, series: str | None, earlier_runs: str, figsize: tuple,
              *rects: tuple) -> tuple[Figure, list[Axes], Look]:
     """A figure laid out by hand (quick to re-plot) with axes at `rects` (figure fractions),
-    its points' devices in its title, and their Look (series: default_series)."""
+    its points' devices in its title, and their series_look."""
     fig = LabFigure(figsize=figsize)
-    look = Look(df, default_series(df, series), earlier_runs=earlier_runs)
+    look = series_look(df, series, earlier_runs)
     fig.suptitle(look.devices, fontsize="medium")
     return fig, [fig.add_axes(rect) for rect in rects], look
 

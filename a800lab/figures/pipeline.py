@@ -10,14 +10,12 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from ..workloads.pipeline import MAIN_LANES
-from .look import LabFigure
 from .parts import figure_legend, laid_out, metric_lines, say
 from .sweep import throughput_into
 
 _LANE_COLOURS = {"data wait": "tab:red", "copy": "tab:orange", "compute": "tab:green",
                  "copy (GPU)": "tab:orange", "compute (GPU)": "tab:green"}
 _WORKER_COLOUR = "tab:blue"
-
 
 
 def draw_timeline(ax: Axes, timeline: list, *, title: str = "timeline") -> None:
@@ -38,13 +36,6 @@ def draw_timeline(ax: Axes, timeline: list, *, title: str = "timeline") -> None:
     ax.invert_yaxis()
     ax.set_xlabel("time (ms) from the first timed step")
     ax.grid(axis="x", alpha=0.3)
-
-
-def timeline_figure(timeline: list, *, title: str = "timeline") -> Figure:
-    """A point's timeline alone (its `timeline` metric)."""
-    fig = LabFigure(figsize=(8.6, 2.8), layout="constrained")
-    draw_timeline(fig.add_subplot(), timeline, title=title)
-    return fig
 
 
 def pipeline_figure(df: pd.DataFrame, x: str, *, series: str | None = None,

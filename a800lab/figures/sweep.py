@@ -21,24 +21,27 @@ from matplotlib.ticker import FuncFormatter
 from ..core.memory import RSS_RESOLUTION_BYTES
 from ..core.specs import match
 from ..core.units import GIB, MIB, byte_unit
-from .look import LabFigure, Look, band_handle, noisy_handle, note_handle, place_legend
+from .look import LabFigure, Look, band_handle, noisy_handle, note_handle
 from .parts import (
     NO_POINTS_TEXT,
     Lines,
     XAxis,
     caption_under,
-    default_series,
+    figure_legend,
     flags,
     floats,
     groups,
+    laid_out,
     mark_failures,
     name_devices,
     new_axes,
     per_position,
     require_columns,
     say,
+    series_look,
     throughput_band,
     wrapped_entries,
+    wrapped_legend,
 )
 
 # GPU memory: draw the capacity line only when the data reach this share of it; lower, the line
@@ -66,11 +69,9 @@ def _row_peaks(ok: pd.DataFrame, peak_tflops) -> list[float]:
     by_device = {d: match(str(d)) for d in dict.fromkeys(devices) if d is not None}
     peaks = []
     for precision, device in zip(precisions, devices, strict=True):
-        if isinstance(peak_tflops, Mapping):
-            peak = peak_tflops.get(precision)
-        else:
-            spec = by_device.get(device)
-            peak = None if spec is None else spec.peak_tflops.get(precision)
+        table = peak_tflops if isinstance(peak_tflops, Mapping) else \
+            getattr(by_device.get(device), "peak_tflops", {})
+        peak = table.get(precision)
         peaks.append(np.nan if peak is None else float(peak))
     return peaks
 
@@ -158,11 +159,7 @@ def _one_axes(draw, df: pd.DataFrame, x: str, series: str | None, ax: Axes | Non
               earlier_runs: str, *args) -> Figure:
     """`draw(ax, df, x, look, *args)` into `ax` (or a figure of its own), legend beside it."""
     fig, ax, own = new_axes(ax)
-    series = default_series(df, series)
-    if not df.empty:
-        require_columns(df, series)
-    look = Look(df, series, earlier_runs=earlier_runs)
-    place_legend(ax, wrapped_entries(draw(ax, df, x, look, *args)))
+    wrapped_legend(ax, draw(ax, df, x, series_look(df, series, earlier_runs), *args))
     name_devices(fig, ax, df, own)
     return fig
 
@@ -268,23 +265,13 @@ def throughput_and_memory_figure(df: pd.DataFrame, x: str, *, series: str | None
                                  peak_tflops=None, earlier_runs: str = "faded") -> Figure:
     """Throughput (left) and peak memory (right) side by side with one legend on the right:
     the panels' live plot. Laid out by hand (no constrained layout) so a re-plot stays fast."""
-    fig = LabFigure(figsize=(10.0, 4.2))
     # titles at the top of their axes, where nothing sits above them: placing them there by
-    # hand spares each draw a measure of every tick label
+    # hand spares each draw a measure of every tick label; room right of the left for "% of peak"
     with rc_context({"axes.titley": 1.0}):
-        left = fig.add_axes((0.075, 0.25, 0.29, 0.59))   # room on its right for "% of peak"
-        right = fig.add_axes((0.51, 0.25, 0.21, 0.59))
-    series = default_series(df, series)
-    if not df.empty:
-        require_columns(df, series)
-    look = Look(df, series, earlier_runs=earlier_runs)
-    entries = _draw_throughput(left, df, x, look, peak_tflops)
-    entries += _draw_memory(right, df, x, look)
-    if entries:
-        handles, labels = zip(*wrapped_entries(entries), strict=True)
-        fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(0.735, 0.86),
-                   fontsize="small", frameon=False)
-    fig.suptitle(look.devices, fontsize="medium")
+        fig, (left, right), look = laid_out(df, series, earlier_runs, (10.0, 4.2),
+                                            (0.075, 0.25, 0.29, 0.59), (0.51, 0.25, 0.21, 0.59))
+    entries = _draw_throughput(left, df, x, look, peak_tflops) + _draw_memory(right, df, x, look)
+    figure_legend(fig, wrapped_entries(entries), 0.735, top=0.86)
     return fig
 
 
@@ -294,5 +281,17 @@ def throughput_into(ax: Axes, df: pd.DataFrame, x: str, look: Look) -> None:
     ax.set_title(ax.get_title().split("\n")[0])  # the devices go in the figure's title
     if ax.get_legend() is not None:
         ax.get_legend().remove()
+
+
+def under_throughput(df: pd.DataFrame, x: str, series: str | None, earlier_runs: str,
+                     *rects: tuple, sharex: bool = False) -> tuple[Figure, list[Axes], str | None]:
+    """A figure in rows laid out by hand: throughput_figure on top (the devices in its title)
+    above axes at `rects`; returns them and the series drawn (default "label")."""
+    fig = LabFigure(figsize=(10.0, 8.6))  # each row's legend on its right
+    top = fig.add_axes((0.08, 0.72, 0.46, 0.21))
+    axes = [fig.add_axes(rect, sharex=top if sharex else None) for rect in rects]
+    series = series if series is not None or df.empty else "label"
+    throughput_figure(df, x, series=series, ax=top, earlier_runs=earlier_runs)
+    return fig, axes, series
 
 

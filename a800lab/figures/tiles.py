@@ -19,11 +19,10 @@ from matplotlib.patches import Rectangle
 from ..workloads.tiles.config import overhang
 from ..workloads.tiles.facts import refusal_kind
 from ..workloads.tiles.quantisation import quantise
-from .look import NOISY_MARKER, LabFigure, Look, describe_devices, noisy_handle, place_legend
+from .look import NOISY_MARKER, LabFigure, Look, describe_devices, noisy_handle
 from .parts import (
     NO_POINTS_TEXT,
     caption_under,
-    default_series,
     flags,
     floats,
     fmt,
@@ -32,20 +31,18 @@ from .parts import (
     ordered,
     require_columns,
     say,
-    wrapped_entries,
+    series_look,
+    wrapped_legend,
 )
 from .sweep import throughput_figure
 
 SHAPE_AXES = ("m", "n", "k", "size")
+_MODEL_COLUMNS = ("tile_efficiency", "wave_efficiency", "predicted_efficiency", "waves", "tiles")
 
 
 def _shape(row: pd.Series, x: str, value: float) -> tuple[int, int, int]:
     """(m, n, k) of a point with `x` set to `value` ("size" sets all three)."""
-    if x == "size":
-        return int(value), int(value), int(value)
-    dims = {d: int(row[d]) for d in ("m", "n", "k")}
-    dims[x] = int(value)
-    return dims["m"], dims["n"], dims["k"]
+    return tuple(int(value) if x in (d, "size") else int(row[d]) for d in ("m", "n", "k"))
 
 
 def model_frame(df: pd.DataFrame, x: str, tile: tuple[int, int, int], sm_count: int,
@@ -58,10 +55,7 @@ def model_frame(df: pd.DataFrame, x: str, tile: tuple[int, int, int], sm_count: 
     for value, points in df.groupby(x, sort=True):
         m, n, k = _shape(points.iloc[0], x, value)
         q = quantise(m, n, k, *tile, sm_count=sm_count, blocks_per_sm=blocks_per_sm)
-        rows.append({x: value, "tile_efficiency": q.tile_efficiency,
-                     "wave_efficiency": q.wave_efficiency,
-                     "predicted_efficiency": q.predicted_efficiency, "waves": q.waves,
-                     "tiles": q.tiles})
+        rows.append({x: value, **{column: getattr(q, column) for column in _MODEL_COLUMNS}})
     return pd.DataFrame(rows)
 
 
@@ -74,15 +68,12 @@ def shape_sweep_figure(df: pd.DataFrame, x: str, *, tile: tuple[int, int, int] |
     fig = LabFigure(figsize=(8.6, 6.6), layout="constrained")
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
     throughput_figure(df, x, series=series, ax=top, earlier_runs=earlier_runs)
-    top.set_title(top.get_title().split("\n")[0])  # the devices go in the figure's title
+    top.set(title=top.get_title().split("\n")[0], xlabel="")  # the devices: the figure's title
     fig.suptitle(describe_devices(df), fontsize="medium")
-    top.set_xlabel("")
     bottom.set(xlabel=x, ylabel="model efficiency (%)")
     if df.empty or tile is None or sm_count is None:
-        why = ("no tile to model: cuBLAS picks its own" if tile is None and not df.empty
-               else "no SM count to model" if sm_count is None and not df.empty
-               else "no points yet")
-        say(bottom, why)
+        say(bottom, "no tile to model: cuBLAS picks its own" if tile is None and not df.empty
+            else "no SM count to model" if sm_count is None and not df.empty else "no points yet")
         return fig
     _draw_model(bottom, model_frame(df, x, tile, sm_count, blocks_per_sm), x, tile, sm_count,
                 card, blocks_per_sm)
@@ -113,8 +104,7 @@ def _draw_model(ax, model: pd.DataFrame, x: str, tile: tuple[int, int, int], sm_
         waves_ax.set_ylabel("waves", color="tab:blue")
         waves_ax.set_ylim(0, max(model["waves"]) * 1.15)
         lines.append(waves)
-    ax.set_ylim(0, 110)
-    ax.set_ylabel("model efficiency (%)")
+    ax.set(ylim=(0, 110), ylabel="model efficiency (%)")
     ax.legend(lines, [line.get_label() for line in lines], loc="upper center",
               bbox_to_anchor=(0.5, -0.2), ncols=2, fontsize="small", frameon=False)
 
@@ -125,8 +115,7 @@ def model_figure(x: str, values, *, m: int = 4096, n: int = 4096, k: int = 4096,
     """The quantisation model alone over `values` of the shape axis `x` (the other dimensions
     fixed), titled as a model, not a measurement."""
     shapes = pd.DataFrame({"m": m, "n": n, "k": k, x: list(values)})
-    fig = LabFigure(figsize=(8.6, 3.8), layout="constrained")
-    ax = fig.add_subplot()
+    fig, ax, _ = new_axes(None, figsize=(8.6, 3.8))
     _draw_model(ax, model_frame(shapes, x, tile, sm_count, blocks_per_sm), x, tile, sm_count,
                 card, blocks_per_sm)
     fixed = ", ".join(f"{d}={v}" for d, v in (("m", m), ("n", n), ("k", k)) if d != x)
@@ -139,8 +128,7 @@ def model_figure(x: str, values, *, m: int = 4096, n: int = 4096, k: int = 4096,
 
 def error_figure(df: pd.DataFrame, x: str, *, series: str = "precision") -> Figure:
     """Relative error against float64 (log scale) vs ``x`` (e.g. k), one line per ``series``."""
-    fig = LabFigure(figsize=(7.4, 4.2), layout="constrained")
-    ax = fig.add_subplot()
+    fig, ax, _ = new_axes(None, figsize=(7.4, 4.2))
     df = df[pd.to_numeric(df["rel_error"], errors="coerce").notna()]  # unsupported: no point
     for key, rows in df.groupby(series, sort=False):
         rows = rows.sort_values(x)
@@ -167,7 +155,7 @@ def _failure_note(cell: pd.DataFrame) -> str:
 
 
 def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput",
-                   ax: Axes | None = None, highlight_best: bool = True) -> Figure:
+                   ax: Axes | None = None) -> Figure:
     """``value`` over the grid ``x`` by ``y``: failed cells named in grey, noisy cells marked
     "~", tiles larger than the output hatched (never crowned while another fits), the best
     outlined; a cell measured in several runs shows its newest run."""
@@ -180,21 +168,17 @@ def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput
         name_devices(fig, ax, df, own)
         return fig
     xs, ys = ordered(df[x]), ordered(df[y])
-    col = {v: j for j, v in enumerate(xs)}
-    row = {v: i for i, v in enumerate(ys)}
     grid = np.full((len(ys), len(xs)), np.nan)
-    notes, noisy_cells, rerun_cells, masked = {}, set(), 0, set()
+    masked = np.zeros(grid.shape, bool)  # a tile past the matrix's edge: the same work
+    notes, noisy_cells, rerun_cells = {}, set(), 0
     runs = Look(df, None).run
     tiled = {x, y} == {"block_m", "block_n"} and {"m", "n"} <= set(df)
     for (xv, yv), cell in df.groupby([x, y], sort=False):
         good = cell[cell["outcome"] == "ok"]
         vals = floats(good, value).dropna()
-        i, j = row[yv], col[xv]
-        if tiled:  # a tile past the matrix's edge: the same work, masked; never crowned
-            first = cell.iloc[-1]
-            if overhang(int(first["m"]), int(first["n"]), int(first["block_m"]),
-                        int(first["block_n"])):
-                masked.add((i, j))
+        i, j = ys.index(yv), xs.index(xv)
+        masked[i, j] = tiled and bool(overhang(
+            *(int(cell.iloc[-1][c]) for c in ("m", "n", "block_m", "block_n"))))
         if vals.empty:
             notes[i, j] = _failure_note(cell)
             continue
@@ -216,25 +200,21 @@ def heatmap_figure(df: pd.DataFrame, x: str, y: str, *, value: str = "throughput
         ax.text(j, i, text, ha="center", va="center", fontsize="small", color="gray",
                 style="italic")
     notes_below = []
-    for i, j in masked:
+    for i, j in zip(*np.nonzero(masked), strict=True):
         ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///",
                                edgecolor="white", linewidth=0, gid="masked"))
-    if masked:
+    if masked.any():
         first = df.iloc[-1]
         notes_below.append(f"hatched: tile larger than the {int(first['m'])}x{int(first['n'])} "
                            "output (edges masked, the same work): not crowned")
-    if highlight_best:
-        fits = grid.copy()
-        for i, j in masked:
-            fits[i, j] = np.nan
-        only_masked = np.isnan(fits).all()
-        best_i, best_j = np.unravel_index(np.nanargmax(grid if only_masked else fits),
-                                          grid.shape)
-        ax.add_patch(Rectangle((best_j - 0.5, best_i - 0.5), 1, 1, fill=False, edgecolor="red",
-                               linewidth=2.5, gid="best"))
-        notes_below.append(f"red outline: best ({x}={fmt(xs[best_j])}, {y}={fmt(ys[best_i])}"
-                           + (", masked: every tile measured is larger than the output)"
-                              if only_masked else ")"))
+    fits = np.where(masked, np.nan, grid)  # never crowned while another fits
+    only_masked = np.isnan(fits).all()
+    best_i, best_j = np.unravel_index(np.nanargmax(grid if only_masked else fits), grid.shape)
+    ax.add_patch(Rectangle((best_j - 0.5, best_i - 0.5), 1, 1, fill=False, edgecolor="red",
+                           linewidth=2.5, gid="best"))
+    notes_below.append(f"red outline: best ({x}={fmt(xs[best_j])}, {y}={fmt(ys[best_i])}"
+                       + (", masked: every tile measured is larger than the output)"
+                          if only_masked else ")"))
     if noisy_cells:
         notes_below.append(f"~: noisy timing ({len(noisy_cells)} cells), see the table")
     ax.set_xticks(range(len(xs)), [fmt(v) for v in xs])
@@ -314,9 +294,8 @@ def roofline_figure(df: pd.DataFrame, *, peak_tflops: float | None, mem_bw_gbs: 
     points = pd.DataFrame({"ai": [], "tflops": [], "key": []})
     entries: list[tuple[object, str]] = []
     if not df.empty:
-        series = default_series(df, series)
-        require_columns(df, "outcome", "flop_count", "bytes_moved", series)
-        look = Look(df, series, earlier_runs=earlier_runs)
+        require_columns(df, "outcome", "flop_count", "bytes_moved")
+        look = series_look(df, series, earlier_runs)
         shown = look.visible(df)
         ok = shown[shown["outcome"] == "ok"]
         flop = floats(ok, "flop_count")
@@ -337,6 +316,6 @@ def roofline_figure(df: pd.DataFrame, *, peak_tflops: float | None, mem_bw_gbs: 
     entries += draw_roofs(ax, roofs, points["ai"])
     if points.empty:
         say(ax, NO_POINTS_TEXT, "large")
-    place_legend(ax, wrapped_entries(entries))
+    wrapped_legend(ax, entries)
     name_devices(fig, ax, df, own)
     return fig

@@ -27,7 +27,7 @@ from ..workloads.training.loss_scaling import (
 from .look import FADED_ALPHA, PALETTE, LabFigure, Look, describe_devices, place_legend
 from .parts import float_values as _floats
 from .parts import name_devices, new_axes, ordered, say
-from .sweep import NO_POINTS_TEXT, throughput_figure
+from .sweep import NO_POINTS_TEXT, under_throughput
 
 # component column, legend label, colour: bottom to top of each bar
 COMPONENTS = (
@@ -69,8 +69,7 @@ def _draw_breakdown(ax: Axes, df: pd.DataFrame, x: str, series: str | None) -> l
     ok = df[(df["outcome"] == "ok") & look.newest]  # each series' newest run
     # the throughput plot's order: numbers ascending, anything else as first measured
     rank = {value: i for i, value in enumerate(ordered(ok[x]))}
-    ok = ok.iloc[np.argsort([rank.get(v, len(rank)) for v in ok[x]], kind="stable")]
-    ok = ok.tail(_MAX_BARS)
+    ok = ok.iloc[np.argsort([rank.get(v, len(rank)) for v in ok[x]], kind="stable")].tail(_MAX_BARS)
     if ok.empty:
         say(ax, NO_POINTS_TEXT)
         return []
@@ -145,13 +144,9 @@ def _coinciding(curves: list[np.ndarray]) -> list[int | None]:
     tolerance = max(COINCIDE_SHARE * span, 1e-12)
     out: list[int | None] = []
     for i, curve in enumerate(curves):
-        match = None
-        for j in range(i):
-            other = curves[j]
-            if len(other) == len(curve) and np.all(np.abs(other - curve) <= tolerance):
-                match = j if out[j] is None else out[j]
-                break
-        out.append(match)
+        match = next((j for j, other in enumerate(curves[:i]) if len(other) == len(curve)
+                      and np.all(np.abs(other - curve) <= tolerance)), None)
+        out.append(match if match is None or out[match] is None else out[match])
     return out
 
 
@@ -173,7 +168,7 @@ def _draw_loss_curves(ax: Axes, df: pd.DataFrame, x: str | None, series: str | N
         if not isinstance(curve, (list, tuple)) or not curve:
             continue
         steps = np.arange(1, len(curve) + 1)
-        values = np.array([np.nan if v is None else v for v in curve], dtype=float)
+        values = np.array(curve, dtype=float)  # None: NaN
         if not look.newest[index]:
             faded = True
             ax.plot(steps, values, color="gray", alpha=FADED_ALPHA, lw=1.0, gid="loss:earlier")
@@ -210,12 +205,8 @@ def training_figure(df: pd.DataFrame, x: str, *, series: str | None = None,
                     earlier_runs: str = "faded") -> Figure:
     """Three rows: throughput (the device and mode in its title), the memory breakdown, the
     loss curves."""
-    fig = LabFigure(figsize=(10.0, 8.6))  # three rows, each legend on its right
-    throughput_ax = fig.add_axes((0.08, 0.72, 0.46, 0.21))
-    memory_ax = fig.add_axes((0.08, 0.43, 0.46, 0.19))   # room below for slanted labels
-    loss_ax = fig.add_axes((0.08, 0.07, 0.46, 0.2))
-    series = series if series is not None or df.empty else "label"
-    throughput_figure(df, x, series=series, ax=throughput_ax, earlier_runs=earlier_runs)
+    fig, (memory_ax, loss_ax), series = under_throughput(  # room below memory: slanted labels
+        df, x, series, earlier_runs, (0.08, 0.43, 0.46, 0.19), (0.08, 0.07, 0.46, 0.2))
     place_legend(memory_ax, _draw_breakdown(memory_ax, df, x, series))
     place_legend(loss_ax, _draw_loss_curves(loss_ax, df, x, series))
     return fig
@@ -227,11 +218,10 @@ def breakdown_table(df: pd.DataFrame, columns=("model", "batch_size", "precision
     step's peak, the memory model's prediction and the point's own window peak."""
     ok = df[df["outcome"] == "ok"] if "outcome" in df else df
     table = ok[[c for c in columns if c in ok]].copy()
-    for column, label, _ in COMPONENTS:
-        table[label.split(" (")[0]] = _floats(ok, column) / 2**20
-    table["all counted"] = _floats(ok, "counted_bytes") / 2**20
-    table["step peak"] = _floats(ok, "step_peak_bytes") / 2**20
-    table["predicted"] = _floats(ok, "predicted_peak_bytes") / 2**20
+    for column, label in (*((column, label.split(" (")[0]) for column, label, _ in COMPONENTS),
+                          ("counted_bytes", "all counted"), ("step_peak_bytes", "step peak"),
+                          ("predicted_peak_bytes", "predicted")):
+        table[label] = _floats(ok, column) / 2**20
     own = _floats(ok, "peak_allocated_bytes")
     table["own window peak"] = np.where(np.isnan(own), _floats(ok, "peak_rss_bytes"), own) / 2**20
     return table.round(3).reset_index(drop=True)
@@ -282,8 +272,8 @@ def scaler_figure(runs: dict[str, list[dict]], *, device: str) -> Figure:
     scale_ax.set(ylabel="loss scale", yscale="log")
     if not scale_ax.lines:
         say(scale_ax, "no run used a scaler")
-    zero_ax.set(ylabel="gradient elements\nexactly zero (%)", xlabel="optimizer step")
-    zero_ax.set_ylim(bottom=0)
+    zero_ax.set(ylabel="gradient elements\nexactly zero (%)", xlabel="optimizer step",
+                ylim=(0, None))
     place_legend(loss_ax, entries)
     fig.suptitle(describe_device(device), fontsize="medium")
     return fig
@@ -292,8 +282,7 @@ def scaler_figure(runs: dict[str, list[dict]], *, device: str) -> Figure:
 def gradient_histogram_figure(sample, *, scale: float = 2.0**16, device: str) -> Figure:
     """|gradient| values (parameters, activations; log2 bins) against fp16's zero, subnormal
     and overflow zones; dashed: the same times `scale`, as GradScaler would."""
-    fig = LabFigure(figsize=(8.6, 4.8), layout="constrained")
-    ax = fig.add_subplot()
+    fig, ax, _ = new_axes(None, figsize=(8.6, 4.8))
     lo, hi = -40, 24
     ax.axvspan(lo, np.log2(FP16_MIN_SUBNORMAL / 2), color="tab:red", alpha=0.12, lw=0)
     ax.axvspan(np.log2(FP16_MIN_SUBNORMAL / 2), np.log2(FP16_MIN_NORMAL), color="tab:orange",
@@ -331,8 +320,7 @@ _TRIAL_STYLES = {"ok": ("o", "tab:green"), "over": ("s", "tab:orange"), "oom": (
 def max_batch_figure(result) -> Figure:
     """A max-batch search's trials (micro-batch vs peak), the limit, the budget and the
     memory model's line; the answer marked."""
-    fig = LabFigure(figsize=(8.6, 4.6), layout="constrained")
-    ax = fig.add_subplot()
+    fig, ax, _ = new_axes(None)
     scale, unit = byte_unit(result.limit_bytes)
     batches = [t.batch_size for t in result.trials] or [1]
     entries = []
@@ -345,9 +333,8 @@ def max_batch_figure(result) -> Figure:
         trials = [t for t in result.trials if t.outcome == outcome]
         if not trials:
             continue
-        ys = [(t.peak_bytes if t.peak_bytes is not None else
-               (t.predicted_bytes if t.predicted_bytes is not None else result.limit_bytes))
-              / scale for t in trials]
+        ys = [next(v for v in (t.peak_bytes, t.predicted_bytes, result.limit_bytes)
+                   if v is not None) / scale for t in trials]
         style = dict(marker=marker, color=color, linestyle="none",
                      mfc="white" if outcome == "skipped" else color)
         ax.plot([t.batch_size for t in trials], ys, gid=f"trial:{outcome}", **style)
@@ -362,10 +349,9 @@ def max_batch_figure(result) -> Figure:
         ax.axvline(result.batch_size, color="tab:green", alpha=0.5, gid="answer")
         entries.append((Line2D([], [], color="tab:green", alpha=0.5),
                         f"answer: {result.batch_size}"))
-    ax.set(xscale="log", xlabel="micro-batch", ylabel=f"peak ({unit})",
+    ax.set(xscale="log", xlabel="micro-batch", ylabel=f"peak ({unit})", ylim=(0, None),
            title=f"max-batch search: {result.runs} trials run, "
                  f"{len(result.trials) - result.runs} skipped")
-    ax.set_ylim(bottom=0)
     place_legend(ax, entries)
     fig.suptitle(describe_device(result.device or "cpu"), fontsize="medium")
     return fig

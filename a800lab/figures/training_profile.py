@@ -31,8 +31,8 @@ def label_of(report) -> str:
     return text
 
 
-def profile_figure(reports: list, *, timeline: int = -1) -> Figure:
-    """Stacked shares per profile above the step timeline of `reports[timeline]`."""
+def profile_figure(reports: list) -> Figure:
+    """Stacked shares per profile above the step timeline of the last."""
     fig = Figure(figsize=(10, 6.4), layout="constrained")
     bars, line = fig.subplots(2, 1, gridspec_kw={"height_ratios": [1, 1.1]})
     if not reports:
@@ -59,7 +59,7 @@ def profile_figure(reports: list, *, timeline: int = -1) -> Figure:
                                                  " (CPU mode: op self times on the host)"))
     shown = [c for c in CATEGORIES if any(r.breakdown.categories_ms[c] for r in reports)]
     place_legend(bars, [(Patch(color=COLORS[c]), category_label(c, on_cuda)) for c in shown])
-    _timeline(line, reports[timeline])
+    _timeline(line, reports[-1])
     devices = sorted({f"{r.device_name} ({r.mode}" + ("" if r.on_cuda else
                       f", {r.torch_threads} torch thread{'s' * (r.torch_threads != 1)}") + ")"
                       for r in reports})
@@ -73,22 +73,19 @@ def _timeline(ax, report) -> None:
         say(ax, "no segments in the profiled step")
         return
     lanes = list(dict.fromkeys(s.lane for s in segments))
-    for y, lane in enumerate(lanes):
-        by_cat: dict[str, list[tuple[float, float]]] = {}
-        for s in segments:
-            if s.lane == lane:
-                by_cat.setdefault(s.category, []).append((s.start_us / 1e3,
-                                                          (s.end_us - s.start_us) / 1e3))
-        for cat, spans in by_cat.items():
-            ax.broken_barh(spans, (y - 0.4, 0.8), facecolors=COLORS.get(cat, "black"),
-                           gid=f"timeline:{cat}")
+    spans: dict[tuple[str, str], list[tuple[float, float]]] = {}  # (lane, category) -> ms
+    for s in segments:
+        spans.setdefault((s.lane, s.category), []).append((s.start_us / 1e3,
+                                                           (s.end_us - s.start_us) / 1e3))
+    for (lane, cat), bars in spans.items():
+        ax.broken_barh(bars, (lanes.index(lane) - 0.4, 0.8), facecolors=COLORS.get(cat, "black"),
+                       gid=f"timeline:{cat}")
     ax.set_yticks(range(len(lanes)), lanes, fontsize="small")
     ax.invert_yaxis()
     gaps = "gaps: the device idle" if report.on_cuda else "gaps: outside ops"
     ax.set(xlabel="ms from the step's start",
            title=f"one step's timeline ({label_of(report).replace(chr(10), ', ')}; the middle "
                  f"of {report.steps} profiled steps; {gaps})")
-    seen = {s.category for s in segments}
-    cats = [c for c in (HOST, *CATEGORIES) if c in seen]
+    seen = {cat for _, cat in spans}
     place_legend(ax, [(Patch(color=COLORS.get(c, "black")), category_label(c, report.on_cuda))
-                      for c in cats])
+                      for c in (HOST, *CATEGORIES) if c in seen])

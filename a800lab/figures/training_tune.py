@@ -59,9 +59,8 @@ def frontier_figure(entry: dict) -> Figure:
              f"{len(candidates)} configs measured")
     if entry.get("frontier_note"):  # the text says which rate, from which round
         title += "\nthe winner is off the frontier: a faster-looking point ran in an earlier round"
-    ax.set(xlabel=f"peak memory ({unit}, verified step)", ylabel="samples/s", title=title)
-    ax.set_ylim(bottom=0)
-    ax.set_xlim(left=0)
+    ax.set(xlabel=f"peak memory ({unit}, verified step)", ylabel="samples/s", title=title,
+           xlim=(0, None), ylim=(0, None))
     place_legend(ax, entries)
     noisy = ("; timed on a contended CPU: the ranking may not hold (not stored)"
              if entry.get("contended") else "")
