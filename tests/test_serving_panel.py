@@ -92,7 +92,8 @@ def test_a_tune_with_nothing_re_measured_says_so():
     text = panel.tune_text.value
     assert "nothing was measured again" in text and "over the target" in text
     assert "batch 1, fp32" in text  # the configs dropped are named
-    assert not panel.status_text.startswith("Done") or "none" in text
+    assert "No config met the target" in panel.status_text and "crimson" not in \
+        panel.status.value and "darkorange" in panel.status.value  # a warning, never green
 
 
 @pytest.mark.parametrize("values, says", [

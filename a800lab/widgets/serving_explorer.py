@@ -55,7 +55,7 @@ from ..workloads.serving.tune import default_axes, tune_serve
 from .explorer import DATA_DIR, Explorer, View
 from .explorer_text import table_html
 from .params import Choice, Fixed, Range
-from .serving_tune_text import tune_html
+from .training_tools import code_html
 
 CONFIG = ("model", "size", "batch_size", "precision")
 LEVERS = ("compile", "graphs", "channels_last")
@@ -286,9 +286,18 @@ class ServingExplorer(Explorer):
                 cancelled = outcome.cancelled
         self.progress.max = self.progress.value = max(count[0], 1)
         self.tune_outcome = outcome
-        self.tune_text.value = tune_html(outcome)
+        # the command's own words (tune serve prints the same summary), then the code
+        self.tune_text.value = f"<pre>{html.escape(outcome.summary())}</pre>" + (
+            code_html(outcome.snippet) if outcome.snippet else "")
         return SweepResult(records=outcome.records, total=len(outcome.records), run_id=run_id,
                            cancelled=cancelled)
+
+    def _work(self, *args, **kwargs) -> None:
+        super()._work(*args, **kwargs)
+        outcome = self.tune_outcome
+        if self.view.value == "tune" and outcome is not None and outcome.winner is None:
+            self.status.say(f"{self.status_text} No config met the target: the answer below "
+                            "says why.", "warn")  # never green for a tune without a winner
 
     def clear(self) -> int:
         """As Explorer.clear; the tuner's outcome goes too."""

@@ -82,7 +82,8 @@ class ServeTuneOutcome:
         if self.winner is None:
             why = (f"the re-measured p99 missed {self.p99_ms:g} ms for the "
                    f"{again.get('tries', 0)} best" if again else
-                   f"no config met a p99 of {self.p99_ms:g} ms")
+                   f"no config met a p99 of {self.p99_ms:g} ms in the search; nothing was "
+                   "measured again")
             lines.append(f"no config: {why}; raise --p99-ms or try smaller batches")
         else:
             rivals = len(result.rivals)
