@@ -261,7 +261,7 @@ def show_record(record) -> None:
     if record.throughput:
         line += f" {record.throughput:.3g} {record.throughput_unit}"
     if record.metrics.get("offered_rate") is not None:
-        line += f" of {record.metrics['offered_rate']:.3g} offered"
+        line += f" of {record.metrics['offered_rate']:.3g} requests/s offered"
     latency = latency_text(record.metrics) if record.outcome == "ok" else ""
     if latency:
         line += f", {latency}"
