@@ -125,3 +125,13 @@ def test_your_model_is_checked_when_the_panel_is_built():
     broken = ServingExplorer(make_model=lambda: nn.Flatten(0), make_batch=small_batch)
     assert "first dimension to be the batch" in broken.status_text
     assert not broken.run(wait=True) and broken.results.empty
+
+
+def test_the_histograms_percentiles_are_named_in_a_legend_never_overlapping_labels():
+    """p50, p90 and p99 close together once wrote their labels on top of each other."""
+    panel = ServingExplorer(requests=100, budget_s=0.02, cpu_threads=1)
+    assert panel.run(wait=True, batch_size=[1])
+    histogram = panel.figure.axes[1]
+    labels = [t.get_text() for t in histogram.get_legend().get_texts()]
+    assert [label.split()[0] for label in labels] == ["p50", "p90", "p99"]
+    assert not [t for t in histogram.texts if t.get_text().startswith("p")]  # no loose labels
