@@ -314,7 +314,7 @@ class ServingExplorer(Explorer):
         """This view's points, without other views' parameters (the caption names only what
         differs among this view's controls)."""
         frame = self._of_view(super()._measured_frame())
-        keep = {*VIEWS[self.view.value].params, *TUNED, "batch_size", "rate_rps"}
+        keep = {*VIEWS[self.view.value].params, *TUNED, "batch_size", "rate_rps", "max_delay_ms"}
         return frame.drop(columns=[p for p in self.params if p not in keep and p in frame])
 
     def _figure(self, df: pd.DataFrame, x: str, series: str):
