@@ -4,7 +4,7 @@ module. Every name of the table below imports from here, its module loaded on fi
     from a800lab.core import measure, run_sweep, load_results, HAS_CUDA, why_unavailable
 """
 
-import importlib
+from .face import face
 
 _NAMES = {
     ".backends": "HAS_CUDA HAS_NVML HAS_TRITON resolve_device why_unavailable",
@@ -28,16 +28,4 @@ _NAMES = {
     ".nccl_env": "NCCL_VARIABLES nccl_settings transport_advice transports_from_log",
     ".cuda_compat": "cuda_runtime_problem",
 }
-
-_HOME = {name: module for module, names in _NAMES.items() for name in names.split()}
-__all__ = sorted(_HOME)
-
-
-def __getattr__(name: str):  # PEP 562: a name's module is imported when the name is first used
-    if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_HOME[name], __name__), name)
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOME})
+__getattr__, __dir__, __all__ = face(__name__, _NAMES)

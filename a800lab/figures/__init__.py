@@ -9,7 +9,7 @@ newest strongest, never averaged); noisy points hollow; failed points marked; le
 Each name below is imported from its module when first used.
 """
 
-import importlib
+from ..core.face import face
 
 _NAMES = {
     ".comm": "collectives_figure ddp_figure",
@@ -24,16 +24,4 @@ _NAMES = {
     ".training": "gradient_histogram_figure loss_curves_figure max_batch_figure "
                 "memory_breakdown_figure scaler_figure training_figure",
 }
-
-_HOME = {name: module for module, names in _NAMES.items() for name in names.split()}
-__all__ = sorted(_HOME)
-
-
-def __getattr__(name: str):  # PEP 562: a name's module is imported when the name is first used
-    if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_HOME[name], __name__), name)
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOME})
+__getattr__, __dir__, __all__ = face(__name__, _NAMES)

@@ -38,6 +38,14 @@ def memory_bandwidth(device: str) -> dict:
     return _bandwidth[device]
 
 
+def bounds_ms(bytes_per_step: float, bandwidth: dict) -> dict:
+    """{"bound_ms_measured", "bound_ms_datasheet"}: the least time a step reading
+    `bytes_per_step` takes at each bandwidth of memory_bandwidth() (None where unknown)."""
+    return {f"bound_ms_{kind}": None if bandwidth[f"{kind}_gbs"] is None else
+            bytes_per_step / (bandwidth[f"{kind}_gbs"] * 1e9) * 1e3
+            for kind in ("measured", "datasheet")}
+
+
 def cached_step(model: TinyGPT, tokens: torch.Tensor, cache: torch.Tensor,
                 pos: int) -> torch.Tensor:
     """Logits of the last of `tokens` (b, t) at positions pos.., their keys and values written
@@ -114,9 +122,7 @@ def decode_point(size: str | None = None, batch_size: int = 1, precision: str = 
                          flush_l2=False, cancel=cancel)
     ms_per_token = timing.median_ms / steps
     read = step_bytes(model, batch_size, prompt + (steps + 1) / 2, cache.element_size())
-    bounds = {f"bound_ms_{kind}": None if bandwidth[f"{kind}_gbs"] is None else
-              read["bytes_per_step"] / (bandwidth[f"{kind}_gbs"] * 1e9) * 1e3
-              for kind in ("measured", "datasheet")}
+    bounds = bounds_ms(read["bytes_per_step"], bandwidth)
     reached = bounds["bound_ms_measured"]
     return {"throughput": batch_size * steps / (timing.median_ms / 1e3),
             "throughput_unit": "tokens/s", "timing": timing, "ms_per_token": ms_per_token,

@@ -28,9 +28,9 @@ from ...core.checks import positive_int
 from ...core.precision import HALF_DTYPES, check_supported, matmul_precision
 from ...core.window import outside_window, timed_section
 from .arrivals import Arrivals, arrival_times, span_s
-from .decode import memory_bandwidth
+from .decode import bounds_ms, memory_bandwidth
 from .kv import blamed, built, check_generator, move_slot, preset_generator, source_of
-from .schedule import DRAIN_SHARE, saturation, wait_until
+from .schedule import DRAIN_SHARE, percentiles, saturation, wait_until
 from .spec import MIN_REQUESTS, serve_precision
 
 SCHEDULERS = ("static", "continuous")
@@ -189,11 +189,6 @@ def _pack(cache, tokens, request: list, length: list, left: list) -> None:
                 rows.pop()
 
 
-def _pcts(prefix: str, values_ms) -> dict:
-    values = np.asarray(values_ms, float)
-    return {f"{prefix}p{q}_ms": float(np.percentile(values, q)) if values.size else None
-            for q in (50, 99)}
-
 
 def summarise_generation(trace: GenerationTrace, times_s, outputs, *, window_s: float,
                          max_batch: int) -> tuple[dict, np.ndarray]:
@@ -216,8 +211,9 @@ def summarise_generation(trace: GenerationTrace, times_s, outputs, *, window_s: 
                                                       if finished.any() else 0.0),
            "requests": len(arrivals), "answered": int(finished.sum()),
            "unanswered": int((~finished).sum()),
-           **_pcts("ttft_", ttft_ms), **_pcts("tpot_", tpot_ms), **_pcts("itl_", itl_ms),
-           **_pcts("", e2e_ms), "mean_ms": float(e2e_ms.mean()), "max_ms": float(e2e_ms.max()),
+           **percentiles(ttft_ms, "ttft_"), **percentiles(tpot_ms, "tpot_"),
+           **percentiles(itl_ms, "itl_"), **percentiles(e2e_ms, ""),
+           "mean_ms": float(e2e_ms.mean()), "max_ms": float(e2e_ms.max()),
            "tokens_generated": produced,
            "tokens_per_s": produced / max(window_s, last_token),
            # median decode speed a user sees: 1 / TPOT
@@ -226,7 +222,7 @@ def summarise_generation(trace: GenerationTrace, times_s, outputs, *, window_s: 
            "mean_context": float(np.average(trace.step_context, weights=trace.step_rows))
            if trace.step_rows else None,
            "decode_steps": len(trace.step_rows),
-           **_pcts("step_", trace.step_ms), "wall_s": trace.ended_s}
+           **percentiles(trace.step_ms, "step_"), "wall_s": trace.ended_s}
     out.update(saturation(arrivals, ends[finished], window_s, max_batch,
                           int((~finished).sum())))
     return out, e2e_ms[finished]
@@ -256,9 +252,7 @@ def decode_bound(gen, device: str, batch: float | None, context: float | None,
         bandwidth = memory_bandwidth(device)
     read = gen.step_bytes(batch, context, element_bytes)
     return {**read, **{f"bandwidth_{k}": v for k, v in bandwidth.items()},
-            **{f"bound_ms_{kind}": None if bandwidth[f"{kind}_gbs"] is None else
-               read["bytes_per_step"] / (bandwidth[f"{kind}_gbs"] * 1e9) * 1e3
-               for kind in ("measured", "datasheet")}}
+            **bounds_ms(read["bytes_per_step"], bandwidth)}
 
 
 def requests_schedule(arrival: str, rate_rps: float | None, duration_s: float | None,

@@ -104,7 +104,9 @@ def percentile_ci(sorted_ms: np.ndarray, q: float) -> tuple[float, float]:
     return float(sorted_ms[low]), float(sorted_ms[high])
 
 
-def _percentiles(values_ms: np.ndarray, prefix: str, qs=(50, 99)) -> dict:
+def percentiles(values_ms, prefix: str, qs=(50, 99)) -> dict:
+    """{"<prefix>p50_ms": ..., "<prefix>p99_ms": ...} of `values_ms` (None when empty)."""
+    values_ms = np.asarray(values_ms, dtype=float)
     if len(values_ms) == 0:
         return {f"{prefix}p{q}_ms": None for q in qs}
     return {f"{prefix}p{q}_ms": float(np.percentile(values_ms, q)) for q in qs}
@@ -140,9 +142,9 @@ def summarise(trace: LoadTrace, times_s, *, window_s: float, max_batch: int,
            "requests": len(arrivals), "answered": answered,
            "unanswered": len(arrivals) - answered,
            "mean_ms": float(latency_ms.mean()) if len(latency_ms) else None,
-           **_percentiles(latency_ms, "", (50, 90, 99)),
+           **percentiles(latency_ms, "", (50, 90, 99)),
            "max_ms": float(latency_ms[-1]) if len(latency_ms) else None,
-           **_percentiles(queue_ms, "queue_"), **_percentiles(service_ms, "service_"),
+           **percentiles(queue_ms, "queue_"), **percentiles(service_ms, "service_"),
            "queue_mean_ms": float(queue_ms.mean()) if answered else None,
            "service_mean_ms": float(service_ms.mean()) if answered else None,
            "mean_batch": answered / len(trace.batch_size) if trace.batch_size else None,

@@ -6,7 +6,7 @@ Each name below is imported from its module on first use (tune() lives in .tune)
 Triton kernel (kernel.py): set TRITON_INTERPRET=1 before that to run it under the interpreter.
 """
 
-import importlib
+from ...core.face import face
 
 _NAMES = {
     ".point": "backend_label default_tile_backend tiled_matmul_point",
@@ -17,16 +17,4 @@ _NAMES = {
     ".tune": "config_grid default_grid",
     ".quantisation": "quantise sm_count_of",
 }
-
-_HOME = {name: module for module, names in _NAMES.items() for name in names.split()}
-__all__ = sorted(_HOME)
-
-
-def __getattr__(name: str):  # PEP 562: a name's module is imported when the name is first used
-    if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_HOME[name], __name__), name)
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOME})
+__getattr__, __dir__, __all__ = face(__name__, _NAMES)

@@ -4,7 +4,7 @@
     point = train_point(model="mlp", batch_size=32, device="cpu")   # samples/s, memory, loss
 """
 
-import importlib
+from ...core.face import face
 
 _NAMES = {
     ".spec": "TrainSpec canonical_precision check_precision matmul_precision_of precisions_for",
@@ -22,16 +22,4 @@ _NAMES = {
     ".trace": "analyse_trace",
     ".tune": "training_snippet tune_train",
 }
-
-_HOME = {name: module for module, names in _NAMES.items() for name in names.split()}
-__all__ = sorted(_HOME)
-
-
-def __getattr__(name: str):  # PEP 562: a name's module is imported when the name is first used
-    if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_HOME[name], __name__), name)
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOME})
+__getattr__, __dir__, __all__ = face(__name__, _NAMES)
