@@ -25,7 +25,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
     ("accum_steps", 0, "accum_steps=0 must be a positive int"),
     ("accum_steps", True, "accum_steps=True must be a positive int"),
     ("precision", "fp99", "unknown training precision 'fp99'"),
-    ("optimizer", "lamb", "unknown optimizer 'lamb'"),
+    ("optimizer", "lamb", "optimizer='lamb' is not a choice"),
     ("lr", float("nan"), "lr=nan must be a finite number > 0"),
     ("backoff_factor", 1.5, "backoff_factor=1.5 must be between 0 and 1"),
     ("growth_factor", 1.0, "growth_factor=1.0 must be > 1"),

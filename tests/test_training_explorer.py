@@ -61,7 +61,7 @@ def test_bad_values_are_refused_before_anything_runs(preset_panel):
     p = preset_panel
     before = len(p.records)
     assert not p.run(batch_size=[0])
-    assert "Cannot run: batch_size=0 is outside the allowed range" in p.status_text
+    assert "Cannot run: batch_size=0 must be a positive int" in p.status_text
     assert not p.find_max_batch(limit_mib=-1)
     assert "Cannot search: limit_mib=-1 must be >= 0" in p.status_text
     assert len(p.records) == before
@@ -161,7 +161,7 @@ def test_tune_button_shows_the_winner_frontier_and_snippet(preset_panel, tmp_pat
     assert not p.tune(target_batch=0)
     assert "Cannot tune: target_batch=0 must be a positive int" in p.status_text
     assert not p.profile(batch_size=0)
-    assert "Cannot profile: batch_size=0 is outside the allowed range" in p.status_text
+    assert "Cannot profile: batch_size=0 must be a positive int" in p.status_text
 
 
 def test_mfu_columns_and_a_hint_when_no_peak_is_known(preset_panel, tmp_path, monkeypatch):

@@ -2,6 +2,7 @@
 runs the chosen one and returns its exit code; `commands_markdown()` writes docs/commands.md."""
 
 import argparse
+import itertools
 import os
 import sys
 import warnings
@@ -34,14 +35,16 @@ GROUPS = {
 class Commands:
     """Where families add their commands: the top level and the groups nested under it."""
 
-    def __init__(self, parser: argparse.ArgumentParser):
+    def __init__(self, parser: argparse.ArgumentParser, wanted: tuple[str, ...] | None = None):
+        self._wanted = wanted  # the command words given: only that command gets its options
         self._root = parser  # each command's args.root_parser: to check a lab command it is given
         self._top = parser.add_subparsers(dest="command", required=True, metavar="command")
         self._groups: dict[str, argparse._SubParsersAction] = {}
 
     def add(self, name: str, *, run, help: str, group: str | None = None, options: str = "",
-            parser_options: dict | None = None, **own):
-        """A command's parser with `options` (options.add_options); `run(args)` -> exit code;
+            parser_options: dict | None = None, spec=None, **own):
+        """A command's parser with `options` (options.add_options; `spec()` imports its lab's
+        spec class, only when the command is the one given); `run(args)` -> exit code;
         `parser_options`: the parser's own keywords (prefix_chars, add_help)."""
         if group is not None and group not in self._groups:
             parent = self._top.add_parser(group, help=GROUPS[group], description=GROUPS[group])
@@ -50,14 +53,20 @@ class Commands:
         parser = self._groups.get(group, self._top).add_parser(name, help=help, description=help,
                                                                 **(parser_options or {}))
         parser.set_defaults(run=run, command_parser=parser, checks={}, root_parser=self._root)
-        add_options(parser, options, **own)
+        path = (name,) if group is None else (group, name)
+        if self._wanted is None or self._wanted[:len(path)] == path:
+            add_options(parser, options, spec, **own)
         return parser
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The whole table; given `argv`, the options of its command only (a lab is imported when
+    its command is the one given)."""
     parser = argparse.ArgumentParser(prog="a800lab", description=USAGE,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = Commands(parser)
+    words = None if argv is None else tuple(itertools.takewhile(
+        lambda word: not word.startswith("-"), argv))
+    commands = Commands(parser, words)
     for family in FAMILIES:
         family.add_parsers(commands)
     return parser
@@ -105,7 +114,7 @@ def _show_notice(show):
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args, extra = build_parser().parse_known_args(argv)
+    args, extra = build_parser(argv).parse_known_args(argv)
     if extra:
         args.command_parser.error(f"unrecognized arguments: {' '.join(extra)} (see "
                                   f"{args.command_parser.prog} --help)")

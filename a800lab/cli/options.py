@@ -2,6 +2,7 @@
 argparse cannot make, run by `main` before the command), a sweep's run loop and the printers.
 
     add_options(parser, "SHAPE+ precision+ SWEEP", precision={"default": ["fp32"]})
+    add_options(parser, "accum_steps+ LEVERS+ RUN", spec=lambda: TrainSpec)  # its fields
 """
 
 import math
@@ -20,10 +21,9 @@ from ..workloads.matmul import FP8_ACCUMULATION, LOADS, SCHEDULES
 
 TILE_OPTIONS = ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages")
 TILE_CHOICES = ("schedule", "loads", "fp8_acc")  # the Triton kernel's named choices
-LEVERS = ("compile", "optimizer_impl", "attention", "channels_last")
 BUNDLES = {"RUN": "device budget_s threads out", "SWEEP": "RUN no_resume telemetry",
-           "SHAPE": "size m n k", "TILES": " ".join(("backend", *TILE_OPTIONS, *TILE_CHOICES)),
-           "LEVERS": " ".join(LEVERS)}  # `BUNDLE+`: each of them takes a list
+           "SHAPE": "size m n k", "TILES": " ".join(("backend", *TILE_OPTIONS, *TILE_CHOICES))}
+# `BUNDLE+`: each of them takes a list; LEVERS: the spec's fields declared as levers
 OFF_ON = ["off", "on"]
 
 
@@ -91,17 +91,9 @@ OPTIONS = {  # option -> add_argument's keywords; `check(value)`: the value kept
     "fp8_acc": dict(nargs="+", choices=FP8_ACCUMULATION,
                     help="fp8 only: precise (every 32-deep product into fp32, cuBLAS's default) "
                          "or fast (Triton's default on sm_90)"),
-    # a training step, a model served
-    "model": dict(help="mlp, transformer or cnn (default: mlp)"),
-    "model_size": dict(help="tiny, small, medium or large (default: tiny on a CPU, medium on a "
-                            "GPU)"),
+    # a training step, a model served (their spec fields are the other options)
     "user_model": dict(help="your model: a .py file (or module) defining make_model() and "
                             "make_batch(batch_size), optionally loss_fn(outputs, targets)"),
-    "accum_steps": dict(type=int, help="micro-batches per optimizer step (default 1)"),
-    "optimizer": dict(help="adamw or sgd (default adamw)"),
-    "checkpointing": dict(choices=OFF_ON, help="activation checkpointing (default off)"),
-    "lr": dict(type=float, help="learning rate (default: the preset's, 1e-2 tiny ... 3e-4 large)"),
-    "batch_size": dict(type=int),
     "train_steps": dict(type=int, check=refuse(lambda n: n >= 1,
                                                 "--train-steps {} must be at least 1")),
     "target_batch": dict(type=int, help="the effective batch every candidate trains with",
@@ -111,12 +103,13 @@ OPTIONS = {  # option -> add_argument's keywords; `check(value)`: the value kept
                       help="memory to fit in, MiB (default: 256 on a CPU, the GPU's free memory)"),
     "margin": dict(type=float, help="share of the limit kept free (default 0.1)", check=refuse(
         lambda x: 0 <= x < 1, "--margin {} must be in [0, 1), e.g. 0.1")),
+    "model": dict(help="mlp, transformer or cnn (default: mlp)"),
+    "model_size": dict(help="tiny, small, medium or large (default: tiny on a CPU, medium on a "
+                            "GPU)"),
+    "accum_steps": dict(type=int, help="micro-batches per optimizer step (default 1)"),
+    "batch_size": dict(type=int),
     "compile": dict(help="torch.compile: off, default, reduce-overhead (CUDA graphs; GPU only), "
                          "max-autotune (default off)"),
-    "optimizer_impl": dict(help="optimizer implementation: default (torch picks), for-loop, "
-                                "foreach, fused"),
-    "attention": dict(help="SDPA back end of the transformer: default, math, flash, efficient, "
-                           "cudnn"),
     "channels_last": dict(choices=OFF_ON,
                           help="NHWC layout for a convolutional model: off or on (default off)"),
     "graphs": dict(choices=OFF_ON, help="capture the forward as a CUDA graph (GPU)"),
@@ -148,24 +141,51 @@ OPTIONS = {  # option -> add_argument's keywords; `check(value)`: the value kept
 FOLDER = {"required": False, "check": _folder}  # an --out that is a folder
 
 
-def _names(names: str) -> list[str]:
-    out = []  # the BUNDLES spelt out
+def _names(names: str, bundles: dict) -> list[str]:
+    out = []  # the bundles spelt out
     for name in names.split():
         key, plus = name.rstrip("+"), name[len(name.rstrip("+")):]
-        out += [n + plus for n in _names(BUNDLES[key])] if key in BUNDLES else [name]
+        out += [n + plus for n in _names(bundles[key], bundles)] if key in bundles else [name]
     return out
 
 
-def add_options(parser, names: str, **own) -> None:
-    """The options named, in order (`name+` takes a list): the table's, adjusted by the `own`
-    keyword of the same name (add_argument's keywords, or a help text), or the command's own."""
-    names = _names(names)
+def spec_options(spec_class) -> dict:
+    """Option name -> (field name, Knob) of a spec class's declared fields."""
+    from ..core.knobs import knobs
+
+    return {declared.cli or name: (name, declared) for name, declared in knobs(spec_class).items()}
+
+
+def knob_option(field_name: str, declared) -> dict:
+    """add_argument's keywords for a spec field's Knob: its help, type, choices and check (the
+    spec's own: on/off become True/False)."""
+    def check(value):
+        items = value if isinstance(value, list) else [value]
+        checked = [declared.check(field_name, OFF_ON.index(v) == 1 if declared.is_bool else v)
+                   for v in items]
+        return checked if isinstance(value, list) else checked[0]
+    kwargs = {"help": declared.describe(), "check": check}
+    if declared.is_bool:
+        kwargs["choices"] = OFF_ON
+    elif not declared.choices and declared.canon is None:
+        kwargs["type"] = int if declared.integer else float
+    return kwargs
+
+
+def add_options(parser, names: str, spec=None, **own) -> None:
+    """The options named, in order (`name+` takes a list): the table's, or a field of the spec
+    class `spec()` returns (LEVERS: its levers), adjusted by the `own` keyword of the same name
+    (add_argument's keywords, or a help text), or the command's own."""
+    declared = spec_options(spec()) if spec else {}
+    levers = " ".join(option for option, (_, k) in declared.items() if k.lever)
+    names = _names(names, {**BUNDLES, "LEVERS": levers})
     if set(own) - {name.rstrip("+") for name in names}:
         raise TypeError(f"not named in {names}: {sorted(own)}")
     for name in names:
         key = name.rstrip("+")
         extra = own.get(key, {})
-        kwargs = {**OPTIONS.get(key, {}), **({"help": extra} if isinstance(extra, str) else extra)}
+        base = knob_option(*declared[key]) if key in declared else OPTIONS.get(key, {})
+        kwargs = {**base, **({"help": extra} if isinstance(extra, str) else extra)}
         if name != key:
             kwargs["nargs"] = "+"
         check = kwargs.pop("check", None)

@@ -8,14 +8,20 @@ import sys
 
 from ..core.sweep import grid
 from . import options
-from .options import FOLDER, LEVERS
+from .options import FOLDER
 
 PRECISION_HELP = "fp32, tf32, fp16 (+ GradScaler), bf16 or bf16_pure (default fp32)"
 SPEC = "model model_size accum_steps optimizer checkpointing lr"  # the training spec's options
 
 
+def train_spec():
+    from ..workloads.training.spec import TrainSpec
+
+    return TrainSpec
+
+
 def add_parsers(commands) -> None:
-    commands.add("train", group="sweep", run=sweep_train_command,
+    commands.add("train", group="sweep", run=sweep_train_command, spec=train_spec,
                  help="training steps over batch, accumulation, precision, optimizer and "
                       "checkpointing",
                  options="model+ model_size+ user_model accum_steps+ optimizer+ "
@@ -23,7 +29,7 @@ def add_parsers(commands) -> None:
                  precision=PRECISION_HELP, batch_size="micro-batch sizes (default 32)",
                  train_steps="optimizer steps per point before timing, for its loss curve "
                              "(default 20 on a CPU, 50 on a GPU)")
-    commands.add("max-batch", run=max_batch_command,
+    commands.add("max-batch", run=max_batch_command, spec=train_spec,
                  help="the largest micro-batch of a training step that fits (grow, bisect, verify)",
                  options=f"{SPEC} precision target_batch limit_mib margin device threads out",
                  precision={"default": "fp32", "help": PRECISION_HELP},
@@ -31,7 +37,7 @@ def add_parsers(commands) -> None:
                  limit_mib="memory to fit in, MiB (default: 256 on a CPU, the GPU's free "
                            "memory; smaller on a GPU plans for a smaller card)",
                  out={"help": "JSON Lines file to append the result to", "required": False})
-    commands.add("profile", run=profile_command,
+    commands.add("profile", run=profile_command, spec=train_spec,
                  help="where a training step's time goes (torch.profiler): device time by "
                       "category, idle, launch gaps, top ops, a Perfetto trace",
                  options=f"{SPEC} user_model precision batch_size LEVERS steps warmup_steps "
@@ -44,7 +50,7 @@ def add_parsers(commands) -> None:
                  out={**FOLDER, "default": "prof",
                       "help": "folder for trace.json and profile.json (default prof/)"},
                  json="print profile.json instead")
-    commands.add("train", group="tune", run=tune_train_command,
+    commands.add("train", group="tune", run=tune_train_command, spec=train_spec,
                  help="the fastest training config for a target effective batch: precision x "
                       "micro-batch x accumulation x checkpointing x compile x optimizer (successive"
                       " halving; every candidate verified; the winner stored and reused)",
@@ -76,13 +82,10 @@ def user_module(where: str):
 
 def _lever_values(args) -> dict:
     """The lever options given (only those: a sweep without them keeps its old point keys)."""
-    out = {}
-    for name in LEVERS:
-        given = getattr(args, name, None)
-        if given is not None:
-            values = given if isinstance(given, list) else [given]
-            out[name] = [v == "on" for v in values] if name == "channels_last" else values
-    return out
+    from ..core.knobs import levers
+
+    given = {name: getattr(args, name, None) for name in levers(train_spec())}
+    return {name: v if isinstance(v, list) else [v] for name, v in given.items() if v is not None}
 
 
 def train_values(args, *, many: bool = True) -> dict:
@@ -106,7 +109,7 @@ def train_values(args, *, many: bool = True) -> dict:
         "accum_steps": listed(args.accum_steps, 1),
         "precision": [canonical_precision(p) for p in listed(args.precision, "fp32")],
         "optimizer": listed(args.optimizer, "adamw"),
-        "checkpointing": [c == "on" for c in listed(args.checkpointing, "off")],
+        "checkpointing": listed(args.checkpointing, False),
     }
     if many:
         values["batch_size"] = listed(args.batch_size, 32)
@@ -194,7 +197,7 @@ def tune_train_command(args) -> int:
     if args.precision:
         axes["precision"] = list(dict.fromkeys(canonical_precision(p) for p in args.precision))
     if args.checkpointing:
-        axes["checkpointing"] = list(dict.fromkeys(c == "on" for c in args.checkpointing))
+        axes["checkpointing"] = list(dict.fromkeys(args.checkpointing))
     limit, margin = _limit_and_margin(args)
     store = options.store_path(args.store)
     print(f"tuning {args.user_model or args.model} for an effective batch of "

@@ -10,6 +10,7 @@ checks of typed or given values (each refusal names the parameter and what is al
 import inspect
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import ipywidgets as widgets
@@ -26,10 +27,11 @@ def format_param(value) -> str:
 
 @dataclass(frozen=True)
 class Choice:
-    """One of a fixed set of values."""
+    """One of a fixed set of values; `check_with(name, value)`: a spec field's own check."""
 
     values: tuple
     default: object = None
+    check_with: Callable | None = None
 
     def __post_init__(self) -> None:
         if not self.values:
@@ -55,6 +57,8 @@ class Choice:
         control.value = value
 
     def check(self, name: str, value):
+        if self.check_with is not None:
+            return self.check_with(name, value)
         if value not in self.values:
             raise ValueError(f"{name}: {value!r} is not a valid value; choose from "
                              f"{', '.join(format_param(v) for v in self.values)}")
@@ -74,13 +78,15 @@ class Range:
     """A number in lo..hi, an integer when lo, hi and step are ints. `scale`: "linear" (steps
     of `step`), "pow2" (a slider over the powers of two) or "log"; typed sweep values may be
     any number in the range. "typed": a box to type a number in, which clamps nothing (a slider
-    silently clamps a typed 0 to its minimum): Run refuses a value outside lo..hi."""
+    silently clamps a typed 0 to its minimum): Run refuses a value outside lo..hi.
+    `check_with(name, value)`: a spec field's own check instead."""
 
     lo: float
     hi: float
     step: float = 1
     default: float | None = None
     scale: str = "linear"
+    check_with: Callable | None = None
 
     def __post_init__(self) -> None:
         for name in ("lo", "hi", "step"):
@@ -156,6 +162,8 @@ class Range:
         return int(round(value)) if self.is_int else round(value, 12)
 
     def check(self, name: str, value):
+        if self.check_with is not None:
+            return self.check_with(name, value)
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise ValueError(f"{name}: {value!r} is not {self._kind}")
         if not math.isfinite(value):
@@ -210,6 +218,27 @@ def as_param(spec, name: str = ""):
                              f"one value, e.g. params={{{name!r}: [1, 2]}}")
         return Choice(tuple(spec))
     return Fixed(spec)
+
+
+def spec_params(spec_class, device: str, names, *, fixed=None, initial=None) -> dict:
+    """The panel's params for a spec's fields `names` on `device`: a Choice of the field's
+    choices there, or a Range up to its panel top, each checked by the spec's own check, at the
+    `initial` value given or the field's default there; `fixed` values shown, not varied."""
+    from ..core.knobs import knobs
+
+    declared, fixed, initial = knobs(spec_class), fixed or {}, initial or {}
+    params = {}
+    for name in names:
+        field = declared[name]
+        default = initial.get(name) or field.default_for(device)
+        if name in fixed:
+            params[name] = Fixed(fixed[name])
+        elif field.choices or field.available:
+            params[name] = Choice(field.choices_for(device), default, field.check)
+        else:
+            params[name] = Range(field.lo, field.panel_hi, default=default, scale=field.scale,
+                                 check_with=field.check)
+    return params
 
 
 def plan_run(params: dict, current: dict, axis: str, typed_values: str, overrides: dict, *,

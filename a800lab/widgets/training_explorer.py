@@ -20,21 +20,21 @@ import pandas as pd
 
 from ..core.backends import resolve_device
 from ..core.checks import positive_float, positive_int
+from ..core.knobs import levers
 from ..core.sweep import first_line, thread_count
 from ..core.units import MIB
 from ..figures.training import max_batch_figure, training_figure
-from ..workloads.models.levers import ATTENTION_BACKENDS, COMPILE_MODES, OPTIMIZER_IMPLS
-from ..workloads.models.presets import MODELS, SIZES, default_size, describe_sizes
+from ..workloads.models.presets import describe_sizes
 from ..workloads.models.task import CUSTOM, check_task
 from ..workloads.models.user_model import panel_task
 from ..workloads.training.max_batch import DEFAULT_MARGIN, default_limit_bytes, find_max_batch_for
 from ..workloads.training.point import train_point
 from ..workloads.training.profile import profile_step
-from ..workloads.training.spec import OPTIMIZERS, TrainSpec, precisions_for
+from ..workloads.training.spec import TrainSpec
 from ..workloads.training.tune import CLEAR, describe_candidate, noise_clause, tune_train
 from .explorer import DATA_DIR, NO_SWEEP, Explorer
 from .layout import show_section, whole
-from .params import Choice, Fixed, Range, plan_run
+from .params import plan_run, spec_params
 from .training_tools import ProfileBox, TuneBox, max_batch_rows, png, rows_table, trial_text
 
 # per mode: optimizer steps trained per point (the loss curve), timing budget per point
@@ -79,21 +79,11 @@ class TrainingExplorer(Explorer):
         self.task, fault = panel_task(user_model, make_model, make_batch, loss_fn, accuracy_fn,
                                       device=device, check=check_task)
         self._yours = yours = user_model is not None or make_model is not None
-        params = {
-            "model": Fixed(CUSTOM) if yours else Choice(MODELS, default=model),
-            "size": Fixed(CUSTOM) if yours else Choice(SIZES, default=size or default_size(device)),
-            "batch_size": Range(1, 1024 if on_cpu else 65536, default=32 if on_cpu else 64,
-                                scale="pow2"),
-            "accum_steps": Range(1, 64, default=1, scale="pow2"),
-            "precision": Choice(tuple(precisions_for(device)),
-                                default="fp32" if on_cpu else "bf16"),
-            "optimizer": Choice(OPTIMIZERS, default="adamw"),
-            "checkpointing": Choice((False, True)),
-            "compile": Choice(COMPILE_MODES, default="off"),  # a CPU's first compile: ~30 s
-            "optimizer_impl": Choice(OPTIMIZER_IMPLS, default="default"),
-            "attention": Choice(ATTENTION_BACKENDS, default="default"),
-            "channels_last": Choice((False, True)),
-        }
+        params = spec_params(  # a CPU's first compile: ~30 s
+            TrainSpec, device, ("model", "size", "batch_size", "accum_steps", "precision",
+                                "optimizer", "checkpointing", *levers(TrainSpec)),
+            fixed={"model": CUSTOM, "size": CUSTOM} if yours else {},
+            initial={"model": model, "size": size, "precision": None if on_cpu else "bf16"})
         workload = functools.partial(train_point, task=self.task,
                                      train_steps=train_steps or defaults["train_steps"],
                                      budget_s=budget_s or defaults["budget_s"], lr=lr)

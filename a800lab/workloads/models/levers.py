@@ -12,12 +12,22 @@ import shutil
 import torch
 from torch import nn
 
+from ...core.knobs import Knob
 from ...core.sweep import first_line
 from .presets import MODELS, ZOO_MODELS
 
 COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")
 OPTIMIZER_IMPLS = ("default", "for-loop", "foreach", "fused")
 ATTENTION_BACKENDS = ("default", "math", "flash", "efficient", "cudnn")
+# the levers a training step and a served model share (each spec declares its fields with them)
+COMPILE = Knob("off", "torch.compile's mode (reduce-overhead: CUDA graphs, GPU only)",
+               choices=COMPILE_MODES, lever=True)
+OPTIMIZER_IMPL = Knob("default", "optimizer implementation ('default': torch picks)",
+                      choices=OPTIMIZER_IMPLS, lever=True)
+ATTENTION = Knob("default", "SDPA back end of the transformer", choices=ATTENTION_BACKENDS,
+                 lever=True)
+CHANNELS_LAST = Knob(False, "NHWC layout for a convolutional model", choices=(False, True),
+                     lever=True)
 ATTENTION_ENUM = {"math": "MATH", "flash": "FLASH_ATTENTION",
                    "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION"}
 _CUDA_ONLY_ATTENTION = {"efficient": "the memory-efficient SDPA kernel",
@@ -25,13 +35,6 @@ _CUDA_ONLY_ATTENTION = {"efficient": "the memory-efficient SDPA kernel",
 # presets whose forward calls F.scaled_dot_product_attention / takes 4-D image inputs
 ATTENTION_PRESETS = ("transformer",)
 IMAGE_PRESETS = ("cnn", "resnet50")
-
-
-def check_choice(name: str, value, choices: tuple) -> str:
-    """`value` if it is one of `choices`, else ValueError naming them."""
-    if value not in choices:
-        raise ValueError(f"{name}={value!r} is not a choice: use one of {choices}")
-    return value
 
 
 def lever_unavailable(spec, device: str) -> str:

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ...core.checks import positive_int
+from ...core.knobs import check_knobs, knob
 from ...core.precision import parse_precision, unsupported_reason
 from ...core.timing import Timing
-from ..models.levers import COMPILE_MODES, check_choice, lever_unavailable
-from ..models.presets import ZOO_MODELS, default_size, seeded
+from ..models.levers import CHANNELS_LAST, COMPILE, lever_unavailable
+from ..models.presets import MODELS, SIZES, ZOO_MODELS, default_size, seeded
 from ..models.task import CUSTOM, built_model, call_model, check_batch
 
 SERVE_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
@@ -49,22 +49,21 @@ class ServeSpec:
     weights and floating inputs cast (fp16, bf16), or TF32 matmuls (tf32); graphs: the forward
     captured as a CUDA graph, replayed per request; channels_last: NHWC for an image model."""
 
-    model: str = "transformer"
-    size: str = "tiny"
-    batch_size: int = 8
-    precision: str = "fp32"
-    compile: str = "off"
-    graphs: bool = False
-    channels_last: bool = False
+    model: str = knob("transformer", "the model", choices=(*MODELS, *ZOO_MODELS), named=True)
+    size: str = knob("tiny", "its size", choices=SIZES, gpu="medium", cli="model_size",
+                     named=True)
+    batch_size: int = knob(8, "request batch", unit="samples", integer=True, lo=1, example="8",
+                           scale="pow2", panel_hi=4096)
+    precision: str = knob("fp32", "fp32, tf32 (GPU), fp16 or bf16", canon=serve_precision,
+                          available=lambda device: serve_precisions_for(device))
+    compile: str = knob(COMPILE)
+    graphs: bool = knob(False, "capture the forward as a CUDA graph (GPU)", choices=(False, True),
+                        lever=True)
+    channels_last: bool = knob(CHANNELS_LAST)
     attention = "default"  # read by lever_unavailable; serving does not vary it
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "batch_size", positive_int("batch_size", self.batch_size, "8"))
-        object.__setattr__(self, "precision", serve_precision(self.precision))
-        check_choice("compile", self.compile, COMPILE_MODES)
-        for name in ("graphs", "channels_last"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name}={getattr(self, name)!r} must be True or False")
+        check_knobs(self)
 
 
 def serving_unavailable(spec: ServeSpec, device: str) -> str:

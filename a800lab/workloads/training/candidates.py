@@ -17,6 +17,7 @@ import torch
 
 from ...core.cancel import CancelToken
 from ...core.environment import environment, fingerprint
+from ...core.knobs import levers, tuner_axes
 from ...core.memory import free_after_oom, is_oom
 from ...core.results import Record, append_record, new_run_id
 from ...core.search import SearchResult, config_key
@@ -27,15 +28,11 @@ from ..models.levers import lever_unavailable
 from ..models.presets import Task
 from ..models.task import batch_norm_layers
 from .max_batch import default_limit_bytes, find_max_batch_for
-from .spec import TrainSpec, precision_context, precisions_for
+from .spec import TrainSpec, precision_context
 from .trainer import Trainer, check_levers, gradient_gap, measure_step_memory
 
 WORKLOAD = "tune-train"
-LEVERS = ("precision", "checkpointing", "compile", "optimizer_impl", "attention", "channels_last")
-CPU_AXES = {"precision": ["fp32"], "checkpointing": [False, True], "compile": ["off"],
-            "optimizer_impl": ["for-loop", "foreach", "fused"]}
-GPU_AXES = {"precision": ["bf16", "fp16", "tf32"], "checkpointing": [False, True],
-            "compile": ["off", "default"], "optimizer_impl": ["foreach", "fused"]}
+LEVERS = ("precision", "checkpointing", *levers(TrainSpec))  # what a candidate may vary
 MICRO_CANDIDATES = 4      # micro-batches per (precision, checkpointing): the largest, halvings
 WARM_LIMIT_BYTES = 512 * 2**20  # warm CPU trainers kept for later rounds, at most this much
 WARMUP_STEPS = 1          # steps before a config's first timing (they compile, if anything
@@ -48,12 +45,9 @@ SCALER_RETRIES = 8        # fp16: first cycles may overflow until GradScaler bac
 
 
 def default_axes(device: str) -> dict:
-    """The lever axes tune_train searches unless given (without precisions the GPU lacks)."""
-    if device == "cpu":
-        return {k: list(v) for k, v in CPU_AXES.items()}
-    axes = {k: list(v) for k, v in GPU_AXES.items()}
-    axes["precision"] = [p for p in axes["precision"] if p in precisions_for(device)]
-    return axes
+    """The lever axes tune_train searches unless given: the spec fields' `tune` values (without
+    precisions the device lacks)."""
+    return tuner_axes(TrainSpec, device)
 
 
 def micro_batches(target_batch: int, bound: int, count: int = MICRO_CANDIDATES) -> list[int]:
@@ -113,17 +107,17 @@ class TuneSession:
     def plan(self) -> list[dict]:
         """The grid, its micro-batches bounded; refusals land in `refused`."""
         grid = []
-        for levers in self.lever_grid():
-            spec = self.spec_of({**levers, "batch_size": 1, "accum_steps": 1})
+        for config in self.lever_grid():
+            spec = self.spec_of({**config, "batch_size": 1, "accum_steps": 1})
             reason = lever_unavailable(spec, self.device) or self._bound(spec)
             if reason:
-                self.refused[config_key(levers)] = reason
+                self.refused[config_key(config)] = reason
                 continue
             bound = self.bounds[_bound_key(spec)]
             for micro in micro_batches(self.target, bound):
-                grid.append({"precision": levers["precision"], "batch_size": micro,
+                grid.append({"precision": config["precision"], "batch_size": micro,
                              "accum_steps": self.target // micro,
-                             **{k: v for k, v in levers.items() if k != "precision"}})
+                             **{k: v for k, v in config.items() if k != "precision"}})
         return grid
 
     def _bound(self, spec: TrainSpec) -> str:

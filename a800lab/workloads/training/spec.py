@@ -7,11 +7,11 @@
 
 import contextlib
 import numbers
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
-from ...core.checks import positive_float, positive_int
+from ...core.knobs import check_knobs, knob
 from ...core.precision import (
     HALF_DTYPES,
     check_supported,
@@ -19,7 +19,8 @@ from ...core.precision import (
     matmul_precision,
     unsupported_reason,
 )
-from ..models.levers import ATTENTION_BACKENDS, COMPILE_MODES, OPTIMIZER_IMPLS, check_choice
+from ..models.levers import ATTENTION, CHANNELS_LAST, COMPILE, OPTIMIZER_IMPL
+from ..models.presets import MODELS, SIZES
 
 # fp32: IEEE, no TF32 anywhere; fp32_default: torch's defaults (IEEE matmuls, TF32 cuDNN convs:
 # the "fp32" baseline of NVIDIA's and torch's AMP figures); tf32: TF32 matmuls and convs (CUDA);
@@ -49,47 +50,41 @@ class TrainSpec:
     batch_size is the micro-batch (a step sees batch_size * accum_steps samples); lr None: the
     task's; grad_scaler None: on for fp16 only; compile .. channels_last: levers.py's levers."""
 
-    model: str = "mlp"
-    size: str = "tiny"
-    batch_size: int = 32
-    accum_steps: int = 1
-    precision: str = "fp32"
-    optimizer: str = "adamw"
-    checkpointing: bool = False
-    lr: float | None = None
+    model: str = knob("mlp", "the preset model", choices=MODELS, named=True)
+    size: str = knob("tiny", "the preset's size", choices=SIZES, gpu="medium", cli="model_size",
+                     named=True)
+    batch_size: int = knob(32, "micro-batch", unit="samples", integer=True, lo=1, example="32",
+                           gpu=64, scale="pow2", panel_hi=65536)
+    accum_steps: int = knob(1, "micro-batches per optimizer step", integer=True, lo=1,
+                            example="1 (no accumulation) or 4", scale="pow2", panel_hi=64)
+    precision: str = knob("fp32", "fp32, fp32_default (torch's TF32 convs), tf32, fp16 (+ "
+                          "GradScaler), bf16 or bf16_pure", canon=canonical_precision,
+                          available=lambda device: precisions_for(device),
+                          tune=("fp32",), tune_gpu=("bf16", "fp16", "tf32"))
+    optimizer: str = knob("adamw", "the optimizer", choices=OPTIMIZERS)
+    checkpointing: bool = knob(False, "activation checkpointing", choices=(False, True),
+                               tune=(False, True))
+    lr: float | None = knob(None, "learning rate (default: the preset's)", lo=0,
+                            example="1e-3")
     grad_scaler: bool | None = None
-    init_scale: float = 2.0**16
+    init_scale: float = knob(2.0**16, "GradScaler's first scale", lo=0, example="65536.0")
     growth_factor: float = 2.0
     backoff_factor: float = 0.5
-    growth_interval: int = 2000
-    compile: str = "off"
-    optimizer_impl: str = "default"
-    attention: str = "default"
-    channels_last: bool = False
+    growth_interval: int = knob(2000, "GradScaler's steps without overflow before it grows",
+                                integer=True, lo=1, example="2000")
+    compile: str = knob(replace(COMPILE, tune=("off",), tune_gpu=("off", "default")))
+    optimizer_impl: str = knob(replace(OPTIMIZER_IMPL, tune=("for-loop", "foreach", "fused"),
+                                       tune_gpu=("foreach", "fused")))
+    attention: str = knob(ATTENTION)
+    channels_last: bool = knob(CHANNELS_LAST)
 
     def __post_init__(self) -> None:
-        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
-        set_("batch_size", positive_int("batch_size", self.batch_size, "32"))
-        set_("accum_steps", positive_int("accum_steps", self.accum_steps,
-                                          "1 (no accumulation) or 4"))
-        set_("precision", canonical_precision(self.precision))
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {self.optimizer!r}: use one of {OPTIMIZERS}")
-        for name in ("checkpointing", "channels_last"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name}={getattr(self, name)!r} must be True or False")
-        check_choice("compile", self.compile, COMPILE_MODES)
-        check_choice("optimizer_impl", self.optimizer_impl, OPTIMIZER_IMPLS)
-        check_choice("attention", self.attention, ATTENTION_BACKENDS)
-        if self.lr is not None:
-            set_("lr", positive_float("lr", self.lr, "1e-3"))
-        set_("init_scale", positive_float("init_scale", self.init_scale, "65536.0"))
+        check_knobs(self)
         if not (isinstance(self.growth_factor, numbers.Real) and self.growth_factor > 1):
             raise ValueError(f"growth_factor={self.growth_factor!r} must be > 1, e.g. 2.0")
         if not (isinstance(self.backoff_factor, numbers.Real) and 0 < self.backoff_factor < 1):
             raise ValueError(f"backoff_factor={self.backoff_factor!r} must be between 0 and 1, "
                              "e.g. 0.5")
-        set_("growth_interval", positive_int("growth_interval", self.growth_interval, "2000"))
         if self.grad_scaler and self.precision not in HALF_DTYPES:
             raise ValueError(f"a GradScaler rescues fp16 gradients from underflow; with "
                              f"precision={self.precision!r} it has nothing to do. Use "

@@ -1,0 +1,144 @@
+"""A parameter a user may vary, declared once as a field of its lab's frozen spec: its choices or
+range, per-device default, unit and help. The spec checks itself with it (the only validator);
+the panels' controls, the commands' options and the tuners' axes are derived from it.
+
+    @dataclass(frozen=True)
+    class TrainSpec:
+        accum_steps: int = knob(1, "micro-batches per optimizer step", lo=1, example="4")
+        channels_last: bool = knob(False, "NHWC layout", lever=True, tune=(False, True))
+        def __post_init__(self): check_knobs(self)
+
+    knobs(TrainSpec)["accum_steps"].help;  tuner_axes(TrainSpec, "cuda")
+"""
+
+import math
+import numbers
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+
+
+@dataclass(frozen=True)
+class Knob:
+    """What a spec field accepts and how it is shown. `choices`, or a number from `lo` (an int:
+    inclusive; a float 0: exclusive) up to `hi` (None: open); `gpu`: the default on a GPU where
+    it differs; `canon`: a function that names a value canonically and refuses the rest;
+    `available(device)`: the choices a device can run; `cli`: the option's name where it is not
+    the field's; `scale`/`panel_hi`: the panel's slider; `lever`: a kernel lever of the step;
+    `tune`/`tune_gpu`: the values a tuner tries (on a CPU / a GPU); `code`: the line that sets it
+    in the code to paste; `named`: any name goes, `choices` are the panel's (a preset model:
+    where it is built checks it)."""
+
+    default: object
+    help: str
+    choices: tuple = ()
+    lo: float | None = None
+    hi: float | None = None
+    integer: bool = False
+    example: str = ""
+    unit: str = ""
+    gpu: object = None
+    canon: Callable | None = None
+    available: Callable | None = None
+    cli: str = ""
+    scale: str = "linear"
+    panel_hi: float | None = None
+    lever: bool = False
+    tune: tuple = ()
+    tune_gpu: tuple = ()
+    code: str = ""
+    named: bool = False
+
+    @property
+    def is_bool(self) -> bool:
+        return self.choices == (False, True)
+
+    def default_for(self, device: str):
+        return self.gpu if self.gpu is not None and device.startswith("cuda") else self.default
+
+    def choices_for(self, device: str) -> tuple:
+        return tuple(self.available(device)) if self.available else self.choices
+
+    def check(self, name: str, value):
+        """`value` (canonical) when the field accepts it, else ValueError saying what to give."""
+        if self.canon is not None:
+            return self.canon(value)
+        if self.named:
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"{name}={value!r} must be a name, e.g. {self.choices[0]!r}")
+            return value
+        if self.is_bool:
+            if not isinstance(value, bool):
+                raise ValueError(f"{name}={value!r} must be True or False")
+            return value
+        if self.choices:
+            if value not in self.choices:
+                raise ValueError(f"{name}={value!r} is not a choice: use one of {self.choices}")
+            return value
+        return self._number(name, value)
+
+    def _number(self, name: str, value):
+        kind = numbers.Integral if self.integer else numbers.Real
+        example = f", e.g. {self.example}" if self.example else ""
+        ok = not isinstance(value, bool) and isinstance(value, kind) and math.isfinite(value)
+        if self.lo == 1 and self.integer and self.hi is None:
+            what = "a positive int"
+        elif self.lo == 0 and not self.integer and self.hi is None:
+            what, ok = "a finite number > 0", ok and value > 0
+        else:
+            what = f"{'an int' if self.integer else 'a finite number'} from {self.lo}" + \
+                ("" if self.hi is None else f" to {self.hi}")
+        if ok and self.lo is not None:
+            ok = value >= self.lo
+        if ok and self.hi is not None:
+            ok = value <= self.hi
+        if not ok:
+            raise ValueError(f"{name}={value!r} must be {what}{example}")
+        return int(value) if self.integer else float(value)
+
+    def describe(self, device: str | None = None) -> str:
+        """The help with its unit and default: "micro-batch, samples (default 32; 64 on a GPU)"."""
+        show = lambda v: ("on" if v else "off") if isinstance(v, bool) else str(v)  # noqa: E731
+        default = "" if self.default is None else f"default {show(self.default)}"
+        if self.gpu is not None and device is None:
+            default += f" on a CPU, {show(self.gpu)} on a GPU"
+        unit = f", {self.unit}" if self.unit else ""
+        listed = ": " + ", ".join(map(show, self.choices)) if self.choices and \
+            not self.is_bool else ""
+        return f"{self.help}{unit}{listed}" + (f" ({default})" if default else "")
+
+
+def knob(default, help: str = "", **declared) -> object:
+    """A spec field declared with its Knob (see Knob for the keywords), or with a Knob shared
+    by several specs: knob(CHANNELS_LAST)."""
+    declared = default if isinstance(default, Knob) else Knob(default, help, **declared)
+    return field(default=declared.default, metadata={"knob": declared})
+
+
+def knobs(spec_class) -> dict[str, Knob]:
+    """Field name -> Knob of every declared field of a spec class (or instance), in order."""
+    return {f.name: f.metadata["knob"] for f in fields(spec_class) if "knob" in f.metadata}
+
+
+def check_knobs(spec) -> None:
+    """In a frozen spec's __post_init__: each declared field checked and kept canonical."""
+    for name, declared in knobs(spec).items():
+        value = getattr(spec, name)
+        if value is not None or declared.default is not None:
+            object.__setattr__(spec, name, declared.check(name, value))
+
+
+def levers(spec_class) -> tuple[str, ...]:
+    """The fields declared as kernel levers."""
+    return tuple(name for name, declared in knobs(spec_class).items() if declared.lever)
+
+
+def tuner_axes(spec_class, device: str) -> dict[str, list]:
+    """The values a tuner tries per field on `device` (those the device can run)."""
+    axes = {}
+    for name, declared in knobs(spec_class).items():
+        values = declared.tune_gpu if device.startswith("cuda") and declared.tune_gpu \
+            else declared.tune
+        runnable = declared.choices_for(device) if declared.available else values
+        if values:
+            axes[name] = [v for v in values if v in runnable]
+    return axes
