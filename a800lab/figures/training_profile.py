@@ -8,6 +8,8 @@ and device lanes, segments coloured by the same categories).
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from ..core.knobs import knobs
+from ..workloads.training.spec import TrainSpec
 from ..workloads.training.trace import CATEGORIES, HOST, IDLE, category_label
 from .look import place_legend
 from .parts import say
@@ -22,10 +24,9 @@ def label_of(report) -> str:
     spec = report.spec
     text = f"b={spec['batch_size']}" + (f"x{spec['accum_steps']}" if spec["accum_steps"] > 1
                                         else "") + f" {spec['precision']}"
-    for field, default in (("compile", "off"), ("optimizer_impl", "default"),
-                           ("attention", "default")):
-        if spec.get(field, default) != default:
-            text += f"\n{field} {spec[field]}"
+    for field, declared in knobs(TrainSpec).items():
+        if declared.lever and spec.get(field, declared.default) != declared.default:
+            text += f"\n{field}" + ("" if spec[field] is True else f" {spec[field]}")
     if spec.get("checkpointing"):
         text += "\ncheckpointing"
     return text

@@ -89,26 +89,14 @@ def fit_from_probes(spec: TrainSpec, task: Task, device: str, batches: Sequence[
     return fit_memory_model(probes, grads_in_forward=accum > 1)
 
 
-def train_point(model: str = "mlp", size: str = "tiny", batch_size: int = 32,
-                accum_steps: int = 1, precision: str = "fp32", optimizer: str = "adamw",
-                checkpointing: bool = False, *, task: Task | None = None,
-                train_steps: int = DEFAULT_TRAIN_STEPS, budget_s: float = 0.3,
-                lr: float | None = None, grad_scaler: bool | None = None,
-                init_scale: float = 2.0**16, growth_factor: float = 2.0,
-                backoff_factor: float = 0.5, growth_interval: int = 2000, compile: str = "off",
-                optimizer_impl: str = "default", attention: str = "default",
-                channels_last: bool = False, predict_memory: bool = True, device: str = "auto",
-                seed: int = 0, cancel: CancelToken | None = None) -> dict:
+def train_point(*, task: Task | None = None, train_steps: int = DEFAULT_TRAIN_STEPS,
+                budget_s: float = 0.3, predict_memory: bool = True, device: str = "auto",
+                seed: int = 0, cancel: CancelToken | None = None, **fields) -> dict:
     """Probes fit a memory model; a fresh model of `task` (else the preset `model` at `size`)
     trains `train_steps` steps (the loss curve); one cycle is counted (the memory breakdown), a
-    held-out batch scored, then cycles on a fixed pool timed: samples/s, memory, loss, MFU."""
-    spec = TrainSpec(model=model if task is None else task.name, size=size,
-                     batch_size=batch_size, accum_steps=accum_steps, precision=precision,
-                     optimizer=optimizer, checkpointing=checkpointing, lr=lr,
-                     grad_scaler=grad_scaler, init_scale=init_scale, growth_factor=growth_factor,
-                     backoff_factor=backoff_factor, growth_interval=growth_interval,
-                     compile=compile, optimizer_impl=optimizer_impl, attention=attention,
-                     channels_last=channels_last)
+    held-out batch scored, then cycles on a fixed pool timed: samples/s, memory, loss, MFU.
+    `fields`: TrainSpec's (batch_size=32, precision="bf16", ...; model: ignored with a task)."""
+    spec = TrainSpec(**{**fields, **({"model": task.name} if task is not None else {})})
     positive_int("train_steps", train_steps, str(DEFAULT_TRAIN_STEPS))
     device = resolve_device(device)
     check_precision(spec.precision, device)

@@ -19,6 +19,7 @@ import torch
 from ...core.backends import resolve_device
 from ...core.cancel import Cancelled, CancelToken
 from ...core.checks import positive_int
+from ...core.knobs import knobs
 from ...core.precision import HALF_DTYPES
 from ...core.results import Record, check_writable
 from ...core.search import SearchResult, pareto_frontier, search
@@ -51,9 +52,12 @@ def describe_candidate(config: Mapping) -> str:
     text += f", checkpointing {'on' if config.get('checkpointing') else 'off'}"
     text += f", compile {config.get('compile', 'off')}"
     text += f", optimizer {config.get('optimizer_impl', 'default')}"
-    if config.get("attention", "default") != "default":
-        text += f", attention {config['attention']}"
-    return text + (", channels_last" if config.get("channels_last") else "")
+    for name, declared in knobs(TrainSpec).items():  # the other levers, where not at default
+        value = config.get(name, declared.default)
+        if declared.lever and name not in ("compile", "optimizer_impl") and \
+                value != declared.default:
+            text += f", {name}" + ("" if value is True else f" {value}")
+    return text
 
 
 @dataclass
@@ -273,6 +277,8 @@ def training_snippet(config: dict, *, optimizer: str, lr: float, device: str,
                   if _FP32_PRECISION_API else
                   ["torch.backends.cuda.matmul.allow_tf32 = False",
                    "torch.backends.cudnn.allow_tf32 = False   # torch's default: TF32 convs"])
+    lines += [declared.code for name, declared in knobs(TrainSpec).items()
+              if declared.code and config.get(name, declared.default) != declared.default]
     cast = ", dtype=torch.bfloat16" if precision == "bf16_pure" else ""
     lines.append(f"model = make_model().to(device{cast})")
     if config.get("channels_last"):
