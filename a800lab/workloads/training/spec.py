@@ -77,6 +77,11 @@ class TrainSpec:
                                        tune_gpu=("foreach", "fused")))
     attention: str = knob(ATTENTION)
     channels_last: bool = knob(CHANNELS_LAST)
+    cudnn_benchmark: bool = knob(False, "cuDNN times each convolution algorithm at a new input "
+                                 "shape and keeps the fastest (convolutions on a GPU; no effect "
+                                 "on a CPU)", choices=(False, True), lever=True,
+                                 code="torch.backends.cudnn.benchmark = True   # the fastest "
+                                      "convolution algorithm per input shape")
 
     def __post_init__(self) -> None:
         check_knobs(self)

@@ -35,6 +35,18 @@ _EVAL_SEED = 10_000  # the held-out batch comes from its own generator
 POOL_BATCHES = 2    # distinct micro-batches the timed cycles reuse (data made outside timing)
 
 
+@contextlib.contextmanager
+def cudnn_benchmark(on: bool):
+    """torch.backends.cudnn.benchmark on for the block when `on` (then as it was); when off,
+    torch's setting (off unless you set it) is left alone."""
+    before = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = before or on
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = before
+
+
 class Trainer:
     """A model, its optimizer and GradScaler on one device, trained by `cycle()`."""
 
@@ -119,19 +131,20 @@ class Trainer:
         the mean loss, detached, unsynced; `before_step()` runs just before the step."""
         spec, watch = self.spec, self.watch
         total = None
-        for i in range(spec.accum_steps):
-            inputs, targets = micro_batches[i % len(micro_batches)]
-            counting = watch.forward(exclude=_flat(inputs, targets)) if watch else \
-                contextlib.nullcontext()
-            with counting:
-                _, loss = self._loss(inputs, targets)
-                loss = loss / spec.accum_steps  # the micro losses sum to the batch mean
-            if watch:
-                watch.phase("forward")
-            self.scaler.scale(loss).backward()
-            if watch:
-                watch.phase("backward")
-            total = loss.detach() if total is None else total + loss.detach()
+        with cudnn_benchmark(spec.cudnn_benchmark):  # forward and backward pick conv kernels
+            for i in range(spec.accum_steps):
+                inputs, targets = micro_batches[i % len(micro_batches)]
+                counting = watch.forward(exclude=_flat(inputs, targets)) if watch else \
+                    contextlib.nullcontext()
+                with counting:
+                    _, loss = self._loss(inputs, targets)
+                    loss = loss / spec.accum_steps  # the micro losses sum to the batch mean
+                if watch:
+                    watch.phase("forward")
+                self.scaler.scale(loss).backward()
+                if watch:
+                    watch.phase("backward")
+                total = loss.detach() if total is None else total + loss.detach()
         if before_step is not None:
             before_step()
         self.scaler.step(self.optimizer)   # skipped when the unscaled grads hold inf/NaN
