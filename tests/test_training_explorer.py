@@ -146,6 +146,26 @@ def test_profile_view_adds_a_bar_per_profile_and_shows_a_timeline(preset_panel):
     assert p.controls["batch_size"].value == 64  # the controls show what was profiled
 
 
+def test_profile_draws_the_memory_timeline_of_your_model(monkeypatch):
+    p = TrainingExplorer(make_model=_my_model, make_batch=_my_batch, device="cpu",
+                         cpu_threads=1)
+    assert p.profile(wait=True, batch_size=4, steps=1, memory=True)
+    memory = p.profiles[-1].memory
+    params = sum(q.numel() * 4 for q in _my_model().parameters())
+    assert memory.largest("parameter") == memory.largest("gradient") == params
+    assert "memory peak" in p.profile_box.text.value
+    ax = p.profile_box.memory_figure.axes[0]
+    assert "torch's memory profiler" in ax.get_title()
+    assert "CPU fallback" in p.profile_box.memory_figure.get_suptitle()
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(t.startswith("parameter: ") and t.endswith(" at the peak") for t in labels)
+    assert p.profile_box.memory_plot.layout.display is None
+    import torch.profiler._memory_profiler as private
+    monkeypatch.delattr(private, "MemoryProfileTimeline")
+    p.profile(wait=True, batch_size=4, steps=1, memory=True)
+    assert "changed its private memory profiler" in p.status_text
+
+
 @pytest.mark.usefixtures("quiet_cpu")  # contention must not decide whether it is stored
 def test_tune_button_shows_the_winner_frontier_and_snippet(preset_panel, tmp_path):
     p = preset_panel
