@@ -30,7 +30,7 @@ def test_controls_are_the_training_spec(preset_panel):
     p = preset_panel
     assert list(p.params) == ["model", "size", "batch_size", "accum_steps", "precision",
                               "optimizer", "checkpointing", "compile", "optimizer_impl",
-                              "attention", "channels_last"]
+                              "attention", "channels_last", "cudnn_benchmark"]
     assert p.controls["compile"].value == "off"  # a CPU's first compile takes ~30 s
     assert p.controls["size"].value == "tiny" and p.controls["precision"].value == "fp32"
     assert "tf32" not in p.controls["precision"].options  # a CUDA mode: not offered on a CPU
@@ -144,6 +144,26 @@ def test_profile_view_adds_a_bar_per_profile_and_shows_a_timeline(preset_panel):
     assert "one step's timeline (b=64 fp32" in timeline.get_title()
     assert p.profile_box.plot.layout.display is None and not p.run_button.disabled
     assert p.controls["batch_size"].value == 64  # the controls show what was profiled
+
+
+def test_profile_draws_the_memory_timeline_of_your_model(monkeypatch):
+    p = TrainingExplorer(make_model=_my_model, make_batch=_my_batch, device="cpu",
+                         cpu_threads=1)
+    assert p.profile(wait=True, batch_size=4, steps=1, memory=True)
+    memory = p.profiles[-1].memory
+    params = sum(q.numel() * 4 for q in _my_model().parameters())
+    assert memory.largest("parameter") == memory.largest("gradient") == params
+    assert "memory peak" in p.profile_box.text.value
+    ax = p.profile_box.memory_figure.axes[0]
+    assert "torch's memory profiler" in ax.get_title()
+    assert "CPU fallback" in p.profile_box.memory_figure.get_suptitle()
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(t.startswith("parameter: ") and t.endswith(" at the peak") for t in labels)
+    assert p.profile_box.memory_plot.layout.display is None
+    import torch.profiler._memory_profiler as private
+    monkeypatch.delattr(private, "MemoryProfileTimeline")
+    p.profile(wait=True, batch_size=4, steps=1, memory=True)
+    assert "changed its private memory profiler" in p.status_text
 
 
 @pytest.mark.usefixtures("quiet_cpu")  # contention must not decide whether it is stored

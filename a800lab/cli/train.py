@@ -8,7 +8,7 @@ import sys
 
 from ..core.sweep import grid
 from . import options
-from .options import FOLDER
+from .options import FLAG, FOLDER
 
 PRECISION_HELP = "fp32, tf32, fp16 (+ GradScaler), bf16 or bf16_pure (default fp32)"
 SPEC = "model model_size accum_steps optimizer checkpointing lr"  # the training spec's options
@@ -41,14 +41,18 @@ def add_parsers(commands) -> None:
                  help="where a training step's time goes (torch.profiler): device time by "
                       "category, idle, launch gaps, top ops, a Perfetto trace",
                  options=f"{SPEC} user_model precision batch_size LEVERS steps warmup_steps "
-                         "device threads out json",
+                         "memory device threads out json",
                  precision={"default": "fp32", "help": PRECISION_HELP},
                  batch_size={"default": 32, "help": "micro-batch (default 32)"},
                  steps={"type": int, "default": 3, "help": "profiled steps (default 3)"},
                  warmup_steps={"type": int, "default": 3, "help": "steps before profiling: "
                                "optimizer state, compilation (default 3)"},
+                 memory={**FLAG, "help": "also one step's memory over time by category "
+                         "(torch's memory profiler): the peak and what was live at it, "
+                         "memory_timeline.json"},
                  out={**FOLDER, "default": "prof",
-                      "help": "folder for trace.json and profile.json (default prof/)"},
+                      "help": "folder for trace.json, profile.json and memory_timeline.json "
+                              "(default prof/)"},
                  json="print profile.json instead")
     commands.add("train", group="tune", run=tune_train_command, spec=train_spec,
                  help="the fastest training config for a target effective batch: precision x "
@@ -182,7 +186,7 @@ def profile_command(args) -> int:
           f"{args.warmup_steps} warm-up steps, then {args.steps} profiled", file=sys.stderr)
     report = options.stoppable(args, lambda: profile_step(
         spec, task, device=args.device, steps=args.steps, warmup_steps=args.warmup_steps,
-        out=args.out), "stopped; nothing written")
+        out=args.out, memory=args.memory), "stopped; nothing written")
     print(json.dumps(report.to_dict(), indent=1) if args.json else report.summary())
     return 0
 

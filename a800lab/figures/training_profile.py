@@ -1,17 +1,20 @@
 """Figures of a profiled training step: where each profile's step time goes (a stacked bar of
 shares per category, the step's milliseconds on top) above one profile's step timeline (host
-and device lanes, segments coloured by the same categories).
+and device lanes, segments coloured by the same categories); a step's memory over time by
+category (profile_step(..., memory=True)).
 
     fig = profile_figure([small, large])     # ProfileReports (profile_step); the last's timeline
+    fig = memory_timeline_figure(report)     # stacked bytes per category, the peak marked
 """
 
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from ..core.knobs import knobs
+from ..core.units import MIB, format_bytes
 from ..workloads.training.spec import TrainSpec
 from ..workloads.training.trace import CATEGORIES, HOST, IDLE, category_label
-from .look import place_legend
+from .look import LabFigure, place_legend
 from .parts import say
 
 COLORS = {"matmul/conv": "#4c72b0", "other compute": "#dd8452", "copy H2D": "#55a868",
@@ -90,3 +93,37 @@ def _timeline(ax, report) -> None:
     seen = {cat for _, cat in spans}
     place_legend(ax, [(Patch(color=COLORS.get(c, "black")), category_label(c, report.on_cuda))
                       for c in (HOST, *CATEGORIES) if c in seen])
+
+
+# torch's memory profiler's categories (memory_timeline.py), bottom of the stack first
+MEMORY_COLORS = {"parameter": "darkgreen", "optimizer_state": "goldenrod", "input": "black",
+                 "gradient": "mediumblue", "activation": "red", "autograd_detail": "royalblue",
+                 "temporary": "mediumpurple", "unknown": "grey"}
+
+
+def memory_timeline_figure(report) -> Figure:
+    """One profiled step's bytes per category stacked over time, the peak marked and named."""
+    fig = LabFigure(figsize=(10, 4.2), layout="constrained")
+    ax = fig.subplots()
+    timeline = report.memory
+    if timeline is None:
+        say(ax, "no memory timeline: profile with memory=True (--memory)")
+        return fig
+    by = timeline.bytes_by_category
+    shown = [c for c in (*MEMORY_COLORS, *by) if c in by and any(by[c])]
+    shown = list(dict.fromkeys(shown))
+    ax.stackplot(timeline.times_ms, [[b / MIB for b in by[c]] for c in shown],
+                 colors=[MEMORY_COLORS.get(c, "pink") for c in shown], step="post")
+    ax.axvline(timeline.peak_ms, color="black", linestyle="--", linewidth=1)
+    ax.annotate(f"peak {format_bytes(timeline.peak_bytes)}", (timeline.peak_ms,
+                timeline.peak_bytes / MIB), xytext=(-4, 4), textcoords="offset points",
+                ha="right", fontsize="small")
+    ax.set(xlabel="ms from the step's start", ylabel="MiB live", ylim=(0, 1.15 *
+           timeline.peak_bytes / MIB), title=f"one step's memory by category "
+           f"({label_of(report).replace(chr(10), ', ')}; torch's memory profiler)")
+    live = timeline.at_peak
+    place_legend(ax, [(Patch(color=MEMORY_COLORS.get(c, "pink")), c.replace("_", " ") +
+                       (f": {format_bytes(live[c])} at the peak" if c in live else ""))
+                      for c in reversed(shown)])
+    fig.suptitle(f"{report.device_name} ({report.mode})", fontsize="medium")
+    return fig

@@ -187,22 +187,25 @@ class TrainingExplorer(Explorer):
         self.max_batch_text.value = rows_table(max_batch_rows(result))
         self.status.say(result.summary(), "ok" if result.batch_size else "warn")
 
-    def profile(self, wait: bool = False, *, steps: int | None = None, **values) -> bool:
-        """Profile the step at the controls' values (overridden as in run()) into `profiles`."""
+    def profile(self, wait: bool = False, *, steps: int | None = None,
+                memory: bool | None = None, **values) -> bool:
+        """Profile the step at the controls' values (overridden as in run()) into `profiles`;
+        `memory` (default: the tab's box): also one step's memory timeline by category."""
         def plan():
             spec = self._chosen_spec(values)
             self._show_plan({}, self._chosen(values))  # the controls show what is profiled
-            return lambda: self._profile(spec, steps)
+            return lambda: self._profile(spec, steps, memory)
 
         return self._start_job("Profile", plan, wait)
 
-    def _profile(self, spec: TrainSpec, steps: int | None) -> None:
+    def _profile(self, spec: TrainSpec, steps: int | None, memory: bool | None) -> None:
         count = self.profile_box.steps.value if steps is None else steps
+        memory = self.profile_box.memory.value if memory is None else memory
         self.status.say(f"Profiling {count} steps of {spec.model} (micro-batch "
                         f"{spec.batch_size}) on {self._conditions()} ...")
         with thread_count(self.torch_threads):
             report = profile_step(spec, self.task, device=self.device, steps=count,
-                                  cancel=self.job.cancel)
+                                  memory=memory, cancel=self.job.cancel)
         self.profiles.append(report)
         self.profile_box.show(self.profiles)
         self.status.say(f"Profiled: {report.verdict}", "ok")

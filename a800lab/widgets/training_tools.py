@@ -10,7 +10,7 @@ import ipywidgets as widgets
 
 from ..core.units import format_bytes
 from ..core.window import harness_work
-from ..figures.training_profile import label_of, profile_figure
+from ..figures.training_profile import label_of, memory_timeline_figure, profile_figure
 from ..figures.training_tune import frontier_figure
 from ..workloads.training.trace import category_label
 from ..workloads.training.tune import (
@@ -53,13 +53,19 @@ class _Tab:
 class ProfileBox(_Tab):
     def __init__(self, on_profile):
         self.steps = widgets.BoundedIntText(value=3, min=1, max=50, description="steps")
+        self.memory = widgets.Checkbox(value=False, description="memory timeline", indent=False,
+                                       tooltip="one more step under torch's memory profiler: "
+                                               "bytes by category over time, the peak")
+        self.memory_plot = widgets.Image(format="png", layout=widgets.Layout(display="none"))
+        self.memory_figure = None
+        whole(self.steps, self.memory)
         super().__init__(
             widgets.Button(description="Profile step", icon="tachometer",
                            tooltip="torch.profiler over a few steps at the controls' values: "
                                    "where the time goes, top ops, a trace"),
-            on_profile, self.steps,
+            on_profile, widgets.HBox([self.steps, self.memory]),
             "Each profile adds a bar: compare a small and a large batch, or compile off and on. "
-            "Twin: python -m a800lab profile ... --out prof/")
+            "Twin: python -m a800lab profile ... --memory --out prof/", self.memory_plot)
 
     def show(self, reports: list) -> None:
         report = reports[-1]
@@ -76,7 +82,13 @@ class ProfileBox(_Tab):
         rows += [(f"top op {i}", f"{op['name']}: {op['self_ms']:.3g} ms ({op['share_pct']:.0f}%)")
                  for i, op in enumerate(b.top_ops[:5], start=1)]
         rows.append(("trace", report.trace_path))
+        if report.memory is not None:
+            rows.append(("memory peak", report.memory.summary().removeprefix("memory peak ")))
         self._show(rows, profile_figure(reports[-MAX_PROFILES:]))
+        self.memory_figure = memory_timeline_figure(report) if report.memory else None
+        self.memory_plot.layout.display = None if self.memory_figure else "none"
+        if self.memory_figure:
+            self.memory_plot.value = png(self.memory_figure)
 
 
 class TuneBox(_Tab):

@@ -1,5 +1,6 @@
 """Profile a training step: where its time goes, whether it is launch-bound, its top ops and a
-Perfetto / Chrome trace; the step is timed unprofiled first (the honest step time).
+Perfetto / Chrome trace; the step is timed unprofiled first (the honest step time). With
+`memory=True` one more step is profiled for memory (memory_timeline.py: bytes by category).
 
     report = profile_step(TrainSpec(model="transformer", batch_size=32), out="prof/")
     print(report.summary())                  # what `python -m a800lab profile` prints
@@ -25,6 +26,7 @@ from ...core.noise import CpuLoadMeter, assess, cpu_conditions
 from ...core.timing import measure
 from ..models.presets import Task, preset
 from ..models.task import CUSTOM
+from .memory_timeline import MemoryTimeline, step_memory_timeline
 from .spec import TrainSpec, check_precision, precision_context
 from .trace import IDLE, STEP_PREFIX, TraceBreakdown, analyse_trace, category_label
 from .trainer import Trainer, check_levers
@@ -32,7 +34,7 @@ from .trainer import Trainer, check_levers
 LAUNCH_BOUND_SHARE = 0.2   # the device waiting for launches this share of a step: launch-bound
 HIGH_OVERHEAD = 0.25       # profiled steps this much slower than unprofiled: say so
 DEVICE_BOUND_PCT = 80.0    # the device (CPU mode: the ops) busy this much: compute-bound
-TRACE_FILE, REPORT_FILE = "trace.json", "profile.json"
+TRACE_FILE, REPORT_FILE, MEMORY_FILE = "trace.json", "profile.json", "memory_timeline.json"
 
 
 @dataclass
@@ -53,6 +55,7 @@ class ProfileReport:
     trace_path: str
     noise: dict = field(default_factory=dict)
     profiler_log: list = field(default_factory=list)  # what kineto wrote to stderr
+    memory: MemoryTimeline | None = None  # one more step's memory by category (memory=True)
 
     @property
     def on_cuda(self) -> bool:
@@ -158,16 +161,21 @@ class ProfileReport:
                   f"({op['calls']:g} calls, {op['category']})" for op in b.top_ops]
         lines.append(f"trace: {self.trace_path} (open in https://ui.perfetto.dev or "
                      "chrome://tracing)")
+        if self.memory is not None:
+            lines.append(self.memory.summary())
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "breakdown"}
+        own = {f.name: getattr(self, f.name) for f in fields(self)
+               if f.name not in ("breakdown", "memory")}
         told = ("samples_per_s", "busy_pct", "bound", "launch_bound", "verdict",
                 "profiler_overhead", "overhead_note")
         seen = ("window_ms", "categories_ms", "overlap_ms", "host_ops_ms", "launch_api_ms",
                 "launches", "sync_wait_ms", "launch_wait_ms", "top_ops")
+        memory = {} if self.memory is None else {"memory_peak_bytes": self.memory.peak_bytes,
+                                                  "memory_at_peak": self.memory.at_peak}
         return {**own, **{k: getattr(self, k) for k in told},
-                **{k: getattr(self.breakdown, k) for k in seen}}
+                **{k: getattr(self.breakdown, k) for k in seen}, **memory}
 
 
 @contextlib.contextmanager
@@ -188,9 +196,10 @@ def native_stderr_into(lines: list[str]):
 
 def profile_step(spec: TrainSpec, task: Task | None = None, *, device: str = "auto",
                  steps: int = 3, warmup_steps: int = 3, timing_budget_s: float = 0.3,
-                 out: str | Path | None = None,
+                 out: str | Path | None = None, memory: bool = False,
                  cancel: CancelToken | None = None) -> ProfileReport:
-    """Profile `steps` steps of `spec`; `out`: the folder for trace.json and profile.json."""
+    """Profile `steps` steps of `spec`; `out`: the folder for trace.json and profile.json (and
+    with `memory`, memory_timeline.json: one more step profiled for memory)."""
     positive_int("steps", steps, "3")
     positive_int("warmup_steps", warmup_steps, "3")
     device = resolve_device(device)
@@ -223,6 +232,10 @@ def profile_step(spec: TrainSpec, task: Task | None = None, *, device: str = "au
         finally:
             with native_stderr_into(log):
                 prof.stop()
+        with native_stderr_into(log):
+            timeline = step_memory_timeline(trainer, pool, device) if memory else None
+    if timeline is not None:
+        (folder / MEMORY_FILE).write_text(json.dumps(timeline.to_dict()), encoding="utf-8")
     trace_path = folder / TRACE_FILE
     prof.export_chrome_trace(str(trace_path))
     breakdown = analyse_trace(json.loads(trace_path.read_text()), on_cuda=on_cuda, steps=steps)
@@ -232,6 +245,7 @@ def profile_step(spec: TrainSpec, task: Task | None = None, *, device: str = "au
         torch_threads=torch.get_num_threads(), steps=steps, warmup_steps=warmup_steps,
         step_ms=timing.median_ms, step_iqr_ms=timing.iqr_ms, effective_batch=spec.effective_batch,
         breakdown=breakdown, trace_path=str(trace_path),
-        noise=assess(timing.samples_ms, conditions, on_cpu=not on_cuda), profiler_log=log)
+        noise=assess(timing.samples_ms, conditions, on_cpu=not on_cuda), profiler_log=log,
+        memory=timeline)
     (folder / REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=1), encoding="utf-8")
     return report
