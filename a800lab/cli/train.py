@@ -10,7 +10,6 @@ from ..core.sweep import grid
 from . import options
 from .options import FLAG, FOLDER
 
-PRECISION_HELP = "fp32, tf32, fp16 (+ GradScaler), bf16 or bf16_pure (default fp32)"
 SPEC = "model model_size accum_steps optimizer checkpointing lr"  # the training spec's options
 
 
@@ -26,13 +25,11 @@ def add_parsers(commands) -> None:
                       "checkpointing",
                  options="model+ model_size+ user_model accum_steps+ optimizer+ "
                          "checkpointing+ lr precision+ batch_size+ train_steps SWEEP LEVERS+",
-                 precision=PRECISION_HELP, batch_size="micro-batch sizes (default 32)",
                  train_steps="optimizer steps per point before timing, for its loss curve "
                              "(default 20 on a CPU, 50 on a GPU)")
     commands.add("max-batch", run=max_batch_command, spec=train_spec,
                  help="the largest micro-batch of a training step that fits (grow, bisect, verify)",
                  options=f"{SPEC} precision target_batch limit_mib margin device threads out",
-                 precision={"default": "fp32", "help": PRECISION_HELP},
                  target_batch="an effective batch to plan as micro-batch x accumulation",
                  limit_mib="memory to fit in, MiB (default: 256 on a CPU, the GPU's free "
                            "memory; smaller on a GPU plans for a smaller card)",
@@ -42,8 +39,6 @@ def add_parsers(commands) -> None:
                       "category, idle, launch gaps, top ops, a Perfetto trace",
                  options=f"{SPEC} user_model precision batch_size LEVERS steps warmup_steps "
                          "memory device threads out json",
-                 precision={"default": "fp32", "help": PRECISION_HELP},
-                 batch_size={"default": 32, "help": "micro-batch (default 32)"},
                  steps={"type": int, "default": 3, "help": "profiled steps (default 3)"},
                  warmup_steps={"type": int, "default": 3, "help": "steps before profiling: "
                                "optimizer state, compilation (default 3)"},
@@ -96,27 +91,27 @@ def train_values(args, *, many: bool = True) -> dict:
     """TrainSpec field -> the value(s) given (lists for a sweep), defaults filled in; every
     combination is checked (ValueError) before anything runs. With --user-model the model is
     "custom" (your file's), its levers checked against it, not a preset."""
+    from ..core.knobs import knobs
     from ..workloads.models.levers import lever_unavailable
-    from ..workloads.models.presets import default_size, preset
+    from ..workloads.models.presets import preset
     from ..workloads.models.task import CUSTOM
-    from ..workloads.training.spec import TrainSpec, canonical_precision, check_precision
+    from ..workloads.training.spec import TrainSpec, check_precision
 
-    def listed(given, default):
-        return [default] if given is None else list(given) if many else [given]
+    declared = knobs(TrainSpec)
+
+    def listed(name):
+        given = getattr(args, declared[name].cli or name)
+        return [declared[name].default_for(args.device)] if given is None else \
+            list(given) if many else [given]
 
     custom = getattr(args, "user_model", None) is not None
     if custom and (args.model is not None or args.model_size is not None):
         raise ValueError("--user-model is the model: drop --model and --model-size")
-    values = {
-        "model": [CUSTOM] if custom else listed(args.model, "mlp"),
-        "size": [CUSTOM] if custom else listed(args.model_size, default_size(args.device)),
-        "accum_steps": listed(args.accum_steps, 1),
-        "precision": [canonical_precision(p) for p in listed(args.precision, "fp32")],
-        "optimizer": listed(args.optimizer, "adamw"),
-        "checkpointing": listed(args.checkpointing, False),
-    }
-    if many:
-        values["batch_size"] = listed(args.batch_size, 32)
+    names = ["model", "size", "accum_steps", "precision", "optimizer", "checkpointing",
+             *(["batch_size"] if "batch_size" in vars(args) else [])]
+    values = {name: listed(name) for name in names}
+    if custom:
+        values.update(model=[CUSTOM], size=[CUSTOM])
     values.update(_lever_values(args))
     values = {k: list(dict.fromkeys(v)) for k, v in values.items()}
     for point in grid(values):
@@ -179,8 +174,7 @@ def profile_command(args) -> int:
     from ..workloads.training.spec import TrainSpec, matmul_precision_of
 
     task = user_task(args.user_model, args.device, check_task)
-    values = train_values(args, many=False)
-    spec = TrainSpec(**{k: v[0] for k, v in values.items()}, batch_size=args.batch_size, lr=args.lr)
+    spec = TrainSpec(**{k: v[0] for k, v in train_values(args, many=False).items()}, lr=args.lr)
     options.cpu_notes([matmul_precision_of(spec.precision)], args.device)
     print(f"profiling {'your model' if task else spec.model} on {args.device}: "
           f"{args.warmup_steps} warm-up steps, then {args.steps} profiled", file=sys.stderr)
@@ -193,13 +187,12 @@ def profile_command(args) -> int:
 
 def tune_train_command(args) -> int:
     from ..workloads.models.task import check_task
-    from ..workloads.training.spec import canonical_precision
     from ..workloads.training.tune import CLEAR, noise_clause, storing_clause, tune_train
 
     task = user_task(args.user_model, args.device, check_task)
     axes = _lever_values(args)
     if args.precision:
-        axes["precision"] = list(dict.fromkeys(canonical_precision(p) for p in args.precision))
+        axes["precision"] = list(dict.fromkeys(args.precision))
     if args.checkpointing:
         axes["checkpointing"] = list(dict.fromkeys(args.checkpointing))
     limit, margin = _limit_and_margin(args)
