@@ -25,7 +25,6 @@ from ..core.precision import (
 )
 from ..core.timing import measure
 
-BACKENDS = ("torch", "triton", "cpu_blocked")
 DEFAULT_CPU_SIZES = (64, 128, 256, 512)  # fp32 on a laptop CPU: well under a second per point
 DEFAULT_GPU_SIZES = (1024, 2048, 4096, 8192)
 _TILE_FIELDS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "group_m",
@@ -83,8 +82,8 @@ class MatmulSpec:
     precision: str = knob("fp32", "the matmul's precision", canon=canonical_precision,
                           available=tensor_core_precisions)
     backend: str = knob("torch", "the back end (torch: cuBLAS, no tile fields; triton: the lab's "
-                        "tile kernel; cpu_blocked: its CPU stand-in)", choices=BACKENDS,
-                        available=backends_for)
+                        "tile kernel; cpu_blocked: its CPU stand-in)",
+                        choices=("torch", "triton", "cpu_blocked"), available=backends_for)
     # the tile (None: the back end's DEFAULT_TILES); the tuner's grids: Triton's tutorial tiles
     # around 128x128 on a GPU, 32 to 256 on the CPU stand-in (smaller only time Python's calls)
     block_m: int | None = knob(replace(BLOCK, help="rows of C per thread block (the tile's M)"))
