@@ -44,8 +44,8 @@ def test_a_tile_error_names_the_values_given(tmp_path, capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("make, says", [
-    (lambda w: w.MatmulExplorer(size=0, device="cpu"), "size=0 is outside the allowed range"),
-    (lambda w: w.MatmulExplorer(size=100.5, device="cpu"), "size: 100.5 is not an integer"),
+    (lambda w: w.MatmulExplorer(size=0, device="cpu"), "size=0 must be a positive int"),
+    (lambda w: w.MatmulExplorer(size=100.5, device="cpu"), "size=100.5 must be a positive int"),
     (lambda w: w.MatmulExplorer(card="B9000", device="cpu"), "no single SM count for 'B9000'"),
     (lambda w: w.TrainingExplorer(lr=-1, device="cpu"), "lr=-1 must be a finite number > 0"),
     (lambda w: w.TrainingExplorer(train_steps=0, device="cpu"), "train_steps=0"),

@@ -4,9 +4,9 @@ one line per config (a800lab.workloads.tiles.plan); compiles are cached."""
 import json
 import sys
 
+from ..core.knobs import levers, tuner_axes
 from ..core.precision import parse_precision
-from .options import TILE_CHOICES, TILE_OPTIONS
-from .sweep import ONE_PRECISION_HELP
+from .sweep import ONE_PRECISION_HELP, MatmulSpec, matmul_spec
 
 
 def add_parsers(commands) -> None:
@@ -14,13 +14,13 @@ def add_parsers(commands) -> None:
     commands.add("tiles", group="check", run=check_tiles_command,
                  help="the compiler's verdict on every tile config for a card, without the card: "
                       "shared memory, registers, spills, occupancy, waves",
-                 options=f"card precision SHAPE {' '.join(TILE_OPTIONS + TILE_CHOICES)} json",
+                 options="card precision SHAPE LEVERS+ json", spec=matmul_spec,
                  card={"required": True, "help": "a card of the datasheet table (A800, A100, "
                        "H100, H800, H200, L40S, ...) or an architecture (sm_80, sm_89, sm_90)"},
                  precision={"default": "bf16", "help": ONE_PRECISION_HELP},
                  size={"default": 4096, "help": "square problem m=n=k (4096)"}, m=other,
                  n=other, k=other, json="print the rows as JSON",
-                 **{name: "default: the tuner's grid" for name in TILE_OPTIONS})
+                 **{name: "default: the tuner's grid" for name in tuner_axes(MatmulSpec, "cuda")})
 
 
 def check_tiles_command(args) -> int:
@@ -30,8 +30,8 @@ def check_tiles_command(args) -> int:
     target = resolve_target(args.card)
     precision = parse_precision(args.precision).name
     m, n, k = (getattr(args, d) or args.size for d in ("m", "n", "k"))
-    axes = {name: list(dict.fromkeys(getattr(args, name))) for name in
-            (*TILE_OPTIONS, "schedule", "loads") if getattr(args, name)}
+    axes = {name: list(dict.fromkeys(getattr(args, name))) for name in levers(MatmulSpec)
+            if name != "fp8_acc" and getattr(args, name)}
     if args.fp8_acc and len(args.fp8_acc) > 1:
         raise ValueError("check tiles takes one --fp8-acc (precise or fast); run it twice to "
                          "compare them")

@@ -17,12 +17,9 @@ from ..core.results import check_folder, check_writable
 from ..core.sweep import run_sweep, thread_count
 from ..core.units import format_bytes
 from ..workloads import matmul
-from ..workloads.matmul import FP8_ACCUMULATION, LOADS, SCHEDULES
 
-TILE_OPTIONS = ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages")
-TILE_CHOICES = ("schedule", "loads", "fp8_acc")  # the Triton kernel's named choices
 BUNDLES = {"RUN": "device budget_s threads out", "SWEEP": "RUN no_resume telemetry",
-           "SHAPE": "size m n k", "TILES": " ".join(("backend", *TILE_OPTIONS, *TILE_CHOICES))}
+           "SHAPE": "size m n k", "TILES": "backend LEVERS+"}  # TILES: MatmulSpec's
 # `BUNDLE+`: each of them takes a list; LEVERS: the spec's fields declared as levers
 OFF_ON = ["off", "on"]
 
@@ -54,7 +51,6 @@ def positive(value) -> bool:
     return math.isfinite(value) and value > 0
 
 
-INTS = {"type": int, "nargs": "+"}  # a tile field: a list of values
 FLAG = {"action": "store_true"}
 OPTIONS = {  # option -> add_argument's keywords; `check(value)`: the value kept, or ValueError
     "device": dict(default="auto", help="auto, cpu or cuda[:N]", check=resolve_device),
@@ -70,27 +66,7 @@ OPTIONS = {  # option -> add_argument's keywords; `check(value)`: the value kept
     "store": dict(help="tuned-config file (default $A800LAB_TUNED or ~/.cache/a800lab/"
                        "tuned.json)"),
     "force": dict(FLAG, help="tune even when a result is stored"),
-    # a matmul's shape
-    "size": dict(type=int, help="square problems m=n=k"),
-    "m": dict(type=int, help="rows of A and C (with the other two)"),
-    "n": dict(type=int, help="columns of B and C (with the other two)"),
-    "k": dict(type=int, help="the shared dimension: columns of A, rows of B (with the other two)"),
-    # the tile kernel
-    "backend": dict(default="auto", help="auto (triton on a GPU, cpu_blocked on CPU), triton, "
-                                         "cpu_blocked or torch (cuBLAS, no tile fields)"),
-    "block_m": dict(INTS, help="rows of C per thread block (the tile's M)"),
-    "block_n": dict(INTS, help="columns of C per thread block"),
-    "block_k": dict(INTS, help="depth of each step along k"),
-    "group_m": dict(INTS, help="tiles grouped along M for L2 reuse (1: row order)"),
-    "num_warps": dict(INTS, help="warps per thread block"),
-    "num_stages": dict(INTS, help="pipeline stages of the loads (software pipelining)"),
-    "schedule": dict(nargs="+", choices=SCHEDULES,
-                     help="tile (one program per tile) and/or persistent (one per SM)"),
-    "loads": dict(nargs="+", choices=LOADS,
-                  help="pointer and/or tma (tensor descriptors, Hopper sm_90 on)"),
-    "fp8_acc": dict(nargs="+", choices=FP8_ACCUMULATION,
-                    help="fp8 only: precise (every 32-deep product into fp32, cuBLAS's default) "
-                         "or fast (Triton's default on sm_90)"),
+    "size": dict(type=int, help="square problems m=n=k"),  # a matmul's shape: m, n, k its spec's
     # a training step, a model served (their spec fields are the other options)
     "user_model": dict(help="your model: a .py file (or module) defining make_model() and "
                             "make_batch(batch_size), optionally loss_fn(outputs, targets)"),

@@ -7,31 +7,41 @@ import json
 import os
 import sys
 
+from ..core.knobs import knobs, levers
 from ..core.noise import default_cpu_threads
 from ..core.precision import PRECISIONS, check_supported, parse_precision
 from ..core.sweep import grid, thread_count
 from ..workloads.matmul import MatmulSpec
 from . import options
-from .options import TILE_CHOICES, TILE_OPTIONS
 
 ONE_PRECISION_HELP = "fp32, tf32, fp16, bf16 or fp8"
 PRECISION_HELP = f"one or more of {', '.join(PRECISIONS[1:])} (default fp32)"
+BACKEND = knobs(MatmulSpec)["backend"]
+AUTO_BACKEND = {"default": "auto", "check": lambda v: v if v == "auto" else
+                BACKEND.check("backend", v), "help": f"{BACKEND.help}: auto (triton on a GPU, "
+                f"cpu_blocked on CPU), {', '.join(BACKEND.choices)}"}
+
+
+def matmul_spec():
+    return MatmulSpec
 
 
 def add_parsers(commands) -> None:
     precision = {"default": ["fp32"], "help": PRECISION_HELP}
     commands.add("matmul", group="sweep", run=functools.partial(_sweep, "matmul"),
                  help="torch.matmul (cuBLAS on a GPU) over shapes and precisions",
-                 options="SHAPE+ precision+ SWEEP", precision=precision)
+                 options="SHAPE+ precision+ SWEEP", precision=precision, spec=matmul_spec)
     commands.add("tiles", group="sweep", run=functools.partial(_sweep, "tiles"),
                  help="the lab's tile kernel over tile configs (on a CPU its labelled stand-in); "
                       "impossible configs recorded with the reason",
-                 options="SHAPE+ precision+ SWEEP TILES", precision=precision)
+                 options="SHAPE+ precision+ SWEEP TILES", precision=precision,
+                 backend=AUTO_BACKEND, spec=matmul_spec)
     commands.add("tiles", group="tune", run=tune_tiles_command,
                  help="find the fastest tile config for one shape (successive halving; the "
                       "winner is stored and reused)",
                  options="SHAPE precision TILES RUN store force", out={"required": False},
-                 precision={"default": "fp32", "help": ONE_PRECISION_HELP})
+                 precision={"default": "fp32", "help": ONE_PRECISION_HELP},
+                 backend=AUTO_BACKEND, spec=matmul_spec)
 
 
 def _backend(args) -> str:
@@ -43,8 +53,8 @@ def _backend(args) -> str:
 def _tile_axes(args, backend: str, precision: str) -> dict:
     """The tile options given. A value no combination of them can use (a typo) is refused, its
     error naming the values given; a combination that cannot run is measured as impossible."""
-    axes = {name: list(dict.fromkeys(getattr(args, name))) for name in
-            (*TILE_OPTIONS, *TILE_CHOICES) if getattr(args, name)}
+    axes = {name: list(dict.fromkeys(getattr(args, name))) for name in levers(MatmulSpec)
+            if getattr(args, name)}
     if "fp8_acc" in axes and precision != "fp8":
         raise ValueError(f"--fp8-acc is fp8's accumulation choice; drop it for {precision}")
     if backend == "triton":  # a CUDA GPU, or the Triton interpreter for correctness checks

@@ -14,13 +14,14 @@ the panels' controls, the commands' options and the tuners' axes are derived fro
 import math
 import numbers
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 
 
 @dataclass(frozen=True)
 class Knob:
     """What a spec field accepts and how it is shown. `choices`, or a number from `lo` (an int:
-    inclusive; a float 0: exclusive) up to `hi` (None: open); `gpu`: the default on a GPU where
+    inclusive; a float 0: exclusive) up to `hi` (None: open), `pow2`: a power of two; `default`
+    MISSING: a field the spec requires; `gpu`: the default on a GPU where
     it differs; `canon`: a function that names a value canonically and refuses the rest;
     `available(device)`: the choices a device can run; `cli`: the option's name where it is not
     the field's; `scale`/`panel_hi`: the panel's slider; `lever`: a kernel lever of the step;
@@ -34,6 +35,7 @@ class Knob:
     lo: float | None = None
     hi: float | None = None
     integer: bool = False
+    pow2: bool = False
     example: str = ""
     unit: str = ""
     gpu: object = None
@@ -80,7 +82,11 @@ class Knob:
         kind = numbers.Integral if self.integer else numbers.Real
         example = f", e.g. {self.example}" if self.example else ""
         ok = not isinstance(value, bool) and isinstance(value, kind) and math.isfinite(value)
-        if self.lo == 1 and self.integer and self.hi is None:
+        if self.pow2:
+            what = f"a power of two >= {self.lo}" if self.hi is None else \
+                f"a power of two from {self.lo} to {self.hi}"
+            ok = ok and value > 0 and value == 2 ** round(math.log2(value))
+        elif self.lo == 1 and self.integer and self.hi is None:
             what = "a positive int"
         elif self.lo == 0 and not self.integer and self.hi is None:
             what, ok = "a finite number > 0", ok and value > 0
@@ -98,7 +104,7 @@ class Knob:
     def describe(self, device: str | None = None) -> str:
         """The help with its unit and default: "micro-batch, samples (default 32; 64 on a GPU)"."""
         show = lambda v: ("on" if v else "off") if isinstance(v, bool) else str(v)  # noqa: E731
-        default = "" if self.default is None else f"default {show(self.default)}"
+        default = "" if self.default in (None, MISSING) else f"default {show(self.default)}"
         if self.gpu is not None and device is None:
             default += f" on a CPU, {show(self.gpu)} on a GPU"
         unit = f", {self.unit}" if self.unit else ""
@@ -138,7 +144,7 @@ def tuner_axes(spec_class, device: str) -> dict[str, list]:
     for name, declared in knobs(spec_class).items():
         values = declared.tune_gpu if device.startswith("cuda") and declared.tune_gpu \
             else declared.tune
-        runnable = declared.choices_for(device) if declared.available else values
-        if values:
+        if values:  # a field with no values to try is never asked what the device runs
+            runnable = declared.choices_for(device) if declared.available else values
             axes[name] = [v for v in values if v in runnable]
     return axes

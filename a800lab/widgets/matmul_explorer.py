@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 
 from ..core.backends import resolve_device
-from ..core.precision import unsupported_reason
+from ..core.knobs import knobs
 from ..figures.sweep import throughput_and_memory_figure
 from ..figures.tiles import heatmap_figure, shape_sweep_figure
 from ..workloads.matmul import DEFAULT_TILES, TILE_FIELDS, MatmulSpec, cpu_slowdown_note
@@ -26,7 +26,7 @@ from ..workloads.tiles.facts import tile_facts
 from ..workloads.tiles.point import default_tile_backend, tiled_matmul_point
 from ..workloads.tiles.quantisation import sm_count_of
 from .explorer import DATA_DIR, Explorer, View
-from .params import Choice, Range
+from .params import spec_params
 
 VIEWS = {
     "tiles": View("tile heatmap", "tile heatmap: TFLOP/s over block_m x block_n", "block_m"),
@@ -36,8 +36,6 @@ VIEWS = {
                       "precision and back end", "precision"),
 }
 SHAPE_DIMS = ("m", "n", "k")
-BLOCKS = (16, 32, 64, 128, 256)
-PRECISION_ORDER = ("fp32", "tf32", "fp16", "bf16", "fp8")
 
 
 class MatmulExplorer(Explorer):
@@ -58,25 +56,16 @@ class MatmulExplorer(Explorer):
         self.card = card
         self.default_backend = default_tile_backend(device)
         tiles = DEFAULT_TILES.get(self.default_backend, DEFAULT_TILES["triton"])
-        precisions = [p for p in PRECISION_ORDER if not unsupported_reason(p, device)]
-        if size is None:
-            size = 256 if on_cpu else 4096
-        shape = Range(16, 65536, scale="pow2")
-        shape = Range(16, 65536, default=shape.check("size", size), scale="pow2")
-        params = {
-            "m": shape, "n": shape, "k": shape,
-            "precision": Choice(tuple(precisions), default="fp32" if on_cpu else "bf16"),
-            "backend": Choice((self.default_backend, "torch")),
-            "block_m": Choice(BLOCKS, default=tiles["block_m"]),
-            "block_n": Choice(BLOCKS, default=tiles["block_n"]),
-            "block_k": Choice(BLOCKS[:-1], default=tiles["block_k"]),
-            "group_m": Choice((1, 2, 4, 8), default=tiles["group_m"]),
-        }
-        if "num_warps" in TILE_FIELDS[self.default_backend]:
-            params["num_warps"] = Choice((2, 4, 8), default=tiles["num_warps"])
-            params["num_stages"] = Choice((2, 3, 4, 5), default=tiles["num_stages"])
+        size = knobs(MatmulSpec)["m"].check("size", size if size is not None else
+                                            256 if on_cpu else 4096)
+        shown = ("m", "n", "k", "precision", "backend", "block_m", "block_n", "block_k",
+                 "group_m", *(("num_warps", "num_stages") if
+                              "num_warps" in TILE_FIELDS[self.default_backend] else ()))
+        params = spec_params(MatmulSpec, device, shown, initial={
+            **tiles, "m": size, "n": size, "k": size, "precision": "fp32" if on_cpu else "bf16",
+            "backend": self.default_backend})
         self.block_n_values = widgets.Text(description="block_n", value=", ".join(
-            str(v) for v in BLOCKS), placeholder="e.g. 32, 64, 128")
+            str(v) for v in params["block_n"].sweep_values()), placeholder="e.g. 32, 64, 128")
         self.hints = widgets.HTML("")
         self.best = widgets.HTML("")
         super().__init__(tiled_matmul_point, params, sweep="block_m", name="tiles",

@@ -5,34 +5,33 @@ Triton tile kernel and its CPU stand-in), and the torch.matmul sweep point.
     point = matmul_point(1024, 1024, 1024, "tf32", device="cuda")   # checked vs float64, timed
 """
 
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 
-from ..core.backends import resolve_device
+from ..core.backends import HAS_TRITON, resolve_device
 from ..core.cancel import CancelToken
-from ..core.checks import positive_int
+from ..core.knobs import Knob, check_knobs, knob
 from ..core.memory import check_fits
 from ..core.operands import make_operands, needed_bytes, operand_bytes
-from ..core.precision import FP8_MULTIPLE, check_supported, matmul_precision, parse_precision
+from ..core.precision import (
+    FP8_MULTIPLE,
+    PRECISIONS,
+    check_supported,
+    matmul_precision,
+    parse_precision,
+    unsupported_reason,
+)
 from ..core.timing import measure
 
-BACKENDS = ("torch", "triton", "cpu_blocked")
 DEFAULT_CPU_SIZES = (64, 128, 256, 512)  # fp32 on a laptop CPU: well under a second per point
 DEFAULT_GPU_SIZES = (1024, 2048, 4096, 8192)
-NUM_WARPS = (1, 2, 4, 8, 16)
-MAX_NUM_STAGES = 8
 _TILE_FIELDS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "group_m",
                 "schedule", "loads")
 # the tile fields each back end takes: the CPU stand-in has no warps and no pipeline
 TILE_FIELDS = {"torch": (), "triton": _TILE_FIELDS,
                "cpu_blocked": ("block_m", "block_n", "block_k", "group_m")}
-# the Triton kernel's two Hopper levers (a800lab.workloads.tiles.kernel): one program per tile
-# or one per SM looping over tiles; pointer loads or tensor-descriptor (TMA) loads
-SCHEDULES = ("tile", "persistent")
-LOADS = ("pointer", "tma")
-FP8_ACCUMULATION = ("precise", "fast")  # fp8 only: every product into fp32, or Triton's default
 DEFAULT_TILES = {
     # Triton's matmul tutorial's middle-of-the-road tile: 96 KiB of shared memory in fp32
     "triton": {"block_m": 128, "block_n": 128, "block_k": 32, "num_warps": 4, "num_stages": 3,
@@ -49,38 +48,74 @@ def default_sizes(device: str = "auto") -> tuple[int, ...]:
     return DEFAULT_CPU_SIZES if resolve_device(device) == "cpu" else DEFAULT_GPU_SIZES
 
 
+def backends_for(device: str) -> tuple[str, ...]:
+    """The back ends `device` runs, its tile back end first: the Triton kernel on a GPU with
+    Triton, the CPU stand-in on a CPU; then torch."""
+    if resolve_device(device) == "cpu":
+        return "cpu_blocked", "torch"
+    return ("triton", "torch") if HAS_TRITON else ("torch",)
+
+
+def canonical_precision(name: str) -> str:
+    """"half" -> "fp16"; an unknown name: ValueError."""
+    return parse_precision(name).name
+
+
+def tensor_core_precisions(device: str) -> tuple[str, ...]:
+    """The precisions `device` multiplies in on tensor cores (the panel's; fp64: torch's)."""
+    return tuple(p for p in PRECISIONS if p != "fp64" and not unsupported_reason(p, device))
+
+
+DIM = Knob(MISSING, "", integer=True, lo=1, example="1024", scale="pow2", panel_hi=65536)
+# tensor-core tiles are 16 wide
+BLOCK = Knob(None, "", integer=True, lo=16, pow2=True, example="32, 64 or 128", scale="pow2",
+             panel_hi=256, lever=True, tune=(32, 64, 128, 256), tune_gpu=(64, 128, 256))
+
+
 @dataclass(frozen=True)
 class MatmulSpec:
     """C (m x n) = A (m x k) @ B (k x n) in one precision on one back end, with its tile."""
 
-    m: int
-    n: int
-    k: int
-    precision: str = "fp32"
-    backend: str = "torch"
-    block_m: int | None = None
-    block_n: int | None = None
-    block_k: int | None = None
-    num_warps: int | None = None
-    num_stages: int | None = None
-    group_m: int | None = None
-    schedule: str | None = None
-    loads: str | None = None
-    fp8_acc: str | None = None
+    m: int = knob(replace(DIM, help="rows of A and C"))
+    n: int = knob(replace(DIM, help="columns of B and C"))
+    k: int = knob(replace(DIM, help="the shared dimension: columns of A, rows of B"))
+    precision: str = knob("fp32", "the matmul's precision", canon=canonical_precision,
+                          available=tensor_core_precisions)
+    backend: str = knob("torch", "the back end (torch: cuBLAS, no tile fields; triton: the lab's "
+                        "tile kernel; cpu_blocked: its CPU stand-in)",
+                        choices=("torch", "triton", "cpu_blocked"), available=backends_for)
+    # the tile (None: the back end's DEFAULT_TILES); the tuner's grids: Triton's tutorial tiles
+    # around 128x128 on a GPU, 32 to 256 on the CPU stand-in (smaller only time Python's calls)
+    block_m: int | None = knob(replace(BLOCK, help="rows of C per thread block (the tile's M)"))
+    block_n: int | None = knob(replace(BLOCK, help="columns of C per thread block"))
+    block_k: int | None = knob(replace(BLOCK, help="depth of each step along k", panel_hi=128,
+                                       tune=(64, 128), tune_gpu=(32, 64)))
+    num_warps: int | None = knob(None, "warps per thread block", integer=True, lo=1, hi=16,
+                                 pow2=True, example="4 or 8", scale="pow2", panel_hi=16,
+                                 lever=True, tune_gpu=(4, 8))
+    num_stages: int | None = knob(None, "pipeline stages of the loads (software pipelining)",
+                                  integer=True, lo=1, hi=8, panel_hi=8, lever=True,
+                                  example="3 (deeper pipelines overflow shared memory: try 2-5)",
+                                  tune_gpu=(3, 4))
+    group_m: int | None = knob(None, "tiles grouped along M for L2 reuse (1: row order)",
+                               integer=True, lo=1, example="8 (1 = no grouping)", scale="pow2",
+                               panel_hi=8, lever=True, tune=(1,), tune_gpu=(8,))
+    # the Triton kernel's two Hopper levers (a800lab.workloads.tiles.kernel)
+    schedule: str | None = knob(None, "programs launched (tile: one per tile; persistent: one "
+                                "per SM)", choices=("tile", "persistent"), lever=True)
+    loads: str | None = knob(None, "how tiles load (tma: tensor descriptors, Hopper sm_90 on)",
+                             choices=("pointer", "tma"), lever=True)
+    fp8_acc: str | None = knob(None, "fp8 only: its accumulation (precise: every 32-deep "
+                               "product into fp32, cuBLAS's default; fast: Triton's default on "
+                               "sm_90, cuBLAS's use_fast_accum=True)",
+                               choices=("precise", "fast"), lever=True)
 
     def __post_init__(self) -> None:
-        for name in ("m", "n", "k"):
-            self._set(name, positive_int(name, getattr(self, name),
-                                         "a positive matrix dimension such as 1024"))
-        # the canonical name, so "half" and "fp16" specs are equal and hash alike
-        self._set("precision", parse_precision(self.precision).name)
-        if self.backend not in BACKENDS:
-            raise ValueError(f"unknown backend {self.backend!r}: use one of {BACKENDS}")
+        check_knobs(self)  # precision canonical, so "half" and "fp16" specs are equal
         if self.precision == "fp8" and any(d % FP8_MULTIPLE for d in (self.m, self.n, self.k)):
             raise ValueError(f"fp8 needs m, n, k to be multiples of {FP8_MULTIPLE}, got "
                              f"{self.m}x{self.n}x{self.k}; round them up")
         self._check_backend_fields()
-        self._check_tile_fields()
         self._check_fp8_acc()
         for name, value in DEFAULT_TILES.get(self.backend, {}).items():
             if getattr(self, name) is None:
@@ -110,35 +145,6 @@ class MatmulSpec:
                              "CUDA tensor-core format; use 'fp32', 'fp16' or 'bf16' on CPU, or "
                              "backend='triton' on a GPU")
 
-    def _check_tile_fields(self) -> None:
-        for name in ("block_m", "block_n", "block_k"):
-            if getattr(self, name) is None:
-                continue
-            value = positive_int(name, getattr(self, name),
-                                 "a power of two >= 16 such as 64 or 128")
-            self._set(name, value)
-            if value < 16 or value & (value - 1):
-                raise ValueError(f"{name}={value} must be a power of two >= 16 (tensor-core "
-                                 "tiles are 16 wide); try 32, 64 or 128")
-        if self.num_warps is not None:
-            if isinstance(self.num_warps, bool) or self.num_warps not in NUM_WARPS:
-                raise ValueError(f"num_warps={self.num_warps!r} must be one of {NUM_WARPS}; "
-                                 "4 or 8 suit most tiles")
-            self._set("num_warps", int(self.num_warps))
-        if self.num_stages is not None:
-            self._set("num_stages", positive_int("num_stages", self.num_stages,
-                                                 "a pipeline depth such as 3"))
-            if self.num_stages > MAX_NUM_STAGES:
-                raise ValueError(f"num_stages={self.num_stages} exceeds {MAX_NUM_STAGES}; deeper "
-                                 "pipelines overflow shared memory, try 2-5")
-        if self.group_m is not None:
-            self._set("group_m", positive_int("group_m", self.group_m,
-                                              "a row-group size such as 8 (1 = no grouping)"))
-        for name, choices in (("schedule", SCHEDULES), ("loads", LOADS)):
-            value = getattr(self, name)
-            if value is not None and value not in choices:
-                raise ValueError(f"{name}={value!r} must be one of {choices}")
-
     def _check_fp8_acc(self) -> None:
         if self.precision != "fp8":
             if self.fp8_acc is not None:
@@ -147,10 +153,6 @@ class MatmulSpec:
             return
         if self.fp8_acc is None:
             self._set("fp8_acc", "precise")  # what cuBLAS does by default
-        if self.fp8_acc not in FP8_ACCUMULATION:
-            raise ValueError(f"fp8_acc={self.fp8_acc!r} must be 'precise' (every product into "
-                             "fp32, cuBLAS's default) or 'fast' (Triton's default on sm_90, "
-                             "cuBLAS's use_fast_accum=True)")
         if self.backend == "cpu_blocked":
             raise ValueError("fp8_acc needs a GPU back end ('triton' or 'torch')")
 

@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from ...core.backends import HAS_TRITON, resolve_device
+from ...core.backends import resolve_device
 from ...core.cancel import CancelToken
 from ...core.environment import environment
 from ...core.memory import check_fits
@@ -17,7 +17,7 @@ from ...core.operands import MatmulOperands, fp8_inputs, make_operands, needed_b
 from ...core.precision import matmul_precision, parse_precision
 from ...core.specs import match
 from ...core.timing import measure
-from ..matmul import MatmulSpec
+from ..matmul import MatmulSpec, backends_for
 from ..peak import measured_peak
 from .config import check_config
 
@@ -28,9 +28,7 @@ INTERPRETER_LABEL = ("Triton tile kernel under the Triton interpreter (numpy on 
 
 def default_tile_backend(device: str = "auto") -> str:
     """The tile back end for `device`: "triton" on a GPU with Triton, "cpu_blocked" on CPU."""
-    if resolve_device(device) == "cpu":
-        return "cpu_blocked"
-    return "triton" if HAS_TRITON else "torch"
+    return backends_for(device)[0]
 
 
 def backend_label(backend: str, device: str) -> str:

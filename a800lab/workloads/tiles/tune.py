@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from ...core.backends import resolve_device
 from ...core.cancel import Cancelled, CancelToken
 from ...core.environment import environment, fingerprint
+from ...core.knobs import tuner_axes
 from ...core.results import Record, append_record, check_writable, new_run_id
 from ...core.search import SearchResult, search
 from ...core.store import TunedStore, tuned_store_path
@@ -22,14 +23,9 @@ from ..matmul import TILE_FIELDS, MatmulSpec
 from .config import check_config
 from .point import default_tile_backend, tiled_matmul_point
 
-# Grids worth searching: Triton's tutorial tiles around 128x128 on a GPU; on the CPU stand-in
-# tiles from 32 to 256 (smaller ones only measure Python's per-call overhead).
-DEFAULT_AXES = {
-    "triton": {"block_m": [64, 128, 256], "block_n": [64, 128, 256], "block_k": [32, 64],
-               "group_m": [8], "num_warps": [4, 8], "num_stages": [3, 4]},
-    "cpu_blocked": {"block_m": [32, 64, 128, 256], "block_n": [32, 64, 128, 256],
-                    "block_k": [64, 128], "group_m": [1]},
-}
+# the tile kernel's grid is the spec fields' values to try on a GPU, its CPU stand-in's on a CPU
+DEFAULT_AXES = {"triton": tuner_axes(MatmulSpec, "cuda"),
+                "cpu_blocked": tuner_axes(MatmulSpec, "cpu")}
 WARMUP_SHARE = 0.5  # warm-up per trial, as a share of its budget (the check already ran it once)
 
 
