@@ -25,27 +25,23 @@ RANK_OPTIONS = {
 }
 
 
-def collective_spec():
+def specs():
+    """(CollectiveSpec, DDPSpec): the points' fields, imported when a comm command runs."""
     from ..workloads.comm.collectives import CollectiveSpec
-
-    return CollectiveSpec
-
-
-def ddp_spec():
     from ..workloads.comm.ddp import DDPSpec
 
-    return DDPSpec
+    return CollectiveSpec, DDPSpec
 
 
 def add_parsers(commands) -> None:
-    commands.add("collectives", group="comm", run=collectives_command, spec=collective_spec,
+    commands.add("collectives", group="comm", run=collectives_command, spec=lambda: specs()[0],
                  help="all_reduce, all_gather, reduce_scatter, broadcast, hierarchical_all_reduce, "
                       "leader_all_reduce over message sizes: time, algbw, busbw",
                  options=f"op+ size+ dtype ranks_per_node {RANKS}", **RANK_OPTIONS,
                  size={"type": None, "check": _sizes, "help": "message sizes in bytes, or with "
                        "K/M/G (binary: 1K = 1024); default 1K 16K 256K 4M on CPUs, 1K to 1G by "
                        "4x on GPUs"})
-    commands.add("ddp", group="comm", run=ddp_command, spec=ddp_spec,
+    commands.add("ddp", group="comm", run=ddp_command, spec=lambda: specs()[1],
                  help="a DDP training step: comm hooks, no_sync accumulation, buckets",
                  options=" ".join(f"{name}+" for name in DDP_OPTIONS) + f" train_steps {RANKS}",
                  **RANK_OPTIONS,
@@ -77,7 +73,7 @@ def collective_axes(args, backend: str, per_node: int | None) -> dict:
 
     sizes = args.size or \
         [2**e for e in range(10, 31 if backend == "nccl" else 23, 2 if backend == "nccl" else 4)]
-    spec = collective_spec()
+    spec = specs()[0]
     axes = {"op": args.op or [spec.op], "size_bytes": sizes, "dtype": [args.dtype or spec.dtype]}
     if args.ranks_per_node is not None:
         axes["ranks_per_node"] = [args.ranks_per_node]

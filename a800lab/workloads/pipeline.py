@@ -203,19 +203,15 @@ def timeline_of(spans: list[tuple[str, int, float, float]], steps: int = TIMELIN
 class PipelineSpec:
     """One pipeline point's parameters, each checked by its declaration (core.knobs)."""
 
-    num_workers: int = knob(0, "DataLoader worker processes (0: the main process loads)",
-                            integer=True, lo=0, example="2")
-    pin_memory: bool = knob(False, "page-locked host batches (a GPU's)", choices=(False, True))
-    non_blocking: bool = knob(False, "asynchronous host-to-device copies (a GPU's)",
-                              choices=(False, True))
+    num_workers: int = knob(0, "DataLoader worker processes", integer=True, lo=0, example="2")
+    pin_memory: bool = knob(False, "page-locked host batches (GPU)", choices=(False, True))
+    non_blocking: bool = knob(False, "asynchronous copies (GPU)", choices=(False, True))
     prefetch_factor: int = knob(2, "batches each worker keeps ready", integer=True, lo=1,
-                                example="2", scale="pow2", panel_hi=4)
-    preprocess_ms: float = knob(0.1, "preprocessing per sample", unit="ms", lo=0, hi=1000,
-                                example="0.2")
-    cost: str = knob("cpu", "what preprocessing costs: cpu (decoding, CPU-bound) or wait "
-                     "(reading, I/O)", choices=COSTS)
-    batch_size: int = knob(64, "samples per batch", integer=True, lo=1, example="64",
-                           scale="pow2", panel_hi=1024)
+                                scale="pow2", panel_hi=4)
+    preprocess_ms: float = knob(0.1, "preprocessing per sample", unit="ms", lo=0, hi=1000)
+    cost: str = knob("cpu", "cpu (decoding) or wait (I/O)", choices=COSTS)
+    batch_size: int = knob(64, "samples per batch", integer=True, lo=1, scale="pow2",
+                           panel_hi=1024)
 
     def __post_init__(self):
         check_knobs(self)
@@ -229,8 +225,8 @@ def pipeline_point(*, device: str = "cpu", budget_s: float = 0.5, **params) -> d
         raise ValueError("pinned memory and non_blocking copies need a CUDA device: on a CPU "
                          "there is no host-to-device copy (run with pin_memory=False, "
                          "non_blocking=False)")
-    num_workers, prefetch_factor, batch_size = (spec.num_workers, spec.prefetch_factor,
-                                                spec.batch_size)
+    num_workers, prefetch_factor, batch_size = spec.num_workers, spec.prefetch_factor, \
+        spec.batch_size
     channels, side, hidden = SHAPES["cuda" if device.startswith("cuda") else "cpu"]
     torch.manual_seed(0)
     features = channels * side * side

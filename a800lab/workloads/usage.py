@@ -37,13 +37,10 @@ class CostSpec:
     """What the cost lab's points are priced at and metered for (a CPU run prices machines,
     not GPUs), each checked by its declaration (core.knobs)."""
 
-    price_per_gpu_hour_usd: float = knob(2.0, "price per GPU-hour", unit="US dollars", lo=0,
-                                         hi=10_000, example="2.0")
+    price_per_gpu_hour_usd: float = knob(2.0, "US dollars per GPU-hour", lo=0, hi=10_000)
     gpus: int = knob(1, "GPUs the job holds, each paid for", integer=True, lo=1, example="8")
-    price_per_kwh_usd: float = knob(0.0, "electricity price per kWh (0: left out)",
-                                    unit="US dollars", lo=0, hi=100, example="0.15")
-    duration_s: float | None = knob(None, "each point's metered time (default 5 on a GPU, 0.5 "
-                                    "on a CPU)", unit="s", lo=0, example="5")
+    price_per_kwh_usd: float = knob(0.0, "US dollars per kWh (0: left out)", lo=0, hi=100)
+    duration_s: float | None = knob(None, "each point's metered time, s", lo=0, example="5")
 
     def __post_init__(self):
         check_knobs(self)

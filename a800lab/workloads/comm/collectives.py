@@ -28,17 +28,14 @@ MIN_REPS, MAX_REPS = 5, 200
 
 @dataclass(frozen=True)
 class CollectiveSpec:
-    """One collective point's parameters (the group's shape, world_size and backend, is the
-    run's); each checked by its declaration (core.knobs)."""
+    """One collective point's parameters (the group's shape is the run's)."""
 
     op: str = knob("all_reduce", "collectives", choices=OPS)
-    size_bytes: int = knob(2**20, "message size", unit="bytes", integer=True, lo=1,
-                           example="1048576", cli="size")
+    size_bytes: int = knob(2**20, "message size", unit="bytes", integer=True, lo=1, cli="size")
     dtype: str = knob("fp32", "element type", choices=tuple(DTYPES))
-    ranks_per_node: int | None = knob(
-        None, "hierarchical_all_reduce and leader_all_reduce: ranks per node (default: under "
-        "torchrun LOCAL_WORLD_SIZE, else all ranks on one node)", integer=True, lo=1,
-        example="8")
+    ranks_per_node: int | None = knob(None, "hierarchical_all_reduce and leader_all_reduce: ranks "
+                                      "per node (default: under torchrun LOCAL_WORLD_SIZE, else "
+                                      "all ranks on one node)", integer=True, lo=1)
 
     def __post_init__(self):
         check_knobs(self)

@@ -116,18 +116,14 @@ class DDPSpec:
 
     hook: str = knob("allreduce", "DDP's comm hook", choices=HOOKS)
     accum_steps: int = knob(1, "micro-batches per optimizer step", integer=True, lo=1,
-                            example="4", scale="pow2", panel_hi=16)
-    sync: str = knob("no_sync", "gradients all-reduced once per optimizer step (no_sync) or "
-                     "after every micro-batch", choices=SYNC_MODES)
-    bucket_cap_mb: float = knob(25.0, "DDP's gradient bucket size (25 is torch's)", unit="MB",
-                                lo=0, example="25")
-    powersgd_rank: int = knob(1, "PowerSGD's matrix approximation rank (the powersgd hook)",
-                              integer=True, lo=1, example="4", scale="pow2", panel_hi=16)
-    start_iter: int = knob(2, "PowerSGD's plain all-reduce steps before compressing (error "
-                           "feedback needs 2 first)", integer=True, lo=2, example="2",
-                           panel_hi=1000)
-    micro_batch: int = knob(32, "micro-batch per rank", unit="samples", integer=True, lo=1,
-                            example="32")
+                            scale="pow2", panel_hi=16)
+    sync: str = knob("no_sync", "all-reduce once per step or per micro-batch", choices=SYNC_MODES)
+    bucket_cap_mb: float = knob(25.0, "DDP's gradient bucket size", unit="MB", lo=0)
+    powersgd_rank: int = knob(1, "PowerSGD's matrix approximation rank", integer=True, lo=1,
+                              scale="pow2", panel_hi=16)
+    start_iter: int = knob(2, "PowerSGD's plain all-reduce steps first (error feedback needs 2)",
+                           integer=True, lo=2, panel_hi=1000)
+    micro_batch: int = knob(32, "micro-batch per rank", unit="samples", integer=True, lo=1)
     model: str = knob("mlp", "the model", choices=MODELS, named=True)
     size: str = ""  # a preset's size (checked against the model's sizes)
     precision: str = knob("fp32", "the forward's precision", choices=("fp32", "bf16"))
@@ -152,8 +148,8 @@ def ddp_point(*, world_size: int, backend: str, nodes: int = 1, device: str = "c
 
     check_group(world_size, backend, nodes)
     spec = DDPSpec(**params)
-    hook, accum_steps, sync, micro_batch, model = (spec.hook, spec.accum_steps, spec.sync,
-                                                   spec.micro_batch, spec.model)
+    accum_steps, sync, micro_batch, model = spec.accum_steps, spec.sync, spec.micro_batch, \
+        spec.model
     if model == "mlp":
         width, depth = MODEL_SHAPE["cuda" if device.startswith("cuda") else "cpu"]
         module, loss_fn, eval_batch = build_model(device, width, depth), F.cross_entropy, 256
@@ -163,7 +159,7 @@ def ddp_point(*, world_size: int, backend: str, nodes: int = 1, device: str = "c
     ids = [torch.device(device).index or 0] if device.startswith("cuda") else None
     ddp = DDP(module, device_ids=ids, bucket_cap_mb=spec.bucket_cap_mb)
     traffic = Counter()
-    state = register_hook(ddp, hook, traffic, powersgd_rank=spec.powersgd_rank,
+    state = register_hook(ddp, spec.hook, traffic, powersgd_rank=spec.powersgd_rank,
                           start_iter=spec.start_iter)
     optimizer = (torch.optim.SGD(ddp.parameters(), lr=lr, momentum=0.9) if model == "mlp"
                  else torch.optim.AdamW(ddp.parameters(), lr=lr))
