@@ -54,10 +54,10 @@ def test_a_tile_error_names_the_values_given(tmp_path, capsys, monkeypatch):
     (lambda w: w.CommExplorer(backend="mpi"), "backend='mpi'"),
     (lambda w: w.CommExplorer(timeout_s=-1), "timeout_s=-1 must be a number of seconds > 0"),
     (lambda w: w.CostExplorer(price_per_gpu_hour_usd=-3, device="cpu"),
-     "price_per_gpu_hour_usd=-3 must be a price"),
+     "price_per_gpu_hour_usd=-3 must be a finite number from 0 to 10000"),
     (lambda w: w.CostExplorer(price_per_gpu_hour_usd=math.nan, device="cpu"),
      "price_per_gpu_hour_usd=nan"),
-    (lambda w: w.CostExplorer(gpus=0, device="cpu"), "gpus=0 must be a whole number"),
+    (lambda w: w.CostExplorer(gpus=0, device="cpu"), "gpus=0 must be a positive int"),
     (lambda w: w.CostExplorer(duration_s=-1, device="cpu"), "duration_s=-1"),
 ])
 def test_panels_refuse_at_construction(make, says):

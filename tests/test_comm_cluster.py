@@ -147,7 +147,7 @@ def test_doctor_fleet_outside_a_group_says_how_to_start_it(capsys, monkeypatch):
 
 def test_a800lab_torchrun_refuses_a_bad_comm_command_before_any_rank_starts(tmp_path, capsys):
     out = tmp_path / "c.jsonl"
-    for argv, says in ((["--op", "allreduce"], "unknown collective 'allreduce'"),
+    for argv, says in ((["--op", "allreduce"], "op='allreduce' is not a choice"),
                        (["--op", "leader_all_reduce", "--ranks-per-node", "3"],
                         "ranks_per_node=3 needs op")):
         assert main(["torchrun", "--nnodes", "1", "--nproc-per-node", "2", "comm",

@@ -150,7 +150,7 @@ def test_the_pytorchjob_is_one_pod_per_node_with_the_operators_names(monkeypatch
 
 
 @pytest.mark.parametrize("argv, says", [
-    (["comm", "collectives", "--op", "allreduce"], "unknown collective 'allreduce'"),
+    (["comm", "collectives", "--op", "allreduce"], "op='allreduce' is not a choice"),
     (["comm", "collectives", "--size", "12Q"], "--size '12Q'"),
     (["comm", "collectives", "--out", "x.jsonl"], "leave --out out of the command"),
     (["sweep", "matmul"], "give the comm command the recipes run"),

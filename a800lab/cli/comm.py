@@ -25,31 +25,26 @@ RANK_OPTIONS = {
 }
 
 
+def specs():
+    """(CollectiveSpec, DDPSpec): the points' fields, imported when a comm command runs."""
+    from ..workloads.comm.collectives import CollectiveSpec
+    from ..workloads.comm.ddp import DDPSpec
+
+    return CollectiveSpec, DDPSpec
+
+
 def add_parsers(commands) -> None:
-    commands.add("collectives", group="comm", run=collectives_command,
+    commands.add("collectives", group="comm", run=collectives_command, spec=lambda: specs()[0],
                  help="all_reduce, all_gather, reduce_scatter, broadcast, hierarchical_all_reduce, "
                       "leader_all_reduce over message sizes: time, algbw, busbw",
                  options=f"op+ size+ dtype ranks_per_node {RANKS}", **RANK_OPTIONS,
-                 op="collectives (default all_reduce)",
                  size={"type": None, "check": _sizes, "help": "message sizes in bytes, or with "
                        "K/M/G (binary: 1K = 1024); default 1K 16K 256K 4M on CPUs, 1K to 1G by "
-                       "4x on GPUs"},
-                 dtype={"default": "fp32", "help": "fp32, fp16 or bf16"},
-                 ranks_per_node={"type": int, "help": "hierarchical_all_reduce and "
-                                 "leader_all_reduce: ranks per node (default: under torchrun "
-                                 "LOCAL_WORLD_SIZE, else all ranks on one node)"})
-    commands.add("ddp", group="comm", run=ddp_command,
+                       "4x on GPUs"})
+    commands.add("ddp", group="comm", run=ddp_command, spec=lambda: specs()[1],
                  help="a DDP training step: comm hooks, no_sync accumulation, buckets",
                  options=" ".join(f"{name}+" for name in DDP_OPTIONS) + f" train_steps {RANKS}",
-                 **RANK_OPTIONS, hook="allreduce, fp16_compress, bf16_compress, powersgd",
-                 accum_steps="micro-batches per optimizer step",
-                 sync="no_sync (once per step) or every_micro_batch",
-                 bucket_cap_mb={"type": float,
-                                "help": "DDP's gradient bucket sizes, MB (default 25, torch's)"},
-                 powersgd_rank={"type": int, "help": "PowerSGD's matrix approximation ranks "
-                                "(default 1; the powersgd hook)"},
-                 start_iter={"type": int, "help": "PowerSGD's plain all-reduce steps before "
-                             "compressing (>= 2)"},
+                 **RANK_OPTIONS,
                  train_steps="optimizer steps before timing (default 20 on a CPU, 50 on GPUs)")
     launch = commands.add(  # "+" prefixes: every --option after `torchrun` is left to torchrun
         "torchrun", run=torchrun_command, parser_options={"prefix_chars": "+",
@@ -78,7 +73,8 @@ def collective_axes(args, backend: str, per_node: int | None) -> dict:
 
     sizes = args.size or \
         [2**e for e in range(10, 31 if backend == "nccl" else 23, 2 if backend == "nccl" else 4)]
-    axes = {"op": args.op or ["all_reduce"], "size_bytes": sizes, "dtype": [args.dtype]}
+    spec = specs()[0]
+    axes = {"op": args.op or [spec.op], "size_bytes": sizes, "dtype": [args.dtype or spec.dtype]}
     if args.ranks_per_node is not None:
         axes["ranks_per_node"] = [args.ranks_per_node]
     elif per_node is not None and set(HIERARCHICAL) & set(axes["op"]):
@@ -104,21 +100,22 @@ def torchrun_command(args) -> int:
     if command[0] == "comm":  # refused here, once, rather than by every rank
         nodes, per_node = str(launch_args.nnodes), str(launch_args.nproc_per_node)
         both = nodes.isdigit() and per_node.isdigit()
-        check_comm_command(args.root_parser, command,
+        check_comm_command(command,
                            world_size=int(nodes) * int(per_node) if both else None,
                            per_node=int(per_node) if both else None)
     leave(launch(launch_args))  # torch's teardown in the agent costs seconds and does nothing
 
 
-def check_comm_command(root_parser, command: list[str], *, world_size: int | None,
+def check_comm_command(command: list[str], *, world_size: int | None,
                        per_node: int | None) -> None:
     """ValueError for a comm command its ranks would refuse: it parses as they will parse it,
     its options pass their checks and (world_size known) its points theirs."""
     from ..workloads.comm import runs
+    from .main import build_parser
 
     try:
-        lab = root_parser.parse_args(command if "--out" in command else
-                                     [*command, "--out", "comm.jsonl"])
+        lab = build_parser(command).parse_args(command if "--out" in command else
+                                               [*command, "--out", "comm.jsonl"])
     except SystemExit:
         raise ValueError(f"{shlex.join(command)}: the comm command does not parse (its error "
                          "is above)") from None

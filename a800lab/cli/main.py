@@ -37,7 +37,6 @@ class Commands:
 
     def __init__(self, parser: argparse.ArgumentParser, wanted: tuple[str, ...] | None = None):
         self._wanted = wanted  # the command words given: only that command gets its options
-        self._root = parser  # each command's args.root_parser: to check a lab command it is given
         self._top = parser.add_subparsers(dest="command", required=True, metavar="command")
         self._groups: dict[str, argparse._SubParsersAction] = {}
 
@@ -52,7 +51,7 @@ class Commands:
                                                         metavar=group)
         parser = self._groups.get(group, self._top).add_parser(name, help=help, description=help,
                                                                 **(parser_options or {}))
-        parser.set_defaults(run=run, command_parser=parser, checks={}, root_parser=self._root)
+        parser.set_defaults(run=run, command_parser=parser, checks={})
         path = (name,) if group is None else (group, name)
         if self._wanted is None or self._wanted[:len(path)] == path:
             add_options(parser, options, spec, **own)

@@ -82,7 +82,6 @@ OPTIONS = {  # option -> add_argument's keywords; `check(value)`: the value kept
     "model": dict(help="mlp, transformer or cnn (default: mlp)"),
     "model_size": dict(help="tiny, small, medium or large (default: tiny on a CPU, medium on a "
                             "GPU)"),
-    "accum_steps": dict(type=int, help="micro-batches per optimizer step (default 1)"),
     "batch_size": dict(type=int),
     "compile": dict(help="torch.compile: off, default, reduce-overhead (CUDA graphs; GPU only), "
                          "max-autotune (default off)"),

@@ -20,14 +20,15 @@ import pandas as pd
 
 from ..core.backends import HAS_CUDA
 from ..core.checks import positive_int
+from ..core.knobs import knobs
 from ..figures.comm import collectives_figure, ddp_figure
-from ..workloads.comm.collectives import DTYPES, OPS
-from ..workloads.comm.ddp import HOOKS, SYNC_MODES
+from ..workloads.comm.collectives import CollectiveSpec
+from ..workloads.comm.ddp import HOOKS, SYNC_MODES, DDPSpec
 from ..workloads.comm.runs import check_local_ranks, run_comm, run_point, start_ranks
 from ..workloads.comm.worker import default_comm_backend
 from .explorer import DATA_DIR, Explorer, View
 from .explorer_text import table_html
-from .params import Choice, Range
+from .params import Choice, Range, spec_params
 
 # per DDP view: the figure's metrics beside samples/s, (column, axis label, divisor)
 VIEW_METRICS = {
@@ -92,21 +93,21 @@ class CommExplorer(Explorer):
         self.keep_ranks, self._ranks = keep_ranks, None
         self.settings = {"budget_s": budget_s or (0.3 if on_gpu else 0.1)}
         self.ddp_settings = {**self.settings, "train_steps": train_steps or (50 if on_gpu else 10)}
-        largest = 2**30 if on_gpu else 2**26
-        divisors = tuple(d for d in range(1, world_size + 1) if world_size % d == 0)
-        params = {
-            "op": Choice(OPS, default="all_reduce"),
-            "size_bytes": Range(2**10, largest, default=2**20, scale="pow2"),
-            "dtype": Choice(tuple(DTYPES), default="fp32"),
-            "ranks_per_node": Choice(divisors, default=divisors[-1]),
-            "hook": Choice(HOOKS, default="allreduce"),
-            "powersgd_rank": Choice((1, 2, 4, 8, 16), default=4),
-            "start_iter": Range(2, 1000, default=2),
-            "accum_steps": Range(1, 16, default=4, scale="pow2"),
-            "sync": Choice(SYNC_MODES, default="no_sync"),
-            "bucket_cap_mb": Choice((0.25, 1.0, 4.0, 25.0, 100.0), default=25.0),
-        }
         device = "cuda" if on_gpu and HAS_CUDA else "cpu"
+        declared = {**knobs(CollectiveSpec), **knobs(DDPSpec)}
+        divisors = tuple(d for d in range(1, world_size + 1) if world_size % d == 0)
+        params = {  # the fields' own checks; these offer the values worth trying here
+            **spec_params(CollectiveSpec, device, ("op",)),
+            "size_bytes": Range(2**10, 2**30 if on_gpu else 2**26, default=2**20, scale="pow2",
+                                check_with=declared["size_bytes"].check),
+            **spec_params(CollectiveSpec, device, ("dtype",)),
+            "ranks_per_node": Choice(divisors, divisors[-1], declared["ranks_per_node"].check),
+            **spec_params(DDPSpec, device, ("hook", "powersgd_rank", "start_iter",
+                                            "accum_steps", "sync"),
+                          initial={"powersgd_rank": 4, "accum_steps": 4}),
+            "bucket_cap_mb": Choice((0.25, 1.0, 4.0, 25.0, 100.0), 25.0,
+                                    declared["bucket_cap_mb"].check),
+        }
         # Explorer's workload: one point on a fresh group. A Run does better (_sweep): one
         # group for all its points, and the records rank 0 made.
         self.ops = widgets.Text(description="ops", value="all_reduce",

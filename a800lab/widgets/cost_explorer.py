@@ -10,21 +10,19 @@ sample and cost per million samples, configs side by side.
 
 import functools
 import html
-import math
-import numbers
 from pathlib import Path
 
 import ipywidgets as widgets
 import pandas as pd
 
 from ..core.backends import resolve_device
-from ..core.checks import positive_float
+from ..core.knobs import knobs
 from ..core.precision import unsupported_reason
 from ..figures.cost import cost_figure
 from ..workloads.matmul import default_sizes
-from ..workloads.models.presets import MODELS, SIZES, default_size
-from ..workloads.training.spec import precisions_for
+from ..workloads.training.spec import TrainSpec
 from ..workloads.usage import (
+    CostSpec,
     compare_usage,
     custom_usage_point,
     matmul_usage_point,
@@ -32,7 +30,7 @@ from ..workloads.usage import (
 )
 from .explorer import DATA_DIR, Explorer
 from .explorer_text import TABLE_ROWS
-from .params import Choice, Range, check_signature
+from .params import Choice, check_signature, spec_params
 
 WORKLOADS = ("matmul", "train")
 # comparison columns as the table heads them
@@ -48,20 +46,6 @@ _MATMUL_PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 def _custom_point(make_step, duration_s, *, device: str = "auto", cancel=None, **params):
     return custom_usage_point(make_step, params, device=device, duration_s=duration_s,
                               cancel=cancel)
-
-
-def _check_prices(price_per_hour_usd, count, price_per_kwh_usd, duration_s) -> None:
-    """ValueError naming a price, count or duration that means nothing (as the CLI does)."""
-    for name, value in (("price_per_gpu_hour_usd", price_per_hour_usd),
-                        ("price_per_kwh_usd", price_per_kwh_usd)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or \
-                not math.isfinite(value) or value < 0:
-            raise ValueError(f"{name}={value!r} must be a price in US dollars >= 0, e.g. 2.0")
-    if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 1:
-        raise ValueError(f"gpus={count!r} must be a whole number of GPUs (or, on a CPU, "
-                         "machines) >= 1, e.g. 8")
-    if duration_s is not None:
-        positive_float("duration_s", duration_s, "5 (seconds)")
 
 
 class CostExplorer(Explorer):
@@ -82,7 +66,7 @@ class CostExplorer(Explorer):
                  recorded_dir: Path | str = DATA_DIR, out: str | None = None):
         device = resolve_device(device)
         on_cpu = device == "cpu"
-        _check_prices(price_per_gpu_hour_usd, gpus, price_per_kwh_usd, duration_s)
+        CostSpec(price_per_gpu_hour_usd, gpus, price_per_kwh_usd, duration_s)
         # a CPU run prices this machine, not a GPU it does not have
         self._priced = "machine" if on_cpu else "GPU"
         if make_step is not None:
@@ -98,12 +82,9 @@ class CostExplorer(Explorer):
             point, name = functools.partial(matmul_usage_point, duration_s=duration_s), "matmul"
             sweep = sweep or "precision"
         elif workload == "train":
-            params = {"model": Choice(MODELS, default="mlp"),
-                      "size": Choice(SIZES, default=default_size(device)),
-                      "batch_size": Range(1, 4096 if on_cpu else 65536,
-                                          default=32 if on_cpu else 256, scale="pow2"),
-                      "precision": Choice(tuple(precisions_for(device)),
-                                          default="fp32" if on_cpu else "bf16")}
+            params = spec_params(TrainSpec, device, ("model", "size", "batch_size", "precision"),
+                                 initial={"batch_size": 32 if on_cpu else 256,
+                                          "precision": "fp32" if on_cpu else "bf16"})
             point, name = functools.partial(train_usage_point, duration_s=duration_s), "train"
             sweep = sweep or "batch_size"
         else:
@@ -117,14 +98,16 @@ class CostExplorer(Explorer):
             control.observe(lambda _: self._view_changed(), names="value")
 
     def _prices_box(self, price: float, gpus: int, kwh: float) -> widgets.VBox:
-        what = self._priced
-        self.price = widgets.BoundedFloatText(value=price, min=0.0, max=1e4, step=0.1,
+        what, declared = self._priced, knobs(CostSpec)
+        hour, kwh_price = declared["price_per_gpu_hour_usd"], declared["price_per_kwh_usd"]
+        self.price = widgets.BoundedFloatText(value=price, min=hour.lo, max=hour.hi, step=0.1,
                                               description=f"$ / {what}-hour",
                                               style={"description_width": "initial"})
-        self.gpus = widgets.BoundedIntText(value=gpus, min=1, max=65536, description=f"{what}s",
+        self.gpus = widgets.BoundedIntText(value=gpus, min=declared["gpus"].lo, max=65536,
+                                           description=f"{what}s",
                                            tooltip=f"{what}s the job holds (each is paid for)")
         self.kwh_price = widgets.BoundedFloatText(
-            value=kwh, min=0.0, max=100.0, step=0.01, description="$ / kWh",
+            value=kwh, min=kwh_price.lo, max=kwh_price.hi, step=0.01, description="$ / kWh",
             tooltip="electricity price; 0 leaves electricity out of the plot")
         return widgets.VBox([
             widgets.HTML("<b>Prices</b> <small>change them any time: the plot and the table "

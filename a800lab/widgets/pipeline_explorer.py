@@ -13,10 +13,11 @@ from pathlib import Path
 import ipywidgets as widgets
 
 from ..core.backends import resolve_device
+from ..core.knobs import knobs
 from ..figures.pipeline import pipeline_figure
-from ..workloads.pipeline import COSTS, pipeline_point
+from ..workloads.pipeline import PipelineSpec, pipeline_point
 from .explorer import DATA_DIR, Explorer
-from .params import Choice, Fixed, Range
+from .params import Choice, Range, spec_params
 
 CPU_NOTE = ("CPU fallback: the device stage (the training step) runs on the CPU, beside the "
             "loader workers, on the same cores; pinned memory and non_blocking copies need a "
@@ -34,14 +35,15 @@ class PipelineExplorer(Explorer):
                  recorded_dir: Path | str = DATA_DIR, out: str | None = None):
         device = resolve_device(device)
         on_cpu = device == "cpu"
-        switch = Fixed(False) if on_cpu else Choice((False, True))
-        params = {
-            "num_workers": Choice((0, 1, 2, 4, 8), default=0),
-            "pin_memory": switch, "non_blocking": switch,
-            "prefetch_factor": Choice((1, 2, 4), default=2),
-            "preprocess_ms": Range(0.0, 5.0, step=0.05, default=0.2),
-            "cost": Choice(COSTS, default="wait"),
-            "batch_size": Range(8, 1024, default=64 if on_cpu else 256, scale="pow2"),
+        declared = knobs(PipelineSpec)
+        params = {  # the fields' own checks; workers and preprocessing at the values worth trying
+            "num_workers": Choice((0, 1, 2, 4, 8), 0, declared["num_workers"].check),
+            **spec_params(PipelineSpec, device, ("pin_memory", "non_blocking", "prefetch_factor"),
+                          fixed={"pin_memory": False, "non_blocking": False} if on_cpu else {}),
+            "preprocess_ms": Range(0.0, 5.0, step=0.05, default=0.2,
+                                   check_with=declared["preprocess_ms"].check),
+            **spec_params(PipelineSpec, device, ("cost", "batch_size"),
+                          initial={"cost": "wait", "batch_size": 64 if on_cpu else 256}),
         }
         workload = functools.partial(pipeline_point, budget_s=budget_s or (0.3 if on_cpu else 0.5))
         note = [widgets.HTML(f"<small>{html.escape(CPU_NOTE)}</small>")] if on_cpu else []

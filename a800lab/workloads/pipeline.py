@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..core.knobs import check_knobs, knob
 from ..core.timing import Timing, measure
 
 COSTS = ("cpu", "wait")
@@ -198,30 +199,34 @@ def timeline_of(spans: list[tuple[str, int, float, float]], steps: int = TIMELIN
             for lane, s, e in [(lane, s, e) for lane, _, s, e in main] + inside]
 
 
-def check_pipeline(num_workers: int, pin_memory: bool, non_blocking: bool,
-                   prefetch_factor: int, preprocess_ms: float, cost: str, batch_size: int,
-                   device: str) -> None:
-    for name, value, low in (("num_workers", num_workers, 0),
-                             ("prefetch_factor", prefetch_factor, 1),
-                             ("batch_size", batch_size, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{name}={value!r} must be an int >= {low}")
-    if cost not in COSTS:
-        raise ValueError(f"cost={cost!r}: use 'cpu' (CPU-bound decoding) or 'wait' (I/O)")
-    if not (isinstance(preprocess_ms, int | float) and 0 <= preprocess_ms <= 1000):
-        raise ValueError(f"preprocess_ms={preprocess_ms!r} must be 0-1000 ms per sample")
-    if not device.startswith("cuda") and (pin_memory or non_blocking):
+@dataclass(frozen=True)
+class PipelineSpec:
+    """One pipeline point's parameters, each checked by its declaration (core.knobs)."""
+
+    num_workers: int = knob(0, "DataLoader worker processes", integer=True, lo=0, example="2")
+    pin_memory: bool = knob(False, "page-locked host batches (GPU)", choices=(False, True))
+    non_blocking: bool = knob(False, "asynchronous copies (GPU)", choices=(False, True))
+    prefetch_factor: int = knob(2, "batches each worker keeps ready", integer=True, lo=1,
+                                scale="pow2", panel_hi=4)
+    preprocess_ms: float = knob(0.1, "preprocessing per sample", unit="ms", lo=0, hi=1000)
+    cost: str = knob("cpu", "cpu (decoding) or wait (I/O)", choices=COSTS)
+    batch_size: int = knob(64, "samples per batch", integer=True, lo=1, scale="pow2",
+                           panel_hi=1024)
+
+    def __post_init__(self):
+        check_knobs(self)
+
+
+def pipeline_point(*, device: str = "cpu", budget_s: float = 0.5, **params) -> dict:
+    """One pipeline configuration (PipelineSpec's fields), measured (a sweep point; throughput
+    in samples/s)."""
+    spec = PipelineSpec(**params)
+    if not device.startswith("cuda") and (spec.pin_memory or spec.non_blocking):
         raise ValueError("pinned memory and non_blocking copies need a CUDA device: on a CPU "
                          "there is no host-to-device copy (run with pin_memory=False, "
                          "non_blocking=False)")
-
-
-def pipeline_point(num_workers: int = 0, pin_memory: bool = False, non_blocking: bool = False,
-                   prefetch_factor: int = 2, preprocess_ms: float = 0.1, cost: str = "cpu",
-                   batch_size: int = 64, *, device: str = "cpu", budget_s: float = 0.5) -> dict:
-    """One pipeline configuration, measured (a sweep point; throughput in samples/s)."""
-    check_pipeline(num_workers, pin_memory, non_blocking, prefetch_factor, preprocess_ms, cost,
-                   batch_size, device)
+    num_workers, prefetch_factor, batch_size = spec.num_workers, spec.prefetch_factor, \
+        spec.batch_size
     channels, side, hidden = SHAPES["cuda" if device.startswith("cuda") else "cpu"]
     torch.manual_seed(0)
     features = channels * side * side
@@ -232,14 +237,14 @@ def pipeline_point(num_workers: int = 0, pin_memory: bool = False, non_blocking:
         warnings.filterwarnings("ignore", message="This DataLoader will create",
                                 category=UserWarning)
         iterator = iter(torch.utils.data.DataLoader(
-            GeneratedImages(side, channels, preprocess_ms, cost), batch_size=batch_size,
-            num_workers=num_workers, pin_memory=pin_memory,
+            GeneratedImages(side, channels, spec.preprocess_ms, spec.cost),
+            batch_size=batch_size, num_workers=num_workers, pin_memory=spec.pin_memory,
             prefetch_factor=prefetch_factor if num_workers else None))
 
     def copy(batch):
         images, labels = batch[0], batch[1]
-        return (images.to(device, non_blocking=non_blocking),
-                labels.to(device, non_blocking=non_blocking))
+        return (images.to(device, non_blocking=spec.non_blocking),
+                labels.to(device, non_blocking=spec.non_blocking))
 
     def compute(moved) -> None:
         images, labels = moved

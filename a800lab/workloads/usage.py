@@ -8,6 +8,7 @@ utilisation, power, joules per sample and cost per million samples.
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import pandas as pd
 import torch
@@ -15,6 +16,7 @@ import torch
 from ..core.backends import resolve_device
 from ..core.cancel import CancelToken
 from ..core.checks import positive_float, positive_int
+from ..core.knobs import check_knobs, knob, knobs
 from ..core.memory import check_fits
 from ..core.operands import make_operands, needed_bytes
 from ..core.precision import check_supported, matmul_precision, parse_precision
@@ -30,21 +32,32 @@ MIN_CHUNKS = 3
 J_PER_KWH = 3.6e6
 
 
+@dataclass(frozen=True)
+class CostSpec:
+    """What the cost lab's points are priced at and metered for (a CPU run prices machines,
+    not GPUs), each checked by its declaration (core.knobs)."""
+
+    price_per_gpu_hour_usd: float = knob(2.0, "US dollars per GPU-hour", lo=0, hi=10_000)
+    gpus: int = knob(1, "GPUs the job holds, each paid for", integer=True, lo=1, example="8")
+    price_per_kwh_usd: float = knob(0.0, "US dollars per kWh (0: left out)", lo=0, hi=100)
+    duration_s: float | None = knob(None, "each point's metered time, s", lo=0, example="5")
+
+    def __post_init__(self):
+        check_knobs(self)
+
+
 def cost_per_million_samples_usd(samples_per_s: float, price_per_gpu_hour_usd: float,
                                  gpus: int = 1) -> float:
     """What a million samples cost at `price_per_gpu_hour_usd` for each of `gpus` GPUs."""
     rate = positive_float("samples_per_s", samples_per_s, "1200")
-    positive_int("gpus", gpus, "8")
-    if not (math.isfinite(price_per_gpu_hour_usd) and price_per_gpu_hour_usd >= 0):
-        raise ValueError(f"price_per_gpu_hour_usd={price_per_gpu_hour_usd!r} must be >= 0")
+    CostSpec(price_per_gpu_hour_usd=price_per_gpu_hour_usd, gpus=gpus)
     return price_per_gpu_hour_usd * gpus / (rate * 3600.0) * 1e6
 
 
 def energy_cost_per_million_samples_usd(j_per_sample: float, price_per_kwh_usd: float) -> float:
     """Electricity for a million samples at `j_per_sample` joules each."""
     energy = positive_float("j_per_sample", j_per_sample, "0.5")
-    if not (math.isfinite(price_per_kwh_usd) and price_per_kwh_usd >= 0):
-        raise ValueError(f"price_per_kwh_usd={price_per_kwh_usd!r} must be >= 0")
+    CostSpec(price_per_kwh_usd=price_per_kwh_usd)
     return energy * 1e6 / J_PER_KWH * price_per_kwh_usd
 
 
@@ -57,8 +70,8 @@ def metered_run(step: Callable[[], object], samples_per_step: int, *, device: st
     positive_int("samples_per_step", samples_per_step)
     device = resolve_device(device)
     on_gpu = device.startswith("cuda")
-    duration_s = positive_float("duration_s", duration_s or (GPU_DURATION_S if on_gpu
-                                                             else CPU_DURATION_S), "5")
+    duration_s = knobs(CostSpec)["duration_s"].check(
+        "duration_s", duration_s or (GPU_DURATION_S if on_gpu else CPU_DURATION_S))
     warmup_s = warmup_s if warmup_s is not None else (GPU_WARMUP_S if on_gpu else CPU_WARMUP_S)
     sync = (lambda: torch.cuda.synchronize(device)) if on_gpu else (lambda: None)
     meter = meter or EnergyMeter(device)

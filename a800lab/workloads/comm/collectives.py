@@ -8,10 +8,12 @@
 import functools
 import statistics
 import time
+from dataclasses import dataclass
 
 import torch
 
 from ...core.checks import positive_int
+from ...core.knobs import check_knobs, knob, knobs
 from ...core.specs import match
 from ...core.timing import measure
 
@@ -24,10 +26,24 @@ WARMUP_CALLS = 2
 MIN_REPS, MAX_REPS = 5, 200
 
 
+@dataclass(frozen=True)
+class CollectiveSpec:
+    """One collective point's parameters (the group's shape is the run's)."""
+
+    op: str = knob("all_reduce", "collectives", choices=OPS)
+    size_bytes: int = knob(2**20, "message size", unit="bytes", integer=True, lo=1, cli="size")
+    dtype: str = knob("fp32", "element type", choices=tuple(DTYPES))
+    ranks_per_node: int | None = knob(None, "hierarchical_all_reduce and leader_all_reduce: ranks "
+                                      "per node (default: under torchrun LOCAL_WORLD_SIZE, else "
+                                      "all ranks on one node)", integer=True, lo=1)
+
+    def __post_init__(self):
+        check_knobs(self)
+
+
 def bus_factor(op: str, world_size: int) -> float:
     """nccl-tests' busbw / algbw for `op` on `world_size` ranks."""
-    if op not in OPS:
-        raise ValueError(f"unknown collective {op!r}: use one of {OPS}")
+    knobs(CollectiveSpec)["op"].check("op", op)
     n = positive_int("world_size", world_size)
     if op in ALL_REDUCES:
         return 2 * (n - 1) / n
@@ -230,15 +246,17 @@ def check_group(world_size: int, backend: str, nodes: int = 1) -> None:
         raise ValueError(f"this point is for ranks on {nodes} node(s), the group spans {spans}")
 
 
-def collective_point(op: str, size_bytes: int, dtype: str = "fp32", *, world_size: int,
-                     backend: str, nodes: int = 1, ranks_per_node: int | None = None,
-                     device: str = "cpu", budget_s: float = 0.3) -> dict:
-    """One collective at one size on every rank of the live group (checked by
-    runs.check_point): checked (a hierarchical one also against the flat all-reduce), then
-    timed; throughput = median busbw in GB/s."""
+def collective_point(op: str = CollectiveSpec.op, size_bytes: int = CollectiveSpec.size_bytes, *,
+                     world_size: int, backend: str, nodes: int = 1, device: str = "cpu",
+                     budget_s: float = 0.3, **params) -> dict:
+    """One collective at one size (CollectiveSpec's fields: `params` dtype, ranks_per_node;
+    checked by runs.check_point) on every rank of the live group: checked (a hierarchical one
+    also against the flat all-reduce), then timed; throughput = median busbw in GB/s."""
     check_group(world_size, backend, nodes)
+    spec = CollectiveSpec(op, size_bytes, **params)
+    op, size_bytes, dtype = spec.op, spec.size_bytes, spec.dtype
     factor = bus_factor(op, world_size)
-    rpn = world_size if ranks_per_node is None else ranks_per_node
+    rpn = world_size if spec.ranks_per_node is None else spec.ranks_per_node
     element_bytes = DTYPES[dtype].itemsize
     moved = message_bytes(op, size_bytes, world_size, element_bytes, rpn)
     count = moved // element_bytes

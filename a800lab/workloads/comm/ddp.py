@@ -10,10 +10,13 @@ import contextlib
 import functools
 import statistics
 from collections import Counter
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
+from ...core.knobs import check_knobs, knob
+from ..models.presets import MODELS
 from .collectives import agree, agreed_reps, check_group, timed_calls
 
 HOOKS = ("allreduce", "fp16_compress", "bf16_compress", "powersgd")
@@ -105,36 +108,65 @@ def make_batches(width: int, device: str, micro_batch: int, rank: int, count: in
     return out
 
 
-def ddp_point(hook: str = "allreduce", accum_steps: int = 1, sync: str = "no_sync",
-              bucket_cap_mb: float = 25.0, powersgd_rank: int = 1, start_iter: int = 2,
-              micro_batch: int = 32, model: str = "mlp", size: str = "", precision: str = "fp32",
-              *, world_size: int, backend: str, nodes: int = 1, device: str = "cpu",
-              train_steps: int = 20, budget_s: float = 0.3, lr: float = 0.1) -> dict:
-    """One DDP configuration (checked by runs.check_point): train, count one step's traffic,
-    time steps; throughput = micro_batch x accum_steps x world_size / step time. `model`:
-    "mlp" (SGD at `lr`), or a training-lab preset at `size` (AdamW at the preset's own rate);
-    precision "bf16": forward under bf16 autocast (weights and gradients stay fp32)."""
+@dataclass(frozen=True)
+class DDPSpec:
+    """One DDP point's parameters, each checked by its declaration (core.knobs). `model`: "mlp"
+    (SGD at the point's lr), or a training-lab preset at `size` (AdamW at the preset's own
+    rate); precision "bf16": forward under bf16 autocast (weights and gradients stay fp32)."""
+
+    hook: str = knob("allreduce", "DDP's comm hook", choices=HOOKS)
+    accum_steps: int = knob(1, "micro-batches per optimizer step", integer=True, lo=1,
+                            scale="pow2", panel_hi=16)
+    sync: str = knob("no_sync", "all-reduce once per step or per micro-batch", choices=SYNC_MODES)
+    bucket_cap_mb: float = knob(25.0, "DDP's gradient bucket size", unit="MB", lo=0)
+    powersgd_rank: int = knob(1, "PowerSGD's matrix approximation rank", integer=True, lo=1,
+                              scale="pow2", panel_hi=16)
+    start_iter: int = knob(2, "PowerSGD's plain all-reduce steps first (error feedback needs 2)",
+                           integer=True, lo=2, panel_hi=1000)
+    micro_batch: int = knob(32, "micro-batch per rank", unit="samples", integer=True, lo=1)
+    model: str = knob("mlp", "the model", choices=MODELS, named=True)
+    size: str = ""  # a preset's size (checked against the model's sizes)
+    precision: str = knob("fp32", "the forward's precision", choices=("fp32", "bf16"))
+
+    def __post_init__(self):
+        check_knobs(self)
+        if self.model != "mlp":
+            from ..models.presets import sizes_of
+
+            if self.size not in sizes_of(self.model):
+                raise ValueError(f"size={self.size!r} for model {self.model!r}: use one of "
+                                 f"{sizes_of(self.model)}")
+
+
+def ddp_point(*, world_size: int, backend: str, nodes: int = 1, device: str = "cpu",
+              train_steps: int = 20, budget_s: float = 0.3, lr: float = 0.1, **params) -> dict:
+    """One DDP configuration (DDPSpec's fields, checked by runs.check_point): train, count one
+    step's traffic, time steps; throughput = micro_batch x accum_steps x world_size / step
+    time."""
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     check_group(world_size, backend, nodes)
+    spec = DDPSpec(**params)
+    accum_steps, sync, micro_batch, model = spec.accum_steps, spec.sync, spec.micro_batch, \
+        spec.model
     if model == "mlp":
         width, depth = MODEL_SHAPE["cuda" if device.startswith("cuda") else "cpu"]
         module, loss_fn, eval_batch = build_model(device, width, depth), F.cross_entropy, 256
         batches_of = functools.partial(make_batches, width, device)
     else:
-        module, batches_of, loss_fn, lr, eval_batch = _preset_task(model, size, device)
+        module, batches_of, loss_fn, lr, eval_batch = _preset_task(model, spec.size, device)
     ids = [torch.device(device).index or 0] if device.startswith("cuda") else None
-    ddp = DDP(module, device_ids=ids, bucket_cap_mb=bucket_cap_mb)
+    ddp = DDP(module, device_ids=ids, bucket_cap_mb=spec.bucket_cap_mb)
     traffic = Counter()
-    state = register_hook(ddp, hook, traffic, powersgd_rank=powersgd_rank,
-                          start_iter=start_iter)
+    state = register_hook(ddp, spec.hook, traffic, powersgd_rank=spec.powersgd_rank,
+                          start_iter=spec.start_iter)
     optimizer = (torch.optim.SGD(ddp.parameters(), lr=lr, momentum=0.9) if model == "mlp"
                  else torch.optim.AdamW(ddp.parameters(), lr=lr))
     batches = batches_of(micro_batch, dist.get_rank(), POOL_BATCHES)
     cursor = [0]
     autocast = (functools.partial(torch.autocast, torch.device(device).type, torch.bfloat16)
-                if precision == "bf16" else contextlib.nullcontext)
+                if spec.precision == "bf16" else contextlib.nullcontext)
 
     def optimizer_step() -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)

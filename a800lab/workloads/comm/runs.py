@@ -12,6 +12,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import fields
 
 from ...core.cancel import CancelToken
 from ...core.envdiff import format_params
@@ -27,68 +28,33 @@ from ...core.results import (
     new_run_id,
 )
 from ...core.sweep import SweepResult, grid
-from .collectives import DTYPES, HIERARCHICAL, OPS, message_bytes
-from .ddp import HOOKS, SYNC_MODES
+from .collectives import DTYPES, HIERARCHICAL, CollectiveSpec, message_bytes
+from .ddp import DDPSpec
 from .launcher import RankGroup, RankGroupError, launched
 from .placement import lost_peer, placement
 from .worker import default_comm_backend
 
 WORKER = "a800lab.workloads.comm.worker"
 GROUP_PARAMS = ("world_size", "backend", "nodes")  # the group's shape (nodes only when > 1)
-WORKLOAD_PARAMS = {
-    "comm": ("op", "size_bytes", "dtype", "ranks_per_node"),
-    "ddp": ("hook", "accum_steps", "sync", "bucket_cap_mb", "powersgd_rank", "start_iter",
-            "micro_batch", "model", "size", "precision"),
-}
+SPECS = {"comm": CollectiveSpec, "ddp": DDPSpec}  # a point's parameters: its spec's fields
 
 
 def check_point(workload: str, params: Mapping) -> None:
     """Refuse a point the workers would refuse, before any process starts."""
-    if workload not in WORKLOAD_PARAMS:
+    if workload not in SPECS:
         raise ValueError(f"unknown comm workload {workload!r}: use 'comm' or 'ddp'")
-    unknown = set(params) - {*WORKLOAD_PARAMS[workload], *GROUP_PARAMS}
+    names = tuple(f.name for f in fields(SPECS[workload]))
+    unknown = set(params) - {*names, *GROUP_PARAMS}
     if unknown:
         raise ValueError(f"{sorted(unknown)} are not parameters of {workload!r}; it takes "
-                         f"{WORKLOAD_PARAMS[workload]}")
-    n = params["world_size"]
+                         f"{names}")
+    spec = SPECS[workload](**{k: v for k, v in params.items() if k not in GROUP_PARAMS})
     if workload == "comm":
-        op, dtype = params.get("op", "all_reduce"), params.get("dtype", "fp32")
-        if op not in OPS:
-            raise ValueError(f"unknown collective {op!r}: use one of {OPS}")
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype {dtype!r}: use one of {sorted(DTYPES)}")
-        rpn = params.get("ranks_per_node")
-        if rpn is not None and (op not in HIERARCHICAL or not isinstance(rpn, int)
-                                or rpn < 1 or n % rpn):
+        n, rpn = params["world_size"], spec.ranks_per_node
+        if rpn is not None and (spec.op not in HIERARCHICAL or n % rpn):
             raise ValueError(f"ranks_per_node={rpn} needs op {' or '.join(HIERARCHICAL)} and "
                              f"must divide world_size={n}")
-        size = params.get("size_bytes")
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"size_bytes={size!r} must be a positive int, e.g. 1048576")
-        message_bytes(op, size, n, DTYPES[dtype].itemsize, rpn or n)
-        return
-    if params.get("hook", "allreduce") not in HOOKS:
-        raise ValueError(f"unknown comm hook {params.get('hook')!r}: use one of {HOOKS}")
-    if params.get("sync", "no_sync") not in SYNC_MODES:
-        raise ValueError(f"sync={params.get('sync')!r}: use one of {SYNC_MODES}")
-    if params.get("start_iter", 2) < 2:
-        raise ValueError("start_iter must be >= 2: PowerSGD with error feedback needs 2 "
-                         "steps of plain all-reduce first")
-    for name in ("accum_steps", "micro_batch", "powersgd_rank"):
-        value = params.get(name, 1)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name}={value!r} must be a positive int")
-    if params.get("precision", "fp32") not in ("fp32", "bf16"):
-        raise ValueError(f"precision={params['precision']!r}: a DDP step runs in 'fp32' or "
-                         "'bf16' (autocast)")
-    if params.get("model", "mlp") != "mlp":
-        from ..models.presets import sizes_of
-
-        if params.get("size") not in sizes_of(params["model"]):
-            raise ValueError(f"size={params.get('size')!r} for model {params['model']!r}: use "
-                             f"one of {sizes_of(params['model'])}")
-    if not params.get("bucket_cap_mb", 25.0) > 0:
-        raise ValueError(f"bucket_cap_mb={params['bucket_cap_mb']!r} must be > 0, e.g. 25")
+        message_bytes(spec.op, spec.size_bytes, n, DTYPES[spec.dtype].itemsize, rpn or n)
 
 
 def relevant(workload: str, params: Mapping) -> dict:
