@@ -13,6 +13,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from a800lab.cli import build_parser
 from a800lab.cli.comm import check_comm_command
 from a800lab.core.results import check_folder
 
@@ -220,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         if "--out" in command:
             raise ValueError("leave --out out of the command: each recipe writes its own "
                              "results file (results/comm.jsonl, /results/comm.jsonl)")
-        check_comm_command(command, world_size=args.nodes * args.gpus_per_node,
+        check_comm_command(build_parser, command, world_size=args.nodes * args.gpus_per_node,
                            per_node=args.gpus_per_node)
         generated = shlex.join(["python", "deploy/make_recipes.py", "--nodes", str(args.nodes),
                                 "--gpus-per-node", str(args.gpus_per_node),

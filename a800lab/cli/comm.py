@@ -100,21 +100,21 @@ def torchrun_command(args) -> int:
     if command[0] == "comm":  # refused here, once, rather than by every rank
         nodes, per_node = str(launch_args.nnodes), str(launch_args.nproc_per_node)
         both = nodes.isdigit() and per_node.isdigit()
-        check_comm_command(command,
+        check_comm_command(args.parser_for, command,
                            world_size=int(nodes) * int(per_node) if both else None,
                            per_node=int(per_node) if both else None)
     leave(launch(launch_args))  # torch's teardown in the agent costs seconds and does nothing
 
 
-def check_comm_command(command: list[str], *, world_size: int | None,
+def check_comm_command(parser_for, command: list[str], *, world_size: int | None,
                        per_node: int | None) -> None:
-    """ValueError for a comm command its ranks would refuse: it parses as they will parse it,
-    its options pass their checks and (world_size known) its points theirs."""
+    """ValueError for a comm command its ranks would refuse: it parses as they will parse it
+    (`parser_for(argv)`: the lab's parser for that command), its options pass their checks and
+    (world_size known) its points theirs."""
     from ..workloads.comm import runs
-    from .main import build_parser
 
     try:
-        lab = build_parser(command).parse_args(command if "--out" in command else
+        lab = parser_for(command).parse_args(command if "--out" in command else
                                                [*command, "--out", "comm.jsonl"])
     except SystemExit:
         raise ValueError(f"{shlex.join(command)}: the comm command does not parse (its error "

@@ -51,7 +51,7 @@ class Commands:
                                                         metavar=group)
         parser = self._groups.get(group, self._top).add_parser(name, help=help, description=help,
                                                                 **(parser_options or {}))
-        parser.set_defaults(run=run, command_parser=parser, checks={})
+        parser.set_defaults(run=run, command_parser=parser, checks={}, parser_for=build_parser)
         path = (name,) if group is None else (group, name)
         if self._wanted is None or self._wanted[:len(path)] == path:
             add_options(parser, options, spec, **own)
