@@ -16,12 +16,12 @@ from dataclasses import replace
 import torch
 
 from ...core.cancel import CancelToken
-from ...core.environment import environment, fingerprint
 from ...core.memory import free_after_oom, is_oom
-from ...core.results import Record, append_record, new_run_id
+from ...core.results import Record
 from ...core.search import SearchResult, config_key
-from ...core.sweep import first_line, measure_point
-from ...core.timing import Timing, measure
+from ...core.sweep import first_line
+from ...core.timing import measure
+from ...core.tuner import TrialLog
 from ...core.units import format_bytes
 from ..models.levers import lever_unavailable
 from ..models.presets import Task
@@ -84,10 +84,8 @@ class TuneSession:
         self.axes, self.margin, self.cancel = dict(axes), margin, cancel
         self.limit = limit_bytes or default_limit_bytes(device)
         self.injected = self.limit if device == "cpu" else limit_bytes
-        self.out, self.on_trial, self.say = out, on_trial, on_stage or (lambda text: None)
-        self.env = environment(device)
-        self.env["fingerprint"] = fingerprint(self.env)
-        self.run_id, self.records = new_run_id(), []
+        self.say = on_stage or (lambda text: None)
+        self.log = TrialLog(WORKLOAD, device, out, on_trial, cancel)
         self.refused: dict[str, str] = {}
         self.bounds: dict[str, int] = {}
         self._unbounded: dict[str, str] = {}  # bound key -> why the finder could not run
@@ -273,17 +271,7 @@ class TuneSession:
     def evaluate(self, config: dict, budget_s: float, first: bool = True) -> dict:
         """One trial as a record (appended to `out`): the search's evaluate()."""
         point = functools.partial(self.trial, budget_s=budget_s, cancel=self.cancel)
-        record = measure_point(point, dict(config), workload=WORKLOAD, device=self.device,
-                               env=self.env, run_id=self.run_id, cancel=self.cancel)
-        self.records.append(record)
-        if self.out is not None:
-            append_record(self.out, record)
-        if self.on_trial is not None:
-            self.on_trial(record)
-        if record.outcome != "ok":
-            return {"outcome": record.outcome, "message": record.message}
-        return {"outcome": "ok", "timing": Timing(record.time_ms, 0, self.device),
-                "noise": record.noise}
+        return self.log.timed(self.log.measure(point, dict(config)))
 
     def verified(self, config: Mapping) -> dict:
         """What a config's verification found ({} before its first trial)."""

@@ -1,0 +1,151 @@
+"""The tuner driver: the sequence the tile, training and serving tuners share. Each supplies its
+trial (each one a record of a TrialLog), its grid and what is its own after the search (how to
+measure the winner again, the entry's facts, the code to paste); drive() looks the store up,
+searches, re-measures, takes the frontier and stores the winner (never from a contended last
+round: that one is shown, labelled, or dropped), into one outcome.
+
+    log = TrialLog("tiles", device, out=out, on_trial=on_trial, cancel=cancel)
+    outcome = drive(Tuned(), log, grid, validate, evaluate, budget_s=0.3,
+                    store=(TunedStore(path), key, grid), facts=lambda outcome: {...})
+    outcome.winner, outcome.entry, outcome.frontier, outcome.snippet, outcome.reused
+"""
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .cancel import Cancelled, CancelToken
+from .environment import environment, fingerprint
+from .results import Record, append_record, check_writable, new_run_id
+from .search import SearchResult, config_key, pareto_frontier, search
+from .store import TunedStore
+from .sweep import measure_point
+from .timing import Timing
+
+REMEASURE_TRIES = 3  # configs of the ranking measured again until one meets its target
+
+
+@dataclass
+class TrialLog:
+    """A tuning run's trials as records: each measured in its own window (measure_point), kept,
+    appended to `out` and shown to `on_trial`; one environment and run id for all."""
+
+    workload: str
+    device: str
+    out: str | os.PathLike | None = None
+    on_trial: Callable[[Record], None] | None = None
+    cancel: CancelToken | None = None
+    run_id: str = ""
+    records: list[Record] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.out is not None:
+            check_writable(self.out)
+        self.run_id = self.run_id or new_run_id()
+        self.env = environment(self.device)
+        self.env["fingerprint"] = fingerprint(self.env)
+
+    def measure(self, point: Callable, params: dict, workload: str = "") -> Record:
+        record = measure_point(point, params, workload=workload or self.workload,
+                               device=self.device, env=self.env, run_id=self.run_id,
+                               cancel=self.cancel)
+        self.records.append(record)
+        if self.out is not None:
+            append_record(self.out, record)
+        if self.on_trial is not None:
+            self.on_trial(record)
+        return record
+
+    def timed(self, record: Record, per: int = 1) -> dict:
+        """The record as the search's evaluate() answers: its failure, or its timing (each
+        sample divided by `per`, e.g. per sample of a batch) and noise."""
+        if record.outcome != "ok":
+            return {"outcome": record.outcome, "message": record.message}
+        samples = tuple(t / per for t in record.time_ms) if per != 1 else record.time_ms
+        return {"outcome": "ok", "timing": Timing(samples, 0, self.device),
+                "noise": record.noise}
+
+
+@dataclass
+class Tuned:
+    """What a tuner did. `entry`: the winner's facts (best, snippet, ...), reused from the store,
+    stored now ("stored": True) or shown unstored ("stored": False); {} without a winner."""
+
+    entry: dict = field(default_factory=dict)
+    reused: bool = False
+    search: SearchResult | None = None
+    records: list[Record] = field(default_factory=list)
+    candidates: list[dict] = field(default_factory=list)  # each config's last trial, measured
+    remeasured: dict = field(default_factory=dict)        # the winner measured again
+    cancelled: bool = False
+    device_name: str = ""
+    mode: str = ""
+    cost = "peak_bytes"  # the frontier's other axis beside samples/s
+
+    @property
+    def winner(self) -> dict | None:
+        return self.entry.get("best")
+
+    @property
+    def snippet(self) -> str:
+        return self.entry.get("snippet", "")
+
+    @property
+    def frontier(self) -> list[dict]:
+        """The candidates none beats in both samples/s and `cost` (stored with the entry)."""
+        return self.entry.get("frontier") or pareto_frontier(self.candidates, self.cost)
+
+
+def drive(outcome: Tuned, log: TrialLog, grid: Sequence[Mapping] | Callable[[], list],
+          validate: Callable[[dict], None], evaluate: Callable[[dict, float, bool], Mapping],
+          *, budget_s: float, store: tuple[TunedStore, str, list] | None = None,
+          force: bool = False, candidates: Callable[[SearchResult], list] | None = None,
+          remeasure: Callable[[dict], dict] | None = None,
+          facts: Callable[[Tuned], dict] | None = None, show_unstored: bool = False) -> Tuned:
+    """The shared sequence into `outcome`: `store` = (store, key, the grid it keys on) gives its
+    entry back unless `force`; else the search over `grid` (or what grid() plans: a stop there
+    ends the run), `candidates(result)` measured, and `remeasure(config)` (a dict with
+    "meets_target", or {} when it failed) tried on the best REMEASURE_TRIES configs of the
+    ranking until one meets; the winner's entry is `facts(outcome)`, stored when `store` is
+    given."""
+    outcome.records, outcome.device_name, outcome.mode = log.records, log.env["device_name"], \
+        log.env["mode"]
+    if store is not None and not force:
+        outcome.entry = store[0].get(store[1], store[2]) or {}
+        if outcome.entry:
+            outcome.reused = True
+            return outcome
+    cancel = log.cancel
+    try:
+        configs = grid() if callable(grid) else grid
+        outcome.search = search(configs, validate, evaluate, budget_s=budget_s,
+                                should_stop=lambda: cancel is not None and cancel.cancelled)
+    except Cancelled:
+        outcome.cancelled = True
+        return outcome
+    result = outcome.search
+    outcome.cancelled = result.cancelled
+    outcome.candidates = candidates(result) if candidates is not None else []
+    best = None if result.cancelled else result.best
+    if remeasure is not None and best is not None:
+        best = None
+        ranked = [t.config for t in result.ranking() if config_key(t.config) not in result.failed]
+        for number, config in enumerate(ranked[:REMEASURE_TRIES], start=1):
+            got = remeasure(config)
+            if got:
+                outcome.remeasured = {"config": config, "tries": number, **got}
+                if got["meets_target"]:
+                    best = config
+                    break
+    if best is None:
+        return outcome
+    got = {"best": best, **(facts(outcome) if facts is not None else {})}
+    if store is None:
+        outcome.entry = got
+    elif result.contended:  # a contended last round ranks nothing: shown at most, never stored
+        outcome.entry = {"best": best, "best_median_ms": result.best_median_ms,
+                         "verdict": result.verdict, "contended": result.contended,
+                         "stored": False, **got} if show_unstored else {}
+    else:
+        outcome.entry = {**store[0].put(store[1], store[2], result, **got), "stored": True}
+    return outcome
