@@ -268,7 +268,6 @@ class ServingExplorer(Explorer):
                 outcome = tune_serve(fixed["p99_target_ms"], self.task, **model,
                                      axes=grid_axes, device=self.device, on_trial=trial,
                                      cancel=self.job.cancel, run_id=run_id, **self.settings)
-                cancelled = outcome.search.cancelled
             else:
                 precisions = default_axes(self.device)
                 grid_axes = {k: precisions[k] for k in ("precision", "graphs")}
@@ -283,14 +282,13 @@ class ServingExplorer(Explorer):
                     duration_s=fixed["duration_s"], device=self.device, on_trial=trial,
                     cancel=self.job.cancel, run_id=run_id,
                     budget_s=self.settings["budget_s"])
-                cancelled = outcome.cancelled
         self.progress.max = self.progress.value = max(count[0], 1)
         self.tune_outcome = outcome
         # the command's own words (tune serve prints the same summary), then the code
         self.tune_text.value = f"<pre>{html.escape(outcome.summary())}</pre>" + (
             code_html(outcome.snippet) if outcome.snippet else "")
         return SweepResult(records=outcome.records, total=len(outcome.records), run_id=run_id,
-                           cancelled=cancelled)
+                           cancelled=outcome.cancelled)
 
     def _work(self, *args, **kwargs) -> None:
         super()._work(*args, **kwargs)
