@@ -19,10 +19,20 @@ from .environment import environment, fingerprint
 from .results import Record, append_record, check_writable, new_run_id
 from .search import SearchResult, config_key, pareto_frontier, search
 from .store import TunedStore
+from .sweep import grid as cartesian
 from .sweep import measure_point
 from .timing import Timing
 
 REMEASURE_TRIES = 3  # configs of the ranking measured again until one meets its target
+
+
+def lever_grid(axes: Mapping[str, Sequence], levers: Sequence[str], tuner: str) -> list[dict]:
+    """Every combination of the `axes`, in the order of `levers` (an axis not among them is
+    refused, naming what `tuner` varies)."""
+    unknown = set(axes) - set(levers)
+    if unknown:
+        raise ValueError(f"unknown axes {sorted(unknown)}: {tuner} varies {list(levers)}")
+    return cartesian({name: axes[name] for name in levers if name in axes})
 
 
 @dataclass

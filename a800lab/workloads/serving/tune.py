@@ -5,7 +5,6 @@ the search every tuner shares (core/search.py), then measured again with a fresh
     print(outcome.summary()); print(outcome.snippet)       # what `tune serve` prints
 """
 
-import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -14,7 +13,7 @@ from ...core.checks import positive_float
 from ...core.precision import HALF_DTYPES
 from ...core.results import Record
 from ...core.search import config_key
-from ...core.tuner import TrialLog, Tuned, drive
+from ...core.tuner import TrialLog, Tuned, drive, lever_grid
 from .point import serve_point
 from .spec import (
     DEFAULT_REQUESTS,
@@ -98,12 +97,9 @@ def tune_serve(p99_ms: float, task=None, *, model: str = "transformer", size: st
     positive_float("p99_ms", p99_ms, "50 (milliseconds)")
     device = resolve_device(device)
     axes = {**default_axes(device), **(axes or {})}
-    unknown = set(axes) - set(LEVERS)
-    if unknown:
-        raise ValueError(f"unknown axes {sorted(unknown)}: tune_serve varies {list(LEVERS)}")
     name = task.name if task is not None else model
     size = serving_size(model, size, device, task)
-    grid = [dict(zip(axes, values, strict=True)) for values in itertools.product(*axes.values())]
+    grid = lever_grid(axes, LEVERS, "tune_serve")
     for config in grid:  # a bad value: ValueError naming it, before anything runs
         ServeSpec(name, size, **config)
     log = TrialLog(WORKLOAD, device, out, on_trial, cancel, run_id or "")

@@ -4,7 +4,6 @@ record, the winner stored per device and reused.
     outcome = tune(4096, 4096, 4096, "bf16", device="cuda", out="tune.jsonl")
 """
 
-import itertools
 import os
 from collections.abc import Callable, Mapping, Sequence
 
@@ -12,6 +11,7 @@ from ...core.backends import resolve_device
 from ...core.cancel import CancelToken
 from ...core.results import Record
 from ...core.store import TunedStore, tuned_store_path
+from ...core.sweep import grid as cartesian
 from ...core.tuner import TrialLog, Tuned, drive
 from ..matmul import TILE_FIELDS, MatmulSpec
 from .config import check_config
@@ -34,9 +34,7 @@ def config_grid(axes: Mapping[str, Sequence], backend: str) -> list[dict]:
     if foreign:
         raise ValueError(f"{foreign} are not tile fields of backend={backend!r}; it takes "
                          f"{list(TILE_FIELDS[backend])}")
-    names = list(axes)
-    return [dict(zip(names, values, strict=True))
-            for values in itertools.product(*(list(dict.fromkeys(v)) for v in axes.values()))]
+    return cartesian(axes)
 
 
 def default_grid(backend: str) -> list[dict]:

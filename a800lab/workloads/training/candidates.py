@@ -8,7 +8,6 @@ loss) and timed.
 """
 
 import functools
-import itertools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -21,7 +20,7 @@ from ...core.results import Record
 from ...core.search import SearchResult, config_key
 from ...core.sweep import first_line
 from ...core.timing import measure
-from ...core.tuner import TrialLog
+from ...core.tuner import TrialLog, lever_grid
 from ...core.units import format_bytes
 from ..models.levers import lever_unavailable
 from ..models.presets import Task
@@ -99,19 +98,13 @@ class TuneSession:
     def budget_bytes(self) -> float:
         return self.limit * (1 - self.margin)
 
-    def lever_grid(self) -> list[dict]:
-        """Every combination of the lever axes (what the store keys on)."""
-        names = [n for n in LEVERS if n in self.axes]
-        return [dict(zip(names, values, strict=True))
-                for values in itertools.product(*(self.axes[n] for n in names))]
-
     def spec_of(self, config: Mapping) -> TrainSpec:
         return replace(self.base, **config)
 
     def plan(self) -> list[dict]:
         """The grid, its micro-batches bounded; refusals land in `refused`."""
         grid = []
-        for levers in self.lever_grid():
+        for levers in lever_grid(self.axes, LEVERS, "tune_train"):
             spec = self.spec_of({**levers, "batch_size": 1, "accum_steps": 1})
             reason = lever_unavailable(spec, self.device) or self._bound(spec)
             if reason:

@@ -7,7 +7,6 @@ the winner stored (never from a contended CPU) and reused unless `force`.
 """
 
 import hashlib
-import itertools
 import json
 import os
 import time
@@ -23,7 +22,7 @@ from ...core.precision import HALF_DTYPES
 from ...core.results import Record
 from ...core.search import SearchResult
 from ...core.store import TunedStore, tuned_store_path
-from ...core.tuner import Tuned, drive
+from ...core.tuner import Tuned, drive, lever_grid
 from ...core.units import format_bytes
 from ..models.levers import ATTENTION_ENUM, optimizer_flags
 from ..models.presets import Task, default_size, preset
@@ -167,16 +166,12 @@ def tune_train(task: Task | None = None, *, model: str = "mlp", size: str | None
     device = resolve_device(device)
     positive_int("target_batch", target_batch, "256")
     axes = {**default_axes(device), **(axes or {})}
-    unknown = set(axes) - set(LEVERS)
-    if unknown:
-        raise ValueError(f"unknown axes {sorted(unknown)}: tune_train varies {list(LEVERS)}")
+    levers = lever_grid(axes, LEVERS, "tune_train")
     size = size or default_size(device)
     base = TrainSpec(model=model if task is None else task.name, size=size,
                      optimizer=optimizer, lr=lr)
-    for values in itertools.product(*axes.values()):
-        # a bad value: ValueError naming it, before anything runs
-        spec = replace(base, **dict(zip(axes, values, strict=True)))
-        check_precision(spec.precision, device)
+    for config in levers:  # a bad value: ValueError naming it, before anything runs
+        check_precision(replace(base, **config).precision, device)
     task = task or preset(base.model, size)
     session = TuneSession(task, base, target_batch, device, axes=axes, limit_bytes=limit_bytes,
                           margin=margin, out=out, on_trial=on_trial, on_stage=on_stage,
@@ -218,7 +213,7 @@ def tune_train(task: Task | None = None, *, model: str = "mlp", size: str | None
     tuned = TunedStore(store if store is not None else tuned_store_path())
     return drive(TuneOutcome(session=session), session.log, plan, session.validate,
                  session.evaluate, budget_s=budget_s,
-                 store=(tuned, key, session.lever_grid()), force=force,
+                 store=(tuned, key, levers), force=force,
                  candidates=session.candidates, facts=facts, show_unstored=True)
 
 
