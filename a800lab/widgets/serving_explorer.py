@@ -23,9 +23,10 @@ import pandas as pd
 from ..core.backends import resolve_device, torchvision_reason
 from ..core.checks import positive_float
 from ..core.sweep import SweepResult, grid, thread_count
-from ..figures.serving import concurrency_figure, decode_figure, serve_tune_figure, serving_figure
+from ..figures.serving import concurrency_figure, decode_figure, serving_figure
 from ..figures.serving_generate import generation_figure
 from ..figures.serving_load import load_figure
+from ..figures.tune import frontier_figure
 from ..workloads.models.levers import COMPILE_MODES
 from ..workloads.models.presets import MODELS, SIZES, default_size
 from ..workloads.models.task import CUSTOM
@@ -319,7 +320,7 @@ class ServingExplorer(Explorer):
         view = self.view.value
         outcome = self.tune_outcome
         if view == "tune" and outcome is not None and not hasattr(outcome, "searches"):
-            return serve_tune_figure(outcome)  # offline: samples/s against batch p99
+            return frontier_figure(outcome)  # offline: samples/s against batch p99
         if view == "tune" and outcome is not None:  # online: each search as a load curve
             searched = df[df["workload"] == "tune-load"]
             return load_figure(searched, earlier_runs=self.earlier_runs.value,
