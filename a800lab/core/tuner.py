@@ -100,6 +100,12 @@ class Tuned:
     def snippet(self) -> str:
         return self.entry.get("snippet", "")
 
+    def failed_lines(self, limit: int = 3) -> list[str]:
+        """"  failed: <why>" for the first `limit` configs that failed (not those over a
+        target: the tuner names them)."""
+        failed = self.search.failed.values() if self.search is not None else ()
+        return [f"  failed: {why}" for why in failed if not why.startswith("over-target")][:limit]
+
     @property
     def frontier(self) -> list[dict]:
         """The candidates none beats in both samples/s and `cost` (stored with the entry)."""
@@ -121,7 +127,8 @@ def drive(outcome: Tuned, log: TrialLog, grid: Sequence[Mapping] | Callable[[], 
     outcome.records, outcome.device_name, outcome.mode = log.records, log.env["device_name"], \
         log.env["mode"]
     if store is not None and not force:
-        outcome.entry = store[0].get(store[1], store[2]) or {}
+        tuned, key, keyed_on = store
+        outcome.entry = tuned.get(key, keyed_on) or {}
         if outcome.entry:
             outcome.reused = True
             return outcome
@@ -138,15 +145,7 @@ def drive(outcome: Tuned, log: TrialLog, grid: Sequence[Mapping] | Callable[[], 
     outcome.candidates = candidates(result) if candidates is not None else []
     best = None if result.cancelled else result.best
     if remeasure is not None and best is not None:
-        best = None
-        ranked = [t.config for t in result.ranking() if config_key(t.config) not in result.failed]
-        for number, config in enumerate(ranked[:REMEASURE_TRIES], start=1):
-            got = remeasure(config)
-            if got:
-                outcome.remeasured = {"config": config, "tries": number, **got}
-                if got["meets_target"]:
-                    best = config
-                    break
+        best = _remeasured(outcome, remeasure)
     if best is None:
         return outcome
     got = {"best": best, **(facts(outcome) if facts is not None else {})}
@@ -157,5 +156,20 @@ def drive(outcome: Tuned, log: TrialLog, grid: Sequence[Mapping] | Callable[[], 
                          "verdict": result.verdict, "contended": result.contended,
                          "stored": False, **got} if show_unstored else {}
     else:
-        outcome.entry = {**store[0].put(store[1], store[2], result, **got), "stored": True}
+        tuned, key, keyed_on = store
+        outcome.entry = {**tuned.put(key, keyed_on, result, **got), "stored": True}
     return outcome
+
+
+def _remeasured(outcome: Tuned, remeasure: Callable[[dict], dict]) -> dict | None:
+    """The first of the ranking's best REMEASURE_TRIES configs whose re-measurement meets its
+    target (each kept in outcome.remeasured until one does), else None."""
+    result = outcome.search
+    ranked = [t.config for t in result.ranking() if config_key(t.config) not in result.failed]
+    for number, config in enumerate(ranked[:REMEASURE_TRIES], start=1):
+        got = remeasure(config)
+        if got:
+            outcome.remeasured = {"config": config, "tries": number, **got}
+            if got["meets_target"]:
+                return config
+    return None

@@ -259,25 +259,21 @@ class ServingExplorer(Explorer):
             self._on_result(record)
 
         model = {"model": fixed["model"], "size": None if self.task else fixed["size"]}
-        levers = {"compile": [fixed["compile"]]}
+        defaults = default_axes(self.device)
+        graphed = fixed["compile"] in ("reduce-overhead", "max-autotune")  # CUDA graphs of its own
+        levers = {"precision": defaults["precision"], "compile": [fixed["compile"]],
+                  "graphs": [g for g in defaults["graphs"] if not (g and graphed)]}
         with thread_count(self.torch_threads):
             if fixed["offline"]:
-                grid_axes = {**default_axes(self.device), "batch_size": axes["max_batch"],
-                             **levers}
-                grid_axes["graphs"] = [g for g in grid_axes["graphs"] if not (
-                    g and fixed["compile"] in ("reduce-overhead", "max-autotune"))]
                 outcome = tune_serve(fixed["p99_target_ms"], self.task, **model,
-                                     axes=grid_axes, device=self.device, on_trial=trial,
+                                     axes={**defaults, "batch_size": axes["max_batch"], **levers},
+                                     device=self.device, on_trial=trial,
                                      cancel=self.job.cancel, run_id=run_id, **self.settings)
             else:
-                precisions = default_axes(self.device)
-                grid_axes = {k: precisions[k] for k in ("precision", "graphs")}
-                grid_axes["graphs"] = [g for g in grid_axes["graphs"] if not (
-                    g and fixed["compile"] in ("reduce-overhead", "max-autotune"))]
                 batchers = {**default_batcher_axes(self.device, fixed["p99_target_ms"]),
                             "max_batch": axes["max_batch"]}
                 outcome = tune_online(
-                    fixed["p99_target_ms"], self.task, **model, axes={**grid_axes, **levers},
+                    fixed["p99_target_ms"], self.task, **model, axes=levers,
                     batcher_axes=batchers, percentile=fixed["percentile"],
                     arrival=fixed["arrival"], burstiness=fixed["burstiness"],
                     duration_s=fixed["duration_s"], device=self.device, on_trial=trial,

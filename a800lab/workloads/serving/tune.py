@@ -83,9 +83,7 @@ class ServeTuneOutcome(Tuned):
                      f"{len(result.refused)} refused, in {result.wall_s:.1f} s")
         lines += [f"  over the target: {describe_serving(c['config'])} (p99 "
                   f"{c['p99_ms']:.3g} ms)" for c in over]
-        lines += [f"  failed: {why}" for why in result.failed.values()
-                  if not why.startswith("over-target")][:3]
-        return "\n".join(lines)
+        return "\n".join(lines + self.failed_lines())
 
 
 def tune_serve(p99_ms: float, task=None, *, model: str = "transformer", size: str | None = None,

@@ -82,10 +82,7 @@ class TuneOutcome(Tuned):
         lines.append(f"{e['measured']} configs measured, {e['refused']} refused, {e['failed']} "
                      f"failed verification, in {e['wall_s']:.1f} s")
         lines += [f"  {line}" for line in refusal_lines(e.get("refusals", []))]
-        if self.search is not None:
-            why = list(self.search.failed.values())[:3]
-            lines += [f"  failed: {w}" for w in why]
-        return "\n".join(lines)
+        return "\n".join(lines + self.failed_lines())
 
 
 CLEAR = "clear of the noise"
