@@ -5,8 +5,8 @@ searches, re-measures, takes the frontier and stores the winner (never from a co
 round: that one is shown, labelled, or dropped), into one outcome.
 
     log = TrialLog("tiles", device, out=out, on_trial=on_trial, cancel=cancel)
-    outcome = drive(Tuned(), log, grid, validate, evaluate, budget_s=0.3,
-                    store=(TunedStore(path), key, grid), facts=lambda outcome: {...})
+    outcome = drive(Tuned(), log, grid, validate, evaluate, budget_s=0.3, key=key,
+                    keyed_on=grid, store=path, facts=lambda outcome: {...})
     outcome.winner, outcome.entry, outcome.frontier, outcome.snippet, outcome.reused
 """
 
@@ -18,12 +18,12 @@ from .cancel import Cancelled, CancelToken
 from .environment import environment, fingerprint
 from .results import Record, append_record, check_writable, new_run_id
 from .search import SearchResult, config_key, pareto_frontier, search
-from .store import TunedStore
+from .store import TunedStore, tuned_store_path
 from .sweep import grid as cartesian
 from .sweep import measure_point
 from .timing import Timing
 
-REMEASURE_TRIES = 3  # configs of the ranking measured again until one meets its target
+REMEASURE_TRIES = 3  # a winner measured again: at most this many tries until one meets
 
 
 def lever_grid(axes: Mapping[str, Sequence], levers: Sequence[str], tuner: str) -> list[dict]:
@@ -114,20 +114,20 @@ class Tuned:
 
 def drive(outcome: Tuned, log: TrialLog, grid: Sequence[Mapping] | Callable[[], list],
           validate: Callable[[dict], None], evaluate: Callable[[dict, float, bool], Mapping],
-          *, budget_s: float, store: tuple[TunedStore, str, list] | None = None,
-          force: bool = False, candidates: Callable[[SearchResult], list] | None = None,
-          remeasure: Callable[[dict], dict] | None = None,
+          *, budget_s: float, key: str = "", keyed_on: Sequence[Mapping] = (),
+          store: str | os.PathLike | None = None, force: bool = False,
+          candidates: Callable[[SearchResult], list] | None = None,
+          remeasure: Callable[[dict, int], dict] | None = None,
           facts: Callable[[Tuned], dict] | None = None, show_unstored: bool = False) -> Tuned:
-    """The shared sequence into `outcome`: `store` = (store, key, the grid it keys on) gives its
-    entry back unless `force`; else the search over `grid` (or what grid() plans: a stop there
-    ends the run), `candidates(result)` measured, and `remeasure(config)` (a dict with
-    "meets_target", or {} when it failed) tried on the best REMEASURE_TRIES configs of the
-    ranking until one meets; the winner's entry is `facts(outcome)`, stored when `store` is
-    given."""
+    """The shared sequence into `outcome`: with a `key`, the `store` (default
+    tuned_store_path()) gives back its entry for the key and the grid `keyed_on` unless `force`;
+    else the search over `grid` (or what grid() plans: a stop there ends the run),
+    `candidates(result)` measured, `remeasure(config, tries)` tried on the ranking
+    (first_to_meet); the winner's entry is `facts(outcome)`, stored under the `key`."""
     outcome.records, outcome.device_name, outcome.mode = log.records, log.env["device_name"], \
         log.env["mode"]
-    if store is not None and not force:
-        tuned, key, keyed_on = store
+    tuned = TunedStore(store if store is not None else tuned_store_path())
+    if key and not force:
         outcome.entry = tuned.get(key, keyed_on) or {}
         if outcome.entry:
             outcome.reused = True
@@ -145,31 +145,30 @@ def drive(outcome: Tuned, log: TrialLog, grid: Sequence[Mapping] | Callable[[], 
     outcome.candidates = candidates(result) if candidates is not None else []
     best = None if result.cancelled else result.best
     if remeasure is not None and best is not None:
-        best = _remeasured(outcome, remeasure)
+        ranked = [t.config for t in result.ranking() if config_key(t.config) not in result.failed]
+        outcome.remeasured = first_to_meet(ranked, remeasure)
+        best = outcome.remeasured["config"] if outcome.remeasured.get("meets_target") else None
     if best is None:
         return outcome
     got = {"best": best, **(facts(outcome) if facts is not None else {})}
-    if store is None:
+    if not key:
         outcome.entry = got
     elif result.contended:  # a contended last round ranks nothing: shown at most, never stored
         outcome.entry = {"best": best, "best_median_ms": result.best_median_ms,
                          "verdict": result.verdict, "contended": result.contended,
                          "stored": False, **got} if show_unstored else {}
     else:
-        tuned, key, keyed_on = store
         outcome.entry = {**tuned.put(key, keyed_on, result, **got), "stored": True}
     return outcome
 
 
-def _remeasured(outcome: Tuned, remeasure: Callable[[dict], dict]) -> dict | None:
-    """The first of the ranking's best REMEASURE_TRIES configs whose re-measurement meets its
-    target (each kept in outcome.remeasured until one does), else None."""
-    result = outcome.search
-    ranked = [t.config for t in result.ranking() if config_key(t.config) not in result.failed]
-    for number, config in enumerate(ranked[:REMEASURE_TRIES], start=1):
-        got = remeasure(config)
-        if got:
-            outcome.remeasured = {"config": config, "tries": number, **got}
-            if got["meets_target"]:
-                return config
-    return None
+def first_to_meet(attempts: Sequence, measure: Callable[[object, int], dict]) -> dict:
+    """`measure(attempt, tries)` of the first REMEASURE_TRIES `attempts` (configs, rates) until
+    one meets its target ("meets_target"); the last one measured ({} when none measured: a
+    failed measurement answers {})."""
+    last: dict = {}
+    for tries, attempt in enumerate(attempts[:REMEASURE_TRIES], start=1):
+        last = measure(attempt, tries) or last
+        if last.get("meets_target"):
+            break
+    return last

@@ -19,10 +19,10 @@ from ...core.checks import positive_float
 from ...core.noise import default_cpu_threads
 from ...core.results import Record, new_run_id
 from ...core.sweep import thread_count
-from ...core.tuner import REMEASURE_TRIES, TrialLog, Tuned
+from ...core.tuner import REMEASURE_TRIES, TrialLog, Tuned, first_to_meet
 from ..models.presets import preset
 from .arrivals import Arrivals
-from .goodput import MEETS, Goodput, find_goodput, verdict
+from .goodput import MEETS, find_goodput, verdict
 from .load import Batcher, default_duration_s, prepare
 from .spec import MIN_REQUESTS, ServeSpec, serving_size
 from .tune import ServeTuneOutcome, describe_serving, serving_snippet, tune_serve
@@ -30,7 +30,7 @@ from .tune import ServeTuneOutcome, describe_serving, serving_snippet, tune_serv
 WORKLOAD = "tune-load"
 MODEL_LEVERS = ("precision", "compile", "graphs", "channels_last")
 TOP_CONFIGS = 3        # closed-loop configs (by samples/s, meeting the target) tried online
-REMEASURE_STEP = 0.8   # a winner that misses its goodput again: the next rate that met, or 20% less
+REMEASURE_STEP = 0.8   # a winner missing its goodput again: the next rate that met, else 20% less
 
 
 def default_batcher_axes(device: str, target_ms: float) -> dict:
@@ -199,23 +199,21 @@ def _remeasure(outcome: OnlineTuneOutcome, ready_for, offered, seconds: float) -
                     key=lambda s: -s["found"].goodput_rps)
     if not ranked:
         return
-    best: dict = ranked[0]
-    found: Goodput = best["found"]
+    config, found = ranked[0]["config"], ranked[0]["found"]
     met = sorted({p["rate_rps"] for p in found.points if p["verdict"] == MEETS}, reverse=True)
-    ready, rate = ready_for(best["config"]), met[0]
-    for tries in range(1, REMEASURE_TRIES + 1):
-        got = offered(ready, best["config"], rate, seconds)
-        outcome.remeasured = {
-            "config": best["config"], "rate_rps": rate, "tries": tries,
-            "target_ms": got.get("target_percentile_ms"), "p99_ms": got.get("p99_ms"),
-            "p50_ms": got.get("p50_ms"), "ci_low_ms": got.get("target_ci_low_ms"),
-            "ci_high_ms": got.get("target_ci_high_ms"), "requests": got.get("requests"),
-            "saturated": got.get("saturated"), "meets_target": got["verdict"] == MEETS,
-            "searched_goodput_rps": found.goodput_rps}
-        if got["verdict"] == MEETS:
-            return
-        lower = [r for r in met if r < rate]
-        rate = lower[0] if lower else rate * REMEASURE_STEP
+    ready = ready_for(config)
+
+    def again(rate: float, tries: int) -> dict:
+        got = offered(ready, config, rate, seconds)
+        return {"config": config, "rate_rps": rate, "tries": tries,
+                "target_ms": got.get("target_percentile_ms"), "p99_ms": got.get("p99_ms"),
+                "p50_ms": got.get("p50_ms"), "ci_low_ms": got.get("target_ci_low_ms"),
+                "ci_high_ms": got.get("target_ci_high_ms"), "requests": got.get("requests"),
+                "saturated": got.get("saturated"), "meets_target": got["verdict"] == MEETS,
+                "searched_goodput_rps": found.goodput_rps}
+
+    rates = met + [met[-1] * REMEASURE_STEP ** n for n in range(1, REMEASURE_TRIES)]
+    outcome.remeasured = first_to_meet(rates, again)
 
 
 def _closed_choice(outcome: OnlineTuneOutcome, ready_for, offered, seconds: float) -> None:
@@ -224,13 +222,11 @@ def _closed_choice(outcome: OnlineTuneOutcome, ready_for, offered, seconds: floa
     again = outcome.closed_loop.remeasured
     if not again.get("meets_target"):
         return
-    config = again["config"]
-    rate = again["samples_per_s"]
+    config, rate = again["config"], again["samples_per_s"]
     delay_ms = round(1e3 * config["batch_size"] / rate, 3)
-    ready = ready_for({"max_batch": config["batch_size"], "max_delay_ms": delay_ms,
-                       **{k: config[k] for k in MODEL_LEVERS}})
-    got = offered(ready, {"max_batch": config["batch_size"], "max_delay_ms": delay_ms,
-                          **{k: config[k] for k in MODEL_LEVERS}}, rate, seconds)
+    batched = {"max_batch": config["batch_size"], "max_delay_ms": delay_ms,
+               **{k: config[k] for k in MODEL_LEVERS}}
+    got = offered(ready_for(batched), batched, rate, seconds)
     outcome.closed_choice = {"config": config, "samples_per_s": rate,
                              "batch_p99_ms": again["p99_ms"], "rate_rps": rate,
                              "max_delay_ms": delay_ms,

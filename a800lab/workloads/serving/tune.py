@@ -126,17 +126,18 @@ def tune_serve(p99_ms: float, task=None, *, model: str = "transformer", size: st
                                                          f"ms > {p99_ms:g} ms"}
         return log.timed(record, per=config["batch_size"])
 
-    def remeasure(config: dict) -> dict:
+    def remeasure(config: dict, tries: int) -> dict:
         record = measured(config, budget_s)
         m = record.metrics
         return {} if record.outcome != "ok" else {
-            "p50_ms": m["p50_ms"], "p99_ms": m["p99_ms"], "requests": m["requests"],
-            "samples_per_s": record.throughput, "meets_target": m["meets_target"],
-            "noisy": record.noise.get("noisy", False), "run_id": record.run_id}
+            "config": config, "tries": tries, "p50_ms": m["p50_ms"], "p99_ms": m["p99_ms"],
+            "requests": m["requests"], "samples_per_s": record.throughput,
+            "meets_target": m["meets_target"], "noisy": record.noise.get("noisy", False),
+            "run_id": record.run_id}
 
     def facts(outcome: ServeTuneOutcome) -> dict:
         again = outcome.remeasured
-        return {"snippet": serving_snippet(outcome.remeasured["config"], device, note=(
+        return {"snippet": serving_snippet(again["config"], device, note=(
             f"tuned by a800lab on {log.env['device_name']}: {again['samples_per_s']:.4g} "
             f"samples/s, p99 {again['p99_ms']:.3g} ms (target {p99_ms:g} ms)"))}
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from ...core.backends import resolve_device
 from ...core.cancel import CancelToken
 from ...core.results import Record
-from ...core.store import TunedStore, tuned_store_path
+from ...core.store import TunedStore
 from ...core.sweep import grid as cartesian
 from ...core.tuner import TrialLog, Tuned, drive
 from ..matmul import TILE_FIELDS, MatmulSpec
@@ -85,6 +85,5 @@ def tune(m: int, n: int, k: int, precision: str = "fp32", backend: str = "auto",
             r.params.get(f) == v for f, v in outcome.search.best.items()))
         return {"shape": shape, "tflops": best.throughput, "device_name": log.env["device_name"]}
 
-    tuned = TunedStore(store if store is not None else tuned_store_path())
-    return drive(Tuned(), log, grid, validate, evaluate, budget_s=budget_s,
-                 store=(tuned, key, grid), force=force, facts=facts)
+    return drive(Tuned(), log, grid, validate, evaluate, budget_s=budget_s, key=key,
+                 keyed_on=grid, store=store, force=force, facts=facts)

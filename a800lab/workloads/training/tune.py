@@ -21,7 +21,7 @@ from ...core.checks import positive_int
 from ...core.precision import HALF_DTYPES
 from ...core.results import Record
 from ...core.search import SearchResult
-from ...core.store import TunedStore, tuned_store_path
+from ...core.store import TunedStore
 from ...core.tuner import Tuned, drive, lever_grid
 from ...core.units import format_bytes
 from ..models.levers import ATTENTION_ENUM, optimizer_flags
@@ -207,11 +207,9 @@ def tune_train(task: Task | None = None, *, model: str = "mlp", size: str | None
                                      device=device, note=note),
             wall_s=time.perf_counter() - started)
 
-    tuned = TunedStore(store if store is not None else tuned_store_path())
     return drive(TuneOutcome(session=session), session.log, plan, session.validate,
-                 session.evaluate, budget_s=budget_s,
-                 store=(tuned, key, levers), force=force,
-                 candidates=session.candidates, facts=facts, show_unstored=True)
+                 session.evaluate, budget_s=budget_s, key=key, keyed_on=levers, store=store,
+                 force=force, candidates=session.candidates, facts=facts, show_unstored=True)
 
 
 _FP32_PRECISION_API = hasattr(torch.backends.cuda.matmul, "fp32_precision")
