@@ -266,15 +266,11 @@ class TuneSession:
         point = functools.partial(self.trial, budget_s=budget_s, cancel=self.cancel)
         return self.log.timed(self.log.measure(point, dict(config)))
 
-    def verified(self, config: Mapping) -> dict:
-        """What a config's verification found ({} before its first trial)."""
-        return dict(self._checks.get(config_key(config), {}))
-
     def candidates(self, result: SearchResult) -> list[dict]:
         """Each measured config's longest-budget trial with its verified peak."""
         out = []
         for trial in result.final().values():
-            checked = self.verified(trial.config)
+            checked = self._checks[config_key(trial.config)]  # verified at its first trial
             out.append({"config": trial.config, "samples_per_s":
                         self.target / (trial.median_ms / 1e3), "median_ms": trial.median_ms,
                         "iqr_ms": trial.timing.iqr_ms, "peak_bytes": checked["step_peak_bytes"],
