@@ -288,9 +288,9 @@ def _tune_offline(args, task) -> int:
         args.p99_ms, task, model=args.model, size=given["size"][0], axes=axes,
         device=args.device, budget_s=args.budget_s, out=args.out, on_trial=options.show_record,
         **_requests(args)), "stopped" + options.kept(args.out))
-    return options.answer(outcome, args.json, {"p99_ms": args.p99_ms, "winner": outcome.winner,
-                                        "remeasured": outcome.remeasured,
-                                        "frontier": outcome.frontier})
+    return options.answer(outcome, args.json, {
+        "p99_ms": args.p99_ms, "winner": outcome.winner, "remeasured": outcome.remeasured,
+        "frontier": outcome.frontier})
 
 
 def sweep_generate_command(args) -> int:

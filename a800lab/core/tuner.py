@@ -55,10 +55,9 @@ class TrialLog:
         self.env = environment(self.device)
         self.env["fingerprint"] = fingerprint(self.env)
 
-    def measure(self, point: Callable, params: dict, workload: str = "") -> Record:
-        record = measure_point(point, params, workload=workload or self.workload,
-                               device=self.device, env=self.env, run_id=self.run_id,
-                               cancel=self.cancel)
+    def measure(self, point: Callable, params: dict) -> Record:
+        record = measure_point(point, params, workload=self.workload, device=self.device,
+                               env=self.env, run_id=self.run_id, cancel=self.cancel)
         self.records.append(record)
         if self.out is not None:
             append_record(self.out, record)
