@@ -123,8 +123,8 @@ def drive(outcome: Tuned, log: TrialLog, grid: Sequence[Mapping] | Callable[[], 
     else the search over `grid` (or what grid() plans: a stop there ends the run),
     `candidates(result)` measured, `remeasure(config, tries)` tried on the ranking
     (first_to_meet); the winner's entry is `facts(outcome)`, stored under the `key`."""
-    outcome.records, outcome.device_name, outcome.mode = log.records, log.env["device_name"], \
-        log.env["mode"]
+    outcome.records = log.records
+    outcome.device_name, outcome.mode = log.env["device_name"], log.env["mode"]
     tuned = TunedStore(store if store is not None else tuned_store_path())
     if key and not force:
         outcome.entry = tuned.get(key, keyed_on) or {}
