@@ -10,7 +10,7 @@ import pytest
 from a800lab.cli import main
 from a800lab.core.results import read_records
 from a800lab.core.timing import Timing
-from a800lab.figures.serving import serve_tune_figure
+from a800lab.figures.tune import frontier_figure
 from a800lab.workloads.serving import tune
 from a800lab.workloads.serving.online import tune_online
 from a800lab.workloads.serving.tune import tune_serve
@@ -39,7 +39,7 @@ def test_the_transformer_presets_winner_meets_the_target_when_measured_again(tmp
     assert frontier and all(a["p99_ms"] <= b["p99_ms"] and a["samples_per_s"] <
                             b["samples_per_s"] for a, b in pairs)
     assert "winner: batch" in outcome.summary() and "def answer(x)" in outcome.snippet
-    figure = serve_tune_figure(outcome)
+    figure = frontier_figure(outcome)
     gids = {line.get_gid() for line in figure.axes[0].lines}
     assert {"frontier", "target", "winner"} <= gids
 

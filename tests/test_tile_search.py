@@ -146,6 +146,23 @@ def test_stop_keeps_what_was_measured():
     assert result.cancelled and len(result.trials) == 3
 
 
+def test_a_stop_inside_a_trial_keeps_what_was_measured():
+    """A cancel token raises Cancelled inside a trial (a panel's Stop): the search ends there,
+    cancelled, with the trials before it, as a stop between trials does."""
+    from a800lab.core.cancel import Cancelled
+
+    evaluate, seen = make_evaluate(), []
+
+    def stopped_at_the_fourth(config, budget_s, first=True):
+        seen.append(config)
+        if len(seen) == 4:
+            raise Cancelled("stopped")
+        return evaluate(config, budget_s, first)
+
+    result = search(GRID, validate, stopped_at_the_fourth, budget_s=0.1)
+    assert result.cancelled and len(result.trials) == 3 and not result.failed
+
+
 def test_store_reuses_only_same_key_and_grid(tmp_path):
     store = TunedStore(tmp_path / "tuned.json")
     result = search(GRID, validate, make_evaluate(), budget_s=0.1)

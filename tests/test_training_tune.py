@@ -7,7 +7,7 @@ from torch import nn
 
 from a800lab.core.results import read_records
 from a800lab.core.search import pareto_frontier
-from a800lab.figures.training_tune import frontier_figure
+from a800lab.figures.tune import frontier_figure
 from a800lab.workloads.models.presets import preset
 from a800lab.workloads.models.task import custom_task
 from a800lab.workloads.training.candidates import micro_batches
@@ -64,9 +64,10 @@ def test_tuning_a_users_model_finds_stores_and_reuses(tmp_path):
     assert {r.workload for r in records} == {"tune-train"} and len(records) >= 8
     again = tune_train(task, target_batch=32, axes=SMALL, device="cpu", store=store)
     assert again.reused and again.winner == outcome.winner and again.search is None
-    figure = frontier_figure(entry)
-    assert {line.get_gid() for line in figure.axes[0].lines} >= {"candidate", "frontier",
-                                                                  "winner"}
+    for drawn in (outcome, again):  # a reused entry draws the same picture
+        figure = frontier_figure(drawn)
+        assert {line.get_gid() for line in figure.axes[0].lines} >= {"candidate", "frontier",
+                                                                      "winner"}
 
 
 def test_the_snippet_runs_as_pasted():
@@ -146,7 +147,7 @@ def test_a_contended_search_is_shown_but_never_stored(tmp_path, monkeypatch):
     assert "timed on a contended CPU: the ranking may not hold" in summary
     assert "clear of the noise" not in summary  # never beside a contended round
     assert "contended CPU: the ranking may not hold" in \
-        frontier_figure(outcome.entry)._suptitle.get_text()  # the picture says so too
+        frontier_figure(outcome)._suptitle.get_text()  # the picture says so too
     assert not store.exists()
 
 

@@ -5,6 +5,7 @@ argparse cannot make, run by `main` before the command), a sweep's run loop and 
     add_options(parser, "accum_steps+ LEVERS+ RUN", spec=lambda: TrainSpec)  # its fields
 """
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -187,6 +188,16 @@ def store_path(store: str | None) -> str:
 def say_reused(entry: dict, store) -> None:
     print(f"reused the result tuned at {entry['tuned_at']} from {store} (--force tunes again)",
           file=sys.stderr)
+
+
+def answer(outcome, as_json: bool, answer: dict) -> int:
+    """A tuner's summary, its code to paste and (`--json`) `answer`; exit 1 without a winner."""
+    print(outcome.summary())
+    if outcome.winner is not None:
+        print("\n# the code to paste:\n" + outcome.snippet)
+    if as_json:
+        print(json.dumps(answer, indent=1))
+    return 0 if outcome.winner is not None else 1
 
 
 def threads_for(args) -> int | None:

@@ -5,7 +5,6 @@ imported when one of its commands runs, never to build the parser."""
 
 import functools
 import itertools
-import json
 import sys
 
 from ..core.checks import positive_float, positive_int
@@ -260,7 +259,7 @@ def tune_serve_command(args) -> int:
         burstiness=args.burstiness, trace=args.trace, duration_s=args.duration_s,
         device=args.device, budget_s=args.budget_s, out=args.out,
         on_trial=options.show_record), "stopped" + options.kept(args.out))
-    return _answer(outcome, args.json, {
+    return options.answer(outcome, args.json, {
         "target_ms": args.p99_ms, "percentile": args.percentile,
         "goodput_rps": outcome.goodput_rps, "p99_ms": outcome.remeasured.get("p99_ms"),
         "winner": outcome.winner, "remeasured": outcome.remeasured,
@@ -289,19 +288,9 @@ def _tune_offline(args, task) -> int:
         args.p99_ms, task, model=args.model, size=given["size"][0], axes=axes,
         device=args.device, budget_s=args.budget_s, out=args.out, on_trial=options.show_record,
         **_requests(args)), "stopped" + options.kept(args.out))
-    return _answer(outcome, args.json, {"p99_ms": args.p99_ms, "winner": outcome.winner,
-                                        "remeasured": outcome.remeasured,
-                                        "frontier": outcome.frontier})
-
-
-def _answer(outcome, as_json: bool, answer: dict) -> int:
-    """A tuner's summary, its code to paste and (`--json`) `answer`; exit 1 without a winner."""
-    print(outcome.summary())
-    if outcome.winner is not None:
-        print("\n# the code to paste:\n" + outcome.snippet)
-    if as_json:
-        print(json.dumps(answer, indent=1))
-    return 0 if outcome.winner is not None else 1
+    return options.answer(outcome, args.json, {
+        "p99_ms": args.p99_ms, "winner": outcome.winner, "remeasured": outcome.remeasured,
+        "frontier": outcome.frontier})
 
 
 def sweep_generate_command(args) -> int:

@@ -214,8 +214,4 @@ def tune_train_command(args) -> int:
         stored = storing_clause(outcome.entry, store)
         clear = noise_clause(outcome.entry) == CLEAR
         print(f"{outcome.search.verdict}; {stored}" if clear else stored, file=sys.stderr)
-    print(outcome.summary())
-    print("\n# the code to paste:\n" + outcome.snippet)
-    if args.json:
-        print(json.dumps(outcome.entry, indent=1))
-    return 0
+    return options.answer(outcome, args.json, outcome.entry)

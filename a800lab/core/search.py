@@ -1,6 +1,7 @@
 """The search every tuner shares: successive halving over a config grid, honest about noise
 (a config is never dropped on a difference inside the noise while there is room; a lead inside
-it is said) and contention (a contended round ranks nothing and must not be stored).
+it is said) and contention (a contended round ranks nothing and must not be stored). A stop
+(`should_stop`, or Cancelled inside a trial) keeps what was measured.
 
     result = search(configs, validate, evaluate, budget_s=0.3)
     result.best, result.verdict, result.rivals, result.contended
@@ -180,7 +181,11 @@ def search(configs: Sequence[Mapping], validate: Callable[[dict], None],
                 result.cancelled = True
                 break
             key = config_key(config)
-            trial = _try(config, round_number, budget, key not in ran, evaluate, result)
+            try:
+                trial = _try(config, round_number, budget, key not in ran, evaluate, result)
+            except Cancelled:  # stopped inside a trial: as between trials, the rest is kept
+                result.cancelled = True
+                break
             ran.add(key)
             if trial is not None:
                 result.trials.append(trial)

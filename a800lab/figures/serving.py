@@ -1,9 +1,8 @@
 """The serving lab's figures (chapter 13): samples/s against p99 latency with one point's
-latency histogram, decode's time per token beside its bandwidth bound, concurrent streams, and
-the tuner's frontier under a p99 target.
+latency histogram, decode's time per token beside its bandwidth bound, concurrent streams (the
+tuner's frontier: figures/tune.py).
 
     serving_figure(load_results("serve.jsonl"))     # one line per config across batch sizes
-    serve_tune_figure(tune_serve(...))              # every trial, the frontier, the winner
 """
 
 import numpy as np
@@ -11,7 +10,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from .look import LabFigure, Look, noisy_handle, note_handle
+from .look import Look, noisy_handle, note_handle
 from .parts import (
     NO_POINTS_TEXT,
     Lines,
@@ -150,55 +149,4 @@ def concurrency_figure(df: pd.DataFrame, *, series: str | None = None,
     if "mps" in ok and not ok.empty:
         entries.append(note_handle(str(ok["mps"].iloc[-1])))
     figure_legend(fig, wrapped_entries(look.series_handles() + entries), 0.74)
-    return fig
-
-
-def serve_tune_figure(outcome) -> Figure:
-    """Every candidate's latest trial (samples/s vs p99; hollow: timed with less than the
-    full budget; x: over the target), the frontier, the target, and the winner as re-measured."""
-    fig = LabFigure(figsize=(8.6, 4.6), layout="constrained")
-    ax = fig.add_subplot()
-    fig.suptitle(f"{outcome.device_name} ({outcome.mode})", fontsize="medium")
-    candidates = outcome.candidates
-    if not candidates:
-        say(ax, "no candidate measured")
-        return fig
-    full = max(c["budget_s"] or 0 for c in candidates)
-    precisions = list(dict.fromkeys(c["config"]["precision"] for c in candidates))
-    colors = {p: f"C{i}" for i, p in enumerate(precisions)}
-    for c in candidates:
-        color = colors[c["config"]["precision"]]
-        if c["meets_target"]:
-            ax.plot(c["p99_ms"], c["samples_per_s"], "o", color=color, linestyle="none",
-                    mfc=color if (c["budget_s"] or 0) >= full else "white", gid="candidate")
-        else:
-            ax.plot(c["p99_ms"], c["samples_per_s"], "x", color=color, gid="over-target")
-        ax.annotate(f"{c['config']['batch_size']}", (c["p99_ms"], c["samples_per_s"]),
-                    textcoords="offset points", xytext=(4, 3), fontsize="x-small")
-    frontier = outcome.frontier
-    ax.plot([c["p99_ms"] for c in frontier], [c["samples_per_s"] for c in frontier], "-",
-            color="gray", lw=1, gid="frontier")
-    ax.axvline(outcome.p99_ms, color="tab:red", linestyle="--", lw=1.2, gid="target")
-    again = outcome.remeasured
-    if again:
-        ax.plot(again["p99_ms"], again["samples_per_s"], "*", markersize=17, color="gold",
-                markeredgecolor="black", gid="winner")
-    entries = [(Line2D([], [], marker="o", color=colors[p], linestyle="none"), p)
-               for p in precisions]
-    entries += [(Line2D([], [], marker="o", color="gray", mfc="white", linestyle="none"),
-                 "timed with less than the full budget"),
-                (Line2D([], [], marker="x", color="gray", linestyle="none"), "p99 over the "
-                                                                             "target"),
-                (Line2D([], [], color="gray"), "frontier"),
-                (Line2D([], [], color="tab:red", linestyle="--"), f"target p99 "
-                                                                  f"{outcome.p99_ms:g} ms"),
-                (Line2D([], [], marker="*", color="gold", markeredgecolor="black",
-                        linestyle="none", markersize=12),
-                 "winner, re-measured" if outcome.winner else "best, re-measured: missed")]
-    ax.set(xlabel="p99 latency of a request batch (ms; labels: batch)", ylabel="samples/s",
-           title=f"tuning for p99 <= {outcome.p99_ms:g} ms: {len(candidates)} configs")
-    ax.set_xlim(left=0)
-    ax.set_ylim(bottom=0)
-    ax.legend(*zip(*entries, strict=True), loc="upper left", bbox_to_anchor=(1.02, 1.0),
-              fontsize="small")
     return fig

@@ -23,9 +23,10 @@ import pandas as pd
 from ..core.backends import resolve_device, torchvision_reason
 from ..core.checks import positive_float
 from ..core.sweep import SweepResult, grid, thread_count
-from ..figures.serving import concurrency_figure, decode_figure, serve_tune_figure, serving_figure
+from ..figures.serving import concurrency_figure, decode_figure, serving_figure
 from ..figures.serving_generate import generation_figure
 from ..figures.serving_load import load_figure
+from ..figures.tune import frontier_figure
 from ..workloads.models.levers import COMPILE_MODES
 from ..workloads.models.presets import MODELS, SIZES, default_size
 from ..workloads.models.task import CUSTOM
@@ -258,39 +259,33 @@ class ServingExplorer(Explorer):
             self._on_result(record)
 
         model = {"model": fixed["model"], "size": None if self.task else fixed["size"]}
-        levers = {"compile": [fixed["compile"]]}
+        defaults = default_axes(self.device)
+        graphed = fixed["compile"] in ("reduce-overhead", "max-autotune")  # CUDA graphs of its own
+        levers = {"precision": defaults["precision"], "compile": [fixed["compile"]],
+                  "graphs": [g for g in defaults["graphs"] if not (g and graphed)]}
         with thread_count(self.torch_threads):
             if fixed["offline"]:
-                grid_axes = {**default_axes(self.device), "batch_size": axes["max_batch"],
-                             **levers}
-                grid_axes["graphs"] = [g for g in grid_axes["graphs"] if not (
-                    g and fixed["compile"] in ("reduce-overhead", "max-autotune"))]
                 outcome = tune_serve(fixed["p99_target_ms"], self.task, **model,
-                                     axes=grid_axes, device=self.device, on_trial=trial,
+                                     axes={**defaults, "batch_size": axes["max_batch"], **levers},
+                                     device=self.device, on_trial=trial,
                                      cancel=self.job.cancel, run_id=run_id, **self.settings)
-                cancelled = outcome.search.cancelled
             else:
-                precisions = default_axes(self.device)
-                grid_axes = {k: precisions[k] for k in ("precision", "graphs")}
-                grid_axes["graphs"] = [g for g in grid_axes["graphs"] if not (
-                    g and fixed["compile"] in ("reduce-overhead", "max-autotune"))]
                 batchers = {**default_batcher_axes(self.device, fixed["p99_target_ms"]),
                             "max_batch": axes["max_batch"]}
                 outcome = tune_online(
-                    fixed["p99_target_ms"], self.task, **model, axes={**grid_axes, **levers},
+                    fixed["p99_target_ms"], self.task, **model, axes=levers,
                     batcher_axes=batchers, percentile=fixed["percentile"],
                     arrival=fixed["arrival"], burstiness=fixed["burstiness"],
                     duration_s=fixed["duration_s"], device=self.device, on_trial=trial,
                     cancel=self.job.cancel, run_id=run_id,
                     budget_s=self.settings["budget_s"])
-                cancelled = outcome.cancelled
         self.progress.max = self.progress.value = max(count[0], 1)
         self.tune_outcome = outcome
         # the command's own words (tune serve prints the same summary), then the code
         self.tune_text.value = f"<pre>{html.escape(outcome.summary())}</pre>" + (
             code_html(outcome.snippet) if outcome.snippet else "")
         return SweepResult(records=outcome.records, total=len(outcome.records), run_id=run_id,
-                           cancelled=cancelled)
+                           cancelled=outcome.cancelled)
 
     def _work(self, *args, **kwargs) -> None:
         super()._work(*args, **kwargs)
@@ -321,7 +316,7 @@ class ServingExplorer(Explorer):
         view = self.view.value
         outcome = self.tune_outcome
         if view == "tune" and outcome is not None and not hasattr(outcome, "searches"):
-            return serve_tune_figure(outcome)  # offline: samples/s against batch p99
+            return frontier_figure(outcome)  # offline: samples/s against batch p99
         if view == "tune" and outcome is not None:  # online: each search as a load curve
             searched = df[df["workload"] == "tune-load"]
             return load_figure(searched, earlier_runs=self.earlier_runs.value,

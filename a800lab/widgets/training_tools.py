@@ -11,7 +11,7 @@ import ipywidgets as widgets
 from ..core.units import format_bytes
 from ..core.window import harness_work
 from ..figures.training_profile import label_of, memory_timeline_figure, profile_figure
-from ..figures.training_tune import frontier_figure
+from ..figures.tune import frontier_figure
 from ..workloads.training.trace import category_label
 from ..workloads.training.tune import (
     describe_candidate,
@@ -124,7 +124,7 @@ class TuneBox(_Tab):
                   refusal_lines(e.get("refusals", []))),
                 *((("frontier", e["frontier_note"]),) if e.get("frontier_note") else ()),
                 ("result", result)]
-        self._show(rows, frontier_figure(e))
+        self._show(rows, frontier_figure(outcome))
         self.snippet.value = code_html(e["snippet"])
 
 

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 
 from ...core.backends import resolve_device
 from ...core.checks import positive_float
-from ...core.environment import environment, fingerprint
 from ...core.noise import default_cpu_threads
-from ...core.results import Record, append_record, check_writable, new_run_id
-from ...core.sweep import measure_point, thread_count
+from ...core.results import Record, new_run_id
+from ...core.sweep import thread_count
+from ...core.tuner import REMEASURE_TRIES, TrialLog, Tuned, first_to_meet
 from ..models.presets import preset
 from .arrivals import Arrivals
-from .goodput import MEETS, Goodput, find_goodput, verdict
+from .goodput import MEETS, find_goodput, verdict
 from .load import Batcher, default_duration_s, prepare
 from .spec import MIN_REQUESTS, ServeSpec, serving_size
 from .tune import ServeTuneOutcome, describe_serving, serving_snippet, tune_serve
@@ -30,8 +30,7 @@ from .tune import ServeTuneOutcome, describe_serving, serving_snippet, tune_serv
 WORKLOAD = "tune-load"
 MODEL_LEVERS = ("precision", "compile", "graphs", "channels_last")
 TOP_CONFIGS = 3        # closed-loop configs (by samples/s, meeting the target) tried online
-REMEASURE_STEP = 0.8   # a winner that misses its goodput again: the next rate that met, or 20% less
-REMEASURE_TRIES = 3
+REMEASURE_STEP = 0.8   # a winner missing its goodput again: the next rate that met, else 20% less
 
 
 def default_batcher_axes(device: str, target_ms: float) -> dict:
@@ -48,23 +47,16 @@ def describe_online(config: Mapping) -> str:
 
 
 @dataclass
-class OnlineTuneOutcome:
-    """The closed-loop stage, every candidate's goodput search, the winner offered its
-    goodput again, and the closed-loop choice offered its own rate."""
+class OnlineTuneOutcome(Tuned):
+    """What tune_online found (core/tuner.Tuned, though not by its drive(): each candidate's
+    search is over offered rates): the closed-loop stage, every candidate's goodput search,
+    the winner offered its goodput again, and the closed-loop choice offered its own rate."""
 
-    target_ms: float
-    percentile: float
-    closed_loop: ServeTuneOutcome
+    target_ms: float = 0.0
+    percentile: float = 99
+    closed_loop: ServeTuneOutcome | None = None
     searches: list[dict] = field(default_factory=list)   # {"config", "capacity_rps", "found"}
-    remeasured: dict = field(default_factory=dict)
     closed_choice: dict = field(default_factory=dict)
-    records: list[Record] = field(default_factory=list)
-    snippet: str = ""
-    cancelled: bool = False
-
-    @property
-    def winner(self) -> dict | None:
-        return self.remeasured.get("config") if self.remeasured.get("meets_target") else None
 
     @property
     def goodput_rps(self) -> float:
@@ -111,24 +103,15 @@ class OnlineTuneOutcome:
 
 @dataclass
 class Offers:
-    """Offers a prepared server a rate, as one record each (its memory, the CPU's state, the
-    noise verdict; appended to `out`, given to `on_trial`), and judges the target on it."""
+    """Offers a prepared server a rate, as one record each of `log` (its memory, the CPU's
+    state, the noise verdict), and judges the target on it."""
 
     target_ms: float
     percentile: float
     arrival: str
     burstiness: float
     trace: str | None
-    device: str
-    run_id: str
-    out: object = None
-    on_trial: Callable[[Record], None] | None = None
-    cancel: object = None
-    records: list[Record] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.env = environment(self.device)
-        self.env["fingerprint"] = fingerprint(self.env)
+    log: TrialLog
 
     def __call__(self, ready, config: dict, rate: float, seconds: float) -> dict:
         """`rate` offered for `seconds`, or long enough for MIN_REQUESTS and a fifth more."""
@@ -136,16 +119,9 @@ class Offers:
 
         def point(**_params):
             return ready.offer(Arrivals(self.arrival, rate, seconds, self.burstiness,
-                                        self.trace), self.percentile, self.cancel)
+                                        self.trace), self.percentile, self.log.cancel)
 
-        record = measure_point(point, {**config, "rate_rps": rate, "duration_s": seconds},
-                               workload=WORKLOAD, device=self.device, env=self.env,
-                               run_id=self.run_id, cancel=self.cancel)
-        self.records.append(record)
-        if self.out is not None:
-            append_record(self.out, record)
-        if self.on_trial is not None:
-            self.on_trial(record)
+        record = self.log.measure(point, {**config, "rate_rps": rate, "duration_s": seconds})
         got = {**record.metrics, "outcome": record.outcome, "message": record.message,
                "contended": bool(record.noise.get("contended"))}
         return {**got, "verdict": verdict(got, self.target_ms)}
@@ -169,22 +145,20 @@ def tune_online(p99_ms: float, task=None, *, model: str = "transformer", size: s
         Batcher(*values)  # a bad value: refused before anything runs
     duration_s = duration_s or default_duration_s(device) / 2
     Arrivals(arrival, 1.0 if arrival != "trace" else None, duration_s, burstiness, trace)
-    if out is not None:
-        check_writable(out)
     run_id = run_id or new_run_id()
     model_axes = {k: v for k, v in (axes or {}).items() if k != "batch_size"}
     closed = tune_serve(p99_ms, task, model=model, size=size, device=device, budget_s=budget_s,
                         axes={**model_axes, "batch_size": batchers["max_batch"]}, out=out,
                         on_trial=on_trial, cancel=cancel, run_id=run_id)
-    outcome = OnlineTuneOutcome(p99_ms, percentile, closed, records=list(closed.records),
-                                cancelled=closed.search.cancelled)
+    log = TrialLog(WORKLOAD, device, out, on_trial, cancel, run_id, list(closed.records))
+    outcome = OnlineTuneOutcome(records=log.records, cancelled=closed.cancelled,
+                                target_ms=p99_ms, percentile=percentile, closed_loop=closed)
     if outcome.cancelled:
         return outcome
     name = task.name if task is not None else model
     size = serving_size(model, size, device, task)
     task = task or preset(name, size)
-    offered = Offers(p99_ms, percentile, arrival, burstiness, trace, device, run_id, out,
-                     on_trial, cancel, outcome.records)
+    offered = Offers(p99_ms, percentile, arrival, burstiness, trace, log)
 
     def ready_for(config: dict):
         spec = ServeSpec(name, size, config["max_batch"],
@@ -207,12 +181,13 @@ def tune_online(p99_ms: float, task=None, *, model: str = "transformer", size: s
                                  "found": found})
     _remeasure(outcome, ready_for, offered, 2 * duration_s)
     _closed_choice(outcome, ready_for, offered, duration_s)
-    if outcome.winner is not None:
-        outcome.snippet = serving_snippet(
-            {**outcome.winner, "batch_size": outcome.winner["max_batch"]}, device,
-            note=f"tuned online by a800lab on {offered.env['device_name']}: goodput "
-                 f"{outcome.goodput_rps:.4g} requests/s at p{percentile:g} <= {p99_ms:g} ms",
-            delay_ms=outcome.winner["max_delay_ms"])
+    again = outcome.remeasured
+    if again.get("meets_target"):
+        outcome.entry = {"best": again["config"], "snippet": serving_snippet(
+            {**again["config"], "batch_size": again["config"]["max_batch"]}, device,
+            note=f"tuned online by a800lab on {log.env['device_name']}: goodput "
+                 f"{again['rate_rps']:.4g} requests/s at p{percentile:g} <= {p99_ms:g} ms",
+            delay_ms=again["config"]["max_delay_ms"])}
     return outcome
 
 
@@ -224,23 +199,21 @@ def _remeasure(outcome: OnlineTuneOutcome, ready_for, offered, seconds: float) -
                     key=lambda s: -s["found"].goodput_rps)
     if not ranked:
         return
-    best: dict = ranked[0]
-    found: Goodput = best["found"]
+    config, found = ranked[0]["config"], ranked[0]["found"]
     met = sorted({p["rate_rps"] for p in found.points if p["verdict"] == MEETS}, reverse=True)
-    ready, rate = ready_for(best["config"]), met[0]
-    for tries in range(1, REMEASURE_TRIES + 1):
-        got = offered(ready, best["config"], rate, seconds)
-        outcome.remeasured = {
-            "config": best["config"], "rate_rps": rate, "tries": tries,
-            "target_ms": got.get("target_percentile_ms"), "p99_ms": got.get("p99_ms"),
-            "p50_ms": got.get("p50_ms"), "ci_low_ms": got.get("target_ci_low_ms"),
-            "ci_high_ms": got.get("target_ci_high_ms"), "requests": got.get("requests"),
-            "saturated": got.get("saturated"), "meets_target": got["verdict"] == MEETS,
-            "searched_goodput_rps": found.goodput_rps}
-        if got["verdict"] == MEETS:
-            return
-        lower = [r for r in met if r < rate]
-        rate = lower[0] if lower else rate * REMEASURE_STEP
+    ready = ready_for(config)
+
+    def again(rate: float, tries: int) -> dict:
+        got = offered(ready, config, rate, seconds)
+        return {"config": config, "rate_rps": rate, "tries": tries,
+                "target_ms": got.get("target_percentile_ms"), "p99_ms": got.get("p99_ms"),
+                "p50_ms": got.get("p50_ms"), "ci_low_ms": got.get("target_ci_low_ms"),
+                "ci_high_ms": got.get("target_ci_high_ms"), "requests": got.get("requests"),
+                "saturated": got.get("saturated"), "meets_target": got["verdict"] == MEETS,
+                "searched_goodput_rps": found.goodput_rps}
+
+    rates = met + [met[-1] * REMEASURE_STEP ** n for n in range(1, REMEASURE_TRIES)]
+    outcome.remeasured = first_to_meet(rates, again)
 
 
 def _closed_choice(outcome: OnlineTuneOutcome, ready_for, offered, seconds: float) -> None:
@@ -249,13 +222,11 @@ def _closed_choice(outcome: OnlineTuneOutcome, ready_for, offered, seconds: floa
     again = outcome.closed_loop.remeasured
     if not again.get("meets_target"):
         return
-    config = again["config"]
-    rate = again["samples_per_s"]
+    config, rate = again["config"], again["samples_per_s"]
     delay_ms = round(1e3 * config["batch_size"] / rate, 3)
-    ready = ready_for({"max_batch": config["batch_size"], "max_delay_ms": delay_ms,
-                       **{k: config[k] for k in MODEL_LEVERS}})
-    got = offered(ready, {"max_batch": config["batch_size"], "max_delay_ms": delay_ms,
-                          **{k: config[k] for k in MODEL_LEVERS}}, rate, seconds)
+    batched = {"max_batch": config["batch_size"], "max_delay_ms": delay_ms,
+               **{k: config[k] for k in MODEL_LEVERS}}
+    got = offered(ready_for(batched), batched, rate, seconds)
     outcome.closed_choice = {"config": config, "samples_per_s": rate,
                              "batch_p99_ms": again["p99_ms"], "rate_rps": rate,
                              "max_delay_ms": delay_ms,
@@ -292,10 +263,10 @@ def peak_qps(target_ms: float, task=None, *, model: str = "transformer",
         if ready.wrong:
             return {**ready.gap, "goodput_rps": None}
         capacity = ready.capacity(device, budget_s, cancel)["capacity_rps"]
-        offered = Offers(target_ms, percentile, arrival, burstiness, None, device,
-                         new_run_id(), cancel=cancel)
+        offered = Offers(target_ms, percentile, arrival, burstiness, None,
+                         TrialLog(WORKLOAD, device, cancel=cancel))
         found = find_goodput(functools.partial(offered, ready, config, seconds=seconds),
                              target_ms=target_ms, capacity_rps=capacity,
                              percentile=percentile)
     return {"outcome": "ok", "goodput_rps": found.goodput_rps, "capacity_rps": capacity,
-            "found": found, "records": offered.records, "summary": found.summary()}
+            "found": found, "records": offered.log.records, "summary": found.summary()}

@@ -5,18 +5,15 @@ the search every tuner shares (core/search.py), then measured again with a fresh
     print(outcome.summary()); print(outcome.snippet)       # what `tune serve` prints
 """
 
-import itertools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ...core.backends import resolve_device
 from ...core.checks import positive_float
-from ...core.environment import environment, fingerprint
 from ...core.precision import HALF_DTYPES
-from ...core.results import Record, append_record, check_writable, new_run_id
-from ...core.search import SearchResult, config_key, pareto_frontier, search
-from ...core.sweep import measure_point
-from ...core.timing import Timing
+from ...core.results import Record
+from ...core.search import config_key
+from ...core.tuner import TrialLog, Tuned, drive, lever_grid
 from .point import serve_point
 from .spec import (
     DEFAULT_REQUESTS,
@@ -28,7 +25,6 @@ from .spec import (
 
 WORKLOAD = "tune-serve"
 LEVERS = ("batch_size", "precision", "compile", "graphs", "channels_last")
-REMEASURE_TRIES = 3
 
 
 def default_axes(device: str) -> dict:
@@ -51,26 +47,12 @@ def describe_serving(config: Mapping) -> str:
 
 
 @dataclass
-class ServeTuneOutcome:
-    """What tune_serve found: the search, the candidates, the winner's re-measurement."""
+class ServeTuneOutcome(Tuned):
+    """What tune_serve found (core/tuner.Tuned): the search, the candidates (samples/s against
+    p99), the winner's re-measurement; `winner`: the config whose re-measurement met."""
 
-    p99_ms: float
-    search: SearchResult
-    candidates: list[dict] = field(default_factory=list)
-    remeasured: dict = field(default_factory=dict)
-    records: list[Record] = field(default_factory=list)
-    snippet: str = ""
-    device_name: str = ""
-    mode: str = ""
-
-    @property
-    def winner(self) -> dict | None:
-        """The config whose re-measurement met the target, or None."""
-        return self.remeasured.get("config") if self.remeasured.get("meets_target") else None
-
-    @property
-    def frontier(self) -> list[dict]:
-        return pareto_frontier(self.candidates, cost="p99_ms")
+    p99_ms: float = 0.0
+    cost = "p99_ms"
 
     def summary(self) -> str:
         """The winner and its re-measurement, the noise, the frontier, what failed."""
@@ -101,9 +83,7 @@ class ServeTuneOutcome:
                      f"{len(result.refused)} refused, in {result.wall_s:.1f} s")
         lines += [f"  over the target: {describe_serving(c['config'])} (p99 "
                   f"{c['p99_ms']:.3g} ms)" for c in over]
-        lines += [f"  failed: {why}" for why in result.failed.values()
-                  if not why.startswith("over-target")][:3]
-        return "\n".join(lines)
+        return "\n".join(lines + self.failed_lines())
 
 
 def tune_serve(p99_ms: float, task=None, *, model: str = "transformer", size: str | None = None,
@@ -115,19 +95,12 @@ def tune_serve(p99_ms: float, task=None, *, model: str = "transformer", size: st
     positive_float("p99_ms", p99_ms, "50 (milliseconds)")
     device = resolve_device(device)
     axes = {**default_axes(device), **(axes or {})}
-    unknown = set(axes) - set(LEVERS)
-    if unknown:
-        raise ValueError(f"unknown axes {sorted(unknown)}: tune_serve varies {list(LEVERS)}")
     name = task.name if task is not None else model
     size = serving_size(model, size, device, task)
-    grid = [dict(zip(axes, values, strict=True)) for values in itertools.product(*axes.values())]
+    grid = lever_grid(axes, LEVERS, "tune_serve")
     for config in grid:  # a bad value: ValueError naming it, before anything runs
         ServeSpec(name, size, **config)
-    if out is not None:
-        check_writable(out)
-    env = environment(device)
-    env["fingerprint"] = fingerprint(env)
-    run_id, records = run_id or new_run_id(), []
+    log = TrialLog(WORKLOAD, device, out, on_trial, cancel, run_id or "")
 
     def point(budget: float, **config) -> dict:
         got = serve_point(name, size, task=task, device=device, requests=requests,
@@ -138,16 +111,8 @@ def tune_serve(p99_ms: float, task=None, *, model: str = "transformer", size: st
         return got
 
     def measured(config: dict, budget: float) -> Record:
-        record = measure_point(lambda model, size, **params: point(budget, **params),
-                               {"model": name, "size": size, **config},
-                               workload=WORKLOAD, device=device, env=env, run_id=run_id,
-                               cancel=cancel)
-        records.append(record)
-        if out is not None:
-            append_record(out, record)
-        if on_trial is not None:
-            on_trial(record)
-        return record
+        return log.measure(lambda model, size, **params: point(budget, **params),
+                           {"model": name, "size": size, **config})
 
     def validate(config: dict) -> None:
         reason = serving_unavailable(ServeSpec(name, size, **config), device)
@@ -156,41 +121,29 @@ def tune_serve(p99_ms: float, task=None, *, model: str = "transformer", size: st
 
     def evaluate(config: dict, budget: float, first: bool) -> dict:
         record = measured(config, budget)
-        if record.outcome != "ok":
-            return {"outcome": record.outcome, "message": record.message}
-        if not record.metrics["meets_target"]:
+        if record.outcome == "ok" and not record.metrics["meets_target"]:
             return {"outcome": "over-target", "message": f"p99 {record.metrics['p99_ms']:.3g} "
                                                          f"ms > {p99_ms:g} ms"}
-        per_sample = tuple(t / config["batch_size"] for t in record.time_ms)
-        return {"outcome": "ok", "timing": Timing(per_sample, 0, device),
-                "noise": record.noise}
+        return log.timed(record, per=config["batch_size"])
 
-    result = search(grid, validate, evaluate, budget_s=budget_s,
-                    should_stop=lambda: cancel is not None and cancel.cancelled)
-    outcome = ServeTuneOutcome(p99_ms=p99_ms, search=result, records=records,
-                               candidates=_candidates(records),
-                               device_name=env["device_name"], mode=env["mode"])
-    if result.cancelled:
-        return outcome
-    ranked = [t for t in result.ranking() if config_key(t.config) not in result.failed]
-    for tries, trial in enumerate(ranked[:REMEASURE_TRIES], start=1):
-        record = measured(trial.config, budget_s)
-        if record.outcome != "ok":
-            continue
+    def remeasure(config: dict, tries: int) -> dict:
+        record = measured(config, budget_s)
         m = record.metrics
-        outcome.remeasured = {"config": trial.config, "tries": tries, "p50_ms": m["p50_ms"],
-                              "p99_ms": m["p99_ms"], "requests": m["requests"],
-                              "samples_per_s": record.throughput,
-                              "meets_target": m["meets_target"], "noisy": record.noise.get(
-                                  "noisy", False), "run_id": record.run_id}
-        if m["meets_target"]:
-            break
-    if outcome.winner is not None:
+        return {} if record.outcome != "ok" else {
+            "config": config, "tries": tries, "p50_ms": m["p50_ms"], "p99_ms": m["p99_ms"],
+            "requests": m["requests"], "samples_per_s": record.throughput,
+            "meets_target": m["meets_target"], "noisy": record.noise.get("noisy", False),
+            "run_id": record.run_id}
+
+    def facts(outcome: ServeTuneOutcome) -> dict:
         again = outcome.remeasured
-        outcome.snippet = serving_snippet(outcome.winner, device, note=(
-            f"tuned by a800lab on {env['device_name']}: {again['samples_per_s']:.4g} samples/s, "
-            f"p99 {again['p99_ms']:.3g} ms (target {p99_ms:g} ms)"))
-    return outcome
+        return {"snippet": serving_snippet(again["config"], device, note=(
+            f"tuned by a800lab on {log.env['device_name']}: {again['samples_per_s']:.4g} "
+            f"samples/s, p99 {again['p99_ms']:.3g} ms (target {p99_ms:g} ms)"))}
+
+    return drive(ServeTuneOutcome(p99_ms=p99_ms), log, grid, validate, evaluate,
+                 budget_s=budget_s, candidates=lambda result: _candidates(log.records),
+                 remeasure=remeasure, facts=facts)
 
 
 def _candidates(records: list[Record]) -> list[dict]:

@@ -8,7 +8,6 @@ loss) and timed.
 """
 
 import functools
-import itertools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -16,13 +15,13 @@ from dataclasses import replace
 import torch
 
 from ...core.cancel import CancelToken
-from ...core.environment import environment, fingerprint
 from ...core.knobs import levers, tuner_axes
 from ...core.memory import free_after_oom, is_oom
-from ...core.results import Record, append_record, new_run_id
+from ...core.results import Record
 from ...core.search import SearchResult, config_key
-from ...core.sweep import first_line, measure_point
-from ...core.timing import Timing, measure
+from ...core.sweep import first_line
+from ...core.timing import measure
+from ...core.tuner import TrialLog, lever_grid
 from ...core.units import format_bytes
 from ..models.levers import lever_unavailable
 from ..models.presets import Task
@@ -78,10 +77,8 @@ class TuneSession:
         self.axes, self.margin, self.cancel = dict(axes), margin, cancel
         self.limit = limit_bytes or default_limit_bytes(device)
         self.injected = self.limit if device == "cpu" else limit_bytes
-        self.out, self.on_trial, self.say = out, on_trial, on_stage or (lambda text: None)
-        self.env = environment(device)
-        self.env["fingerprint"] = fingerprint(self.env)
-        self.run_id, self.records = new_run_id(), []
+        self.say = on_stage or (lambda text: None)
+        self.log = TrialLog(WORKLOAD, device, out, on_trial, cancel)
         self.refused: dict[str, str] = {}
         self.bounds: dict[str, int] = {}
         self._unbounded: dict[str, str] = {}  # bound key -> why the finder could not run
@@ -95,19 +92,13 @@ class TuneSession:
     def budget_bytes(self) -> float:
         return self.limit * (1 - self.margin)
 
-    def lever_grid(self) -> list[dict]:
-        """Every combination of the lever axes (what the store keys on)."""
-        names = [n for n in LEVERS if n in self.axes]
-        return [dict(zip(names, values, strict=True))
-                for values in itertools.product(*(self.axes[n] for n in names))]
-
     def spec_of(self, config: Mapping) -> TrainSpec:
         return replace(self.base, **config)
 
     def plan(self) -> list[dict]:
         """The grid, its micro-batches bounded; refusals land in `refused`."""
         grid = []
-        for config in self.lever_grid():
+        for config in lever_grid(self.axes, LEVERS, "tune_train"):
             spec = self.spec_of({**config, "batch_size": 1, "accum_steps": 1})
             reason = lever_unavailable(spec, self.device) or self._bound(spec)
             if reason:
@@ -267,27 +258,13 @@ class TuneSession:
     def evaluate(self, config: dict, budget_s: float, first: bool = True) -> dict:
         """One trial as a record (appended to `out`): the search's evaluate()."""
         point = functools.partial(self.trial, budget_s=budget_s, cancel=self.cancel)
-        record = measure_point(point, dict(config), workload=WORKLOAD, device=self.device,
-                               env=self.env, run_id=self.run_id, cancel=self.cancel)
-        self.records.append(record)
-        if self.out is not None:
-            append_record(self.out, record)
-        if self.on_trial is not None:
-            self.on_trial(record)
-        if record.outcome != "ok":
-            return {"outcome": record.outcome, "message": record.message}
-        return {"outcome": "ok", "timing": Timing(record.time_ms, 0, self.device),
-                "noise": record.noise}
-
-    def verified(self, config: Mapping) -> dict:
-        """What a config's verification found ({} before its first trial)."""
-        return dict(self._checks.get(config_key(config), {}))
+        return self.log.timed(self.log.measure(point, dict(config)))
 
     def candidates(self, result: SearchResult) -> list[dict]:
         """Each measured config's longest-budget trial with its verified peak."""
         out = []
         for trial in result.final().values():
-            checked = self.verified(trial.config)
+            checked = self._checks[config_key(trial.config)]  # verified at its first trial
             out.append({"config": trial.config, "samples_per_s":
                         self.target / (trial.median_ms / 1e3), "median_ms": trial.median_ms,
                         "iqr_ms": trial.timing.iqr_ms, "peak_bytes": checked["step_peak_bytes"],

@@ -7,23 +7,23 @@ the winner stored (never from a contended CPU) and reused unless `force`.
 """
 
 import hashlib
-import itertools
 import json
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import torch
 
 from ...core.backends import resolve_device
-from ...core.cancel import Cancelled, CancelToken
+from ...core.cancel import CancelToken
 from ...core.checks import positive_int
 from ...core.knobs import knobs
 from ...core.precision import HALF_DTYPES
-from ...core.results import Record, check_writable
-from ...core.search import SearchResult, pareto_frontier, search
-from ...core.store import TunedStore, tuned_store_path
+from ...core.results import Record
+from ...core.search import SearchResult
+from ...core.store import TunedStore
+from ...core.tuner import Tuned, drive, lever_grid
 from ...core.units import format_bytes
 from ..models.levers import ATTENTION_ENUM, optimizer_flags
 from ..models.presets import Task, default_size, preset
@@ -61,22 +61,11 @@ def describe_candidate(config: Mapping) -> str:
 
 
 @dataclass
-class TuneOutcome:
-    """What tune_train did: the stored entry (reused or new), the search, the frontier."""
+class TuneOutcome(Tuned):
+    """What tune_train did (core/tuner.Tuned): the entry (reused, stored or shown), the search,
+    the session that planned and verified the candidates."""
 
-    entry: dict
-    reused: bool
-    search: SearchResult | None = None
     session: TuneSession | None = None
-    records: list[Record] = field(default_factory=list)
-
-    @property
-    def winner(self) -> dict | None:
-        return self.entry.get("best")
-
-    @property
-    def snippet(self) -> str:
-        return self.entry.get("snippet", "")
 
     def summary(self) -> str:
         """The winner (and its noise), the frontier, what was refused (why) or failed."""
@@ -97,10 +86,7 @@ class TuneOutcome:
         lines.append(f"{e['measured']} configs measured, {e['refused']} refused, {e['failed']} "
                      f"failed verification, in {e['wall_s']:.1f} s")
         lines += [f"  {line}" for line in refusal_lines(e.get("refusals", []))]
-        if self.search is not None:
-            why = list(self.search.failed.values())[:3]
-            lines += [f"  failed: {w}" for w in why]
-        return "\n".join(lines)
+        return "\n".join(lines + self.failed_lines())
 
 
 CLEAR = "clear of the noise"
@@ -181,72 +167,53 @@ def tune_train(task: Task | None = None, *, model: str = "mlp", size: str | None
     device = resolve_device(device)
     positive_int("target_batch", target_batch, "256")
     axes = {**default_axes(device), **(axes or {})}
-    unknown = set(axes) - set(LEVERS)
-    if unknown:
-        raise ValueError(f"unknown axes {sorted(unknown)}: tune_train varies {list(LEVERS)}")
+    levers = lever_grid(axes, LEVERS, "tune_train")
     size = size or default_size(device)
     base = TrainSpec(model=model if task is None else task.name, size=size,
                      optimizer=optimizer, lr=lr)
-    for values in itertools.product(*axes.values()):
-        # a bad value: ValueError naming it, before anything runs
-        spec = replace(base, **dict(zip(axes, values, strict=True)))
-        check_precision(spec.precision, device)
+    for config in levers:  # a bad value: ValueError naming it, before anything runs
+        check_precision(replace(base, **config).precision, device)
     task = task or preset(base.model, size)
-    if out is not None:
-        check_writable(out)
     session = TuneSession(task, base, target_batch, device, axes=axes, limit_bytes=limit_bytes,
                           margin=margin, out=out, on_trial=on_trial, on_stage=on_stage,
                           cancel=cancel)
-    tuned = TunedStore(store if store is not None else tuned_store_path())
-    key = TunedStore.key(workload=WORKLOAD, fingerprint=session.env["fingerprint"],
+    key = TunedStore.key(workload=WORKLOAD, fingerprint=session.log.env["fingerprint"],
                          model=model_fingerprint(task, device), torch=torch.__version__,
                          target_batch=target_batch, optimizer=optimizer, lr=lr,
                          limit_bytes=limit_bytes, margin=margin)
-    levers = session.lever_grid()
-    if not force:
-        entry = tuned.get(key, levers)
-        if entry is not None:
-            return TuneOutcome(entry=entry, reused=True)
-    outcome = TuneOutcome(entry={}, reused=False, session=session, records=session.records)
-    try:
+
+    def plan() -> list[dict]:
         grid = session.plan()
         session.say(f"searching {len(grid)} configs ({len(session.refused)} refused"
                     + (", why:)" if session.refused else ")"))
         for line in refusal_lines(_refusals(session.refused)):
             session.say(f"  {line}")
-        outcome.search = search(grid, session.validate, session.evaluate, budget_s=budget_s,
-                                should_stop=lambda: cancel is not None and cancel.cancelled)
-    except Cancelled:
-        return outcome
-    result = outcome.search
-    if result.best is None or result.cancelled:
-        return outcome
-    candidates = session.candidates(result)
-    best = next(c for c in candidates if c["config"] == result.best)
-    note = (f"tuned by a800lab on {session.env['device_name']}: {best['samples_per_s']:.4g} "
-            f"samples/s, peak {format_bytes(best['peak_bytes'])}")
-    frontier = pareto_frontier(candidates)
-    facts = dict(
-        samples_per_s=best["samples_per_s"], peak_bytes=best["peak_bytes"],
-        within_noise=len(result.rivals), within_noise_configs=result.rivals,
-        frontier=frontier, candidates=candidates,
-        frontier_note=_frontier_note(result, candidates, frontier, target_batch),
-        measured=len(candidates), refused=len(session.refused) + len(result.refused),
-        refusals=_refusals(session.refused, result.refused),
-        noisy_trials=sum(bool(r.noise.get("noisy")) for r in session.records),
-        trials=len(session.records), failed=len(result.failed), bounds=session.bounds,
-        target_batch=target_batch, device_name=session.env["device_name"],
-        mode=session.env["mode"], model=task.description or task.name,
-        snippet=training_snippet(result.best, optimizer=optimizer, lr=lr or task.lr,
-                                 device=device, note=note),
-        wall_s=time.perf_counter() - started)
-    if result.contended:  # a contended last round ranks nothing: shown, never stored
-        outcome.entry = {"best": result.best, "best_median_ms": result.best_median_ms,
-                         "verdict": result.verdict, "contended": result.contended,
-                         "stored": False, **facts}
-    else:
-        outcome.entry = {**tuned.put(key, levers, result, **facts), "stored": True}
-    return outcome
+        return grid
+
+    def facts(outcome: TuneOutcome) -> dict:
+        result, candidates, env = outcome.search, outcome.candidates, session.log.env
+        best = next(c for c in candidates if c["config"] == result.best)
+        note = (f"tuned by a800lab on {env['device_name']}: {best['samples_per_s']:.4g} "
+                f"samples/s, peak {format_bytes(best['peak_bytes'])}")
+        frontier = outcome.frontier
+        return dict(
+            samples_per_s=best["samples_per_s"], peak_bytes=best["peak_bytes"],
+            within_noise=len(result.rivals), within_noise_configs=result.rivals,
+            frontier=frontier, candidates=candidates,
+            frontier_note=_frontier_note(result, candidates, frontier, target_batch),
+            measured=len(candidates), refused=len(session.refused) + len(result.refused),
+            refusals=_refusals(session.refused, result.refused),
+            noisy_trials=sum(bool(r.noise.get("noisy")) for r in outcome.records),
+            trials=len(outcome.records), failed=len(result.failed), bounds=session.bounds,
+            target_batch=target_batch, device_name=env["device_name"], mode=env["mode"],
+            model=task.description or task.name,
+            snippet=training_snippet(result.best, optimizer=optimizer, lr=lr or task.lr,
+                                     device=device, note=note),
+            wall_s=time.perf_counter() - started)
+
+    return drive(TuneOutcome(session=session), session.log, plan, session.validate,
+                 session.evaluate, budget_s=budget_s, key=key, keyed_on=levers, store=store,
+                 force=force, candidates=session.candidates, facts=facts, show_unstored=True)
 
 
 _FP32_PRECISION_API = hasattr(torch.backends.cuda.matmul, "fp32_precision")
