@@ -26,7 +26,8 @@ class Knob:
     the field's; `scale`/`panel_hi`: the panel's slider; `lever`: a kernel lever of the step;
     `tune`/`tune_gpu`: the values a tuner tries (on a CPU / a GPU); `code`: the line that sets it
     in the code to paste; `named`: any name goes, `choices` are the panel's (a preset model:
-    where it is built checks it)."""
+    where it is built checks it); `bounds`: "[" or "(" (and "]" or ")" with `hi`) where lo
+    and hi are not the rule above, e.g. "()" for a percentile in (0, 100)."""
 
     default: object
     help: str
@@ -47,6 +48,7 @@ class Knob:
     tune_gpu: tuple = ()
     code: str = ""
     named: bool = False
+    bounds: str = ""
 
     @property
     def is_bool(self) -> bool:
@@ -80,16 +82,23 @@ class Knob:
         kind = numbers.Integral if self.integer else numbers.Real
         example = f", e.g. {self.example}" if self.example else ""
         ok = not isinstance(value, bool) and isinstance(value, kind) and math.isfinite(value)
-        if self.lo == 1 and self.integer and self.hi is None:
+        if self.bounds:
+            what = f"{'an int' if self.integer else 'a finite number'} " + (
+                f"in {self.bounds[0]}{self.lo:g}, {self.hi:g}{self.bounds[1]}" if self.hi
+                is not None else f"{'>=' if self.bounds[0] == '[' else '>'} {self.lo:g}")
+            ok = ok and (value >= self.lo if self.bounds[0] == "[" else value > self.lo) and (
+                self.hi is None or (value <= self.hi if self.bounds[1] == "]" else
+                                    value < self.hi))
+        elif self.lo == 1 and self.integer and self.hi is None:
             what = "a positive int"
         elif self.lo == 0 and not self.integer and self.hi is None:
             what, ok = "a finite number > 0", ok and value > 0
         else:
             what = f"{'an int' if self.integer else 'a finite number'} from {self.lo}" + \
                 ("" if self.hi is None else f" to {self.hi}")
-        if ok and self.lo is not None:
+        if ok and self.lo is not None and not self.bounds:
             ok = value >= self.lo
-        if ok and self.hi is not None:
+        if ok and self.hi is not None and not self.bounds:
             ok = value <= self.hi
         if not ok:
             raise ValueError(f"{name}={value!r} must be {what}{example}")
@@ -142,3 +151,10 @@ def tuner_axes(spec_class, device: str) -> dict[str, list]:
         if values:
             axes[name] = [v for v in values if v in runnable]
     return axes
+
+
+def on_device(spec_class, device: str, **given):
+    """A spec of the fields given, the others (and those given as None) at their default on
+    `device`."""
+    return spec_class(**{name: declared.default_for(device) if given.get(name) is None else
+                         given[name] for name, declared in knobs(spec_class).items()})

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from ...core.backends import resolve_device
 from ...core.checks import positive_float
 from ...core.environment import environment, fingerprint
+from ...core.knobs import tuner_axes
 from ...core.precision import HALF_DTYPES
 from ...core.results import Record, append_record, check_writable, new_run_id
 from ...core.search import SearchResult, config_key, pareto_frontier, search
@@ -21,7 +22,6 @@ from .point import serve_point
 from .spec import (
     DEFAULT_REQUESTS,
     ServeSpec,
-    serve_precisions_for,
     serving_size,
     serving_unavailable,
 )
@@ -33,14 +33,8 @@ REMEASURE_TRIES = 3
 
 def default_axes(device: str) -> dict:
     """What tune_serve varies unless told: batch sizes and precisions; on a GPU CUDA graphs too
-    (compile modes are opt-in: each batch size compiles anew)."""
-    if device == "cpu":
-        return {"batch_size": [1, 2, 4, 8, 16, 32, 64], "precision": ["fp32", "bf16"],
-                "compile": ["off"], "graphs": [False], "channels_last": [False]}
-    return {"batch_size": [2**e for e in range(9)],
-            "precision": [p for p in ("fp16", "bf16", "tf32", "fp32")
-                          if p in serve_precisions_for(device)],
-            "compile": ["off"], "graphs": [False, True], "channels_last": [False]}
+    (compile modes are opt-in: each batch size compiles anew): ServeSpec's `tune` values."""
+    return tuner_axes(ServeSpec, device)
 
 
 def describe_serving(config: Mapping) -> str:
