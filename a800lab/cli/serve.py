@@ -15,18 +15,17 @@ from .train import user_module, user_task
 MODEL = "model model_size user_model"
 CONFIG = "batch_size+ precision+ compile+ graphs+ channels_last+"
 ARRIVAL = "arrival burstiness trace duration_s"
-SPECS = {"ServeSpec": "spec", "ServeRun": "spec", "Arrivals": "arrivals", "Batcher": "load",
-         "DecodeSpec": "decode", "GenerateSpec": "generate"}  # the class -> its module
 
 
 def serving_specs(*names: str):
-    """A command's spec classes by name (their fields are its options), imported only when the
-    command is the one given."""
+    """A command's spec classes by name (their fields are its options; a later one's field
+    wins), imported only when the command is the one given."""
     def specs() -> tuple:
-        import importlib
+        from ..workloads.serving import arrivals, decode, generate, load, spec
 
-        return tuple(getattr(importlib.import_module(f"a800lab.workloads.serving.{SPECS[name]}"),
-                             name) for name in names)
+        found = (spec.ServeSpec, spec.ServeRun, arrivals.Arrivals, load.Batcher,
+                 decode.DecodeSpec, generate.GenerateSpec)
+        return tuple(next(c for c in found if c.__name__ == name) for name in names)
     return specs
 
 
@@ -50,7 +49,6 @@ def add_parsers(commands) -> None:
                  help="token generation from a static KV cache: time per token, tokens/s and "
                       "the memory-bandwidth bound, over batch size",
                  options="model_size+ batch_size+ precision+ prompt_tokens new_tokens SWEEP",
-                 model_size="transformer preset size (default: tiny on a CPU, gpt2_small on a GPU)",
                  batch_size={"default": [1, 4, 16],
                              "help": "sequences decoded together (default 1 4 16)"})
     commands.add("concurrency", group="sweep", run=sweep_concurrency_command,
@@ -100,15 +98,14 @@ def add_parsers(commands) -> None:
 
 
 def option(args, spec_class, name: str, many: bool = False):
-    """The option's value (a list when `many`), else the spec field's default on the device."""
+    """The option's value (its values, once each, when `many`), else the spec field's default
+    on the device."""
     from ..core.knobs import knobs
 
     value = getattr(args, name, None)
-    if value is None:
-        value = knobs(spec_class)[name].default_for(args.device)
-        return [value] if many else value
-    return list(dict.fromkeys(value)) if many and isinstance(value, list) else \
-        [value] if many else value
+    value = knobs(spec_class)[name].default_for(args.device) if value is None else value
+    value = value if isinstance(value, list) else [value]
+    return list(dict.fromkeys(value)) if many else value[0]
 
 
 def config_axes(args, task, batch_size=None) -> dict:
@@ -120,8 +117,7 @@ def config_axes(args, task, batch_size=None) -> dict:
     model = option(args, spec, "model")
     axes = {"model": [task.name if task else model],
             "size": [serving.serving_size(model, args.model_size, args.device, task)],
-            "batch_size": option(args, spec, "batch_size", True) if batch_size is None else
-            list(dict.fromkeys(batch_size)),
+            "batch_size": batch_size or option(args, spec, "batch_size", True),
             **{name: option(args, spec, name, True) for name in ("precision", "compile",
                                                                 "graphs", "channels_last")}}
     if task is None:
@@ -133,10 +129,6 @@ def config_axes(args, task, batch_size=None) -> dict:
     return axes
 
 
-def _requests(args) -> dict:
-    return {} if args.requests is None else {"requests": args.requests}
-
-
 def sweep_serve_command(args) -> int:
     from ..workloads.serving import spec as serving
     from ..workloads.serving.point import serve_point
@@ -144,7 +136,8 @@ def sweep_serve_command(args) -> int:
     task = user_task(args.user_model, args.device, serving.check_serving_task)
     axes = config_axes(args, task)
     point = functools.partial(serve_point, task=task, device=args.device,
-                              budget_s=args.budget_s, **_requests(args))
+                              budget_s=args.budget_s,
+                              requests=option(args, serving.ServeRun, "requests"))
     options.cpu_notes([p for p in axes["precision"] if p != "tf32"], args.device)
     return options.run_sweep_command(point, axes, args, workload="serve")
 
@@ -152,11 +145,10 @@ def sweep_serve_command(args) -> int:
 def sweep_decode_command(args) -> int:
     from ..core.precision import check_supported
     from ..workloads.models.presets import preset
-    from ..workloads.serving.decode import CPU_DECODE, GPU_DECODE, decode_point
+    from ..workloads.serving.decode import DecodeSpec, decode_point
     from ..workloads.serving.spec import ServeSpec
 
-    default = (CPU_DECODE if args.device == "cpu" else GPU_DECODE)["size"]
-    axes = {"size": list(dict.fromkeys(args.model_size or [default])),
+    axes = {"size": option(args, DecodeSpec, "size", True),
             **{name: option(args, ServeSpec, name, True) for name in ("batch_size",
                                                                      "precision")}}
     for size in axes["size"]:
@@ -178,7 +170,7 @@ def sweep_concurrency_command(args) -> int:
         axes.pop(key)
     axes["streams"] = list(dict.fromkeys(args.streams))
     point = functools.partial(concurrency_point, task=task, device=args.device,
-                              **_requests(args))
+                              requests=option(args, serving.ServeRun, "requests"))
     return options.run_sweep_command(point, axes, args, workload="concurrency",
                                      fixed={"mode": option(args, serving.ServeRun, "mode")})
 
@@ -230,9 +222,10 @@ def tune_serve_command(args) -> int:
     from ..workloads.serving import spec as serving
     from ..workloads.serving.arrivals import Arrivals
 
-    for spec_class, name in ((serving.ServeSpec, "model"), (serving.ServeRun, "percentile"),
-                             (Arrivals, "arrival"), (Arrivals, "burstiness")):
-        setattr(args, name, option(args, spec_class, name))  # the defaults, said and passed on
+    for spec_class, names in ((serving.ServeSpec, "model"), (Arrivals, "arrival burstiness"),
+                              (serving.ServeRun, "percentile requests")):
+        for name in names.split():  # the defaults, said and passed on
+            setattr(args, name, option(args, spec_class, name))
     task = user_task(args.user_model, args.device, serving.check_serving_task)
     if args.offline:
         return _tune_offline(args, task)
@@ -289,7 +282,7 @@ def _tune_offline(args, task) -> int:
     outcome = options.stoppable(args, lambda: tune_serve(
         args.p99_ms, task, model=args.model, size=given["size"][0], axes=axes,
         device=args.device, budget_s=args.budget_s, out=args.out, on_trial=options.show_record,
-        **_requests(args)), "stopped" + options.kept(args.out))
+        requests=args.requests), "stopped" + options.kept(args.out))
     return _answer(outcome, args.json, {"p99_ms": args.p99_ms, "winner": outcome.winner,
                                         "remeasured": outcome.remeasured,
                                         "frontier": outcome.frontier})

@@ -33,12 +33,7 @@ from ..workloads.models.user_model import panel_task
 from ..workloads.serving.arrivals import ARRIVALS, Arrivals
 from ..workloads.serving.concurrency import concurrency_point
 from ..workloads.serving.decode import decode_point
-from ..workloads.serving.generate import (
-    SCHEDULERS,
-    GenerateSpec,
-    generate_point,
-    generator_context,
-)
+from ..workloads.serving.generate import SCHEDULERS, GenerateSpec, generate_point, generator_context
 from ..workloads.serving.load import Batcher, default_duration_s, load_point
 from ..workloads.serving.online import default_batcher_axes, tune_online
 from ..workloads.serving.point import serve_point
@@ -46,7 +41,6 @@ from ..workloads.serving.spec import (
     DEFAULT_REQUESTS,
     ServeRun,
     ServeSpec,
-    check_requests,
     check_serving_task,
     serving_unavailable,
 )
@@ -65,7 +59,6 @@ TUNED = ("precision", "graphs")  # what the tune view varies beside its controls
 LOAD_SERIES = ("model", "size", *BATCHER, "precision", *LEVERS, *ARRIVING)
 GENERATION = ("size", "rate_rps", "scheduler", "max_batch", "prompt_tokens", "output_tokens",
               "precision", *ARRIVING)
-LENGTHS = ("prompt_tokens", "output_tokens")
 VIEWS = {
     "latency": View("latency vs samples/s", "samples/s vs p99 per config across batch sizes; "
                     "the newest point's latency histogram", "batch_size", SPEC_FIELDS,
@@ -148,7 +141,7 @@ class ServingExplorer(Explorer):
         yours = user_model is not None or make_model is not None
         if budget_s is not None:
             positive_float("budget_s", budget_s, "0.3")
-        check_requests(requests)
+        ServeRun(requests=requests)
         self.settings = {"requests": requests, "budget_s": budget_s or (0.1 if on_cpu else 0.3)}
         fields = functools.partial(spec_params, device=device)
         params = {
@@ -164,7 +157,7 @@ class ServingExplorer(Explorer):
                                  knobs(ServeRun)["percentile"].check),
             "offline": Choice((False, True)),
             "scheduler": Choice(("both", *SCHEDULERS), default="both"),
-            **fields(GenerateSpec, names=LENGTHS),
+            **fields(GenerateSpec, names=("prompt_tokens", "output_tokens")),
         }  # a trace needs its file: the panel offers the drawn arrivals
         params["arrival"] = replace(params["arrival"], values=ARRIVALS[:-1])
         self.tune_outcome, self._target_ms = None, None

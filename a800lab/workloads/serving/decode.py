@@ -15,12 +15,10 @@ from ...core.knobs import check_knobs, knob, on_device
 from ...core.precision import HALF_DTYPES, check_supported, matmul_precision
 from ...core.timing import measure
 from ...core.window import outside_window
-from ..models.presets import TinyGPT, preset
+from ..models.presets import SIZES, TinyGPT, preset
 from ..peak import measure_peak, roofline_peaks
 from .spec import ServeSpec, output_gap
 
-CPU_DECODE = {"size": "tiny"}
-GPU_DECODE = {"size": "gpt2_small"}
 _bandwidth: dict[str, dict] = {}
 
 
@@ -78,11 +76,13 @@ def step_bytes(model: TinyGPT, batch_size: int, context: float, element_bytes: i
 
 @dataclass(frozen=True)
 class DecodeSpec:
-    """A decode point's lengths (GPT-2 small's on a GPU)."""
+    """A decode point's transformer preset and lengths (GPT-2 small's on a GPU)."""
 
+    size: str = knob("tiny", "transformer preset size", gpu="gpt2_small", cli="model_size",
+                     choices=(*SIZES, "gpt2_small"), named=True)
     prompt_tokens: int = knob(8, "prompt length", unit="tokens", integer=True, lo=1,
                               example="8", gpu=128)
-    new_tokens: int = knob(16, "tokens generated", unit="tokens", integer=True, lo=1,
+    new_tokens: int = knob(16, "generation length", unit="tokens", integer=True, lo=1,
                            example="16", gpu=128)
 
     def __post_init__(self) -> None:
@@ -94,11 +94,10 @@ def decode_point(size: str | None = None, batch_size: int = 1, precision: str = 
                  device: str = "auto", budget_s: float = 0.3, cancel=None) -> dict:
     """`new_tokens` generated greedily after a `prompt_tokens` prompt, timed whole."""
     device = resolve_device(device)
-    defaults = CPU_DECODE if device == "cpu" else GPU_DECODE
-    size = size or defaults["size"]
+    spec = on_device(DecodeSpec, device, size=size, prompt_tokens=prompt_tokens,
+                     new_tokens=new_tokens)
+    size, prompt, steps = spec.size, spec.prompt_tokens, spec.new_tokens
     precision = ServeSpec(size=size, batch_size=batch_size, precision=precision).precision
-    lengths = on_device(DecodeSpec, device, prompt_tokens=prompt_tokens, new_tokens=new_tokens)
-    prompt, steps = lengths.prompt_tokens, lengths.new_tokens
     check_supported(precision, device)
     with outside_window():  # before the point's own timing, never counted in it
         bandwidth = memory_bandwidth(device)

@@ -60,15 +60,10 @@ def token_range(name: str, spec) -> tuple[int, int]:
     return lo, hi
 
 
-def _lengths(name: str, spec):
+def lengths(name: str, spec):
+    """A lengths spec as given, when token_range takes it."""
     token_range(name, spec)
     return spec
-
-
-def lengths(name: str, default: str, gpu: str, help: str, choices: tuple):
-    """A lengths field: N or LO:HI (the panel offers `choices`)."""
-    return knob(default, help + ": N, or LO:HI drawn uniformly", unit="tokens", gpu=gpu,
-                canon=functools.partial(_lengths, name), choices=choices)
 
 
 @dataclass(frozen=True)
@@ -81,10 +76,14 @@ class GenerateSpec:
                           choices=SCHEDULERS)
     max_batch: int = knob(8, "sequences decoded together at most", integer=True, lo=1,
                           example="8", gpu=16, scale="pow2", panel_hi=4096)
-    prompt_tokens: int | str = lengths("prompt_tokens", "4:16", "32:256", "prompt lengths",
-                                       ("4:16", "8", "16:64", "32:256", "128"))
-    output_tokens: int | str = lengths("output_tokens", "2:40", "32:256", "tokens generated "
-                                       "per request", ("2:40", "16", "1:64", "32:256", "128"))
+    prompt_tokens: int | str = knob("4:16", "prompt lengths: N, or LO:HI drawn uniformly",
+                                    unit="tokens", gpu="32:256", canon=functools.partial(
+                                        lengths, "prompt_tokens"),
+                                    choices=("4:16", "8", "16:64", "32:256", "128"))
+    output_tokens: int | str = knob("2:40", "tokens generated per request: N or LO:HI",
+                                    unit="tokens", gpu="32:256", canon=functools.partial(
+                                        lengths, "output_tokens"),
+                                    choices=("2:40", "16", "1:64", "32:256", "128"))
 
     def __post_init__(self) -> None:
         check_knobs(self)

@@ -17,14 +17,7 @@ from ..models.presets import preset
 from .arrivals import Arrivals, arrival_times, span_s
 from .point import Server, batch_inputs, fp32_reference, time_requests
 from .schedule import DRAIN_SHARE, run_schedule, summarise
-from .spec import (
-    MIN_REQUESTS,
-    ServeRun,
-    ServeSpec,
-    output_gap,
-    serving_size,
-    serving_unavailable,
-)
+from .spec import MIN_REQUESTS, ServeRun, ServeSpec, output_gap, serving_size, serving_unavailable
 
 LATE_MS = 1.0  # the loop woke this late for an arrival (p99): the generator itself lagged
 

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from ...core.backends import torchvision_reason
-from ...core.knobs import check_knobs, knob, knobs
+from ...core.knobs import check_knobs, knob
 from ...core.precision import parse_precision, unsupported_reason
 from ...core.timing import Timing
 from ..models.levers import CHANNELS_LAST, COMPILE, lever_unavailable
@@ -30,8 +30,7 @@ DEFAULT_REQUESTS = 200  # p99 then rests on the 2-3 slowest requests
 ZOO_SIZES = tuple(size for sizes in ZOO_MODELS.values() for size in sizes)
 
 
-def _zoo(names) -> tuple:
-    """The zoo's `names` where torchvision imports (the panel offers no other)."""
+def _zoo(names) -> tuple:  # the zoo's names where torchvision imports
     return () if torchvision_reason() else tuple(names)
 
 
@@ -82,9 +81,8 @@ class ServeSpec:
 
 @dataclass(frozen=True)
 class ServeRun:
-    """How serving points are offered and judged beside their config: requests timed per
-    point, streams sharing the device and how, the offered load (a fraction of the closed-loop
-    capacity), the latency target and its percentile."""
+    """How serving points are offered and judged beside their config: requests timed, streams
+    sharing the device and how, the offered load, the latency target and its percentile."""
 
     requests: int = knob(DEFAULT_REQUESTS, "requests timed per point, at least", integer=True,
                          lo=MIN_REQUESTS, example=f"{DEFAULT_REQUESTS} (a p99 of fewer than "
@@ -186,11 +184,6 @@ def output_gap(out: torch.Tensor, reference: torch.Tensor, precision: str) -> di
                    f"{gap['rel_error']:.3g} of the fp32 output's largest value, over the "
                    f"{tol:g} tolerance; not timed")
     return gap
-
-
-def check_requests(requests) -> int:
-    """`requests` if it is an int >= MIN_REQUESTS, else ValueError."""
-    return knobs(ServeRun)["requests"].check("requests", requests)
 
 
 def latency_metrics(timing: Timing, batch_size: int) -> dict:
