@@ -26,8 +26,9 @@ class Knob:
     the field's; `scale`/`panel_hi`: the panel's slider; `lever`: a kernel lever of the step;
     `tune`/`tune_gpu`: the values a tuner tries (on a CPU / a GPU); `code`: the line that sets it
     in the code to paste; `named`: any name goes, `choices` are the panel's (a preset model:
-    where it is built checks it); `bounds`: "[" or "(" (and "]" or ")" with `hi`) where lo
-    and hi are not the rule above, e.g. "()" for a percentile in (0, 100)."""
+    where it is built checks it), as with `canon` (the help then does not list them);
+    `bounds`: "[" or "(" (and "]" or ")" with `hi`) where lo and hi are not the rule above,
+    e.g. "()" for a percentile in (0, 100)."""
 
     default: object
     help: str
@@ -112,7 +113,7 @@ class Knob:
             default += f" on a CPU, {show(self.gpu)} on a GPU"
         unit = f", {self.unit}" if self.unit else ""
         listed = ": " + ", ".join(map(show, self.choices)) if self.choices and \
-            not self.is_bool else ""
+            not self.is_bool and self.canon is None else ""  # with canon: the panel's
         return f"{self.help}{unit}{listed}" + (f" ({default})" if default else "")
 
 

@@ -84,7 +84,8 @@ class ServeRun:
     """How serving points are offered and judged beside their config: requests timed, streams
     sharing the device and how, the offered load, the latency target and its percentile."""
 
-    requests: int = knob(DEFAULT_REQUESTS, "requests timed per point, at least", integer=True,
+    requests: int = knob(DEFAULT_REQUESTS, f"requests timed per point, at least ({MIN_REQUESTS} or "
+                         "more)", integer=True,
                          lo=MIN_REQUESTS, example=f"{DEFAULT_REQUESTS} (a p99 of fewer than "
                          f"{MIN_REQUESTS} is the maximum of a handful)")
     streams: int = knob(2, "concurrent request streams", integer=True, lo=1, example="4",
