@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from ...core.backends import resolve_device
-from ...core.knobs import check_knobs, knob, on_device
+from ...core.knobs import check_knobs, knob, knobs, on_device
 from ...core.precision import HALF_DTYPES, check_supported, matmul_precision
 from ...core.window import outside_window, timed_section
 from .arrivals import Arrivals, arrival_times, span_s
@@ -36,8 +36,8 @@ from .spec import MIN_REQUESTS, serve_precision
 
 SCHEDULERS = ("static", "continuous")
 MIN_GENERATIONS = 10  # percentiles of fewer requests say nothing
-CPU_GENERATE = {"size": "small", "rate_rps": 100.0, "duration_s": 2.0}
-GPU_GENERATE = {"size": "gpt2_small", "rate_rps": 20.0, "duration_s": 5.0}
+CPU_GENERATE = {"size": "small", "rate_rps": 100.0}  # the window: Arrivals' duration_s
+GPU_GENERATE = {"size": "gpt2_small", "rate_rps": 20.0}
 
 
 def generate_defaults(device: str) -> dict:
@@ -272,7 +272,8 @@ def requests_schedule(arrival: str, rate_rps: float | None, duration_s: float | 
     as_is = arrival == "trace"
     arrivals = Arrivals(arrival, rate_rps if as_is or rate_rps is not None else
                         defaults["rate_rps"], duration_s if as_is or duration_s is not None
-                        else defaults["duration_s"], burstiness, trace, seed)
+                        else knobs(Arrivals)["duration_s"].default_for(device), burstiness,
+                        trace, seed)
     times = arrival_times(arrivals)
     if len(times) < MIN_GENERATIONS:
         raise ValueError(f"{arrivals.describe()} gives {len(times)} requests; percentiles need "
