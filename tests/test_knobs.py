@@ -1,7 +1,7 @@
 """A parameter declared once as a spec field (core/knobs.py): the spec refuses with it, and the
 command line, the panel, the tuner and the code to paste take a new lever from its field alone
 (cudnn_benchmark was added to TrainSpec and the Trainer only); powers of two and required
-fields are checked."""
+fields are checked; bounds with an open end; a spec at a device's defaults."""
 
 import argparse
 from dataclasses import MISSING, dataclass
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from a800lab.cli.main import build_parser
-from a800lab.core.knobs import check_knobs, knob, knobs, levers, tuner_axes
+from a800lab.core.knobs import Knob, check_knobs, knob, knobs, levers, on_device, tuner_axes
 from a800lab.workloads.training.candidates import LEVERS
 from a800lab.workloads.training.point import train_point
 from a800lab.workloads.training.spec import TrainSpec
@@ -132,3 +132,33 @@ def test_a_required_field_has_no_default_and_says_none():
 
 def test_tuner_axes_ask_the_device_only_for_fields_with_values_to_try():
     assert tuner_axes(Shape, "cuda:0") == {"block": [32, 64]}
+
+
+def test_bounds_say_which_end_is_open():
+    percentile = Knob(99.0, "percentile", lo=0, hi=100, bounds="()", example="99")
+    assert percentile.check("percentile", 99.9) == 99.9
+    for bad in (0, 100, 101.0):
+        with pytest.raises(ValueError, match=rf"percentile={bad!r} must be a finite number in "
+                                             r"\(0, 100\), e.g. 99"):
+            percentile.check("percentile", bad)
+    delay = Knob(0.0, "delay", lo=0, bounds="[", example="2")
+    assert delay.check("delay", 0) == 0.0  # a float range from 0 that includes it
+    with pytest.raises(ValueError, match="delay=-1 must be a finite number >= 0, e.g. 2"):
+        delay.check("delay", -1)
+
+
+@dataclass(frozen=True)
+class _Devices:
+    batch: int = knob(8, "batch", integer=True, lo=1, gpu=64)
+    steps: int = knob(4, "steps", integer=True, lo=1)
+
+    def __post_init__(self):
+        check_knobs(self)
+
+
+def test_on_device_fills_what_is_not_given_with_the_device_default():
+    assert on_device(_Devices, "cpu") == _Devices(8, 4)
+    assert on_device(_Devices, "cuda:0", steps=None) == _Devices(64, 4)
+    assert on_device(_Devices, "cuda", steps=2) == _Devices(64, 2)
+    with pytest.raises(ValueError, match="steps=0 must be a positive int"):
+        on_device(_Devices, "cpu", steps=0)

@@ -238,11 +238,11 @@ def test_sweep_load_writes_records_resumes_and_refuses_bad_values(tmp_path, caps
                       (["--rate", "-5"], "rate_rps=-5.0 must"),
                       (["--rate", "100", "--max-delay-ms", "-1"], "max_delay_ms=-1.0 must"),
                       (["--rate", "100", "--arrival", "gamma", "--burstiness", "0"],
-                       "--burstiness 0.0 must"),
+                       "burstiness=0.0 must"),
                       (["--arrival", "trace", "--trace", str(tmp_path / "none.txt")],
                        "no such file"),
                       (["--arrival", "trace", "--trace", str(trace)], "comes before"),
-                      (["--rate", "100", "--duration-s", "0"], "--duration-s 0.0 must"),
+                      (["--rate", "100", "--duration-s", "0"], "duration_s=0.0 must"),
                       (["--rate", "100", "--max-batch", "0"], "max_batch=0 must"),
                       ([], "give the offered rates")):
         assert main(["sweep", "load", "--model", "mlp", "--device", "cpu", *bad, "--out",
@@ -252,7 +252,7 @@ def test_sweep_load_writes_records_resumes_and_refuses_bad_values(tmp_path, caps
     assert main(["sweep", "load", "--arrival", "bursty", "--rate", "100", "--out",
                  str(tmp_path / "x.jsonl")]) == 2  # the spec refuses it, in one line
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "arrival='bursty' is not an arrival process" in err[0]
+    assert len(err) == 1 and "arrival='bursty' is not a choice" in err[0]
     assert not (tmp_path / "x.jsonl").exists()
 
 

@@ -213,9 +213,9 @@ def _cli(tmp_path, *argv):
 def test_bad_inputs_exit_2_with_one_line_before_anything_runs(tmp_path, capsys):
     unsorted = tmp_path / "unsorted.txt"
     unsorted.write_text("0.2\n0.1\n")
-    for argv, says in [(["--rate", "0"], "rate=0.0"), (["--rate", "-1"], "rate=-1.0"),
-                       (["--arrival", "gamma", "--burstiness", "0"], "--burstiness 0.0"),
-                       (["--duration-s", "0"], "--duration-s 0.0"),
+    for argv, says in [(["--rate", "0"], "rate_rps=0.0"), (["--rate", "-1"], "rate_rps=-1.0"),
+                       (["--arrival", "gamma", "--burstiness", "0"], "burstiness=0.0"),
+                       (["--duration-s", "0"], "duration_s=0.0"),
                        (["--max-batch", "0"], "max_batch=0"),
                        (["--scheduler", "fifo"], "scheduler='fifo'"),
                        (["--output-tokens", "0:4"], "output_tokens='0:4'"),
@@ -228,7 +228,7 @@ def test_bad_inputs_exit_2_with_one_line_before_anything_runs(tmp_path, capsys):
         assert len(err) == 1 and err[0].startswith("a800lab: error:") and says in err[0], err
     assert _cli(tmp_path, "--arrival", "lognormal") == 2  # the spec refuses it, in one line
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "arrival='lognormal' is not an arrival process" in err[0], err
+    assert len(err) == 1 and "arrival='lognormal' is not a choice" in err[0], err
     assert not (tmp_path / "generate.jsonl").exists()
 
 

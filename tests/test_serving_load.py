@@ -72,7 +72,7 @@ def test_a_trace_is_replayed_or_scaled_to_a_rate(tmp_path):
     ({"rate_rps": 0}, "rate_rps=0 must be a finite number > 0"),
     ({"rate_rps": -5.0}, "rate_rps=-5.0 must be"),
     ({"duration_s": 0}, "duration_s=0 must be"),
-    ({"arrival": "bursty"}, "arrival='bursty' is not an arrival process"),
+    ({"arrival": "bursty"}, "arrival='bursty' is not a choice"),
     ({"arrival": "gamma", "burstiness": 0}, "burstiness=0 must be"),
     ({"arrival": "trace"}, "needs trace=FILE"),
 ])
@@ -253,7 +253,7 @@ def test_load_is_a_fraction_of_the_measured_capacity():
 @pytest.mark.parametrize("fields, says", [
     ({"rate_rps": 0}, "rate_rps=0 must be"), ({"max_delay_ms": -1}, "max_delay_ms=-1 must"),
     ({"burstiness": 0, "arrival": "gamma"}, "burstiness=0 must"),
-    ({"arrival": "nope"}, "'nope' is not an arrival process"), ({"duration_s": 0}, "duration_s=0"),
+    ({"arrival": "nope"}, "'nope' is not a choice"), ({"duration_s": 0}, "duration_s=0"),
     ({"max_batch": 0}, "max_batch=0 must be a positive int"),
     ({"rate_rps": 10.0, "duration_s": 1.0}, "a p99 needs at least 100"),
     ({"load": 0.5}, "give rate_rps .* or load .*, not both"), ({"rate_rps": None}, "neither"),

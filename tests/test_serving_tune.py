@@ -123,7 +123,7 @@ def test_tune_serve_online_on_the_command_line(tmp_path, capsys):
                       (["--offline", "--percentile", "95"], "--offline judges the p99"),
                       (["--max-delay-ms", "-1"], "max_delay_ms=-1.0 must"),
                       (["--max-batch", "0"], "max_batch=0 must"),
-                      (["--duration-s", "0"], "--duration-s 0.0 must")):
+                      (["--duration-s", "0"], "duration_s=0.0 must")):
         assert main(["tune", "serve", "--model", "mlp", "--device", "cpu", "--p99-ms", "50",
                      *bad]) == 2
         err = capsys.readouterr().err.strip().splitlines()

@@ -80,39 +80,6 @@ OPTIONS = {  # option -> add_argument's keywords; `check(value)`: the value kept
                       help="memory to fit in, MiB (default: 256 on a CPU, the GPU's free memory)"),
     "margin": dict(type=float, help="share of the limit kept free (default 0.1)", check=refuse(
         lambda x: 0 <= x < 1, "--margin {} must be in [0, 1), e.g. 0.1")),
-    "model": dict(help="mlp, transformer or cnn (default: mlp)"),
-    "model_size": dict(help="tiny, small, medium or large (default: tiny on a CPU, medium on a "
-                            "GPU)"),
-    "batch_size": dict(type=int),
-    "compile": dict(help="torch.compile: off, default, reduce-overhead (CUDA graphs; GPU only), "
-                         "max-autotune (default off)"),
-    "channels_last": dict(choices=OFF_ON,
-                          help="NHWC layout for a convolutional model: off or on (default off)"),
-    "graphs": dict(choices=OFF_ON, help="capture the forward as a CUDA graph (GPU)"),
-    "requests": dict(type=int, help="requests timed per point, at least (default 200; >= 100)"),
-    # requests arriving on their own clock
-    "rate": dict(type=float, help="offered request rates, requests/s"),
-    "load": dict(type=float, help="offered rates as fractions of the closed-loop capacity "
-                                  "at the max batch, measured first in each point (e.g. 0.1 "
-                                  "0.5 0.9 1.2), instead of --rate"),
-    "arrival": dict(default="poisson",
-                    help="how requests arrive: poisson (default), constant, gamma (with "
-                         "--burstiness) or trace (--trace FILE)"),
-    "burstiness": dict(type=float, default=1.0, check=refuse(
-        positive, "--burstiness {} must be a number > 0: the gaps' coefficient of variation, "
-                  "1 (Poisson) or 3 (bursty)"),
-                       help="gamma arrivals' coefficient of variation (1: Poisson, 3: bursty)"),
-    "trace": dict(help="arrival times in seconds, one per line, replayed (--rate scales it)"),
-    "max_batch": dict(type=int, help="the dynamic batcher's largest batch, requests"),
-    "max_delay_ms": dict(type=float, help="how long the batcher may hold the oldest request "
-                                          "for more, ms (0: never)"),
-    "duration_s": dict(type=float, check=refuse(
-        positive, "--duration-s {} must be a number of seconds > 0, e.g. 2"),
-                       help="seconds of arrivals per point (default: 2 on a CPU, 5 on a GPU); "
-                            "the backlog is then served for half as long at most"),
-    "request_size": dict(type=int, help="samples per request (default 1)"),
-    "percentile": dict(type=float, default=99.0, help="the latency percentile the target "
-                                                      "applies to (default 99)"),
 }
 FOLDER = {"required": False, "check": _folder}  # an --out that is a folder
 
@@ -126,10 +93,13 @@ def _names(names: str, bundles: dict) -> list[str]:
 
 
 def spec_options(spec_class) -> dict:
-    """Option name -> (field name, Knob) of a spec class's declared fields."""
+    """Option name -> (field name, Knob) of a spec class's declared fields (of a tuple of
+    classes: a later class's field wins)."""
     from ..core.knobs import knobs
 
-    return {declared.cli or name: (name, declared) for name, declared in knobs(spec_class).items()}
+    return {declared.cli or name: (name, declared) for one in (
+        spec_class if isinstance(spec_class, tuple) else (spec_class,))
+        for name, declared in knobs(one).items()}
 
 
 def knob_option(field_name: str, declared) -> dict:

@@ -27,7 +27,9 @@ class Knob:
     the field's; `scale`/`panel_hi`: the panel's slider; `lever`: a kernel lever of the step;
     `tune`/`tune_gpu`: the values a tuner tries (on a CPU / a GPU); `code`: the line that sets it
     in the code to paste; `named`: any name goes, `choices` are the panel's (a preset model:
-    where it is built checks it)."""
+    where it is built checks it), as with `canon` (the help then does not list them);
+    `bounds`: "[" or "(" (and "]" or ")" with `hi`) where lo and hi are not the rule above,
+    e.g. "()" for a percentile in (0, 100)."""
 
     default: object
     help: str
@@ -49,6 +51,7 @@ class Knob:
     tune_gpu: tuple = ()
     code: str = ""
     named: bool = False
+    bounds: str = ""
 
     @property
     def is_bool(self) -> bool:
@@ -86,6 +89,13 @@ class Knob:
             what = f"a power of two >= {self.lo}" if self.hi is None else \
                 f"a power of two from {self.lo} to {self.hi}"
             ok = ok and value > 0 and value == 2 ** round(math.log2(value))
+        elif self.bounds:
+            what = f"{'an int' if self.integer else 'a finite number'} " + (
+                f"in {self.bounds[0]}{self.lo:g}, {self.hi:g}{self.bounds[1]}" if self.hi
+                is not None else f"{'>=' if self.bounds[0] == '[' else '>'} {self.lo:g}")
+            ok = ok and (value >= self.lo if self.bounds[0] == "[" else value > self.lo) and (
+                self.hi is None or (value <= self.hi if self.bounds[1] == "]" else
+                                    value < self.hi))
         elif self.lo == 1 and self.integer and self.hi is None:
             what = "a positive int"
         elif self.lo == 0 and not self.integer and self.hi is None:
@@ -93,9 +103,9 @@ class Knob:
         else:
             what = f"{'an int' if self.integer else 'a finite number'} from {self.lo}" + \
                 ("" if self.hi is None else f" to {self.hi}")
-        if ok and self.lo is not None:
+        if ok and self.lo is not None and not self.bounds:
             ok = value >= self.lo
-        if ok and self.hi is not None:
+        if ok and self.hi is not None and not self.bounds:
             ok = value <= self.hi
         if not ok:
             raise ValueError(f"{name}={value!r} must be {what}{example}")
@@ -109,7 +119,7 @@ class Knob:
             default += f" on a CPU, {show(self.gpu)} on a GPU"
         unit = f", {self.unit}" if self.unit else ""
         listed = ": " + ", ".join(map(show, self.choices)) if self.choices and \
-            not self.is_bool else ""
+            not self.is_bool and self.canon is None else ""  # with canon: the panel's
         return f"{self.help}{unit}{listed}" + (f" ({default})" if default else "")
 
 
@@ -148,3 +158,10 @@ def tuner_axes(spec_class, device: str) -> dict[str, list]:
             runnable = declared.choices_for(device) if declared.available else values
             axes[name] = [v for v in values if v in runnable]
     return axes
+
+
+def on_device(spec_class, device: str, **given):
+    """A spec of the fields given, the others (and those given as None) at their default on
+    `device`."""
+    return spec_class(**{name: declared.default_for(device) if given.get(name) is None else
+                         given[name] for name, declared in knobs(spec_class).items()})

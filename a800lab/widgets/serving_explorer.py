@@ -15,47 +15,40 @@ Command-line twins: `sweep serve`, `sweep load`, `sweep decode`, `sweep concurre
 
 import functools
 import html
+from dataclasses import replace
 from pathlib import Path
 
 import ipywidgets as widgets
 import pandas as pd
 
-from ..core.backends import resolve_device, torchvision_reason
+from ..core.backends import resolve_device
 from ..core.checks import positive_float
+from ..core.knobs import knobs
 from ..core.sweep import SweepResult, grid, thread_count
 from ..figures.serving import concurrency_figure, decode_figure, serving_figure
 from ..figures.serving_generate import generation_figure
 from ..figures.serving_load import load_figure
 from ..figures.tune import frontier_figure
-from ..workloads.models.levers import COMPILE_MODES
-from ..workloads.models.presets import MODELS, SIZES, default_size
 from ..workloads.models.task import CUSTOM
 from ..workloads.models.user_model import panel_task
-from ..workloads.serving.arrivals import ARRIVALS
+from ..workloads.serving.arrivals import ARRIVALS, Arrivals
 from ..workloads.serving.concurrency import concurrency_point
 from ..workloads.serving.decode import decode_point
-from ..workloads.serving.generate import (
-    SCHEDULERS,
-    GenerateSpec,
-    generate_defaults,
-    generate_point,
-    generator_context,
-)
-from ..workloads.serving.load import default_duration_s, load_point
+from ..workloads.serving.generate import SCHEDULERS, GenerateSpec, generate_point, generator_context
+from ..workloads.serving.load import Batcher, default_duration_s, load_point
 from ..workloads.serving.online import default_batcher_axes, tune_online
 from ..workloads.serving.point import serve_point
 from ..workloads.serving.spec import (
     DEFAULT_REQUESTS,
-    MIN_REQUESTS,
+    ServeRun,
     ServeSpec,
     check_serving_task,
-    serve_precisions_for,
     serving_unavailable,
 )
 from ..workloads.serving.tune import default_axes, tune_serve
 from .explorer import DATA_DIR, Explorer, View
 from .explorer_text import table_html
-from .params import Choice, Fixed, Range
+from .params import Choice, spec_params
 from .training_tools import code_html
 
 CONFIG = ("model", "size", "batch_size", "precision")
@@ -67,8 +60,6 @@ TUNED = ("precision", "graphs")  # what the tune view varies beside its controls
 LOAD_SERIES = ("model", "size", *BATCHER, "precision", *LEVERS, *ARRIVING)
 GENERATION = ("size", "rate_rps", "scheduler", "max_batch", "prompt_tokens", "output_tokens",
               "precision", *ARRIVING)
-LENGTHS = {"prompt_tokens": ("4:16", "8", "16:64", "32:256", "128"),
-           "output_tokens": ("2:40", "16", "1:64", "32:256", "128")}
 VIEWS = {
     "latency": View("latency vs samples/s", "samples/s vs p99 per config across batch sizes; "
                     "the newest point's latency histogram", "batch_size", SPEC_FIELDS,
@@ -151,38 +142,25 @@ class ServingExplorer(Explorer):
         yours = user_model is not None or make_model is not None
         if budget_s is not None:
             positive_float("budget_s", budget_s, "0.3")
-        if isinstance(requests, bool) or not isinstance(requests, int) or \
-                requests < MIN_REQUESTS:
-            raise ValueError(f"requests={requests!r} must be an int >= {MIN_REQUESTS}")
+        ServeRun(requests=requests)
         self.settings = {"requests": requests, "budget_s": budget_s or (0.1 if on_cpu else 0.3)}
-        models = (*MODELS, *(() if torchvision_reason() else ("resnet50",)))
-        sizes = (*SIZES, "gpt2_small", *(() if torchvision_reason() else ("224",)))
-        target = 5.0 if on_cpu else 20.0
+        fields = functools.partial(spec_params, device=device)
         params = {
-            "model": Fixed(CUSTOM) if yours else Choice(models, default=model),
-            "size": Fixed(CUSTOM) if yours else
-            Choice(sizes, default=size or default_size(device)),
-            "batch_size": Range(1, 4096, default=8, scale="pow2"),
-            "precision": Choice(tuple(serve_precisions_for(device)), default="fp32"),
-            "compile": Choice(COMPILE_MODES, default="off"),
-            "graphs": Choice((False, True)),
-            "channels_last": Choice((False, True)),
-            "streams": Range(1, 64, default=2, scale="pow2"),
-            "max_batch": Range(1, 4096, default=8, scale="pow2"),
-            "max_delay_ms": Range(0.0, 10_000.0, default=0.0, scale="typed"),
-            "load": Range(0.01, 10.0, default=0.5, scale="typed"),
-            "rate_rps": Range(0.01, 1e7, default=100.0, scale="typed"),
-            "arrival": Choice(tuple(a for a in ARRIVALS if a != "trace"), default="poisson"),
-            "burstiness": Range(0.01, 100.0, default=1.0, scale="typed"),
-            "duration_s": Range(0.05, 3600.0, default=default_duration_s(device) / 2,
-                                scale="typed"),
-            "p99_target_ms": Range(0.01, 1e5, default=target, scale="typed"),
-            "percentile": Choice((50.0, 90.0, 95.0, 99.0, 99.9), default=99.0),
+            **fields(ServeSpec, names=SPEC_FIELDS, initial={"model": model, "size": size},
+                     fixed={"model": CUSTOM, "size": CUSTOM} if yours else {}),
+            **fields(ServeRun, names=("streams",)), **fields(Batcher, names=BATCHER),
+            **fields(ServeRun, names=("load",), initial={"load": 0.5}),
+            **fields(Arrivals, names=("rate_rps", *ARRIVING),
+                     initial={"duration_s": default_duration_s(device) / 2}),
+            "p99_target_ms": fields(ServeRun, names=("p99_ms",), initial={
+                "p99_ms": 5.0 if on_cpu else 20.0})["p99_ms"],
+            "percentile": Choice((50.0, 90.0, 95.0, 99.0, 99.9), 99.0,
+                                 knobs(ServeRun)["percentile"].check),
             "offline": Choice((False, True)),
             "scheduler": Choice(("both", *SCHEDULERS), default="both"),
-            **{name: Choice(values, default=generate_defaults(device)[name])
-               for name, values in LENGTHS.items()},
-        }
+            **fields(GenerateSpec, names=("prompt_tokens", "output_tokens")),
+        }  # a trace needs its file: the panel offers the drawn arrivals
+        params["arrival"] = replace(params["arrival"], values=ARRIVALS[:-1])
         self.tune_outcome, self._target_ms = None, None
         self.note, self.tune_text = widgets.HTML(""), widgets.HTML("")
         # Explorer's workload: each view's Run calls its own point function (_sweep)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...core.checks import positive_float
+from ...core.knobs import knob, knobs
 
 ARRIVALS = ("poisson", "constant", "gamma", "trace")
 MAX_ARRIVALS = 2_000_000  # a schedule's length: 20,000 requests/s for 100 s
@@ -26,32 +26,33 @@ class Arrivals:
     bursts and lulls). trace: `trace`'s times (seconds, one per line, ascending), replayed as
     they are, or scaled to `rate_rps` when it is given; cut at `duration_s` when given."""
 
-    arrival: str = "poisson"
-    rate_rps: float | None = 100.0
-    duration_s: float | None = 2.0
-    burstiness: float = 1.0
-    trace: str | None = None
+    arrival: str = knob("poisson", "how requests arrive (gamma: with a burstiness; trace: a "
+                        "file's times)", choices=ARRIVALS)
+    rate_rps: float | None = knob(100.0, "offered request rate", unit="requests/s", lo=0,
+                                  example="100 (requests/s)", cli="rate", scale="typed",
+                                  panel_hi=1e7)
+    duration_s: float | None = knob(2.0, "arrivals per point (the backlog is then served for "
+                                    "half as long at most)", unit="s", lo=0, example="2.0",
+                                    gpu=5.0, scale="typed", panel_hi=3600.0)
+    burstiness: float = knob(1.0, "gamma arrivals' coefficient of variation (1: Poisson, 3: "
+                             "bursty)", lo=0,
+                             example="1 (Poisson) or 3 (bursty)", scale="typed", panel_hi=100.0)
+    trace: str | None = knob(None, "arrival times in seconds, one per line, replayed (a rate "
+                             "scales it)", canon=str)
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.arrival not in ARRIVALS:
-            raise ValueError(f"arrival={self.arrival!r} is not an arrival process: use one of "
-                             f"{', '.join(ARRIVALS)}")
-        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
-        set_("burstiness", positive_float("burstiness", self.burstiness,
-                                     "1 (Poisson) or 3 (bursty)"))
+        for name, declared in knobs(self).items():  # a trace may leave rate and duration open
+            value = getattr(self, name)
+            if value is not None or declared.default is not None and self.arrival != "trace":
+                object.__setattr__(self, name, declared.check(name, value))
         if self.arrival == "trace":
             if not self.trace:
                 raise ValueError("arrival='trace' needs trace=FILE: arrival times in seconds, "
                                  "one per line")
-            for name in ("rate_rps", "duration_s"):
-                if getattr(self, name) is not None:
-                    set_(name, positive_float(name, getattr(self, name), "2.0"))
             return
         if self.trace:
             raise ValueError(f"trace={self.trace!r} is replayed only with arrival='trace'")
-        set_("rate_rps", positive_float("rate_rps", self.rate_rps, "100 (requests/s)"))
-        set_("duration_s", positive_float("duration_s", self.duration_s, "2.0"))
         expected = self.rate_rps * self.duration_s
         if expected > MAX_ARRIVALS:
             raise ValueError(f"rate_rps x duration_s = {expected:.3g} requests: more than "

@@ -15,7 +15,6 @@ import time
 import torch
 
 from ...core.backends import resolve_device
-from ...core.checks import positive_int
 from ...core.precision import matmul_precision
 from ...core.sharing import mps_status
 from ...core.timing import Timing, measure
@@ -23,15 +22,14 @@ from ..models.presets import preset
 from .point import WARMUP_REQUESTS, Server, batch_inputs, fp32_reference
 from .spec import (
     DEFAULT_REQUESTS,
+    ServeRun,
     ServeSpec,
-    check_requests,
     latency_metrics,
     output_gap,
     serving_size,
     serving_unavailable,
 )
 
-MODES = ("threads", "processes")
 START_TIMEOUT_S = 300  # a spawned process imports torch and builds its model before the start
 
 
@@ -82,13 +80,10 @@ def concurrency_point(streams: int = 2, model: str = "transformer", size: str | 
                       requests: int = DEFAULT_REQUESTS, cancel=None) -> dict:
     """`streams` servers answering `requests` request batches in all (your `task`: threads)."""
     device = resolve_device(device)
-    positive_int("streams", streams, "4")
-    if mode not in MODES:
-        raise ValueError(f"mode={mode!r}: use one of {MODES}")
+    ServeRun(requests=requests, streams=streams, mode=mode)
     if mode == "processes" and task is not None:
         raise ValueError("mode='processes' rebuilds a preset in each process; your own model "
                          "runs in mode='threads'")
-    check_requests(requests)
     spec = ServeSpec(task.name if task is not None else model,
                      serving_size(model, size, device, task),
                      batch_size, precision, graphs=graphs)

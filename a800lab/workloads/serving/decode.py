@@ -5,20 +5,20 @@ tokens/s beside the bound memory bandwidth sets (weights and cached keys and val
     out["ms_per_token"], out["throughput"]              # per decode step; tokens/s
 """
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 
 from ...core.backends import resolve_device
-from ...core.checks import positive_int
+from ...core.knobs import check_knobs, knob, on_device
 from ...core.precision import HALF_DTYPES, check_supported, matmul_precision
 from ...core.timing import measure
 from ...core.window import outside_window
-from ..models.presets import TinyGPT, preset
+from ..models.presets import SIZES, TinyGPT, preset
 from ..peak import measure_peak, roofline_peaks
-from .spec import output_gap, serve_precision
+from .spec import ServeSpec, output_gap
 
-CPU_DECODE = {"size": "tiny", "prompt_tokens": 8, "new_tokens": 16}
-GPU_DECODE = {"size": "gpt2_small", "prompt_tokens": 128, "new_tokens": 128}
 _bandwidth: dict[str, dict] = {}
 
 
@@ -74,17 +74,30 @@ def step_bytes(model: TinyGPT, batch_size: int, context: float, element_bytes: i
     return {"weight_bytes": weights, "kv_bytes": kv, "bytes_per_step": weights + kv}
 
 
+@dataclass(frozen=True)
+class DecodeSpec:
+    """A decode point's transformer preset and lengths (GPT-2 small's on a GPU)."""
+
+    size: str = knob("tiny", "transformer preset size", gpu="gpt2_small", cli="model_size",
+                     choices=(*SIZES, "gpt2_small"), named=True)
+    prompt_tokens: int = knob(8, "prompt length", unit="tokens", integer=True, lo=1,
+                              example="8", gpu=128)
+    new_tokens: int = knob(16, "generation length", unit="tokens", integer=True, lo=1,
+                           example="16", gpu=128)
+
+    def __post_init__(self) -> None:
+        check_knobs(self)
+
+
 def decode_point(size: str | None = None, batch_size: int = 1, precision: str = "fp32",
                  prompt_tokens: int | None = None, new_tokens: int | None = None, *,
                  device: str = "auto", budget_s: float = 0.3, cancel=None) -> dict:
     """`new_tokens` generated greedily after a `prompt_tokens` prompt, timed whole."""
     device = resolve_device(device)
-    defaults = CPU_DECODE if device == "cpu" else GPU_DECODE
-    size = size or defaults["size"]
-    positive_int("batch_size", batch_size, "1")
-    prompt = positive_int("prompt_tokens", prompt_tokens or defaults["prompt_tokens"], "8")
-    steps = positive_int("new_tokens", new_tokens or defaults["new_tokens"], "16")
-    precision = serve_precision(precision)
+    spec = on_device(DecodeSpec, device, size=size, prompt_tokens=prompt_tokens,
+                     new_tokens=new_tokens)
+    size, prompt, steps = spec.size, spec.prompt_tokens, spec.new_tokens
+    precision = ServeSpec(size=size, batch_size=batch_size, precision=precision).precision
     check_supported(precision, device)
     with outside_window():  # before the point's own timing, never counted in it
         bandwidth = memory_bandwidth(device)

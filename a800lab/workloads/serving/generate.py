@@ -16,6 +16,7 @@ A lengths spec is an int or "LO:HI" (uniform integers, seeded).
 """
 
 import bisect
+import functools
 import math
 import time
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ import numpy as np
 import torch
 
 from ...core.backends import resolve_device
-from ...core.checks import positive_int
+from ...core.knobs import check_knobs, knob, knobs, on_device
 from ...core.precision import HALF_DTYPES, check_supported, matmul_precision
 from ...core.window import outside_window, timed_section
 from .arrivals import Arrivals, arrival_times, span_s
@@ -35,10 +36,8 @@ from .spec import MIN_REQUESTS, serve_precision
 
 SCHEDULERS = ("static", "continuous")
 MIN_GENERATIONS = 10  # percentiles of fewer requests say nothing
-CPU_GENERATE = {"size": "small", "prompt_tokens": "4:16", "output_tokens": "2:40",
-                "rate_rps": 100.0, "duration_s": 2.0, "max_batch": 8}
-GPU_GENERATE = {"size": "gpt2_small", "prompt_tokens": "32:256", "output_tokens": "32:256",
-                "rate_rps": 20.0, "duration_s": 5.0, "max_batch": 16}
+CPU_GENERATE = {"size": "small", "rate_rps": 100.0}  # the window: Arrivals' duration_s
+GPU_GENERATE = {"size": "gpt2_small", "rate_rps": 20.0}
 
 
 def generate_defaults(device: str) -> dict:
@@ -61,23 +60,33 @@ def token_range(name: str, spec) -> tuple[int, int]:
     return lo, hi
 
 
+def lengths(name: str, spec):
+    """A lengths spec as given, when token_range takes it."""
+    token_range(name, spec)
+    return spec
+
+
 @dataclass(frozen=True)
 class GenerateSpec:
     """How requests are served: `scheduler` (static or continuous) with `max_batch` slots, each
     request's prompt and output lengths drawn from `prompt_tokens` and `output_tokens`."""
 
-    scheduler: str = "continuous"
-    max_batch: int = 8
-    prompt_tokens: int | str = "4:16"
-    output_tokens: int | str = "2:40"
+    scheduler: str = knob("continuous", "static (a batch runs until its longest request "
+                          "ends) or continuous (a finished slot is refilled at the next step)",
+                          choices=SCHEDULERS)
+    max_batch: int = knob(8, "sequences decoded together at most", integer=True, lo=1,
+                          example="8", gpu=16, scale="pow2", panel_hi=4096)
+    prompt_tokens: int | str = knob("4:16", "prompt lengths: N, or LO:HI drawn uniformly",
+                                    unit="tokens", gpu="32:256", canon=functools.partial(
+                                        lengths, "prompt_tokens"),
+                                    choices=("4:16", "8", "16:64", "32:256", "128"))
+    output_tokens: int | str = knob("2:40", "tokens generated per request: N or LO:HI",
+                                    unit="tokens", gpu="32:256", canon=functools.partial(
+                                        lengths, "output_tokens"),
+                                    choices=("2:40", "16", "1:64", "32:256", "128"))
 
     def __post_init__(self) -> None:
-        if self.scheduler not in SCHEDULERS:
-            raise ValueError(f"scheduler={self.scheduler!r} is not a scheduler: use static or "
-                             "continuous")
-        positive_int("max_batch", self.max_batch, "8")
-        for name in ("prompt_tokens", "output_tokens"):
-            token_range(name, getattr(self, name))
+        check_knobs(self)
 
     def fit(self, context: int, what: str) -> None:
         """ValueError when the longest request (prompt + output) exceeds `context`."""
@@ -263,7 +272,8 @@ def requests_schedule(arrival: str, rate_rps: float | None, duration_s: float | 
     as_is = arrival == "trace"
     arrivals = Arrivals(arrival, rate_rps if as_is or rate_rps is not None else
                         defaults["rate_rps"], duration_s if as_is or duration_s is not None
-                        else defaults["duration_s"], burstiness, trace, seed)
+                        else knobs(Arrivals)["duration_s"].default_for(device), burstiness,
+                        trace, seed)
     times = arrival_times(arrivals)
     if len(times) < MIN_GENERATIONS:
         raise ValueError(f"{arrivals.describe()} gives {len(times)} requests; percentiles need "
@@ -282,11 +292,8 @@ def generate_point(size: str | None = None, rate_rps: float | None = None,
     against fp32 first; the record's throughput is output tokens/s."""
     device = resolve_device(device)
     defaults = generate_defaults(device)
-    given = {"max_batch": max_batch, "prompt_tokens": prompt_tokens,
-             "output_tokens": output_tokens}
-    given = {k: defaults[k] if v is None else v for k, v in given.items()}
-    spec = GenerateSpec(scheduler, given["max_batch"], given["prompt_tokens"],
-                        given["output_tokens"])
+    spec = on_device(GenerateSpec, device, scheduler=scheduler, max_batch=max_batch,
+                     prompt_tokens=prompt_tokens, output_tokens=output_tokens)
     precision = serve_precision(precision)
     check_supported(precision, device)
     _, times, window_s = requests_schedule(arrival, rate_rps, duration_s, burstiness, trace,

@@ -6,26 +6,25 @@ scheduled arrival, queue and service apart; the server's outputs checked against
     out["p99_ms"], out["queue_p99_ms"], out["service_p99_ms"], out["saturated"]
 """
 
-import math
 from dataclasses import dataclass
 
 from ...core.backends import resolve_device
 from ...core.cancel import Cancelled
-from ...core.checks import positive_float, positive_int
+from ...core.knobs import check_knobs, knob, knobs
 from ...core.precision import matmul_precision
 from ...core.window import timed_section
 from ..models.presets import preset
 from .arrivals import Arrivals, arrival_times, span_s
 from .point import Server, batch_inputs, fp32_reference, time_requests
 from .schedule import DRAIN_SHARE, run_schedule, summarise
-from .spec import MIN_REQUESTS, ServeSpec, output_gap, serving_size, serving_unavailable
+from .spec import MIN_REQUESTS, ServeRun, ServeSpec, output_gap, serving_size, serving_unavailable
 
-CPU_DURATION_S, GPU_DURATION_S = 2.0, 5.0  # a point's arrival window unless given
 LATE_MS = 1.0  # the loop woke this late for an arrival (p99): the generator itself lagged
 
 
 def default_duration_s(device: str) -> float:
-    return CPU_DURATION_S if device == "cpu" else GPU_DURATION_S
+    """A point's arrival window unless given."""
+    return knobs(Arrivals)["duration_s"].default_for(device)
 
 
 @dataclass(frozen=True)
@@ -33,18 +32,17 @@ class Batcher:
     """The dynamic batcher: at most `max_batch` requests per batch; while fewer wait, the
     oldest may be held up to `max_delay_ms` for more; `request_size` samples per request."""
 
-    max_batch: int = 8
-    max_delay_ms: float = 0.0
-    request_size: int = 1
+    max_batch: int = knob(8, "the dynamic batcher's largest batch", unit="requests",
+                          integer=True, lo=1, example="8", scale="pow2", panel_hi=4096,
+                          tune=(1, 4, 16, 64), tune_gpu=(1, 4, 16, 64, 256))
+    max_delay_ms: float = knob(0.0, "how long the batcher may hold the oldest request for "
+                               "more (0: never)", unit="ms", lo=0, bounds="[",
+                               example="2 (0: never hold a request)", scale="typed",
+                               panel_hi=10_000.0)
+    request_size: int = knob(1, "samples per request", integer=True, lo=1, example="1")
 
     def __post_init__(self) -> None:
-        positive_int("max_batch", self.max_batch, "8")
-        positive_int("request_size", self.request_size, "1")
-        delay = self.max_delay_ms
-        if isinstance(delay, bool) or not isinstance(delay, int | float) or \
-                not math.isfinite(delay) or delay < 0:
-            raise ValueError(f"max_delay_ms={delay!r} must be a number of milliseconds >= 0, "
-                             "e.g. 2 (0: never hold a request)")
+        check_knobs(self)
 
 
 def schedule_for(arrivals: Arrivals):
@@ -135,8 +133,7 @@ def load_point(model: str = "transformer", size: str | None = None,
     if (rate_rps is None) == (load is None) and arrival != "trace":
         raise ValueError(f"give rate_rps (requests/s) or load (a fraction of the closed-loop "
                          f"capacity, e.g. 0.5), not {'both' if load is not None else 'neither'}")
-    if load is not None:
-        positive_float("load", load, "0.5 (half the closed-loop capacity)")
+    ServeRun(load=load)
     batcher = Batcher(max_batch, max_delay_ms, request_size)
     window = duration_s if duration_s is not None or arrival == "trace" else \
         default_duration_s(device)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ...core.backends import resolve_device
 from ...core.checks import positive_float
+from ...core.knobs import tuner_axes
 from ...core.noise import default_cpu_threads
 from ...core.results import Record, new_run_id
 from ...core.sweep import thread_count
@@ -34,9 +35,9 @@ REMEASURE_STEP = 0.8   # a winner missing its goodput again: the next rate that 
 
 
 def default_batcher_axes(device: str, target_ms: float) -> dict:
-    """max_batch over powers of four; delays 0 and a tenth of the target."""
-    batches = [1, 4, 16, 64] if device == "cpu" else [1, 4, 16, 64, 256]
-    return {"max_batch": batches, "max_delay_ms": [0.0, round(target_ms / 10, 3)]}
+    """max_batch over powers of four (Batcher's `tune` values); delays 0 and a tenth of the
+    target."""
+    return {**tuner_axes(Batcher, device), "max_delay_ms": [0.0, round(target_ms / 10, 3)]}
 
 
 def describe_online(config: Mapping) -> str:

@@ -20,9 +20,9 @@ from ..models.presets import Task, preset
 from ..models.task import check_batch, custom_task
 from .spec import (
     DEFAULT_REQUESTS,
+    ServeRun,
     ServeSpec,
     build_model,
-    check_requests,
     check_serving_task,
     latency_metrics,
     model_output,
@@ -159,7 +159,7 @@ def _on(stream):
 def time_requests(request, *, device: str, requests: int = DEFAULT_REQUESTS,
                   budget_s: float = 0.3, clock=time.perf_counter, cancel=None) -> Timing:
     """At least `requests` requests timed (more while `budget_s` lasts), no L2 flush."""
-    check_requests(requests)
+    ServeRun(requests=requests)
     return measure(request, device=device, budget_s=budget_s, min_reps=requests,
                    max_reps=max(requests, MAX_REQUESTS), min_warmup=1, warmup_s=0.02,
                    flush_l2=False, clock=clock, cancel=cancel)

@@ -5,11 +5,12 @@ model checked for serving, its output compared with fp32, latency percentiles.
     output_gap(out, reference, "bf16")    # {"rel_error": 6e-3, "top1_agreement": 0.996}
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
 
+from ...core.backends import torchvision_reason
 from ...core.knobs import check_knobs, knob
 from ...core.precision import parse_precision, unsupported_reason
 from ...core.timing import Timing
@@ -24,6 +25,13 @@ SERVE_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 ERROR_TOLERANCE = {"fp32": 1e-3, "tf32": 1e-2, "fp16": 1e-2, "bf16": 5e-2}
 MIN_REQUESTS = 100      # p99 of fewer requests is the maximum of a handful
 DEFAULT_REQUESTS = 200  # p99 then rests on the 2-3 slowest requests
+
+
+ZOO_SIZES = tuple(size for sizes in ZOO_MODELS.values() for size in sizes)
+
+
+def _zoo(names) -> tuple:  # the zoo's names where torchvision imports
+    return () if torchvision_reason() else tuple(names)
 
 
 def serve_precision(name) -> str:
@@ -49,18 +57,49 @@ class ServeSpec:
     weights and floating inputs cast (fp16, bf16), or TF32 matmuls (tf32); graphs: the forward
     captured as a CUDA graph, replayed per request; channels_last: NHWC for an image model."""
 
-    model: str = knob("transformer", "the model", choices=(*MODELS, *ZOO_MODELS), named=True)
-    size: str = knob("tiny", "its size", choices=SIZES, gpu="medium", cli="model_size",
-                     named=True)
+    model: str = knob("transformer", "the model", choices=(*MODELS, *ZOO_MODELS), named=True,
+                      available=lambda device: (*MODELS, *_zoo(ZOO_MODELS)))
+    size: str = knob("tiny", "its size", choices=(*SIZES, "gpt2_small", *ZOO_SIZES),
+                     gpu="medium", cli="model_size", named=True,
+                     available=lambda device: (*SIZES, "gpt2_small", *_zoo(ZOO_SIZES)))
     batch_size: int = knob(8, "request batch", unit="samples", integer=True, lo=1, example="8",
-                           scale="pow2", panel_hi=4096)
+                           scale="pow2", panel_hi=4096, tune=tuple(2**e for e in range(7)),
+                           tune_gpu=tuple(2**e for e in range(9)))
     precision: str = knob("fp32", "fp32, tf32 (GPU), fp16 or bf16", canon=serve_precision,
-                          available=lambda device: serve_precisions_for(device))
-    compile: str = knob(COMPILE)
+                          available=lambda device: serve_precisions_for(device),
+                          tune=("fp32", "bf16"), tune_gpu=("fp16", "bf16", "tf32", "fp32"))
+    # the tuner's compile modes are opt-in: each batch size compiles anew
+    compile: str = knob(replace(COMPILE, tune=("off",)))
     graphs: bool = knob(False, "capture the forward as a CUDA graph (GPU)", choices=(False, True),
-                        lever=True)
-    channels_last: bool = knob(CHANNELS_LAST)
+                        lever=True, tune=(False,), tune_gpu=(False, True))
+    channels_last: bool = knob(replace(CHANNELS_LAST, tune=(False,)))
     attention = "default"  # read by lever_unavailable; serving does not vary it
+
+    def __post_init__(self) -> None:
+        check_knobs(self)
+
+
+@dataclass(frozen=True)
+class ServeRun:
+    """How serving points are offered and judged beside their config: requests timed, streams
+    sharing the device and how, the offered load, the latency target and its percentile."""
+
+    requests: int = knob(DEFAULT_REQUESTS, f"requests timed per point, at least ({MIN_REQUESTS} or "
+                         "more)", integer=True,
+                         lo=MIN_REQUESTS, example=f"{DEFAULT_REQUESTS} (a p99 of fewer than "
+                         f"{MIN_REQUESTS} is the maximum of a handful)")
+    streams: int = knob(2, "concurrent request streams", integer=True, lo=1, example="4",
+                        scale="pow2", panel_hi=64)
+    mode: str = knob("threads", "threads (own CUDA stream each) or processes (own CUDA context "
+                     "each: what MPS shares)", choices=("threads", "processes"))
+    load: float | None = knob(None, "offered rates as fractions of the closed-loop capacity at "
+                              "the max batch, measured first in each point", lo=0,
+                              example="0.5 (half the closed-loop capacity)", scale="typed",
+                              panel_hi=10.0)
+    p99_ms: float | None = knob(None, "the latency target", unit="ms", lo=0,
+                                example="50 (milliseconds)", scale="typed", panel_hi=1e5)
+    percentile: float = knob(99.0, "the latency percentile the target applies to", lo=0,
+                             hi=100, bounds="()", example="99")
 
     def __post_init__(self) -> None:
         check_knobs(self)
@@ -146,14 +185,6 @@ def output_gap(out: torch.Tensor, reference: torch.Tensor, precision: str) -> di
                    f"{gap['rel_error']:.3g} of the fp32 output's largest value, over the "
                    f"{tol:g} tolerance; not timed")
     return gap
-
-
-def check_requests(requests) -> int:
-    """`requests` if it is an int >= MIN_REQUESTS, else ValueError."""
-    if isinstance(requests, bool) or not isinstance(requests, int) or requests < MIN_REQUESTS:
-        raise ValueError(f"requests={requests!r} must be an int >= {MIN_REQUESTS}: p99 of "
-                         "fewer requests is the maximum of a handful")
-    return requests
 
 
 def latency_metrics(timing: Timing, batch_size: int) -> dict:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from ...core.backends import resolve_device
 from ...core.checks import positive_float
+from ...core.knobs import tuner_axes
 from ...core.precision import HALF_DTYPES
 from ...core.results import Record
 from ...core.search import config_key
@@ -18,7 +19,6 @@ from .point import serve_point
 from .spec import (
     DEFAULT_REQUESTS,
     ServeSpec,
-    serve_precisions_for,
     serving_size,
     serving_unavailable,
 )
@@ -29,14 +29,8 @@ LEVERS = ("batch_size", "precision", "compile", "graphs", "channels_last")
 
 def default_axes(device: str) -> dict:
     """What tune_serve varies unless told: batch sizes and precisions; on a GPU CUDA graphs too
-    (compile modes are opt-in: each batch size compiles anew)."""
-    if device == "cpu":
-        return {"batch_size": [1, 2, 4, 8, 16, 32, 64], "precision": ["fp32", "bf16"],
-                "compile": ["off"], "graphs": [False], "channels_last": [False]}
-    return {"batch_size": [2**e for e in range(9)],
-            "precision": [p for p in ("fp16", "bf16", "tf32", "fp32")
-                          if p in serve_precisions_for(device)],
-            "compile": ["off"], "graphs": [False, True], "channels_last": [False]}
+    (compile modes are opt-in: each batch size compiles anew): ServeSpec's `tune` values."""
+    return tuner_axes(ServeSpec, device)
 
 
 def describe_serving(config: Mapping) -> str:
