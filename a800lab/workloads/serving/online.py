@@ -15,8 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ...core.backends import resolve_device
-from ...core.checks import positive_float
-from ...core.knobs import tuner_axes
+from ...core.knobs import knobs, tuner_axes
 from ...core.noise import default_cpu_threads
 from ...core.results import Record, new_run_id
 from ...core.sweep import thread_count
@@ -25,7 +24,7 @@ from ..models.presets import preset
 from .arrivals import Arrivals
 from .goodput import MEETS, find_goodput, verdict
 from .load import Batcher, default_duration_s, prepare
-from .spec import MIN_REQUESTS, ServeSpec, serving_size
+from .spec import MIN_REQUESTS, ServeRun, ServeSpec, serving_size
 from .tune import ServeTuneOutcome, describe_serving, serving_snippet, tune_serve
 
 WORKLOAD = "tune-load"
@@ -137,9 +136,7 @@ def tune_online(p99_ms: float, task=None, *, model: str = "transformer", size: s
                 run_id: str | None = None, top: int = TOP_CONFIGS) -> OnlineTuneOutcome:
     """The most goodput under `pXX <= p99_ms` over the model `axes` (tune.default_axes less
     batch_size) x the `batcher_axes` (max_batch, max_delay_ms)."""
-    positive_float("p99_ms", p99_ms, "50 (milliseconds)")
-    if not 0 < percentile < 100:
-        raise ValueError(f"percentile={percentile!r} must be in (0, 100), e.g. 99")
+    ServeRun(p99_ms=p99_ms, percentile=percentile)  # refuses a target that is no latency
     device = resolve_device(device)
     batchers = {**default_batcher_axes(device, p99_ms), **(batcher_axes or {})}
     for values in itertools.product(*batchers.values()):
@@ -247,7 +244,7 @@ def peak_qps(target_ms: float, task=None, *, model: str = "transformer",
     usable cores but one, as the panels and commands). {"goodput_rps", "capacity_rps",
     "found" (the Goodput, every rate tried), "records", "outcome"}: measure it before and
     after a change."""
-    positive_float("target_ms", target_ms, "50 (milliseconds)")
+    knobs(ServeRun)["p99_ms"].check("target_ms", target_ms)
     device = resolve_device(device)
     config = {"max_batch": max_batch, "max_delay_ms": max_delay_ms, "precision": precision,
               "compile": compile, "graphs": graphs, "channels_last": channels_last}

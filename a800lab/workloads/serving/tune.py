@@ -9,7 +9,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ...core.backends import resolve_device
-from ...core.checks import positive_float
 from ...core.knobs import tuner_axes
 from ...core.precision import HALF_DTYPES
 from ...core.results import Record
@@ -18,6 +17,7 @@ from ...core.tuner import TrialLog, Tuned, drive, lever_grid
 from .point import serve_point
 from .spec import (
     DEFAULT_REQUESTS,
+    ServeRun,
     ServeSpec,
     serving_size,
     serving_unavailable,
@@ -86,7 +86,7 @@ def tune_serve(p99_ms: float, task=None, *, model: str = "transformer", size: st
                on_trial: Callable[[Record], None] | None = None, cancel=None,
                run_id: str | None = None) -> ServeTuneOutcome:
     """The most samples/s with p99 <= `p99_ms` for your `task`, else the preset `model`."""
-    positive_float("p99_ms", p99_ms, "50 (milliseconds)")
+    ServeRun(p99_ms=p99_ms)  # refuses a target that is no latency
     device = resolve_device(device)
     axes = {**default_axes(device), **(axes or {})}
     name = task.name if task is not None else model
