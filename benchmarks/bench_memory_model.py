@@ -24,8 +24,8 @@ import torch
 from a800lab.core.backends import resolve_device
 from a800lab.core.memory import free_after_oom, probe_for
 from a800lab.core.noise import default_cpu_threads
+from a800lab.core.units import MIB
 from a800lab.workloads.models.presets import default_size, preset
-from a800lab.workloads.training.memory import MIB
 from a800lab.workloads.training.point import fit_from_probes
 from a800lab.workloads.training.spec import TrainSpec
 from a800lab.workloads.training.trainer import measure_step_memory

@@ -116,8 +116,9 @@ def check_decode() -> tuple[str, dict]:
     bound_ms (~0.1 ms on an H100), while the host launches ~15 kernels per layer: the % of the
     bound it reaches is expected from those bytes and launches (decode_expectation: 1-40 us a
     launch), a few % on a Hopper card, never over 100; the datasheet's bound is recorded."""
+    from a800lab.core.knobs import knobs
     from a800lab.workloads.models.presets import DIMENSIONS
-    from a800lab.workloads.serving.decode import GPU_DECODE, decode_point
+    from a800lab.workloads.serving.decode import DecodeSpec, decode_point
 
     outs = {b: _ok(decode_point(batch_size=b, precision="bf16", device=DEVICE, budget_s=0.3),
                    f"decode batch {b}") for b in (1, 16)}
@@ -131,7 +132,7 @@ def check_decode() -> tuple[str, dict]:
     if one["pct_of_bound"] is None:
         raise Failed("no measured bandwidth: the copy was noisy on a GPU")
     low, high = decode_expectation(one["bytes_per_step"], one["bound_ms_measured"],
-                                   DIMENSIONS["transformer"][GPU_DECODE["size"]]["layers"])
+                                   DIMENSIONS["transformer"][knobs(DecodeSpec)["size"].gpu]["layers"])
     details["expected_pct_of_bound"] = [low, high]
     texts.append(f"batch 1 reads {one['bytes_per_step'] / 1e9:.3g} GB a step, "
                  f"{one['bound_ms_measured']:.3g} ms at the measured bandwidth")

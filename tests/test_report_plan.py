@@ -6,6 +6,7 @@ the DDP step on the lab's models at their published batch, and every point a fun
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 import pytest
@@ -15,6 +16,8 @@ from a800lab.core.results import Record
 from a800lab.report import plan as rp
 from a800lab.report.claims import RUN, RUNS
 from a800lab.report.register import REGISTER
+from a800lab.workloads.pipeline import PipelineSpec
+from a800lab.workloads.training.spec import TrainSpec
 
 A100_NO_FP8 = "fp8 needs compute capability >= 8.9 (Ada/Hopper); this A100 is 8.0"
 MEASURED = [c for c in REGISTER if c.judge]
@@ -30,6 +33,10 @@ def a100(monkeypatch):
     monkeypatch.setattr(backends, "HAS_TRITON", True)
     monkeypatch.setattr(backends, "torchvision_reason", lambda: "")
     monkeypatch.setattr(rp, "fitting_points", lambda points, device: (list(points), 0))
+
+
+SPEC_FIELDS = {name: [f.name for f in dataclasses.fields(spec)]  # what **fields takes
+               for name, spec in (("train", TrainSpec), ("pipeline", PipelineSpec))}
 
 
 def covered(plan: rp.Plan) -> bool:
@@ -48,9 +55,11 @@ def test_the_steps_claims_name_exist_and_every_point_function_takes_its_params()
             if step.ranks:
                 continue
             fn = inspect.signature(rp.POINTS[step.workload]).parameters
+            takes = set(fn) | (set(SPEC_FIELDS.get(step.workload, ())) if any(
+                p.kind is p.VAR_KEYWORD for p in fn.values()) else set())  # **fields: its spec's
             for point in step.points:
                 if rp.CONFIRM not in point:   # RUN is the battery's: the runner drops it
-                    assert set(point) - {RUN} | set(step.settings) <= set(fn), (step.name, point)
+                    assert set(point) - {RUN} | set(step.settings) <= takes, (step.name, point)
 
 
 @pytest.mark.parametrize("mode", rp.MODES)
