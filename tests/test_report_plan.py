@@ -17,6 +17,7 @@ from a800lab.report import plan as rp
 from a800lab.report.claims import RUN, RUNS
 from a800lab.report.register import REGISTER
 from a800lab.workloads.pipeline import PipelineSpec
+from a800lab.workloads.serving.spec import ServeSpec
 from a800lab.workloads.training.spec import TrainSpec
 
 A100_NO_FP8 = "fp8 needs compute capability >= 8.9 (Ada/Hopper); this A100 is 8.0"
@@ -36,7 +37,8 @@ def a100(monkeypatch):
 
 
 SPEC_FIELDS = {name: [f.name for f in dataclasses.fields(spec)]  # what **fields takes
-               for name, spec in (("train", TrainSpec), ("pipeline", PipelineSpec))}
+               for name, spec in (("train", TrainSpec), ("pipeline", PipelineSpec),
+                                  ("serve", ServeSpec))}
 
 
 def covered(plan: rp.Plan) -> bool:

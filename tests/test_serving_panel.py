@@ -40,10 +40,10 @@ def test_the_views_run_and_draw_their_own_points():
 
 def test_the_load_view_draws_latency_against_offered_rate_with_its_target():
     panel = ServingExplorer(model="mlp", requests=100, budget_s=0.02, cpu_threads=1)
-    assert panel.run(wait=True, view="load", load=[0.2, 1.5], max_batch=4, duration_s=0.3,
+    assert panel.run(wait=True, view="load", load=[0.2, 3.0], max_batch=4, duration_s=0.3,
                      p99_target_ms=20.0)
     frame = panel.results
-    assert list(frame["workload"]) == ["load", "load"] and list(frame["load"]) == [0.2, 1.5]
+    assert list(frame["workload"]) == ["load", "load"] and list(frame["load"]) == [0.2, 3.0]
     assert frame["saturated"].tolist()[1] and "p99_target_ms" not in frame
     gids = {line.get_gid() for line in panel.figure.axes[0].lines}
     assert {"p99", "p50", "target", "saturated", "knee", "goodput"} <= gids

@@ -7,12 +7,13 @@ import functools
 import itertools
 import sys
 
+from ..core.knobs import levers
 from ..core.sweep import grid
 from . import options
 from .train import user_module, user_task
 
 MODEL = "model model_size user_model"
-CONFIG = "batch_size+ precision+ compile+ graphs+ channels_last+"
+CONFIG = "batch_size+ precision+ LEVERS+"  # LEVERS: ServeSpec's
 ARRIVAL = "arrival burstiness trace duration_s"
 
 
@@ -41,7 +42,7 @@ def add_parsers(commands) -> None:
                       "latency from each request's arrival (p50/p90/p99), queue and service "
                       "apart, whether the server kept up, over offered rates",
                  options=f"{MODEL} rate+ load+ {ARRIVAL} max_batch+ max_delay_ms+ "
-                         "request_size precision+ compile+ graphs+ channels_last+ SWEEP",
+                         "request_size precision+ LEVERS+ SWEEP",
                  rate="offered request rates, requests/s (or --load)")
     commands.add("decode", group="sweep", run=sweep_decode_command,
                  spec=serving_specs("ServeSpec", "DecodeSpec"),
@@ -117,8 +118,7 @@ def config_axes(args, task, batch_size=None) -> dict:
     axes = {"model": [task.name if task else model],
             "size": [serving.serving_size(model, args.model_size, args.device, task)],
             "batch_size": batch_size or option(args, spec, "batch_size", True),
-            **{name: option(args, spec, name, True) for name in ("precision", "compile",
-                                                                "graphs", "channels_last")}}
+            **{name: option(args, spec, name, True) for name in ("precision", *levers(spec))}}
     if task is None:
         preset(axes["model"][0], axes["size"][0])
     for point in grid(axes):
@@ -165,7 +165,7 @@ def sweep_concurrency_command(args) -> int:
 
     task = user_task(args.user_model, args.device, serving.check_serving_task)
     axes = config_axes(args, task)
-    for key in ("compile", "graphs", "channels_last"):
+    for key in levers(serving.ServeSpec):
         axes.pop(key)
     axes["streams"] = list(dict.fromkeys(args.streams))
     point = functools.partial(concurrency_point, task=task, device=args.device,

@@ -23,7 +23,7 @@ import pandas as pd
 
 from ..core.backends import resolve_device
 from ..core.checks import positive_float
-from ..core.knobs import knobs
+from ..core.knobs import knobs, levers
 from ..core.sweep import SweepResult, grid, thread_count
 from ..figures.serving import concurrency_figure, decode_figure, serving_figure
 from ..figures.serving_generate import generation_figure
@@ -52,7 +52,7 @@ from .params import Choice, spec_params
 from .training_tools import code_html
 
 CONFIG = ("model", "size", "batch_size", "precision")
-LEVERS = ("compile", "graphs", "channels_last")
+LEVERS = levers(ServeSpec)
 SPEC_FIELDS = (*CONFIG, *LEVERS)
 BATCHER = ("max_batch", "max_delay_ms")
 ARRIVING = ("arrival", "burstiness", "duration_s")

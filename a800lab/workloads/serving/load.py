@@ -17,7 +17,7 @@ from ..models.presets import preset
 from .arrivals import Arrivals, arrival_times, span_s
 from .point import Server, batch_inputs, fp32_reference, time_requests
 from .schedule import DRAIN_SHARE, run_schedule, summarise
-from .spec import MIN_REQUESTS, ServeRun, ServeSpec, output_gap, serving_size, serving_unavailable
+from .spec import MIN_REQUESTS, ServeRun, ServeSpec, output_gap, serving_spec, serving_unavailable
 
 LATE_MS = 1.0  # the loop woke this late for an arrival (p99): the generator itself lagged
 
@@ -117,18 +117,16 @@ def prepare(spec: ServeSpec, batcher: Batcher, task, device: str) -> Prepared:
     return Prepared(server, batcher, setup, gap)
 
 
-def load_point(model: str = "transformer", size: str | None = None,
-               rate_rps: float | None = None, arrival: str = "poisson",
+def load_point(rate_rps: float | None = None, arrival: str = "poisson",
                burstiness: float = 1.0, trace: str | None = None, max_batch: int = 8,
                max_delay_ms: float = 0.0, duration_s: float | None = None,
-               request_size: int = 1, precision: str = "fp32", compile: str = "off",
-               graphs: bool = False, channels_last: bool = False, load: float | None = None,
-               *, task=None, device: str = "auto", seed: int = 0, percentile: float = 99,
-               budget_s: float = 0.3, cancel=None) -> dict:
-    """Your `task` (else the preset `model` at `size`) behind a dynamic batcher, under
-    requests arriving at `rate_rps` (or at `load` x the closed-loop capacity, measured first)
-    for `duration_s` (see Arrivals), each of `request_size` samples; the record's
-    throughput is the requests/s answered."""
+               request_size: int = 1, load: float | None = None, *, task=None,
+               device: str = "auto", seed: int = 0, percentile: float = 99,
+               budget_s: float = 0.3, cancel=None, **fields) -> dict:
+    """Your `task` (else the preset `model` at `size`; ServeSpec's `fields`: precision,
+    levers) behind a dynamic batcher, under requests arriving at `rate_rps` (or at `load` x
+    the closed-loop capacity, measured first) for `duration_s` (see Arrivals), each of
+    `request_size` samples; the record's throughput is the requests/s answered."""
     device = resolve_device(device)
     if (rate_rps is None) == (load is None) and arrival != "trace":
         raise ValueError(f"give rate_rps (requests/s) or load (a fraction of the closed-loop "
@@ -141,10 +139,8 @@ def load_point(model: str = "transformer", size: str | None = None,
                        window, burstiness, trace, seed)  # refused before the server is built
     if rate_rps is not None or arrival == "trace":
         schedule_for(planned)
-    spec = ServeSpec(task.name if task is not None else model,
-                     serving_size(model, size, device, task),
-                     batcher.max_batch * batcher.request_size, precision, compile, graphs,
-                     channels_last)
+    spec = serving_spec(fields, device, task,
+                        batch_size=batcher.max_batch * batcher.request_size)
     ready = prepare(spec, batcher, task or preset(spec.model, spec.size), device)
     if ready.wrong:
         return {**ready.gap, **ready.setup}

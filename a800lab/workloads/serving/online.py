@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ...core.backends import resolve_device
-from ...core.knobs import knobs, tuner_axes
+from ...core.knobs import knobs, levers, tuner_axes
 from ...core.noise import default_cpu_threads
 from ...core.results import Record, new_run_id
 from ...core.sweep import thread_count
@@ -24,11 +24,11 @@ from ..models.presets import preset
 from .arrivals import Arrivals
 from .goodput import MEETS, find_goodput, verdict
 from .load import Batcher, default_duration_s, prepare
-from .spec import MIN_REQUESTS, ServeRun, ServeSpec, serving_size
+from .spec import MIN_REQUESTS, ServeRun, ServeSpec, serving_size, serving_spec
 from .tune import ServeTuneOutcome, describe_serving, serving_snippet, tune_serve
 
 WORKLOAD = "tune-load"
-MODEL_LEVERS = ("precision", "compile", "graphs", "channels_last")
+MODEL_LEVERS = ("precision", *levers(ServeSpec))  # a config beside its batcher
 TOP_CONFIGS = 3        # closed-loop configs (by samples/s, meeting the target) tried online
 REMEASURE_STEP = 0.8   # a winner missing its goodput again: the next rate that met, else 20% less
 
@@ -233,26 +233,23 @@ def _closed_choice(outcome: OnlineTuneOutcome, ready_for, offered, seconds: floa
                              "contended": got["contended"]}
 
 
-def peak_qps(target_ms: float, task=None, *, model: str = "transformer",
-             size: str | None = None, max_batch: int = 8, max_delay_ms: float = 0.0,
-             precision: str = "fp32", compile: str = "off", graphs: bool = False,
-             channels_last: bool = False, percentile: float = 99, arrival: str = "poisson",
-             burstiness: float = 1.0, duration_s: float | None = None, device: str = "auto",
-             budget_s: float = 0.3, torch_threads: int | None = None, cancel=None) -> dict:
-    """One config's peak QPS: its goodput under `pXX <= target_ms` (the closed-loop capacity
-    measured first, then the rate searched), with `torch_threads` (on a CPU by default all
-    usable cores but one, as the panels and commands). {"goodput_rps", "capacity_rps",
-    "found" (the Goodput, every rate tried), "records", "outcome"}: measure it before and
-    after a change."""
+def peak_qps(target_ms: float, task=None, *, max_batch: int = 8, max_delay_ms: float = 0.0,
+             percentile: float = 99, arrival: str = "poisson", burstiness: float = 1.0,
+             duration_s: float | None = None, device: str = "auto", budget_s: float = 0.3,
+             torch_threads: int | None = None, cancel=None, **fields) -> dict:
+    """One config's peak QPS (ServeSpec's `fields`: model, size, precision, levers): its
+    goodput under `pXX <= target_ms` (the closed-loop capacity measured first, then the rate
+    searched), with `torch_threads` (on a CPU by default all usable cores but one, as the
+    panels and commands). {"goodput_rps", "capacity_rps", "found" (the Goodput, every rate
+    tried), "records", "outcome"}: measure it before and after a change."""
     knobs(ServeRun)["p99_ms"].check("target_ms", target_ms)
     device = resolve_device(device)
-    config = {"max_batch": max_batch, "max_delay_ms": max_delay_ms, "precision": precision,
-              "compile": compile, "graphs": graphs, "channels_last": channels_last}
     seconds = duration_s or default_duration_s(device) / 2
     Arrivals(arrival, 1.0, seconds, burstiness)  # a bad schedule: refused before building
-    name = task.name if task is not None else model
-    size = serving_size(model, size, device, task)
-    spec = ServeSpec(name, size, max_batch, precision, compile, graphs, channels_last)
+    spec = serving_spec(fields, device, task, batch_size=max_batch)
+    name, size = spec.model, spec.size
+    config = {"max_batch": max_batch, "max_delay_ms": max_delay_ms,
+              **{k: getattr(spec, k) for k in MODEL_LEVERS}}
     if torch_threads is None and device == "cpu":
         torch_threads = default_cpu_threads()
     with thread_count(torch_threads):

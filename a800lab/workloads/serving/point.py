@@ -27,7 +27,7 @@ from .spec import (
     latency_metrics,
     model_output,
     output_gap,
-    serving_size,
+    serving_spec,
     serving_unavailable,
 )
 
@@ -165,16 +165,13 @@ def time_requests(request, *, device: str, requests: int = DEFAULT_REQUESTS,
                    flush_l2=False, clock=clock, cancel=cancel)
 
 
-def serve_point(model: str = "transformer", size: str | None = None, batch_size: int = 8,
-                precision: str = "fp32", compile: str = "off", graphs: bool = False,
-                channels_last: bool = False, *, task: Task | None = None,
-                device: str = "auto", requests: int = DEFAULT_REQUESTS, budget_s: float = 0.3,
-                cancel=None) -> dict:
-    """One config of your `task` (else the preset `model` at `size`) answering requests."""
+def serve_point(*, task: Task | None = None, device: str = "auto",
+                requests: int = DEFAULT_REQUESTS, budget_s: float = 0.3, cancel=None,
+                **fields) -> dict:
+    """One config (ServeSpec's `fields`: batch_size=8, precision="bf16", ...) of your `task`
+    (else the preset `model` at `size`) answering requests."""
     device = resolve_device(device)
-    spec = ServeSpec(task.name if task is not None else model,
-                     serving_size(model, size, device, task),
-                     batch_size, precision, compile, graphs, channels_last)
+    spec = serving_spec(fields, device, task)
     reason = serving_unavailable(spec, device)
     if reason:
         raise ValueError(reason)

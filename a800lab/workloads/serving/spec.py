@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from ...core.backends import torchvision_reason
-from ...core.knobs import check_knobs, knob
+from ...core.knobs import check_knobs, knob, knobs
 from ...core.precision import parse_precision, unsupported_reason
 from ...core.timing import Timing
 from ..models.levers import CHANNELS_LAST, COMPILE, lever_unavailable
@@ -114,6 +114,14 @@ def serving_unavailable(spec: ServeSpec, device: str) -> str:
         return ("graphs=True captures the forward as a CUDA graph (torch.cuda.graph), which "
                 "needs a CUDA device; on a CPU leave graphs off")
     return unsupported_reason(spec.precision, device) or lever_unavailable(spec, device)
+
+
+def serving_spec(fields: dict, device: str, task=None, **fixed) -> ServeSpec:
+    """ServeSpec of the `fields` given (and `fixed`): your `task`'s name as the model, the size
+    serving_size's."""
+    model = fields.get("model", knobs(ServeSpec)["model"].default)
+    return ServeSpec(**{**fields, "model": task.name if task is not None else model,
+                        "size": serving_size(model, fields.get("size"), device, task), **fixed})
 
 
 def serving_size(model: str, size: str | None, device: str, task=None) -> str:

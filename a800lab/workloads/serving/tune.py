@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ...core.backends import resolve_device
-from ...core.knobs import tuner_axes
+from ...core.knobs import knobs, levers, tuner_axes
 from ...core.precision import HALF_DTYPES
 from ...core.results import Record
 from ...core.search import config_key
@@ -24,7 +24,7 @@ from .spec import (
 )
 
 WORKLOAD = "tune-serve"
-LEVERS = ("batch_size", "precision", "compile", "graphs", "channels_last")
+LEVERS = ("batch_size", "precision", *levers(ServeSpec))  # what a config may vary
 
 
 def default_axes(device: str) -> dict:
@@ -34,10 +34,14 @@ def default_axes(device: str) -> dict:
 
 
 def describe_serving(config: Mapping) -> str:
-    """"batch 8, bf16, compile off, graphs on" (channels_last only when on)."""
+    """"batch 8, bf16, compile off, graphs on" (the other levers only where not at default)."""
     text = (f"batch {config['batch_size']}, {config['precision']}, compile "
             f"{config.get('compile', 'off')}, graphs {'on' if config.get('graphs') else 'off'}")
-    return text + (", channels_last" if config.get("channels_last") else "")
+    for name, declared in knobs(ServeSpec).items():
+        value = config.get(name, declared.default)
+        if declared.lever and name not in ("compile", "graphs") and value != declared.default:
+            text += f", {name}" + ("" if value is True else f" {value}")
+    return text
 
 
 @dataclass
@@ -97,7 +101,7 @@ def tune_serve(p99_ms: float, task=None, *, model: str = "transformer", size: st
     log = TrialLog(WORKLOAD, device, out, on_trial, cancel, run_id or "")
 
     def point(budget: float, **config) -> dict:
-        got = serve_point(name, size, task=task, device=device, requests=requests,
+        got = serve_point(model=name, size=size, task=task, device=device, requests=requests,
                           budget_s=budget, cancel=cancel, **config)
         if "p99_ms" in got:
             got.update(p99_target_ms=p99_ms, meets_target=got["p99_ms"] <= p99_ms,
