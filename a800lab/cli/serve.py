@@ -7,7 +7,7 @@ import functools
 import itertools
 import sys
 
-from ..core.knobs import levers
+from ..core.knobs import levers, on_device
 from ..core.sweep import grid
 from . import options
 from .train import user_module, user_task
@@ -293,19 +293,18 @@ def sweep_generate_command(args) -> int:
     from ..workloads.serving.arrivals import Arrivals
     from ..workloads.serving.generate import (
         GenerateSpec,
-        generate_defaults,
         generate_point,
         generator_context,
         requests_schedule,
     )
     from ..workloads.serving.spec import ServeSpec
 
-    defaults = generate_defaults(args.device)
+    defaults = on_device(GenerateSpec, args.device)
     make = _user_generator(args.user_model)
-    size = CUSTOM if make else args.model_size or defaults["size"]
+    size = CUSTOM if make else args.model_size or defaults.size
     arrival, burstiness = (option(args, Arrivals, k) for k in ("arrival", "burstiness"))
     axes = {"rate_rps": [None] if arrival == "trace" and args.rate is None else
-            list(dict.fromkeys(args.rate or [defaults["rate_rps"]])),
+            list(dict.fromkeys(args.rate or [defaults.rate_rps])),
             "scheduler": list(dict.fromkeys(args.scheduler)),
             "max_batch": option(args, GenerateSpec, "max_batch", True)}
     fixed = {"size": size, "arrival": arrival, "burstiness": burstiness,

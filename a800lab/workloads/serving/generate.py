@@ -19,7 +19,7 @@ import bisect
 import functools
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -29,19 +29,13 @@ from ...core.knobs import check_knobs, knob, knobs, on_device
 from ...core.precision import HALF_DTYPES, check_supported, matmul_precision
 from ...core.window import outside_window, timed_section
 from .arrivals import Arrivals, arrival_times, span_s
-from .decode import bounds_ms, memory_bandwidth
+from .decode import DecodeSpec, bounds_ms, memory_bandwidth
 from .kv import blamed, built, check_generator, move_slot, preset_generator, source_of
 from .schedule import DRAIN_SHARE, percentiles, saturation, wait_until
 from .spec import MIN_REQUESTS, serve_precision
 
 SCHEDULERS = ("static", "continuous")
 MIN_GENERATIONS = 10  # percentiles of fewer requests say nothing
-CPU_GENERATE = {"size": "small", "rate_rps": 100.0}  # the window: Arrivals' duration_s
-GPU_GENERATE = {"size": "gpt2_small", "rate_rps": 20.0}
-
-
-def generate_defaults(device: str) -> dict:
-    return CPU_GENERATE if device == "cpu" else GPU_GENERATE
 
 
 def token_range(name: str, spec) -> tuple[int, int]:
@@ -69,7 +63,8 @@ def lengths(name: str, spec):
 @dataclass(frozen=True)
 class GenerateSpec:
     """How requests are served: `scheduler` (static or continuous) with `max_batch` slots, each
-    request's prompt and output lengths drawn from `prompt_tokens` and `output_tokens`."""
+    request's prompt and output lengths drawn from `prompt_tokens` and `output_tokens`; the
+    preset's `size` and the offered `rate_rps` by default (the window: Arrivals' duration_s)."""
 
     scheduler: str = knob("continuous", "static (a batch runs until its longest request "
                           "ends) or continuous (a finished slot is refilled at the next step)",
@@ -84,6 +79,8 @@ class GenerateSpec:
                                     unit="tokens", gpu="32:256", canon=functools.partial(
                                         lengths, "output_tokens"),
                                     choices=("2:40", "16", "1:64", "32:256", "128"))
+    size: str = knob(replace(knobs(DecodeSpec)["size"], default="small"))
+    rate_rps: float = knob(replace(knobs(Arrivals)["rate_rps"], gpu=20.0))
 
     def __post_init__(self) -> None:
         check_knobs(self)
@@ -268,10 +265,10 @@ def requests_schedule(arrival: str, rate_rps: float | None, duration_s: float | 
                       burstiness: float, trace: str | None, seed: int, device: str):
     """(Arrivals, arrival times, window seconds): rate and duration by default the device's
     (a trace replays its own times unless given them); ValueError for too few requests."""
-    defaults = generate_defaults(device)
     as_is = arrival == "trace"
-    arrivals = Arrivals(arrival, rate_rps if as_is or rate_rps is not None else
-                        defaults["rate_rps"], duration_s if as_is or duration_s is not None
+    rate = knobs(GenerateSpec)["rate_rps"].default_for(device)
+    arrivals = Arrivals(arrival, rate_rps if as_is or rate_rps is not None else rate,
+                        duration_s if as_is or duration_s is not None
                         else knobs(Arrivals)["duration_s"].default_for(device), burstiness,
                         trace, seed)
     times = arrival_times(arrivals)
@@ -291,17 +288,16 @@ def generate_point(size: str | None = None, rate_rps: float | None = None,
     kv.py) serving requests that arrive at `rate_rps` for `duration_s` (see Arrivals), checked
     against fp32 first; the record's throughput is output tokens/s."""
     device = resolve_device(device)
-    defaults = generate_defaults(device)
     spec = on_device(GenerateSpec, device, scheduler=scheduler, max_batch=max_batch,
-                     prompt_tokens=prompt_tokens, output_tokens=output_tokens)
+                     prompt_tokens=prompt_tokens, output_tokens=output_tokens, size=size,
+                     rate_rps=rate_rps)
     precision = serve_precision(precision)
     check_supported(precision, device)
     _, times, window_s = requests_schedule(arrival, rate_rps, duration_s, burstiness, trace,
                                            seed, device)
-    size = size or defaults["size"]
     if generator is None:
-        spec.fit(*generator_context(size))
-    make = generator or (lambda: preset_generator(size))
+        spec.fit(*generator_context(spec.size))
+    make = generator or (lambda: preset_generator(spec.size))
     source = source_of(generator)
     dtype = HALF_DTYPES.get(precision, torch.float32)
     with blamed(source):
