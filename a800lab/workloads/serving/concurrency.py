@@ -26,7 +26,7 @@ from .spec import (
     ServeSpec,
     latency_metrics,
     output_gap,
-    serving_size,
+    serving_spec,
     serving_unavailable,
 )
 
@@ -57,12 +57,11 @@ def serve_stream(server: Server, count: int, start: threading.Barrier, device: s
     return {"samples_ms": list(timing.samples_ms), "began": began, "ended": time.monotonic()}
 
 
-def _process_stream(fields: dict, device: str, count: int, threads: int, start, results
+def _process_stream(spec: ServeSpec, device: str, count: int, threads: int, start, results
                     ) -> None:
     """One spawned stream: its own model, warmed up, then `count` requests after `start`."""
     try:
         torch.set_num_threads(threads)
-        spec = ServeSpec(**fields)
         task = preset(spec.model, spec.size)
         with matmul_precision(spec.precision):
             server = Server(spec, task, device, batch_inputs(task, spec.batch_size, device))
@@ -74,19 +73,17 @@ def _process_stream(fields: dict, device: str, count: int, threads: int, start, 
         results.put({"error": f"{type(exc).__name__}: {exc}"})
 
 
-def concurrency_point(streams: int = 2, model: str = "transformer", size: str | None = None,
-                      batch_size: int = 8, precision: str = "fp32", graphs: bool = False, *,
-                      mode: str = "threads", task=None, device: str = "auto",
-                      requests: int = DEFAULT_REQUESTS, cancel=None) -> dict:
-    """`streams` servers answering `requests` request batches in all (your `task`: threads)."""
+def concurrency_point(streams: int = 2, *, mode: str = "threads", task=None,
+                      device: str = "auto", requests: int = DEFAULT_REQUESTS, cancel=None,
+                      **fields) -> dict:
+    """`streams` servers of one config (ServeSpec's `fields`) answering `requests` request
+    batches in all (your `task`: threads)."""
     device = resolve_device(device)
     ServeRun(requests=requests, streams=streams, mode=mode)
     if mode == "processes" and task is not None:
         raise ValueError("mode='processes' rebuilds a preset in each process; your own model "
                          "runs in mode='threads'")
-    spec = ServeSpec(task.name if task is not None else model,
-                     serving_size(model, size, device, task),
-                     batch_size, precision, graphs=graphs)
+    spec = serving_spec(fields, device, task)
     reason = serving_unavailable(spec, device)
     if reason:
         raise ValueError(reason)
@@ -142,11 +139,9 @@ def _threads(first: Server, spec: ServeSpec, task, device: str, streams: int, co
 def _processes(spec: ServeSpec, device: str, streams: int, count: int) -> list[dict]:
     context = multiprocessing.get_context("spawn")
     start, results = context.Barrier(streams), context.Queue()
-    fields = {k: getattr(spec, k) for k in ("model", "size", "batch_size", "precision",
-                                            "graphs")}
     threads = max(1, torch.get_num_threads() // streams)
     workers = [context.Process(target=_process_stream, daemon=True,
-                               args=(fields, device, count, threads, start, results))
+                               args=(spec, device, count, threads, start, results))
                for _ in range(streams)]
     for worker in workers:
         worker.start()
