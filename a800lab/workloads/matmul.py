@@ -27,11 +27,6 @@ from ..core.timing import measure
 
 DEFAULT_CPU_SIZES = (64, 128, 256, 512)  # fp32 on a laptop CPU: well under a second per point
 DEFAULT_GPU_SIZES = (1024, 2048, 4096, 8192)
-_TILE_FIELDS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "group_m",
-                "schedule", "loads")
-# the tile fields each back end takes: the CPU stand-in has no warps and no pipeline
-TILE_FIELDS = {"torch": (), "triton": _TILE_FIELDS,
-               "cpu_blocked": ("block_m", "block_n", "block_k", "group_m")}
 DEFAULT_TILES = {
     # Triton's matmul tutorial's middle-of-the-road tile: 96 KiB of shared memory in fp32
     "triton": {"block_m": 128, "block_n": 128, "block_k": 32, "num_warps": 4, "num_stages": 3,
@@ -39,6 +34,8 @@ DEFAULT_TILES = {
     # 128^3 tiles: few enough torch calls that the CPU's own matmul dominates the time
     "cpu_blocked": {"block_m": 128, "block_n": 128, "block_k": 128, "group_m": 1},
 }
+# the tile fields each back end takes: the CPU stand-in has no warps and no pipeline
+TILE_FIELDS = {"torch": (), **{backend: tuple(tile) for backend, tile in DEFAULT_TILES.items()}}
 MAX_ACC_REGISTERS = 255  # 32-bit registers one CUDA thread can address (compute capability >= 3.5)
 FP8_MIN_BLOCK_K = 32     # 8-bit tensor-core instructions take K in steps of 32
 
@@ -127,7 +124,7 @@ class MatmulSpec:
         object.__setattr__(self, name, value)
 
     def _check_backend_fields(self) -> None:
-        given = [f for f in _TILE_FIELDS if getattr(self, f) is not None]
+        given = [f for f in TILE_FIELDS["triton"] if getattr(self, f) is not None]
         if given and self.backend == "torch":
             raise ValueError(f"tile fields {given} only apply to backend='triton' (or the CPU "
                              "stand-in 'cpu_blocked'); drop them or set backend='triton' (cuBLAS "
