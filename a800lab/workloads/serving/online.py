@@ -12,7 +12,7 @@ config's goodput, the guide's "peak QPS" (G.9.4) measured before and after a cha
 import functools
 import itertools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ...core.backends import resolve_device
 from ...core.knobs import knobs, levers, tuner_axes
@@ -24,7 +24,7 @@ from ..models.presets import preset
 from .arrivals import Arrivals
 from .goodput import MEETS, find_goodput, verdict
 from .load import Batcher, default_duration_s, prepare
-from .spec import MIN_REQUESTS, ServeRun, ServeSpec, serving_size, serving_spec
+from .spec import MIN_REQUESTS, ServeRun, ServeSpec, serving_spec
 from .tune import ServeTuneOutcome, describe_serving, serving_snippet, tune_serve
 
 WORKLOAD = "tune-load"
@@ -153,14 +153,13 @@ def tune_online(p99_ms: float, task=None, *, model: str = "transformer", size: s
                                 target_ms=p99_ms, percentile=percentile, closed_loop=closed)
     if outcome.cancelled:
         return outcome
-    name = task.name if task is not None else model
-    size = serving_size(model, size, device, task)
-    task = task or preset(name, size)
+    base = serving_spec({"model": model, "size": size}, device, task)
+    task = task or preset(base.model, base.size)
     offered = Offers(p99_ms, percentile, arrival, burstiness, trace, log)
 
     def ready_for(config: dict):
-        spec = ServeSpec(name, size, config["max_batch"],
-                         **{k: config[k] for k in MODEL_LEVERS})
+        spec = replace(base, batch_size=config["max_batch"],
+                       **{k: config[k] for k in MODEL_LEVERS})
         return prepare(spec, Batcher(config["max_batch"], config["max_delay_ms"]), task,
                        device)
 

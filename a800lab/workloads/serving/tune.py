@@ -6,7 +6,7 @@ the search every tuner shares (core/search.py), then measured again with a fresh
 """
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ...core.backends import resolve_device
 from ...core.knobs import knobs, levers, tuner_axes
@@ -19,7 +19,7 @@ from .spec import (
     DEFAULT_REQUESTS,
     ServeRun,
     ServeSpec,
-    serving_size,
+    serving_spec,
     serving_unavailable,
 )
 
@@ -93,16 +93,15 @@ def tune_serve(p99_ms: float, task=None, *, model: str = "transformer", size: st
     ServeRun(p99_ms=p99_ms)  # refuses a target that is no latency
     device = resolve_device(device)
     axes = {**default_axes(device), **(axes or {})}
-    name = task.name if task is not None else model
-    size = serving_size(model, size, device, task)
+    base = serving_spec({"model": model, "size": size}, device, task)
     grid = lever_grid(axes, LEVERS, "tune_serve")
     for config in grid:  # a bad value: ValueError naming it, before anything runs
-        ServeSpec(name, size, **config)
+        replace(base, **config)
     log = TrialLog(WORKLOAD, device, out, on_trial, cancel, run_id or "")
 
     def point(budget: float, **config) -> dict:
-        got = serve_point(model=name, size=size, task=task, device=device, requests=requests,
-                          budget_s=budget, cancel=cancel, **config)
+        got = serve_point(model=base.model, size=base.size, task=task, device=device,
+                          requests=requests, budget_s=budget, cancel=cancel, **config)
         if "p99_ms" in got:
             got.update(p99_target_ms=p99_ms, meets_target=got["p99_ms"] <= p99_ms,
                        budget_s=budget)
@@ -110,10 +109,10 @@ def tune_serve(p99_ms: float, task=None, *, model: str = "transformer", size: st
 
     def measured(config: dict, budget: float) -> Record:
         return log.measure(lambda model, size, **params: point(budget, **params),
-                           {"model": name, "size": size, **config})
+                           {"model": base.model, "size": base.size, **config})
 
     def validate(config: dict) -> None:
-        reason = serving_unavailable(ServeSpec(name, size, **config), device)
+        reason = serving_unavailable(replace(base, **config), device)
         if reason:
             raise ValueError(reason)
 
