@@ -190,10 +190,9 @@ class ServingExplorer(Explorer):
                 axes["scheduler"] = list(SCHEDULERS)
             for point in grid(axes):  # a request longer than the context: refused now
                 config = {**fixed, **point}
-                GenerateSpec(config["scheduler"], config["max_batch"], config["prompt_tokens"],
-                             config["output_tokens"]).fit(*generator_context(config["size"]))
+                GenerateSpec(**{k: config[k] for k in knobs(GenerateSpec)}).fit(
+                    *generator_context(config["size"]))
         if view == "load":  # the offered rate: the swept one of rate_rps and load
-            fixed.pop("rate_rps" if "rate_rps" not in axes else "load", None)
             fixed.pop("load" if "rate_rps" in axes else "rate_rps", None)
         if view in ("latency", "concurrency", "load"):  # a config the device refuses: now
             for point in grid(axes):

@@ -74,8 +74,7 @@ class TrainingExplorer(Explorer):
             positive_int("train_steps", train_steps, str(defaults["train_steps"]))
         if budget_s is not None:
             positive_float("budget_s", budget_s, str(defaults["budget_s"]))
-        if lr is not None:
-            positive_float("lr", lr, "1e-3")
+        TrainSpec(lr=lr)  # a bad lr: refused now by its field, not at every point
         self.task, fault = panel_task(user_model, make_model, make_batch, loss_fn, accuracy_fn,
                                       device=device, check=check_task)
         self._yours = yours = user_model is not None or make_model is not None
