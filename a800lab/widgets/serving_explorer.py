@@ -51,9 +51,8 @@ from .explorer_text import table_html
 from .params import Choice, spec_params
 from .training_tools import code_html
 
-CONFIG = ("model", "size", "batch_size", "precision")
-LEVERS = levers(ServeSpec)
-SPEC_FIELDS = (*CONFIG, *LEVERS)
+SPEC_FIELDS, LEVERS = tuple(knobs(ServeSpec)), levers(ServeSpec)
+CONFIG = tuple(name for name in SPEC_FIELDS if name not in LEVERS)  # the model, batch, precision
 BATCHER = ("max_batch", "max_delay_ms")
 ARRIVING = ("arrival", "burstiness", "duration_s")
 TUNED = ("precision", "graphs")  # what the tune view varies beside its controls
