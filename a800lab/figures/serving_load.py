@@ -13,8 +13,9 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from ..core.knobs import levers
+from ..core.knobs import knobs, levers
 from ..workloads.serving.goodput import MEETS, md1_latency_ms, verdict
+from ..workloads.serving.load import Batcher
 from ..workloads.serving.spec import ServeSpec
 from .look import noisy_handle, note_handle
 from .parts import (
@@ -29,8 +30,8 @@ from .parts import (
 )
 
 KNEE_FACTOR = 2.0  # the knee: the first rate whose p99 is twice the lightest load's, or saturated
-CONFIG_COLUMNS = ("model", "size", "max_batch", "max_delay_ms", "request_size", "precision",
-                  *levers(ServeSpec), "arrival", "burstiness")
+CONFIG_COLUMNS = ("model", "size", *knobs(Batcher), "precision", *levers(ServeSpec), "arrival",
+                  "burstiness")
 
 
 def config_series(df: pd.DataFrame) -> pd.Series:

@@ -46,8 +46,8 @@ def views(largest_exponent: int) -> dict[str, View]:
     sizes = tuple(2**e for e in range(10, largest_exponent + 1, 4))
     return {
         "collectives": View("collectives", "busbw and time vs message size, one line per op",
-                            "size_bytes", ("op", "size_bytes", "dtype", "ranks_per_node"),
-                            sizes, "comm", columns=("algbw_gbs", "message_bytes", "pct_of_link")),
+                            "size_bytes", tuple(knobs(CollectiveSpec)), sizes, "comm",
+                            columns=("algbw_gbs", "message_bytes", "pct_of_link")),
         "hooks": View("comm hooks", "DDP comm hooks: samples/s, bytes all-reduced, held-out "
                       "loss", "hook", ("hook", "powersgd_rank", "start_iter"), HOOKS, "ddp",
                       columns=("bytes_per_step", "eval_loss", "compressed")),

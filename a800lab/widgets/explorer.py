@@ -30,7 +30,7 @@ from . import explorer_text as text
 from .layout import explorer_layout, show_section
 from .panel import Panel, png
 from .panel_records import PanelRecords
-from .params import Fixed, as_param, axis_values, check_signature, format_param, plan_run, show_plan
+from .params import Fixed, as_param, axis_values, check_signature, format_param, plan_run
 from .redraw import CPU_MIN_INTERVAL_S, CPU_REST_FACTOR, Redrawer
 
 NO_SWEEP = "(single point)"
@@ -246,7 +246,11 @@ class Explorer(Panel):
                         overrides, no_sweep=NO_SWEEP)
 
     def _show_plan(self, axes: dict, fixed: dict) -> None:
-        show_plan(self.params, self.controls, axes, fixed)
+        """Set each control to the value a Run measures."""
+        single = {name: values[0] for name, values in axes.items() if len(values) == 1}
+        for name, value in {**fixed, **single}.items():
+            if name in self.controls:
+                self.params[name].show(self.controls[name], value)
         if self.sweep_axis.value in axes:
             self.sweep_values.value = ", ".join(map(format_param, axes[self.sweep_axis.value]))
 

@@ -270,14 +270,6 @@ def axis_values(spec, name: str, given, typed: str) -> list:
     return [spec.check(name, v) for v in (given if isinstance(given, (list, tuple)) else [given])]
 
 
-def show_plan(params: dict, controls: dict, axes: dict, fixed: dict) -> None:
-    """Set each control to the value a Run measures."""
-    single = {name: values[0] for name, values in axes.items() if len(values) == 1}
-    for name, value in {**fixed, **single}.items():
-        if name in controls:
-            params[name].show(controls[name], value)
-
-
 def check_signature(workload, names) -> None:
     """Refuse a workload whose arguments do not match the parameter names (a function without
     a readable signature passes)."""

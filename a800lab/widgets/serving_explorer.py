@@ -51,9 +51,8 @@ from .explorer_text import table_html
 from .params import Choice, spec_params
 from .training_tools import code_html
 
-CONFIG = ("model", "size", "batch_size", "precision")
-LEVERS = levers(ServeSpec)
-SPEC_FIELDS = (*CONFIG, *LEVERS)
+SPEC_FIELDS, LEVERS = tuple(knobs(ServeSpec)), levers(ServeSpec)
+CONFIG = tuple(name for name in SPEC_FIELDS if name not in LEVERS)  # the model, batch, precision
 BATCHER = ("max_batch", "max_delay_ms")
 ARRIVING = ("arrival", "burstiness", "duration_s")
 TUNED = ("precision", "graphs")  # what the tune view varies beside its controls
@@ -190,10 +189,9 @@ class ServingExplorer(Explorer):
                 axes["scheduler"] = list(SCHEDULERS)
             for point in grid(axes):  # a request longer than the context: refused now
                 config = {**fixed, **point}
-                GenerateSpec(config["scheduler"], config["max_batch"], config["prompt_tokens"],
-                             config["output_tokens"]).fit(*generator_context(config["size"]))
+                GenerateSpec(**{k: config[k] for k in knobs(GenerateSpec)}).fit(
+                    *generator_context(config["size"]))
         if view == "load":  # the offered rate: the swept one of rate_rps and load
-            fixed.pop("rate_rps" if "rate_rps" not in axes else "load", None)
             fixed.pop("load" if "rate_rps" in axes else "rate_rps", None)
         if view in ("latency", "concurrency", "load"):  # a config the device refuses: now
             for point in grid(axes):

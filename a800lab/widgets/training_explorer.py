@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..core.backends import resolve_device
 from ..core.checks import positive_float, positive_int
-from ..core.knobs import levers
+from ..core.knobs import knobs
 from ..core.sweep import first_line, thread_count
 from ..core.units import MIB
 from ..figures.training import max_batch_figure, training_figure
@@ -74,14 +74,13 @@ class TrainingExplorer(Explorer):
             positive_int("train_steps", train_steps, str(defaults["train_steps"]))
         if budget_s is not None:
             positive_float("budget_s", budget_s, str(defaults["budget_s"]))
-        if lr is not None:
-            positive_float("lr", lr, "1e-3")
+        TrainSpec(lr=lr)  # a bad lr: refused now by its field, not at every point
         self.task, fault = panel_task(user_model, make_model, make_batch, loss_fn, accuracy_fn,
                                       device=device, check=check_task)
         self._yours = yours = user_model is not None or make_model is not None
-        params = spec_params(  # a CPU's first compile: ~30 s
-            TrainSpec, device, ("model", "size", "batch_size", "accum_steps", "precision",
-                                "optimizer", "checkpointing", *levers(TrainSpec)),
+        params = spec_params(  # the fields but lr (an argument) and GradScaler's two
+            TrainSpec, device, [f for f in knobs(TrainSpec) if f not in (
+                "lr", "init_scale", "growth_interval")],  # a CPU's first compile: ~30 s
             fixed={"model": CUSTOM, "size": CUSTOM} if yours else {},
             initial={"model": model, "size": size, "precision": None if on_cpu else "bf16"})
         workload = functools.partial(train_point, task=self.task,
