@@ -9,7 +9,7 @@ import sys
 
 from ..core.knobs import knobs, levers
 from ..core.noise import default_cpu_threads
-from ..core.precision import PRECISIONS, check_supported, parse_precision
+from ..core.precision import PRECISIONS, check_supported
 from ..core.sweep import grid, thread_count
 from ..workloads.matmul import MatmulSpec
 from . import options
@@ -77,8 +77,8 @@ def _tile_axes(args, backend: str, precision: str) -> dict:
 
 
 def _precisions(names, device: str) -> list[str]:
-    """The canonical names given ("fp32" and "float32" are one precision), each supported."""
-    precisions = list(dict.fromkeys(parse_precision(p).name for p in names))
+    """The precisions given (canonical: the field's check), once each, each supported."""
+    precisions = list(dict.fromkeys(names))
     for name in precisions:
         check_supported(name, device)
     return precisions
