@@ -5,7 +5,7 @@ import json
 import sys
 
 from ..core.knobs import levers, tuner_axes
-from .sweep import ONE_PRECISION_HELP, MatmulSpec, matmul_spec
+from .sweep import ONE_PRECISION_HELP, MatmulSpec
 
 
 def add_parsers(commands) -> None:
@@ -13,7 +13,7 @@ def add_parsers(commands) -> None:
     commands.add("tiles", group="check", run=check_tiles_command,
                  help="the compiler's verdict on every tile config for a card, without the card: "
                       "shared memory, registers, spills, occupancy, waves",
-                 options="card precision SHAPE LEVERS+ json", spec=matmul_spec,
+                 options="card precision SHAPE LEVERS+ json", spec=lambda: MatmulSpec,
                  card={"required": True, "help": "a card of the datasheet table (A800, A100, "
                        "H100, H800, H200, L40S, ...) or an architecture (sm_80, sm_89, sm_90)"},
                  precision={"default": "bf16", "help": ONE_PRECISION_HELP},

@@ -134,6 +134,13 @@ def add_options(parser, names: str, spec=None, **own) -> None:
         parser.add_argument("--" + key.replace("_", "-"), **kwargs)
 
 
+def run_checks(args, skip: tuple = ()) -> None:
+    """The options' own checks, each given value replaced by the one it keeps (ValueError)."""
+    for dest, check in args.checks.items():
+        if dest not in skip and getattr(args, dest) is not None:
+            setattr(args, dest, check(getattr(args, dest)))
+
+
 def field_value(args, spec_class, name: str, many: bool = False):
     """A spec field's option value (its values, once each, when `many`), else the field's
     default on the device."""

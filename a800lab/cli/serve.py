@@ -10,7 +10,7 @@ from ..core.knobs import levers
 from ..core.sweep import grid
 from . import options
 from .options import field_value
-from .train import user_module, user_task
+from .train import user_task
 
 MODEL = "model model_size user_model"
 CONFIG = "batch_size+ precision+ LEVERS+"  # LEVERS: ServeSpec's
@@ -310,9 +310,11 @@ def sweep_generate_command(args) -> int:
 
 def _user_generator(where: str | None):
     """make_generator of a --user-model file or module, or None."""
+    from ..workloads.models.user_model import load_user_module
+
     if where is None:
         return None
-    make = getattr(user_module(where), "make_generator", None)
+    make = getattr(load_user_module(where, f"--user-model {where}"), "make_generator", None)
     if not callable(make):
         raise ValueError(f"--user-model {where} defines no make_generator(): give a file whose "
                          "make_generator() returns a generator (the protocol: "

@@ -22,26 +22,22 @@ AUTO_BACKEND = {"default": "auto", "check": lambda v: v if v == "auto" else
                 f"cpu_blocked on CPU), {', '.join(BACKEND.choices)}"}
 
 
-def matmul_spec():
-    return MatmulSpec
-
-
 def add_parsers(commands) -> None:
     precision = {"default": ["fp32"], "help": PRECISION_HELP}
     commands.add("matmul", group="sweep", run=functools.partial(_sweep, "matmul"),
                  help="torch.matmul (cuBLAS on a GPU) over shapes and precisions",
-                 options="SHAPE+ precision+ SWEEP", precision=precision, spec=matmul_spec)
+                 options="SHAPE+ precision+ SWEEP", precision=precision, spec=lambda: MatmulSpec)
     commands.add("tiles", group="sweep", run=functools.partial(_sweep, "tiles"),
                  help="the lab's tile kernel over tile configs (on a CPU its labelled stand-in); "
                       "impossible configs recorded with the reason",
                  options="SHAPE+ precision+ SWEEP TILES", precision=precision,
-                 backend=AUTO_BACKEND, spec=matmul_spec)
+                 backend=AUTO_BACKEND, spec=lambda: MatmulSpec)
     commands.add("tiles", group="tune", run=tune_tiles_command,
                  help="find the fastest tile config for one shape (successive halving; the "
                       "winner is stored and reused)",
                  options="SHAPE precision TILES RUN store force", out={"required": False},
                  precision={"default": "fp32", "help": ONE_PRECISION_HELP},
-                 backend=AUTO_BACKEND, spec=matmul_spec)
+                 backend=AUTO_BACKEND, spec=lambda: MatmulSpec)
 
 
 def _backend(args) -> str:

@@ -73,16 +73,10 @@ def user_task(where: str | None, device: str, check):
                                                      label=f"--user-model {where}")
 
 
-def user_module(where: str):
-    """The --user-model module, loaded; what stops it loading is one line (ValueError)."""
-    from ..workloads.models.user_model import load_user_module
-
-    return load_user_module(where, f"--user-model {where}")
-
-
-def _lever_values(args) -> dict:
-    """The lever options given (only those: a sweep without them keeps its old point keys)."""
-    given = {name: getattr(args, name, None) for name in levers(train_spec())}
+def _lever_values(args, also: tuple = ()) -> dict:
+    """The lever options given, and those named in `also`, once each (only those given: a sweep
+    without them keeps its old point keys)."""
+    given = {name: getattr(args, name, None) for name in (*levers(train_spec()), *also)}
     return {name: list(dict.fromkeys(v if isinstance(v, list) else [v]))
             for name, v in given.items() if v is not None}
 
@@ -182,11 +176,7 @@ def tune_train_command(args) -> int:
 
     task = user_task(args.user_model, args.device, check_task)
     model, optimizer = (options.field_value(args, train_spec(), n) for n in ("model", "optimizer"))
-    axes = _lever_values(args)
-    if args.precision:
-        axes["precision"] = list(dict.fromkeys(args.precision))
-    if args.checkpointing:
-        axes["checkpointing"] = list(dict.fromkeys(args.checkpointing))
+    axes = _lever_values(args, also=("precision", "checkpointing"))
     limit, margin = _limit_and_margin(args)
     store = options.store_path(args.store)
     print(f"tuning {args.user_model or model} for an effective batch of "
