@@ -51,8 +51,6 @@ def _tile_axes(args, backend: str, precision: str) -> dict:
     error naming the values given; a combination that cannot run is measured as impossible."""
     axes = {name: list(dict.fromkeys(getattr(args, name))) for name in levers(MatmulSpec)
             if getattr(args, name)}
-    if "fp8_acc" in axes and precision != "fp8":
-        raise ValueError(f"--fp8-acc is fp8's accumulation choice; drop it for {precision}")
     if backend == "triton":  # a CUDA GPU, or the Triton interpreter for correctness checks
         from ..core.backends import HAS_TRITON, why_unavailable
 
