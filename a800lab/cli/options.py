@@ -78,7 +78,8 @@ OPTIONS = {  # option -> add_argument's keywords; `check(value)`: the value kept
                          check=lambda n: positive_int("target_batch", n, "1024")),
     "limit_mib": dict(type=float, check=refuse(positive, "--limit-mib {} must be a number of "
                                                          "MiB > 0"),
-                      help="memory to fit in, MiB (default: 256 on a CPU, the GPU's free memory)"),
+                      help="memory to fit in, MiB (default: 256 on a CPU, the GPU's free memory; "
+                           "smaller on a GPU plans for a smaller card)"),
     "margin": dict(type=float, help="share of the limit kept free (default 0.1)", check=refuse(
         lambda x: 0 <= x < 1, "--margin {} must be in [0, 1), e.g. 0.1")),
 }

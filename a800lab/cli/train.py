@@ -32,8 +32,6 @@ def add_parsers(commands) -> None:
                  help="the largest micro-batch of a training step that fits (grow, bisect, verify)",
                  options=f"{SPEC} precision target_batch limit_mib margin device threads out",
                  target_batch="an effective batch to plan as micro-batch x accumulation",
-                 limit_mib="memory to fit in, MiB (default: 256 on a CPU, the GPU's free "
-                           "memory; smaller on a GPU plans for a smaller card)",
                  out={"help": "JSON Lines file to append the result to", "required": False})
     commands.add("profile", run=profile_command, spec=train_spec,
                  help="where a training step's time goes (torch.profiler): device time by "
