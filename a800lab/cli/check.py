@@ -5,8 +5,7 @@ import json
 import sys
 
 from ..core.knobs import levers, tuner_axes
-from ..core.precision import parse_precision
-from .sweep import ONE_PRECISION_HELP, MatmulSpec, matmul_spec
+from .sweep import ONE_PRECISION_HELP, MatmulSpec
 
 
 def add_parsers(commands) -> None:
@@ -14,7 +13,7 @@ def add_parsers(commands) -> None:
     commands.add("tiles", group="check", run=check_tiles_command,
                  help="the compiler's verdict on every tile config for a card, without the card: "
                       "shared memory, registers, spills, occupancy, waves",
-                 options="card precision SHAPE LEVERS+ json", spec=matmul_spec,
+                 options="card precision SHAPE LEVERS+ json", spec=lambda: MatmulSpec,
                  card={"required": True, "help": "a card of the datasheet table (A800, A100, "
                        "H100, H800, H200, L40S, ...) or an architecture (sm_80, sm_89, sm_90)"},
                  precision={"default": "bf16", "help": ONE_PRECISION_HELP},
@@ -28,7 +27,6 @@ def check_tiles_command(args) -> int:
     from ..workloads.tiles.plan import format_plan, plan_tiles
 
     target = resolve_target(args.card)
-    precision = parse_precision(args.precision).name
     m, n, k = (getattr(args, d) or args.size for d in ("m", "n", "k"))
     axes = {name: list(dict.fromkeys(getattr(args, name))) for name in levers(MatmulSpec)
             if name != "fp8_acc" and getattr(args, name)}
@@ -40,7 +38,7 @@ def check_tiles_command(args) -> int:
         if done == 1 or done == total or done % 8 == 0:
             print(f"[{done}/{total}] compiled or recalled for {target.label}", file=sys.stderr)
 
-    plan = plan_tiles(target, precision, m, n, k, axes=axes,
+    plan = plan_tiles(target, args.precision, m, n, k, axes=axes,
                       fp8_acc=args.fp8_acc[0] if args.fp8_acc else None, on_config=progress)
     if args.json:
         print(json.dumps({"target": target.label, "sm_count": target.sm_count,

@@ -119,9 +119,7 @@ def check_comm_command(parser_for, command: list[str], *, world_size: int | None
     except SystemExit:
         raise ValueError(f"{shlex.join(command)}: the comm command does not parse (its error "
                          "is above)") from None
-    for dest, check in lab.checks.items():  # --out and --device are the ranks' to check
-        if dest not in ("out", "device") and getattr(lab, dest) is not None:
-            setattr(lab, dest, check(getattr(lab, dest)))
+    options.run_checks(lab, skip=("out", "device"))  # those two are the ranks' to check
     if world_size is not None:
         workload, axes = ("comm", collective_axes(lab, "nccl", per_node)) \
             if lab.comm == "collectives" else ("ddp", ddp_axes(lab))

@@ -9,7 +9,7 @@ import warnings
 
 from ..core.results import LabNotice
 from . import chapters, check, comm, machine, report, serve, sweep, train
-from .options import Stopped, add_options
+from .options import Stopped, add_options, run_checks
 
 FAMILIES = (machine, sweep, check, train, serve, comm, report, chapters)
 USAGE = """\
@@ -118,9 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         args.command_parser.error(f"unrecognized arguments: {' '.join(extra)} (see "
                                   f"{args.command_parser.prog} --help)")
     try:
-        for dest, check in args.checks.items():  # the options' own checks, before anything runs
-            if getattr(args, dest) is not None:
-                setattr(args, dest, check(getattr(args, dest)))
+        run_checks(args)  # before anything runs
         with warnings.catch_warnings():
             warnings.showwarning = _show_notice(warnings.showwarning)
             return args.run(args)

@@ -13,6 +13,7 @@ from pathlib import Path
 from ..core.backends import resolve_device
 from ..core.cancel import Cancelled
 from ..core.checks import positive_int
+from ..core.knobs import knobs
 from ..core.noise import default_cpu_threads
 from ..core.results import check_folder, check_writable
 from ..core.sweep import run_sweep, thread_count
@@ -77,7 +78,8 @@ OPTIONS = {  # option -> add_argument's keywords; `check(value)`: the value kept
                          check=lambda n: positive_int("target_batch", n, "1024")),
     "limit_mib": dict(type=float, check=refuse(positive, "--limit-mib {} must be a number of "
                                                          "MiB > 0"),
-                      help="memory to fit in, MiB (default: 256 on a CPU, the GPU's free memory)"),
+                      help="memory to fit in, MiB (default: 256 on a CPU, the GPU's free memory; "
+                           "smaller on a GPU plans for a smaller card)"),
     "margin": dict(type=float, help="share of the limit kept free (default 0.1)", check=refuse(
         lambda x: 0 <= x < 1, "--margin {} must be in [0, 1), e.g. 0.1")),
 }
@@ -90,16 +92,6 @@ def _names(names: str, bundles: dict) -> list[str]:
         key, plus = name.rstrip("+"), name[len(name.rstrip("+")):]
         out += [n + plus for n in _names(bundles[key], bundles)] if key in bundles else [name]
     return out
-
-
-def spec_options(spec_class) -> dict:
-    """Option name -> (field name, Knob) of a spec class's declared fields (of a tuple of
-    classes: a later class's field wins)."""
-    from ..core.knobs import knobs
-
-    return {declared.cli or name: (name, declared) for one in (
-        spec_class if isinstance(spec_class, tuple) else (spec_class,))
-        for name, declared in knobs(one).items()}
 
 
 def knob_option(field_name: str, declared) -> dict:
@@ -122,7 +114,10 @@ def add_options(parser, names: str, spec=None, **own) -> None:
     """The options named, in order (`name+` takes a list): the table's, or a field of the spec
     class `spec()` returns (LEVERS: its levers), adjusted by the `own` keyword of the same name
     (add_argument's keywords, or a help text), or the command's own."""
-    declared = spec_options(spec()) if spec else {}
+    classes = spec() if spec else ()  # a tuple of classes: a later class's field wins
+    declared = {k.cli or name: (name, k) for one in (classes if isinstance(classes, tuple)
+                                                     else (classes,))
+                for name, k in knobs(one).items()}
     levers = " ".join(option for option, (_, k) in declared.items() if k.lever)
     names = _names(names, {**BUNDLES, "LEVERS": levers})
     if set(own) - {name.rstrip("+") for name in names}:
@@ -138,6 +133,23 @@ def add_options(parser, names: str, spec=None, **own) -> None:
         if check is not None:
             parser.get_default("checks")[key] = check
         parser.add_argument("--" + key.replace("_", "-"), **kwargs)
+
+
+def run_checks(args, skip: tuple = ()) -> None:
+    """The options' own checks, each given value replaced by the one it keeps (ValueError)."""
+    for dest, check in args.checks.items():
+        if dest not in skip and getattr(args, dest) is not None:
+            setattr(args, dest, check(getattr(args, dest)))
+
+
+def field_value(args, spec_class, name: str, many: bool = False):
+    """A spec field's option value (its values, once each, when `many`), else the field's
+    default on the device."""
+    declared = knobs(spec_class)[name]
+    value = getattr(args, declared.cli or name, None)
+    value = declared.default_for(args.device) if value is None else value
+    value = value if isinstance(value, list) else [value]
+    return list(dict.fromkeys(value)) if many else value[0]
 
 
 def store_path(store: str | None) -> str:
@@ -218,18 +230,6 @@ def show_progress(done: int, total: int, eta_s: float | None, what: str = "") ->
     print(f"[{done}/{total}{eta}]" + (f" {what}" if what else ""), file=sys.stderr)
 
 
-LATENCY_PAIRS = (("p50_ms", "p99_ms", ""), ("ttft_p50_ms", "ttft_p99_ms", "TTFT "),
-                 ("tpot_p50_ms", "tpot_p99_ms", "TPOT "))
-
-
-def latency_text(metrics: dict) -> str:
-    """"p50 1.2 ms p99 3.4 ms" (and TTFT / TPOT for generation) where the point has them."""
-    parts = [f"{label}p50 {metrics[low]:.3g} ms p99 {metrics[high]:.3g} ms"
-             for low, high, label in LATENCY_PAIRS
-             if metrics.get(low) is not None and metrics.get(high) is not None]
-    return ", ".join(parts)
-
-
 def show_record(record) -> None:
     """One line per point: (label,) params, outcome, rate, latency percentiles, spread; when
     noisy `!`, the reasons."""
@@ -238,9 +238,11 @@ def show_record(record) -> None:
         line += f" {record.throughput:.3g} {record.throughput_unit}"
     if record.metrics.get("offered_rate") is not None:
         line += f" of {record.metrics['offered_rate']:.3g} requests/s offered"
-    latency = latency_text(record.metrics) if record.outcome == "ok" else ""
-    if latency:
-        line += f", {latency}"
+    for low, high, label in (("p50_ms", "p99_ms", ""), ("ttft_p50_ms", "ttft_p99_ms", "TTFT "),
+                             ("tpot_p50_ms", "tpot_p99_ms", "TPOT ")):
+        if record.outcome == "ok" and None not in (record.metrics.get(low),
+                                                   record.metrics.get(high)):
+            line += f", {label}p50 {record.metrics[low]:.3g} ms p99 {record.metrics[high]:.3g} ms"
     if record.metrics.get("saturated"):
         line += " SATURATED"
     if record.noise.get("iqr_over_median") is not None:

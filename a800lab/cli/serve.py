@@ -4,13 +4,13 @@ its output (batch, ...); for `sweep generate` a file defining make_generator(). 
 imported when one of its commands runs, never to build the parser."""
 
 import functools
-import itertools
 import sys
 
 from ..core.knobs import levers, on_device
 from ..core.sweep import grid
 from . import options
-from .train import user_module, user_task
+from .options import field_value
+from .train import user_task
 
 MODEL = "model model_size user_model"
 CONFIG = "batch_size+ precision+ LEVERS+"  # LEVERS: ServeSpec's
@@ -97,28 +97,17 @@ def add_parsers(commands) -> None:
                             "protocol: a800lab/workloads/serving/kv.py)")
 
 
-def option(args, spec_class, name: str, many: bool = False):
-    """The option's value (its values, once each, when `many`), else the spec field's default
-    on the device."""
-    from ..core.knobs import knobs
-
-    value = getattr(args, name, None)
-    value = knobs(spec_class)[name].default_for(args.device) if value is None else value
-    value = value if isinstance(value, list) else [value]
-    return list(dict.fromkeys(value)) if many else value[0]
-
-
 def config_axes(args, task, batch_size=None) -> dict:
     """The grid of serving configs given (lists; None: the options' or the defaults); every
     combination is checked (ValueError) before anything runs."""
     from ..workloads.models.presets import preset
     from ..workloads.serving import spec as serving
     spec = serving.ServeSpec
-    model = option(args, spec, "model")
+    model = field_value(args, spec, "model")
     axes = {"model": [task.name if task else model],
             "size": [serving.serving_size(model, args.model_size, args.device, task)],
-            "batch_size": batch_size or option(args, spec, "batch_size", True),
-            **{name: option(args, spec, name, True) for name in ("precision", *levers(spec))}}
+            "batch_size": batch_size or field_value(args, spec, "batch_size", True),
+            **{name: field_value(args, spec, name, True) for name in ("precision", *levers(spec))}}
     if task is None:
         preset(axes["model"][0], axes["size"][0])
     for point in grid(axes):
@@ -136,7 +125,7 @@ def sweep_serve_command(args) -> int:
     axes = config_axes(args, task)
     point = functools.partial(serve_point, task=task, device=args.device,
                               budget_s=args.budget_s,
-                              requests=option(args, serving.ServeRun, "requests"))
+                              requests=field_value(args, serving.ServeRun, "requests"))
     options.cpu_notes([p for p in axes["precision"] if p != "tf32"], args.device)
     return options.run_sweep_command(point, axes, args, workload="serve")
 
@@ -147,8 +136,8 @@ def sweep_decode_command(args) -> int:
     from ..workloads.serving.decode import DecodeSpec, decode_point
     from ..workloads.serving.spec import ServeSpec
 
-    axes = {"size": option(args, DecodeSpec, "size", True),
-            **{name: option(args, ServeSpec, name, True) for name in ("batch_size",
+    axes = {"size": field_value(args, DecodeSpec, "size", True),
+            **{name: field_value(args, ServeSpec, name, True) for name in ("batch_size",
                                                                      "precision")}}
     for size in axes["size"]:
         preset("transformer", size)
@@ -169,9 +158,9 @@ def sweep_concurrency_command(args) -> int:
         axes.pop(key)
     axes["streams"] = list(dict.fromkeys(args.streams))
     point = functools.partial(concurrency_point, task=task, device=args.device,
-                              requests=option(args, serving.ServeRun, "requests"))
+                              requests=field_value(args, serving.ServeRun, "requests"))
     return options.run_sweep_command(point, axes, args, workload="concurrency",
-                                     fixed={"mode": option(args, serving.ServeRun, "mode")})
+                                     fixed={"mode": field_value(args, serving.ServeRun, "mode")})
 
 
 def sweep_load_command(args) -> int:
@@ -183,16 +172,16 @@ def sweep_load_command(args) -> int:
     if args.rate is not None and args.load is not None:
         raise ValueError("give --rate (requests/s) or --load (fractions of the capacity), "
                          "not both")
-    arrival, burstiness = (option(args, Arrivals, k) for k in ("arrival", "burstiness"))
+    arrival, burstiness = (field_value(args, Arrivals, k) for k in ("arrival", "burstiness"))
     if args.rate is None and args.load is None and arrival != "trace":
         raise ValueError("give the offered rates: --rate R [R ...] in requests/s, or --load "
                          "F [F ...] as fractions of the closed-loop capacity (e.g. 0.5 0.9)")
-    batches = option(args, Batcher, "max_batch", True)
-    size = option(args, Batcher, "request_size")
+    batches = field_value(args, Batcher, "max_batch", True)
+    size = field_value(args, Batcher, "request_size")
     axes = config_axes(args, task, [b * size for b in batches])
     axes["max_batch"] = batches
     del axes["batch_size"]
-    axes["max_delay_ms"] = option(args, Batcher, "max_delay_ms", True)
+    axes["max_delay_ms"] = field_value(args, Batcher, "max_delay_ms", True)
     fixed = {"arrival": arrival, "duration_s": args.duration_s}
     if args.duration_s is None and arrival != "trace":
         fixed["duration_s"] = default_duration_s(args.device)
@@ -208,8 +197,6 @@ def sweep_load_command(args) -> int:
                             else 1.0, fixed["duration_s"], burstiness, args.trace)
         if rate is not None or arrival == "trace":
             schedule_for(arrivals)
-    for batch, delay in itertools.product(axes["max_batch"], axes["max_delay_ms"]):
-        Batcher(batch, delay, size)
     point = functools.partial(load_point, task=task, device=args.device,
                               budget_s=args.budget_s)
     options.cpu_notes([p for p in axes["precision"] if p != "tf32"], args.device)
@@ -224,14 +211,13 @@ def tune_serve_command(args) -> int:
     for spec_class, names in ((serving.ServeSpec, "model"), (Arrivals, "arrival burstiness"),
                               (serving.ServeRun, "percentile requests")):
         for name in names.split():  # the defaults, said and passed on
-            setattr(args, name, option(args, spec_class, name))
+            setattr(args, name, field_value(args, spec_class, name))
     task = user_task(args.user_model, args.device, serving.check_serving_task)
     if args.offline:
         return _tune_offline(args, task)
     if args.batch_size is not None:
         raise ValueError("--batch-size is the closed loop's axis (--offline); online the "
                          "batcher forms the batches: give --max-batch")
-    from ..workloads.serving.load import Batcher
     from ..workloads.serving.online import default_batcher_axes, tune_online
 
     given = config_axes(args, task, [1])
@@ -240,8 +226,6 @@ def tune_serve_command(args) -> int:
     batchers = {k: getattr(args, k) for k in ("max_batch", "max_delay_ms")
                 if getattr(args, k) is not None}
     shown = {**default_batcher_axes(args.device, args.p99_ms), **batchers, **axes}
-    for batch, delay in itertools.product(shown["max_batch"], shown["max_delay_ms"]):
-        Batcher(batch, delay)  # a bad value: one line before anything runs
     Arrivals(args.arrival, None if args.arrival == "trace" else 1.0,
              1.0 if args.duration_s is None else args.duration_s, args.burstiness, args.trace)
     print(f"tuning {args.user_model or args.model} online for p{args.percentile:g} <= "
@@ -302,15 +286,15 @@ def sweep_generate_command(args) -> int:
     defaults = on_device(GenerateSpec, args.device)
     make = _user_generator(args.user_model)
     size = CUSTOM if make else args.model_size or defaults.size
-    arrival, burstiness = (option(args, Arrivals, k) for k in ("arrival", "burstiness"))
+    arrival, burstiness = (field_value(args, Arrivals, k) for k in ("arrival", "burstiness"))
     axes = {"rate_rps": [None] if arrival == "trace" and args.rate is None else
             list(dict.fromkeys(args.rate or [defaults.rate_rps])),
             "scheduler": list(dict.fromkeys(args.scheduler)),
-            "max_batch": option(args, GenerateSpec, "max_batch", True)}
+            "max_batch": field_value(args, GenerateSpec, "max_batch", True)}
     fixed = {"size": size, "arrival": arrival, "burstiness": burstiness,
              "trace": args.trace, "duration_s": args.duration_s,
-             "precision": option(args, ServeSpec, "precision"),
-             **{k: option(args, GenerateSpec, k) for k in ("prompt_tokens", "output_tokens")}}
+             "precision": field_value(args, ServeSpec, "precision"),
+             **{k: field_value(args, GenerateSpec, k) for k in ("prompt_tokens", "output_tokens")}}
     check_supported(fixed["precision"], args.device)
     context = generator_context(size, make, args.device)  # user faults: one line, now
     for point in grid(axes):  # every bad value refused before anything runs
@@ -325,9 +309,11 @@ def sweep_generate_command(args) -> int:
 
 def _user_generator(where: str | None):
     """make_generator of a --user-model file or module, or None."""
+    from ..workloads.models.user_model import load_user_module
+
     if where is None:
         return None
-    make = getattr(user_module(where), "make_generator", None)
+    make = getattr(load_user_module(where, f"--user-model {where}"), "make_generator", None)
     if not callable(make):
         raise ValueError(f"--user-model {where} defines no make_generator(): give a file whose "
                          "make_generator() returns a generator (the protocol: "

@@ -9,7 +9,7 @@ import sys
 
 from ..core.knobs import knobs, levers
 from ..core.noise import default_cpu_threads
-from ..core.precision import PRECISIONS, check_supported, parse_precision
+from ..core.precision import PRECISIONS, check_supported
 from ..core.sweep import grid, thread_count
 from ..workloads.matmul import MatmulSpec
 from . import options
@@ -22,26 +22,22 @@ AUTO_BACKEND = {"default": "auto", "check": lambda v: v if v == "auto" else
                 f"cpu_blocked on CPU), {', '.join(BACKEND.choices)}"}
 
 
-def matmul_spec():
-    return MatmulSpec
-
-
 def add_parsers(commands) -> None:
     precision = {"default": ["fp32"], "help": PRECISION_HELP}
     commands.add("matmul", group="sweep", run=functools.partial(_sweep, "matmul"),
                  help="torch.matmul (cuBLAS on a GPU) over shapes and precisions",
-                 options="SHAPE+ precision+ SWEEP", precision=precision, spec=matmul_spec)
+                 options="SHAPE+ precision+ SWEEP", precision=precision, spec=lambda: MatmulSpec)
     commands.add("tiles", group="sweep", run=functools.partial(_sweep, "tiles"),
                  help="the lab's tile kernel over tile configs (on a CPU its labelled stand-in); "
                       "impossible configs recorded with the reason",
                  options="SHAPE+ precision+ SWEEP TILES", precision=precision,
-                 backend=AUTO_BACKEND, spec=matmul_spec)
+                 backend=AUTO_BACKEND, spec=lambda: MatmulSpec)
     commands.add("tiles", group="tune", run=tune_tiles_command,
                  help="find the fastest tile config for one shape (successive halving; the "
                       "winner is stored and reused)",
                  options="SHAPE precision TILES RUN store force", out={"required": False},
                  precision={"default": "fp32", "help": ONE_PRECISION_HELP},
-                 backend=AUTO_BACKEND, spec=matmul_spec)
+                 backend=AUTO_BACKEND, spec=lambda: MatmulSpec)
 
 
 def _backend(args) -> str:
@@ -55,8 +51,6 @@ def _tile_axes(args, backend: str, precision: str) -> dict:
     error naming the values given; a combination that cannot run is measured as impossible."""
     axes = {name: list(dict.fromkeys(getattr(args, name))) for name in levers(MatmulSpec)
             if getattr(args, name)}
-    if "fp8_acc" in axes and precision != "fp8":
-        raise ValueError(f"--fp8-acc is fp8's accumulation choice; drop it for {precision}")
     if backend == "triton":  # a CUDA GPU, or the Triton interpreter for correctness checks
         from ..core.backends import HAS_TRITON, why_unavailable
 
@@ -77,8 +71,8 @@ def _tile_axes(args, backend: str, precision: str) -> dict:
 
 
 def _precisions(names, device: str) -> list[str]:
-    """The canonical names given ("fp32" and "float32" are one precision), each supported."""
-    precisions = list(dict.fromkeys(parse_precision(p).name for p in names))
+    """The precisions given (canonical: the field's check), once each, each supported."""
+    precisions = list(dict.fromkeys(names))
     for name in precisions:
         check_supported(name, device)
     return precisions

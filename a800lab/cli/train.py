@@ -6,6 +6,7 @@ import functools
 import json
 import sys
 
+from ..core.knobs import knobs, levers
 from ..core.sweep import grid
 from . import options
 from .options import FLAG, FOLDER
@@ -31,8 +32,6 @@ def add_parsers(commands) -> None:
                  help="the largest micro-batch of a training step that fits (grow, bisect, verify)",
                  options=f"{SPEC} precision target_batch limit_mib margin device threads out",
                  target_batch="an effective batch to plan as micro-batch x accumulation",
-                 limit_mib="memory to fit in, MiB (default: 256 on a CPU, the GPU's free "
-                           "memory; smaller on a GPU plans for a smaller card)",
                  out={"help": "JSON Lines file to append the result to", "required": False})
     commands.add("profile", run=profile_command, spec=train_spec,
                  help="where a training step's time goes (torch.profiler): device time by "
@@ -55,10 +54,10 @@ def add_parsers(commands) -> None:
                       " halving; every candidate verified; the winner stored and reused)",
                  options="model model_size user_model target_batch precision+ checkpointing+ "
                          "LEVERS+ optimizer lr limit_mib margin RUN store force json",
-                 model={"default": "mlp"}, target_batch={"required": True},
+                 target_batch={"required": True},
                  precision="precisions to try (default: fp32 on a CPU; bf16 fp16 tf32 on a GPU)",
                  checkpointing="activation checkpointing to try (default: off on)",
-                 optimizer={"default": "adamw"}, out={"required": False},
+                 out={"required": False},
                  lr="learning rate (default: the preset's, 1e-3 for your model)",
                  json="print the stored entry as JSON too")
 
@@ -72,48 +71,32 @@ def user_task(where: str | None, device: str, check):
                                                      label=f"--user-model {where}")
 
 
-def user_module(where: str):
-    """The --user-model module, loaded; what stops it loading is one line (ValueError)."""
-    from ..workloads.models.user_model import load_user_module
-
-    return load_user_module(where, f"--user-model {where}")
-
-
-def _lever_values(args) -> dict:
-    """The lever options given (only those: a sweep without them keeps its old point keys)."""
-    from ..core.knobs import levers
-
-    given = {name: getattr(args, name, None) for name in levers(train_spec())}
-    return {name: v if isinstance(v, list) else [v] for name, v in given.items() if v is not None}
+def _lever_values(args, also: tuple = ()) -> dict:
+    """The lever options given, and those named in `also`, once each (only those given: a sweep
+    without them keeps its old point keys)."""
+    given = {name: getattr(args, name, None) for name in (*levers(train_spec()), *also)}
+    return {name: list(dict.fromkeys(v if isinstance(v, list) else [v]))
+            for name, v in given.items() if v is not None}
 
 
-def train_values(args, *, many: bool = True) -> dict:
+def train_values(args) -> dict:
     """TrainSpec field -> the value(s) given (lists for a sweep), defaults filled in; every
     combination is checked (ValueError) before anything runs. With --user-model the model is
     "custom" (your file's), its levers checked against it, not a preset."""
-    from ..core.knobs import knobs
     from ..workloads.models.levers import lever_unavailable
     from ..workloads.models.presets import preset
     from ..workloads.models.task import CUSTOM
     from ..workloads.training.spec import TrainSpec, check_precision
 
-    declared = knobs(TrainSpec)
-
-    def listed(name):
-        given = getattr(args, declared[name].cli or name)
-        return [declared[name].default_for(args.device)] if given is None else \
-            list(given) if many else [given]
-
     custom = getattr(args, "user_model", None) is not None
     if custom and (args.model is not None or args.model_size is not None):
         raise ValueError("--user-model is the model: drop --model and --model-size")
-    names = ["model", "size", "accum_steps", "precision", "optimizer", "checkpointing",
-             *(["batch_size"] if "batch_size" in vars(args) else [])]
-    values = {name: listed(name) for name in names}
+    values = {name: options.field_value(args, TrainSpec, name, many=True) for name, k in
+              knobs(TrainSpec).items() if (k.cli or name) in vars(args) and not k.lever
+              and name != "lr"}  # this command's spec options, the levers apart
     if custom:
         values.update(model=[CUSTOM], size=[CUSTOM])
     values.update(_lever_values(args))
-    values = {k: list(dict.fromkeys(v)) for k, v in values.items()}
     for point in grid(values):
         spec = TrainSpec(**point, lr=args.lr)
         check_precision(point["precision"], args.device)
@@ -151,7 +134,7 @@ def max_batch_command(args) -> int:
     from ..workloads.training.max_batch import find_max_batch_for
     from ..workloads.training.spec import TrainSpec
 
-    spec = TrainSpec(**{k: v[0] for k, v in train_values(args, many=False).items()}, lr=args.lr)
+    spec = TrainSpec(**{k: v[0] for k, v in train_values(args).items()}, lr=args.lr)
     limit, margin = _limit_and_margin(args)
     print(f"max batch of {spec.model} ({spec.size}, {spec.precision}, {spec.optimizer}, "
           f"checkpointing {'on' if spec.checkpointing else 'off'}) on {args.device}",
@@ -174,7 +157,7 @@ def profile_command(args) -> int:
     from ..workloads.training.spec import TrainSpec, matmul_precision_of
 
     task = user_task(args.user_model, args.device, check_task)
-    spec = TrainSpec(**{k: v[0] for k, v in train_values(args, many=False).items()}, lr=args.lr)
+    spec = TrainSpec(**{k: v[0] for k, v in train_values(args).items()}, lr=args.lr)
     options.cpu_notes([matmul_precision_of(spec.precision)], args.device)
     print(f"profiling {'your model' if task else spec.model} on {args.device}: "
           f"{args.warmup_steps} warm-up steps, then {args.steps} profiled", file=sys.stderr)
@@ -190,18 +173,15 @@ def tune_train_command(args) -> int:
     from ..workloads.training.tune import CLEAR, noise_clause, storing_clause, tune_train
 
     task = user_task(args.user_model, args.device, check_task)
-    axes = _lever_values(args)
-    if args.precision:
-        axes["precision"] = list(dict.fromkeys(args.precision))
-    if args.checkpointing:
-        axes["checkpointing"] = list(dict.fromkeys(args.checkpointing))
+    model, optimizer = (options.field_value(args, train_spec(), n) for n in ("model", "optimizer"))
+    axes = _lever_values(args, also=("precision", "checkpointing"))
     limit, margin = _limit_and_margin(args)
     store = options.store_path(args.store)
-    print(f"tuning {args.user_model or args.model} for an effective batch of "
+    print(f"tuning {args.user_model or model} for an effective batch of "
           f"{args.target_batch} on {args.device}", file=sys.stderr)
     outcome = options.stoppable(args, lambda: tune_train(
-        task, model=args.model, size=args.model_size, target_batch=args.target_batch,
-        axes=axes, optimizer=args.optimizer, lr=args.lr, device=args.device, limit_bytes=limit,
+        task, model=model, size=args.model_size, target_batch=args.target_batch,
+        axes=axes, optimizer=optimizer, lr=args.lr, device=args.device, limit_bytes=limit,
         margin=margin, budget_s=args.budget_s, store=store, out=args.out, force=args.force,
         on_trial=options.show_record, on_stage=lambda text: print(text, file=sys.stderr)),
         "stopped; nothing stored" + options.kept(args.out))
