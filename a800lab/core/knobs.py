@@ -4,8 +4,9 @@ the panels' controls, the commands' options and the tuners' axes are derived fro
 
     @dataclass(frozen=True)
     class TrainSpec:
-        accum_steps: int = knob(1, "micro-batches per optimizer step", lo=1, example="4")
-        channels_last: bool = knob(False, "NHWC layout", lever=True, tune=(False, True))
+        accum_steps: int = knob(1, "micro-batches per optimizer step", integer=True, lo=1,
+                                example="4")
+        channels_last: bool = knob(False, "NHWC layout", choices=(False, True), lever=True)
         def __post_init__(self): check_knobs(self)
 
     knobs(TrainSpec)["accum_steps"].help;  tuner_axes(TrainSpec, "cuda")
