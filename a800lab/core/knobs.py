@@ -20,17 +20,17 @@ from dataclasses import MISSING, dataclass, field, fields
 
 @dataclass(frozen=True)
 class Knob:
-    """What a spec field accepts and how it is shown. `choices`, or a number from `lo` (an int:
-    inclusive; a float 0: exclusive) up to `hi` (None: open), `pow2`: a power of two; `default`
-    MISSING: a field the spec requires; `gpu`: the default on a GPU where
-    it differs; `canon`: a function that names a value canonically and refuses the rest;
-    `available(device)`: the choices a device can run; `cli`: the option's name where it is not
-    the field's; `scale`/`panel_hi`: the panel's slider; `lever`: a kernel lever of the step;
-    `tune`/`tune_gpu`: the values a tuner tries (on a CPU / a GPU); `code`: the line that sets it
-    in the code to paste; `named`: any name goes, `choices` are the panel's (a preset model:
-    where it is built checks it), as with `canon` (the help then does not list them);
-    `bounds`: "[" or "(" (and "]" or ")" with `hi`) where lo and hi are not the rule above,
-    e.g. "()" for a percentile in (0, 100)."""
+    """What a spec field accepts and how it is shown.
+
+    choices, or a number from `lo` (an int: inclusive; a float 0: exclusive) up to `hi` (None:
+    open); `pow2`: a power of two; `bounds`: "[" or "(" (and "]" or ")" with hi) where the ends
+    differ from that rule, e.g. "()" for a percentile in (0, 100); `default` MISSING: a field
+    the spec requires; `gpu`: the default on a GPU where it differs; `canon`: names a value
+    canonically and refuses the rest; `named`: any name goes (`choices` are the panel's; where
+    the model is built checks it); `available(device)`: the choices a device can run; `cli`:
+    the option's name where it is not the field's; `scale`, `panel_lo` (None: `lo`) and
+    `panel_hi`: the panel's slider; `lever`: a kernel lever of the step; `tune`/`tune_gpu`: the
+    values a tuner tries on a CPU / a GPU; `code`: the line that sets it in the code to paste."""
 
     default: object
     help: str
@@ -46,6 +46,7 @@ class Knob:
     available: Callable | None = None
     cli: str = ""
     scale: str = "linear"
+    panel_lo: float | None = None
     panel_hi: float | None = None
     lever: bool = False
     tune: tuple = ()

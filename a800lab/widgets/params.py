@@ -236,7 +236,8 @@ def spec_params(spec_class, device: str, names, *, fixed=None, initial=None) -> 
         elif field.choices or field.available:
             params[name] = Choice(field.choices_for(device), default, field.check)
         else:
-            params[name] = Range(field.lo, field.panel_hi, default=default, scale=field.scale,
+            low = field.lo if field.panel_lo is None else field.panel_lo
+            params[name] = Range(low, field.panel_hi, default=default, scale=field.scale,
                                  check_with=field.check)
     return params
 

@@ -63,7 +63,8 @@ def tensor_core_precisions(device: str) -> tuple[str, ...]:
     return tuple(p for p in PRECISIONS if p != "fp64" and not unsupported_reason(p, device))
 
 
-DIM = Knob(MISSING, "", integer=True, lo=1, example="1024", scale="pow2", panel_hi=65536)
+DIM = Knob(MISSING, "", integer=True, lo=1, example="1024", scale="pow2", panel_lo=16,
+           panel_hi=65536)  # the panel's shapes start at one tensor-core tile
 # tensor-core tiles are 16 wide
 BLOCK = Knob(None, "", integer=True, lo=16, pow2=True, example="32, 64 or 128", scale="pow2",
              panel_hi=256, lever=True, tune=(32, 64, 128, 256), tune_gpu=(64, 128, 256))
