@@ -6,6 +6,8 @@ split into queue wait and service. The online tuner's searches draw the same way
     load_figure(tune_records, target_ms=5.0, goodput_rps=outcome.goodput_rps)   # tune serve
 """
 
+import textwrap
+
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
@@ -169,8 +171,12 @@ def _split(ax, rows: pd.DataFrame | None, key: str) -> None:
     """Where a request's time went per offered rate: mean queue wait and mean service as
     shares of the mean latency (they add up to it), the mean latency above each bar;
     saturated rates hatched."""
-    ax.set(title="where the time goes" + (f"\n({key})" if key else ""),
-           ylabel="share of the mean latency (%)", ylim=(0, 112))
+    ax.set(title="where the time goes", ylabel="share of the mean latency (%)",
+           ylim=(0, 130 if key else 112))
+    if key:  # whose time: inside the axes, above the bars (a long key would run past them)
+        ax.text(0.5, 0.99, "\n".join(textwrap.wrap(key, 32)), transform=ax.transAxes,
+                ha="center", va="top", fontsize="x-small")
+    ax.set_yticks(range(0, 101, 20))  # the shares; above 100: the labels
     if rows is None or rows.empty or "queue_mean_ms" not in rows:
         say(ax, NO_POINTS_TEXT)
         return
@@ -192,4 +198,4 @@ def _split(ax, rows: pd.DataFrame | None, key: str) -> None:
                        Patch(color="tab:blue", alpha=0.8, label="service"),
                        Patch(facecolor="white", edgecolor="black", hatch="//",
                              label="saturated")], fontsize="x-small", loc="lower left",
-              bbox_to_anchor=(0.0, 1.12 if key else 1.06), ncols=3, frameon=False)
+              bbox_to_anchor=(0.0, 1.06), ncols=3, frameon=False)
