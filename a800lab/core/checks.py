@@ -16,9 +16,10 @@ def positive_int(name: str, value, example: str = "") -> int:
     return int(value)
 
 
-def positive_float(name: str, value, example: str) -> float:
+def positive_float(name: str, value, example: str = "") -> float:
     """`value` as a float when it is a finite number > 0."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or \
             not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name}={value!r} must be a finite number > 0, e.g. {example}")
+        raise ValueError(f"{name}={value!r} must be a finite number > 0"
+                         + (f", e.g. {example}" if example else ""))
     return float(value)

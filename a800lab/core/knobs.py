@@ -17,6 +17,8 @@ import numbers
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
 
+from .checks import positive_float, positive_int
+
 
 @dataclass(frozen=True)
 class Knob:
@@ -84,32 +86,28 @@ class Knob:
         return self._number(name, value)
 
     def _number(self, name: str, value):
+        if self.integer and self.lo == 1 and self.hi is None and not self.pow2:
+            return positive_int(name, value, self.example)
+        if not self.integer and self.lo == 0 and self.hi is None and not self.bounds:
+            return positive_float(name, value, self.example)
+        low, high = (self.bounds or "[")[0], (self.bounds or "[]")[1:] or "]"
         kind = numbers.Integral if self.integer else numbers.Real
-        example = f", e.g. {self.example}" if self.example else ""
-        ok = not isinstance(value, bool) and isinstance(value, kind) and math.isfinite(value)
+        ok = not isinstance(value, bool) and isinstance(value, kind) and math.isfinite(value) \
+            and (self.lo is None or (value >= self.lo if low == "[" else value > self.lo)) \
+            and (self.hi is None or (value <= self.hi if high == "]" else value < self.hi))
         if self.pow2:
+            ok = ok and value > 0 and value == 2 ** round(math.log2(value))
             what = f"a power of two >= {self.lo}" if self.hi is None else \
                 f"a power of two from {self.lo} to {self.hi}"
-            ok = ok and value > 0 and value == 2 ** round(math.log2(value))
         elif self.bounds:
             what = f"{'an int' if self.integer else 'a finite number'} " + (
-                f"in {self.bounds[0]}{self.lo:g}, {self.hi:g}{self.bounds[1]}" if self.hi
-                is not None else f"{'>=' if self.bounds[0] == '[' else '>'} {self.lo:g}")
-            ok = ok and (value >= self.lo if self.bounds[0] == "[" else value > self.lo) and (
-                self.hi is None or (value <= self.hi if self.bounds[1] == "]" else
-                                    value < self.hi))
-        elif self.lo == 1 and self.integer and self.hi is None:
-            what = "a positive int"
-        elif self.lo == 0 and not self.integer and self.hi is None:
-            what, ok = "a finite number > 0", ok and value > 0
+                f"in {low}{self.lo:g}, {self.hi:g}{high}" if self.hi is not None else
+                f"{'>=' if low == '[' else '>'} {self.lo:g}")
         else:
             what = f"{'an int' if self.integer else 'a finite number'} from {self.lo}" + \
                 ("" if self.hi is None else f" to {self.hi}")
-        if ok and self.lo is not None and not self.bounds:
-            ok = value >= self.lo
-        if ok and self.hi is not None and not self.bounds:
-            ok = value <= self.hi
         if not ok:
+            example = f", e.g. {self.example}" if self.example else ""
             raise ValueError(f"{name}={value!r} must be {what}{example}")
         return int(value) if self.integer else float(value)
 
