@@ -14,7 +14,7 @@ the panels' controls, the commands' options and the tuners' axes are derived fro
 
 import math
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 
 from .checks import positive_float, positive_int
@@ -146,6 +146,17 @@ def check_knobs(spec) -> None:
 def levers(spec_class) -> tuple[str, ...]:
     """The fields declared as kernel levers."""
     return tuple(name for name, declared in knobs(spec_class).items() if declared.lever)
+
+
+def levers_set(spec_class, config: Mapping, skip=()) -> list[str]:
+    """"name" (a lever on) or "name value" for each lever of `spec_class` that `config` sets
+    away from its default, those in `skip` apart: how a config's label names its levers."""
+    out = []
+    for name, declared in knobs(spec_class).items():
+        value = config.get(name, declared.default)
+        if declared.lever and name not in skip and value != declared.default:
+            out.append(name if value is True else f"{name} {value}")
+    return out
 
 
 def tuner_axes(spec_class, device: str) -> dict[str, list]:

@@ -10,7 +10,7 @@ category (profile_step(..., memory=True)).
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from ..core.knobs import knobs
+from ..core.knobs import levers_set
 from ..core.units import MIB, format_bytes
 from ..workloads.training.spec import TrainSpec
 from ..workloads.training.trace import CATEGORIES, HOST, IDLE, category_label
@@ -27,12 +27,8 @@ def label_of(report) -> str:
     spec = report.spec
     text = f"b={spec['batch_size']}" + (f"x{spec['accum_steps']}" if spec["accum_steps"] > 1
                                         else "") + f" {spec['precision']}"
-    for field, declared in knobs(TrainSpec).items():
-        if declared.lever and spec.get(field, declared.default) != declared.default:
-            text += f"\n{field}" + ("" if spec[field] is True else f" {spec[field]}")
-    if spec.get("checkpointing"):
-        text += "\ncheckpointing"
-    return text
+    return "\n".join([text, *levers_set(TrainSpec, spec),
+                      *(["checkpointing"] if spec.get("checkpointing") else [])])
 
 
 def profile_figure(reports: list) -> Figure:

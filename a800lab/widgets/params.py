@@ -230,7 +230,8 @@ def spec_params(spec_class, device: str, names, *, fixed=None, initial=None) -> 
     params = {}
     for name in names:
         field = declared[name]
-        default = initial.get(name) or field.default_for(device)
+        given = initial.get(name)  # None: the field's default on `device`
+        default = field.default_for(device) if given is None else given
         if name in fixed:
             params[name] = Fixed(fixed[name])
         elif field.choices or field.available:

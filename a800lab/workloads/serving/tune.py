@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from ...core.backends import resolve_device
-from ...core.knobs import knobs, levers, tuner_axes
+from ...core.knobs import levers, levers_set, tuner_axes
 from ...core.precision import HALF_DTYPES
 from ...core.results import Record
 from ...core.search import config_key
@@ -37,11 +37,7 @@ def describe_serving(config: Mapping) -> str:
     """"batch 8, bf16, compile off, graphs on" (the other levers only where not at default)."""
     text = (f"batch {config['batch_size']}, {config['precision']}, compile "
             f"{config.get('compile', 'off')}, graphs {'on' if config.get('graphs') else 'off'}")
-    for name, declared in knobs(ServeSpec).items():
-        value = config.get(name, declared.default)
-        if declared.lever and name not in ("compile", "graphs") and value != declared.default:
-            text += f", {name}" + ("" if value is True else f" {value}")
-    return text
+    return ", ".join([text, *levers_set(ServeSpec, config, ("compile", "graphs"))])
 
 
 @dataclass

@@ -18,7 +18,7 @@ import torch
 from ...core.backends import resolve_device
 from ...core.cancel import CancelToken
 from ...core.checks import positive_int
-from ...core.knobs import knobs
+from ...core.knobs import knobs, levers_set
 from ...core.precision import HALF_DTYPES
 from ...core.results import Record
 from ...core.search import SearchResult
@@ -52,12 +52,7 @@ def describe_candidate(config: Mapping) -> str:
     text += f", checkpointing {'on' if config.get('checkpointing') else 'off'}"
     text += f", compile {config.get('compile', 'off')}"
     text += f", optimizer {config.get('optimizer_impl', 'default')}"
-    for name, declared in knobs(TrainSpec).items():  # the other levers, where not at default
-        value = config.get(name, declared.default)
-        if declared.lever and name not in ("compile", "optimizer_impl") and \
-                value != declared.default:
-            text += f", {name}" + ("" if value is True else f" {value}")
-    return text
+    return ", ".join([text, *levers_set(TrainSpec, config, ("compile", "optimizer_impl"))])
 
 
 @dataclass
